@@ -1,0 +1,35 @@
+// The kvctl command dispatcher: each subcommand lives in its own file under commands/ and is
+// loaded only when used, so `kvctl hash` never pays for NATS or ZMQ imports.
+export interface Command {
+  /** One line for `kvctl --help`. */
+  summary: string;
+  /** Runs the command; returns the process exit code. */
+  run(argv: string[]): Promise<number>;
+}
+
+const commands: Record<string, () => Promise<{ command: Command }>> = {
+  hash: () => import("./commands/hash.js"),
+};
+
+async function help(): Promise<number> {
+  const lines = ["usage: kvctl <command> [options]", "", "commands:"];
+  for (const [name, load] of Object.entries(commands)) {
+    const { command } = await load();
+    lines.push(`  ${name.padEnd(16)}${command.summary}`);
+  }
+  lines.push("", "Run `kvctl <command> --help` for a command's options.");
+  console.log(lines.join("\n"));
+  return 0;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === "--help" || name === "-h" || name === "help") return help();
+  const load = commands[name];
+  if (!load) {
+    console.error(`kvctl: unknown command '${name}' (try 'kvctl --help')`);
+    return 2;
+  }
+  const { command } = await load();
+  return command.run(rest);
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env node
+// `npm test`: every suite of the project in one run (native C++ core, vitest, pytest), then one
+// closing line `N passed, N failed, N skipped` summed over all of them. Prepares what a fresh
+// clone lacks first: the Python venv (python/setup_venv.sh) and the native addon build.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const work = mkdtempSync(join(tmpdir(), "kvctl-test-"));
+const only = process.argv.slice(2); // optional suite names: native vitest pytest
+const want = (s) => only.length === 0 || only.includes(s);
+
+function run(cmd, args, opts = {}) {
+  console.log(`\n$ ${[cmd, ...args].join(" ")}`);
+  const r = spawnSync(cmd, args, { cwd: root, stdio: "inherit", ...opts });
+  if (r.error) throw r.error;
+  return r.status ?? 1;
+}
+
+function capture(cmd, args) {
+  console.log(`\n$ ${[cmd, ...args].join(" ")}`);
+  const r = spawnSync(cmd, args, { cwd: root, encoding: "utf8", maxBuffer: 256 << 20 });
+  process.stdout.write(r.stdout ?? "");
+  process.stderr.write(r.stderr ?? "");
+  return { status: r.status ?? 1, out: `${r.stdout ?? ""}${r.stderr ?? ""}` };
+}
+
+const totals = { passed: 0, failed: 0, skipped: 0 };
+const rows = [];
+function record(suite, passed, failed, skipped, note = "") {
+  totals.passed += passed;
+  totals.failed += failed;
+  totals.skipped += skipped;
+  rows.push(`${suite.padEnd(8)} ${passed} passed, ${failed} failed, ${skipped} skipped${note ? `  (${note})` : ""}`);
+}
+
+// 1. Prerequisites: the venv (python oracles, SGLang, nats-server) and the addon.
+if (run("bash", [join(root, "python/setup_venv.sh")]) !== 0) record("setup", 0, 1, 0, "python/setup_venv.sh failed");
+if (!existsSync(join(root, "build/Release/kvctl.node"))) {
+  if (run(process.execPath, [join(root, "scripts/build-native.mjs")]) !== 0) record("setup", 0, 1, 0, "native build failed");
+}
+
+// 2. The native core's own unit tests (C++, registered with ctest by CMakeLists.txt).
+if (want("native")) {
+  const r = capture("ctest", ["--test-dir", join(root, "build"), "--output-on-failure"]);
+  const m = /(\d+)% tests passed, (\d+) tests failed out of (\d+)/.exec(r.out);
+  if (m) {
+    const failed = Number(m[2]);
+    const total = Number(m[3]);
+    const skipped = (r.out.match(/\*\*\*Skipped|Not Run/g) ?? []).length;
+    record("native", total - failed - skipped, failed, skipped);
+  } else record("native", 0, 1, 0, "ctest printed no summary");
+}
+
+// 3. vitest: TypeScript, addon bindings, NATS/ZMQ/python integration.
+if (want("vitest")) {
+  const out = join(work, "vitest.json");
+  const status = run(join(root, "node_modules/.bin/vitest"), ["run", "--reporter=default", "--reporter=json", `--outputFile=${out}`]);
+  if (existsSync(out)) {
+    const j = JSON.parse(readFileSync(out, "utf8"));
+    const skipped = (j.numPendingTests ?? 0) + (j.numTodoTests ?? 0);
+    // Files that fail to load count as failures even though they ran no test.
+    const broken = (j.testResults ?? []).filter((f) => f.status === "failed" && (f.assertionResults ?? []).length === 0).length;
+    record("vitest", j.numPassedTests ?? 0, (j.numFailedTests ?? 0) + broken, skipped);
+  } else record("vitest", 0, 1, 0, `vitest exited ${status} without a report`);
+}
+
+// 4. pytest: the worker-side patch kit and the python oracles.
+if (want("pytest")) {
+  const py = process.env.KVCTL_PYTHON ?? join(root, ".venv/bin/python");
+  const xml = join(work, "pytest.xml");
+  const status = run(py, ["-m", "pytest", "python/tests", "-q", `--junitxml=${xml}`]);
+  if (existsSync(xml)) {
+    const x = readFileSync(xml, "utf8");
+    const attr = (n) => Number(new RegExp(`<testsuite [^>]*\\b${n}="(\\d+)"`).exec(x)?.[1] ?? 0);
+    const total = attr("tests");
+    const failed = attr("failures") + attr("errors");
+    const skipped = attr("skipped");
+    record("pytest", total - failed - skipped, failed, skipped);
+  } else if (status === 5) record("pytest", 0, 0, 0, "no tests collected");
+  else record("pytest", 0, 1, 0, `pytest exited ${status} without a report`);
+}
+
+console.log(`\n${rows.join("\n")}`);
+console.log(`${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
+process.exit(totals.failed > 0 ? 1 : 0);
