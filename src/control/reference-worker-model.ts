@@ -1,0 +1,338 @@
+// STAND-IN, NOT THE WORKER. An in-memory model of a worker's cache state (blocks, pins, leases,
+// tool-offload epochs, dedupe window) that answers commands honestly enough for tests and demos of
+// the router side until the SGLang subscriber exists. It has no GPU, no radix tree, no scheduler:
+// every "tier" here is a label. Never deploy it as a worker.
+import type { Ack, AckStatus, Command } from "../protocol/index.js";
+import { blankAck } from "../protocol/index.js";
+
+type Tier = "GPU" | "CPU_PINNED" | "CPU_TIER1";
+
+interface Block {
+  parent: bigint | null;
+  tier: Tier;
+  pins: number;
+  /** Pin expiry per pin (ms since epoch; Infinity = no TTL). */
+  pinExpiry: number[];
+  transient: boolean;
+  lease: string | null;
+  session: string | null;
+}
+
+interface Lease {
+  hashes: bigint[];
+  expiresAtMs: number | null;
+}
+
+export interface ReferenceModelOptions {
+  /** Most pinned blocks at once; past it Cache pin acks `partial` (default 1 000 000). */
+  pinBudgetBlocks?: number;
+  /** Storage keys the model pretends its storage backend holds (for Warm). */
+  storageKeys?: Iterable<string>;
+  dedupeWindowMs?: number;
+  dedupeMaxIds?: number;
+  now?: () => number;
+}
+
+export class ReferenceWorkerModel {
+  readonly blocks = new Map<bigint, Block>();
+  readonly leases = new Map<string, Lease>();
+  readonly sessions = new Map<string, { epoch: number; hashes: bigint[] }>();
+  readonly storageKeys: Set<string>;
+  private epoch = 0;
+  private readonly dedupe = new Map<string, { ack: Ack; atMs: number }>();
+  private readonly pinBudget: number;
+  private readonly dedupeWindowMs: number;
+  private readonly dedupeMax: number;
+  private readonly now: () => number;
+
+  constructor(opts: ReferenceModelOptions = {}) {
+    this.pinBudget = opts.pinBudgetBlocks ?? 1_000_000;
+    this.storageKeys = new Set(opts.storageKeys ?? []);
+    this.dedupeWindowMs = opts.dedupeWindowMs ?? 10 * 60_000;
+    this.dedupeMax = opts.dedupeMaxIds ?? 100_000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Inserts a chain of blocks (a prefix path, parent first), all resident on GPU. */
+  addPath(hashes: Iterable<bigint>): void {
+    let parent: bigint | null = null;
+    for (const h of hashes) {
+      if (!this.blocks.has(h)) this.blocks.set(h, { parent, tier: "GPU", pins: 0, pinExpiry: [], transient: false, lease: null, session: null });
+      parent = h;
+    }
+  }
+
+  /** The first outcome of an id still inside the dedupe window, if any. */
+  seen(id: string): Ack | undefined {
+    this.expireDedupe();
+    return this.dedupe.get(id)?.ack;
+  }
+
+  /** Applies a validated command and returns its ack (id and elapsed_us are filled by the caller). */
+  apply(workerId: string, id: string | null, cmd: Command): Ack {
+    this.reap();
+    const ack = this.dispatch(workerId, id, cmd);
+    if (id !== null) {
+      this.dedupe.set(id, { ack, atMs: this.now() });
+      this.expireDedupe();
+    }
+    return ack;
+  }
+
+  private dispatch(workerId: string, id: string | null, cmd: Command): Ack {
+    const ack = blankAck(workerId, id, cmd.type, "applied");
+    switch (cmd.type) {
+      case "Cache": {
+        ack.requested = cmd.block_hashes.length;
+        const expiry = cmd.ttl_seconds ? this.now() + cmd.ttl_seconds * 1000 : Number.POSITIVE_INFINITY;
+        let pinned = this.pinnedCount();
+        for (const h of cmd.block_hashes) {
+          const b = this.blocks.get(h);
+          if (!b) {
+            ack.missing.push(h);
+            continue;
+          }
+          if (cmd.pin) {
+            if (b.pins === 0 && pinned >= this.pinBudget) {
+              ack.skipped++;
+              continue;
+            }
+            if (b.pins === 0) pinned++;
+            b.pins++;
+            b.pinExpiry.push(expiry);
+            ack.affected++;
+          } else if (b.pins > 0) {
+            b.pins--;
+            b.pinExpiry.pop();
+            ack.affected++;
+          } else ack.skipped++;
+        }
+        if (cmd.pin && ack.skipped) ack.reason = `pin budget exhausted (${pinned}/${this.pinBudget} blocks)`;
+        if (ack.affected) ack.tiers = { CPU_PINNED: ack.affected };
+        return settle(ack);
+      }
+      case "Prune": {
+        const root = this.blocks.get(cmd.after_block_hash);
+        if (!root) {
+          ack.requested = 1;
+          ack.missing.push(cmd.after_block_hash);
+          return settle(ack);
+        }
+        const doomed = this.descendants(cmd.after_block_hash);
+        ack.requested = doomed.length;
+        for (const h of doomed.reverse()) {
+          const b = this.blocks.get(h)!;
+          if ((b.pins > 0 || b.lease || b.session) && !cmd.force) {
+            ack.skipped++;
+            continue;
+          }
+          this.blocks.delete(h);
+          ack.affected++;
+        }
+        if (ack.skipped) ack.reason = `${ack.skipped} pinned or leased descendants kept (force not set)`;
+        return settle(ack);
+      }
+      case "Think": {
+        ack.requested = cmd.block_hashes.length;
+        for (const h of cmd.block_hashes) {
+          const b = this.blocks.get(h);
+          if (!b) {
+            ack.missing.push(h);
+            continue;
+          }
+          if (cmd.transient) {
+            if (b.transient) ack.skipped++;
+            else (b.transient = true), ack.affected++;
+          } else {
+            for (const d of this.descendants(h)) this.blocks.delete(d);
+            this.blocks.delete(h);
+            ack.affected++;
+          }
+        }
+        return settle(ack);
+      }
+      case "Pause": {
+        ack.requested = cmd.block_hashes.length;
+        if (this.leases.has(cmd.lease_id)) return reject(ack, `lease_id ${cmd.lease_id} is already held (use RenewLease)`);
+        const expiresAtMs = cmd.ttl_seconds === null ? null : this.now() + cmd.ttl_seconds * 1000;
+        const held: bigint[] = [];
+        for (const h of cmd.block_hashes) {
+          const b = this.blocks.get(h);
+          if (!b) {
+            ack.missing.push(h);
+            continue;
+          }
+          b.tier = "CPU_PINNED";
+          b.lease = cmd.lease_id;
+          held.push(h);
+          ack.affected++;
+        }
+        if (held.length === 0) return settle(ack);
+        this.leases.set(cmd.lease_id, { hashes: held, expiresAtMs });
+        ack.lease = { lease_id: cmd.lease_id, expires_at_ms: expiresAtMs };
+        ack.tiers = { CPU_PINNED: held.length };
+        return settle(ack);
+      }
+      case "RenewLease": {
+        ack.requested = 1;
+        const lease = this.leases.get(cmd.lease_id);
+        if (!lease) return reject(ack, `unknown lease ${cmd.lease_id}`);
+        lease.expiresAtMs = this.now() + cmd.new_ttl_seconds * 1000;
+        ack.affected = 1;
+        ack.lease = { lease_id: cmd.lease_id, expires_at_ms: lease.expiresAtMs };
+        return settle(ack);
+      }
+      case "RevokeLease": {
+        const lease = this.leases.get(cmd.lease_id);
+        if (!lease) return reject(ack, `unknown lease ${cmd.lease_id}`);
+        ack.requested = lease.hashes.length;
+        for (const h of lease.hashes) if (this.blocks.delete(h)) ack.affected++;
+        this.leases.delete(cmd.lease_id);
+        ack.lease = { lease_id: cmd.lease_id, expires_at_ms: null };
+        return settle(ack);
+      }
+      case "Warm": {
+        ack.requested = cmd.block_keys.length;
+        const unknown = cmd.block_keys.filter((k) => !this.storageKeys.has(k));
+        if (!cmd.token_ids && unknown.length) return reject(ack, "Warm without token_ids: pages cannot be placed in the prefix tree without their tokens");
+        ack.affected = cmd.block_keys.length - unknown.length;
+        ack.skipped = unknown.length;
+        if (unknown.length) ack.reason = `${unknown.length} keys not in the storage backend`;
+        if (ack.affected) ack.tiers = { [cmd.target_tier]: ack.affected };
+        return settle(ack);
+      }
+      case "ToolStart": {
+        ack.requested = cmd.block_hashes.length;
+        const held: bigint[] = [];
+        for (const h of cmd.block_hashes) {
+          const b = this.blocks.get(h);
+          if (!b) {
+            ack.missing.push(h);
+            continue;
+          }
+          b.tier = "CPU_PINNED";
+          b.session = cmd.session_id;
+          held.push(h);
+          ack.affected++;
+        }
+        ack.epoch = ++this.epoch;
+        this.sessions.set(cmd.session_id, { epoch: ack.epoch, hashes: held });
+        if (held.length) ack.tiers = { CPU_PINNED: held.length };
+        return settle(ack);
+      }
+      case "ToolEnd": {
+        ack.requested = 1;
+        const s = this.sessions.get(cmd.session_id);
+        if (!s) return reject(ack, `unknown session ${cmd.session_id}`);
+        if (s.epoch !== cmd.epoch) return reject(ack, `stale epoch ${cmd.epoch} (current ${s.epoch})`);
+        ack.requested = s.hashes.length;
+        for (const h of s.hashes) {
+          const b = this.blocks.get(h);
+          if (!b) {
+            ack.missing.push(h);
+            continue;
+          }
+          b.tier = "GPU";
+          b.session = null;
+          ack.affected++;
+        }
+        this.sessions.delete(cmd.session_id);
+        ack.epoch = cmd.epoch;
+        if (ack.affected) ack.tiers = { GPU: ack.affected };
+        return settle(ack);
+      }
+      case "Inspect": {
+        const hashes = cmd.block_hashes ?? [];
+        ack.requested = hashes.length;
+        const tiers: Record<string, number> = {};
+        for (const h of hashes) {
+          const b = this.blocks.get(h);
+          if (!b) ack.missing.push(h);
+          else tiers[b.tier] = (tiers[b.tier] ?? 0) + 1;
+        }
+        // Read-only: `affected` stays 0; residency is reported in `tiers`.
+        ack.tiers = tiers;
+        if (cmd.lease_id) {
+          const lease = this.leases.get(cmd.lease_id);
+          ack.lease = lease ? { lease_id: cmd.lease_id, expires_at_ms: lease.expiresAtMs } : null;
+          if (!lease) ack.reason = `unknown lease ${cmd.lease_id}`;
+        }
+        if (cmd.session_id) {
+          const s = this.sessions.get(cmd.session_id);
+          ack.epoch = s ? s.epoch : null;
+        }
+        ack.status = "applied";
+        return ack;
+      }
+    }
+  }
+
+  private pinnedCount(): number {
+    let n = 0;
+    for (const b of this.blocks.values()) if (b.pins > 0) n++;
+    return n;
+  }
+
+  /** Every descendant of `hash` (not the block itself), parents before children. */
+  private descendants(hash: bigint): bigint[] {
+    const children = new Map<bigint, bigint[]>();
+    for (const [h, b] of this.blocks) {
+      if (b.parent === null) continue;
+      const list = children.get(b.parent);
+      if (list) list.push(h);
+      else children.set(b.parent, [h]);
+    }
+    const out: bigint[] = [];
+    const stack = [...(children.get(hash) ?? [])];
+    while (stack.length) {
+      const h = stack.shift()!;
+      out.push(h);
+      stack.push(...(children.get(h) ?? []));
+    }
+    return out;
+  }
+
+  /** Expires TTL'd pins, leases and nothing else; runs before every command (no caller needed). */
+  private reap(): void {
+    const now = this.now();
+    for (const [id, lease] of this.leases) {
+      if (lease.expiresAtMs !== null && lease.expiresAtMs <= now) {
+        for (const h of lease.hashes) {
+          const b = this.blocks.get(h);
+          if (b && b.lease === id) b.lease = null;
+        }
+        this.leases.delete(id);
+      }
+    }
+    for (const b of this.blocks.values()) {
+      if (b.pins === 0) continue;
+      b.pinExpiry = b.pinExpiry.filter((t) => t > now);
+      b.pins = b.pinExpiry.length;
+    }
+  }
+
+  private expireDedupe(): void {
+    const oldest = this.now() - this.dedupeWindowMs;
+    for (const [id, entry] of this.dedupe) {
+      if (this.dedupe.size <= this.dedupeMax && entry.atMs >= oldest) break;
+      this.dedupe.delete(id);
+    }
+  }
+}
+
+function settle(ack: Ack): Ack {
+  ack.status = statusOf(ack);
+  return ack;
+}
+
+function statusOf(ack: Ack): AckStatus {
+  if (ack.requested === 0) return "noop";
+  if (ack.affected === ack.requested) return "applied";
+  return ack.affected > 0 ? "partial" : "noop";
+}
+
+function reject(ack: Ack, reason: string): Ack {
+  ack.status = "rejected";
+  ack.reason = reason;
+  return ack;
+}

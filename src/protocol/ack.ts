@@ -1,0 +1,83 @@
+// The Ack (commands.md "Ack"): one per request, with a typed outcome and counts. Field names and
+// order are exactly the contract's; `missing` holds int64 hashes written as JSON number literals.
+import { z } from "zod";
+import { CommandTypeSchema, type CommandType } from "./commands.js";
+import { fromZodError } from "./errors.js";
+import { count, idString, int64List } from "./fields.js";
+import { parseJson, stringifyInt64List, stringifyJson } from "./json.js";
+
+export const ACK_STATUSES = ["applied", "partial", "noop", "duplicate", "rejected", "error"] as const;
+export const AckStatusSchema = z.enum(ACK_STATUSES);
+export type AckStatus = (typeof ACK_STATUSES)[number];
+
+/** Tiers a worker may report effects on (commands.md names GPU and CPU_PINNED; others pass). */
+export const TiersSchema = z.record(z.string().min(1), count);
+
+/** The lease a Pause/RenewLease/Inspect ack refers to. Extra keys are tolerated for later. */
+export const AckLeaseSchema = z.looseObject({
+  lease_id: idString,
+  expires_at_ms: count.nullable(),
+});
+export type AckLease = z.output<typeof AckLeaseSchema>;
+
+// Loose: a worker may add keys (an Inspect report, say) without breaking older routers; the
+// contract's own fields are all required and typed.
+export const AckSchema = z.looseObject({
+  /** The envelope's id; null for a bare command or a body too broken to carry one. */
+  id: idString.nullable(),
+  worker_id: z.string().min(1),
+  /** null when the body was not readable enough to know the command type. */
+  type: CommandTypeSchema.nullable(),
+  status: AckStatusSchema,
+  requested: count,
+  affected: count,
+  skipped: count,
+  missing: int64List,
+  reason: z.string().nullable(),
+  tiers: TiersSchema,
+  lease: AckLeaseSchema.nullable(),
+  epoch: count.nullable(),
+  elapsed_us: count,
+});
+export type Ack = z.output<typeof AckSchema>;
+
+/** Ack -> JSON text, contract field order, hashes exact. */
+export function encodeAck(ack: Ack): string {
+  let out =
+    `{"id":${ack.id === null ? "null" : JSON.stringify(ack.id)},"worker_id":${JSON.stringify(ack.worker_id)},` +
+    `"type":${ack.type === null ? "null" : `"${ack.type}"`},"status":"${ack.status}",` +
+    `"requested":${ack.requested},"affected":${ack.affected},"skipped":${ack.skipped},` +
+    `"missing":${stringifyInt64List(ack.missing)},"reason":${ack.reason === null ? "null" : JSON.stringify(ack.reason)},` +
+    `"tiers":${stringifyJson(ack.tiers)},"lease":${ack.lease === null ? "null" : stringifyJson(ack.lease)},` +
+    `"epoch":${ack.epoch === null ? "null" : ack.epoch},"elapsed_us":${ack.elapsed_us}`;
+  for (const key of Object.keys(ack)) {
+    if (!ACK_KEYS.has(key)) out += `,${JSON.stringify(key)}:${stringifyJson((ack as Record<string, unknown>)[key])}`;
+  }
+  return out + "}";
+}
+const ACK_KEYS = new Set(["id", "worker_id", "type", "status", "requested", "affected", "skipped", "missing", "reason", "tiers", "lease", "epoch", "elapsed_us"]);
+
+export class AckDecodeError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "AckDecodeError";
+  }
+}
+
+/** JSON text or bytes -> a validated Ack; throws AckDecodeError naming the field. */
+export function decodeAck(body: string | Uint8Array): Ack {
+  let raw: unknown;
+  try {
+    raw = parseJson(body);
+  } catch (e) {
+    throw new AckDecodeError(`ack is not JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const r = AckSchema.safeParse(raw);
+  if (!r.success) throw new AckDecodeError(`invalid ack: ${fromZodError(r.error).message}`);
+  return r.data;
+}
+
+/** A blank ack to fill in (all counts zero, nothing missing). */
+export function blankAck(workerId: string, id: string | null, type: CommandType | null, status: AckStatus): Ack {
+  return { id, worker_id: workerId, type, status, requested: 0, affected: 0, skipped: 0, missing: [], reason: null, tiers: {}, lease: null, epoch: null, elapsed_us: 0 };
+}

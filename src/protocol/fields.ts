@@ -1,0 +1,70 @@
+// Field schemas shared by the commands: int64 hash lists, TTLs, ids. Lists are checked in one
+// transform rather than one zod schema per element, which keeps a 64k-hash command cheap.
+import { z } from "zod";
+import { toInt64 } from "./int64.js";
+import { MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
+
+/** One int64 (bigint, exact integer number, or decimal string on input; bigint on output). */
+export const int64 = z.unknown().transform((value, ctx): bigint => {
+  const v = toInt64(value);
+  if (typeof v === "string") {
+    ctx.issues.push({ code: "custom", message: v, input: value });
+    return z.NEVER;
+  }
+  return v;
+});
+
+/** A list of int64 block hashes, at most MAX_LIST_ENTRIES long. */
+export const int64List = z.unknown().transform((value, ctx): bigint[] => {
+  if (!Array.isArray(value)) {
+    ctx.issues.push({ code: "custom", message: `expected an array of int64, got ${describe(value)}`, input: value });
+    return z.NEVER;
+  }
+  if (value.length > MAX_LIST_ENTRIES) {
+    ctx.issues.push({ code: "custom", message: `${value.length} entries is over the limit of ${MAX_LIST_ENTRIES}`, input: value.length });
+    return z.NEVER;
+  }
+  const out = new Array<bigint>(value.length);
+  for (let i = 0; i < value.length; i++) {
+    const v = value[i];
+    // bigint is what the publisher hands us: skip the general conversion unless out of range.
+    const r = typeof v === "bigint" && v >= -9223372036854775808n && v <= 9223372036854775807n ? v : toInt64(v);
+    if (typeof r === "string") {
+      ctx.issues.push({ code: "custom", message: r, input: v, path: [i] });
+      return z.NEVER;
+    }
+    out[i] = r;
+  }
+  return out;
+});
+
+function describe(value: unknown): string {
+  return value === null ? "null" : Array.isArray(value) ? "array" : typeof value;
+}
+
+/** A TTL in whole seconds: positive and bounded (a zero or month-long TTL is a mistake). */
+export const ttlSeconds = z
+  .number()
+  .int("must be a whole number of seconds")
+  .min(1, "must be at least 1 second")
+  .max(MAX_TTL_SECONDS, `must be at most ${MAX_TTL_SECONDS} seconds (30 days)`);
+
+/** Lease, session and idempotency ids: non-empty, bounded, printable. */
+export const idString = z
+  .string()
+  .min(1, "must not be empty")
+  .max(MAX_ID_LENGTH, `must be at most ${MAX_ID_LENGTH} characters`)
+  .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces");
+
+/** Storage keys (SHA-256 hex), as Warm carries them. */
+export const storageKeyList = z
+  .array(z.string().regex(/^[0-9a-f]{64}$/, "must be a SHA-256 hex digest (64 lowercase hex characters)"))
+  .max(MAX_LIST_ENTRIES, `must have at most ${MAX_LIST_ENTRIES} entries`);
+
+/** Token ids for Warm. */
+export const tokenIdList = z
+  .array(z.number().int().min(0).max(2 ** 31 - 1))
+  .max(MAX_TOKEN_IDS, `must have at most ${MAX_TOKEN_IDS} entries`);
+
+/** Non-negative safe integer (counts, epochs, timestamps). */
+export const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);

@@ -1,0 +1,264 @@
+// An int64-exact JSON codec. JSON.parse turns 9007199254740993 into ...992 without a word, and
+// JSON.stringify cannot write a bigint at all, so both directions are done here by hand:
+//   parse:     integer literals that are not exact as a double come back as `bigint`; every other
+//              value is what JSON.parse would give.
+//   stringify: a `bigint` is written as a bare number literal; non-finite numbers are refused.
+// No external dependency, no regex pre-pass over the text (which would misfire inside strings).
+
+export class JsonSyntaxError extends SyntaxError {
+  constructor(message: string, readonly position: number) {
+    super(`${message} at position ${position}`);
+    this.name = "JsonSyntaxError";
+  }
+}
+
+const MAX_DEPTH = 64;
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** Parses JSON text (or UTF-8 bytes) keeping every integer exact. */
+export function parseJson(input: string | Uint8Array): unknown {
+  const text = typeof input === "string" ? input : decodeUtf8(input);
+  const p = new Parser(text);
+  p.ws();
+  const value = p.value(0);
+  p.ws();
+  if (p.i !== text.length) throw new JsonSyntaxError("unexpected trailing data", p.i);
+  return value;
+}
+
+function decodeUtf8(bytes: Uint8Array): string {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    throw new JsonSyntaxError("body is not valid UTF-8", 0);
+  }
+}
+
+class Parser {
+  i = 0;
+  constructor(readonly s: string) {}
+
+  ws(): void {
+    const s = this.s;
+    let i = this.i;
+    for (;;) {
+      const c = s.charCodeAt(i);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+      else break;
+    }
+    this.i = i;
+  }
+
+  fail(msg: string): never {
+    throw new JsonSyntaxError(msg, this.i);
+  }
+
+  value(depth: number): unknown {
+    const c = this.s.charCodeAt(this.i);
+    if (c === 0x22) return this.string();
+    if (c === 0x7b) return this.object(depth + 1);
+    if (c === 0x5b) return this.array(depth + 1);
+    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.number();
+    if (this.s.startsWith("true", this.i)) return (this.i += 4), true;
+    if (this.s.startsWith("false", this.i)) return (this.i += 5), false;
+    if (this.s.startsWith("null", this.i)) return (this.i += 4), null;
+    return this.fail(Number.isNaN(c) ? "unexpected end of input" : `unexpected character ${JSON.stringify(this.s[this.i])}`);
+  }
+
+  object(depth: number): Record<string, unknown> {
+    if (depth > MAX_DEPTH) this.fail("nesting too deep");
+    const out: Record<string, unknown> = {};
+    this.i++;
+    this.ws();
+    if (this.s.charCodeAt(this.i) === 0x7d) return this.i++, out;
+    for (;;) {
+      if (this.s.charCodeAt(this.i) !== 0x22) this.fail("expected a string key");
+      const key = this.string();
+      this.ws();
+      if (this.s.charCodeAt(this.i) !== 0x3a) this.fail("expected ':'");
+      this.i++;
+      this.ws();
+      const v = this.value(depth);
+      // A plain assignment of "__proto__" would replace the prototype instead of adding a key.
+      if (key === "__proto__") Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      else out[key] = v;
+      this.ws();
+      const c = this.s.charCodeAt(this.i++);
+      if (c === 0x2c) {
+        this.ws();
+        continue;
+      }
+      if (c === 0x7d) return out;
+      this.i--;
+      this.fail("expected ',' or '}'");
+    }
+  }
+
+  array(depth: number): unknown[] {
+    if (depth > MAX_DEPTH) this.fail("nesting too deep");
+    const out: unknown[] = [];
+    this.i++;
+    this.ws();
+    if (this.s.charCodeAt(this.i) === 0x5d) return this.i++, out;
+    for (;;) {
+      out.push(this.value(depth));
+      this.ws();
+      const c = this.s.charCodeAt(this.i++);
+      if (c === 0x2c) {
+        this.ws();
+        continue;
+      }
+      if (c === 0x5d) return out;
+      this.i--;
+      this.fail("expected ',' or ']'");
+    }
+  }
+
+  number(): number | bigint {
+    const s = this.s;
+    const start = this.i;
+    let i = start;
+    if (s.charCodeAt(i) === 0x2d) i++;
+    const intStart = i;
+    let c = s.charCodeAt(i);
+    if (c === 0x30) i++;
+    else if (c >= 0x31 && c <= 0x39) {
+      do i++;
+      while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39);
+    } else {
+      this.i = i;
+      this.fail("invalid number");
+    }
+    const intDigits = i - intStart;
+    let isInteger = true;
+    c = s.charCodeAt(i);
+    if (c === 0x2e) {
+      isInteger = false;
+      i++;
+      if (!((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39)) (this.i = i), this.fail("invalid number");
+      while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39) i++;
+    }
+    c = s.charCodeAt(i);
+    if (c === 0x65 || c === 0x45) {
+      isInteger = false;
+      i++;
+      c = s.charCodeAt(i);
+      if (c === 0x2b || c === 0x2d) i++;
+      if (!((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39)) (this.i = i), this.fail("invalid number");
+      while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39) i++;
+    }
+    this.i = i;
+    const lit = s.slice(start, i);
+    if (!isInteger) return Number(lit);
+    // Up to 15 digits always fits a double exactly; past that, keep exactness with a bigint.
+    if (intDigits <= 15) return Number(lit);
+    const big = BigInt(lit);
+    return big >= -9007199254740991n && big <= 9007199254740991n ? Number(big) : big;
+  }
+
+  string(): string {
+    const s = this.s;
+    const start = ++this.i;
+    // Fast path: no escapes, so the content is one slice.
+    for (let i = start; ; i++) {
+      const c = s.charCodeAt(i);
+      if (c === 0x22) {
+        this.i = i + 1;
+        return s.slice(start, i);
+      }
+      if (c === 0x5c || c < 0x20 || Number.isNaN(c)) break;
+    }
+    return this.slowString();
+  }
+
+  slowString(): string {
+    const s = this.s;
+    let i = this.i;
+    let out = "";
+    let from = i;
+    for (;;) {
+      const c = s.charCodeAt(i);
+      if (Number.isNaN(c)) (this.i = i), this.fail("unterminated string");
+      if (c === 0x22) {
+        out += s.slice(from, i);
+        this.i = i + 1;
+        return out;
+      }
+      if (c < 0x20) (this.i = i), this.fail("control character in string");
+      if (c !== 0x5c) {
+        i++;
+        continue;
+      }
+      out += s.slice(from, i);
+      const e = s[i + 1];
+      switch (e) {
+        case '"': out += '"'; break;
+        case "\\": out += "\\"; break;
+        case "/": out += "/"; break;
+        case "b": out += "\b"; break;
+        case "f": out += "\f"; break;
+        case "n": out += "\n"; break;
+        case "r": out += "\r"; break;
+        case "t": out += "\t"; break;
+        case "u": {
+          const hex = s.slice(i + 2, i + 6);
+          if (!/^[0-9a-fA-F]{4}$/.test(hex)) (this.i = i), this.fail("invalid \\u escape");
+          out += String.fromCharCode(parseInt(hex, 16));
+          i += 4;
+          break;
+        }
+        default:
+          this.i = i;
+          this.fail("invalid escape");
+      }
+      i += 2;
+      from = i;
+    }
+  }
+}
+
+/**
+ * Writes JSON with `bigint` as number literals. Object keys whose value is `undefined` are left
+ * out (as JSON.stringify does); NaN and Infinity are refused rather than silently written as null.
+ */
+export function stringifyJson(value: unknown): string {
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value);
+    case "number":
+      if (!Number.isFinite(value)) throw new TypeError(`cannot encode ${value} as JSON`);
+      return String(value);
+    case "bigint":
+      return value.toString();
+    case "boolean":
+      return value ? "true" : "false";
+    case "object": {
+      if (value === null) return "null";
+      if (Array.isArray(value)) {
+        if (typeof value[0] === "bigint" && value.every((v) => typeof v === "bigint")) return stringifyInt64List(value as bigint[]);
+        let out = "[";
+        for (let k = 0; k < value.length; k++) {
+          if (k) out += ",";
+          out += stringifyJson(value[k] === undefined ? null : value[k]);
+        }
+        return out + "]";
+      }
+      let out = "{";
+      let first = true;
+      for (const key of Object.keys(value)) {
+        const v = (value as Record<string, unknown>)[key];
+        if (v === undefined) continue;
+        out += (first ? "" : ",") + JSON.stringify(key) + ":" + stringifyJson(v);
+        first = false;
+      }
+      return out + "}";
+    }
+    default:
+      throw new TypeError(`cannot encode a ${typeof value} as JSON`);
+  }
+}
+
+/** Writes a list of bigints as a JSON array of number literals (the hot path of every command). */
+export function stringifyInt64List(list: readonly bigint[]): string {
+  return list.length === 0 ? "[]" : "[" + list.join(",") + "]";
+}
