@@ -42,3 +42,4 @@ export { isUuidv7, uuidv7, uuidv7Time } from "./uuidv7.js";
 export { BROADCAST_NAME, broadcastSubject, checkSubjectPrefix, checkWorkerId, DEFAULT_SUBJECT_PREFIX, parseControlSubject, workerSubject } from "./subjects.js";
 export { COMMAND_FIELDS, parseFieldText } from "./command-fields.js";
 export type { FieldKind } from "./command-fields.js";
+export { EXAMPLE_COMMANDS } from "./examples.js";

@@ -1,0 +1,124 @@
+// The int64-exact JSON codec: full signed 64-bit range, byte-for-byte round trips, and Python's
+// `json` module (the worker side's reader) agreeing with every byte.
+import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import {
+  decodeAck,
+  decodeBody,
+  encodeAck,
+  encodeEnvelope,
+  INT64_MAX,
+  INT64_MIN,
+  makeEnvelope,
+  parseJson,
+  stringifyJson,
+  validateCommand,
+  blankAck,
+} from "../src/protocol/index.js";
+import { hasVenv, venvPython } from "./helpers/python.js";
+
+function randomInt64s(n: number): bigint[] {
+  const buf = randomBytes(8 * n);
+  return Array.from({ length: n }, (_, i) => buf.readBigInt64LE(8 * i));
+}
+
+const EDGES = [INT64_MIN, INT64_MAX, INT64_MIN + 1n, INT64_MAX - 1n, 0n, -1n, 1n, 2n ** 53n, 2n ** 53n + 1n, -(2n ** 53n) - 1n, 9007199254740991n, -9007199254740991n];
+
+describe("int64 JSON codec", () => {
+  it("round-trips -2^63, 2^63-1 and random values byte-for-byte", () => {
+    const values = [...EDGES, ...randomInt64s(2000)];
+    const text = stringifyJson(values);
+    expect(text.startsWith("[-9223372036854775808,9223372036854775807,")).toBe(true);
+    const back = parseJson(text) as Array<number | bigint>;
+    expect(back.map((v) => BigInt(v))).toEqual(values);
+    expect(stringifyJson(back)).toBe(text);
+    // Every literal in the text is exactly the decimal of the value.
+    expect(text.slice(1, -1).split(",")).toEqual(values.map((v) => v.toString()));
+  });
+
+  it("keeps unsafe integers exact (bigint) and safe ones as numbers", () => {
+    expect(parseJson("9007199254740993")).toBe(9007199254740993n);
+    expect(parseJson("-9223372036854775808")).toBe(INT64_MIN);
+    expect(parseJson("9007199254740991")).toBe(9007199254740991);
+    expect(parseJson("[1.5,-0,1e3]")).toEqual([1.5, -0, 1000]);
+    // JSON.parse rounds this one to ...808 (outside int64); we keep it exact.
+    expect(BigInt(JSON.parse("9223372036854775807"))).not.toBe(INT64_MAX);
+    expect(parseJson("9223372036854775807")).toBe(INT64_MAX);
+  });
+
+  it("parses the rest of JSON like JSON.parse", () => {
+    const samples = ['{"a":[1,2,{"b":"c\\n\\u00e9\\"x"}],"d":null,"e":true,"f":false}', '  [ ]  ', '{}', '"\\ud83d\\ude00"', '{"__proto__":1}'];
+    for (const s of samples) expect(parseJson(s)).toEqual(JSON.parse(s));
+    expect(Object.getPrototypeOf(parseJson('{"__proto__":{"x":1}}'))).toBe(Object.prototype);
+  });
+
+  it("rejects malformed JSON with a position", () => {
+    for (const bad of ["", "[1,]", "{\"a\":1,}", "01", "-", "1.", "[1 2]", "{'a':1}", "nul", "\"abc", "[1]x", "\"\t\""]) {
+      expect(() => parseJson(bad), bad).toThrow(/position/);
+    }
+    expect(() => parseJson(new Uint8Array([0x22, 0xff, 0x22]))).toThrow(/UTF-8/);
+    expect(() => parseJson("[".repeat(100) + "]".repeat(100))).toThrow(/too deep/);
+  });
+
+  it("refuses to write NaN, Infinity, functions", () => {
+    expect(() => stringifyJson(Number.NaN)).toThrow();
+    expect(() => stringifyJson([Infinity])).toThrow();
+    expect(() => stringifyJson(() => 1)).toThrow();
+  });
+
+  it("an envelope and an ack survive encode -> decode exactly", () => {
+    const hashes = [...EDGES, ...randomInt64s(64)];
+    const env = makeEnvelope(validateCommand({ type: "Cache", block_hashes: hashes, pin: true, ttl_seconds: 300 }));
+    const text = encodeEnvelope(env);
+    const d = decodeBody(new TextEncoder().encode(text));
+    expect(d.ok && d.command).toEqual(env.command);
+    const ack = { ...blankAck("w0", env.id, "Cache", "partial"), requested: 3, affected: 2, missing: [INT64_MIN, INT64_MAX], reason: "pin budget exhausted (4096/4096 host tokens)", tiers: { GPU: 0, CPU_PINNED: 2 }, elapsed_us: 412 };
+    const ackText = encodeAck(ack);
+    expect(decodeAck(ackText)).toEqual(ack);
+    expect(encodeAck(decodeAck(ackText))).toBe(ackText);
+  });
+});
+
+describe.skipIf(!hasVenv)("Python json reads what the codec writes", () => {
+  // Python reads our bytes, checks values against its own big integers, and writes them back with
+  // compact separators; the bytes must be identical both ways.
+  const script = String.raw`
+import json, sys
+data = sys.stdin.buffer.read()
+obj = json.loads(data)
+edges = obj["edges"]
+assert edges[0] == -2**63 and edges[1] == 2**63 - 1, edges[:2]
+assert all(isinstance(v, int) for v in obj["values"]), "non-int value"
+assert all(-2**63 <= v < 2**63 for v in obj["values"])
+out = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+sys.stdout.buffer.write(out)
+`;
+
+  it("byte-for-byte, over edges and random values, envelopes and acks", () => {
+    const values = randomInt64s(5000);
+    const env = makeEnvelope(validateCommand({ type: "ToolStart", session_id: "s-1", block_hashes: values.slice(0, 100) }));
+    const doc = { edges: EDGES, values, envelope: parseJson(encodeEnvelope(env)), ack: parseJson(encodeAck({ ...blankAck("w0", env.id, "Cache", "partial"), missing: [INT64_MIN, INT64_MAX], reason: "budget é \u2603 \"q\"" })) };
+    const text = stringifyJson(doc);
+    const r = spawnSync(venvPython, ["-c", script], { input: text, encoding: "utf8", maxBuffer: 64 << 20 });
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    expect(r.stdout).toBe(text);
+    // And the other way: what Python wrote decodes to the same bigints.
+    const back = parseJson(r.stdout) as { values: Array<number | bigint> };
+    expect(back.values.map((v) => BigInt(v))).toEqual(values);
+  });
+
+  it("Python-written envelopes with big ints and decimal strings decode exactly", () => {
+    const py = String.raw`
+import json
+cmd = {"type": "Cache", "block_hashes": [-2**63, 2**63 - 1, "-6917529027641081856", 111], "pin": True}
+print(json.dumps({"version": 1, "id": "0193a6c8-5a7e-7c1e-9a61-3b9f8f1f2a10", "issued_at_ms": 1732230000000, "command": cmd}))
+`;
+    const r = spawnSync(venvPython, ["-c", py], { encoding: "utf8" });
+    expect(r.status).toBe(0);
+    const d = decodeBody(r.stdout.trim());
+    expect(d.ok).toBe(true);
+    if (d.ok && d.command.type === "Cache") expect(d.command.block_hashes).toEqual([INT64_MIN, INT64_MAX, -6917529027641081856n, 111n]);
+  });
+});
