@@ -9,6 +9,7 @@ export interface Command {
 
 const commands: Record<string, () => Promise<{ command: Command }>> = {
   hash: () => import("./commands/hash.js"),
+  patch: () => import("./commands/patch.js"),
 };
 
 async function help(): Promise<number> {

@@ -1,0 +1,253 @@
+// `kvctl patch apply`: stage the whole series from the original files, refuse on any conflict,
+// then write backups, patched files, placed files and the state file in one transaction.
+// Applying over an earlier apply re-stages from the backed-up originals, so a changed series or
+// changed python/ sources are brought in without a revert; an unchanged one is a no-op.
+import { existsSync, readdirSync, rmdirSync, rmSync, statSync } from "node:fs";
+import { dirname, join, relative, sep } from "node:path";
+import { fromBin, sha256 } from "./bytes.js";
+import { describeDrift, loadContext, originalReader, readRel, treeDrift, treeInfo, type CommonOptions, type TreeInfo } from "./context.js";
+import { PatchError } from "./errors.js";
+import { withLock } from "./lock.js";
+import { kvctlVersion } from "./repo.js";
+import { stageSeries, type PatchOutcome } from "./stage.js";
+import { backupRel, serializeState, statePath, type FileRecord, type PatchState } from "./state.js";
+import { commitWrites, type WriteOp } from "./txn.js";
+
+export interface ApplyOptions extends CommonOptions {
+  /** Re-apply over hand edits of an applied tree (they are lost). */
+  force?: boolean;
+  /** Test hook: fail after this many writes (the transaction must roll back). */
+  failAfterWrites?: number;
+}
+
+export interface ApplyResult {
+  ok: boolean;
+  /** applied: fresh; updated: an earlier apply brought up to date; already-applied: nothing to do; conflict: nothing written. */
+  action: "applied" | "updated" | "already-applied" | "conflict";
+  tree: TreeInfo;
+  series: { name: string; dir: string; version: string };
+  patches: PatchOutcome[];
+  placed: { path: string; source: string }[];
+  placedConflicts: string[];
+  /** Paths (relative to the package parent) written or deleted. */
+  changed: string[];
+  statePath: string;
+  messages: string[];
+}
+
+const plural = (n: number, w: string) => `${n} ${w}${n === 1 ? "" : "s"}`;
+
+export function describeOutcome(p: PatchOutcome, verb: string): string {
+  if (p.status === "conflict" && p.conflict) return `CONFLICT ${p.name}: ${p.conflict.message}`;
+  if (p.status === "applied-untracked") {
+    return `CONFLICT ${p.name}: it seems to be in the tree already, but not applied by kvctl (its reverse applies cleanly); restore the original SGLang files (reinstall) and apply again`;
+  }
+  const offs = p.files.flatMap((f) => f.offsets.map((o, k) => ({ f: f.path, k, o }))).filter((x) => x.o !== 0);
+  const tail = offs.length ? `; ${offs.map((x) => `${x.f} hunk #${x.k + 1} at offset ${x.o > 0 ? "+" : ""}${x.o}`).join(", ")}` : "";
+  return `${verb} ${p.name} (${plural(p.files.length, "file")}, ${plural(p.hunks, "hunk")}${tail})`;
+}
+
+/** Directories between `pkg` and each file's directory that do not exist yet. */
+function missingDirs(parent: string, rels: string[]): string[] {
+  const out = new Set<string>();
+  for (const rel of rels) {
+    for (let d = dirname(join(parent, rel)); !existsSync(d); d = dirname(d)) out.add(relative(parent, d).split(sep).join("/"));
+  }
+  return [...out].sort((a, b) => a.length - b.length);
+}
+
+/** Removes now-empty directories we created (and Python's __pycache__ inside them), deepest first. */
+export function cleanupDirs(parent: string, dirs: string[]): void {
+  for (const rel of [...dirs].sort((a, b) => b.length - a.length)) {
+    const abs = join(parent, rel);
+    if (!existsSync(abs)) continue;
+    const cache = join(abs, "__pycache__");
+    try {
+      if (existsSync(cache) && readdirSync(cache).every((n) => n.endsWith(".pyc"))) rmSync(cache, { recursive: true });
+      if (readdirSync(abs).length === 0) rmdirSync(abs);
+    } catch {
+      // leave it; it holds something that is not ours
+    }
+  }
+}
+
+export function removeEmptyTree(dir: string): void {
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) return;
+  for (const n of readdirSync(dir)) {
+    const p = join(dir, n);
+    if (statSync(p).isDirectory()) removeEmptyTree(p);
+  }
+  try {
+    if (readdirSync(dir).length === 0) rmdirSync(dir);
+  } catch {
+    // not empty
+  }
+}
+
+export function applySeries(path: string, opts: ApplyOptions = {}): ApplyResult {
+  const { tree, series, state: initialState } = loadContext(path, opts);
+  return withLock(tree.pkg, () => {
+    const state = initialState;
+    const parent = tree.parent;
+    if (state && state.status === "applying") {
+      throw new PatchError(
+        "state",
+        `an earlier apply to ${tree.pkg} was interrupted (state file says 'applying'); run 'kvctl patch revert ${tree.input}' to restore the originals, then apply again`,
+      );
+    }
+    if (state) {
+      const drift = treeDrift(parent, state);
+      if (drift.length > 0 && !opts.force) {
+        throw new PatchError(
+          "drift",
+          `the patched tree was changed by hand since apply: ${describeDrift(drift)}. Nothing was changed. ` +
+            `Save your edits as a patch, then 'kvctl patch revert --force' or 'apply --force' (both discard them).`,
+        );
+      }
+    }
+    const read = originalReader(parent, state);
+    const staged = stageSeries(series, read);
+    const result: ApplyResult = {
+      ok: false,
+      action: "conflict",
+      tree: treeInfo(tree),
+      series: { name: series.name, dir: series.dir, version: series.version },
+      patches: staged.patches,
+      placed: staged.placed.map((p) => ({ path: p.target, source: p.source })),
+      placedConflicts: staged.placedConflicts,
+      changed: [],
+      statePath: statePath(parent),
+      messages: [],
+    };
+    if (!staged.ok) {
+      for (const p of staged.patches) result.messages.push(p.status === "ok" ? `ok ${p.name} (would apply)` : describeOutcome(p, "ok"));
+      for (const c of staged.placedConflicts) result.messages.push(`CONFLICT placed file: ${c}`);
+      result.messages.push(`nothing was changed: the series does not apply to ${tree.pkg}`);
+      return result;
+    }
+
+    // Desired final bytes of every path involved (relative to the package parent).
+    const desired = new Map<string, Buffer | null>();
+    const fileRecords: FileRecord[] = [];
+    for (const [p, content] of staged.results) {
+      const orig = staged.originals.get(p) ?? null;
+      desired.set(p, content === null ? null : fromBin(content));
+      const origMode = orig === null ? null : existsSync(join(parent, p)) ? statSync(join(parent, p)).mode & 0o7777 : 0o644;
+      const prev = state?.files.find((f) => f.path === p);
+      fileRecords.push({
+        path: p,
+        action: orig === null ? "create" : content === null ? "delete" : "modify",
+        originalSha256: orig === null ? null : sha256(orig),
+        patchedSha256: content === null ? null : sha256(content),
+        backup: orig === null ? null : backupRel(p),
+        originalMode: prev ? prev.originalMode : origMode,
+        patches: staged.touchedBy.get(p) ?? [],
+      });
+    }
+    for (const pl of staged.placed) desired.set(pl.target, pl.content);
+    // Paths of the earlier apply that this series no longer touches go back to their originals.
+    const backupOps = new Map<string, Buffer | null>();
+    for (const f of state?.files ?? []) {
+      if (!desired.has(f.path)) {
+        const o = read(f.path);
+        desired.set(f.path, o === null ? null : fromBin(o));
+      }
+      if (f.backup && !staged.results.has(f.path)) backupOps.set(f.backup, null);
+    }
+    for (const pl of state?.placed ?? []) if (!desired.has(pl.path)) desired.set(pl.path, null);
+    for (const f of fileRecords) {
+      if (f.backup) {
+        const orig = staged.originals.get(f.path);
+        backupOps.set(f.backup, orig === null || orig === undefined ? null : fromBin(orig));
+      }
+    }
+
+    const ops: WriteOp[] = [];
+    const changed: string[] = [];
+    const differs = (rel: string, want: Buffer | null) => {
+      const have = readRel(parent, rel);
+      return want === null ? have !== null : have === null || !have.equals(want);
+    };
+    const backupWrites: WriteOp[] = [];
+    const backupDeletes: WriteOp[] = [];
+    for (const [rel, want] of backupOps) {
+      if (!differs(rel, want)) continue;
+      (want === null ? backupDeletes : backupWrites).push({ path: join(parent, rel), content: want, mode: 0o644 });
+    }
+    const treeOps: WriteOp[] = [];
+    for (const [rel, want] of desired) {
+      if (!differs(rel, want)) continue;
+      const rec = fileRecords.find((f) => f.path === rel);
+      treeOps.push({ path: join(parent, rel), content: want, mode: rec?.originalMode ?? 0o644 });
+      changed.push(rel);
+    }
+    const newState: PatchState = {
+      format: 1,
+      tool: "kvctl",
+      kvctlVersion: kvctlVersion(),
+      status: "applied",
+      series: series.name,
+      seriesDir: series.dir,
+      sglangVersion: tree.version as string,
+      appliedAt: new Date().toISOString(),
+      patches: staged.patches.map((p) => ({ name: p.name, sha256: p.sha256, files: p.files.map((f) => f.path), hunks: p.hunks })),
+      files: fileRecords,
+      placed: staged.placed.map((p) => ({ path: p.target, source: p.source, sha256: p.sha256 })),
+      createdDirs: [
+        ...new Set([
+          ...(state?.createdDirs ?? []),
+          ...missingDirs(
+            parent,
+            treeOps.filter((o) => o.content !== null).map((o) => relative(parent, o.path).split(sep).join("/")),
+          ),
+        ]),
+      ],
+    };
+    const sameRecord =
+      state !== null &&
+      state.series === newState.series &&
+      JSON.stringify(state.patches) === JSON.stringify(newState.patches) &&
+      JSON.stringify(state.placed) === JSON.stringify(newState.placed) &&
+      JSON.stringify(state.files.map((f) => [f.path, f.originalSha256, f.patchedSha256])) ===
+        JSON.stringify(newState.files.map((f) => [f.path, f.originalSha256, f.patchedSha256]));
+    if (sameRecord && treeOps.length === 0 && backupWrites.length === 0 && backupDeletes.length === 0) {
+      result.ok = true;
+      result.action = "already-applied";
+      for (const p of staged.patches) result.messages.push(`already applied ${p.name}`);
+      if (staged.placed.length) result.messages.push(`placed files up to date (${plural(staged.placed.length, "file")})`);
+      result.messages.push(`already applied: series ${series.name} is in ${tree.pkg}; nothing changed`);
+      return result;
+    }
+    const sp = statePath(parent);
+    const pending = serializeState({ ...newState, status: "applying" });
+    ops.push(...backupWrites, { path: sp, content: pending, mode: 0o644 }, ...treeOps, ...backupDeletes, {
+      path: sp,
+      content: serializeState(newState),
+      mode: 0o644,
+    });
+    commitWrites(ops, { failAfterWrites: opts.failAfterWrites });
+    // Directories of an earlier apply that are empty now.
+    if (state) cleanupDirs(parent, state.createdDirs);
+    removeEmptyTree(join(tree.pkg, ".kvctl-orig"));
+    result.ok = true;
+    result.action = state ? "updated" : "applied";
+    result.changed = changed;
+    const prevByName = new Map(state?.patches.map((p) => [p.name, p.sha256]) ?? []);
+    for (const p of staged.patches) {
+      const verb = prevByName.get(p.name) === p.sha256 ? "unchanged" : prevByName.has(p.name) ? "re-applied" : "applied";
+      result.messages.push(describeOutcome(p, verb));
+    }
+    for (const old of state?.patches ?? []) {
+      if (!staged.patches.some((p) => p.name === old.name)) result.messages.push(`removed ${old.name} (no longer in the series)`);
+    }
+    if (staged.placed.length) {
+      const groups = series.mappings.map((m) => `${m.from} -> ${m.to}`).join(", ");
+      const placedChanged = staged.placed.filter((p) => changed.includes(p.target)).length;
+      result.messages.push(`placed ${plural(staged.placed.length, "file")} (${groups})${state ? `, ${placedChanged} updated` : ""}`);
+    }
+    result.messages.push(
+      `${state ? "updated" : "applied"} series ${series.name} to ${tree.pkg}: state in ${relative(parent, sp)}, originals backed up under sglang/.kvctl-orig/`,
+    );
+    return result;
+  });
+}

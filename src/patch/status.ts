@@ -1,0 +1,153 @@
+// `kvctl patch status`: what is applied, what drifted (hand edits in the tree, placed files out of
+// date with python/), and which sglang the interpreter actually imports (lessons.md trap 8).
+import { readFileSync } from "node:fs";
+import { sha256 } from "./bytes.js";
+import { readRel, resolveSeriesDir, treeDrift, treeInfo, type CommonOptions, type TreeInfo } from "./context.js";
+import { PatchError } from "./errors.js";
+import { locateSglang } from "./locate.js";
+import { interpreterSglang, type InterpreterCheck } from "./python.js";
+import { kvctlRoot } from "./repo.js";
+import { loadSeries, placedFiles, type Series } from "./series.js";
+import { readState, type PatchState } from "./state.js";
+
+export type PlacedState =
+  | "ok" // tree copy equals the source
+  | "outdated" // source in python/ changed since apply: re-run apply
+  | "modified" // tree copy edited by hand since apply
+  | "missing" // recorded but gone from the tree
+  | "not-placed" // in the manifest but not in the tree (series not applied, or new source file)
+  | "stale"; // in the tree from an earlier apply, but no longer in the manifest
+
+export interface PlacedEntry {
+  path: string;
+  source: string | null;
+  state: PlacedState;
+}
+
+export interface StatusOptions extends CommonOptions {
+  /** Interpreter to ask which sglang it imports; default: the project venv, else python3. false: skip. */
+  python?: string | false;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface StatusResult {
+  tree: TreeInfo;
+  series: { name: string; dir: string } | null;
+  seriesError: string | null;
+  state: { series: string; status: string; appliedAt: string; kvctlVersion: string; sglangVersion: string } | null;
+  patches: { name: string; state: "applied" | "not-applied" | "changed-since-apply" | "not-in-series" }[];
+  files: { path: string; action: string; state: "ok" | "modified" | "missing" | "reappeared" }[];
+  placed: PlacedEntry[];
+  interpreter: InterpreterCheck | null;
+  /** Applied, no drift, placed files current, interpreter imports this tree (when asked). */
+  clean: boolean;
+  messages: string[];
+}
+
+/** Placed files vs their sources. Only `ok` entries are in sync; tests can assert none else. */
+export function placedDriftFor(parent: string, series: Series | null, state: PatchState | null): PlacedEntry[] {
+  const out: PlacedEntry[] = [];
+  const recorded = new Map(state?.placed.map((p) => [p.path, p]) ?? []);
+  const seen = new Set<string>();
+  for (const pf of series ? placedFiles(series) : []) {
+    seen.add(pf.target);
+    const rec = recorded.get(pf.target);
+    const disk = readRel(parent, pf.target);
+    const src = sha256(readFileSync(pf.sourceAbs));
+    let st: PlacedState;
+    if (!rec) st = disk !== null && sha256(disk) === src ? "ok" : "not-placed";
+    else if (disk === null) st = "missing";
+    else if (sha256(disk) !== rec.sha256) st = "modified";
+    else st = rec.sha256 === src ? "ok" : "outdated";
+    out.push({ path: pf.target, source: pf.source, state: st });
+  }
+  for (const rec of recorded.values()) {
+    if (!seen.has(rec.path)) out.push({ path: rec.path, source: rec.source, state: readRel(parent, rec.path) === null ? "missing" : "stale" });
+  }
+  return out;
+}
+
+/** Placed files of the tree at `path` that are not in sync with the repo's sources (empty = in sync). */
+export function placedDrift(path: string, opts: CommonOptions = {}): PlacedEntry[] {
+  const tree = locateSglang(path, { sglangVersion: opts.sglangVersion });
+  const series = loadSeries(resolveSeriesDir(tree, opts), opts.repoRoot ?? kvctlRoot());
+  return placedDriftFor(tree.parent, series, readState(tree.parent)).filter((e) => e.state !== "ok");
+}
+
+export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResult {
+  const tree = locateSglang(path, { sglangVersion: opts.sglangVersion });
+  const state = readState(tree.parent);
+  let series: Series | null = null;
+  let seriesError: string | null = null;
+  try {
+    series = loadSeries(resolveSeriesDir(tree, opts), opts.repoRoot ?? kvctlRoot());
+  } catch (err) {
+    if (!(err instanceof PatchError)) throw err;
+    seriesError = err.message;
+  }
+  const messages: string[] = [];
+  messages.push(
+    `SGLang ${tree.version ?? "(unknown version)"} at ${tree.pkg} (${tree.layout}${tree.versionSource ? `, version from ${tree.versionSource}` : ""})`,
+  );
+  for (const w of tree.versionWarnings) messages.push(`warning: ${w}`);
+  if (seriesError) messages.push(`series: ${seriesError}`);
+  const recorded = new Map(state?.patches.map((p) => [p.name, p.sha256]) ?? []);
+  const patches: StatusResult["patches"] = [];
+  for (const p of series?.patches ?? []) {
+    const r = recorded.get(p.name);
+    patches.push({ name: p.name, state: r === undefined ? "not-applied" : r === p.sha256 ? "applied" : "changed-since-apply" });
+  }
+  for (const p of state?.patches ?? []) if (!series?.patches.some((s) => s.name === p.name)) patches.push({ name: p.name, state: "not-in-series" });
+  if (state) {
+    messages.push(
+      `state: series ${state.series} ${state.status === "applied" ? "applied" : "INTERRUPTED while applying"} ${state.appliedAt} by kvctl ${state.kvctlVersion}`,
+    );
+  } else messages.push(`state: no kvctl patches applied to this tree`);
+  if (series) messages.push(`series ${series.name} (${series.dir}):`);
+  for (const p of patches) messages.push(`  ${p.state.padEnd(20)} ${p.name}`);
+  const drift = state ? treeDrift(tree.parent, state) : [];
+  const files: StatusResult["files"] = (state?.files ?? []).map((f) => {
+    const d = drift.find((e) => e.path === f.path && e.kind === "patched");
+    return { path: f.path, action: f.action, state: d ? d.problem : "ok" };
+  });
+  if (files.length) messages.push(`patched files:`);
+  for (const f of files) messages.push(`  ${f.state === "ok" ? "ok" : f.state.toUpperCase()}`.padEnd(14) + ` ${f.path} (${f.action})`);
+  const placed = placedDriftFor(tree.parent, series, state);
+  if (placed.length) {
+    const bad = placed.filter((p) => p.state !== "ok");
+    messages.push(`placed files: ${placed.length - bad.length}/${placed.length} in sync with their sources`);
+    for (const p of bad) messages.push(`  ${p.state.toUpperCase().padEnd(11)} ${p.path}${p.source ? ` <- ${p.source}` : ""}`);
+    if (bad.some((p) => p.state === "outdated" || p.state === "not-placed" || p.state === "stale") && state) {
+      messages.push(`  run 'kvctl patch apply' again to bring the placed files up to date`);
+    }
+  }
+  let interpreter: InterpreterCheck | null = null;
+  if (opts.python !== false) {
+    interpreter = interpreterSglang(tree.pkg, opts.python, opts.env);
+    if (!interpreter.ran) messages.push(`interpreter: ${interpreter.error}`);
+    else if (interpreter.sglangDir === null) messages.push(`interpreter ${interpreter.executable} cannot import sglang at all`);
+    else if (interpreter.importsThisTree) messages.push(`interpreter ${interpreter.executable} imports this tree (${interpreter.sglangDir})`);
+    else {
+      messages.push(
+        `WARNING: interpreter ${interpreter.executable} imports ANOTHER sglang: ${interpreter.sglangDir}; a server started with it will not run the patched code (set PYTHONPATH or install the patched tree)`,
+      );
+    }
+  }
+  const applied = state?.status === "applied" && patches.length > 0 && patches.every((p) => p.state === "applied");
+  const clean =
+    applied && drift.length === 0 && placed.every((p) => p.state === "ok") && (interpreter === null || interpreter.importsThisTree);
+  return {
+    tree: treeInfo(tree),
+    series: series ? { name: series.name, dir: series.dir } : null,
+    seriesError,
+    state: state
+      ? { series: state.series, status: state.status, appliedAt: state.appliedAt, kvctlVersion: state.kvctlVersion, sglangVersion: state.sglangVersion }
+      : null,
+    patches,
+    files,
+    placed,
+    interpreter,
+    clean,
+    messages,
+  };
+}
