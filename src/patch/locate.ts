@@ -35,7 +35,7 @@ const isDir = (p: string) => {
 const looksLikeSglang = (p: string) =>
   isDir(p) && (existsSync(join(p, "__init__.py")) || existsSync(join(p, "srt")) || existsSync(join(p, "_version.py")));
 
-const VERSION_LITERAL = /^\s*(?:__version__|version)\s*=\s*(?:[A-Za-z_][A-Za-z_0-9]*\s*=\s*)*['"]([^'"]+)['"]/m;
+const VERSION_LITERAL = /^(?:__version__|version)\s*=\s*(?:[A-Za-z_][A-Za-z_0-9]*\s*=\s*)*['"]([^'"]+)['"]/m;
 
 function fromPyFile(path: string): string | null {
   if (!existsSync(path)) return null;
