@@ -1,0 +1,10 @@
+// The kvctl native addon: build/Release/kvctl.node.
+#include "register.h"
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  RegisterHash(env, exports);
+  RegisterCuda(env, exports);
+  return exports;
+}
+
+NODE_API_MODULE(kvctl, Init)

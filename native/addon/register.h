@@ -1,0 +1,7 @@
+// One register function per area; addon.cpp calls each. A new area adds its .cpp here (or
+// under native/<area>/) and one line in addon.cpp.
+#pragma once
+#include <napi.h>
+
+void RegisterHash(Napi::Env env, Napi::Object exports);
+void RegisterCuda(Napi::Env env, Napi::Object exports);

@@ -1,0 +1,88 @@
+#!/usr/bin/env node
+// Builds the native addon (build/Release/kvctl.node) and the core's C++ tests with cmake-js.
+//   node scripts/build-native.mjs [--if-missing] [--cuda=auto|require|off] [--out DIR] [--debug]
+// --if-missing: do nothing when a prebuild for this platform exists in prebuilds/, or the built
+//               addon is newer than every native source (what `npm install` runs).
+// --cuda=auto (default): CUDA kernels when nvcc is found; require: fail without nvcc; off.
+import { spawnSync } from "node:child_process";
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { delimiter, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const args = process.argv.slice(2);
+const flag = (name) => args.includes(`--${name}`);
+const option = (name, def) => {
+  const i = args.findIndex((a) => a === `--${name}` || a.startsWith(`--${name}=`));
+  if (i < 0) return def;
+  return args[i].includes("=") ? args[i].slice(args[i].indexOf("=") + 1) : args[i + 1];
+};
+
+const cuda = option("cuda", process.env.KVCTL_CUDA ?? "auto");
+const out = option("out", "build");
+if (!["auto", "require", "on", "off"].includes(cuda)) {
+  console.error(`build-native: --cuda must be auto, require or off (got '${cuda}')`);
+  process.exit(2);
+}
+
+function newestSourceMtime() {
+  let newest = statSync(join(root, "CMakeLists.txt")).mtimeMs;
+  const walk = (dir) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else newest = Math.max(newest, statSync(p).mtimeMs);
+    }
+  };
+  walk(join(root, "native"));
+  return newest;
+}
+
+function hasPrebuild() {
+  const dir = join(root, "prebuilds", `${process.platform}-${process.arch}`);
+  return existsSync(dir) && readdirSync(dir).some((f) => f.endsWith(".node"));
+}
+
+function findNvcc() {
+  if (process.env.CUDACXX && existsSync(process.env.CUDACXX)) return process.env.CUDACXX;
+  const dirs = (process.env.PATH ?? "").split(delimiter).concat(["/usr/local/cuda/bin"]);
+  for (const d of dirs) if (d && existsSync(join(d, "nvcc"))) return join(d, "nvcc");
+  return null;
+}
+
+if (flag("if-missing")) {
+  const addon = join(root, out, "Release", "kvctl.node");
+  if (hasPrebuild()) {
+    console.log("build-native: a prebuild for this platform exists in prebuilds/; skipping the build");
+    process.exit(0);
+  }
+  if (existsSync(addon) && statSync(addon).mtimeMs >= newestSourceMtime()) {
+    console.log(`build-native: ${addon} is up to date; skipping the build`);
+    process.exit(0);
+  }
+}
+
+const nvcc = cuda === "off" ? null : findNvcc();
+if ((cuda === "require" || cuda === "on") && !nvcc) {
+  console.error("build-native: --cuda=require but nvcc was not found (set CUDACXX or put nvcc on PATH)");
+  process.exit(1);
+}
+const cudaMode = cuda === "off" ? "off" : cuda === "auto" ? (nvcc ? "auto" : "off") : "on";
+
+const cmakeJs = join(root, "node_modules", "cmake-js", "bin", "cmake-js");
+const cmakeArgs = [cmakeJs, "compile", "--out", out, "--parallel", "2", `--CDKVCTL_CUDA=${cudaMode}`];
+if (nvcc) cmakeArgs.push(`--CDCMAKE_CUDA_COMPILER=${nvcc}`);
+if (flag("debug")) cmakeArgs.push("--debug");
+const hasNinja = spawnSync("ninja", ["--version"], { stdio: "ignore" }).status === 0;
+if (hasNinja) cmakeArgs.push("--generator", "Ninja");
+
+console.log(`build-native: cmake-js compile into ${out}/ (CUDA: ${cudaMode}${nvcc ? `, nvcc ${nvcc}` : ""})`);
+const r = spawnSync(process.execPath, cmakeArgs, {
+  cwd: root,
+  stdio: "inherit",
+  env: { ...process.env, CMAKE_BUILD_PARALLEL_LEVEL: "2" },
+});
+if (r.status !== 0) {
+  console.error("build-native: the native build failed (needs cmake >= 3.18, a C++17 compiler and xxhash.h from libxxhash-dev)");
+  process.exit(r.status ?? 1);
+}
