@@ -10,6 +10,9 @@ export interface Command {
 const commands: Record<string, () => Promise<{ command: Command }>> = {
   hash: () => import("./commands/hash.js"),
   patch: () => import("./commands/patch.js"),
+  send: () => import("./commands/send.js"),
+  listen: () => import("./commands/listen.js"),
+  "testing-worker": () => import("./commands/testing-worker.js"),
 };
 
 async function help(): Promise<number> {

@@ -14,3 +14,4 @@ export { ReferenceResponder } from "./reference-responder.js";
 export type { ReferenceResponderOptions, ResponderStats } from "./reference-responder.js";
 export { ReferenceWorkerModel } from "./reference-worker-model.js";
 export type { ReferenceModelOptions } from "./reference-worker-model.js";
+export { connectOptionsFromFlags, joinNegativeValues, NATS_FLAGS, NATS_FLAGS_HELP } from "./connection-flags.js";

@@ -1,0 +1,182 @@
+// `kvctl send <worker|--broadcast> <Command> [--field value ...]`: build one command from flags,
+// validate it with the protocol schemas, send it over NATS and print the ack(s).
+import { parseArgs } from "node:util";
+import {
+  connectControlPlane,
+  connectOptionsFromFlags,
+  ControlError,
+  ControlPublisher,
+  joinNegativeValues,
+  NATS_FLAGS,
+  NATS_FLAGS_HELP,
+} from "../../control/index.js";
+import {
+  type Ack,
+  COMMAND_FIELDS,
+  COMMAND_TYPES,
+  type Command,
+  type CommandType,
+  CommandValidationError,
+  checkSubjectPrefix,
+  checkWorkerId,
+  encodeAck,
+  parseFieldText,
+  stringifyJson,
+  validateCommand,
+} from "../../protocol/index.js";
+import type { Command as CliCommand } from "../main.js";
+
+const kebab = (f: string) => f.replace(/_/g, "-");
+const FIELD_FLAGS = new Set(Object.values(COMMAND_FIELDS).flatMap((fields) => Object.keys(fields).map(kebab)));
+
+const OPTIONS = {
+  ...NATS_FLAGS,
+  broadcast: { type: "boolean" },
+  workers: { type: "string" },
+  "deadline-ms": { type: "string" },
+  "timeout-ms": { type: "string" },
+  retries: { type: "string" },
+  id: { type: "string" },
+  "no-ack": { type: "boolean" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+  ...Object.fromEntries([...FIELD_FLAGS].map((f) => [f, { type: "string" as const }])),
+} as const;
+
+const HELP = `usage: kvctl send <worker-id|--broadcast> <Command> [--field value ...] [options]
+
+Commands and their fields (lists comma-separated; hashes are signed 64-bit decimals):
+${COMMAND_TYPES.map((t) => `  ${t.padEnd(12)} ${Object.entries(COMMAND_FIELDS[t]).map(([f, k]) => `--${kebab(f)} <${k}>`).join(" ")}`).join("\n")}
+
+Options:
+  --broadcast              send on the broadcast subject instead of one worker
+  --workers w0,w1          workers a broadcast expects (names the silent ones)
+  --deadline-ms N          how long a broadcast collects acks (default 1000)
+  --timeout-ms N           per-attempt ack timeout (default 1000)
+  --retries N              re-sends after a timeout/no-responders, same id (default 2)
+  --id ID                  idempotency id to use (default: a fresh UUIDv7)
+  --no-ack                 fire-and-forget (no reply subject)
+  --json                   print acks as JSON (exact int64), one line
+${NATS_FLAGS_HELP}
+
+Example: kvctl send w0 Cache --block-hashes 111,-222 --pin true --ttl-seconds 300`;
+
+function usage(msg: string): number {
+  console.error(`kvctl send: ${msg}`);
+  return 2;
+}
+
+function intFlag(v: string | undefined, name: string): number | undefined | Error {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) return new Error(`--${name}: expected a non-negative integer, got ${JSON.stringify(v)}`);
+  return Number(v);
+}
+
+const OK: ReadonlySet<Ack["status"]> = new Set(["applied", "partial", "noop", "duplicate"]);
+
+function describeAck(a: Ack): string {
+  const parts = [`${a.worker_id} ${a.type ?? "?"} ${a.status}`, `requested=${a.requested} affected=${a.affected} skipped=${a.skipped}`];
+  if (a.missing.length) parts.push(`missing=[${a.missing.join(",")}]`);
+  if (Object.keys(a.tiers).length) parts.push(`tiers=${stringifyJson(a.tiers)}`);
+  if (a.lease) parts.push(`lease=${stringifyJson(a.lease)}`);
+  if (a.epoch !== null) parts.push(`epoch=${a.epoch}`);
+  parts.push(`elapsed_us=${a.elapsed_us}`);
+  if (a.reason) parts.push(`reason: ${a.reason}`);
+  return parts.join("  ");
+}
+
+export const command: CliCommand = {
+  summary: "send one control command to a worker (or broadcast) and print the ack",
+  async run(argv) {
+    const stringFlags = new Set(Object.entries(OPTIONS).filter(([, o]) => o.type === "string").map(([k]) => k));
+    let parsed;
+    try {
+      parsed = parseArgs({ args: joinNegativeValues(argv, stringFlags), options: OPTIONS, allowPositionals: true, strict: true });
+    } catch (e) {
+      return usage(e instanceof Error ? e.message : String(e));
+    }
+    const v = parsed.values as Record<string, string | boolean | undefined>;
+    if (v.help) {
+      console.log(HELP);
+      return 0;
+    }
+    const pos = parsed.positionals;
+    const broadcast = v.broadcast === true;
+    const [target, type] = broadcast ? [null, pos[0]] : [pos[0], pos[1]];
+    if (pos.length !== (broadcast ? 1 : 2)) return usage(broadcast ? "expected: --broadcast <Command>" : "expected: <worker-id> <Command> (or --broadcast <Command>)");
+    if (!(COMMAND_TYPES as readonly string[]).includes(type!)) return usage(`unknown command type ${JSON.stringify(type)} (expected one of ${COMMAND_TYPES.join(", ")})`);
+    const fields = COMMAND_FIELDS[type as CommandType];
+    const body: Record<string, unknown> = { type };
+    for (const flag of FIELD_FLAGS) {
+      const text = v[flag];
+      if (text === undefined) continue;
+      const field = flag.replace(/-/g, "_");
+      const kind = fields[field];
+      if (!kind) return usage(`--${flag} is not a field of ${type} (fields: ${Object.keys(fields).map((f) => `--${kebab(f)}`).join(" ") || "none"})`);
+      try {
+        body[field] = parseFieldText(kind, text as string);
+      } catch (e) {
+        return usage(`--${flag}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    const timeoutMs = intFlag(v["timeout-ms"] as string | undefined, "timeout-ms");
+    const deadlineMs = intFlag(v["deadline-ms"] as string | undefined, "deadline-ms");
+    const retries = intFlag(v.retries as string | undefined, "retries");
+    for (const n of [timeoutMs, deadlineMs, retries]) if (n instanceof Error) return usage(n.message);
+    if (!broadcast && v.workers) return usage("--workers only applies with --broadcast");
+
+    // Validate before connecting: a bad command must fail fast and name its field.
+    let cmd: Command;
+    try {
+      if (target !== null) checkWorkerId(target!);
+      if (v["subject-prefix"] !== undefined) checkSubjectPrefix(v["subject-prefix"] as string);
+    } catch (e) {
+      return usage(e instanceof Error ? e.message : String(e));
+    }
+    try {
+      cmd = validateCommand(body);
+    } catch (e) {
+      if (e instanceof CommandValidationError) return usage(`invalid ${type}: --${kebab(e.field.replace(/\[\d+\]$/, ""))}: ${e.message}`);
+      throw e;
+    }
+
+    const nc = await connectControlPlane({ ...connectOptionsFromFlags(v, "kvctl send"), maxReconnectAttempts: 0 });
+    try {
+      const pub = new ControlPublisher(nc, {
+        subjectPrefix: (v["subject-prefix"] as string | undefined) ?? undefined,
+        timeoutMs: (timeoutMs as number | undefined) ?? 1000,
+        retries: (retries as number | undefined) ?? 2,
+      });
+      if (v["no-ack"]) {
+        const id = pub.publish(broadcast ? { broadcast: true } : target!, cmd, { id: v.id as string | undefined });
+        await nc.flush();
+        console.log(v.json ? stringifyJson({ id, published: true }) : `published ${type} id=${id} (no ack requested)`);
+        return 0;
+      }
+      if (broadcast) {
+        const workers = v.workers ? (v.workers as string).split(",").map((s) => s.trim()).filter(Boolean) : undefined;
+        const res = await pub.broadcast(cmd, { deadlineMs: (deadlineMs as number | undefined) ?? 1000, workers, id: v.id as string | undefined });
+        if (v.json) {
+          console.log(`{"id":${JSON.stringify(res.id)},"acks":[${res.acks.map(encodeAck).join(",")}],"silent":${JSON.stringify(res.silent)},"unexpected":${JSON.stringify(res.unexpected)},"no_responders":${res.noResponders}}`);
+        } else {
+          console.log(`broadcast ${type} id=${res.id}: ${res.acks.length} ack(s)`);
+          for (const a of res.acks) console.log(`  ${describeAck(a)}`);
+          if (res.noResponders) console.log("  no responders on the broadcast subject");
+          if (res.silent.length) console.log(`  silent: ${res.silent.join(", ")}`);
+        }
+        return res.noResponders || res.silent.length || res.acks.some((a) => !OK.has(a.status)) ? 1 : 0;
+      }
+      const ack = await pub.send(target!, cmd, { id: v.id as string | undefined });
+      console.log(v.json ? encodeAck(ack) : describeAck(ack));
+      return OK.has(ack.status) ? 0 : 1;
+    } catch (e) {
+      if (e instanceof ControlError) {
+        console.error(`kvctl send: ${e.name}: ${e.message}`);
+        return 1;
+      }
+      throw e;
+    } finally {
+      await nc.close();
+    }
+  },
+};
