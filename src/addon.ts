@@ -1,0 +1,72 @@
+// The one loader of the native addon (build/Release/kvctl.node, or a prebuild in prebuilds/),
+// through node-gyp-build. Every TypeScript module that needs native code imports it from here.
+// KVCTL_ADDON=/path/to/kvctl.node loads a specific build instead (e.g. build-cuda/Release).
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const require = createRequire(import.meta.url);
+/** The package root: src/ (tsx) and dist/ (compiled) both sit one level below it. */
+export const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** The hash core's native functions (native/addon/hash.cpp, cuda.cpp). */
+export interface NativeHash {
+  sha256(data: Uint8Array): Buffer;
+  sha256Backend(): "sha-ni" | "portable";
+  setSha256Backend(backend: "sha-ni" | "portable"): boolean;
+  sglangChain(
+    tokens: Uint32Array,
+    offsets: Uint32Array | null,
+    pageSize: number,
+    bigram: boolean,
+    prior: Uint8Array | null,
+  ): { pageOffsets: Uint32Array; digests: Buffer };
+  digestsToInt64(digests: Uint8Array, namespaceSeed: Uint8Array | null): BigInt64Array;
+  digestsToHex(digests: Uint8Array): string[];
+  namespacedBlockHashes(hashes: BigInt64Array, seed: Uint8Array): BigInt64Array;
+  namespaceSeed(kind: "storage" | "event", extraKey: string | null, cacheSalt: string | null): Buffer | null;
+  cacheSaltSeed(cacheSalt: string): Buffer;
+  mooncakeObjectKeys(
+    digests: Uint8Array,
+    layout: { prefix?: string; mla?: boolean; tpRank?: number; ppRank?: number; ppSize?: number; splitFactor?: number },
+  ): string[];
+  xxh3(data: Uint8Array, seed: bigint): bigint;
+  dynamoSeed(loraName: string | null, cacheNamespace: string | null): bigint;
+  dynamoHashes(
+    tokens: Uint32Array,
+    offsets: Uint32Array | null,
+    blockSize: number,
+    eagle: boolean,
+    seed: bigint,
+  ): { blockOffsets: Uint32Array; local: BigUint64Array; sequence: BigUint64Array };
+  cudaInfo(): { built: boolean; available: boolean; devices: number; error?: string };
+  sglangChainCuda(
+    tokens: Uint32Array,
+    offsets: Uint32Array | null,
+    pageSize: number,
+    bigram: boolean,
+    prior: Uint8Array | null,
+  ): { pageOffsets: Uint32Array; digests: Buffer };
+}
+
+/** Everything the addon exports; other areas add their interfaces here. */
+export type NativeAddon = NativeHash;
+
+let cached: NativeAddon | undefined;
+
+/** Loads the addon once; throws an Error that says how to build it when it is missing. */
+export function loadAddon(): NativeAddon {
+  if (cached) return cached;
+  try {
+    const explicit = process.env.KVCTL_ADDON;
+    cached = (explicit ? require(explicit) : require("node-gyp-build")(packageRoot)) as NativeAddon;
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new Error(
+      `kvctl native addon not found or not loadable (${why.split("\n")[0]}). ` +
+        "Build it with `npm run build:native` (needs cmake, a C++17 compiler and libxxhash-dev).",
+      { cause: err },
+    );
+  }
+  return cached;
+}
