@@ -10,7 +10,7 @@ import { PatchError } from "./errors.js";
 import { withLock } from "./lock.js";
 import { kvctlVersion } from "./repo.js";
 import { stageSeries, type PatchOutcome } from "./stage.js";
-import { backupRel, serializeState, statePath, type FileRecord, type PatchState } from "./state.js";
+import { backupRel, readState, serializeState, statePath, type FileRecord, type PatchState } from "./state.js";
 import { commitWrites, type WriteOp } from "./txn.js";
 
 export interface ApplyOptions extends CommonOptions {
@@ -85,9 +85,10 @@ export function removeEmptyTree(dir: string): void {
 }
 
 export function applySeries(path: string, opts: ApplyOptions = {}): ApplyResult {
-  const { tree, series, state: initialState } = loadContext(path, opts);
+  const { tree, series } = loadContext(path, opts);
   return withLock(tree.pkg, () => {
-    const state = initialState;
+    // Read under the lock: another run may have changed it since loadContext.
+    const state = readState(tree.parent);
     const parent = tree.parent;
     if (state && state.status === "applying") {
       throw new PatchError(

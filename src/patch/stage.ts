@@ -59,7 +59,9 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
       outcome.hunks += fd.hunks.length;
       if (!r.ok) {
         outcome.status = "conflict";
-        outcome.conflict = { ...r.conflict, file: fd.path };
+        // expected/found as UTF-8 text for JSON consumers (they are latin1-decoded bytes here).
+        const text = (x: string | null) => (x === null ? null : Buffer.from(x, "latin1").toString("utf8"));
+        outcome.conflict = { ...r.conflict, expected: text(r.conflict.expected), found: text(r.conflict.found), file: fd.path };
         break;
       }
       local.set(fd.path, r.content);
