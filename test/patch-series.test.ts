@@ -4,10 +4,12 @@
 import { spawnSync } from "node:child_process";
 import { chmodSync, cpSync, mkdirSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { applySeries, checkSeries, loadSeries, placedDrift, revertSeries, PatchError } from "../src/patch/index.js";
 import { repoRoot } from "./helpers/python.js";
-import { cli, copySglang, fingerprint, fixtureSeries, hasInstalledSglang, installedSglang, makeSitePackages, tempDir } from "./fixtures/patch-series/trees.js";
+import { cli, copySglang, fingerprint, fixtureSeries, hasInstalledSglang, installedSglang, makeSitePackages, tempDir, removeTempDirs } from "./fixtures/patch-series/trees.js";
+
+afterAll(removeTempDirs);
 
 const repoSeries = join(repoRoot, "patches", "sglang-0.5.23");
 const hasRepoSeries = existsSync(join(repoSeries, "series"));

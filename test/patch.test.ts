@@ -3,10 +3,12 @@
 import { spawnSync } from "node:child_process";
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { applySeries, checkSeries, locateSglang, revertSeries, seriesStatus, placedDrift, PatchError } from "../src/patch/index.js";
 import { hasVenv, venvPython } from "./helpers/python.js";
-import { cli, copySglang, fingerprint, fixtureRoot, fixtureSeries, hasInstalledSglang, makeSitePackages, tempDir } from "./fixtures/patch-series/trees.js";
+import { cli, copySglang, fingerprint, fixtureRoot, fixtureSeries, hasInstalledSglang, makeSitePackages, tempDir, removeTempDirs } from "./fixtures/patch-series/trees.js";
+
+afterAll(removeTempDirs);
 
 const d = hasInstalledSglang ? describe : describe.skip;
 const S = ["--series", fixtureSeries];
