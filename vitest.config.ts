@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // GPU suites run only through `npm run test:gpu`.
+    exclude: ["test/gpu/**", "**/node_modules/**"],
     // Real servers (nats-server, python workers) start per suite; give them room on a 2-core box.
     testTimeout: 60_000,
     hookTimeout: 120_000,
