@@ -4,6 +4,7 @@
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterHash(env, exports);
   RegisterCuda(env, exports);
+  RegisterCopy(env, exports);
   return exports;
 }
 

@@ -5,3 +5,4 @@
 
 void RegisterHash(Napi::Env env, Napi::Object exports);
 void RegisterCuda(Napi::Env env, Napi::Object exports);
+void RegisterCopy(Napi::Env env, Napi::Object exports);
