@@ -122,3 +122,31 @@ print(json.dumps({"version": 1, "id": "0193a6c8-5a7e-7c1e-9a61-3b9f8f1f2a10", "i
     if (d.ok && d.command.type === "Cache") expect(d.command.block_hashes).toEqual([INT64_MIN, INT64_MAX, -6917529027641081856n, 111n]);
   });
 });
+
+describe("fast int64 <-> decimal paths agree with BigInt exactly", () => {
+  it("on edges, powers of two and ten, and 200 000 random values", async () => {
+    const { int64ToDecimal, int64FromDecimalParts } = await import("../src/protocol/int64-decimal.js");
+    const values = [...EDGES, ...randomInt64s(200_000)];
+    for (let e = 0n; e < 63n; e++) values.push(2n ** e, -(2n ** e), 2n ** e - 1n, -(2n ** e) + 1n);
+    for (let e = 0n; e < 19n; e++) values.push(10n ** e, -(10n ** e), 10n ** e - 1n, -(10n ** e) + 1n);
+    for (const v of values) {
+      const text = v.toString();
+      expect(int64ToDecimal(v)).toBe(text);
+      const digits = text.replace("-", "");
+      if (digits.length >= 16) {
+        const hi = Number(digits.slice(0, -15));
+        const lo = Number(digits.slice(-15));
+        expect(int64FromDecimalParts(hi, lo, v < 0n)).toBe(v);
+      }
+      expect(parseJson(text)).toBe(Number.isSafeInteger(Number(v)) && BigInt(Number(v)) === v ? Number(v) : v);
+    }
+    // Just outside the range: refused by the fast path, kept exact by the parser.
+    expect(int64FromDecimalParts(9223, 372036854775808, false)).toBeNull();
+    expect(int64FromDecimalParts(9223, 372036854775809, true)).toBeNull();
+    expect(int64FromDecimalParts(9999, 999999999999999, true)).toBeNull();
+    expect(parseJson("9223372036854775808")).toBe(2n ** 63n);
+    expect(parseJson("-9223372036854775809")).toBe(-(2n ** 63n) - 1n);
+    expect(parseJson("99999999999999999999")).toBe(99999999999999999999n);
+    expect(stringifyJson([2n ** 64n, -(2n ** 70n)])).toBe(`[${2n ** 64n},${-(2n ** 70n)}]`);
+  });
+});

@@ -81,8 +81,6 @@ export interface BroadcastResult {
 
 export type PublishTarget = string | { broadcast: true };
 
-const encoder = new TextEncoder();
-
 export class ControlPublisher {
   private readonly prefix: string;
   private readonly timeoutMs: number;
@@ -173,7 +171,9 @@ export class ControlPublisher {
       throw e;
     }
     const env = makeEnvelope(valid, id ?? uuidv7());
-    return { id: env.id, bytes: encoder.encode(encodeEnvelope(env)) };
+    // Every string a valid command can hold is ASCII (ids, hex keys, enums), so latin1 is the
+    // exact UTF-8 encoding here, and cheaper than a TextEncoder.
+    return { id: env.id, bytes: Buffer.from(encodeEnvelope(env), "latin1") };
   }
 
   private async acquire(id: string, workerId: string | null): Promise<void> {

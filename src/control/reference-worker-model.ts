@@ -10,9 +10,10 @@ type Tier = "GPU" | "CPU_PINNED" | "CPU_TIER1";
 interface Block {
   parent: bigint | null;
   tier: Tier;
+  /** Total pin count (reference-counted, one per pin). */
   pins: number;
-  /** Pin expiry per pin (ms since epoch; Infinity = no TTL). */
-  pinExpiry: number[];
+  /** Expiry of the pins that have a TTL (ms since epoch); the rest are untimed. */
+  timedPins: number[];
   transient: boolean;
   lease: string | null;
   session: string | null;
@@ -39,7 +40,13 @@ export class ReferenceWorkerModel {
   readonly sessions = new Map<string, { epoch: number; hashes: bigint[] }>();
   readonly storageKeys: Set<string>;
   private epoch = 0;
-  private readonly dedupe = new Map<string, { ack: Ack; atMs: number }>();
+  /** Blocks that hold at least one TTL pin (what the reaper has to look at). */
+  private readonly timed = new Set<bigint>();
+  private readonly dedupe = new Map<string, Ack>();
+  // Arrival order for expiry, as a queue (shifting a Map's oldest entries one by one makes V8
+  // iterate over every deleted slot until it rehashes, which gets slow at 100 000 ids).
+  private dedupeOrder: Array<{ id: string; atMs: number }> = [];
+  private dedupeHead = 0;
   private readonly pinBudget: number;
   private readonly dedupeWindowMs: number;
   private readonly dedupeMax: number;
@@ -57,7 +64,7 @@ export class ReferenceWorkerModel {
   addPath(hashes: Iterable<bigint>): void {
     let parent: bigint | null = null;
     for (const h of hashes) {
-      if (!this.blocks.has(h)) this.blocks.set(h, { parent, tier: "GPU", pins: 0, pinExpiry: [], transient: false, lease: null, session: null });
+      if (!this.blocks.has(h)) this.blocks.set(h, { parent, tier: "GPU", pins: 0, timedPins: [], transient: false, lease: null, session: null });
       parent = h;
     }
   }
@@ -65,7 +72,7 @@ export class ReferenceWorkerModel {
   /** The first outcome of an id still inside the dedupe window, if any. */
   seen(id: string): Ack | undefined {
     this.expireDedupe();
-    return this.dedupe.get(id)?.ack;
+    return this.dedupe.get(id);
   }
 
   /** Applies a validated command and returns its ack (id and elapsed_us are filled by the caller). */
@@ -73,7 +80,8 @@ export class ReferenceWorkerModel {
     this.reap();
     const ack = this.dispatch(workerId, id, cmd);
     if (id !== null) {
-      this.dedupe.set(id, { ack, atMs: this.now() });
+      if (!this.dedupe.has(id)) this.dedupeOrder.push({ id, atMs: this.now() });
+      this.dedupe.set(id, ack);
       this.expireDedupe();
     }
     return ack;
@@ -84,7 +92,7 @@ export class ReferenceWorkerModel {
     switch (cmd.type) {
       case "Cache": {
         ack.requested = cmd.block_hashes.length;
-        const expiry = cmd.ttl_seconds ? this.now() + cmd.ttl_seconds * 1000 : Number.POSITIVE_INFINITY;
+        const expiry = cmd.ttl_seconds ? this.now() + cmd.ttl_seconds * 1000 : null;
         let pinned = this.pinnedCount();
         for (const h of cmd.block_hashes) {
           const b = this.blocks.get(h);
@@ -99,11 +107,15 @@ export class ReferenceWorkerModel {
             }
             if (b.pins === 0) pinned++;
             b.pins++;
-            b.pinExpiry.push(expiry);
+            if (expiry !== null) {
+              b.timedPins.push(expiry);
+              this.timed.add(h);
+            }
             ack.affected++;
           } else if (b.pins > 0) {
+            // Untimed pins go first; a TTL pin would expire by itself anyway.
+            if (b.pins === b.timedPins.length) b.timedPins.pop();
             b.pins--;
-            b.pinExpiry.pop();
             ack.affected++;
           } else ack.skipped++;
         }
@@ -304,18 +316,32 @@ export class ReferenceWorkerModel {
         this.leases.delete(id);
       }
     }
-    for (const b of this.blocks.values()) {
-      if (b.pins === 0) continue;
-      b.pinExpiry = b.pinExpiry.filter((t) => t > now);
-      b.pins = b.pinExpiry.length;
+    // Only blocks holding TTL pins are visited, so untimed pins cost nothing here.
+    for (const h of this.timed) {
+      const b = this.blocks.get(h);
+      if (!b) {
+        this.timed.delete(h);
+        continue;
+      }
+      const live = b.timedPins.filter((t) => t > now);
+      b.pins -= b.timedPins.length - live.length;
+      b.timedPins = live;
+      if (live.length === 0) this.timed.delete(h);
     }
   }
 
   private expireDedupe(): void {
     const oldest = this.now() - this.dedupeWindowMs;
-    for (const [id, entry] of this.dedupe) {
-      if (this.dedupe.size <= this.dedupeMax && entry.atMs >= oldest) break;
-      this.dedupe.delete(id);
+    const q = this.dedupeOrder;
+    while (this.dedupeHead < q.length) {
+      const e = q[this.dedupeHead]!;
+      if (this.dedupe.size <= this.dedupeMax && e.atMs >= oldest) break;
+      this.dedupe.delete(e.id);
+      this.dedupeHead++;
+    }
+    if (this.dedupeHead > 4096 && this.dedupeHead * 2 > q.length) {
+      this.dedupeOrder = q.slice(this.dedupeHead);
+      this.dedupeHead = 0;
     }
   }
 }

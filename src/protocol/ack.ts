@@ -4,7 +4,9 @@ import { z } from "zod";
 import { CommandTypeSchema, type CommandType } from "./commands.js";
 import { fromZodError } from "./errors.js";
 import { count, idString, int64List } from "./fields.js";
+import { INT64_MAX, INT64_MIN } from "./int64.js";
 import { parseJson, stringifyInt64List, stringifyJson } from "./json.js";
+import { MAX_LIST_ENTRIES } from "./limits.js";
 
 export const ACK_STATUSES = ["applied", "partial", "noop", "duplicate", "rejected", "error"] as const;
 export const AckStatusSchema = z.enum(ACK_STATUSES);
@@ -72,9 +74,45 @@ export function decodeAck(body: string | Uint8Array): Ack {
   } catch (e) {
     throw new AckDecodeError(`ack is not JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
+  const fast = fastAck(raw);
+  if (fast) return fast;
   const r = AckSchema.safeParse(raw);
   if (!r.success) throw new AckDecodeError(`invalid ack: ${fromZodError(r.error).message}`);
   return r.data;
+}
+
+const STATUS_SET: ReadonlySet<unknown> = new Set(ACK_STATUSES);
+const TYPE_SET: ReadonlySet<unknown> = new Set(CommandTypeSchema.options);
+const ID_CHARS = /^[\x21-\x7e]{1,128}$/;
+const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
+
+/**
+ * The same checks as AckSchema for the common shape of an ack (every field plain, `lease` null),
+ * without zod's per-field overhead: acks are on every command's round trip. Returns null when
+ * anything is unusual, and the caller falls back to the schema, which also names the field.
+ */
+function fastAck(raw: unknown): Ack | null {
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return null;
+  const a = raw as Record<string, unknown>;
+  if (!(a.id === null || (typeof a.id === "string" && ID_CHARS.test(a.id)))) return null;
+  if (typeof a.worker_id !== "string" || a.worker_id.length === 0) return null;
+  if (!(a.type === null || TYPE_SET.has(a.type)) || !STATUS_SET.has(a.status)) return null;
+  if (!isCount(a.requested) || !isCount(a.affected) || !isCount(a.skipped) || !isCount(a.elapsed_us)) return null;
+  if (!(a.reason === null || typeof a.reason === "string") || a.lease !== null) return null;
+  if (!(a.epoch === null || isCount(a.epoch))) return null;
+  const tiers = a.tiers;
+  if (tiers === null || typeof tiers !== "object" || Array.isArray(tiers)) return null;
+  for (const k in tiers) if (!k || !isCount((tiers as Record<string, unknown>)[k])) return null;
+  const missing = a.missing;
+  if (!Array.isArray(missing) || missing.length > MAX_LIST_ENTRIES) return null;
+  const out = new Array<bigint>(missing.length);
+  for (let i = 0; i < missing.length; i++) {
+    const v = missing[i];
+    if (typeof v === "bigint" && v >= INT64_MIN && v <= INT64_MAX) out[i] = v;
+    else if (typeof v === "number" && Number.isSafeInteger(v)) out[i] = BigInt(v);
+    else return null;
+  }
+  return { ...a, missing: out } as Ack;
 }
 
 /** A blank ack to fill in (all counts zero, nothing missing). */

@@ -5,6 +5,9 @@
 //   stringify: a `bigint` is written as a bare number literal; non-finite numbers are refused.
 // No external dependency, no regex pre-pass over the text (which would misfire inside strings).
 
+import { INT64_MAX, INT64_MIN } from "./int64.js";
+import { int64FromDecimalParts, int64ToDecimal } from "./int64-decimal.js";
+
 export class JsonSyntaxError extends SyntaxError {
   constructor(message: string, readonly position: number) {
     super(`${message} at position ${position}`);
@@ -148,12 +151,22 @@ class Parser {
       while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39) i++;
     }
     this.i = i;
-    const lit = s.slice(start, i);
-    if (!isInteger) return Number(lit);
-    // Up to 15 digits always fits a double exactly; past that, keep exactness with a bigint.
-    if (intDigits <= 15) return Number(lit);
-    const big = BigInt(lit);
-    return big >= -9007199254740991n && big <= 9007199254740991n ? Number(big) : big;
+    if (!isInteger) return Number(s.slice(start, i));
+    // Up to 15 digits always fits a double exactly.
+    if (intDigits <= 15) return Number(s.slice(start, i));
+    if (intDigits > 19) return BigInt(s.slice(start, i)); // outside int64 anyway; exact for the error
+    // 16-19 digits (every int64 hash): accumulate two exact doubles, the last 15 digits and the
+    // rest, and build the bigint from them in one allocation (int64-decimal.ts).
+    const cut = i - 15;
+    let hi = 0;
+    let lo = 0;
+    for (let k = intStart; k < cut; k++) hi = hi * 10 + (s.charCodeAt(k) - 0x30);
+    for (let k = cut; k < i; k++) lo = lo * 10 + (s.charCodeAt(k) - 0x30);
+    const negative = intStart !== start;
+    // Below 2^53 the double sum is exact and the value stays a number, as JSON.parse would give.
+    const approx = hi * 1e15 + lo;
+    if (approx <= 9007199254740991) return negative ? -approx : approx;
+    return int64FromDecimalParts(hi, lo, negative) ?? BigInt(s.slice(start, i));
   }
 
   string(): string {
@@ -229,7 +242,7 @@ export function stringifyJson(value: unknown): string {
       if (!Number.isFinite(value)) throw new TypeError(`cannot encode ${value} as JSON`);
       return String(value);
     case "bigint":
-      return value.toString();
+      return bigintText(value);
     case "boolean":
       return value ? "true" : "false";
     case "object": {
@@ -260,5 +273,12 @@ export function stringifyJson(value: unknown): string {
 
 /** Writes a list of bigints as a JSON array of number literals (the hot path of every command). */
 export function stringifyInt64List(list: readonly bigint[]): string {
-  return list.length === 0 ? "[]" : "[" + list.join(",") + "]";
+  if (list.length === 0) return "[]";
+  let out = "[" + bigintText(list[0]!);
+  for (let k = 1; k < list.length; k++) out += "," + bigintText(list[k]!);
+  return out + "]";
+}
+
+function bigintText(v: bigint): string {
+  return v >= INT64_MIN && v <= INT64_MAX ? int64ToDecimal(v) : v.toString();
 }

@@ -1,0 +1,134 @@
+// Control-plane bench (`npm run bench:control [-- --json] [-- --inproc]`), against a real
+// nats-server on loopback that the bench starts itself:
+//   (a) raw NATS request/reply: the same request bytes as (b), a responder that replies empty;
+//   (b) a Cache command of 64 hashes through ControlPublisher (validate + envelope + encode) ->
+//       ReferenceResponder (decode + schema + model + ack encode) -> ack decode + schema.
+// Each at concurrency 1 (latency p50/p99) and 64 (acked commands/s). The responder runs in its
+// own process (a worker is another machine); --inproc runs it in the bench process instead.
+// Bar: (b) p50 within 1.5x of (a); >= 20 000 acked commands/s at concurrency 64.
+import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { ControlPublisher, ReferenceResponder } from "../src/control/index.js";
+import { type Cache, encodeEnvelope, makeEnvelope, validateCommand } from "../src/protocol/index.js";
+import { startNatsServer } from "../test/helpers/nats-server.js";
+
+const args = process.argv.slice(2);
+const JSON_OUT = args.includes("--json");
+const INPROC = args.includes("--inproc");
+const role = args[args.indexOf("--role") + 1];
+
+// Deterministic (both processes must agree on them), spread over the whole int64 range.
+const HASHES: bigint[] = Array.from({ length: 64 }, (_, i) => createHash("sha256").update(`block-${i}`).digest().readBigInt64LE(0));
+const CMD: Cache = { type: "Cache", block_hashes: HASHES, pin: true, ttl_seconds: null };
+const RAW_SUBJECT = "bench-raw";
+const WORKER = "bench0";
+
+/** The responder side: raw echo-empty on RAW_SUBJECT and the reference responder as WORKER. */
+async function startResponders(url: string): Promise<NatsConnection> {
+  const nc = await connect({ servers: url, name: "bench-responder" });
+  const empty = new Uint8Array(0);
+  nc.subscribe(RAW_SUBJECT, { callback: (_e, m) => m.respond(empty) });
+  await ReferenceResponder.start(nc, { workerId: WORKER, knownBlocks: HASHES, log: () => {} });
+  await nc.flush();
+  return nc;
+}
+
+if (role === "responder") {
+  const url = args[args.indexOf("--url") + 1]!;
+  await startResponders(url);
+  process.stdout.write("ready\n");
+  process.stdin.resume();
+  process.stdin.on("end", () => process.exit(0));
+} else {
+  await main();
+}
+
+interface Run {
+  p50: number;
+  p99: number;
+  perSec: number;
+  n: number;
+}
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Runs `op` from `concurrency` loops for `durationMs` after a warm-up; latencies in µs. */
+async function measure(op: () => Promise<unknown>, concurrency: number, durationMs: number): Promise<Run> {
+  const warmEnd = Date.now() + 500;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (Date.now() < warmEnd) await op();
+  }));
+  const lat: number[] = [];
+  const t0 = process.hrtime.bigint();
+  const end = Date.now() + durationMs;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (Date.now() < end) {
+      const s = process.hrtime.bigint();
+      await op();
+      lat.push(Number(process.hrtime.bigint() - s) / 1000);
+    }
+  }));
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+  lat.sort((a, b) => a - b);
+  return { p50: pct(lat, 50), p99: pct(lat, 99), perSec: lat.length / secs, n: lat.length };
+}
+
+async function main(): Promise<void> {
+  const server = await startNatsServer();
+  let child: ChildProcess | null = null;
+  let inproc: NatsConnection | null = null;
+  try {
+    if (INPROC) inproc = await startResponders(server.url);
+    else {
+      child = spawn(process.execPath, ["--import", "tsx", new URL(import.meta.url).pathname, "--role", "responder", "--url", server.url], { stdio: ["pipe", "pipe", "inherit"] });
+      await new Promise<void>((resolve, reject) => {
+        child!.stdout!.once("data", () => resolve());
+        child!.once("exit", (c) => reject(new Error(`responder exited ${c}`)));
+      });
+    }
+    const nc = await connect({ servers: server.url, name: "bench-publisher" });
+    const pub = new ControlPublisher(nc, { timeoutMs: 5000, retries: 0, maxInFlight: 1024 });
+    // Same request bytes for (a) as (b) sends, so the difference is our work, not the payload.
+    const rawBytes = new TextEncoder().encode(encodeEnvelope(makeEnvelope(validateCommand(CMD))));
+    const raw = () => nc.request(RAW_SUBJECT, rawBytes, { timeout: 5000 });
+    let bad = 0;
+    const cmd = async () => {
+      const ack = await pub.send(WORKER, CMD);
+      if (ack.status !== "applied") {
+        if (!bad) console.error(`first non-applied ack: ${JSON.stringify({ ...ack, missing: ack.missing.length })}`);
+        bad++;
+      }
+    };
+    const dur = Number(process.env.BENCH_MS ?? 3000);
+    const rawC1 = await measure(raw, 1, dur);
+    const cmdC1 = await measure(cmd, 1, dur);
+    const rawC64 = await measure(raw, 64, dur);
+    const cmdC64 = await measure(cmd, 64, dur);
+    await nc.close();
+    if (bad) throw new Error(`${bad} commands were not acked 'applied'`);
+
+    const f = (x: number) => x.toFixed(1).padStart(9);
+    const row = (name: string, r: Run) => `${name.padEnd(34)}${f(r.p50)}${f(r.p99)}${Math.round(r.perSec).toString().padStart(12)}${r.n.toString().padStart(9)}`;
+    console.log(`control bench: nats-server loopback, responder ${INPROC ? "in-process" : "in a separate process"}, ${dur} ms per run, Cache of 64 hashes`);
+    console.log(`${"".padEnd(34)}${"p50 us".padStart(9)}${"p99 us".padStart(9)}${"per s".padStart(12)}${"n".padStart(9)}`);
+    console.log(row("(a) raw request/reply, c=1", rawC1));
+    console.log(row("(b) Cache command + ack, c=1", cmdC1));
+    console.log(row("(a) raw request/reply, c=64", rawC64));
+    console.log(row("(b) Cache command + ack, c=64", cmdC64));
+    const ratio = cmdC1.p50 / rawC1.p50;
+    console.log(`p50 ratio (b)/(a) at c=1: ${ratio.toFixed(2)} (bar <= 1.5); acked/s at c=64: ${Math.round(cmdC64.perSec)} (bar >= 20000)`);
+    console.log(`publisher counters: ${JSON.stringify(pub.counters)}`);
+    if (JSON_OUT) {
+      const r = (x: number) => Math.round(x * 10) / 10;
+      console.log(JSON.stringify({ bench: "control", raw_p50_us: r(rawC1.p50), raw_p99_us: r(rawC1.p99), cmd_p50_us: r(cmdC1.p50), cmd_p99_us: r(cmdC1.p99), p50_ratio: Math.round(ratio * 100) / 100, acked_per_s_c64: Math.round(cmdC64.perSec) }));
+    }
+  } finally {
+    child?.stdin?.end();
+    child?.kill();
+    await inproc?.close();
+    await server.stop();
+  }
+}
