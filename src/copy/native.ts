@@ -1,0 +1,72 @@
+// The copy area's native functions (native/addon/copy.cpp), reached through the one addon loader.
+import { loadAddon } from "../addon.js";
+
+/** An opaque pool handle owned by the addon. */
+export type PoolHandle = { readonly __kvctlPool: unique symbol };
+
+export interface NativeLayout {
+  layout: string;
+  pageSize: number;
+  layers: number;
+  kv?: number;
+  heads: number;
+  headDim: number;
+  dtypeSize: number;
+}
+
+export interface NativeCopyStats {
+  pages: number;
+  bytes: number;
+  runs: number;
+  coalescedPages: number;
+  kernelPages: number;
+  granularity: "native" | "row" | "token";
+  seconds: number;
+}
+
+export interface NativeBuildInfo {
+  sha256: { shaNi: boolean; backend: "sha-ni" | "portable" };
+  napiVersion: number;
+  compiler?: string;
+  layouts: string[];
+  cuda: {
+    built: boolean;
+    available: boolean;
+    runtimeVersion: number;
+    driverVersion: number;
+    deviceCount: number;
+    error?: { name: string; code: number; message: string };
+    devices: {
+      index: number;
+      name: string;
+      pciBusId: string;
+      computeCapability: string;
+      totalBytes: number;
+      freeBytes: number;
+      smCount: number;
+    }[];
+  };
+}
+
+export interface NativeCopy {
+  copyLayoutInfo(layout: NativeLayout): { pageBytes: number; tokenBytes: number; segments: number; segmentBytes: number };
+  copyCreatePool(kind: string, layout: NativeLayout, pages: number, device?: number): PoolHandle;
+  copyFreePool(h: PoolHandle): { freed: boolean; deferredForJobs: number };
+  copyPoolInfo(h: PoolHandle): { freed: boolean; inFlight?: number };
+  copyPages(src: PoolHandle, dst: PoolHandle, srcPages: Uint32Array, dstPages: Uint32Array, coalesceMinPages?: number): Promise<NativeCopyStats>;
+  copyDigests(h: PoolHandle, pages: Uint32Array, engine: "auto" | "cpu" | "gpu"): Promise<Buffer>;
+  copyFill(h: PoolHandle, seed: number): Promise<void>;
+  copyRead(h: PoolHandle, offset: number, length: number): Promise<Buffer>;
+  copyWrite(h: PoolHandle, offset: number, data: Uint8Array): Promise<void>;
+  copyMemcpyBaseline(backend: "cpu" | "cuda", bytes: number, direction: "d2h" | "h2d", iters: number, device?: number): Promise<number>;
+  buildInfo(): NativeBuildInfo;
+}
+
+/** The addon, checked to carry the copy area (an addon built before it existed does not). */
+export function nativeCopy(): NativeCopy {
+  const a = loadAddon() as unknown as Partial<NativeCopy>;
+  if (typeof a.copyCreatePool !== "function" || typeof a.buildInfo !== "function") {
+    throw new Error("the loaded kvctl addon has no copy functions: it predates them; rebuild with `npm run build:native`");
+  }
+  return a as NativeCopy;
+}
