@@ -8,6 +8,8 @@ import { describe, expect, it } from "vitest";
 import {
   blockHashes,
   blockHashesBatch,
+  mooncakeObjectKeys,
+  mooncakeObjectKeysForStorageKeys,
   sglangPageHashes,
   sglangPageHashesBatch,
   storageKeys,
@@ -37,6 +39,7 @@ interface Oracle {
   sglang_version: string;
   files: string[];
   cases: OracleCase[];
+  mooncake: { storage_keys: string[]; layout: Record<string, unknown>; object_keys: string[] }[];
 }
 
 function runOracle(): Oracle {
@@ -77,6 +80,16 @@ describe.skipIf(!oracle)(suiteName, () => {
       if (parent) expect(node.parent_block_hash).toBe(parent.block_hashes.at(-1));
     });
     if (c.nodes.length === 0) expect(storageKeys(c.tokens, base)).toEqual([]);
+  });
+
+  it("Mooncake object keys equal MooncakeStore's own key methods", () => {
+    expect(oracle?.mooncake.length).toBeGreaterThan(5);
+    for (const m of oracle?.mooncake ?? []) {
+      const l = m.layout as { prefix?: string; mla?: boolean; tp_rank?: number; pp_rank?: number; pp_size?: number; split_factor?: number };
+      const layout = { prefix: l.prefix, mla: l.mla, tpRank: l.tp_rank, ppRank: l.pp_rank, ppSize: l.pp_size, splitFactor: l.split_factor };
+      expect(mooncakeObjectKeysForStorageKeys(m.storage_keys, layout)).toEqual(m.object_keys);
+      expect(mooncakeObjectKeys(Array.from({ length: 128 }, (_, i) => i), { pageSize: 64, layout })).toEqual(m.object_keys);
+    }
   });
 
   it("batch calls equal the per-sequence results", () => {

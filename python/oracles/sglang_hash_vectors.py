@@ -146,6 +146,13 @@ def main() -> int:
     sg = sglang_release.load()
     rng = random.Random(args.seed)
     vectors = [run_case(sg, name, toks, P, **kw) for name, toks, P, kw in corpus(rng)]
+    # Mooncake object keys of one case's storage keys, from MooncakeStore's own methods.
+    keys = next(c for c in vectors if c["name"] == "tokens 0..127, P=64")["nodes"][0]["storage_keys"]
+    layouts = [{}, {"tp_rank": 3}, {"tp_rank": 3, "pp_rank": 1, "pp_size": 2}, {"mla": True},
+               {"mla": True, "pp_rank": 1, "pp_size": 2}, {"prefix": "tag_org-model"},
+               {"tp_rank": 1, "split_factor": 2}, {"tp_rank": 1, "split_factor": 2, "pp_rank": 1, "pp_size": 2}]
+    mooncake = [{"storage_keys": keys, "layout": l, "object_keys": sglang_release.mooncake_object_keys(keys, **l)}
+                for l in layouts]
     doc = {
         "oracle": "sglang",
         "sglang_version": sglang_release.sglang_version(),
@@ -154,6 +161,7 @@ def main() -> int:
         "has_bigram": True,
         "has_namespacing": True,
         "cases": vectors,
+        "mooncake": mooncake,
     }
     args.out.write_text(json.dumps(doc))
     print(f"wrote {len(vectors)} cases from sglang {doc['sglang_version']} to {args.out}")

@@ -13,7 +13,10 @@ Which SGLang files run, verbatim:
     namespaced_block_hash (by `ast` too: the module imports pydantic);
   * sglang/srt/mem_cache/radix_cache.py: class RadixKey (by `ast`);
   * sglang/srt/mem_cache/events.py: imported as a module; KVCacheEventRecorder publishes the
-    block hashes the worker's KV events carry.
+    block hashes the worker's KV events carry;
+  * sglang/srt/mem_cache/storage/mooncake_store/mooncake_store.py: MooncakeStore's object-key
+    methods (_tag_keys, _get_mha/_get_mla/_get_mha_split_heads_buffer_meta) and the suffix
+    statements of its __init__ (by `ast`, run on a stand-in `self`; the module needs mooncake).
 Nothing is installed; the JIT build goes to TORCH_EXTENSIONS_DIR (a cache dir) as in SGLang.
 """
 
@@ -155,8 +158,80 @@ def _load() -> types.SimpleNamespace:
             "sglang/srt/disaggregation/kv_events.py",
             "sglang/srt/mem_cache/radix_cache.py",
             "sglang/srt/mem_cache/events.py",
+            "sglang/" + MOONCAKE_FILE,
         ],
     )
+
+
+MOONCAKE_FILE = "srt/mem_cache/storage/mooncake_store/mooncake_store.py"
+
+
+def mooncake_object_keys(hex_keys: list, *, prefix: Optional[str] = None, mla: bool = False,
+                         tp_rank: int = 0, pp_rank: int = 0, pp_size: int = 1,
+                         split_factor: int = 0) -> list:
+    """Object keys as MooncakeStore builds them, from the release's own methods."""
+    path = SGLANG_DIR / MOONCAKE_FILE
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MooncakeStore")
+    wanted = {"_tag_keys", "_get_mha_buffer_meta", "_get_mla_buffer_meta",
+              "_get_mha_split_heads_buffer_meta", "_pack_multi_buffer_meta"}
+    methods = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in wanted]
+    for m in methods:  # staticmethod decorators are re-applied below
+        m.decorator_list = []
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+
+    def is_suffix_stmt(node):
+        if isinstance(node, ast.Assign):
+            return any(isinstance(t, ast.Attribute) and t.attr in ("enable_pp", "split_factor")
+                       for t in node.targets)
+        if isinstance(node, ast.If):
+            src = ast.unparse(node.test)
+            return src in ("self.enable_pp", "self.should_split_heads")
+        return False
+
+    # The statements of the one block that holds `self.enable_pp = ...`, in source order.
+    bodies = [node.body for node in ast.walk(init) if isinstance(getattr(node, "body", None), list)]
+    home = next(b for b in bodies if any(is_suffix_stmt(x) and isinstance(x, ast.Assign) for x in b))
+    suffix_stmts = [stmt for stmt in home if is_suffix_stmt(stmt)]
+    if len(suffix_stmts) < 3:
+        raise ImportError(f"{path}: MooncakeStore.__init__ suffix logic not found")
+    ns: dict = {"List": list, "Any": Any, "Tuple": tuple, "Sequence": (list, tuple)}
+    exec(compile(ast.Module(body=methods, type_ignores=[]), str(path), "exec"), ns)
+    setup = ast.FunctionDef(
+        name="_suffix_setup", args=init.args, body=suffix_stmts, decorator_list=[], returns=None,
+        type_params=[],
+    )
+    setup.args = ast.arguments(posonlyargs=[], args=[ast.arg("self")], kwonlyargs=[],
+                               kw_defaults=[], defaults=[])
+    exec(compile(ast.fix_missing_locations(ast.Module(body=[setup], type_ignores=[])), str(path), "exec"), ns)
+
+    n_ptrs = {"mha": 2, "mla": 1}
+
+    class Pool:
+        def get_page_buffer_meta(self, indices):
+            k = n_ptrs["mla" if mla else "mha"] * len(indices)
+            return list(range(k)), [1] * k
+
+        def get_split_heads_page_buffer_meta(self, indices, factor):
+            k = 2 * factor * len(indices)
+            return list(range(k)), [1] * k
+
+    store = types.SimpleNamespace(
+        pp_size=pp_size, pp_rank=pp_rank, local_rank=tp_rank, is_mla_backend=mla,
+        should_split_heads=split_factor > 0, config_prefix=prefix, mem_pool_host=Pool(),
+        storage_config=types.SimpleNamespace(tp_size=1, tp_lcm_size=max(split_factor, 1)),
+    )
+    for name in wanted:
+        fn = ns[name]
+        setattr(store, name, fn if name == "_pack_multi_buffer_meta" else types.MethodType(fn, store))
+    ns["_suffix_setup"](store)
+    keys = store._tag_keys(list(hex_keys))
+    indices = list(range(len(keys)))
+    if mla:
+        return store._get_mla_buffer_meta(keys, indices)[0]
+    if store.should_split_heads:
+        return store._get_mha_split_heads_buffer_meta(keys, indices)[0]
+    return store._get_mha_buffer_meta(keys, indices)[0]
 
 
 _cached: Optional[types.SimpleNamespace] = None
