@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Builds the native addon (build/Release/kvctl.node) and the core's C++ tests with cmake-js.
+// Builds the native addon (build/Release/kvctl.node) and the core's C++ tests with cmake-js
+// (configure + build, Ninja when available, 2 jobs).
 //   node scripts/build-native.mjs [--if-missing] [--cuda=auto|require|off] [--out DIR] [--debug]
 // --if-missing: do nothing when a prebuild for this platform exists in prebuilds/, or the built
 //               addon is newer than every native source (what `npm install` runs).
@@ -70,19 +71,20 @@ if ((cuda === "require" || cuda === "on") && !nvcc) {
 const cudaMode = cuda === "off" ? "off" : cuda === "auto" ? (nvcc ? "auto" : "off") : "on";
 
 const cmakeJs = join(root, "node_modules", "cmake-js", "bin", "cmake-js");
-const cmakeArgs = [cmakeJs, "compile", "--out", out, "--parallel", "2", `--CDKVCTL_CUDA=${cudaMode}`];
-if (nvcc) cmakeArgs.push(`--CDCMAKE_CUDA_COMPILER=${nvcc}`);
-if (flag("debug")) cmakeArgs.push("--debug");
+const common = ["--out", out, `--CDKVCTL_CUDA=${cudaMode}`];
+if (nvcc) common.push(`--CDCMAKE_CUDA_COMPILER=${nvcc}`);
+if (flag("debug")) common.push("--debug");
 const hasNinja = spawnSync("ninja", ["--version"], { stdio: "ignore" }).status === 0;
-if (hasNinja) cmakeArgs.push("--generator", "Ninja");
+if (hasNinja) common.push("--generator", "Ninja");
 
-console.log(`build-native: cmake-js compile into ${out}/ (CUDA: ${cudaMode}${nvcc ? `, nvcc ${nvcc}` : ""})`);
-const r = spawnSync(process.execPath, cmakeArgs, {
-  cwd: root,
-  stdio: "inherit",
-  env: { ...process.env, CMAKE_BUILD_PARALLEL_LEVEL: "2" },
-});
-if (r.status !== 0) {
-  console.error("build-native: the native build failed (needs cmake >= 3.18, a C++17 compiler and xxhash.h from libxxhash-dev)");
-  process.exit(r.status ?? 1);
+// Configure every time (quick on an existing tree) so a changed --cuda reaches the CMake cache;
+// `cmake-js compile` alone would reuse the old configuration.
+console.log(`build-native: cmake-js into ${out}/ (CUDA: ${cudaMode}${nvcc ? `, nvcc ${nvcc}` : ""})`);
+const env = { ...process.env, CMAKE_BUILD_PARALLEL_LEVEL: "2" };
+for (const step of [["configure", ...common], ["build", ...common, "--parallel", "2"]]) {
+  const r = spawnSync(process.execPath, [cmakeJs, ...step], { cwd: root, stdio: "inherit", env });
+  if (r.status !== 0) {
+    console.error(`build-native: cmake-js ${step[0]} failed (needs cmake >= 3.18, a C++17 compiler and xxhash.h from libxxhash-dev)`);
+    process.exit(r.status ?? 1);
+  }
 }
