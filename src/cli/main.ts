@@ -13,6 +13,8 @@ const commands: Record<string, () => Promise<{ command: Command }>> = {
   send: () => import("./commands/send.js"),
   listen: () => import("./commands/listen.js"),
   "testing-worker": () => import("./commands/testing-worker.js"),
+  doctor: () => import("./commands/doctor.js"),
+  bench: () => import("./commands/bench.js"),
 };
 
 async function help(): Promise<number> {
