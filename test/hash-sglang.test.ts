@@ -11,7 +11,10 @@ import {
   mooncakeObjectKeys,
   mooncakeObjectKeysForStorageKeys,
   sglangPageHashes,
+  setSha256Backend,
   sglangPageHashesBatch,
+  sha256Backend,
+  storageKeyToInt64,
   storageKeys,
   storageKeysBatch,
 } from "../src/hash/index.js";
@@ -78,6 +81,7 @@ describe.skipIf(!oracle)(suiteName, () => {
       const hashes = blockHashes(tokens, { ...eventOpts, prior: eventPrior });
       expect(Array.from(hashes, String)).toEqual(node.block_hashes);
       if (parent) expect(node.parent_block_hash).toBe(parent.block_hashes.at(-1));
+      expect(Array.from(storageKeyToInt64(node.storage_keys), String)).toEqual((node as OracleNode & { plain_int64: string[] }).plain_int64);
     });
     if (c.nodes.length === 0) expect(storageKeys(c.tokens, base)).toEqual([]);
   });
@@ -89,6 +93,18 @@ describe.skipIf(!oracle)(suiteName, () => {
       const layout = { prefix: l.prefix, mla: l.mla, tpRank: l.tp_rank, ppRank: l.pp_rank, ppSize: l.pp_size, splitFactor: l.split_factor };
       expect(mooncakeObjectKeysForStorageKeys(m.storage_keys, layout)).toEqual(m.object_keys);
       expect(mooncakeObjectKeys(Array.from({ length: 128 }, (_, i) => i), { pageSize: 64, layout })).toEqual(m.object_keys);
+    }
+  });
+
+  it("the portable SHA-256 path gives the same batch results as the active one", () => {
+    const seqs = cases.map((c) => c.tokens);
+    const active = sha256Backend();
+    const a = sglangPageHashesBatch(seqs, { pageSize: 16 });
+    expect(setSha256Backend("portable")).toBe(true);
+    try {
+      expect(sglangPageHashesBatch(seqs, { pageSize: 16 }).digests.equals(a.digests)).toBe(true);
+    } finally {
+      setSha256Backend(active);
     }
   });
 

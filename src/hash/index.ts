@@ -14,6 +14,7 @@ export {
   sglangPageHashes,
   sglangPageHashesBatch,
   sglangPageHashesGpu,
+  storageKeyToInt64,
   storageKeys,
   storageKeysBatch,
 } from "./sglang.js";

@@ -99,6 +99,17 @@ export function eventPageHashes(tokens: Tokens, options: SglangOptions): Buffer 
   return chain({ tokens: toTokenArray(fn, "tokens", tokens), offsets: null }, o, "event").digests;
 }
 
+/** SGLang's hash_str_to_int64: the signed int64 of a 64-hex digest's first 8 bytes. */
+export function storageKeyToInt64(keys: readonly string[]): BigInt64Array {
+  const fn = "storageKeyToInt64";
+  const buf = Buffer.alloc(keys.length * 32);
+  keys.forEach((k, i) => {
+    if (typeof k !== "string" || !/^[0-9a-fA-F]{64}$/.test(k)) throw new HashInputError(fn, `keys[${i}]`, "must be 64 hex chars");
+    buf.write(k, i * 32, "hex");
+  });
+  return loadAddon().digestsToInt64(buf, null);
+}
+
 /** Mooncake Store object keys of one sequence's pages (2 per page for MHA, 1 for MLA). */
 export function mooncakeObjectKeys(tokens: Tokens, options: MooncakeOptions): string[] {
   const fn = "mooncakeObjectKeys";
