@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run prebuild`: prebuildify, with cmake-js doing the build. prebuildify drives
+// `npm run prebuildify`: prebuildify, with cmake-js doing the build. prebuildify drives
 // `node-gyp rebuild`; we hand it this (executable) script as its "node-gyp", which builds through
 // scripts/build-native.mjs (CMake) and leaves build/Release/kvctl.node where prebuildify looks.
 // Result: prebuilds/<platform>-<arch>/node.napi.<libc>.node (N-API 8: one file for every
