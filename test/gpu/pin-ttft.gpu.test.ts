@@ -1,0 +1,223 @@
+// Pin under flood (`npm run test:gpu`): a real `sglang.launch_server` with HiCache, kvctl's control
+// subscriber (from the patch series applied to the installed SGLang) and nats-server. A session
+// prefix is cached, then a flood of unrelated prompts pushes the KV cache `depth` times its GPU
+// capacity; we measure the prefix's time to first token with and without a `Cache pin` on its
+// blocks. Pinned, the prefix stays in the host tier and comes back by a host->device load;
+// unpinned, deep floods evict it from the host too and it is recomputed.
+//
+// Needs: a CUDA device, SGLANG_MODEL (a local model path), and the patch series with the control
+// subscriber applied to the venv's SGLang (`kvctl patch apply .venv/lib/python3.11/site-packages`).
+// Knobs (env): KVCTL_PIN_DEPTHS (default "0,0.5,1,2,4": flood size in GPU KV capacities),
+// KVCTL_PIN_PREFIX_TOKENS (8192), KVCTL_PIN_PAGE_SIZE (64), KVCTL_PIN_MEM_FRACTION (0.5),
+// KVCTL_PIN_HICACHE_RATIO (2), KVCTL_PIN_SERVER_ARGS (extra launch_server args, space-separated),
+// KVCTL_PIN_TIMEOUT_S (server start, 900). The subscriber gets its NATS URL and worker id through
+// KVCTL_NATS_URL / KVCTL_WORKER_ID (and the args in KVCTL_PIN_SERVER_ARGS, if it takes flags).
+// Prints a table and one JSON line `{"pinTtft": ...}`.
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { packageRoot } from "../../src/addon.js";
+
+const cudaBuild = join(packageRoot, "build-cuda", "Release", "kvctl.node");
+if (!process.env.KVCTL_ADDON && existsSync(cudaBuild)) process.env.KVCTL_ADDON = cudaBuild;
+
+const python = process.env.KVCTL_PYTHON ?? join(packageRoot, ".venv", "bin", "python");
+const WORKER_ID = "pin-ttft-0";
+
+function hasCuda(): string {
+  const smi = spawnSync("nvidia-smi", ["-L"], { encoding: "utf8" });
+  if (smi.status !== 0 || !/GPU \d+:/.test(smi.stdout ?? "")) return "no CUDA device (nvidia-smi -L found no GPU)";
+  return "";
+}
+
+function sitePackages(): string | null {
+  const r = spawnSync(python, ["-c", "import sglang, os; print(os.path.dirname(os.path.dirname(sglang.__file__)))"], { encoding: "utf8" });
+  return r.status === 0 ? r.stdout.trim() : null;
+}
+
+// The control subscriber is in the series when a patch of the series for this SGLang version
+// hooks it in; it is usable when that series is applied cleanly to the interpreter's SGLang.
+async function subscriberReady(): Promise<string> {
+  const site = sitePackages();
+  if (!site) return `SGLang does not import with ${python}`;
+  let status;
+  try {
+    const patch = await import("../../src/patch/index.js");
+    status = patch.seriesStatus(site, { python });
+  } catch (err) {
+    return `patch status unavailable: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`;
+  }
+  const version = status.tree.version ?? "?";
+  const dir = join(packageRoot, "patches", `sglang-${version}`);
+  const patches = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".patch")) : [];
+  const hooks = patches.filter((f) => /control|subscriber/i.test(f) || /control[_-]?subscriber|kv-control/i.test(readFileSync(join(dir, f), "utf8")));
+  if (hooks.length === 0) return `control subscriber not yet in the patch series (patches/sglang-${version}/ has no control subscriber patch)`;
+  if (!status.clean) return `the patch series is not cleanly applied to ${site} (run kvctl patch apply ${site})`;
+  return "";
+}
+
+const why = hasCuda() || (!process.env.SGLANG_MODEL ? "SGLANG_MODEL unset (a local model path)" : "") || (await subscriberReady());
+if (why) console.log(`pin-under-flood TTFT test skipped: ${why}`);
+
+const env = (k: string, d: string) => process.env[k] ?? d;
+const DEPTHS = env("KVCTL_PIN_DEPTHS", "0,0.5,1,2,4").split(",").map(Number);
+const PREFIX_TOKENS = Number(env("KVCTL_PIN_PREFIX_TOKENS", "8192"));
+const PAGE = Number(env("KVCTL_PIN_PAGE_SIZE", "64"));
+const FLOOD_PROMPT = 4096;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const a = s.address();
+      const p = typeof a === "object" && a ? a.port : 0;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+function ids(n: number, seed: number): number[] {
+  let x = seed >>> 0 || 1;
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = 1000 + ((x >>> 0) % 29000);
+  }
+  return out;
+}
+
+describe.skipIf(Boolean(why))(`pin under flood: TTFT with and without pin${why ? ` (skipped: ${why})` : ""}`, () => {
+  let server: ChildProcess | null = null;
+  let base = "";
+  let log = "";
+  let nats: { url: string; stop(): Promise<void> } | null = null;
+  let nc: { close(): Promise<void> } | null = null;
+  let publisher: import("../../src/control/index.js").ControlPublisher;
+
+  beforeAll(async () => {
+    const { startNatsServer } = await import("../helpers/nats-server.js");
+    nats = await startNatsServer();
+    const control = await import("../../src/control/index.js");
+    const conn = await control.connectControlPlane({ servers: nats.url, name: "pin-ttft" });
+    nc = conn as unknown as { close(): Promise<void> };
+    publisher = new control.ControlPublisher(conn as never, { timeoutMs: 10_000 });
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    const args = [
+      "-m", "sglang.launch_server",
+      "--model-path", process.env.SGLANG_MODEL!,
+      "--host", "127.0.0.1", "--port", String(port),
+      "--page-size", String(PAGE),
+      "--enable-hierarchical-cache",
+      "--hicache-ratio", env("KVCTL_PIN_HICACHE_RATIO", "2"),
+      "--mem-fraction-static", env("KVCTL_PIN_MEM_FRACTION", "0.5"),
+      ...(process.env.KVCTL_PIN_SERVER_ARGS ? process.env.KVCTL_PIN_SERVER_ARGS.split(/\s+/).filter(Boolean) : []),
+    ];
+    server = spawn(python, args, {
+      env: { ...process.env, KVCTL_NATS_URL: nats.url, KVCTL_WORKER_ID: WORKER_ID },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const keep = (d: Buffer) => {
+      log = (log + d.toString()).slice(-20_000);
+    };
+    server.stdout?.on("data", keep);
+    server.stderr?.on("data", keep);
+    const deadline = Date.now() + Number(env("KVCTL_PIN_TIMEOUT_S", "900")) * 1000;
+    for (;;) {
+      if (server.exitCode !== null) throw new Error(`launch_server exited ${server.exitCode}:\n${log}`);
+      if (Date.now() > deadline) throw new Error(`launch_server not healthy in time:\n${log}`);
+      try {
+        const r = await fetch(`${base}/health_generate`);
+        if (r.ok) break;
+      } catch {
+        /* not up yet */
+      }
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+  }, 1_000_000);
+
+  afterAll(async () => {
+    if (server && server.exitCode === null) {
+      server.kill("SIGTERM");
+      const t = setTimeout(() => server?.kill("SIGKILL"), 15_000);
+      await new Promise((r) => server?.once("exit", r));
+      clearTimeout(t);
+    }
+    await nc?.close();
+    await nats?.stop();
+  }, 60_000);
+
+  async function generate(inputIds: number[]): Promise<number> {
+    const t0 = performance.now();
+    const r = await fetch(`${base}/generate`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ input_ids: inputIds, sampling_params: { max_new_tokens: 1, temperature: 0 }, stream: true }),
+    });
+    if (!r.ok || !r.body) throw new Error(`/generate ${r.status}: ${await r.text()}`);
+    const reader = r.body.getReader();
+    let ttft = -1;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (ttft < 0 && value && Buffer.from(value).toString().includes("data:")) ttft = performance.now() - t0;
+    }
+    return ttft < 0 ? performance.now() - t0 : ttft;
+  }
+
+  async function flood(tokens: number, seed: number): Promise<void> {
+    const n = Math.ceil(tokens / FLOOD_PROMPT);
+    let next = 0;
+    const worker = async () => {
+      while (next < n) {
+        const i = next++;
+        await generate(ids(FLOOD_PROMPT, seed * 100_003 + i));
+      }
+    };
+    await Promise.all([worker(), worker(), worker(), worker()]);
+  }
+
+  it("sweeps flood depth; pinned prefixes keep their TTFT", async () => {
+    const info = (await (await fetch(`${base}/get_server_info`)).json()) as Record<string, unknown>;
+    const gpuTokens = Number(info.max_total_num_tokens ?? (info as { internal_states?: { max_total_num_tokens?: number }[] }).internal_states?.[0]?.max_total_num_tokens ?? process.env.KVCTL_PIN_GPU_TOKENS ?? 0);
+    expect(gpuTokens, "GPU KV capacity (max_total_num_tokens) from /get_server_info or KVCTL_PIN_GPU_TOKENS").toBeGreaterThan(0);
+    const { blockHashes } = await import("../../src/hash/index.js");
+    const rows: { depth: number; pinned: boolean; ttftMs: number; ack?: string }[] = [];
+    let seed = 1;
+    for (const depth of DEPTHS) {
+      for (const pinned of [false, true]) {
+        await fetch(`${base}/flush_cache`, { method: "POST" });
+        const prefix = ids(PREFIX_TOKENS, 7 + seed);
+        const question = [...prefix, ...ids(32, 99 + seed)];
+        await generate(prefix); // cache the session prefix
+        const hashes = Array.from(blockHashes(prefix, { pageSize: PAGE }));
+        let ack: string | undefined;
+        if (pinned) {
+          const a = await publisher.send(WORKER_ID, { type: "Cache", block_hashes: hashes, pin: true } as never);
+          ack = (a as { status: string }).status;
+          expect(["applied", "partial"]).toContain(ack);
+        }
+        await flood(depth * gpuTokens, seed++);
+        const ttftMs = await generate(question);
+        rows.push({ depth, pinned, ttftMs, ack });
+        if (pinned) await publisher.send(WORKER_ID, { type: "Cache", block_hashes: hashes, pin: false } as never);
+      }
+    }
+    console.log(`pin under flood: prefix ${PREFIX_TOKENS} tokens, GPU KV ${gpuTokens} tokens, page ${PAGE}`);
+    console.log("depth  unpinned ms  pinned ms");
+    for (const d of DEPTHS) {
+      const u = rows.find((r) => r.depth === d && !r.pinned)!, p = rows.find((r) => r.depth === d && r.pinned)!;
+      console.log(`${String(d).padStart(5)}  ${u.ttftMs.toFixed(1).padStart(11)}  ${p.ttftMs.toFixed(1).padStart(9)}`);
+    }
+    console.log(JSON.stringify({ pinTtft: { prefixTokens: PREFIX_TOKENS, gpuTokens, pageSize: PAGE, rows } }));
+    // Past the host tier's reach, the pinned prefix must beat recomputation.
+    const deepest = Math.max(...DEPTHS);
+    const u = rows.find((r) => r.depth === deepest && !r.pinned)!, p = rows.find((r) => r.depth === deepest && r.pinned)!;
+    expect(p.ttftMs).toBeLessThanOrEqual(u.ttftMs * 1.1);
+  }, 3_600_000);
+});
