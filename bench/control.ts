@@ -8,8 +8,8 @@
 // Bar: (b) p50 within 1.5x of (a); >= 20 000 acked commands/s at concurrency 64.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { ControlPublisher, ReferenceResponder } from "../src/control/index.js";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { connectControlPlane, ControlPublisher, ReferenceResponder } from "../src/control/index.js";
 import { type Cache, encodeEnvelope, makeEnvelope, validateCommand } from "../src/protocol/index.js";
 import { startNatsServer } from "../test/helpers/nats-server.js";
 
@@ -26,9 +26,9 @@ const WORKER = "bench0";
 
 /** The responder side: raw echo-empty on RAW_SUBJECT and the reference responder as WORKER. */
 async function startResponders(url: string): Promise<NatsConnection> {
-  const nc = await connect({ servers: url, name: "bench-responder" });
+  const nc = await connectControlPlane({ servers: url, name: "bench-responder" });
   const empty = new Uint8Array(0);
-  nc.subscribe(RAW_SUBJECT, { callback: (_e, m) => m.respond(empty) });
+  nc.subscribe(RAW_SUBJECT, { callback: (_e, m) => void m.respond(empty) });
   await ReferenceResponder.start(nc, { workerId: WORKER, knownBlocks: HASHES, log: () => {} });
   await nc.flush();
   return nc;
@@ -39,7 +39,9 @@ if (role === "responder") {
   await startResponders(url);
   process.stdout.write("ready\n");
   process.stdin.resume();
+  // A signal or stdin closing ends it; exiting through process.exit lets --cpu-prof write its file.
   process.stdin.on("end", () => process.exit(0));
+  process.on("SIGTERM", () => process.exit(0));
 } else {
   await main();
 }
@@ -83,13 +85,14 @@ async function main(): Promise<void> {
   try {
     if (INPROC) inproc = await startResponders(server.url);
     else {
-      child = spawn(process.execPath, ["--import", "tsx", new URL(import.meta.url).pathname, "--role", "responder", "--url", server.url], { stdio: ["pipe", "pipe", "inherit"] });
+      const prof = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+      child = spawn(process.execPath, [...prof, "--import", "tsx", new URL(import.meta.url).pathname, "--role", "responder", "--url", server.url], { stdio: ["pipe", "pipe", "inherit"] });
       await new Promise<void>((resolve, reject) => {
         child!.stdout!.once("data", () => resolve());
         child!.once("exit", (c) => reject(new Error(`responder exited ${c}`)));
       });
     }
-    const nc = await connect({ servers: server.url, name: "bench-publisher" });
+    const nc = await connectControlPlane({ servers: server.url, name: "bench-publisher" });
     const pub = new ControlPublisher(nc, { timeoutMs: 5000, retries: 0, maxInFlight: 1024 });
     // Same request bytes for (a) as (b) sends, so the difference is our work, not the payload.
     const rawBytes = new TextEncoder().encode(encodeEnvelope(makeEnvelope(validateCommand(CMD))));
@@ -103,10 +106,14 @@ async function main(): Promise<void> {
       }
     };
     const dur = Number(process.env.BENCH_MS ?? 3000);
-    const rawC1 = await measure(raw, 1, dur);
-    const cmdC1 = await measure(cmd, 1, dur);
-    const rawC64 = await measure(raw, 64, dur);
-    const cmdC64 = await measure(cmd, 64, dur);
+    // BENCH_ONLY=cmd64 (say) runs just that one, for profiling; the others report zeros.
+    const only = process.env.BENCH_ONLY;
+    const skip: Run = { p50: 0, p99: 0, perSec: 0, n: 0 };
+    const run = (name: string, op: () => Promise<unknown>, c: number) => (only && only !== name ? skip : measure(op, c, dur));
+    const rawC1 = await run("raw1", raw, 1);
+    const cmdC1 = await run("cmd1", cmd, 1);
+    const rawC64 = await run("raw64", raw, 64);
+    const cmdC64 = await run("cmd64", cmd, 64);
     await nc.close();
     if (bad) throw new Error(`${bad} commands were not acked 'applied'`);
 

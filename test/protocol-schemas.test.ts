@@ -168,3 +168,36 @@ describe("subjects", () => {
     for (const bad of ["", "a.b", "*", ">", "a b", "broadcast"]) expect(() => workerSubject(bad), bad).toThrow();
   });
 });
+
+describe("the zod-free fast path agrees with the schemas", () => {
+  it("accepts every example with the schema's output, and never accepts what the schema refuses", async () => {
+    const { fastCommand } = await import("../src/protocol/fast-validate.js");
+    const { CommandSchema } = await import("../src/protocol/index.js");
+    const values: unknown[] = [null, undefined, -1, 0, 1, 1.5, 2 ** 53, -0, "", "x", " a", "é", "12", "-5", true, false, [], [1], [2n ** 63n], ["1"], {}, 2n ** 63n, -(2n ** 63n), 86400 * 31, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "GPU", "CPU_TIER1", "x".repeat(129)];
+    let accepted = 0;
+    let compared = 0;
+    for (const type of COMMAND_TYPES) {
+      const base = EXAMPLE_COMMANDS[type] as Record<string, unknown>;
+      expect(fastCommand(base), type).toEqual(CommandSchema.parse(base));
+      const variants: unknown[] = [base, { ...base, extra: 1 }, { ...base, type: "Nope" }, { ...base, type: "toString" }];
+      for (const key of Object.keys(base)) {
+        if (key === "type") continue;
+        const { [key]: _drop, ...without } = base;
+        variants.push(without);
+        for (const v of values) variants.push({ ...base, [key]: v });
+      }
+      for (const v of variants) {
+        const fast = fastCommand(v);
+        const slow = CommandSchema.safeParse(v);
+        compared++;
+        if (fast !== null) {
+          accepted++;
+          expect(slow.success, JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? `${x}n` : x))).toBe(true);
+          expect(fast).toEqual(slow.data);
+        }
+      }
+    }
+    expect(compared).toBeGreaterThan(500);
+    expect(accepted).toBeGreaterThan(20);
+  });
+});

@@ -93,7 +93,7 @@ export class ReferenceResponder {
 
   /** Body bytes -> ack. Never throws: any failure becomes a `rejected` or `error` ack. */
   handle(body: Uint8Array | string, subject = ""): Ack {
-    const t0 = process.hrtime.bigint();
+    const t0 = performance.now();
     this.stats.received++;
     let ack: Ack;
     const decoded = decodeBody(body);
@@ -116,7 +116,7 @@ export class ReferenceResponder {
         }
       }
     }
-    ack.elapsed_us = Number((process.hrtime.bigint() - t0) / 1000n);
+    ack.elapsed_us = Math.round((performance.now() - t0) * 1000);
     this.stats.acked[ack.status]++;
     if (this.opts.verbose && this.opts.log) this.opts.log(`${subject} ${ack.type ?? "?"} id=${ack.id ?? "-"} -> ${ack.status}${ack.reason ? `: ${ack.reason}` : ""}`);
     return ack;

@@ -93,7 +93,8 @@ export class ReferenceWorkerModel {
       case "Cache": {
         ack.requested = cmd.block_hashes.length;
         const expiry = cmd.ttl_seconds ? this.now() + cmd.ttl_seconds * 1000 : null;
-        let pinned = this.pinnedCount();
+        // Counted only when a block goes from unpinned to pinned (re-pins never need the budget).
+        let pinned = -1;
         for (const h of cmd.block_hashes) {
           const b = this.blocks.get(h);
           if (!b) {
@@ -101,11 +102,14 @@ export class ReferenceWorkerModel {
             continue;
           }
           if (cmd.pin) {
-            if (b.pins === 0 && pinned >= this.pinBudget) {
-              ack.skipped++;
-              continue;
+            if (b.pins === 0) {
+              if (pinned < 0) pinned = this.pinnedCount();
+              if (pinned >= this.pinBudget) {
+                ack.skipped++;
+                continue;
+              }
+              pinned++;
             }
-            if (b.pins === 0) pinned++;
             b.pins++;
             if (expiry !== null) {
               b.timedPins.push(expiry);
@@ -119,7 +123,7 @@ export class ReferenceWorkerModel {
             ack.affected++;
           } else ack.skipped++;
         }
-        if (cmd.pin && ack.skipped) ack.reason = `pin budget exhausted (${pinned}/${this.pinBudget} blocks)`;
+        if (cmd.pin && ack.skipped) ack.reason = `pin budget exhausted (${this.pinnedCount()}/${this.pinBudget} blocks)`;
         if (ack.affected) ack.tiers = { CPU_PINNED: ack.affected };
         return settle(ack);
       }

@@ -4,6 +4,7 @@
 import { z } from "zod";
 import { type Command, CommandSchema, type CommandType, COMMAND_TYPES } from "./commands.js";
 import { CommandValidationError, fromZodError } from "./errors.js";
+import { fastCommand, fastEnvelope } from "./fast-validate.js";
 import { count, idString } from "./fields.js";
 import { JsonSyntaxError, parseJson, stringifyJson } from "./json.js";
 import { ENVELOPE_VERSION } from "./limits.js";
@@ -19,6 +20,8 @@ export type Envelope = z.output<typeof EnvelopeSchema>;
 
 /** Checks a command built in code; throws CommandValidationError naming the field. */
 export function validateCommand(command: unknown): Command {
+  const fast = fastCommand(command);
+  if (fast) return fast;
   const r = CommandSchema.safeParse(command);
   if (!r.success) throw fromZodError(r.error);
   return r.data;
@@ -55,10 +58,14 @@ export function decodeBody(body: string | Uint8Array): DecodedBody {
   // An envelope has `command` or `version`; anything else is read as a bare command.
   const bare = !("command" in obj) && !("version" in obj);
   if (bare) {
+    const fast = fastCommand(obj);
+    if (fast) return { ok: true, bare, id: null, issuedAtMs: null, command: fast };
     const r = CommandSchema.safeParse(obj);
     if (r.success) return { ok: true, bare, id: null, issuedAtMs: null, command: r.data };
     return { ok: false, bare, id: null, type: typeOf(obj), error: fromZodError(r.error) };
   }
+  const fast = fastEnvelope(obj);
+  if (fast) return { ok: true, bare, ...fast };
   const r = EnvelopeSchema.safeParse(obj);
   if (r.success) return { ok: true, bare, id: r.data.id, issuedAtMs: r.data.issued_at_ms, command: r.data.command };
   // Echo the id and type when they are readable, so the sender can match the rejection.

@@ -1,0 +1,115 @@
+// A zod-free fast path for the commands and envelopes on every round trip. It only ever ACCEPTS
+// what the zod schemas in commands.ts / envelope.ts accept, with the same output; on anything
+// unusual it returns null and the caller runs the schema, which is also what names the bad field.
+// test/protocol-schemas.test.ts holds the two to the same answers.
+import type { Command, CommandType } from "./commands.js";
+import { INT64_MAX, INT64_MIN } from "./int64.js";
+import { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
+
+type Kind = "int64[]" | "int64" | "bool" | "ttl" | "id" | "count" | "keys" | "tokens" | "tier";
+/** required | nullable (key required, null allowed) | nullish (may be absent or null) | optional (may be absent) */
+type Presence = "required" | "nullable" | "nullish" | "optional";
+type Spec = ReadonlyArray<readonly [string, Kind, Presence]>;
+
+const SPECS: Record<CommandType, Spec> = {
+  Cache: [["block_hashes", "int64[]", "required"], ["pin", "bool", "required"], ["ttl_seconds", "ttl", "nullish"]],
+  Prune: [["after_block_hash", "int64", "required"], ["force", "bool", "nullish"]],
+  Think: [["block_hashes", "int64[]", "required"], ["transient", "bool", "required"]],
+  Pause: [["block_hashes", "int64[]", "required"], ["ttl_seconds", "ttl", "nullable"], ["lease_id", "id", "required"]],
+  RenewLease: [["lease_id", "id", "required"], ["new_ttl_seconds", "ttl", "required"]],
+  RevokeLease: [["lease_id", "id", "required"]],
+  Warm: [["block_keys", "keys", "required"], ["token_ids", "tokens", "nullish"], ["target_tier", "tier", "required"]],
+  ToolStart: [["session_id", "id", "required"], ["block_hashes", "int64[]", "required"]],
+  ToolEnd: [["session_id", "id", "required"], ["epoch", "count", "required"]],
+  Inspect: [["block_hashes", "int64[]", "optional"], ["session_id", "id", "nullish"], ["lease_id", "id", "nullish"]],
+};
+
+const ID = /^[\x21-\x7e]+$/;
+const KEY = /^[0-9a-f]{64}$/;
+const DECIMAL = /^-?(0|[1-9][0-9]*)$/;
+const FAIL = Symbol("fail");
+
+function int64(v: unknown): bigint | typeof FAIL {
+  if (typeof v === "bigint") return v >= INT64_MIN && v <= INT64_MAX ? v : FAIL;
+  if (typeof v === "number") return Number.isSafeInteger(v) ? BigInt(v) : FAIL;
+  if (typeof v === "string" && DECIMAL.test(v)) {
+    const b = BigInt(v);
+    return b >= INT64_MIN && b <= INT64_MAX ? b : FAIL;
+  }
+  return FAIL;
+}
+
+function check(kind: Kind, v: unknown): unknown {
+  switch (kind) {
+    case "int64[]": {
+      if (!Array.isArray(v) || v.length > MAX_LIST_ENTRIES) return FAIL;
+      const out = new Array<bigint>(v.length);
+      for (let i = 0; i < v.length; i++) {
+        const x = int64(v[i]);
+        if (x === FAIL) return FAIL;
+        out[i] = x;
+      }
+      return out;
+    }
+    case "int64":
+      return int64(v);
+    case "bool":
+      return typeof v === "boolean" ? v : FAIL;
+    case "ttl":
+      return typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_TTL_SECONDS ? v : FAIL;
+    case "id":
+      return typeof v === "string" && v.length >= 1 && v.length <= MAX_ID_LENGTH && ID.test(v) ? v : FAIL;
+    case "count":
+      return typeof v === "number" && Number.isSafeInteger(v) && v >= 0 ? v : FAIL;
+    case "keys":
+      return Array.isArray(v) && v.length <= MAX_LIST_ENTRIES && v.every((k) => typeof k === "string" && KEY.test(k)) ? [...v] : FAIL;
+    case "tokens":
+      return Array.isArray(v) && v.length <= MAX_TOKEN_IDS && v.every((t) => typeof t === "number" && Number.isInteger(t) && t >= 0 && t <= 2 ** 31 - 1) ? [...v] : FAIL;
+    case "tier":
+      return v === "GPU" || v === "CPU_TIER1" ? v : FAIL;
+  }
+}
+
+/** The validated command, or null: "ask the schema". */
+export function fastCommand(raw: unknown): Command | null {
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return null;
+  const obj = raw as Record<string, unknown>;
+  const spec = SPECS[obj.type as CommandType];
+  if (!spec || !Object.hasOwn(SPECS, obj.type as string)) return null;
+  let seen = 1; // `type`
+  const out: Record<string, unknown> = { type: obj.type };
+  for (const [field, kind, presence] of spec) {
+    if (!Object.hasOwn(obj, field)) {
+      if (presence === "required" || presence === "nullable") return null;
+      continue;
+    }
+    seen++;
+    const v = obj[field];
+    if (v === undefined) return null; // explicit undefined: leave the subtleties to zod
+    if (v === null) {
+      if (presence === "nullable" || presence === "nullish") {
+        out[field] = null;
+        continue;
+      }
+      return null;
+    }
+    const r = check(kind, v);
+    if (r === FAIL) return null;
+    out[field] = r;
+  }
+  // Strict objects: any key outside the spec goes to the schema (which rejects it by name).
+  if (Object.keys(obj).length !== seen) return null;
+  return out as Command;
+}
+
+/** A validated envelope's parts, or null: "ask the schema". */
+export function fastEnvelope(raw: Record<string, unknown>): { id: string; issuedAtMs: number; command: Command } | null {
+  if (raw.version !== ENVELOPE_VERSION) return null;
+  const id = raw.id;
+  const at = raw.issued_at_ms;
+  if (typeof id !== "string" || id.length < 1 || id.length > MAX_ID_LENGTH || !ID.test(id)) return null;
+  if (typeof at !== "number" || !Number.isSafeInteger(at) || at < 0) return null;
+  if (Object.keys(raw).length !== 4 || !Object.hasOwn(raw, "command")) return null;
+  const command = fastCommand(raw.command);
+  return command ? { id, issuedAtMs: at, command } : null;
+}
