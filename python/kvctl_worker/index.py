@@ -1,0 +1,75 @@
+"""BlockHashIndex: published int64 block hash -> tree node.
+
+Every node carries ``kvctl_hashes`` (its pages' published hashes, in order). The index is kept
+right on insert, split (the prefix's hashes are re-pointed to the new parent: lessons.md #10),
+removal from the tree (GPU eviction that keeps a host copy keeps the node, so the entry stays) and
+reset. A lookup also checks that the node is still reachable from the root (lessons.md #1: a
+deleted node's ``value`` is not reset, so its flags lie).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional
+
+
+class BlockHashIndex:
+    def __init__(self, page_size: int):
+        self.page_size = page_size
+        self._map: Dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def items(self):
+        return self._map.items()
+
+    def add(self, node: Any, hashes: List[int]) -> None:
+        node.kvctl_hashes = list(hashes)
+        for h in hashes:
+            self._map[h] = node
+
+    def remove(self, node: Any) -> List[int]:
+        hashes = getattr(node, "kvctl_hashes", None) or []
+        for h in hashes:
+            if self._map.get(h) is node:
+                del self._map[h]
+        return hashes
+
+    def split(self, new_parent: Any, child: Any, split_len: int) -> None:
+        hashes = getattr(child, "kvctl_hashes", None)
+        if hashes is None:
+            return
+        n = -(-split_len // self.page_size)
+        new_parent.kvctl_hashes, child.kvctl_hashes = hashes[:n], hashes[n:]
+        for h in new_parent.kvctl_hashes:
+            self._map[h] = new_parent
+
+    def clear(self) -> None:
+        self._map.clear()
+
+    def reachable(self, node: Any, root: Any) -> bool:
+        cur = node
+        while cur is not root:
+            parent = cur.parent
+            if parent is None or cur.key is None:
+                return False
+            if parent.children.get(cur.key.child_key(self.page_size)) is not cur:
+                return False
+            cur = parent
+        return True
+
+    def get(self, h: int, root: Any) -> Optional[Any]:
+        node = self._map.get(h)
+        if node is None:
+            return None
+        if not self.reachable(node, root):
+            self.remove(node)
+            return None
+        return node
+
+    def lookup(self, hashes: Iterable[int], root: Any):
+        found, missing = [], []
+        for h in hashes:
+            node = self.get(h, root)
+            (found if node is not None else missing).append((h, node) if node is not None else h)
+        return found, missing
+

@@ -1,0 +1,166 @@
+"""PinManager: reference-counted external pins by block hash, TTL leases, budget, safety net.
+
+One pin record per pin (so a double pin needs a double unpin). A node's ``pin_count`` is the
+number of records on its pages; while it is > 0 the node holds exactly one protection taken
+through the tree ops (host lock under HiCache, device lock otherwise), separate from the
+requests' ``lock_ref``. Records are keyed by hash, never by node, so a split needs only a recount
+of both halves (lessons.md #10).
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Pin:
+    hash: int
+    seq: int
+    expires_at: Optional[float] = None
+
+
+@dataclasses.dataclass
+class PinResult:
+    affected: int = 0
+    skipped: int = 0
+    noop: int = 0
+    missing: List[int] = dataclasses.field(default_factory=list)
+    tiers: Dict[str, int] = dataclasses.field(default_factory=dict)
+    reason: Optional[str] = None
+
+
+class PinManager:
+    def __init__(self, index, ops, budget_fraction: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic):
+        self.index = index
+        self.ops = ops
+        self.budget_fraction = budget_fraction
+        self.clock = clock
+        self.records: Dict[int, List[Pin]] = {}
+        self._seq = itertools.count()
+        self.metrics = {"pins_expired": 0, "safety_net_released": 0, "safety_net_triggers": 0,
+                        "pins_refused_budget": 0}
+
+    # ---- accounting -------------------------------------------------------------------------
+    def pinned_tokens(self) -> int:
+        return sum(self.index.page_size for pins in self.records.values() if pins)
+
+    def budget_tokens(self) -> int:
+        return int(self.budget_fraction * self.ops.pool_tokens())
+
+    def pin_count_of_hash(self, h: int) -> int:
+        return len(self.records.get(h, ()))
+
+    def recount(self, node: Any) -> None:
+        count = sum(len(self.records.get(h, ())) for h in getattr(node, "kvctl_hashes", ()) or ())
+        node.pin_count = count
+        held = getattr(node, "kvctl_receipt", None) is not None
+        if count > 0 and not held:
+            node.kvctl_receipt = self.ops.protect(node) or True
+        elif count == 0 and held:
+            receipt = node.kvctl_receipt
+            node.kvctl_receipt = None
+            self.ops.release(node, receipt)
+
+    # ---- commands ---------------------------------------------------------------------------
+    def pin(self, hashes: List[int], ttl_seconds: Optional[float] = None) -> PinResult:
+        res = PinResult()
+        found, res.missing = self.index.lookup(hashes, self.ops.root())
+        budget = self.budget_tokens()
+        used = self.pinned_tokens()
+        expires = None if ttl_seconds is None else self.clock() + ttl_seconds
+        touched = {}
+        for h, node in found:
+            if not self.records.get(h):
+                if used + self.index.page_size > budget:
+                    res.skipped += 1
+                    self.metrics["pins_refused_budget"] += 1
+                    res.reason = f"pin budget exhausted ({used}/{budget} host tokens)"
+                    continue
+                used += self.index.page_size
+            self.records.setdefault(h, []).append(Pin(h, next(self._seq), expires))
+            touched[id(node)] = node
+            res.affected += 1
+        for node in touched.values():
+            self.recount(node)
+            for tier in self.ops.tiers(node):
+                res.tiers[tier] = res.tiers.get(tier, 0) + 1
+        return res
+
+    def unpin(self, hashes: List[int]) -> PinResult:
+        res = PinResult()
+        found, res.missing = self.index.lookup(hashes, self.ops.root())
+        touched = {}
+        for h, node in found:
+            pins = self.records.get(h)
+            if not pins:
+                res.noop += 1
+                continue
+            pins.pop()  # newest first; counts are what matter
+            if not pins:
+                del self.records[h]
+            touched[id(node)] = node
+            res.affected += 1
+        for node in touched.values():
+            self.recount(node)
+            for tier in self.ops.tiers(node):
+                res.tiers[tier] = res.tiers.get(tier, 0) + 1
+        return res
+
+    def _drop(self, pin: Pin) -> None:
+        pins = self.records.get(pin.hash)
+        if not pins:
+            return
+        pins.remove(pin)
+        if not pins:
+            del self.records[pin.hash]
+        node = self.index.get(pin.hash, self.ops.root())
+        if node is not None:
+            self.recount(node)
+
+    # ---- time and pressure ------------------------------------------------------------------
+    def reap(self, now: Optional[float] = None) -> int:
+        """Expire TTL pins (run from the scheduler loop); returns how many expired."""
+        now = self.clock() if now is None else now
+        expired = [p for pins in self.records.values() for p in pins
+                   if p.expires_at is not None and p.expires_at <= now]
+        for p in expired:
+            self._drop(p)
+        self.metrics["pins_expired"] += len(expired)
+        return len(expired)
+
+    def relieve(self, required_tokens: int) -> int:
+        """Safety net (lessons.md #4): release the oldest pins, as few as needed, until the
+        protected tokens leave room for ``required_tokens``. Returns pins released."""
+        total = self.ops.pool_tokens()
+        if self.ops.protected_tokens() <= total - required_tokens:
+            return 0
+        released = 0
+        for pin in sorted((p for ps in self.records.values() for p in ps), key=lambda p: p.seq):
+            if self.ops.protected_tokens() <= total - required_tokens:
+                break
+            self._drop(pin)
+            released += 1
+        if released:
+            self.metrics["safety_net_triggers"] += 1
+            self.metrics["safety_net_released"] += released
+            logger.warning(
+                "kvctl safety net: released %d oldest pin(s) so a request of %d tokens can be "
+                "scheduled (protected %d of %d tokens)", released, required_tokens,
+                self.ops.protected_tokens(), total)
+        return released
+
+    def forget(self, node: Any) -> None:
+        """The node left the tree: its pins go with it (only reset can do that to a pin)."""
+        for h in getattr(node, "kvctl_hashes", ()) or ():
+            self.records.pop(h, None)
+        node.pin_count = 0
+        node.kvctl_receipt = None
+
+    def clear(self) -> None:
+        self.records.clear()
