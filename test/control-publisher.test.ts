@@ -30,7 +30,7 @@ const quiet = () => {};
 const KNOWN = [111n, 222n, 333n, -6917529027641081856n, 9223372036854775807n, -9223372036854775808n, 42n, 43n];
 
 async function responder(workerId: string, extra: Partial<ConstructorParameters<typeof ReferenceResponder>[0]> = {}) {
-  const r = await ReferenceResponder.start(workerConn, { workerId, knownBlocks: KNOWN, log: quiet, ...extra });
+  const r = await ReferenceResponder.start(workerConn, { workerId, knownBlocks: KNOWN, log: quiet, record: true, ...extra });
   responders.push(r);
   return r;
 }
@@ -176,7 +176,7 @@ describe("failures are told apart", () => {
 
   it("a retry reuses the id: a lost ack comes back as `duplicate` of the applied first attempt", async () => {
     // Applies every command but drops the first reply, as if the ack were lost on the way back.
-    const r = new ReferenceResponder({ workerId: "lossy0", knownBlocks: KNOWN, log: quiet });
+    const r = new ReferenceResponder({ workerId: "lossy0", knownBlocks: KNOWN, log: quiet, record: true });
     let dropped = 0;
     const sub = workerConn.subscribe("kv-control-lossy0", {
       callback: (_e, msg) => {

@@ -34,7 +34,7 @@ async function watchReconnects(nc: NatsConnection): Promise<{ count: number }> {
 }
 
 it("commands queued across a server restart are delivered or reported failed, never lost", async () => {
-  const responder = await ReferenceResponder.start(workerConn, { workerId: "r0", knownBlocks: [1n, 2n, 3n], log: () => {} });
+  const responder = await ReferenceResponder.start(workerConn, { workerId: "r0", knownBlocks: [1n, 2n, 3n], log: () => {}, record: true });
   const pubReconnects = await watchReconnects(pubConn);
   const workerReconnects = await watchReconnects(workerConn);
   const pub = new ControlPublisher(pubConn, { timeoutMs: 400, retries: 10, backoffMs: 50, maxBackoffMs: 400 });

@@ -125,7 +125,7 @@ print(json.dumps({"version": 1, "id": "0193a6c8-5a7e-7c1e-9a61-3b9f8f1f2a10", "i
 
 describe("fast int64 <-> decimal paths agree with BigInt exactly", () => {
   it("on edges, powers of two and ten, and 200 000 random values", async () => {
-    const { int64ToDecimal, int64FromDecimalParts } = await import("../src/protocol/int64-decimal.js");
+    const { int64ToDecimal, int64FromDecimalParts, int64FromHeadTail } = await import("../src/protocol/int64-decimal.js");
     const values = [...EDGES, ...randomInt64s(200_000)];
     for (let e = 0n; e < 63n; e++) values.push(2n ** e, -(2n ** e), 2n ** e - 1n, -(2n ** e) + 1n);
     for (let e = 0n; e < 19n; e++) values.push(10n ** e, -(10n ** e), 10n ** e - 1n, -(10n ** e) + 1n);
@@ -137,6 +137,9 @@ describe("fast int64 <-> decimal paths agree with BigInt exactly", () => {
         const hi = Number(digits.slice(0, -15));
         const lo = Number(digits.slice(-15));
         expect(int64FromDecimalParts(hi, lo, v < 0n)).toBe(v);
+        const head = Number(digits.slice(0, 15));
+        const tailDigits = digits.slice(15);
+        expect(int64FromHeadTail(head, 10 ** tailDigits.length, Number(tailDigits), v < 0n)).toBe(v);
       }
       expect(parseJson(text)).toBe(Number.isSafeInteger(Number(v)) && BigInt(Number(v)) === v ? Number(v) : v);
     }
@@ -144,6 +147,9 @@ describe("fast int64 <-> decimal paths agree with BigInt exactly", () => {
     expect(int64FromDecimalParts(9223, 372036854775808, false)).toBeNull();
     expect(int64FromDecimalParts(9223, 372036854775809, true)).toBeNull();
     expect(int64FromDecimalParts(9999, 999999999999999, true)).toBeNull();
+    expect(int64FromHeadTail(922337203685477, 10000, 5808, false)).toBeNull();
+    expect(int64FromHeadTail(922337203685477, 10000, 5808, true)).toBe(-(2n ** 63n));
+    expect(parseJson("[-0,0,-9007199254740992,9007199254740993,1000000000000000]")).toEqual([-0, 0, -(2n ** 53n), 2n ** 53n + 1n, 1e15]);
     expect(parseJson("9223372036854775808")).toBe(2n ** 63n);
     expect(parseJson("-9223372036854775809")).toBe(-(2n ** 63n) - 1n);
     expect(parseJson("99999999999999999999")).toBe(99999999999999999999n);

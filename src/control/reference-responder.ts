@@ -32,6 +32,8 @@ export interface ReferenceResponderOptions extends ReferenceModelOptions {
   verbose?: boolean;
   /** Seed the model with this chain of known blocks. */
   knownBlocks?: Iterable<bigint>;
+  /** Keep every decoded command in `received` (tests; grows without bound, so off by default). */
+  record?: boolean;
 }
 
 export interface ResponderStats {
@@ -45,7 +47,7 @@ export class ReferenceResponder {
   readonly model: ReferenceWorkerModel;
   readonly workerId: string;
   readonly stats: ResponderStats;
-  /** Every decoded command in arrival order (tests look at what got through). */
+  /** Every decoded command in arrival order, when `record` is set (tests look at what got through). */
   readonly received: Array<{ id: string | null; command: Command | null; subject: string }> = [];
   private subs: Subscription[] = [];
   private readonly encoder = new TextEncoder();
@@ -100,9 +102,9 @@ export class ReferenceResponder {
     if (!decoded.ok) {
       ack = blankAck(this.workerId, decoded.id, decoded.type, "rejected");
       ack.reason = decoded.error.message;
-      this.received.push({ id: decoded.id, command: null, subject });
+      if (this.opts.record) this.received.push({ id: decoded.id, command: null, subject });
     } else {
-      this.received.push({ id: decoded.id, command: decoded.command, subject });
+      if (this.opts.record) this.received.push({ id: decoded.id, command: decoded.command, subject });
       const first = decoded.id === null ? undefined : this.model.seen(decoded.id);
       if (first) {
         // Not applied again; report the first outcome's numbers and name its status.

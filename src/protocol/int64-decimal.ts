@@ -62,6 +62,23 @@ export function int64FromDecimalParts(hi: number, lo: number, negative: boolean)
   const carry = Math.floor(t / TWO32);
   const low32 = t - carry * TWO32;
   const high32 = hi * E15_HI + loHigh + carry;
+  return fromHalves(high32, low32, negative);
+}
+
+/**
+ * The int64 `head * scale + tail` where `head` < 10^15, `scale` = 10^k (k <= 4) and
+ * `tail` < scale: the parser's one-pass split of a 16-19 digit literal. Null if outside int64.
+ */
+export function int64FromHeadTail(head: number, scale: number, tail: number, negative: boolean): bigint | null {
+  const headHi = Math.floor(head / TWO32); // < 2^18
+  const headLo = head - headHi * TWO32;
+  const low = headLo * scale + tail; // < 2^32 * 10^4 + 10^4 < 2^46
+  const carry = Math.floor(low / TWO32);
+  return fromHalves(headHi * scale + carry, low - carry * TWO32, negative);
+}
+
+/** Writes magnitude (high32, low32) with a sign into the shared buffer; null past int64. */
+function fromHalves(high32: number, low32: number, negative: boolean): bigint | null {
   if (high32 > 0x80000000 || (high32 === 0x80000000 && (low32 !== 0 || !negative))) return null;
   if (!negative) {
     u32[LO] = low32;

@@ -6,7 +6,7 @@
 // No external dependency, no regex pre-pass over the text (which would misfire inside strings).
 
 import { INT64_MAX, INT64_MIN } from "./int64.js";
-import { int64FromDecimalParts, int64ToDecimal } from "./int64-decimal.js";
+import { int64FromHeadTail, int64ToDecimal } from "./int64-decimal.js";
 
 export class JsonSyntaxError extends SyntaxError {
   constructor(message: string, readonly position: number) {
@@ -121,27 +121,37 @@ class Parser {
     const s = this.s;
     const start = this.i;
     let i = start;
-    if (s.charCodeAt(i) === 0x2d) i++;
+    const negative = s.charCodeAt(i) === 0x2d;
+    if (negative) i++;
     const intStart = i;
     let c = s.charCodeAt(i);
+    // One pass over the integer digits: the first 15 accumulate exactly in `head` (< 2^50), the
+    // rest (at most 4 for an int64) in `tail`, so value = head * 10^tailDigits + tail.
+    let head = 0;
+    let tail = 0;
+    let tailScale = 1;
     if (c === 0x30) i++;
     else if (c >= 0x31 && c <= 0x39) {
-      do i++;
-      while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39);
+      do {
+        if (i - intStart < 15) head = head * 10 + (c - 0x30);
+        else {
+          tail = tail * 10 + (c - 0x30);
+          tailScale *= 10;
+        }
+        i++;
+      } while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39);
     } else {
       this.i = i;
       this.fail("invalid number");
     }
     const intDigits = i - intStart;
     let isInteger = true;
-    c = s.charCodeAt(i);
     if (c === 0x2e) {
       isInteger = false;
       i++;
       if (!((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39)) (this.i = i), this.fail("invalid number");
       while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39) i++;
     }
-    c = s.charCodeAt(i);
     if (c === 0x65 || c === 0x45) {
       isInteger = false;
       i++;
@@ -152,21 +162,14 @@ class Parser {
     }
     this.i = i;
     if (!isInteger) return Number(s.slice(start, i));
-    // Up to 15 digits always fits a double exactly.
-    if (intDigits <= 15) return Number(s.slice(start, i));
+    // Up to 15 digits always fits a double exactly (-0 stays -0, as JSON.parse gives).
+    if (intDigits <= 15) return negative ? -head : head;
     if (intDigits > 19) return BigInt(s.slice(start, i)); // outside int64 anyway; exact for the error
-    // 16-19 digits (every int64 hash): accumulate two exact doubles, the last 15 digits and the
-    // rest, and build the bigint from them in one allocation (int64-decimal.ts).
-    const cut = i - 15;
-    let hi = 0;
-    let lo = 0;
-    for (let k = intStart; k < cut; k++) hi = hi * 10 + (s.charCodeAt(k) - 0x30);
-    for (let k = cut; k < i; k++) lo = lo * 10 + (s.charCodeAt(k) - 0x30);
-    const negative = intStart !== start;
-    // Below 2^53 the double sum is exact and the value stays a number, as JSON.parse would give.
-    const approx = hi * 1e15 + lo;
+    // Below 2^53 the value is still an exact double and stays a number, as JSON.parse would give.
+    // (head * tailScale may round, but only for values far above 2^53, so the test is still right.)
+    const approx = head * tailScale + tail;
     if (approx <= 9007199254740991) return negative ? -approx : approx;
-    return int64FromDecimalParts(hi, lo, negative) ?? BigInt(s.slice(start, i));
+    return int64FromHeadTail(head, tailScale, tail, negative) ?? BigInt(s.slice(start, i));
   }
 
   string(): string {
