@@ -135,11 +135,11 @@ class Builder:
         if t == "AllBlocksCleared":
             return kv.AllBlocksCleared()
         if t == "BlockRemoved":
-            return kv.BlockRemoved(block_hashes=list(spec["hashes"]), medium=spec.get("medium", kv.StorageMedium.GPU.value))
+            return kv.BlockRemoved(block_hashes=[int(h) for h in spec["hashes"]], medium=spec.get("medium", kv.StorageMedium.GPU.value))
         tokens = list(spec["tokens"])
         page = int(spec.get("page", 64))
-        parent = spec.get("parent")
-        hashes = spec.get("hashes")
+        parent = None if spec.get("parent") is None else int(spec["parent"])
+        hashes = None if spec.get("hashes") is None else [int(h) for h in spec["hashes"]]
         if hashes is None:
             prior = self.digests.get(parent) if parent is not None else None
             if parent is None and spec.get("cache_salt") is not None:
@@ -265,11 +265,12 @@ def fixtures(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ctx = zmq.Context.instance()
     for name, (desc, cmds) in _scenarios().items():
+        port = _free_port()
+        pub = kv.ZmqEventPublisher(attn_dp_rank=0, endpoint=f"tcp://127.0.0.1:{port}", topic="kv-events", bind=True)
         sub = ctx.socket(zmq.SUB)
-        port = sub.bind_to_random_port("tcp://127.0.0.1")
+        sub.connect(f"tcp://127.0.0.1:{port}")
         sub.setsockopt(zmq.SUBSCRIBE, b"")
-        # Our publisher connects to the SUB (endpoint without a wildcard: connect-style).
-        pub = kv.ZmqEventPublisher(attn_dp_rank=0, endpoint=f"tcp://127.0.0.1:{port}", topic="kv-events")
+        sub.setsockopt(zmq.RCVTIMEO, 5000)
         time.sleep(0.5)  # slow joiner
         builder = Builder()
         named: dict[str, int] = {}
@@ -307,6 +308,14 @@ def fixtures(args: argparse.Namespace) -> int:
             + "\n"
         )
     return 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _version() -> str:

@@ -1,0 +1,309 @@
+// ZMQ SUB consumer of KV events in the SGLang/vLLM framing [topic, seq (8-byte BE), payload].
+//
+// It tracks each publisher's seq: a gap is reported and, when the worker offers a ROUTER replay
+// socket, the missing batches are requested from it while live batches are held back, so that
+// a removal is never applied before a replayed store; a duplicate is dropped; a restart (seq back
+// to 0 or far below) clears the worker's view before the new stream applies. Everything is
+// counted in `metrics` and emitted as an event. Bad input (wrong frame counts, a short seq
+// frame, undecodable payloads, bad events) is counted, logged with the worker and seq, and
+// skipped; the loop never stops on it.
+import { EventEmitter } from "node:events";
+import { Dealer, Subscriber } from "zeromq";
+import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
+import { SeqTracker } from "./seq.js";
+import type { DecodedBatch, KvEventBatch } from "./types.js";
+
+/** Where decoded batches go (the index implements this through `indexSink`). */
+export interface EventSink {
+  applyBatch(worker: string, batch: KvEventBatch, seq: bigint): void;
+  /** The worker restarted: forget everything it had. */
+  resetWorker(worker: string): void;
+}
+
+export interface ConsumerOptions {
+  /** PUB endpoint of the worker, e.g. tcp://10.0.0.5:5557. */
+  endpoint: string;
+  /** Name of the worker in the index, metrics and logs. Defaults to the endpoint. */
+  worker?: string;
+  /** Topic prefix to subscribe to (SGLang's default topic is ""). */
+  topic?: string;
+  /** ROUTER replay endpoint of the worker, if it has one. */
+  replayEndpoint?: string;
+  /** How long to wait for a replay to finish before giving up on it (ms). Default 2000. */
+  replayTimeoutMs?: number;
+  /** Ask the replay socket for everything it still holds when the first batch shows seq > 0. */
+  catchUp?: boolean;
+  sink?: EventSink;
+  log?: (line: string) => void;
+}
+
+export interface ConsumerMetrics {
+  frames: number;
+  batches: number;
+  events: number;
+  blocksStored: number;
+  blocksRemoved: number;
+  cleared: number;
+  gaps: number;
+  missedBatches: number;
+  duplicates: number;
+  restarts: number;
+  replays: number;
+  replayedBatches: number;
+  replayFailures: number;
+  unrecoveredBatches: number;
+  badFrames: number;
+  badBatches: number;
+  badEvents: number;
+}
+
+export interface ConsumerEvents {
+  batch: [{ worker: string; seq: bigint; batch: KvEventBatch; form: DecodedBatch["form"]; replayed: boolean }];
+  gap: [{ worker: string; expected: bigint; got: bigint; missing: bigint }];
+  duplicate: [{ worker: string; seq: bigint; expected: bigint }];
+  restart: [{ worker: string; seq: bigint; expected: bigint }];
+  replay: [{ worker: string; from: bigint; received: number; ok: boolean; unrecovered: bigint; reason?: string }];
+  bad: [{ worker: string; seq: bigint | null; reason: string }];
+  error: [Error];
+}
+
+function newMetrics(): ConsumerMetrics {
+  return {
+    frames: 0, batches: 0, events: 0, blocksStored: 0, blocksRemoved: 0, cleared: 0,
+    gaps: 0, missedBatches: 0, duplicates: 0, restarts: 0, replays: 0, replayedBatches: 0,
+    replayFailures: 0, unrecoveredBatches: 0, badFrames: 0, badBatches: 0, badEvents: 0,
+  };
+}
+
+export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
+  readonly worker: string;
+  readonly metrics: ConsumerMetrics = newMetrics();
+  readonly seq = new SeqTracker();
+  private readonly opts: ConsumerOptions;
+  private readonly log: (line: string) => void;
+  private sub: Subscriber | null = null;
+  private dealer: Dealer | null = null;
+  private replaying = false;
+  private pending: Buffer[][] = [];
+  private running = false;
+  private loop: Promise<void> | null = null;
+  private replayDone: Promise<void> = Promise.resolve();
+
+  constructor(opts: ConsumerOptions) {
+    super();
+    this.opts = opts;
+    this.worker = opts.worker ?? opts.endpoint;
+    this.log = opts.log ?? ((line) => console.error(line));
+  }
+
+  /** Connects and starts consuming in the background. */
+  async start(): Promise<void> {
+    const sub = new Subscriber({ linger: 0 });
+    sub.connect(this.opts.endpoint);
+    sub.subscribe(this.opts.topic ?? "");
+    this.sub = sub;
+    this.running = true;
+    this.loop = this.run(sub);
+  }
+
+  async close(): Promise<void> {
+    this.running = false;
+    this.sub?.close();
+    this.dealer?.close();
+    await this.loop?.catch(() => undefined);
+    await this.replayDone.catch(() => undefined);
+  }
+
+  /** Resolves once any replay in progress has finished and its held-back batches applied. */
+  async settled(): Promise<void> {
+    while (this.replaying) await this.replayDone;
+  }
+
+  private async run(sub: Subscriber): Promise<void> {
+    try {
+      for await (const frames of sub) {
+        if (!this.running) break;
+        this.onFrames(frames);
+      }
+    } catch (err) {
+      if (this.running) this.emit("error", err as Error);
+    }
+  }
+
+  /** Handles one live multipart message (public for tests that feed frames directly). */
+  onFrames(frames: Buffer[]): void {
+    this.metrics.frames++;
+    if (this.replaying) {
+      this.pending.push(frames);
+      return;
+    }
+    this.handle(frames, false);
+  }
+
+  private bad(kind: "badFrames" | "badBatches" | "badEvents", seq: bigint | null, reason: string): void {
+    this.metrics[kind]++;
+    this.log(`kv-events: worker ${this.worker} seq ${seq ?? "?"}: ${reason} (skipped)`);
+    this.emit("bad", { worker: this.worker, seq, reason });
+  }
+
+  private handle(frames: Buffer[], replayed: boolean): void {
+    if (frames.length !== 3) {
+      this.bad("badFrames", null, `message has ${frames.length} frames, expected 3 [topic, seq, payload]`);
+      return;
+    }
+    let seq: bigint;
+    try {
+      seq = decodeSeq(frames[1]);
+    } catch (e) {
+      this.bad("badFrames", null, (e as Error).message);
+      return;
+    }
+    if (seq < 0n) {
+      this.bad("badFrames", seq, "negative seq outside a replay");
+      return;
+    }
+    const v = this.seq.classify(seq);
+    switch (v.kind) {
+      case "duplicate":
+        if (!replayed) {
+          this.metrics.duplicates++;
+          this.log(`kv-events: worker ${this.worker} seq ${seq}: duplicate (expected ${v.expected}), dropped`);
+          this.emit("duplicate", { worker: this.worker, seq, expected: v.expected });
+        }
+        return;
+      case "restart":
+        this.metrics.restarts++;
+        this.log(`kv-events: worker ${this.worker} seq ${seq}: publisher restarted (expected ${v.expected}); clearing its blocks`);
+        this.emit("restart", { worker: this.worker, seq, expected: v.expected });
+        this.opts.sink?.resetWorker(this.worker);
+        break;
+      case "gap":
+        if (replayed) {
+          // The replay buffer no longer holds what we missed.
+          this.metrics.unrecoveredBatches += Number(v.missing);
+        } else {
+          this.metrics.gaps++;
+          this.metrics.missedBatches += Number(v.missing);
+          this.log(`kv-events: worker ${this.worker} seq ${seq}: gap, ${v.missing} batch(es) missing from ${v.expected}`);
+          this.emit("gap", { worker: this.worker, expected: v.expected, got: seq, missing: v.missing });
+          if (this.opts.replayEndpoint) {
+            this.startReplay(v.expected, frames);
+            return;
+          }
+          this.metrics.unrecoveredBatches += Number(v.missing);
+        }
+        break;
+      case "first":
+        if (!replayed && seq > 0n && this.opts.catchUp && this.opts.replayEndpoint) {
+          this.startReplay(0n, frames);
+          return;
+        }
+        break;
+      case "next":
+        break;
+    }
+    this.seq.accept(seq);
+    this.applyPayload(seq, frames[2], replayed);
+  }
+
+  private applyPayload(seq: bigint, payload: Buffer, replayed: boolean): void {
+    let decoded: DecodedBatch;
+    try {
+      decoded = decodeBatch(payload);
+    } catch (e) {
+      if (!(e instanceof BatchDecodeError)) throw e;
+      this.bad("badBatches", seq, e.message);
+      return;
+    }
+    for (const b of decoded.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`);
+    const m = this.metrics;
+    m.batches++;
+    if (replayed) m.replayedBatches++;
+    for (const e of decoded.batch.events) {
+      m.events++;
+      if (e.type === "BlockStored") m.blocksStored += e.blockHashes.length;
+      else if (e.type === "BlockRemoved") m.blocksRemoved += e.blockHashes.length;
+      else m.cleared++;
+    }
+    this.opts.sink?.applyBatch(this.worker, decoded.batch, seq);
+    this.emit("batch", { worker: this.worker, seq, batch: decoded.batch, form: decoded.form, replayed });
+  }
+
+  private startReplay(from: bigint, trigger: Buffer[]): void {
+    this.replaying = true;
+    this.pending.unshift(trigger);
+    this.metrics.replays++;
+    this.replayDone = this.replay(from).then(
+      (r) => this.finishReplay(from, r.frames, r.ok, r.reason),
+      (err) => this.finishReplay(from, [], false, (err as Error).message),
+    );
+  }
+
+  private async replay(from: bigint): Promise<{ frames: Buffer[][]; ok: boolean; reason?: string }> {
+    if (!this.dealer) {
+      this.dealer = new Dealer({ linger: 0, receiveTimeout: this.opts.replayTimeoutMs ?? 2000 });
+      this.dealer.connect(this.opts.replayEndpoint as string);
+    }
+    const dealer = this.dealer;
+    await dealer.send([Buffer.alloc(0), encodeSeq(from)]);
+    const got: Buffer[][] = [];
+    for (;;) {
+      let msg: Buffer[];
+      try {
+        msg = await dealer.receive();
+      } catch (e) {
+        // Timed out (or closed): drop this dealer so a late answer cannot be read as the next one.
+        dealer.close();
+        this.dealer = null;
+        return { frames: got, ok: false, reason: (e as Error).message };
+      }
+      // SGLang: ["", topic, seq, payload]; vLLM: ["", seq, payload]. END: seq == -1.
+      const body = msg[0]?.length === 0 ? msg.slice(1) : msg;
+      const frames = body.length === 2 ? [Buffer.alloc(0), body[0], body[1]] : body;
+      if (frames.length !== 3 || frames[1].length !== 8) {
+        this.bad("badFrames", null, `replay reply has ${msg.length} frames`);
+        continue;
+      }
+      if (decodeSeq(frames[1]) === END_SEQ) return { frames: got, ok: true };
+      got.push(frames);
+    }
+  }
+
+  private finishReplay(from: bigint, frames: Buffer[][], ok: boolean, reason?: string): void {
+    const before = this.metrics.unrecoveredBatches;
+    for (const f of frames) this.handle(f, true);
+    const pending = this.pending;
+    this.pending = [];
+    this.replaying = false;
+    // The batch that revealed the gap comes first in `pending`; anything still missing before it
+    // is lost for good (the replay buffer had rolled past it, or the replay failed).
+    if (!ok) this.metrics.replayFailures++;
+    const first = pending[0];
+    if (first && first.length === 3 && first[1].length === 8) {
+      const s = decodeSeq(first[1]);
+      if (this.seq.expected !== null && s > this.seq.expected) {
+        this.metrics.unrecoveredBatches += Number(s - this.seq.expected);
+        this.seq.accept(s - 1n);
+      }
+    }
+    const unrecovered = BigInt(this.metrics.unrecoveredBatches - before);
+    this.log(
+      `kv-events: worker ${this.worker}: replay from ${from} ${ok ? "done" : `failed (${reason})`}, ` +
+        `${frames.length} batch(es) received, ${unrecovered} unrecovered`,
+    );
+    this.emit("replay", { worker: this.worker, from, received: frames.length, ok, unrecovered, reason });
+    while (pending.length > 0) {
+      const next = pending.shift() as Buffer[];
+      if (this.replaying) {
+        this.pending.push(next);
+        continue;
+      }
+      // Live copies of batches the replay already delivered are not wire duplicates: drop quietly.
+      if (next.length === 3 && next[1].length === 8 && this.seq.expected !== null) {
+        const s = decodeSeq(next[1]);
+        if (s >= 0n && s < this.seq.expected && this.seq.classify(s).kind === "duplicate") continue;
+      }
+      this.handle(next, false);
+    }
+  }
+}
