@@ -1,0 +1,21 @@
+"""Test bed: the installed SGLang 0.5.23, copied to a temp dir, patched with `kvctl patch apply`,
+imported from there (asserted), with the CPU stand-ins of python/tests/stand_ins/ first on
+sys.path. The tree is built once per session, at collection time, so that SGLang's own test kits
+and our tests import the patched modules."""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import sglang_tree  # noqa: E402
+
+_TREE = os.environ.get("KVCTL_TEST_SGLANG_TREE") or sglang_tree.build_patched_tree()
+sglang_tree.activate(_TREE)
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def patched_tree() -> str:
+    return _TREE
