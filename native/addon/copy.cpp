@@ -34,7 +34,7 @@ const char* kind_name(PoolKind k) {
   return k == PoolKind::Cpu ? "cpu" : k == PoolKind::CudaDevice ? "cuda-device" : "cuda-pinned";
 }
 
-const char* kNoCuda = "this kvctl addon was built without CUDA (run `npm run build:cuda` on a host with nvcc)";
+[[maybe_unused]] const char* kNoCuda = "this kvctl addon was built without CUDA (run `npm run build:cuda` on a host with nvcc)";
 
 struct PoolMem {
   PoolKind kind;

@@ -23,7 +23,7 @@ Status cuda_status(cudaError_t e, const char* what) {
   const char* name = cudaGetErrorName(e);
   const char* str = cudaGetErrorString(e);
   s.cuda_name = name ? name : "cudaErrorUnknown";
-  s.message = std::string(what) + ": " + s.cuda_name + " (" + std::to_string(int(e)) + "): " + (str ? str : "");
+  s.message = "CUDA error " + s.cuda_name + " (" + std::to_string(int(e)) + "): " + (str ? str : "") + " [in " + what + "]";
   if (e == cudaErrorMemoryAllocation) s.code = ErrCode::NoMemory;
   return s;
 }
