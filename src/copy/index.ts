@@ -126,7 +126,7 @@ export class Pool {
   /** @internal use createPool() */
   constructor(opts: CreatePoolOptions, handle: PoolHandle, pageBytes: number) {
     this.kind = opts.kind;
-    this.layout = Object.freeze({ kv: 2, ...opts.layout });
+    this.layout = Object.freeze({ ...opts.layout, kv: opts.layout.kv ?? 2 });
     this.pages = opts.pages;
     this.device = opts.kind === "cpu" ? -1 : (opts.device ?? 0);
     this.pageBytes = pageBytes;
