@@ -15,6 +15,8 @@ const commands: Record<string, () => Promise<{ command: Command }>> = {
   "testing-worker": () => import("./commands/testing-worker.js"),
   doctor: () => import("./commands/doctor.js"),
   bench: () => import("./commands/bench.js"),
+  "verify-hashes": () => import("./commands/verify-hashes.js"),
+  watch: () => import("./commands/watch.js"),
 };
 
 async function help(): Promise<number> {

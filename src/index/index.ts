@@ -5,3 +5,4 @@ export { InstrumentedKvIndex } from "./instrumented.js";
 export type { IndexMetrics } from "./instrumented.js";
 export { indexSink } from "./sink.js";
 export * from "./scoring.js";
+export { sglangTokenHasher } from "./hasher.js";

@@ -1,0 +1,220 @@
+// kvctl verify-hashes: do the router's hashes name blocks exactly as the worker does?
+//   offline (default): SGLang's own hashing from the pinned release (python/oracles/
+//     sglang_hash_vectors.py) against the addon over a corpus; exit 0 when every page matches.
+//   --zmq tcp://host:port: subscribe to a live worker, recompute every BlockStored from its token
+//     ids with the addon, print each match/mismatch; exit 0 all matched, 1 a mismatch, 2 nothing
+//     received (or nothing verifiable).
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import type { Command } from "../main.js";
+
+const HELP = `usage: kvctl verify-hashes [--zmq tcp://host:port] [options]
+
+offline (no --zmq): run SGLang's own hashing (pinned release, python) and the addon over a
+corpus and diff them.
+  --python PATH        python with the pinned sglang (default .venv/bin/python or $KVCTL_PYTHON)
+  --seed N             corpus seed (default 0)
+
+live (--zmq): recompute every BlockStored's hashes from its token ids.
+  --zmq ENDPOINT       the worker's KV-event PUB endpoint
+  --topic T            topic prefix (default "")
+  --page-size N        page size (default: each event's block_size)
+  --cache-salt S       salt of the traffic (default: each event's cache_salt)
+  --extra-key K        RadixKey.extra_key (needed to verify LoRA-namespaced hashes)
+  --extra-key-is-lora  the worker has a LoRA name for --extra-key (sglang format)
+  --event-format F     sglang (default) | dynamo
+  --events N           stop after N BlockStored events
+  --duration S         stop after S seconds
+  --quiet              print only mismatches and the verdict
+exit: 0 all matched, 1 a mismatch, 2 nothing received / nothing verifiable`;
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+
+interface OracleCase {
+  name: string;
+  tokens: number[];
+  page_size: number;
+  bigram: boolean;
+  extra_key: string | null;
+  cache_salt: string | null;
+  lora_registered: boolean;
+  event_format: "sglang" | "dynamo";
+  nodes: { tokens: number[]; storage_keys: string[]; event_digests: string[]; block_hashes: string[] }[];
+}
+
+async function offline(python: string, seed: string): Promise<number> {
+  const { blockHashes, storageKeys } = await import("../../hash/index.js");
+  const script = join(repoRoot, "python/oracles/sglang_hash_vectors.py");
+  const dir = mkdtempSync(join(tmpdir(), "kvctl-verify-"));
+  const out = join(dir, "vectors.json");
+  console.log(`running SGLang's own hashing: ${python} ${script} --seed ${seed}`);
+  const r = spawnSync(python, [script, out, "--seed", seed], { encoding: "utf8", stdio: ["ignore", "inherit", "inherit"] });
+  if (r.status !== 0 || !existsSync(out)) {
+    console.error(`verify-hashes: the SGLang oracle failed (exit ${r.status})`);
+    return 2;
+  }
+  const doc = JSON.parse(readFileSync(out, "utf8")) as { sglang_version: string; cases: OracleCase[] };
+  rmSync(dir, { recursive: true, force: true });
+  let pages = 0;
+  let bad = 0;
+  for (const c of doc.cases) {
+    const base = { pageSize: c.page_size, bigram: c.bigram, extraKey: c.extra_key, cacheSalt: c.cache_salt };
+    c.nodes.forEach((node, i) => {
+      const tokens = c.nodes.length === 1 ? c.tokens : node.tokens;
+      const parent = i > 0 ? c.nodes[i - 1] : undefined;
+      const keys = storageKeys(tokens, { ...base, prior: parent?.storage_keys.at(-1) });
+      const hs = Array.from(
+        blockHashes(tokens, { ...base, prior: parent?.event_digests.at(-1), eventFormat: c.event_format, extraKeyIsLora: c.lora_registered }),
+        String,
+      );
+      pages += node.storage_keys.length;
+      const k = node.storage_keys.findIndex((x, j) => keys[j] !== x);
+      const h = node.block_hashes.findIndex((x, j) => hs[j] !== x);
+      if (k >= 0 || h >= 0 || keys.length !== node.storage_keys.length || hs.length !== node.block_hashes.length) {
+        bad++;
+        console.log(`MISMATCH ${c.name} node ${i}: storage key page ${k}, block hash page ${h}`);
+      }
+    });
+  }
+  console.log(`SGLang ${doc.sglang_version} vs addon: ${doc.cases.length} cases, ${pages} pages, ${bad} mismatching node(s)`);
+  console.log(bad === 0 ? "verdict: MATCH" : "verdict: MISMATCH");
+  return bad === 0 ? 0 : 1;
+}
+
+async function live(v: Record<string, string | boolean | undefined>): Promise<number> {
+  const { Subscriber } = await import("zeromq");
+  const { decodeBatch, decodeSeq } = await import("../../events/decode.js");
+  const { recomputeStored } = await import("../../events/verify.js");
+  const endpoint = v.zmq as string;
+  const maxEvents = v.events ? Number(v.events) : Infinity;
+  const duration = v.duration ? Number(v.duration) : Infinity;
+  const quiet = Boolean(v.quiet);
+  const opts = {
+    pageSize: v["page-size"] ? Number(v["page-size"]) : undefined,
+    cacheSalt: v["cache-salt"] as string | undefined,
+    extraKey: (v["extra-key"] as string | undefined) ?? null,
+    extraKeyIsLora: Boolean(v["extra-key-is-lora"]),
+    eventFormat: (v["event-format"] as "sglang" | "dynamo" | undefined) ?? "sglang",
+  };
+  const digests = new Map<bigint, Buffer>();
+  const n = { batches: 0, stored: 0, pages: 0, matched: 0, mismatched: 0, unverifiable: 0, bad: 0 };
+  const sub = new Subscriber({ linger: 0 });
+  sub.connect(endpoint);
+  sub.subscribe((v.topic as string | undefined) ?? "");
+  console.log(`verify-hashes: listening on ${endpoint}`);
+  let stop = false;
+  const end = () => {
+    stop = true;
+    sub.close();
+  };
+  const timer = Number.isFinite(duration) ? setTimeout(end, duration * 1000) : null;
+  process.once("SIGINT", end);
+  try {
+    for await (const frames of sub) {
+      if (frames.length !== 3) {
+        n.bad++;
+        continue;
+      }
+      let seq: bigint;
+      let decoded;
+      try {
+        seq = decodeSeq(frames[1]);
+        decoded = decodeBatch(frames[2]);
+      } catch (e) {
+        n.bad++;
+        console.log(`bad message: ${(e as Error).message}`);
+        continue;
+      }
+      n.batches++;
+      for (const e of decoded.batch.events) {
+        if (e.type === "BlockRemoved") {
+          for (const h of e.blockHashes) digests.delete(h); // keep the map bounded like the cache
+          continue;
+        }
+        if (e.type !== "BlockStored") continue;
+        n.stored++;
+        n.pages += e.blockHashes.length;
+        const parent = e.parentBlockHash === null ? null : (digests.get(e.parentBlockHash) ?? null);
+        const r = recomputeStored(e, parent, opts);
+        const head = `seq ${seq} BlockStored ${e.blockHashes.length} page(s) [${e.blockHashes[0]}${e.blockHashes.length > 1 ? ", ..." : ""}] ${e.medium ?? "GPU"}`;
+        if (r.kind === "unverifiable") {
+          n.unverifiable++;
+          if (!quiet) console.log(`${head}: unverifiable (${r.reason})`);
+          continue;
+        }
+        // Remember every page digest (even of a mismatching event: its children chain from what
+        // the worker published, so key them by the published hash).
+        e.blockHashes.forEach((h, i) => digests.set(h, r.digests.subarray(i * 32, i * 32 + 32)));
+        if (r.firstMismatch === null) {
+          n.matched++;
+          if (!quiet) console.log(`${head}: match`);
+        } else {
+          n.mismatched++;
+          const i = r.firstMismatch;
+          console.log(`${head}: MISMATCH at page ${i}: worker ${e.blockHashes[i]}, tokens give ${r.hashes[i]}`);
+        }
+        if (n.stored >= maxEvents) end();
+      }
+      if (stop) break;
+    }
+  } catch (err) {
+    if (!stop) throw err;
+  } finally {
+    if (timer) clearTimeout(timer);
+    process.removeListener("SIGINT", end);
+    sub.close();
+  }
+  console.log(
+    `verify-hashes: ${n.batches} batch(es), ${n.stored} BlockStored (${n.pages} pages): ${n.matched} matched, ` +
+      `${n.mismatched} mismatched, ${n.unverifiable} unverifiable, ${n.bad} undecodable`,
+  );
+  if (n.mismatched > 0) {
+    console.log("verdict: MISMATCH");
+    return 1;
+  }
+  if (n.matched === 0) {
+    console.log(n.stored === 0 ? "verdict: NOTHING RECEIVED" : "verdict: NOTHING VERIFIABLE");
+    return 2;
+  }
+  console.log("verdict: MATCH");
+  return 0;
+}
+
+export const command: Command = {
+  summary: "diff SGLang's hashing against the addon (offline corpus, or a live worker's KV events)",
+  async run(argv) {
+    const { values } = parseArgs({
+      args: argv,
+      options: {
+        help: { type: "boolean", short: "h" },
+        zmq: { type: "string" },
+        topic: { type: "string" },
+        "page-size": { type: "string" },
+        "cache-salt": { type: "string" },
+        "extra-key": { type: "string" },
+        "extra-key-is-lora": { type: "boolean" },
+        "event-format": { type: "string" },
+        events: { type: "string" },
+        duration: { type: "string" },
+        quiet: { type: "boolean" },
+        python: { type: "string" },
+        seed: { type: "string" },
+      },
+    });
+    if (values.help) {
+      console.log(HELP);
+      return 0;
+    }
+    if (values["event-format"] && !["sglang", "dynamo"].includes(values["event-format"])) {
+      console.error("verify-hashes: --event-format must be sglang or dynamo");
+      return 2;
+    }
+    if (values.zmq) return live(values);
+    const python = values.python ?? process.env.KVCTL_PYTHON ?? join(repoRoot, ".venv", "bin", "python");
+    return offline(python, values.seed ?? "0");
+  },
+};

@@ -1,0 +1,127 @@
+// kvctl watch --zmq ...: a live table of per-worker, per-tier block counts and event rates, built
+// only from the workers' KV events (consumer -> instrumented in-memory index).
+import { parseArgs } from "node:util";
+import type { Command } from "../main.js";
+
+const HELP = `usage: kvctl watch --zmq [name=]tcp://host:port[,replay=tcp://host:port] [--zmq ...] [options]
+  --zmq SPEC       a worker's KV-event endpoint, optionally named and with its replay endpoint
+                   (repeatable): w1=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558
+  --topic T        topic prefix (default "")
+  --interval S     refresh period in seconds (default 1)
+  --once           print one table after the first interval and exit
+  --duration S     exit after S seconds (prints the final table)
+  --json           print each table as one JSON line instead of text`;
+
+export interface WatchSpec {
+  worker: string;
+  endpoint: string;
+  replay?: string;
+}
+
+export function parseSpec(s: string): WatchSpec {
+  const [first, ...rest] = s.split(",");
+  const eq = first.indexOf("=");
+  const named = eq > 0 && !first.slice(0, eq).includes("://");
+  const endpoint = named ? first.slice(eq + 1) : first;
+  const worker = named ? first.slice(0, eq) : endpoint;
+  let replay: string | undefined;
+  for (const r of rest) if (r.startsWith("replay=")) replay = r.slice(7);
+  return { worker, endpoint, replay };
+}
+
+export const command: Command = {
+  summary: "live per-worker, per-tier KV block counts and event rates from ZMQ KV events",
+  async run(argv) {
+    const { values } = parseArgs({
+      args: argv,
+      options: {
+        help: { type: "boolean", short: "h" },
+        zmq: { type: "string", multiple: true },
+        topic: { type: "string" },
+        interval: { type: "string" },
+        once: { type: "boolean" },
+        duration: { type: "string" },
+        json: { type: "boolean" },
+      },
+    });
+    if (values.help) {
+      console.log(HELP);
+      return 0;
+    }
+    if (!values.zmq?.length) {
+      console.error("watch: --zmq is required\n" + HELP);
+      return 2;
+    }
+    const { KvEventConsumer } = await import("../../events/consumer.js");
+    const { InMemoryKvIndex, InstrumentedKvIndex, indexSink } = await import("../../index/index.js");
+    const { TIERS } = await import("../../events/types.js");
+    const index = new InstrumentedKvIndex(new InMemoryKvIndex());
+    const consumers = values.zmq.map((s) => {
+      const spec = parseSpec(s);
+      return new KvEventConsumer({
+        endpoint: spec.endpoint,
+        worker: spec.worker,
+        replayEndpoint: spec.replay,
+        topic: values.topic ?? "",
+        sink: indexSink(index),
+        log: (l) => console.error(l),
+      });
+    });
+    for (const c of consumers) await c.start();
+    const interval = Number(values.interval ?? "1") * 1000;
+    const started = Date.now();
+    let last = started;
+    const lastEvents = new Map<string, number>();
+    const tty = process.stdout.isTTY && !values.json;
+    const render = () => {
+      const now = Date.now();
+      const dt = Math.max((now - last) / 1000, 1e-3);
+      last = now;
+      const stats = index.stats();
+      const rows = consumers.map((c) => {
+        const m = c.metrics;
+        const prev = lastEvents.get(c.worker) ?? 0;
+        lastEvents.set(c.worker, m.events);
+        const t = stats.workers[c.worker] ?? { GPU: 0, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 };
+        return {
+          worker: c.worker,
+          ...t,
+          events_per_s: Math.round(((m.events - prev) / dt) * 10) / 10,
+          events: m.events,
+          seq: c.seq.expected === null ? null : Number(c.seq.expected - 1n),
+          gaps: m.gaps,
+          restarts: m.restarts,
+          bad: m.badFrames + m.badBatches + m.badEvents,
+        };
+      });
+      if (values.json) {
+        console.log(JSON.stringify({ t: (now - started) / 1000, blocks: stats.blocks, workers: rows }));
+        return;
+      }
+      const head = ["worker", ...TIERS, "ev/s", "events", "seq", "gaps", "restarts", "bad"];
+      const body = rows.map((r) => [r.worker, ...TIERS.map((t) => String(r[t])), String(r.events_per_s), String(r.events), String(r.seq ?? "-"), String(r.gaps), String(r.restarts), String(r.bad)]);
+      const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+      const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+      const out = [`kvctl watch  ${new Date(now).toISOString()}  blocks=${stats.blocks}`, line(head), ...body.map(line)].join("\n");
+      if (tty) process.stdout.write("\x1b[H\x1b[2J");
+      console.log(out);
+    };
+    await new Promise<void>((resolve) => {
+      const stopAt = values.duration ? started + Number(values.duration) * 1000 : Infinity;
+      const timer = setInterval(() => {
+        render();
+        if (values.once || Date.now() >= stopAt) {
+          clearInterval(timer);
+          resolve();
+        }
+      }, values.once ? Math.min(interval, values.duration ? Number(values.duration) * 1000 : interval) : interval);
+      process.once("SIGINT", () => {
+        clearInterval(timer);
+        render();
+        resolve();
+      });
+    });
+    for (const c of consumers) await c.close();
+    return 0;
+  },
+};
