@@ -156,3 +156,17 @@ describe("fast int64 <-> decimal paths agree with BigInt exactly", () => {
     expect(stringifyJson([2n ** 64n, -(2n ** 70n)])).toBe(`[${2n ** 64n},${-(2n ** 70n)}]`);
   });
 });
+
+describe("the byte encoder writes exactly what the string encoder writes", () => {
+  it("for every example command and random hash lists", async () => {
+    const { encodeEnvelopeBytes, EXAMPLE_COMMANDS } = await import("../src/protocol/index.js");
+    const text = new TextDecoder();
+    const envs = Object.values(EXAMPLE_COMMANDS).map((c) => makeEnvelope(validateCommand(c)));
+    for (let k = 0; k < 200; k++) envs.push(makeEnvelope(validateCommand({ type: "Cache", block_hashes: [...EDGES, ...randomInt64s(k * 10)], pin: k % 2 === 0, ttl_seconds: k % 3 ? null : 1 + k })));
+    envs.push(makeEnvelope(validateCommand({ type: "Pause", block_hashes: [], ttl_seconds: null, lease_id: 'q"\\x' })), makeEnvelope(validateCommand({ type: "ToolEnd", session_id: "s", epoch: 9007199254740991 }), "id-1", 0));
+    for (const env of envs) expect(text.decode(encodeEnvelopeBytes(env))).toBe(encodeEnvelope(env));
+    // Unusual values it may be handed outside a validated envelope still come out the same.
+    const odd = { version: 1, id: "é\u2603\n", issued_at_ms: 1.5, command: { type: "X", a: [2n ** 64n, -0, 1e21, "é", null, true, { b: undefined, c: -(2n ** 63n) }] } };
+    expect(text.decode(encodeEnvelopeBytes(odd as never))).toBe(encodeEnvelope(odd as never));
+  });
+});

@@ -21,7 +21,7 @@ import {
   CommandValidationError,
   DEFAULT_SUBJECT_PREFIX,
   decodeAck,
-  encodeEnvelope,
+  encodeEnvelopeBytes,
   makeEnvelope,
   uuidv7,
   validateCommand,
@@ -171,9 +171,7 @@ export class ControlPublisher {
       throw e;
     }
     const env = makeEnvelope(valid, id ?? uuidv7());
-    // Every string a valid command can hold is ASCII (ids, hex keys, enums), so latin1 is the
-    // exact UTF-8 encoding here, and cheaper than a TextEncoder.
-    return { id: env.id, bytes: Buffer.from(encodeEnvelope(env), "latin1") };
+    return { id: env.id, bytes: encodeEnvelopeBytes(env) };
   }
 
   private async acquire(id: string, workerId: string | null): Promise<void> {
