@@ -21,11 +21,11 @@ export class InFlightWindow {
     return this.waiters.length;
   }
 
-  /** Resolves when a slot is held; returns false at once if the queue is full too. */
-  tryAcquire(): Promise<void> | false {
+  /** true: a slot is held now; a promise: resolves when one is; false: the queue is full too. */
+  tryAcquire(): true | Promise<void> | false {
     if (this.active < this.limit) {
       this.active++;
-      return Promise.resolve();
+      return true;
     }
     if (this.waiters.length >= this.maxQueued) return false;
     return new Promise<void>((resolve) => this.waiters.push(resolve));

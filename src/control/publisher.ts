@@ -89,6 +89,7 @@ export class ControlPublisher {
   private readonly window: InFlightWindow;
   private readonly workers: readonly string[] | undefined;
   private readonly stats: ControlCounters = newCounters();
+  private readonly subjects = new Map<string, string>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -119,9 +120,10 @@ export class ControlPublisher {
    * WindowFullError, NoRespondersError, AckTimeoutError, InvalidAckError or DeliveryError.
    */
   async send(workerId: string, cmd: Command, opts: SendOptions = {}): Promise<Ack> {
-    const subject = workerSubject(workerId, this.prefix);
+    const subject = this.subjectOf(workerId);
     const { id, bytes } = this.prepare(cmd, opts.id);
-    await this.acquire(id, workerId);
+    const slot = this.acquire(id, workerId);
+    if (slot) await slot;
     try {
       return await this.requestWithRetries(subject, workerId, id, bytes, opts.timeoutMs ?? this.timeoutMs, opts.retries ?? this.retries);
     } finally {
@@ -137,7 +139,8 @@ export class ControlPublisher {
     const subject = broadcastSubject(this.prefix);
     const { id, bytes } = this.prepare(cmd, opts.id);
     const expected = opts.workers ?? this.workers;
-    await this.acquire(id, null);
+    const slot = this.acquire(id, null);
+    if (slot) await slot;
     try {
       this.stats.sent++;
       return await this.collect(subject, id, bytes, opts.deadlineMs ?? this.timeoutMs, expected);
@@ -148,7 +151,7 @@ export class ControlPublisher {
 
   /** Fire-and-forget: no reply subject, no ack. Returns the idempotency id. */
   publish(target: PublishTarget, cmd: Command, opts: { id?: string } = {}): string {
-    const subject = typeof target === "string" ? workerSubject(target, this.prefix) : broadcastSubject(this.prefix);
+    const subject = typeof target === "string" ? this.subjectOf(target) : broadcastSubject(this.prefix);
     const { id, bytes } = this.prepare(cmd, opts.id);
     try {
       this.nc.publish(subject, bytes);
@@ -174,13 +177,25 @@ export class ControlPublisher {
     return { id: env.id, bytes: encodeEnvelopeBytes(env) };
   }
 
-  private async acquire(id: string, workerId: string | null): Promise<void> {
+  /** Null when a slot is held already (no await on the hot path), else a promise of one. */
+  private acquire(id: string, workerId: string | null): Promise<void> | null {
     const slot = this.window.tryAcquire();
     if (slot === false) {
       this.stats.rejectedLocally++;
       throw new WindowFullError(`in-flight window full (${this.window.inFlight} in flight, ${this.window.queued} queued)`, id, workerId, 0);
     }
-    await slot;
+    return slot === true ? null : slot;
+  }
+
+  /** Worker subjects are checked once and remembered (a router talks to a fixed fleet). */
+  private subjectOf(workerId: string): string {
+    let subject = this.subjects.get(workerId);
+    if (subject === undefined) {
+      subject = workerSubject(workerId, this.prefix);
+      if (this.subjects.size >= 65_536) this.subjects.clear();
+      this.subjects.set(workerId, subject);
+    }
+    return subject;
   }
 
   private async requestWithRetries(subject: string, workerId: string, id: string, bytes: Uint8Array, timeoutMs: number, retries: number): Promise<Ack> {
