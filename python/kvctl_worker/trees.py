@@ -71,19 +71,20 @@ class UnifiedOps:
         return self.core.protected_size()
 
     def _backup_path(self, node) -> None:
-        from sglang.srt.mem_cache.unified_cache.cache_action import BackupKV
-
+        """Back up the root->node path parent-first (host-backed nodes must form a prefix from
+        the root) through SGLang's own synchronous write-back primitive, whatever the policy."""
         path = []
         cur = node
         while cur is not self.core.root_node:
             path.append(cur)
             cur = cur.parent
-        for n in reversed(path):  # parent-first: host-backed nodes form a prefix from the root
+        for n in reversed(path):
             if n.backuped or n.evicted:
                 continue
-            ids = self.core.build_backup_node_ids(n.id, True)
-            self.cache._execute_and_commit_kv_backup(BackupKV(node_ids=ids), True)
-        self.cache.writing_check(write_back=True)
+            if not self.cache.backup_node_for_write_back(n.id):
+                # host full: make room from unpinned host leaves once, then retry
+                self.cache.evict_host(len(n.key))
+                self.cache.backup_node_for_write_back(n.id)
 
     def protect(self, node):
         if self.tier_aware:

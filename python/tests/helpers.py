@@ -52,3 +52,84 @@ def stored_hashes(cache):
         if isinstance(ev, BlockStored):
             out.extend(ev.block_hashes)
     return out
+
+
+def make_unified(page_size: int = 4, size: int = 256, hicache: bool = True,
+                 write_policy: str = "write_through", events: bool = True, layers: int = 2):
+    """A real UnifiedRadixCache (Python tree core) over real CPU pools; with ``hicache`` its
+    real HybridCacheController copies KV between the CPU device pool and the host pool."""
+    from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
+    from sglang.srt.mem_cache.unified_cache.components.base import ComponentType
+    from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+    from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
+    import atexit
+
+    import cpu_cuda
+
+    set_global_server_args_for_scheduler(ServerArgs(model_path="dummy", page_size=page_size))
+    r2t = ReqToTokenPool(size=8, max_context_len=size, device="cpu", enable_memory_saver=False)
+    pool = MHATokenToKVPool(size=size, page_size=page_size, dtype=torch.float32, head_num=1,
+                            head_dim=4, layer_num=layers, device="cpu", enable_memory_saver=False)
+    alloc = TokenToKVPoolAllocator(size=size, dtype=torch.float32, device="cpu", kvcache=pool,
+                                   need_sort=False)
+    params = CacheInitParams(req_to_token_pool=r2t, token_to_kv_pool_allocator=alloc,
+                             page_size=page_size, disable=False,
+                             tree_components=(ComponentType.FULL,),
+                             enable_kv_cache_events=events)
+    cache = UnifiedRadixCache(params=params)
+    assert cache._tree_core_backend == "python", "kvctl patch 0003 must select the Python core"
+    if hicache:
+        cpu_cuda.install()
+        sa = ServerArgs(model_path="dummy", page_size=page_size, hicache_io_backend="direct", hicache_mem_layout="layer_first",
+                        hicache_write_policy=write_policy)
+        set_global_server_args_for_scheduler(sa)
+        cache.init_hicache(sa, params)
+        atexit.unregister(cache.shutdown)
+    return cache, alloc, pool
+
+
+def insert_kv(cache, alloc, pool, tokens, marker=None):
+    """Insert tokens whose KV rows hold recognisable data (marker + token position)."""
+    from sglang.srt.mem_cache.base_prefix_cache import InsertParams
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    v = alloc.alloc(len(tokens))
+    assert v is not None, "allocator out of space"
+    data = torch.tensor(tokens, dtype=torch.float32).view(-1, 1, 1).expand(-1, 1, 4)
+    for layer in range(pool.layer_num):
+        pool.k_buffer[layer][v] = data + layer
+        pool.v_buffer[layer][v] = -data - layer
+    res = cache.insert(InsertParams(key=RadixKey(array("q", tokens)), value=v))
+    if res.prefix_len:
+        alloc.free(v[: res.prefix_len])
+    if getattr(cache, "cache_controller", None) is not None:
+        cache.writing_check(write_back=True)
+    return res
+
+
+def kv_of(pool, indices):
+    return [(pool.k_buffer[l][indices].clone(), pool.v_buffer[l][indices].clone())
+            for l in range(pool.layer_num)]
+
+
+def umatch(cache, tokens):
+    from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    return cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", tokens))))
+
+
+def load_back(cache, node_id):
+    """Load a host-only path back to the device the way the scheduler does (SGLang's own kit)."""
+    assert cache.load_back(node_id, req=None) is not None
+    assert cache.ready_to_load_host_cache() != -1
+    for ack in list(cache.cache_controller.ack_load_queue):
+        ack.finish_event.synchronize()
+    cache.loading_check()
+
+
+def device_indices(cache, match_result):
+    core = cache.tree_core
+    return core.collect_full_device_indices(match_result.last_device_node, core.root_node.id)

@@ -1,0 +1,47 @@
+"""CPU stand-ins for the three CUDA-only pieces HiCache touches (test bed only; python/README.md).
+
+1. Host-memory registration: HiCache's host pool allocates its buffer with
+   ``alloc_with_host_register`` (pool_host/common.py), which calls ``cudaHostRegister`` through
+   ``torch.cuda.cudart()``. On CPU the stand-in allocates plain memory with ``torch.empty``.
+2. Stream synchronisation: the controller's transfer streams are ``torch.cpu.Stream`` on CPU,
+   which lacks ``synchronize``/``wait_stream``/... CPU copies are synchronous, so the missing
+   methods are no-ops.
+3. ``sgl_kernel.kvcacheio.transfer_kv_direct`` (a CUDA kernel; pool_host/mha.py imports it only
+   on CUDA/ROCm/XPU): the stand-in does what the kernel does, per layer buffer
+   ``dst[dst_indices] = src[src_indices]``, with torch indexing on CPU.
+
+Everything else of HiCache is SGLang's own code: HybridCacheController with
+``hicache_io_backend="direct"`` copies the KV tensors between the CPU "device" pool and the host
+pool with real tensor indexing, so data and indices are checked, not just flags.
+"""
+import torch
+
+
+def cpu_host_alloc(dims, dtype, device=None, pin_memory=False, allocator=None, **_kw):
+    return torch.empty(dims, dtype=dtype, device="cpu")
+
+
+def transfer_kv_direct(src_layers, dst_layers, src_indices, dst_indices, page_size=1):
+    assert len(src_layers) == len(dst_layers) and src_indices.numel() == dst_indices.numel()
+    for src, dst in zip(src_layers, dst_layers):
+        dst[dst_indices.to(dst.device)] = src[src_indices.to(src.device)].to(dst.device)
+
+
+def _noop(self, *_a, **_k):
+    return None
+
+
+def install() -> None:
+    import sglang.srt.mem_cache.pool_host.common as common
+
+    import sglang.srt.mem_cache.pool_host.mha as mha
+
+    common.ALLOC_MEMORY_FUNCS["cpu"] = cpu_host_alloc
+    if not hasattr(mha, "transfer_kv_direct"):
+        mha.transfer_kv_direct = transfer_kv_direct
+    for cls in (torch.cpu.Stream, torch.cpu.Event):
+        for name in ("synchronize", "wait_stream", "wait_event", "record_event", "record", "wait"):
+            if not hasattr(cls, name):
+                setattr(cls, name, _noop)
+    if not hasattr(torch.cpu.Event, "query"):
+        torch.cpu.Event.query = lambda self: True
