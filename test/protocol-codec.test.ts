@@ -169,4 +169,15 @@ describe("the byte encoder writes exactly what the string encoder writes", () =>
     const odd = { version: 1, id: "é\u2603\n", issued_at_ms: 1.5, command: { type: "X", a: [2n ** 64n, -0, 1e21, "é", null, true, { b: undefined, c: -(2n ** 63n) }] } };
     expect(text.decode(encodeEnvelopeBytes(odd as never))).toBe(encodeEnvelope(odd as never));
   });
+
+  it("for acks, including non-ASCII reasons, leases and extra keys", async () => {
+    const { encodeAckBytes } = await import("../src/protocol/index.js");
+    const text = new TextDecoder();
+    const acks = [
+      blankAck("w0", null, null, "rejected"),
+      { ...blankAck("w-1", "0193a6c8-5a7e-7c1e-9a61-3b9f8f1f2a10", "Pause", "partial"), requested: 3, affected: 2, skipped: 1, missing: [INT64_MIN, INT64_MAX, 0n, ...randomInt64s(50)], reason: 'budget é \u2603 "q" \n', tiers: { GPU: 0, CPU_PINNED: 2 }, lease: { lease_id: "l-1", expires_at_ms: 1732230000000 }, epoch: 7, elapsed_us: 412 },
+      { ...blankAck("w0", "x", "Inspect", "applied"), report: { blocks: [1n, -2n], note: "ok" } },
+    ];
+    for (const ack of acks) expect(text.decode(encodeAckBytes(ack as never))).toBe(encodeAck(ack as never));
+  });
 });

@@ -14,7 +14,7 @@ import {
   type Command,
   DEFAULT_SUBJECT_PREFIX,
   decodeBody,
-  encodeAck,
+  encodeAckBytes,
   workerSubject,
 } from "../protocol/index.js";
 import { type ReferenceModelOptions, ReferenceWorkerModel } from "./reference-worker-model.js";
@@ -50,7 +50,6 @@ export class ReferenceResponder {
   /** Every decoded command in arrival order, when `record` is set (tests look at what got through). */
   readonly received: Array<{ id: string | null; command: Command | null; subject: string }> = [];
   private subs: Subscription[] = [];
-  private readonly encoder = new TextEncoder();
 
   constructor(private readonly opts: ReferenceResponderOptions) {
     this.workerId = opts.workerId;
@@ -89,7 +88,7 @@ export class ReferenceResponder {
 
   private answer(msg: Msg): void {
     const ack = this.handle(msg.data, msg.subject);
-    if (msg.reply) msg.respond(this.encoder.encode(encodeAck(ack)));
+    if (msg.reply) msg.respond(encodeAckBytes(ack));
     else this.stats.unanswered++;
   }
 

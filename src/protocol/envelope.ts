@@ -58,7 +58,7 @@ export function decodeBody(body: string | Uint8Array): DecodedBody {
   // An envelope has `command` or `version`; anything else is read as a bare command.
   const bare = !("command" in obj) && !("version" in obj);
   if (bare) {
-    const fast = fastCommand(obj);
+    const fast = fastCommand(obj, true);
     if (fast) return { ok: true, bare, id: null, issuedAtMs: null, command: fast };
     const r = CommandSchema.safeParse(obj);
     if (r.success) return { ok: true, bare, id: null, issuedAtMs: null, command: r.data };

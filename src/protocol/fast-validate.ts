@@ -39,14 +39,15 @@ function int64(v: unknown): bigint | typeof FAIL {
   return FAIL;
 }
 
-function check(kind: Kind, v: unknown): unknown {
+function check(kind: Kind, v: unknown, owned: boolean): unknown {
   switch (kind) {
     case "int64[]": {
       if (!Array.isArray(v) || v.length > MAX_LIST_ENTRIES) return FAIL;
-      const out = new Array<bigint>(v.length);
+      // A freshly decoded array is ours to convert in place; a caller's array is copied.
+      const out = owned ? (v as unknown[]) : new Array<bigint>(v.length);
       for (let i = 0; i < v.length; i++) {
         const x = int64(v[i]);
-        if (x === FAIL) return FAIL;
+        if (x === FAIL) return FAIL; // (an owned array may be half converted: the schema reads bigints too)
         out[i] = x;
       }
       return out;
@@ -70,8 +71,11 @@ function check(kind: Kind, v: unknown): unknown {
   }
 }
 
-/** The validated command, or null: "ask the schema". */
-export function fastCommand(raw: unknown): Command | null {
+/**
+ * The validated command, or null: "ask the schema". `owned`: the input was just decoded and
+ * nobody else holds it, so lists may be converted in place instead of copied.
+ */
+export function fastCommand(raw: unknown, owned = false): Command | null {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return null;
   const obj = raw as Record<string, unknown>;
   const spec = SPECS[obj.type as CommandType];
@@ -93,7 +97,7 @@ export function fastCommand(raw: unknown): Command | null {
       }
       return null;
     }
-    const r = check(kind, v);
+    const r = check(kind, v, owned);
     if (r === FAIL) return null;
     out[field] = r;
   }
@@ -102,7 +106,7 @@ export function fastCommand(raw: unknown): Command | null {
   return out as Command;
 }
 
-/** A validated envelope's parts, or null: "ask the schema". */
+/** A validated envelope's parts, or null: "ask the schema". `raw` must be freshly decoded (owned). */
 export function fastEnvelope(raw: Record<string, unknown>): { id: string; issuedAtMs: number; command: Command } | null {
   if (raw.version !== ENVELOPE_VERSION) return null;
   const id = raw.id;
@@ -110,6 +114,6 @@ export function fastEnvelope(raw: Record<string, unknown>): { id: string; issued
   if (typeof id !== "string" || id.length < 1 || id.length > MAX_ID_LENGTH || !ID.test(id)) return null;
   if (typeof at !== "number" || !Number.isSafeInteger(at) || at < 0) return null;
   if (Object.keys(raw).length !== 4 || !Object.hasOwn(raw, "command")) return null;
-  const command = fastCommand(raw.command);
+  const command = fastCommand(raw.command, true);
   return command ? { id, issuedAtMs: at, command } : null;
 }

@@ -43,4 +43,4 @@ export { BROADCAST_NAME, broadcastSubject, checkSubjectPrefix, checkWorkerId, DE
 export { COMMAND_FIELDS, parseFieldText } from "./command-fields.js";
 export type { FieldKind } from "./command-fields.js";
 export { EXAMPLE_COMMANDS } from "./examples.js";
-export { encodeEnvelopeBytes } from "./json-bytes.js";
+export { encodeAckBytes, encodeEnvelopeBytes } from "./json-bytes.js";

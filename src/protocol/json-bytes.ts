@@ -2,6 +2,7 @@
 // written into a scratch buffer instead of built as a string and then encoded (building a long
 // string by concatenation and flattening it cost more than producing the JSON itself).
 // test/protocol-codec.test.ts checks it byte-for-byte against the string encoder.
+import type { Ack } from "./ack.js";
 import type { Envelope } from "./envelope.js";
 import { INT64_MAX, INT64_MIN } from "./int64.js";
 import { stringifyJson } from "./json.js";
@@ -155,3 +156,47 @@ export function encodeEnvelopeBytes(envelope: Envelope): Uint8Array {
     writer.n = 0;
   }
 }
+
+/** Ack -> UTF-8 JSON bytes; identical to `TextEncoder.encode(encodeAck(ack))`. */
+export function encodeAckBytes(ack: Ack): Uint8Array {
+  writer.n = 0;
+  try {
+    writer.ascii(`{"id":`);
+    writer.value(ack.id);
+    writer.ascii(`,"worker_id":`);
+    writer.string(ack.worker_id);
+    writer.ascii(`,"type":`);
+    writer.value(ack.type);
+    writer.ascii(`,"status":"${ack.status}","requested":`);
+    writer.value(ack.requested);
+    writer.ascii(`,"affected":`);
+    writer.value(ack.affected);
+    writer.ascii(`,"skipped":`);
+    writer.value(ack.skipped);
+    writer.ascii(`,"missing":`);
+    writer.value(ack.missing);
+    writer.ascii(`,"reason":`);
+    writer.value(ack.reason);
+    writer.ascii(`,"tiers":`);
+    writer.value(ack.tiers);
+    writer.ascii(`,"lease":`);
+    writer.value(ack.lease);
+    writer.ascii(`,"epoch":`);
+    writer.value(ack.epoch);
+    writer.ascii(`,"elapsed_us":`);
+    writer.value(ack.elapsed_us);
+    for (const key of Object.keys(ack)) {
+      if (ACK_KEYS.has(key)) continue;
+      const x = (ack as Record<string, unknown>)[key];
+      writer.ascii(",");
+      writer.string(key);
+      writer.ascii(":");
+      writer.value(x);
+    }
+    writer.ascii("}");
+    return writer.take();
+  } finally {
+    writer.n = 0;
+  }
+}
+const ACK_KEYS = new Set(["id", "worker_id", "type", "status", "requested", "affected", "skipped", "missing", "reason", "tiers", "lease", "epoch", "elapsed_us"]);
