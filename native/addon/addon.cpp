@@ -5,6 +5,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterHash(env, exports);
   RegisterCuda(env, exports);
   RegisterCopy(env, exports);
+  RegisterEvents(env, exports);
   return exports;
 }
 

@@ -6,3 +6,4 @@
 void RegisterHash(Napi::Env env, Napi::Object exports);
 void RegisterCuda(Napi::Env env, Napi::Object exports);
 void RegisterCopy(Napi::Env env, Napi::Object exports);
+void RegisterEvents(Napi::Env env, Napi::Object exports);  // native/events/kv_events.cpp

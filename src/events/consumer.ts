@@ -11,11 +11,14 @@ import { EventEmitter } from "node:events";
 import { Dealer, Subscriber } from "zeromq";
 import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
 import { SeqTracker } from "./seq.js";
+import { columnsToBatch, decodeBatchColumns, nativeDecoderAvailable, type EventColumns } from "./native.js";
 import type { DecodedBatch, KvEventBatch } from "./types.js";
 
 /** Where decoded batches go (the index implements this through `indexSink`). */
 export interface EventSink {
   applyBatch(worker: string, batch: KvEventBatch, seq: bigint): void;
+  /** Optional fast path for natively decoded batches (columns, no per-event objects). */
+  applyColumns?(worker: string, columns: EventColumns, seq: bigint): void;
   /** The worker restarted: forget everything it had. */
   resetWorker(worker: string): void;
 }
@@ -34,6 +37,11 @@ export interface ConsumerOptions {
   /** Ask the replay socket for everything it still holds when the first batch shows seq > 0. */
   catchUp?: boolean;
   sink?: EventSink;
+  /**
+   * "native": the addon's msgpack-c decoder (native/events), columns straight into the sink;
+   * "js": msgpackr (decode.ts); "auto" (default): native when the loaded addon has it.
+   */
+  decoder?: "js" | "native" | "auto";
   log?: (line: string) => void;
 }
 
@@ -89,9 +97,13 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   private loop: Promise<void> | null = null;
   private replayDone: Promise<void> = Promise.resolve();
 
+  private readonly native: boolean;
+
   constructor(opts: ConsumerOptions) {
     super();
     this.opts = opts;
+    const d = opts.decoder ?? "auto";
+    this.native = d === "native" || (d === "auto" && nativeDecoderAvailable());
     this.worker = opts.worker ?? opts.endpoint;
     this.log = opts.log ?? ((line) => console.error(line));
   }
@@ -207,6 +219,10 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   }
 
   private applyPayload(seq: bigint, payload: Buffer, replayed: boolean): void {
+    if (this.native) {
+      this.applyNative(seq, payload, replayed);
+      return;
+    }
     let decoded: DecodedBatch;
     try {
       decoded = decodeBatch(payload);
@@ -227,6 +243,34 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     }
     this.opts.sink?.applyBatch(this.worker, decoded.batch, seq);
     this.emit("batch", { worker: this.worker, seq, batch: decoded.batch, form: decoded.form, replayed });
+  }
+
+  private applyNative(seq: bigint, payload: Buffer, replayed: boolean): void {
+    const sink = this.opts.sink;
+    const wantEvents = !sink?.applyColumns || this.listenerCount("batch") > 0;
+    let c: EventColumns;
+    try {
+      c = decodeBatchColumns(payload, wantEvents);
+    } catch (e) {
+      if (!(e instanceof BatchDecodeError)) throw e;
+      this.bad("badBatches", seq, e.message);
+      return;
+    }
+    for (const b of c.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`);
+    const m = this.metrics;
+    m.batches++;
+    if (replayed) m.replayedBatches++;
+    m.events += c.count;
+    for (let i = 0; i < c.count; i++) {
+      const n = c.hashOffsets[i + 1] - c.hashOffsets[i];
+      if (c.kinds[i] === 0) m.blocksStored += n;
+      else if (c.kinds[i] === 1) m.blocksRemoved += n;
+      else m.cleared++;
+    }
+    const decoded = wantEvents ? columnsToBatch(c) : null;
+    if (sink?.applyColumns) sink.applyColumns(this.worker, c, seq);
+    else if (sink && decoded) sink.applyBatch(this.worker, decoded.batch, seq);
+    if (decoded) this.emit("batch", { worker: this.worker, seq, batch: decoded.batch, form: decoded.form, replayed });
   }
 
   private startReplay(from: bigint, trigger: Buffer[]): void {

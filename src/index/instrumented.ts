@@ -1,6 +1,7 @@
 // Metrics as a decorator over any KvIndex (llm-d's instrumented_index.go): counts what was
 // applied and times queries, without the wrapped index knowing.
 import type { KvEvent } from "../events/types.js";
+import { columnsToBatch, type EventColumns } from "../events/native.js";
 import type { ApplyResult, BlockInfo, IndexStats, KvIndex, OverlapResult } from "./types.js";
 
 export interface IndexMetrics {
@@ -53,6 +54,20 @@ export class InstrumentedKvIndex implements KvIndex {
     return r;
   }
 
+  applyColumns(worker: string, columns: EventColumns): ApplyResult {
+    const r = this.inner.applyColumns
+      ? this.inner.applyColumns(worker, columns)
+      : sum(columnsToBatch(columns).batch.events.map((e) => this.inner.applyEvent(worker, e)));
+    const m = this.metrics;
+    for (let i = 0; i < columns.count; i++) m.eventsApplied[KINDS[columns.kinds[i]]]++;
+    m.blocksAdded += r.added;
+    m.blocksRemoved += r.removed;
+    m.unknownRemovals += r.unknownRemovals;
+    m.orphanStores += r.orphanStores;
+    m.hashMismatches += r.hashMismatches;
+    return r;
+  }
+
   clearWorker(worker: string): void {
     this.inner.clearWorker(worker);
   }
@@ -79,4 +94,18 @@ export class InstrumentedKvIndex implements KvIndex {
   stats(): IndexStats {
     return this.inner.stats();
   }
+}
+
+const KINDS = ["BlockStored", "BlockRemoved", "AllBlocksCleared"] as const;
+
+function sum(rs: ApplyResult[]): ApplyResult {
+  const t: ApplyResult = { added: 0, removed: 0, unknownRemovals: 0, orphanStores: 0, hashMismatches: 0 };
+  for (const r of rs) {
+    t.added += r.added;
+    t.removed += r.removed;
+    t.unknownRemovals += r.unknownRemovals;
+    t.orphanStores += r.orphanStores;
+    t.hashMismatches += r.hashMismatches;
+  }
+  return t;
 }

@@ -6,6 +6,7 @@
 // removes by); each node keeps its parent, the token-derived hash beside the engine hash (dual
 // key, when a hasher is given) and, per worker, a 4-bit mask of the tiers holding it.
 import type { BlockStoredEvent, KvEvent, Tier } from "../events/types.js";
+import { columnsToBatch, type EventColumns } from "../events/native.js";
 import { TIER_INDEX, TIERS } from "../events/types.js";
 import type {
   ApplyResult,
@@ -163,6 +164,72 @@ export class InMemoryKvIndex implements KvIndex {
         r.added++;
       }
       parent = h;
+    }
+    return r;
+  }
+
+  /**
+   * Fast path for natively decoded batches (src/events/native.ts): applies every event of the
+   * columns without building event objects. Without a token hasher only; with one, the caller
+   * converts to events (columnsToBatch) so the dual key is kept.
+   */
+  applyColumns(worker: string, c: EventColumns): ApplyResult {
+    const r: ApplyResult = { added: 0, removed: 0, unknownRemovals: 0, orphanStores: 0, hashMismatches: 0 };
+    if (this.hasher) {
+      for (const e of columnsToBatch(c).batch.events) {
+        const x = this.applyEvent(worker, e);
+        r.added += x.added;
+        r.removed += x.removed;
+        r.unknownRemovals += x.unknownRemovals;
+        r.orphanStores += x.orphanStores;
+        r.hashMismatches += x.hashMismatches;
+      }
+      return r;
+    }
+    const slot = this.slot(worker);
+    const counts = this.counts[slot];
+    const hs = c.hashes;
+    for (let e = 0; e < c.count; e++) {
+      const kind = c.kinds[e];
+      if (kind === 2) {
+        r.removed += this.clearSlot(slot);
+        continue;
+      }
+      const t = c.tiers[e];
+      const bit = 1 << t;
+      const end = c.hashOffsets[e + 1];
+      if (kind === 1) {
+        for (let i = c.hashOffsets[e]; i < end; i++) {
+          const n = this.nodes.get(hs[i]);
+          const m = n ? getMask(n, slot) : 0;
+          if (!n || !(m & bit)) {
+            r.unknownRemovals++;
+            continue;
+          }
+          setMask(n, slot, m & ~bit);
+          counts[t]--;
+          r.removed++;
+          if (empty(n)) this.drop(n);
+        }
+        continue;
+      }
+      let parent: bigint | null = c.hasParent[e] ? c.parents[e] : null;
+      if (parent !== null && !this.nodes.has(parent)) r.orphanStores++;
+      for (let i = c.hashOffsets[e]; i < end; i++) {
+        const h = hs[i];
+        let n = this.nodes.get(h);
+        if (!n) {
+          n = new Node(h, parent);
+          this.nodes.set(h, n);
+        }
+        const m = getMask(n, slot);
+        if (!(m & bit)) {
+          setMask(n, slot, m | bit);
+          counts[t]++;
+          r.added++;
+        }
+        parent = h;
+      }
     }
     return r;
   }

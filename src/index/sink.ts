@@ -2,6 +2,7 @@
 // time (each event is applied whole or not at all), and a publisher restart clears the worker.
 import type { EventSink } from "../events/consumer.js";
 import type { KvEventBatch } from "../events/types.js";
+import type { EventColumns } from "../events/native.js";
 import type { KvIndex } from "./types.js";
 
 export function indexSink(index: KvIndex, log: (line: string) => void = (l) => console.error(l)): EventSink {
@@ -15,6 +16,15 @@ export function indexSink(index: KvIndex, log: (line: string) => void = (l) => c
         }
       });
     },
+    applyColumns: index.applyColumns
+      ? (worker: string, columns: EventColumns, seq: bigint): void => {
+          try {
+            index.applyColumns?.(worker, columns);
+          } catch (err) {
+            log(`kv-index: worker ${worker} seq ${seq}: ${(err as Error).message} (skipped)`);
+          }
+        }
+      : undefined,
     resetWorker(worker: string): void {
       index.clearWorker(worker);
     },

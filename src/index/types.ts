@@ -1,6 +1,7 @@
 // One index interface, several implementations (llm-d kvblock style): `InMemoryKvIndex` holds
 // the data, `InstrumentedKvIndex` adds metrics around any KvIndex without touching it.
 import type { KvEvent, Tier } from "../events/types.js";
+import type { EventColumns } from "../events/native.js";
 
 export type { Tier } from "../events/types.js";
 
@@ -61,6 +62,8 @@ export interface IndexStats {
 export interface KvIndex {
   /** Applies one validated event for `worker`, all of it or (on a thrown error) none of it. */
   applyEvent(worker: string, event: KvEvent): ApplyResult;
+  /** Optional fast path: a natively decoded batch (src/events/native.ts), applied event by event. */
+  applyColumns?(worker: string, columns: EventColumns): ApplyResult;
   /** Forgets everything `worker` held (restart, or AllBlocksCleared). */
   clearWorker(worker: string): void;
   /** Overlap of a request's block hashes (engine hashes, in order) per worker per tier. */

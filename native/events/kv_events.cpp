@@ -1,0 +1,386 @@
+// Native KV-event batch decoder: one call decodes a whole msgpack payload (SGLang 0.5.23's
+// [ts, [tagged-map events], attn_dp_rank], SGLang's older positional events with a metadata map,
+// vLLM's positional and map forms) into flat columns, so JavaScript never materialises the
+// token ids as JS values. Parsing is msgpack-c's (libmsgpack-cxx-dev, header-only, Debian 4.1.3);
+// this file only walks the object tree and validates it with the same rules as
+// src/events/decode.ts. Validation of each event is complete before its columns are appended,
+// so a bad event is reported (index + reason) and contributes nothing.
+#define MSGPACK_NO_BOOST 1
+#include <msgpack.hpp>
+#include <napi.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using msgpack::object;
+namespace mt = msgpack::type;
+
+struct EventError {
+  std::string reason;
+};
+
+enum Kind : uint8_t { kStored = 0, kRemoved = 1, kCleared = 2 };
+
+struct Extras {
+  std::optional<std::string> medium, cacheSalt, sessionId, loraName;
+  std::optional<int64_t> loraId;
+  bool any() const { return medium || cacheSalt || sessionId || loraName || loraId; }
+};
+
+struct Columns {
+  std::vector<uint8_t> kinds, tiers, hasParent, bigram;
+  std::vector<int32_t> blockSizes;
+  std::vector<uint32_t> hashOffsets{0}, tokenOffsets{0};
+  std::vector<int64_t> hashes, parents;
+  std::vector<uint32_t> tokens;
+  std::vector<std::pair<uint32_t, Extras>> extras;
+  std::vector<std::pair<uint32_t, std::string>> bad;
+};
+
+std::string_view sv(const object& o) { return {o.via.str.ptr, o.via.str.size}; }
+
+const char* typeName(const object& o) {
+  switch (o.type) {
+    case mt::NIL: return "nil";
+    case mt::BOOLEAN: return "bool";
+    case mt::POSITIVE_INTEGER:
+    case mt::NEGATIVE_INTEGER: return "int";
+    case mt::FLOAT32:
+    case mt::FLOAT64: return "float";
+    case mt::STR: return "str";
+    case mt::BIN: return "bytes";
+    case mt::ARRAY: return "array";
+    case mt::MAP: return "map";
+    default: return "ext";
+  }
+}
+
+int64_t hashOf(const object& o, const char* field) {
+  if (o.type == mt::POSITIVE_INTEGER) return static_cast<int64_t>(o.via.u64);  // uint64 -> signed
+  if (o.type == mt::NEGATIVE_INTEGER) return o.via.i64;
+  throw EventError{std::string("non-integer hash (") + typeName(o) + ") in " + field};
+}
+
+bool isNil(const object* o) { return o == nullptr || o->type == mt::NIL; }
+
+std::optional<std::string> optStr(const object* o, const char* field) {
+  if (isNil(o)) return std::nullopt;
+  if (o->type != mt::STR) throw EventError{std::string(field) + " is " + typeName(*o) + ", not a string"};
+  return std::string(sv(*o));
+}
+
+std::optional<int64_t> optInt(const object* o, const char* field) {
+  if (isNil(o)) return std::nullopt;
+  if (o->type == mt::POSITIVE_INTEGER) return static_cast<int64_t>(o->via.u64);
+  if (o->type == mt::NEGATIVE_INTEGER) return o->via.i64;
+  throw EventError{std::string(field) + " is " + typeName(*o) + ", not an int"};
+}
+
+// Dynamo's StorageTier::from_kv_medium (absent/empty -> GPU). Unknown -> error.
+uint8_t tierOf(const std::optional<std::string>& m) {
+  if (!m || m->empty()) return 0;
+  std::string u = *m;
+  for (auto& c : u) c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
+  if (u == "GPU" || u == "DEVICE") return 0;
+  if (u == "CPU" || u == "CPU_PINNED" || u == "CPU_TIER1") return 1;
+  if (u == "CPU_TIER2" || u == "DISK" || u == "NVME" || u == "STORAGE") return 2;
+  if (u == "EXTERNAL" || u == "NETWORK" || u == "REMOTE" || u == "SHARED") return 3;
+  throw EventError{"unknown medium '" + *m + "'"};
+}
+
+struct Fields {
+  const object* hashes = nullptr;
+  const object* parent = nullptr;
+  const object* tokens = nullptr;
+  const object* blockSize = nullptr;
+  const object* loraId = nullptr;
+  const object* medium = nullptr;
+  const object* cacheSalt = nullptr;
+  const object* sessionId = nullptr;
+  const object* loraName = nullptr;
+};
+
+const object* mapGet(const object& m, std::string_view key) {
+  for (uint32_t i = 0; i < m.via.map.size; i++) {
+    const auto& kv = m.via.map.ptr[i];
+    if (kv.key.type == mt::STR && sv(kv.key) == key) return &kv.val;
+  }
+  return nullptr;
+}
+
+void checkHashes(const object* h) {
+  if (h == nullptr || h->type != mt::ARRAY) throw EventError{std::string("block_hashes is ") + (h ? typeName(*h) : "missing") + ", not an array"};
+  for (uint32_t i = 0; i < h->via.array.size; i++) hashOf(h->via.array.ptr[i], "block_hashes");
+}
+
+void appendHashes(Columns& c, const object& h) {
+  for (uint32_t i = 0; i < h.via.array.size; i++) c.hashes.push_back(hashOf(h.via.array.ptr[i], "block_hashes"));
+  c.hashOffsets.push_back(static_cast<uint32_t>(c.hashes.size()));
+}
+
+bool isU32(const object& t) { return t.type == mt::POSITIVE_INTEGER && t.via.u64 <= 0xffffffffULL; }
+
+void stored(Columns& c, uint32_t index, const Fields& f, bool wantTokens) {
+  // --- validate everything first ---
+  checkHashes(f.hashes);
+  std::optional<int64_t> parent;
+  if (!isNil(f.parent)) parent = hashOf(*f.parent, "parent_block_hash");
+  if (f.tokens == nullptr || f.tokens->type != mt::ARRAY) throw EventError{"token_ids is not an array"};
+  const auto& toks = f.tokens->via.array;
+  bool bigram = toks.size > 0 && toks.ptr[0].type == mt::ARRAY;
+  for (uint32_t i = 0; i < toks.size; i++) {
+    const object& t = toks.ptr[i];
+    if (bigram) {
+      if (t.type != mt::ARRAY || t.via.array.size != 2 || !isU32(t.via.array.ptr[0]) || !isU32(t.via.array.ptr[1]))
+        throw EventError{"bad bigram token pair"};
+    } else if (!isU32(t)) {
+      throw EventError{"token_ids[" + std::to_string(i) + "] is not a uint32"};
+    }
+  }
+  auto bs = optInt(f.blockSize, "block_size");
+  if (!bs || *bs <= 0 || *bs > INT32_MAX) throw EventError{"block_size is not a positive int"};
+  Extras x;
+  x.loraId = optInt(f.loraId, "lora_id");
+  x.medium = optStr(f.medium, "medium");
+  x.cacheSalt = optStr(f.cacheSalt, "cache_salt");
+  x.sessionId = optStr(f.sessionId, "session_id");
+  x.loraName = optStr(f.loraName, "lora_name");
+  uint8_t tier = tierOf(x.medium);
+  // --- then append ---
+  c.kinds.push_back(kStored);
+  c.tiers.push_back(tier);
+  c.blockSizes.push_back(static_cast<int32_t>(*bs));
+  c.hasParent.push_back(parent ? 1 : 0);
+  c.parents.push_back(parent.value_or(0));
+  c.bigram.push_back(bigram ? 1 : 0);
+  appendHashes(c, *f.hashes);
+  if (wantTokens) {
+    for (uint32_t i = 0; i < toks.size; i++) {
+      const object& t = toks.ptr[i];
+      if (bigram) {
+        c.tokens.push_back(static_cast<uint32_t>(t.via.array.ptr[0].via.u64));
+        c.tokens.push_back(static_cast<uint32_t>(t.via.array.ptr[1].via.u64));
+      } else {
+        c.tokens.push_back(static_cast<uint32_t>(t.via.u64));
+      }
+    }
+  }
+  c.tokenOffsets.push_back(static_cast<uint32_t>(c.tokens.size()));
+  if (x.any()) c.extras.emplace_back(index, std::move(x));
+}
+
+void removed(Columns& c, uint32_t index, const object* hashes, const object* mediumO) {
+  checkHashes(hashes);
+  Extras x;
+  x.medium = optStr(mediumO, "medium");
+  uint8_t tier = tierOf(x.medium);
+  c.kinds.push_back(kRemoved);
+  c.tiers.push_back(tier);
+  c.blockSizes.push_back(0);
+  c.hasParent.push_back(0);
+  c.parents.push_back(0);
+  c.bigram.push_back(0);
+  appendHashes(c, *hashes);
+  c.tokenOffsets.push_back(static_cast<uint32_t>(c.tokens.size()));
+  if (x.any()) c.extras.emplace_back(index, std::move(x));
+}
+
+void cleared(Columns& c) {
+  c.kinds.push_back(kCleared);
+  c.tiers.push_back(0);
+  c.blockSizes.push_back(0);
+  c.hasParent.push_back(0);
+  c.parents.push_back(0);
+  c.bigram.push_back(0);
+  c.hashOffsets.push_back(static_cast<uint32_t>(c.hashes.size()));
+  c.tokenOffsets.push_back(static_cast<uint32_t>(c.tokens.size()));
+}
+
+void event(Columns& c, uint32_t index, const object& e, bool wantTokens) {
+  if (e.type == mt::ARRAY) {
+    const auto& a = e.via.array;
+    if (a.size == 0 || a.ptr[0].type != mt::STR) throw EventError{"event array without a tag"};
+    auto tag = sv(a.ptr[0]);
+    auto at = [&](uint32_t i) -> const object* { return i < a.size ? &a.ptr[i] : nullptr; };
+    if (tag == "BlockStored") {
+      if (a.size < 5) throw EventError{"BlockStored has " + std::to_string(a.size) + " fields, needs >= 5"};
+      Fields f{at(1), at(2), at(3), at(4), at(5), at(6)};
+      const object* x = at(7);
+      if (x && x->type == mt::MAP) {  // SGLang metadata {cache_salt, session_id}
+        f.cacheSalt = mapGet(*x, "cache_salt");
+        f.sessionId = mapGet(*x, "session_id");
+        f.loraName = mapGet(*x, "lora_name");
+      } else {
+        f.loraName = x;  // vLLM lora_name
+      }
+      stored(c, index, f, wantTokens);
+    } else if (tag == "BlockRemoved") {
+      if (a.size < 2) throw EventError{"BlockRemoved without block_hashes"};
+      removed(c, index, at(1), at(2));
+    } else if (tag == "AllBlocksCleared") {
+      cleared(c);
+    } else {
+      throw EventError{"unknown event tag '" + std::string(tag) + "'"};
+    }
+    return;
+  }
+  if (e.type == mt::MAP) {
+    const object* type = mapGet(e, "type");
+    if (type == nullptr || type->type != mt::STR) throw EventError{"unknown event tag (no type)"};
+    auto tag = sv(*type);
+    if (tag == "BlockStored") {
+      Fields f{mapGet(e, "block_hashes"), mapGet(e, "parent_block_hash"), mapGet(e, "token_ids"), mapGet(e, "block_size"),
+               mapGet(e, "lora_id"), mapGet(e, "medium"), mapGet(e, "cache_salt"), mapGet(e, "session_id"), mapGet(e, "lora_name")};
+      if (const object* meta = mapGet(e, "metadata"); meta && meta->type == mt::MAP) {
+        if (isNil(f.cacheSalt)) f.cacheSalt = mapGet(*meta, "cache_salt");
+        if (isNil(f.sessionId)) f.sessionId = mapGet(*meta, "session_id");
+      }
+      stored(c, index, f, wantTokens);
+    } else if (tag == "BlockRemoved") {
+      removed(c, index, mapGet(e, "block_hashes"), mapGet(e, "medium"));
+    } else if (tag == "AllBlocksCleared") {
+      cleared(c);
+    } else {
+      throw EventError{"unknown event tag '" + std::string(tag) + "'"};
+    }
+    return;
+  }
+  throw EventError{std::string("event is ") + typeName(e)};
+}
+
+template <typename T, typename Arr>
+Arr copyOut(Napi::Env env, const std::vector<T>& v) {
+  auto buf = Napi::ArrayBuffer::New(env, v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(buf.Data(), v.data(), v.size() * sizeof(T));
+  return Arr::New(env, v.size(), buf, 0);
+}
+
+Napi::Value optStrValue(Napi::Env env, const std::optional<std::string>& s) {
+  return s ? Napi::String::New(env, *s) : env.Null();
+}
+
+// decodeKvEventBatch(payload: Uint8Array, wantTokens: boolean) -> columns | { error }
+Napi::Value DecodeKvEventBatch(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    throw Napi::TypeError::New(env, "decodeKvEventBatch: payload must be a Uint8Array");
+  }
+  auto payload = info[0].As<Napi::Uint8Array>();
+  bool wantTokens = info.Length() > 1 && info[1].ToBoolean().Value();
+  auto fail = [&](const std::string& why) {
+    auto r = Napi::Object::New(env);
+    r.Set("error", why);
+    return r;
+  };
+  msgpack::object_handle oh;
+  try {
+    oh = msgpack::unpack(reinterpret_cast<const char*>(payload.Data()), payload.ByteLength());
+  } catch (const msgpack::insufficient_bytes&) {
+    return fail("msgpack: truncated payload");
+  } catch (const std::exception& e) {
+    return fail(std::string("msgpack: ") + e.what());
+  }
+  const object& root = oh.get();
+  const object* ts = nullptr;
+  const object* events = nullptr;
+  const object* dp = nullptr;
+  const char* form = "array";
+  if (root.type == mt::ARRAY) {
+    if (root.via.array.size < 2 || root.via.array.size > 3)
+      return fail("batch array has " + std::to_string(root.via.array.size) + " elements, expected 2 or 3");
+    ts = &root.via.array.ptr[0];
+    events = &root.via.array.ptr[1];
+    dp = root.via.array.size > 2 ? &root.via.array.ptr[2] : nullptr;
+  } else if (root.type == mt::MAP) {
+    form = "map";
+    ts = mapGet(root, "ts");
+    events = mapGet(root, "events");
+    dp = mapGet(root, "attn_dp_rank");
+    if (isNil(dp)) dp = mapGet(root, "data_parallel_rank");
+    if (isNil(dp)) dp = mapGet(root, "dp_rank");
+  } else {
+    return fail(std::string("batch is ") + typeName(root));
+  }
+  double tsv;
+  if (ts && (ts->type == mt::FLOAT64 || ts->type == mt::FLOAT32)) tsv = ts->via.f64;
+  else if (ts && ts->type == mt::POSITIVE_INTEGER) tsv = static_cast<double>(ts->via.u64);
+  else if (ts && ts->type == mt::NEGATIVE_INTEGER) tsv = static_cast<double>(ts->via.i64);
+  else return fail(std::string("batch ts is ") + (ts ? typeName(*ts) : "missing"));
+  if (events == nullptr || events->type != mt::ARRAY) return fail(std::string("batch events is ") + (events ? typeName(*events) : "missing"));
+  Napi::Value dpv = env.Null();
+  if (!isNil(dp)) {
+    if (dp->type == mt::POSITIVE_INTEGER) dpv = Napi::Number::New(env, static_cast<double>(dp->via.u64));
+    else if (dp->type == mt::NEGATIVE_INTEGER) dpv = Napi::Number::New(env, static_cast<double>(dp->via.i64));
+    else return fail(std::string("batch dp_rank is ") + typeName(*dp));
+  }
+
+  Columns c;
+  const auto& evs = events->via.array;
+  c.kinds.reserve(evs.size);
+  for (uint32_t i = 0; i < evs.size; i++) {
+    try {
+      event(c, i, evs.ptr[i], wantTokens);
+    } catch (const EventError& e) {
+      c.bad.emplace_back(i, e.reason);
+    }
+  }
+
+  auto r = Napi::Object::New(env);
+  r.Set("ts", tsv);
+  r.Set("dpRank", dpv);
+  r.Set("form", form);
+  r.Set("count", static_cast<double>(c.kinds.size()));
+  r.Set("kinds", copyOut<uint8_t, Napi::Uint8Array>(env, c.kinds));
+  r.Set("tiers", copyOut<uint8_t, Napi::Uint8Array>(env, c.tiers));
+  r.Set("hasParent", copyOut<uint8_t, Napi::Uint8Array>(env, c.hasParent));
+  r.Set("bigram", copyOut<uint8_t, Napi::Uint8Array>(env, c.bigram));
+  r.Set("blockSizes", copyOut<int32_t, Napi::Int32Array>(env, c.blockSizes));
+  r.Set("hashOffsets", copyOut<uint32_t, Napi::Uint32Array>(env, c.hashOffsets));
+  r.Set("tokenOffsets", copyOut<uint32_t, Napi::Uint32Array>(env, c.tokenOffsets));
+  r.Set("tokens", copyOut<uint32_t, Napi::Uint32Array>(env, c.tokens));
+  {
+    auto hb = Napi::ArrayBuffer::New(env, c.hashes.size() * 8);
+    if (!c.hashes.empty()) std::memcpy(hb.Data(), c.hashes.data(), c.hashes.size() * 8);
+    napi_value arr;
+    napi_create_typedarray(env, napi_bigint64_array, c.hashes.size(), hb, 0, &arr);
+    r.Set("hashes", Napi::Value(env, arr));
+    auto pb = Napi::ArrayBuffer::New(env, c.parents.size() * 8);
+    if (!c.parents.empty()) std::memcpy(pb.Data(), c.parents.data(), c.parents.size() * 8);
+    napi_create_typedarray(env, napi_bigint64_array, c.parents.size(), pb, 0, &arr);
+    r.Set("parents", Napi::Value(env, arr));
+  }
+  auto extras = Napi::Array::New(env, c.extras.size());
+  for (size_t i = 0; i < c.extras.size(); i++) {
+    const auto& [idx, x] = c.extras[i];
+    auto o = Napi::Object::New(env);
+    o.Set("index", static_cast<double>(idx));
+    o.Set("medium", optStrValue(env, x.medium));
+    o.Set("cacheSalt", optStrValue(env, x.cacheSalt));
+    o.Set("sessionId", optStrValue(env, x.sessionId));
+    o.Set("loraName", optStrValue(env, x.loraName));
+    o.Set("loraId", x.loraId ? Napi::Number::New(env, static_cast<double>(*x.loraId)) : env.Null());
+    extras[i] = o;
+  }
+  r.Set("extras", extras);
+  auto bad = Napi::Array::New(env, c.bad.size());
+  for (size_t i = 0; i < c.bad.size(); i++) {
+    auto o = Napi::Object::New(env);
+    o.Set("index", static_cast<double>(c.bad[i].first));
+    o.Set("reason", c.bad[i].second);
+    bad[i] = o;
+  }
+  r.Set("bad", bad);
+  return r;
+}
+
+}  // namespace
+
+void RegisterEvents(Napi::Env env, Napi::Object exports) {
+  exports.Set("decodeKvEventBatch", Napi::Function::New(env, DecodeKvEventBatch, "decodeKvEventBatch"));
+}
