@@ -1,0 +1,49 @@
+"""HTTP endpoints /hicache/pin_blocks, /hicache/unpin_blocks, /hicache/inspect, wired like
+/flush_cache: FastAPI route -> tokenizer manager communicator -> scheduler -> tree cache, each
+answering a commands.md Ack. Marked ADMIN_OPTIONAL like /flush_cache: SGLang's auth middleware
+then requires the admin API key when one is set."""
+
+import json
+from http import HTTPStatus
+from typing import Any, Callable
+
+from .io import KvctlCommandReqInput
+
+ROUTES = {"/hicache/pin_blocks": "pin", "/hicache/unpin_blocks": "unpin", "/hicache/inspect": "inspect"}
+
+
+async def kvctl_command(tokenizer_manager: Any, op: str, body: str) -> dict:
+    """Tokenizer side: send to every DP scheduler, merge their Acks (first one, with the
+    others' counts added)."""
+    tokenizer_manager.auto_create_handle_loop()
+    results = await tokenizer_manager.kvctl_command_communicator(KvctlCommandReqInput(op=op, body=body))
+    acks = [json.loads(r.ack_json) for r in results]
+    ack = acks[0]
+    for other in acks[1:]:
+        for k in ("requested", "affected", "skipped"):
+            ack[k] += other[k]
+    return ack
+
+
+def _status_code(ack: dict) -> int:
+    return HTTPStatus.BAD_REQUEST if ack["status"] == "rejected" else HTTPStatus.OK
+
+
+def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any]) -> None:
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
+    from sglang.srt.utils.auth import AuthLevel, auth_level
+
+    def make(op: str):
+        @auth_level(AuthLevel.ADMIN_OPTIONAL)
+        async def endpoint(request: Request):
+            body = (await request.body()).decode("utf-8", "replace")
+            ack = await kvctl_command(get_tokenizer_manager(), op, body)
+            return JSONResponse(ack, status_code=_status_code(ack))
+
+        endpoint.__name__ = f"kvctl_{op}"
+        return endpoint
+
+    for path, op in ROUTES.items():
+        app.add_api_route(path, make(op), methods=["POST"])
