@@ -136,10 +136,13 @@ export class ReferenceWorkerModel {
         }
         const doomed = this.descendants(cmd.after_block_hash);
         ack.requested = doomed.length;
+        // Leaves first; a kept block keeps its ancestors too (a tree has no orphans).
+        const kept = new Set<bigint>();
         for (const h of doomed.reverse()) {
           const b = this.blocks.get(h)!;
-          if ((b.pins > 0 || b.lease || b.session) && !cmd.force) {
+          if (kept.has(h) || ((b.pins > 0 || b.lease || b.session) && !cmd.force)) {
             ack.skipped++;
+            if (b.parent !== null) kept.add(b.parent);
             continue;
           }
           this.blocks.delete(h);
