@@ -163,6 +163,10 @@ describe("the byte encoder writes exactly what the string encoder writes", () =>
     const text = new TextDecoder();
     const envs = Object.values(EXAMPLE_COMMANDS).map((c) => makeEnvelope(validateCommand(c)));
     for (let k = 0; k < 200; k++) envs.push(makeEnvelope(validateCommand({ type: "Cache", block_hashes: [...EDGES, ...randomInt64s(k * 10)], pin: k % 2 === 0, ttl_seconds: k % 3 ? null : 1 + k })));
+    const powers: bigint[] = [];
+    for (let e = 0n; e < 63n; e++) powers.push(2n ** e, -(2n ** e), 2n ** e - 1n, 1n - 2n ** e);
+    for (let e = 0n; e < 19n; e++) powers.push(10n ** e, -(10n ** e), 10n ** e - 1n, 1n - 10n ** e, 10n ** e + 1n);
+    envs.push(makeEnvelope(validateCommand({ type: "Think", block_hashes: powers, transient: true })));
     envs.push(makeEnvelope(validateCommand({ type: "Pause", block_hashes: [], ttl_seconds: null, lease_id: 'q"\\x' })), makeEnvelope(validateCommand({ type: "ToolEnd", session_id: "s", epoch: 9007199254740991 }), "id-1", 0));
     for (const env of envs) expect(text.decode(encodeEnvelopeBytes(env))).toBe(encodeEnvelope(env));
     // Unusual values it may be handed outside a validated envelope still come out the same.

@@ -14,6 +14,12 @@ const LO = LITTLE ? 0 : 1;
 const HI = LITTLE ? 1 : 0;
 const TWO32 = 4294967296;
 const textEncoder = new TextEncoder();
+/** "00".."99" as ASCII byte pairs: two digits per division. */
+const DIGIT_PAIRS = new Uint8Array(200);
+for (let k = 0; k < 100; k++) {
+  DIGIT_PAIRS[2 * k] = 0x30 + Math.floor(k / 10);
+  DIGIT_PAIRS[2 * k + 1] = 0x30 + (k % 10);
+}
 
 class ByteWriter {
   buf = new Uint8Array(64 * 1024);
@@ -36,18 +42,54 @@ class ByteWriter {
   }
 
   /** A non-negative integer below 2^53, in decimal. */
-  uint(v: number, minDigits = 1): void {
+  uint(v: number): void {
     this.reserve(17);
-    const b = this.buf;
+    if (v < 1e8) return this.small(v);
+    // Base-1e8 chunks, every one exact: v = a*1e16 + b*1e8 + c.
+    const ab = Math.floor(v / 1e8);
+    const c = v - ab * 1e8;
+    if (ab < 1e8) this.small(ab);
+    else {
+      const a = Math.floor(ab / 1e8);
+      this.small(a);
+      this.chunk8(ab - a * 1e8);
+    }
+    this.chunk8(c);
+  }
+
+  /** 0 <= v < 1e8, no padding. */
+  private small(v: number): void {
     let digits = 1;
-    for (let p = 10; p <= v && digits < 16; p *= 10) digits++;
-    if (digits < minDigits) digits = minDigits;
+    if (v >= 10) digits = v >= 1e4 ? (v >= 1e6 ? (v >= 1e7 ? 8 : 7) : v >= 1e5 ? 6 : 5) : v >= 100 ? (v >= 1000 ? 4 : 3) : 2;
+    const b = this.buf;
     let n = this.n + digits;
     this.n = n;
-    for (let k = 0; k < digits; k++) {
-      const q = Math.floor(v / 10);
-      b[--n] = 0x30 + (v - q * 10);
-      v = q;
+    let x = v | 0;
+    while (x >= 100) {
+      const q = (x / 100) | 0;
+      const r = (x - q * 100) << 1;
+      b[--n] = DIGIT_PAIRS[r + 1]!;
+      b[--n] = DIGIT_PAIRS[r]!;
+      x = q;
+    }
+    if (x >= 10) {
+      b[--n] = DIGIT_PAIRS[(x << 1) + 1]!;
+      b[--n] = DIGIT_PAIRS[x << 1]!;
+    } else b[--n] = 0x30 + x;
+  }
+
+  /** 0 <= v < 1e8, exactly 8 digits (zero padded). */
+  private chunk8(v: number): void {
+    const b = this.buf;
+    let n = this.n + 8;
+    this.n = n;
+    let x = v | 0;
+    for (let k = 0; k < 4; k++) {
+      const q = (x / 100) | 0;
+      const r = (x - q * 100) << 1;
+      b[--n] = DIGIT_PAIRS[r + 1]!;
+      b[--n] = DIGIT_PAIRS[r]!;
+      x = q;
     }
   }
 
@@ -56,8 +98,9 @@ class ByteWriter {
     i64[0] = v;
     let lo = u32[LO]!;
     let hi = u32[HI]!;
+    this.reserve(21);
     if (hi >= 0x80000000) {
-      this.ascii("-");
+      this.buf[this.n++] = 0x2d; // '-'
       lo = (~lo >>> 0) + 1;
       hi = ~hi >>> 0;
       if (lo === TWO32) {
@@ -70,8 +113,14 @@ class ByteWriter {
     const hl = hi - hh * 65536;
     const low = hh * 76710656 + hl * 94967296 + lo;
     const carry = Math.floor(low / 1e8);
-    this.uint(hh * 2814749 + hl * 42 + carry);
-    this.uint(low - carry * 1e8, 8);
+    const upper = hh * 2814749 + hl * 42 + carry; // < 1.85e11
+    if (upper < 1e8) this.small(upper);
+    else {
+      const u1 = Math.floor(upper / 1e8);
+      this.small(u1);
+      this.chunk8(upper - u1 * 1e8);
+    }
+    this.chunk8(low - carry * 1e8);
   }
 
   /** A JSON string: printable ASCII without quotes or backslashes is copied, anything else escaped. */
@@ -103,14 +152,7 @@ class ByteWriter {
         return this.ascii(v ? "true" : "false");
       case "object": {
         if (v === null) return this.ascii("null");
-        if (Array.isArray(v)) {
-          this.ascii("[");
-          for (let k = 0; k < v.length; k++) {
-            if (k) this.ascii(",");
-            this.value(v[k] === undefined ? null : v[k]);
-          }
-          return this.ascii("]");
-        }
+        if (Array.isArray(v)) return this.array(v);
         this.ascii("{");
         let first = true;
         for (const key of Object.keys(v)) {
@@ -130,9 +172,27 @@ class ByteWriter {
     }
   }
 
+  /** Arrays, with a tight loop for the common case: a list of int64 hashes. */
+  array(v: unknown[]): void {
+    this.reserve(2);
+    this.buf[this.n++] = 0x5b; // '['
+    for (let k = 0; k < v.length; k++) {
+      const x = v[k];
+      this.reserve(22);
+      if (k) this.buf[this.n++] = 0x2c; // ','
+      if (typeof x === "bigint" && x >= INT64_MIN && x <= INT64_MAX) this.int64(x);
+      else this.value(x === undefined ? null : x);
+    }
+    this.reserve(1);
+    this.buf[this.n++] = 0x5d; // ']'
+  }
+
   take(): Uint8Array {
     // A fresh copy: the NATS client keeps a reference to the payload until it is flushed.
-    const out = this.buf.slice(0, this.n);
+    // Buffer.allocUnsafe takes small sizes from Node's pool: a new typed array would allocate
+    // its own backing store each time, which cost more than writing the JSON.
+    const out = Buffer.allocUnsafe(this.n);
+    out.set(this.buf.subarray(0, this.n));
     this.n = 0;
     return out;
   }
