@@ -104,8 +104,10 @@ class Parser {
     this.ws();
     if (this.s.charCodeAt(this.i) === 0x5d) return this.i++, out;
     for (;;) {
-      out.push(this.value(depth));
-      this.ws();
+      // Numbers (the hash lists) skip the generic dispatch; `,` with no space is the common case.
+      const f = this.s.charCodeAt(this.i);
+      out.push(f === 0x2d || (f >= 0x30 && f <= 0x39) ? this.number() : this.value(depth));
+      if (this.s.charCodeAt(this.i) !== 0x2c) this.ws();
       const c = this.s.charCodeAt(this.i++);
       if (c === 0x2c) {
         this.ws();
