@@ -10,6 +10,7 @@
 #include <napi.h>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -126,7 +127,7 @@ void appendHashes(Columns& c, const object& h) {
 
 bool isU32(const object& t) { return t.type == mt::POSITIVE_INTEGER && t.via.u64 <= 0xffffffffULL; }
 
-void stored(Columns& c, uint32_t index, const Fields& f, bool wantTokens) {
+void stored(Columns& c, const Fields& f, bool wantTokens) {
   // --- validate everything first ---
   checkHashes(f.hashes);
   std::optional<int64_t> parent;
@@ -172,10 +173,10 @@ void stored(Columns& c, uint32_t index, const Fields& f, bool wantTokens) {
     }
   }
   c.tokenOffsets.push_back(static_cast<uint32_t>(c.tokens.size()));
-  if (x.any()) c.extras.emplace_back(index, std::move(x));
+  if (x.any()) c.extras.emplace_back(static_cast<uint32_t>(c.kinds.size() - 1), std::move(x));  // decoded position
 }
 
-void removed(Columns& c, uint32_t index, const object* hashes, const object* mediumO) {
+void removed(Columns& c, const object* hashes, const object* mediumO) {
   checkHashes(hashes);
   Extras x;
   x.medium = optStr(mediumO, "medium");
@@ -188,7 +189,7 @@ void removed(Columns& c, uint32_t index, const object* hashes, const object* med
   c.bigram.push_back(0);
   appendHashes(c, *hashes);
   c.tokenOffsets.push_back(static_cast<uint32_t>(c.tokens.size()));
-  if (x.any()) c.extras.emplace_back(index, std::move(x));
+  if (x.any()) c.extras.emplace_back(static_cast<uint32_t>(c.kinds.size() - 1), std::move(x));  // decoded position
 }
 
 void cleared(Columns& c) {
@@ -202,7 +203,7 @@ void cleared(Columns& c) {
   c.tokenOffsets.push_back(static_cast<uint32_t>(c.tokens.size()));
 }
 
-void event(Columns& c, uint32_t index, const object& e, bool wantTokens) {
+void event(Columns& c, const object& e, bool wantTokens) {
   if (e.type == mt::ARRAY) {
     const auto& a = e.via.array;
     if (a.size == 0 || a.ptr[0].type != mt::STR) throw EventError{"event array without a tag"};
@@ -219,10 +220,10 @@ void event(Columns& c, uint32_t index, const object& e, bool wantTokens) {
       } else {
         f.loraName = x;  // vLLM lora_name
       }
-      stored(c, index, f, wantTokens);
+      stored(c, f, wantTokens);
     } else if (tag == "BlockRemoved") {
       if (a.size < 2) throw EventError{"BlockRemoved without block_hashes"};
-      removed(c, index, at(1), at(2));
+      removed(c, at(1), at(2));
     } else if (tag == "AllBlocksCleared") {
       cleared(c);
     } else {
@@ -241,9 +242,9 @@ void event(Columns& c, uint32_t index, const object& e, bool wantTokens) {
         if (isNil(f.cacheSalt)) f.cacheSalt = mapGet(*meta, "cache_salt");
         if (isNil(f.sessionId)) f.sessionId = mapGet(*meta, "session_id");
       }
-      stored(c, index, f, wantTokens);
+      stored(c, f, wantTokens);
     } else if (tag == "BlockRemoved") {
-      removed(c, index, mapGet(e, "block_hashes"), mapGet(e, "medium"));
+      removed(c, mapGet(e, "block_hashes"), mapGet(e, "medium"));
     } else if (tag == "AllBlocksCleared") {
       cleared(c);
     } else {
@@ -254,43 +255,52 @@ void event(Columns& c, uint32_t index, const object& e, bool wantTokens) {
   throw EventError{std::string("event is ") + typeName(e)};
 }
 
-template <typename T, typename Arr>
-Arr copyOut(Napi::Env env, const std::vector<T>& v) {
-  auto buf = Napi::ArrayBuffer::New(env, v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(buf.Data(), v.data(), v.size() * sizeof(T));
-  return Arr::New(env, v.size(), buf, 0);
-}
-
 Napi::Value optStrValue(Napi::Env env, const std::optional<std::string>& s) {
   return s ? Napi::String::New(env, *s) : env.Null();
 }
 
-// decodeKvEventBatch(payload: Uint8Array, wantTokens: boolean) -> columns | { error }
-Napi::Value DecodeKvEventBatch(const Napi::CallbackInfo& info) {
+size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
+
+// decodeKvEventBatchInto(payload: Uint8Array, out: Uint8Array, wantTokens: boolean)
+//   -> bytes written (>= 0) | -(bytes needed) when `out` is too small
+//      | { bytes, extras, bad } when some event was bad or carried optional strings
+//      | { error } when the batch itself cannot be decoded.
+// `out` (8-byte aligned, reused by the caller across calls) receives the columns:
+//   f64[8] header [ts, dpRank (NaN = null), form (0 array, 1 map), count, nHashes, nTokens, 0, 0],
+//   then, each section 8-byte aligned: kinds u8[count], tiers u8[count], hasParent u8[count],
+//   flags u8[count] (bit0 bigram, bit1 medium present), blockSizes i32[count],
+//   hashOffsets u32[count+1], tokenOffsets u32[count+1], parents i64[count], hashes i64[nHashes],
+//   tokens u32[nTokens].
+// One addon call and no allocation on the JavaScript heap per batch.
+Napi::Value DecodeKvEventBatchInto(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 1 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-    throw Napi::TypeError::New(env, "decodeKvEventBatch: payload must be a Uint8Array");
+  auto isU8 = [](const Napi::Value& v) { return v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array; };
+  if (info.Length() < 2 || !isU8(info[0]) || !isU8(info[1])) {
+    throw Napi::TypeError::New(env, "decodeKvEventBatchInto: payload and out must be Uint8Arrays");
   }
   auto payload = info[0].As<Napi::Uint8Array>();
-  bool wantTokens = info.Length() > 1 && info[1].ToBoolean().Value();
+  auto outArr = info[1].As<Napi::Uint8Array>();
+  bool wantTokens = info.Length() > 2 && info[2].ToBoolean().Value();
   auto fail = [&](const std::string& why) {
     auto r = Napi::Object::New(env);
     r.Set("error", why);
     return r;
   };
-  msgpack::object_handle oh;
+  thread_local msgpack::zone zone;
+  zone.clear();
+  object root;
   try {
-    oh = msgpack::unpack(reinterpret_cast<const char*>(payload.Data()), payload.ByteLength());
+    size_t off = 0;
+    root = msgpack::unpack(zone, reinterpret_cast<const char*>(payload.Data()), payload.ByteLength(), off);
   } catch (const msgpack::insufficient_bytes&) {
     return fail("msgpack: truncated payload");
   } catch (const std::exception& e) {
     return fail(std::string("msgpack: ") + e.what());
   }
-  const object& root = oh.get();
   const object* ts = nullptr;
   const object* events = nullptr;
   const object* dp = nullptr;
-  const char* form = "array";
+  double form = 0;
   if (root.type == mt::ARRAY) {
     if (root.via.array.size < 2 || root.via.array.size > 3)
       return fail("batch array has " + std::to_string(root.via.array.size) + " elements, expected 2 or 3");
@@ -298,7 +308,7 @@ Napi::Value DecodeKvEventBatch(const Napi::CallbackInfo& info) {
     events = &root.via.array.ptr[1];
     dp = root.via.array.size > 2 ? &root.via.array.ptr[2] : nullptr;
   } else if (root.type == mt::MAP) {
-    form = "map";
+    form = 1;
     ts = mapGet(root, "ts");
     events = mapGet(root, "events");
     dp = mapGet(root, "attn_dp_rank");
@@ -313,48 +323,66 @@ Napi::Value DecodeKvEventBatch(const Napi::CallbackInfo& info) {
   else if (ts && ts->type == mt::NEGATIVE_INTEGER) tsv = static_cast<double>(ts->via.i64);
   else return fail(std::string("batch ts is ") + (ts ? typeName(*ts) : "missing"));
   if (events == nullptr || events->type != mt::ARRAY) return fail(std::string("batch events is ") + (events ? typeName(*events) : "missing"));
-  Napi::Value dpv = env.Null();
+  double dpv = std::nan("");
   if (!isNil(dp)) {
-    if (dp->type == mt::POSITIVE_INTEGER) dpv = Napi::Number::New(env, static_cast<double>(dp->via.u64));
-    else if (dp->type == mt::NEGATIVE_INTEGER) dpv = Napi::Number::New(env, static_cast<double>(dp->via.i64));
+    if (dp->type == mt::POSITIVE_INTEGER) dpv = static_cast<double>(dp->via.u64);
+    else if (dp->type == mt::NEGATIVE_INTEGER) dpv = static_cast<double>(dp->via.i64);
     else return fail(std::string("batch dp_rank is ") + typeName(*dp));
   }
 
-  Columns c;
+  thread_local Columns c;
+  c.kinds.clear(); c.tiers.clear(); c.hasParent.clear(); c.bigram.clear(); c.blockSizes.clear();
+  c.hashOffsets.assign(1, 0); c.tokenOffsets.assign(1, 0); c.hashes.clear(); c.parents.clear(); c.tokens.clear();
+  c.extras.clear(); c.bad.clear();
   const auto& evs = events->via.array;
-  c.kinds.reserve(evs.size);
   for (uint32_t i = 0; i < evs.size; i++) {
     try {
-      event(c, i, evs.ptr[i], wantTokens);
+      event(c, evs.ptr[i], wantTokens);
     } catch (const EventError& e) {
       c.bad.emplace_back(i, e.reason);
     }
   }
+  const size_t n = c.kinds.size();
+  size_t need = 64;
+  const size_t oKinds = need; need += align8(n);
+  const size_t oTiers = need; need += align8(n);
+  const size_t oHasParent = need; need += align8(n);
+  const size_t oFlags = need; need += align8(n);
+  const size_t oBlockSizes = need; need += align8(n * 4);
+  const size_t oHashOffsets = need; need += align8((n + 1) * 4);
+  const size_t oTokenOffsets = need; need += align8((n + 1) * 4);
+  const size_t oParents = need; need += n * 8;
+  const size_t oHashes = need; need += c.hashes.size() * 8;
+  const size_t oTokens = need; need += align8(c.tokens.size() * 4);
+  if (need > outArr.ByteLength()) return Napi::Number::New(env, -static_cast<double>(need));
+  uint8_t* out = outArr.Data();
+  double header[8] = {tsv, dpv, form, static_cast<double>(n), static_cast<double>(c.hashes.size()), static_cast<double>(c.tokens.size()), 0, 0};
+  std::memcpy(out, header, sizeof header);
+  auto put = [&](size_t off, const void* src, size_t bytes) { if (bytes) std::memcpy(out + off, src, bytes); };
+  put(oKinds, c.kinds.data(), n);
+  put(oTiers, c.tiers.data(), n);
+  put(oHasParent, c.hasParent.data(), n);
+  // flags: bit0 bigram; bit1 medium present (set below from extras)
+  std::vector<uint8_t>& flags = c.bigram;
+  for (const auto& [idx, x] : c.extras) if (x.medium) flags[idx] |= 2;
+  put(oFlags, flags.data(), n);
+  put(oBlockSizes, c.blockSizes.data(), n * 4);
+  put(oHashOffsets, c.hashOffsets.data(), (n + 1) * 4);
+  put(oTokenOffsets, c.tokenOffsets.data(), (n + 1) * 4);
+  put(oParents, c.parents.data(), n * 8);
+  put(oHashes, c.hashes.data(), c.hashes.size() * 8);
+  put(oTokens, c.tokens.data(), c.tokens.size() * 4);
 
-  auto r = Napi::Object::New(env);
-  r.Set("ts", tsv);
-  r.Set("dpRank", dpv);
-  r.Set("form", form);
-  r.Set("count", static_cast<double>(c.kinds.size()));
-  r.Set("kinds", copyOut<uint8_t, Napi::Uint8Array>(env, c.kinds));
-  r.Set("tiers", copyOut<uint8_t, Napi::Uint8Array>(env, c.tiers));
-  r.Set("hasParent", copyOut<uint8_t, Napi::Uint8Array>(env, c.hasParent));
-  r.Set("bigram", copyOut<uint8_t, Napi::Uint8Array>(env, c.bigram));
-  r.Set("blockSizes", copyOut<int32_t, Napi::Int32Array>(env, c.blockSizes));
-  r.Set("hashOffsets", copyOut<uint32_t, Napi::Uint32Array>(env, c.hashOffsets));
-  r.Set("tokenOffsets", copyOut<uint32_t, Napi::Uint32Array>(env, c.tokenOffsets));
-  r.Set("tokens", copyOut<uint32_t, Napi::Uint32Array>(env, c.tokens));
-  {
-    auto hb = Napi::ArrayBuffer::New(env, c.hashes.size() * 8);
-    if (!c.hashes.empty()) std::memcpy(hb.Data(), c.hashes.data(), c.hashes.size() * 8);
-    napi_value arr;
-    napi_create_typedarray(env, napi_bigint64_array, c.hashes.size(), hb, 0, &arr);
-    r.Set("hashes", Napi::Value(env, arr));
-    auto pb = Napi::ArrayBuffer::New(env, c.parents.size() * 8);
-    if (!c.parents.empty()) std::memcpy(pb.Data(), c.parents.data(), c.parents.size() * 8);
-    napi_create_typedarray(env, napi_bigint64_array, c.parents.size(), pb, 0, &arr);
-    r.Set("parents", Napi::Value(env, arr));
+  // Optional strings other than a canonical medium, and bad events: the slow (rare) path.
+  bool anyExtras = false;
+  for (const auto& [idx, x] : c.extras) {
+    static const char* canon[] = {"GPU", "CPU_PINNED", "DISK", "EXTERNAL"};
+    bool mediumCanon = !x.medium || *x.medium == canon[c.tiers[idx]];
+    if (x.cacheSalt || x.sessionId || x.loraName || x.loraId || !mediumCanon) anyExtras = true;
   }
+  if (!anyExtras && c.bad.empty()) return Napi::Number::New(env, static_cast<double>(need));
+  auto r = Napi::Object::New(env);
+  r.Set("bytes", static_cast<double>(need));
   auto extras = Napi::Array::New(env, c.extras.size());
   for (size_t i = 0; i < c.extras.size(); i++) {
     const auto& [idx, x] = c.extras[i];
@@ -382,5 +410,5 @@ Napi::Value DecodeKvEventBatch(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void RegisterEvents(Napi::Env env, Napi::Object exports) {
-  exports.Set("decodeKvEventBatch", Napi::Function::New(env, DecodeKvEventBatch, "decodeKvEventBatch"));
+  exports.Set("decodeKvEventBatchInto", Napi::Function::New(env, DecodeKvEventBatchInto, "decodeKvEventBatchInto"));
 }

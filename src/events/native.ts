@@ -22,18 +22,21 @@ export interface EventColumns {
   hashes: BigInt64Array;
   parents: BigInt64Array;
   hasParent: Uint8Array;
-  bigram: Uint8Array;
+  /** bit0: token_ids came as bigram pairs; bit1: the event carried a medium. */
+  flags: Uint8Array;
   tokenOffsets: Uint32Array;
   /** Empty unless tokens were asked for. */
   tokens: Uint32Array;
-  /** Events with any optional string field (or lora_id), by position in the decoded events. */
+  /** Events with optional strings (or a non-canonical medium), by position in the decoded events. */
   extras: { index: number; medium: string | null; cacheSalt: string | null; sessionId: string | null; loraName: string | null; loraId: number | null }[];
   /** `index` here is the position in the batch's wire array. */
   bad: BadEvent[];
 }
 
+type NativeResult = number | { error: string } | { bytes: number; extras: EventColumns["extras"]; bad: BadEvent[] };
+
 interface NativeEvents {
-  decodeKvEventBatch(payload: Uint8Array, wantTokens: boolean): EventColumns | { error: string };
+  decodeKvEventBatchInto(payload: Uint8Array, out: Uint8Array, wantTokens: boolean): NativeResult;
 }
 
 let native: NativeEvents | null | undefined;
@@ -42,7 +45,7 @@ function addon(): NativeEvents | null {
   if (native === undefined) {
     try {
       const a = loadAddon() as unknown as Partial<NativeEvents>;
-      native = typeof a.decodeKvEventBatch === "function" ? (a as NativeEvents) : null;
+      native = typeof a.decodeKvEventBatchInto === "function" ? (a as NativeEvents) : null;
     } catch {
       native = null;
     }
@@ -55,13 +58,54 @@ export function nativeDecoderAvailable(): boolean {
   return addon() !== null;
 }
 
-/** Decodes a payload into columns. Throws BatchDecodeError for an undecodable batch. */
+let scratch = new ArrayBuffer(1 << 16);
+let scratchU8 = new Uint8Array(scratch);
+const al8 = (n: number) => (n + 7) & ~7;
+
+/**
+ * Decodes a payload into columns with one addon call. The columns are views of a scratch buffer
+ * that the next call overwrites: use (or copy) them before decoding again. Throws
+ * BatchDecodeError for an undecodable batch.
+ */
 export function decodeBatchColumns(payload: Uint8Array, wantTokens = false): EventColumns {
   const a = addon();
-  if (!a) throw new Error("the loaded kvctl addon has no decodeKvEventBatch (rebuild it: npm run build:native)");
-  const r = a.decodeKvEventBatch(payload, wantTokens);
-  if ("error" in r) throw new BatchDecodeError(r.error);
-  return r;
+  if (!a) throw new Error("the loaded kvctl addon has no decodeKvEventBatchInto (rebuild it: npm run build:native)");
+  let r = a.decodeKvEventBatchInto(payload, scratchU8, wantTokens);
+  if (typeof r === "number" && r < 0) {
+    scratch = new ArrayBuffer(al8(-r) * 2);
+    scratchU8 = new Uint8Array(scratch);
+    r = a.decodeKvEventBatchInto(payload, scratchU8, wantTokens);
+  }
+  if (typeof r === "object" && "error" in r) throw new BatchDecodeError(r.error);
+  const head = new Float64Array(scratch, 0, 8);
+  const n = head[3];
+  const nh = head[4];
+  const nt = head[5];
+  let o = 64;
+  const take = <T>(make: (off: number) => T, bytes: number): T => {
+    const v = make(o);
+    o += al8(bytes);
+    return v;
+  };
+  const kinds = take((x) => new Uint8Array(scratch, x, n), n);
+  const tiers = take((x) => new Uint8Array(scratch, x, n), n);
+  const hasParent = take((x) => new Uint8Array(scratch, x, n), n);
+  const flags = take((x) => new Uint8Array(scratch, x, n), n);
+  const blockSizes = take((x) => new Int32Array(scratch, x, n), n * 4);
+  const hashOffsets = take((x) => new Uint32Array(scratch, x, n + 1), (n + 1) * 4);
+  const tokenOffsets = take((x) => new Uint32Array(scratch, x, n + 1), (n + 1) * 4);
+  const parents = take((x) => new BigInt64Array(scratch, x, n), n * 8);
+  const hashes = take((x) => new BigInt64Array(scratch, x, nh), nh * 8);
+  const tokens = take((x) => new Uint32Array(scratch, x, nt), nt * 4);
+  return {
+    ts: head[0],
+    dpRank: Number.isNaN(head[1]) ? null : head[1],
+    form: head[2] === 1 ? "map" : "array",
+    count: n,
+    kinds, tiers, blockSizes, hashOffsets, hashes, parents, hasParent, flags, tokenOffsets, tokens,
+    extras: typeof r === "object" ? r.extras : [],
+    bad: typeof r === "object" ? r.bad : [],
+  };
 }
 
 /** Columns (decoded with tokens) -> the engine-neutral batch, as decode.ts would return it. */
@@ -71,8 +115,8 @@ export function columnsToBatch(c: EventColumns): DecodedBatch {
   for (let i = 0; i < c.count; i++) {
     const hashes = Array.from(c.hashes.subarray(c.hashOffsets[i], c.hashOffsets[i + 1]));
     const x = extras.get(i);
-    const medium = x?.medium ?? null;
     const tier = TIERS[c.tiers[i]] as Tier;
+    const medium = x?.medium ?? (c.flags[i] & 2 ? tier : null);
     if (c.kinds[i] === 2) events.push({ type: "AllBlocksCleared" });
     else if (c.kinds[i] === 1) events.push({ type: "BlockRemoved", blockHashes: hashes, medium, tier });
     else
@@ -88,10 +132,10 @@ export function columnsToBatch(c: EventColumns): DecodedBatch {
         cacheSalt: x?.cacheSalt ?? null,
         sessionId: x?.sessionId ?? null,
         loraName: x?.loraName ?? null,
-        bigram: c.bigram[i] === 1,
+        bigram: (c.flags[i] & 1) === 1,
       });
   }
-  return { batch: { ts: c.ts, events, dpRank: c.dpRank }, bad: c.bad, form: c.form };
+  return { batch: { ts: c.ts, events, dpRank: c.dpRank }, bad: [...c.bad], form: c.form };
 }
 
 /** Native equivalent of decode.ts's decodeBatch. */

@@ -72,7 +72,7 @@ export class InstrumentedKvIndex implements KvIndex {
     this.inner.clearWorker(worker);
   }
 
-  overlap(blockHashes: readonly bigint[]): OverlapResult {
+  overlap(blockHashes: readonly bigint[] | BigInt64Array): OverlapResult {
     const t0 = process.hrtime.bigint();
     const r = this.inner.overlap(blockHashes);
     const us = Number(process.hrtime.bigint() - t0) / 1000;

@@ -1,89 +1,141 @@
 // In-memory radix index of KV blocks, fed only by KV events.
 //
 // SGLang's (and Dynamo's, and vLLM's) block hashes are chained: a block's hash depends on every
-// token before it, so one hash names a whole prefix and the tree's edges are the parent links
-// events carry. Nodes live in one map keyed by the engine hash (the key the engine publishes and
-// removes by); each node keeps its parent, the token-derived hash beside the engine hash (dual
-// key, when a hasher is given) and, per worker, a 4-bit mask of the tiers holding it.
-import type { BlockStoredEvent, KvEvent, Tier } from "../events/types.js";
+// token before it, so one hash names a whole prefix, and the tree's edges are the parent links
+// events carry. Nodes are keyed by the engine hash (what the engine publishes and removes by);
+// each node keeps its parent's hash, the token-derived hash beside the engine hash (dual key,
+// when a hasher is given) and, per worker, a 4-bit mask of the tiers holding it.
+//
+// Layout, for speed and memory at 10M+ blocks: an open-addressing hash table over the 64-bit
+// hashes split into two int32 halves (no BigInt is created on the hot paths: columns from the
+// native decoder and requests as BigInt64Array are read through Int32Array views), and nodes as
+// rows of typed arrays with a free list.
 import { columnsToBatch, type EventColumns } from "../events/native.js";
+import type { BlockStoredEvent, KvEvent, Tier } from "../events/types.js";
 import { TIER_INDEX, TIERS } from "../events/types.js";
-import type {
-  ApplyResult,
-  BlockInfo,
-  IndexStats,
-  KvIndex,
-  OverlapResult,
-  TierCounts,
-  WorkerOverlap,
-} from "./types.js";
+import type { ApplyResult, BlockInfo, IndexStats, KvIndex, OverlapResult, TierCounts, WorkerOverlap } from "./types.js";
 import { zeroTiers } from "./types.js";
 
 /**
  * Recomputes a stored event's block hashes from its token ids (dual key). `parentDigest` is the
  * parent's 32-byte digest, or null when the event starts at the root. Returns the hashes the
  * engine should have published and each page's chain digest (32 bytes a page), or null when it
- * cannot recompute (e.g. a page size the tokens do not divide into).
+ * cannot recompute.
  */
 export type TokenHasher = (
   parentDigest: Uint8Array | null,
   event: BlockStoredEvent,
 ) => { hashes: bigint[]; digests: Uint8Array } | null;
 
-class Node {
-  /** Tier masks, 4 bits per worker slot, slots 0..7. */
-  m0 = 0;
-  /** Slots 8.. in groups of 8. */
-  mx: number[] | null = null;
-  tokenHash: bigint | null = null;
-  digest: Uint8Array | null = null;
-  constructor(
-    readonly hash: bigint,
-    public parent: bigint | null,
-  ) {}
+const EMPTY = -1;
+const TOMB = -2;
+
+const s64 = new BigInt64Array(1);
+const s32 = new Int32Array(s64.buffer);
+
+function mix(lo: number, hi: number): number {
+  let h = Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca6b);
+  h ^= h >>> 15;
+  return Math.imul(h, 0xc2b2ae35) ^ (h >>> 13);
 }
 
-function getMask(n: Node, slot: number): number {
-  if (slot < 8) return (n.m0 >>> (slot << 2)) & 15;
-  const g = n.mx?.[(slot >> 3) - 1] ?? 0;
-  return (g >>> ((slot & 7) << 2)) & 15;
-}
-
-function setMask(n: Node, slot: number, mask: number): void {
-  if (slot < 8) {
-    const sh = slot << 2;
-    n.m0 = ((n.m0 & ~(15 << sh)) | (mask << sh)) >>> 0;
-    return;
+/** 64-bit key (two int32 halves) -> node id, linear probing with tombstones. */
+class Table {
+  mask: number;
+  klo: Int32Array;
+  khi: Int32Array;
+  val: Int32Array;
+  used = 0; // live + tombstones
+  constructor(cap = 1 << 16) {
+    this.mask = cap - 1;
+    this.klo = new Int32Array(cap);
+    this.khi = new Int32Array(cap);
+    this.val = new Int32Array(cap).fill(EMPTY);
   }
-  const gi = (slot >> 3) - 1;
-  if (!n.mx) n.mx = [];
-  while (n.mx.length <= gi) n.mx.push(0);
-  const sh = (slot & 7) << 2;
-  n.mx[gi] = ((n.mx[gi] & ~(15 << sh)) | (mask << sh)) >>> 0;
-}
-
-function empty(n: Node): boolean {
-  if (n.m0 !== 0) return false;
-  if (n.mx) for (const g of n.mx) if (g !== 0) return false;
-  return true;
+  find(lo: number, hi: number): number {
+    const { klo, khi, val, mask } = this;
+    let i = mix(lo, hi) & mask;
+    for (;;) {
+      const v = val[i];
+      if (v === EMPTY) return -1;
+      if (v !== TOMB && klo[i] === lo && khi[i] === hi) return v;
+      i = (i + 1) & mask;
+    }
+  }
+  /** Inserts a key known to be absent. */
+  insert(lo: number, hi: number, id: number): void {
+    if ((this.used + 1) * 10 > (this.mask + 1) * 6) this.rehash();
+    const { klo, khi, val, mask } = this;
+    let i = mix(lo, hi) & mask;
+    while (val[i] >= 0) i = (i + 1) & mask;
+    if (val[i] === EMPTY) this.used++;
+    klo[i] = lo;
+    khi[i] = hi;
+    val[i] = id;
+  }
+  remove(lo: number, hi: number): void {
+    const { klo, khi, val, mask } = this;
+    let i = mix(lo, hi) & mask;
+    for (;;) {
+      const v = val[i];
+      if (v === EMPTY) return;
+      if (v !== TOMB && klo[i] === lo && khi[i] === hi) {
+        val[i] = TOMB;
+        return;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+  private rehash(): void {
+    const { klo, khi, val } = this;
+    let live = 0;
+    for (let i = 0; i < val.length; i++) if (val[i] >= 0) live++;
+    let cap = val.length;
+    while (live * 10 > cap * 3) cap *= 2; // back to <= 30% full
+    this.mask = cap - 1;
+    this.klo = new Int32Array(cap);
+    this.khi = new Int32Array(cap);
+    this.val = new Int32Array(cap).fill(EMPTY);
+    this.used = 0;
+    for (let i = 0; i < val.length; i++) if (val[i] >= 0) this.insert(klo[i], khi[i], val[i]);
+  }
+  clear(): void {
+    this.val.fill(EMPTY);
+    this.used = 0;
+  }
 }
 
 export interface InMemoryIndexOptions {
   tokenHasher?: TokenHasher;
-  /** Tier whose blocks count as the shared pool (SharedCacheHits). Default EXTERNAL. */
+  /** Tier whose blocks count as the shared pool (SharedCacheHits). Default EXTERNAL; null: none. */
   sharedTier?: Tier | null;
 }
 
 export class InMemoryKvIndex implements KvIndex {
-  private readonly nodes = new Map<bigint, Node>();
+  private readonly table = new Table();
+  // Node rows.
+  private cap = 1 << 16;
+  private lo = new Int32Array(this.cap);
+  private hi = new Int32Array(this.cap);
+  private plo = new Int32Array(this.cap);
+  private phi = new Int32Array(this.cap);
+  private hasParent = new Uint8Array(this.cap);
+  /** Tier masks: masks[g][id] holds worker slots 8g..8g+7, 4 bits each. */
+  private masks: Uint32Array[] = [new Uint32Array(this.cap)];
+  private top = 0;
+  private free: number[] = [];
+  private live = 0;
+
   private readonly slots = new Map<string, number>();
   private readonly names: string[] = [];
-  /** counts[slot][tier] */
   private readonly counts: number[][] = [];
+  // Dual key (only with a hasher).
+  private readonly dual = new Map<number, { tokenHash: bigint; digest: Uint8Array }>();
   private readonly byTokenHash = new Map<bigint, bigint>();
   private mismatches = 0;
   private readonly hasher?: TokenHasher;
   private readonly sharedBit: number;
+  private req = new BigInt64Array(256);
 
   constructor(opts: InMemoryIndexOptions = {}) {
     this.hasher = opts.tokenHasher;
@@ -98,8 +150,124 @@ export class InMemoryKvIndex implements KvIndex {
       this.slots.set(worker, s);
       this.names.push(worker);
       this.counts.push([0, 0, 0, 0]);
+      while (this.masks.length <= s >> 3) this.masks.push(new Uint32Array(this.cap));
     }
     return s;
+  }
+
+  private grow(): void {
+    const cap = this.cap * 2;
+    const g = <T extends Int32Array | Uint8Array | Uint32Array>(a: T, make: (n: number) => T): T => {
+      const b = make(cap);
+      b.set(a);
+      return b;
+    };
+    this.lo = g(this.lo, (n) => new Int32Array(n));
+    this.hi = g(this.hi, (n) => new Int32Array(n));
+    this.plo = g(this.plo, (n) => new Int32Array(n));
+    this.phi = g(this.phi, (n) => new Int32Array(n));
+    this.hasParent = g(this.hasParent, (n) => new Uint8Array(n));
+    this.masks = this.masks.map((m) => g(m, (n) => new Uint32Array(n)));
+    this.cap = cap;
+  }
+
+  private getMask(id: number, slot: number): number {
+    return (this.masks[slot >> 3][id] >>> ((slot & 7) << 2)) & 15;
+  }
+
+  private setMask(id: number, slot: number, mask: number): void {
+    const m = this.masks[slot >> 3];
+    const sh = (slot & 7) << 2;
+    m[id] = ((m[id] & ~(15 << sh)) | (mask << sh)) >>> 0;
+  }
+
+  private isEmpty(id: number): boolean {
+    for (const m of this.masks) if (m[id] !== 0) return false;
+    return true;
+  }
+
+  private newNode(lo: number, hi: number, hasParent: boolean, plo: number, phi: number): number {
+    let id = this.free.pop();
+    if (id === undefined) {
+      if (this.top === this.cap) this.grow();
+      id = this.top++;
+    }
+    this.lo[id] = lo;
+    this.hi[id] = hi;
+    this.hasParent[id] = hasParent ? 1 : 0;
+    this.plo[id] = plo;
+    this.phi[id] = phi;
+    for (const m of this.masks) m[id] = 0;
+    this.table.insert(lo, hi, id);
+    this.live++;
+    return id;
+  }
+
+  private drop(id: number): void {
+    this.table.remove(this.lo[id], this.hi[id]);
+    const d = this.dual.get(id);
+    if (d) {
+      this.dual.delete(id);
+      s32[0] = this.lo[id];
+      s32[1] = this.hi[id];
+      if (d.tokenHash !== s64[0]) this.byTokenHash.delete(d.tokenHash);
+    }
+    this.free.push(id);
+    this.live--;
+  }
+
+  /** Stores hash words h32[2*start..2*end) for a slot; returns node ids when `ids` is given. */
+  private storeRun(slot: number, t: number, h32: Int32Array, start: number, end: number, parent: [boolean, number, number], r: ApplyResult, ids?: number[]): void {
+    const bit = 1 << t;
+    const counts = this.counts[slot];
+    let [hp, plo, phi] = parent;
+    if (hp && this.table.find(plo, phi) < 0) r.orphanStores++;
+    for (let i = start; i < end; i++) {
+      const lo = h32[2 * i];
+      const hi = h32[2 * i + 1];
+      let id = this.table.find(lo, hi);
+      if (id < 0) id = this.newNode(lo, hi, hp, plo, phi);
+      const m = this.getMask(id, slot);
+      if (!(m & bit)) {
+        this.setMask(id, slot, m | bit);
+        counts[t]++;
+        r.added++;
+      }
+      ids?.push(id);
+      hp = true;
+      plo = lo;
+      phi = hi;
+    }
+  }
+
+  private removeRun(slot: number, t: number, h32: Int32Array, start: number, end: number, r: ApplyResult): void {
+    const bit = 1 << t;
+    const counts = this.counts[slot];
+    for (let i = start; i < end; i++) {
+      const id = this.table.find(h32[2 * i], h32[2 * i + 1]);
+      const m = id < 0 ? 0 : this.getMask(id, slot);
+      if (!(m & bit)) {
+        r.unknownRemovals++;
+        continue;
+      }
+      this.setMask(id, slot, m & ~bit);
+      counts[t]--;
+      r.removed++;
+      if (this.isEmpty(id)) this.drop(id);
+    }
+  }
+
+  private words(hashes: readonly bigint[]): Int32Array {
+    if (this.req.length < hashes.length) this.req = new BigInt64Array(hashes.length * 2);
+    const b = this.req;
+    for (let i = 0; i < hashes.length; i++) b[i] = hashes[i];
+    return new Int32Array(b.buffer, 0, hashes.length * 2);
+  }
+
+  private digestOf(hash: bigint): Uint8Array | null {
+    s64[0] = hash;
+    const id = this.table.find(s32[0], s32[1]);
+    return id < 0 ? null : (this.dual.get(id)?.digest ?? null);
   }
 
   applyEvent(worker: string, event: KvEvent): ApplyResult {
@@ -109,69 +277,50 @@ export class InMemoryKvIndex implements KvIndex {
       r.removed = this.clearSlot(slot);
       return r;
     }
-    const bit = 1 << TIER_INDEX[event.tier];
-    const counts = this.counts[slot];
     const t = TIER_INDEX[event.tier];
     if (event.type === "BlockRemoved") {
-      for (const h of event.blockHashes) {
-        const n = this.nodes.get(h);
-        const m = n ? getMask(n, slot) : 0;
-        if (!n || !(m & bit)) {
-          r.unknownRemovals++;
-          continue;
-        }
-        setMask(n, slot, m & ~bit);
-        counts[t]--;
-        r.removed++;
-        if (empty(n)) this.drop(n);
-      }
+      this.removeRun(slot, t, this.words(event.blockHashes), 0, event.blockHashes.length, r);
       return r;
     }
     // BlockStored: everything that can fail (hashing) happens before the first mutation.
-    const hs = event.blockHashes;
     let tokenHashes: bigint[] | null = null;
     let digests: Uint8Array | null = null;
-    const parentNode = event.parentBlockHash === null ? undefined : this.nodes.get(event.parentBlockHash);
-    if (event.parentBlockHash !== null && !parentNode) r.orphanStores++;
-    if (this.hasher && (event.parentBlockHash === null || parentNode?.digest)) {
-      const out = this.hasher(parentNode?.digest ?? null, event);
-      if (out && out.hashes.length === hs.length) {
-        tokenHashes = out.hashes;
-        digests = out.digests;
-      }
-    }
-    let parent = event.parentBlockHash;
-    for (let i = 0; i < hs.length; i++) {
-      const h = hs[i];
-      let n = this.nodes.get(h);
-      if (!n) {
-        n = new Node(h, parent);
-        this.nodes.set(h, n);
-      }
-      if (tokenHashes && n.tokenHash === null) {
-        n.tokenHash = tokenHashes[i];
-        n.digest = (digests as Uint8Array).subarray(i * 32, i * 32 + 32);
-        if (n.tokenHash !== h) {
-          r.hashMismatches++;
-          this.mismatches++;
-          this.byTokenHash.set(n.tokenHash, h);
+    if (this.hasher) {
+      const pd = event.parentBlockHash === null ? null : this.digestOf(event.parentBlockHash);
+      if (event.parentBlockHash === null || pd) {
+        const out = this.hasher(pd, event);
+        if (out && out.hashes.length === event.blockHashes.length) {
+          tokenHashes = out.hashes;
+          digests = out.digests;
         }
       }
-      const m = getMask(n, slot);
-      if (!(m & bit)) {
-        setMask(n, slot, m | bit);
-        counts[t]++;
-        r.added++;
-      }
-      parent = h;
+    }
+    let parent: [boolean, number, number] = [false, 0, 0];
+    if (event.parentBlockHash !== null) {
+      s64[0] = event.parentBlockHash;
+      parent = [true, s32[0], s32[1]];
+    }
+    const ids: number[] | undefined = tokenHashes ? [] : undefined;
+    this.storeRun(slot, t, this.words(event.blockHashes), 0, event.blockHashes.length, parent, r, ids);
+    if (tokenHashes && ids && digests) {
+      ids.forEach((id, i) => {
+        if (this.dual.has(id)) return;
+        const th = (tokenHashes as bigint[])[i];
+        this.dual.set(id, { tokenHash: th, digest: (digests as Uint8Array).subarray(i * 32, i * 32 + 32) });
+        if (th !== event.blockHashes[i]) {
+          r.hashMismatches++;
+          this.mismatches++;
+          this.byTokenHash.set(th, event.blockHashes[i]);
+        }
+      });
     }
     return r;
   }
 
   /**
    * Fast path for natively decoded batches (src/events/native.ts): applies every event of the
-   * columns without building event objects. Without a token hasher only; with one, the caller
-   * converts to events (columnsToBatch) so the dual key is kept.
+   * columns without building event objects or BigInts. With a token hasher the columns are turned
+   * into events first, so the dual key is kept.
    */
   applyColumns(worker: string, c: EventColumns): ApplyResult {
     const r: ApplyResult = { added: 0, removed: 0, unknownRemovals: 0, orphanStores: 0, hashMismatches: 0 };
@@ -187,66 +336,27 @@ export class InMemoryKvIndex implements KvIndex {
       return r;
     }
     const slot = this.slot(worker);
-    const counts = this.counts[slot];
-    const hs = c.hashes;
+    const h32 = new Int32Array(c.hashes.buffer, c.hashes.byteOffset, c.hashes.length * 2);
+    const p32 = new Int32Array(c.parents.buffer, c.parents.byteOffset, c.parents.length * 2);
     for (let e = 0; e < c.count; e++) {
       const kind = c.kinds[e];
-      if (kind === 2) {
-        r.removed += this.clearSlot(slot);
-        continue;
-      }
-      const t = c.tiers[e];
-      const bit = 1 << t;
-      const end = c.hashOffsets[e + 1];
-      if (kind === 1) {
-        for (let i = c.hashOffsets[e]; i < end; i++) {
-          const n = this.nodes.get(hs[i]);
-          const m = n ? getMask(n, slot) : 0;
-          if (!n || !(m & bit)) {
-            r.unknownRemovals++;
-            continue;
-          }
-          setMask(n, slot, m & ~bit);
-          counts[t]--;
-          r.removed++;
-          if (empty(n)) this.drop(n);
-        }
-        continue;
-      }
-      let parent: bigint | null = c.hasParent[e] ? c.parents[e] : null;
-      if (parent !== null && !this.nodes.has(parent)) r.orphanStores++;
-      for (let i = c.hashOffsets[e]; i < end; i++) {
-        const h = hs[i];
-        let n = this.nodes.get(h);
-        if (!n) {
-          n = new Node(h, parent);
-          this.nodes.set(h, n);
-        }
-        const m = getMask(n, slot);
-        if (!(m & bit)) {
-          setMask(n, slot, m | bit);
-          counts[t]++;
-          r.added++;
-        }
-        parent = h;
-      }
+      if (kind === 2) r.removed += this.clearSlot(slot);
+      else if (kind === 1) this.removeRun(slot, c.tiers[e], h32, c.hashOffsets[e], c.hashOffsets[e + 1], r);
+      else this.storeRun(slot, c.tiers[e], h32, c.hashOffsets[e], c.hashOffsets[e + 1], [c.hasParent[e] === 1, p32[2 * e], p32[2 * e + 1]], r);
     }
     return r;
   }
 
-  private drop(n: Node): void {
-    this.nodes.delete(n.hash);
-    if (n.tokenHash !== null && n.tokenHash !== n.hash) this.byTokenHash.delete(n.tokenHash);
-  }
-
   private clearSlot(slot: number): number {
     let removed = 0;
-    for (const n of this.nodes.values()) {
-      const m = getMask(n, slot);
-      if (m === 0) continue;
-      for (let b = m; b; b &= b - 1) removed++;
-      setMask(n, slot, 0);
-      if (empty(n)) this.drop(n);
+    const m = this.masks[slot >> 3];
+    const sh = (slot & 7) << 2;
+    for (let id = 0; id < this.top; id++) {
+      const bits = (m[id] >>> sh) & 15;
+      if (bits === 0) continue;
+      for (let b = bits; b; b &= b - 1) removed++;
+      m[id] = (m[id] & ~(15 << sh)) >>> 0;
+      if (this.isEmpty(id)) this.drop(id);
     }
     this.counts[slot] = [0, 0, 0, 0];
     return removed;
@@ -257,9 +367,13 @@ export class InMemoryKvIndex implements KvIndex {
     if (s !== undefined) this.clearSlot(s);
   }
 
-  overlap(blockHashes: readonly bigint[]): OverlapResult {
+  overlap(blockHashes: readonly bigint[] | BigInt64Array): OverlapResult {
+    const n = blockHashes.length;
+    const h32 =
+      blockHashes instanceof BigInt64Array
+        ? new Int32Array(blockHashes.buffer, blockHashes.byteOffset, n * 2)
+        : this.words(blockHashes as readonly bigint[]);
     const nw = this.names.length;
-    // Per slot: consecutive run per tier (alive flags as a mask), and the tiered continuation.
     const per = new Int32Array(nw * 4);
     const tiered = new Int32Array(nw * 4);
     const aliveTiers = new Uint8Array(nw).fill(15);
@@ -269,47 +383,62 @@ export class InMemoryKvIndex implements KvIndex {
     let total = 0;
     let runStart = -1;
     const sharedBit = this.sharedBit;
-    const n = blockHashes.length;
+    const groups = this.masks;
+    const ng = groups.length;
+    // shared-tier bit replicated in every 4-bit lane
+    const sharedLanes = sharedBit * 0x11111111;
     for (let i = 0; i < n; i++) {
-      const node = this.nodes.get(blockHashes[i]);
-      if (!node) {
+      const id = this.table.find(h32[2 * i], h32[2 * i + 1]);
+      if (id < 0) {
         // Chained hashes: a missing block ends every worker's prefix.
         alive = 0;
-        if (runStart >= 0) { ranges.push([runStart, i]); runStart = -1; }
+        if (runStart >= 0) {
+          ranges.push([runStart, i]);
+          runStart = -1;
+        }
         if (!sharedBit) break;
         continue;
       }
       if (sharedBit) {
         let shared = false;
-        for (let s = 0; s < nw && !shared; s++) if (getMask(node, s) & sharedBit) shared = true;
+        for (let g = 0; g < ng && !shared; g++) if (groups[g][id] & sharedLanes) shared = true;
         if (shared) {
           total++;
           if (runStart < 0) runStart = i;
-        } else if (runStart >= 0) { ranges.push([runStart, i]); runStart = -1; }
+        } else if (runStart >= 0) {
+          ranges.push([runStart, i]);
+          runStart = -1;
+        }
       }
       if (alive === 0) {
         if (!sharedBit) break;
         continue;
       }
-      for (let s = 0; s < nw; s++) {
-        let st = stage[s];
-        const a = aliveTiers[s];
-        if (st === 4 && a === 0) continue;
-        const m = getMask(node, s);
-        if (a) {
-          const keep = a & m;
-          if (keep & 1) per[s * 4]++;
-          if (keep & 2) per[s * 4 + 1]++;
-          if (keep & 4) per[s * 4 + 2]++;
-          if (keep & 8) per[s * 4 + 3]++;
-          aliveTiers[s] = keep;
+      for (let g = 0; g < ng; g++) {
+        const word = groups[g][id];
+        const base = g << 3;
+        const lim = Math.min(8, nw - base);
+        for (let k = 0; k < lim; k++) {
+          const s = base + k;
+          let st = stage[s];
+          const a = aliveTiers[s];
+          if (st === 4 && a === 0) continue;
+          const m = (word >>> (k << 2)) & 15;
+          if (a) {
+            const keep = a & m;
+            if (keep & 1) per[s * 4]++;
+            if (keep & 2) per[s * 4 + 1]++;
+            if (keep & 4) per[s * 4 + 2]++;
+            if (keep & 8) per[s * 4 + 3]++;
+            aliveTiers[s] = keep;
+          }
+          if (st < 4) {
+            while (st < 4 && !(m & (1 << st))) st++;
+            if (st < 4) tiered[s * 4 + st]++;
+            stage[s] = st;
+          }
+          if (st === 4 && aliveTiers[s] === 0) alive--;
         }
-        if (st < 4) {
-          while (st < 4 && !(m & (1 << st))) st++;
-          if (st < 4) tiered[s * 4 + st]++;
-          stage[s] = st;
-        }
-        if (st === 4 && aliveTiers[s] === 0) alive--;
       }
     }
     if (runStart >= 0) ranges.push([runStart, n]);
@@ -326,18 +455,30 @@ export class InMemoryKvIndex implements KvIndex {
   }
 
   lookup(hash: bigint): BlockInfo | undefined {
-    let n = this.nodes.get(hash);
-    if (!n) {
+    s64[0] = hash;
+    let id = this.table.find(s32[0], s32[1]);
+    if (id < 0) {
       const engine = this.byTokenHash.get(hash);
-      if (engine !== undefined) n = this.nodes.get(engine);
+      if (engine === undefined) return undefined;
+      s64[0] = engine;
+      id = this.table.find(s32[0], s32[1]);
+      if (id < 0) return undefined;
     }
-    if (!n) return undefined;
     const residency = new Map<string, Tier[]>();
     for (let s = 0; s < this.names.length; s++) {
-      const m = getMask(n, s);
+      const m = this.getMask(id, s);
       if (m) residency.set(this.names[s], TIERS.filter((_, i) => m & (1 << i)));
     }
-    return { hash: n.hash, parent: n.parent, tokenHash: n.tokenHash, residency };
+    s32[0] = this.lo[id];
+    s32[1] = this.hi[id];
+    const h = s64[0];
+    let parent: bigint | null = null;
+    if (this.hasParent[id]) {
+      s32[0] = this.plo[id];
+      s32[1] = this.phi[id];
+      parent = s64[0];
+    }
+    return { hash: h, parent, tokenHash: this.dual.get(id)?.tokenHash ?? null, residency };
   }
 
   workers(): string[] {
@@ -352,6 +493,6 @@ export class InMemoryKvIndex implements KvIndex {
       TIERS.forEach((tier, i) => (t[tier] = c[i]));
       workers[this.names[s]] = t;
     }
-    return { blocks: this.nodes.size, workers, hashMismatches: this.mismatches };
+    return { blocks: this.live, workers, hashMismatches: this.mismatches };
   }
 }

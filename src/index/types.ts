@@ -67,7 +67,7 @@ export interface KvIndex {
   /** Forgets everything `worker` held (restart, or AllBlocksCleared). */
   clearWorker(worker: string): void;
   /** Overlap of a request's block hashes (engine hashes, in order) per worker per tier. */
-  overlap(blockHashes: readonly bigint[]): OverlapResult;
+  overlap(blockHashes: readonly bigint[] | BigInt64Array): OverlapResult;
   lookup(hash: bigint): BlockInfo | undefined;
   workers(): string[];
   stats(): IndexStats;
