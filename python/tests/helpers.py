@@ -101,9 +101,8 @@ def insert_kv(cache, alloc, pool, tokens, marker=None):
     for layer in range(pool.layer_num):
         pool.k_buffer[layer][v] = data + layer
         pool.v_buffer[layer][v] = -data - layer
+    # UnifiedRadixCache frees the duplicate prefix slots itself (beyond prev_prefix_len=0)
     res = cache.insert(InsertParams(key=RadixKey(array("q", tokens)), value=v))
-    if res.prefix_len:
-        alloc.free(v[: res.prefix_len])
     if getattr(cache, "cache_controller", None) is not None:
         cache.writing_check(write_back=True)
     return res
