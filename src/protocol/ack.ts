@@ -112,7 +112,9 @@ function fastAck(raw: unknown): Ack | null {
     else if (typeof v === "number" && Number.isSafeInteger(v)) out[i] = BigInt(v);
     else return null;
   }
-  return { ...a, missing: out } as Ack;
+  // `raw` was parsed just now by decodeAck and nobody else holds it: fill it in, no copy.
+  a.missing = out;
+  return a as Ack;
 }
 
 /** A blank ack to fill in (all counts zero, nothing missing). */
