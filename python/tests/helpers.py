@@ -122,11 +122,13 @@ def umatch(cache, tokens):
 
 def load_back(cache, node_id):
     """Load a host-only path back to the device the way the scheduler does (SGLang's own kit)."""
-    assert cache.load_back(node_id, req=None) is not None
+    if not cache.load_back(node_id, req=None):
+        return False
     assert cache.ready_to_load_host_cache() != -1
     for ack in list(cache.cache_controller.ack_load_queue):
         ack.finish_event.synchronize()
     cache.loading_check()
+    return True
 
 
 def device_indices(cache, match_result):
