@@ -236,9 +236,32 @@ void event(Columns& c, const object& e, bool wantTokens) {
     if (type == nullptr || type->type != mt::STR) throw EventError{"unknown event tag (no type)"};
     auto tag = sv(*type);
     if (tag == "BlockStored") {
-      Fields f{mapGet(e, "block_hashes"), mapGet(e, "parent_block_hash"), mapGet(e, "token_ids"), mapGet(e, "block_size"),
-               mapGet(e, "lora_id"), mapGet(e, "medium"), mapGet(e, "cache_salt"), mapGet(e, "session_id"), mapGet(e, "lora_name")};
-      if (const object* meta = mapGet(e, "metadata"); meta && meta->type == mt::MAP) {
+      // One pass over the keys (SGLang's map events carry 6-9 of them).
+      Fields f;
+      const object* meta = nullptr;
+      for (uint32_t i = 0; i < e.via.map.size; i++) {
+        const auto& kv = e.via.map.ptr[i];
+        if (kv.key.type != mt::STR) continue;
+        auto k = sv(kv.key);
+        switch (k.size()) {
+          case 7: if (k == "lora_id") f.loraId = &kv.val; break;
+          case 6: if (k == "medium") f.medium = &kv.val; break;
+          case 8: if (k == "metadata") meta = &kv.val; break;
+          case 9:
+            if (k == "token_ids") f.tokens = &kv.val;
+            else if (k == "lora_name") f.loraName = &kv.val;
+            break;
+          case 10:
+            if (k == "block_size") f.blockSize = &kv.val;
+            else if (k == "cache_salt") f.cacheSalt = &kv.val;
+            else if (k == "session_id") f.sessionId = &kv.val;
+            break;
+          case 12: if (k == "block_hashes") f.hashes = &kv.val; break;
+          case 9 + 8: if (k == "parent_block_hash") f.parent = &kv.val; break;
+          default: break;
+        }
+      }
+      if (meta && meta->type == mt::MAP) {
         if (isNil(f.cacheSalt)) f.cacheSalt = mapGet(*meta, "cache_salt");
         if (isNil(f.sessionId)) f.sessionId = mapGet(*meta, "session_id");
       }
