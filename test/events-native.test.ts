@@ -62,3 +62,16 @@ describe.skipIf(!nativeDecoderAvailable())("native KV-event decoder (addon)", ()
     expect(idx.stats().workers.w).toEqual({ GPU: 2, CPU_PINNED: 2, DISK: 0, EXTERNAL: 0 });
   });
 });
+
+describe.skipIf(!nativeDecoderAvailable())("native decoder keeps the dual key", () => {
+  it("a consumer with the native decoder feeds token ids to an index with a token hasher", async () => {
+    const { KvEventConsumer } = await import("../src/events/consumer.js");
+    const { indexSink, InstrumentedKvIndex, sglangTokenHasher } = await import("../src/index/index.js");
+    const idx = new InstrumentedKvIndex(new InMemoryKvIndex({ tokenHasher: sglangTokenHasher() }));
+    const c = new KvEventConsumer({ endpoint: "unused", worker: "w", decoder: "native", sink: indexSink(idx), log: () => {} });
+    const f = JSON.parse(readFileSync(join(dir, "sglang-basic.json"), "utf8"));
+    c.onFrames((f.messages[0] as string[]).map((h) => Buffer.from(h, "hex")));
+    expect(idx.lookup(905019192701563378n)?.tokenHash).toBe(905019192701563378n);
+    expect(idx.metrics.hashMismatches).toBe(0);
+  });
+});

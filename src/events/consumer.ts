@@ -19,6 +19,8 @@ export interface EventSink {
   applyBatch(worker: string, batch: KvEventBatch, seq: bigint): void;
   /** Optional fast path for natively decoded batches (columns, no per-event objects). */
   applyColumns?(worker: string, columns: EventColumns, seq: bigint): void;
+  /** applyColumns needs the token ids decoded as well. */
+  readonly needsTokens?: boolean;
   /** The worker restarted: forget everything it had. */
   resetWorker(worker: string): void;
 }
@@ -250,7 +252,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     const wantEvents = !sink?.applyColumns || this.listenerCount("batch") > 0;
     let c: EventColumns;
     try {
-      c = decodeBatchColumns(payload, wantEvents);
+      c = decodeBatchColumns(payload, wantEvents || sink?.needsTokens === true);
     } catch (e) {
       if (!(e instanceof BatchDecodeError)) throw e;
       this.bad("badBatches", seq, e.message);

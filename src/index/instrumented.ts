@@ -54,6 +54,10 @@ export class InstrumentedKvIndex implements KvIndex {
     return r;
   }
 
+  get needsTokens(): boolean {
+    return this.inner.needsTokens ?? !this.inner.applyColumns;
+  }
+
   applyColumns(worker: string, columns: EventColumns): ApplyResult {
     const r = this.inner.applyColumns
       ? this.inner.applyColumns(worker, columns)

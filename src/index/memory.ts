@@ -39,69 +39,74 @@ function mix(lo: number, hi: number): number {
   return Math.imul(h, 0xc2b2ae35) ^ (h >>> 13);
 }
 
-/** 64-bit key (two int32 halves) -> node id, linear probing with tombstones. */
+/**
+ * 64-bit key (two int32 halves) -> node id, linear probing with tombstones. Slots are interleaved
+ * [lo, hi, id, 0] so a probe touches one cache line (the request-scoring path is one random
+ * lookup per block).
+ */
 class Table {
   mask: number;
-  klo: Int32Array;
-  khi: Int32Array;
-  val: Int32Array;
+  s: Int32Array;
   used = 0; // live + tombstones
   constructor(cap = 1 << 16) {
     this.mask = cap - 1;
-    this.klo = new Int32Array(cap);
-    this.khi = new Int32Array(cap);
-    this.val = new Int32Array(cap).fill(EMPTY);
+    this.s = Table.alloc(cap);
+  }
+  private static alloc(cap: number): Int32Array {
+    const s = new Int32Array(cap * 4);
+    for (let i = 2; i < s.length; i += 4) s[i] = EMPTY;
+    return s;
   }
   find(lo: number, hi: number): number {
-    const { klo, khi, val, mask } = this;
+    const s = this.s;
+    const mask = this.mask;
     let i = mix(lo, hi) & mask;
     for (;;) {
-      const v = val[i];
+      const o = i << 2;
+      const v = s[o + 2];
       if (v === EMPTY) return -1;
-      if (v !== TOMB && klo[i] === lo && khi[i] === hi) return v;
+      if (s[o] === lo && s[o + 1] === hi && v !== TOMB) return v;
       i = (i + 1) & mask;
     }
   }
   /** Inserts a key known to be absent. */
   insert(lo: number, hi: number, id: number): void {
     if ((this.used + 1) * 10 > (this.mask + 1) * 6) this.rehash();
-    const { klo, khi, val, mask } = this;
+    const s = this.s;
+    const mask = this.mask;
     let i = mix(lo, hi) & mask;
-    while (val[i] >= 0) i = (i + 1) & mask;
-    if (val[i] === EMPTY) this.used++;
-    klo[i] = lo;
-    khi[i] = hi;
-    val[i] = id;
+    while (s[(i << 2) + 2] >= 0) i = (i + 1) & mask;
+    const o = i << 2;
+    if (s[o + 2] === EMPTY) this.used++;
+    s[o] = lo;
+    s[o + 1] = hi;
+    s[o + 2] = id;
   }
   remove(lo: number, hi: number): void {
-    const { klo, khi, val, mask } = this;
+    const s = this.s;
+    const mask = this.mask;
     let i = mix(lo, hi) & mask;
     for (;;) {
-      const v = val[i];
+      const o = i << 2;
+      const v = s[o + 2];
       if (v === EMPTY) return;
-      if (v !== TOMB && klo[i] === lo && khi[i] === hi) {
-        val[i] = TOMB;
+      if (s[o] === lo && s[o + 1] === hi && v !== TOMB) {
+        s[o + 2] = TOMB;
         return;
       }
       i = (i + 1) & mask;
     }
   }
   private rehash(): void {
-    const { klo, khi, val } = this;
+    const old = this.s;
     let live = 0;
-    for (let i = 0; i < val.length; i++) if (val[i] >= 0) live++;
-    let cap = val.length;
+    for (let o = 2; o < old.length; o += 4) if (old[o] >= 0) live++;
+    let cap = old.length >> 2;
     while (live * 10 > cap * 3) cap *= 2; // back to <= 30% full
     this.mask = cap - 1;
-    this.klo = new Int32Array(cap);
-    this.khi = new Int32Array(cap);
-    this.val = new Int32Array(cap).fill(EMPTY);
+    this.s = Table.alloc(cap);
     this.used = 0;
-    for (let i = 0; i < val.length; i++) if (val[i] >= 0) this.insert(klo[i], khi[i], val[i]);
-  }
-  clear(): void {
-    this.val.fill(EMPTY);
-    this.used = 0;
+    for (let o = 0; o < old.length; o += 4) if (old[o + 2] >= 0) this.insert(old[o], old[o + 1], old[o + 2]);
   }
 }
 
@@ -136,6 +141,14 @@ export class InMemoryKvIndex implements KvIndex {
   private readonly hasher?: TokenHasher;
   private readonly sharedBit: number;
   private req = new BigInt64Array(256);
+  private qPer = new Int32Array(0);
+  private qTiered = new Int32Array(0);
+  private qAlive = new Uint8Array(0);
+  private qStage = new Uint8Array(0);
+
+  get needsTokens(): boolean {
+    return this.hasher !== undefined;
+  }
 
   constructor(opts: InMemoryIndexOptions = {}) {
     this.hasher = opts.tokenHasher;
@@ -374,10 +387,21 @@ export class InMemoryKvIndex implements KvIndex {
         ? new Int32Array(blockHashes.buffer, blockHashes.byteOffset, n * 2)
         : this.words(blockHashes as readonly bigint[]);
     const nw = this.names.length;
-    const per = new Int32Array(nw * 4);
-    const tiered = new Int32Array(nw * 4);
-    const aliveTiers = new Uint8Array(nw).fill(15);
-    const stage = new Uint8Array(nw); // 0..3 current tier of the continuation, 4 = done
+    // Scratch reused across queries (no allocation on the scoring path but the result itself).
+    if (this.qPer.length < nw * 4) {
+      this.qPer = new Int32Array(nw * 8);
+      this.qTiered = new Int32Array(nw * 8);
+      this.qAlive = new Uint8Array(nw * 2);
+      this.qStage = new Uint8Array(nw * 2);
+    }
+    const per = this.qPer;
+    const tiered = this.qTiered;
+    const aliveTiers = this.qAlive;
+    const stage = this.qStage; // 0..3 current tier of the continuation, 4 = done
+    per.fill(0, 0, nw * 4);
+    tiered.fill(0, 0, nw * 4);
+    aliveTiers.fill(15, 0, nw);
+    stage.fill(0, 0, nw);
     let alive = nw;
     const ranges: [number, number][] = [];
     let total = 0;

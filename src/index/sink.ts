@@ -16,6 +16,9 @@ export function indexSink(index: KvIndex, log: (line: string) => void = (l) => c
         }
       });
     },
+    get needsTokens() {
+      return index.needsTokens ?? false;
+    },
     applyColumns: index.applyColumns
       ? (worker: string, columns: EventColumns, seq: bigint): void => {
           try {

@@ -62,6 +62,8 @@ export interface IndexStats {
 export interface KvIndex {
   /** Applies one validated event for `worker`, all of it or (on a thrown error) none of it. */
   applyEvent(worker: string, event: KvEvent): ApplyResult;
+  /** True when applyColumns needs the token ids decoded too (a token hasher keeps the dual key). */
+  readonly needsTokens?: boolean;
   /** Optional fast path: a natively decoded batch (src/events/native.ts), applied event by event. */
   applyColumns?(worker: string, columns: EventColumns): ApplyResult;
   /** Forgets everything `worker` held (restart, or AllBlocksCleared). */
