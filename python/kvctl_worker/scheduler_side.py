@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from typing import Any
 
 from .handlers import CommandHandler
@@ -15,8 +16,7 @@ logger = logging.getLogger(__name__)
 def handler_of(scheduler: Any) -> CommandHandler:
     h = scheduler.__dict__.get("_kvctl_handler")
     if h is None or h.cache is not scheduler.tree_cache:
-        worker_id = getattr(getattr(scheduler, "server_args", None), "kvctl_worker_id", None)
-        h = CommandHandler(scheduler.tree_cache, worker_id=worker_id)
+        h = CommandHandler(scheduler.tree_cache, worker_id=os.environ.get("KVCTL_WORKER_ID"))
         scheduler.__dict__["_kvctl_handler"] = h
     return h
 

@@ -1,6 +1,6 @@
 """/hicache/* endpoints through SGLang's real FastAPI app (http_server imports on CPU): route ->
-kvctl tokenizer function -> communicator (stand-in: calls the scheduler handler in-process, as the
-FanOutCommunicator would over ZMQ) -> scheduler dispatcher entry -> tree cache."""
+kvctl tokenizer function -> the patched communicator spec (real FanOutCommunicator) -> IPC codec
+-> the patched scheduler dispatcher entry -> tree cache -> Ack back the same way."""
 import json
 import types
 
@@ -8,19 +8,61 @@ import pytest
 from helpers import insert, make_radix, stored_hashes
 
 from sglang.srt.kvctl.io import KvctlCommandReqInput, KvctlCommandReqOutput
-from sglang.srt.kvctl.scheduler_side import scheduler_command
 from sglang.srt.managers.io_struct import _msgpack_decoder, _msgpack_encoder
 
 
-class _CommunicatorStandIn:
-    def __init__(self, schedulers):
-        self.schedulers = schedulers
+class _SchedulerStandIn:
+    """Only what the patched Scheduler.init_request_dispatcher and the kvctl target read: any
+    other handler the dispatcher table names is a dummy (those requests are never sent here)."""
 
-    async def __call__(self, req):
-        # round-trip through SGLang's IPC codec, as the ZMQ hop does
+    def __init__(self, cache):
+        self.tree_cache = cache
+        self.waiting_queue = []
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Dummy()
+
+
+class _Dummy:
+    def __call__(self, *a, **k):
+        return None
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Dummy()
+
+
+def _wire(cache):
+    """Tokenizer side: the patched TokenizerControlMixin.init_communicators builds the real
+    FanOutCommunicator + result dispatcher; scheduler side: the patched
+    Scheduler.init_request_dispatcher routes the request. Only the ZMQ hop between them is
+    replaced: SGLang's msgpack IPC codec both ways, delivery on the event loop."""
+    import asyncio
+
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.managers.tokenizer_control_mixin import TokenizerControlMixin
+    from sglang.utils import TypeBasedDispatcher
+
+    sched = _SchedulerStandIn(cache)
+    Scheduler.init_request_dispatcher(sched)
+    tm = types.SimpleNamespace(auto_create_handle_loop=lambda: None,
+                               _result_dispatcher=TypeBasedDispatcher([]))
+
+    def dispatch_to_scheduler(req):
         req = _msgpack_decoder.decode(_msgpack_encoder.encode(req))
-        outs = [scheduler_command(s, req) for s in self.schedulers]
-        return [_msgpack_decoder.decode(_msgpack_encoder.encode(o)) for o in outs]
+        out = sched._request_dispatcher(req)
+        out = _msgpack_decoder.decode(_msgpack_encoder.encode(out))
+        asyncio.get_running_loop().call_soon(tm._result_dispatcher, out)
+
+    tm._dispatch_to_scheduler = dispatch_to_scheduler
+    from sglang.srt.runtime_context import get_parallel
+
+    with get_parallel().override(num_dp_ranks=1):  # one DP scheduler, as in the unit fixtures
+        TokenizerControlMixin.init_communicators(tm)
+    return tm
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +73,7 @@ def server():
     from sglang.srt.utils.auth import add_api_key_middleware
 
     cache, alloc = make_radix()
-    sched = types.SimpleNamespace(tree_cache=cache, waiting_queue=[])
-    tm = types.SimpleNamespace(auto_create_handle_loop=lambda: None,
-                               kvctl_command_communicator=_CommunicatorStandIn([sched]))
-    hs._global_state = types.SimpleNamespace(tokenizer_manager=tm)
+    hs._global_state = types.SimpleNamespace(tokenizer_manager=_wire(cache))
     add_api_key_middleware(hs.app, api_key=None, admin_api_key="admin-secret")
     client = TestClient(hs.app)
     return client, cache, alloc

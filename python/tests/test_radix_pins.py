@@ -146,3 +146,24 @@ def test_bad_body_is_rejected_and_counted():
     c, a, h = _setup()
     ack = h.handle(b"{nope")
     assert ack.status == "rejected" and ack.reason.startswith("body") and h.metrics["rejected"] == 1
+
+
+def test_ttl_pins_expire_from_the_scheduler_loop_tick():
+    import types
+
+    from sglang.srt.kvctl.scheduler_side import on_scheduler_tick
+
+    c, a, h = _setup()
+    insert(c, a, list(range(1, 9)))
+    hs = stored_hashes(c)
+    now = [50.0]
+    state_of(c).pins.clock = lambda: now[0]
+    _pin(h, hs[:1], ttl=5)
+    _pin(h, hs[1:])  # no TTL: stays
+    sched = types.SimpleNamespace(tree_cache=c, waiting_queue=[])
+    on_scheduler_tick(sched)
+    assert state_of(c).pins.pin_count_of_hash(hs[0]) == 1
+    now[0] += 6
+    on_scheduler_tick(sched)
+    assert state_of(c).pins.pin_count_of_hash(hs[0]) == 0 and state_of(c).pins.pin_count_of_hash(hs[1]) == 1
+    assert state_of(c).pins.metrics["pins_expired"] == 1
