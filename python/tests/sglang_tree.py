@@ -4,6 +4,7 @@ the series applied with `kvctl patch apply`, and sys.path pointed at it. Used by
 python/bench/pin_flood.py."""
 from __future__ import annotations
 
+import atexit
 import glob
 import json
 import os
@@ -27,7 +28,9 @@ def installed_site_packages() -> str:
 def build_patched_tree(dest: str | None = None) -> str:
     """Returns the directory that contains the patched `sglang` package."""
     site = installed_site_packages()
-    dest = dest or tempfile.mkdtemp(prefix="kvctl-sglang-")
+    if dest is None:
+        dest = tempfile.mkdtemp(prefix="kvctl-sglang-")
+        atexit.register(shutil.rmtree, dest, True)  # ours to remove: hard links, cheap
     subprocess.run(["cp", "-al", os.path.join(site, "sglang"), os.path.join(dest, "sglang")], check=True)
     for info in glob.glob(os.path.join(site, "sglang-*.dist-info")):
         shutil.copytree(info, os.path.join(dest, os.path.basename(info)))
@@ -52,6 +55,6 @@ def activate(tree: str) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([STAND_INS, tree, os.environ.get("PYTHONPATH", "")])
 
 
-if __name__ == "__main__":
-    t = build_patched_tree(sys.argv[1] if len(sys.argv) > 1 else None)
+if __name__ == "__main__":  # builds a tree that stays (pass a directory to choose where)
+    t = build_patched_tree(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="kvctl-sglang-"))
     print(json.dumps({"tree": t}))
