@@ -47,3 +47,13 @@ def test_ack_shape_matches_commands_md():
                        "missing", "reason", "tiers", "lease", "epoch", "elapsed_us"]
     with pytest.raises(ValueError):
         Ack(type="Cache", status="weird")
+
+
+from hypothesis import given, strategies as st
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**64 - 1))
+def test_every_int64_or_uint64_maps_to_the_same_64_bits(v):
+    out = to_int64(v, "h")
+    assert -(2**63) <= out < 2**63 and out % 2**64 == v % 2**64
+    assert decode(json.dumps({"type": "Cache", "block_hashes": [str(v)], "pin": True})).fields["block_hashes"] == [out]
