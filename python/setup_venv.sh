@@ -18,6 +18,6 @@ pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 # of them, listed in requirements-nodeps.txt and installed the same way.
 "${pip[@]}" --no-deps "sglang==$SGLANG_VERSION"
 if [ -f "$root/python/requirements-nodeps.txt" ]; then
-  "${pip[@]}" -r "$root/python/requirements-nodeps.txt"
+  "${pip[@]}" --no-deps -r "$root/python/requirements-nodeps.txt"
 fi
 echo "$want" > "$stamp"
