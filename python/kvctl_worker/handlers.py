@@ -7,6 +7,7 @@ from typing import Any, Optional
 from .ack import Ack
 from .codec import Command, CommandError, decode
 from .hooks import state_for_cache
+from .identity import get_worker_id
 
 IMPLEMENTED = ("Cache", "Inspect")
 
@@ -39,7 +40,7 @@ class CommandHandler:
         return self._done(ack, t0)
 
     def _done(self, ack: Ack, t0: float) -> Ack:
-        ack.worker_id = self.worker_id
+        ack.worker_id = self.worker_id if self.worker_id is not None else get_worker_id()
         ack.elapsed_us = int((time.perf_counter() - t0) * 1e6)
         return ack
 

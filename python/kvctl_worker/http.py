@@ -25,6 +25,16 @@ async def kvctl_command(tokenizer_manager: Any, op: str, body: str) -> dict:
     return ack
 
 
+async def send_command(tokenizer_manager: Any, body: Any) -> dict:
+    """THE tokenizer-side entry point (NATS subscriber, HTTP routes): a commands.md body (bytes,
+    str or dict) -> through the communicator to every DP scheduler -> the merged Ack dict."""
+    if isinstance(body, (bytes, bytearray)):
+        body = bytes(body).decode("utf-8", "replace")
+    elif not isinstance(body, str):
+        body = json.dumps(body)
+    return await kvctl_command(tokenizer_manager, "command", body)
+
+
 def _status_code(ack: dict) -> int:
     return HTTPStatus.BAD_REQUEST if ack["status"] == "rejected" else HTTPStatus.OK
 

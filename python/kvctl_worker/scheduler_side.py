@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 def handler_of(scheduler: Any) -> CommandHandler:
     h = scheduler.__dict__.get("_kvctl_handler")
     if h is None or h.cache is not scheduler.tree_cache:
-        h = CommandHandler(scheduler.tree_cache, worker_id=os.environ.get("KVCTL_WORKER_ID"))
+        h = CommandHandler(scheduler.tree_cache)
         scheduler.__dict__["_kvctl_handler"] = h
     return h
 
@@ -47,6 +47,13 @@ def _as_command(op: str, body: str):
             obj = {**obj, "type": "Inspect"}
         return obj
     return body
+
+
+def handle_command(scheduler: Any, body: Any):
+    """THE scheduler-side entry point: a commands.md body (bytes, str or parsed dict; bare command
+    or envelope) -> Ack. Decoding, dedupe by envelope id, rejection counting and the handlers all
+    sit behind it, so the HTTP and NATS front doors share one implementation."""
+    return handler_of(scheduler).handle(body)
 
 
 def scheduler_command(scheduler: Any, req: Any):
