@@ -199,7 +199,8 @@ if (native) {
 }
 
 // --- 2. the index, native decoder ---------------------------------------------------------------
-const index = new InMemoryKvIndex();
+// Sized for what it will hold, as a router would be for its workers' cache sizes.
+const index = new InMemoryKvIndex({ expectedBlocks: WORKERS * batchesPerWorker * BLOCKS_PER_BATCH });
 let ingest = 0;
 let ingestWall = 0;
 if (native) {

@@ -40,21 +40,24 @@ function mix(lo: number, hi: number): number {
 }
 
 /**
- * 64-bit key (two int32 halves) -> node id, linear probing with tombstones. Slots are interleaved
- * [lo, hi, id, 0] so a probe touches one cache line (the request-scoring path is one random
- * lookup per block).
+ * 64-bit key (two int32 halves) -> node id, linear probing with tombstones. A slot is 8 bytes,
+ * [lo, id]: the high half is checked against the node row (`nodeHi`), which is only read when the
+ * low halves match. Small slots keep the table at 8 bytes x capacity, so the one random access a
+ * lookup costs (the request-scoring path is one lookup per block) misses the TLB less often.
  */
 class Table {
   mask: number;
   s: Int32Array;
   used = 0; // live + tombstones
-  constructor(cap = 1 << 16) {
+  nodeHi: Int32Array;
+  constructor(nodeHi: Int32Array, cap = 1 << 16) {
     this.mask = cap - 1;
     this.s = Table.alloc(cap);
+    this.nodeHi = nodeHi;
   }
   private static alloc(cap: number): Int32Array {
-    const s = new Int32Array(cap * 4);
-    for (let i = 2; i < s.length; i += 4) s[i] = EMPTY;
+    const s = new Int32Array(cap * 2);
+    for (let i = 1; i < s.length; i += 2) s[i] = EMPTY;
     return s;
   }
   find(lo: number, hi: number): number {
@@ -62,36 +65,32 @@ class Table {
     const mask = this.mask;
     let i = mix(lo, hi) & mask;
     for (;;) {
-      const o = i << 2;
-      const v = s[o + 2];
+      const v = s[(i << 1) + 1];
       if (v === EMPTY) return -1;
-      if (s[o] === lo && s[o + 1] === hi && v !== TOMB) return v;
+      if (s[i << 1] === lo && v >= 0 && this.nodeHi[v] === hi) return v;
       i = (i + 1) & mask;
     }
   }
-  /** Inserts a key known to be absent. */
+  /** Inserts a key known to be absent (its node row must already hold `hi`). */
   insert(lo: number, hi: number, id: number): void {
     if ((this.used + 1) * 10 > (this.mask + 1) * 6) this.rehash();
     const s = this.s;
     const mask = this.mask;
     let i = mix(lo, hi) & mask;
-    while (s[(i << 2) + 2] >= 0) i = (i + 1) & mask;
-    const o = i << 2;
-    if (s[o + 2] === EMPTY) this.used++;
-    s[o] = lo;
-    s[o + 1] = hi;
-    s[o + 2] = id;
+    while (s[(i << 1) + 1] >= 0) i = (i + 1) & mask;
+    if (s[(i << 1) + 1] === EMPTY) this.used++;
+    s[i << 1] = lo;
+    s[(i << 1) + 1] = id;
   }
   remove(lo: number, hi: number): void {
     const s = this.s;
     const mask = this.mask;
     let i = mix(lo, hi) & mask;
     for (;;) {
-      const o = i << 2;
-      const v = s[o + 2];
+      const v = s[(i << 1) + 1];
       if (v === EMPTY) return;
-      if (s[o] === lo && s[o + 1] === hi && v !== TOMB) {
-        s[o + 2] = TOMB;
+      if (s[i << 1] === lo && v >= 0 && this.nodeHi[v] === hi) {
+        s[(i << 1) + 1] = TOMB;
         return;
       }
       i = (i + 1) & mask;
@@ -100,13 +99,16 @@ class Table {
   private rehash(): void {
     const old = this.s;
     let live = 0;
-    for (let o = 2; o < old.length; o += 4) if (old[o] >= 0) live++;
-    let cap = old.length >> 2;
+    for (let o = 1; o < old.length; o += 2) if (old[o] >= 0) live++;
+    let cap = old.length >> 1;
     while (live * 10 > cap * 3) cap *= 2; // back to <= 30% full
     this.mask = cap - 1;
     this.s = Table.alloc(cap);
     this.used = 0;
-    for (let o = 0; o < old.length; o += 4) if (old[o + 2] >= 0) this.insert(old[o], old[o + 1], old[o + 2]);
+    for (let o = 0; o < old.length; o += 2) {
+      const id = old[o + 1];
+      if (id >= 0) this.insert(old[o], this.nodeHi[id], id);
+    }
   }
 }
 
@@ -114,19 +116,21 @@ export interface InMemoryIndexOptions {
   tokenHasher?: TokenHasher;
   /** Tier whose blocks count as the shared pool (SharedCacheHits). Default EXTERNAL; null: none. */
   sharedTier?: Tier | null;
+  /** Blocks to size for up front (sum of the workers' cache sizes), saving rehashes while it fills. */
+  expectedBlocks?: number;
 }
 
 export class InMemoryKvIndex implements KvIndex {
-  private readonly table = new Table();
   // Node rows.
-  private cap = 1 << 16;
-  private lo = new Int32Array(this.cap);
-  private hi = new Int32Array(this.cap);
-  private plo = new Int32Array(this.cap);
-  private phi = new Int32Array(this.cap);
-  private hasParent = new Uint8Array(this.cap);
+  private cap: number;
+  private lo: Int32Array;
+  private hi: Int32Array;
+  private readonly table: Table;
+  private plo: Int32Array;
+  private phi: Int32Array;
+  private hasParent: Uint8Array;
   /** Tier masks: masks[g][id] holds worker slots 8g..8g+7, 4 bits each. */
-  private masks: Uint32Array[] = [new Uint32Array(this.cap)];
+  private masks: Uint32Array[];
   private top = 0;
   private free: number[] = [];
   private live = 0;
@@ -145,12 +149,26 @@ export class InMemoryKvIndex implements KvIndex {
   private qTiered = new Int32Array(0);
   private qAlive = new Uint8Array(0);
   private qStage = new Uint8Array(0);
+  private qIds = new Int32Array(0);
 
   get needsTokens(): boolean {
     return this.hasher !== undefined;
   }
 
   constructor(opts: InMemoryIndexOptions = {}) {
+    const want = Math.max(1 << 16, opts.expectedBlocks ?? 0);
+    let cap = 1 << 16;
+    while (cap < want) cap *= 2;
+    this.cap = cap;
+    this.lo = new Int32Array(cap);
+    this.hi = new Int32Array(cap);
+    this.plo = new Int32Array(cap);
+    this.phi = new Int32Array(cap);
+    this.hasParent = new Uint8Array(cap);
+    this.masks = [new Uint32Array(cap)];
+    let tcap = 1 << 16;
+    while (tcap * 3 < want * 10) tcap *= 2; // <= 30% full at the expected size
+    this.table = new Table(this.hi, tcap);
     this.hasher = opts.tokenHasher;
     const st = opts.sharedTier === undefined ? "EXTERNAL" : opts.sharedTier;
     this.sharedBit = st === null ? 0 : 1 << TIER_INDEX[st];
@@ -177,6 +195,7 @@ export class InMemoryKvIndex implements KvIndex {
     };
     this.lo = g(this.lo, (n) => new Int32Array(n));
     this.hi = g(this.hi, (n) => new Int32Array(n));
+    this.table.nodeHi = this.hi;
     this.plo = g(this.plo, (n) => new Int32Array(n));
     this.phi = g(this.phi, (n) => new Int32Array(n));
     this.hasParent = g(this.hasParent, (n) => new Uint8Array(n));
@@ -411,8 +430,20 @@ export class InMemoryKvIndex implements KvIndex {
     const ng = groups.length;
     // shared-tier bit replicated in every 4-bit lane
     const sharedLanes = sharedBit * 0x11111111;
+    // Phase 1: all lookups in a tight loop, so the CPU overlaps their cache misses.
+    if (this.qIds.length < n) this.qIds = new Int32Array(n * 2);
+    const ids = this.qIds;
+    const table = this.table;
     for (let i = 0; i < n; i++) {
-      const id = this.table.find(h32[2 * i], h32[2 * i + 1]);
+      const id = table.find(h32[2 * i], h32[2 * i + 1]);
+      ids[i] = id;
+      if (id < 0 && !sharedBit) {
+        for (let j = i + 1; j < n; j++) ids[j] = -1;
+        break;
+      }
+    }
+    for (let i = 0; i < n; i++) {
+      const id = ids[i];
       if (id < 0) {
         // Chained hashes: a missing block ends every worker's prefix.
         alive = 0;
