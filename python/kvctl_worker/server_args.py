@@ -1,0 +1,107 @@
+"""The control subscriber's settings: SGLang server args (patch 0010 adds them to the
+``observability`` namespace, next to ``--kv-events-config``) with environment fallbacks.
+
+    --kv-control-nats-url        nats://host:4222[,nats://...]   (absent = subscriber off)
+    --kv-control-worker-id       this worker's id (subject kv-control-{id}); env KVCTL_WORKER_ID
+    --kv-control-subject-prefix  default "kv-control"
+    --kv-control-nats-creds      a .creds file (JWT + nkey seed);  env KVCTL_NATS_CREDS
+    --kv-control-nats-user / --kv-control-nats-password / --kv-control-nats-token
+                                 env KVCTL_NATS_USER / KVCTL_NATS_PASSWORD / KVCTL_NATS_TOKEN
+                                 (prefer the environment for secrets: argv is visible to `ps`)
+
+Absent ``--kv-control-nats-url`` (and no ``KVCTL_NATS_URL``) means the subscriber is off and
+SGLang behaves exactly as before. ``from_server_args`` reads with getattr defaults, so it also
+works on a ServerArgs without patch 0010 (then only the environment can turn it on).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import socket
+from typing import Any, List, Optional
+
+DEFAULT_SUBJECT_PREFIX = "kv-control"
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+# (field, flag, env, help): the single list patch 0010's fields mirror and the harness's argparse uses.
+FIELDS = (
+    ("kv_control_nats_url", "--kv-control-nats-url", "KVCTL_NATS_URL",
+     "NATS server URL(s), comma separated, for the kvctl control subscriber. Absent = off."),
+    ("kv_control_worker_id", "--kv-control-worker-id", "KVCTL_WORKER_ID",
+     "This worker's id: the subscriber listens on <prefix>-<id> and <prefix>-broadcast."),
+    ("kv_control_subject_prefix", "--kv-control-subject-prefix", "KVCTL_SUBJECT_PREFIX",
+     "Subject prefix of the kvctl control plane (default kv-control)."),
+    ("kv_control_nats_creds", "--kv-control-nats-creds", "KVCTL_NATS_CREDS",
+     "NATS .creds file (JWT + nkey seed) for the control subscriber."),
+    ("kv_control_nats_user", "--kv-control-nats-user", "KVCTL_NATS_USER", "NATS user."),
+    ("kv_control_nats_password", "--kv-control-nats-password", "KVCTL_NATS_PASSWORD",
+     "NATS password (prefer the env var KVCTL_NATS_PASSWORD)."),
+    ("kv_control_nats_token", "--kv-control-nats-token", "KVCTL_NATS_TOKEN",
+     "NATS token (prefer the env var KVCTL_NATS_TOKEN)."),
+)
+
+
+@dataclasses.dataclass
+class ControlArgs:
+    servers: List[str]
+    worker_id: str
+    subject_prefix: str = DEFAULT_SUBJECT_PREFIX
+    creds: Optional[str] = None
+    user: Optional[str] = None
+    password: Optional[str] = None
+    token: Optional[str] = None
+
+    @property
+    def worker_subject(self) -> str:
+        return f"{self.subject_prefix}-{self.worker_id}"
+
+    @property
+    def broadcast_subject(self) -> str:
+        return f"{self.subject_prefix}-broadcast"
+
+    def validate(self) -> "ControlArgs":
+        if not _TOKEN.match(self.worker_id) or self.worker_id == "broadcast":
+            raise ValueError(f"--kv-control-worker-id {self.worker_id!r}: use 1-128 of A-Z a-z 0-9 _ - "
+                             "('broadcast' is reserved)")
+        if not _PREFIX.match(self.subject_prefix):
+            raise ValueError(f"--kv-control-subject-prefix {self.subject_prefix!r} is not a subject token list")
+        if not self.servers:
+            raise ValueError("--kv-control-nats-url is empty")
+        return self
+
+
+def _pick(obj: Any, field: str, env: str) -> Optional[str]:
+    v = getattr(obj, field, None) if obj is not None else None
+    if v in (None, ""):
+        v = os.environ.get(env) or None
+    return v
+
+
+def default_worker_id() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname())[:100] + f"-{os.getpid()}"
+
+
+def from_server_args(server_args: Any) -> Optional[ControlArgs]:
+    """ControlArgs from an SGLang ServerArgs (or any object with the same attribute names, an
+    argparse Namespace say), environment as fallback; None when no NATS URL is set (off)."""
+    vals = {f: _pick(server_args, f, env) for f, _flag, env, _h in FIELDS}
+    url = vals["kv_control_nats_url"]
+    if not url:
+        return None
+    return ControlArgs(
+        servers=[u.strip() for u in str(url).split(",") if u.strip()],
+        worker_id=vals["kv_control_worker_id"] or default_worker_id(),
+        subject_prefix=vals["kv_control_subject_prefix"] or DEFAULT_SUBJECT_PREFIX,
+        creds=vals["kv_control_nats_creds"],
+        user=vals["kv_control_nats_user"],
+        password=vals["kv_control_nats_password"],
+        token=vals["kv_control_nats_token"],
+    ).validate()
+
+
+def add_cli_args(parser: Any) -> None:
+    """The same flags on a plain argparse parser (the harness; SGLang gets them from patch 0010)."""
+    for field, flag, _env, help_ in FIELDS:
+        parser.add_argument(flag, dest=field, type=str, default=None, help=help_)

@@ -1,0 +1,301 @@
+"""The control subscriber: NATS (nats-py) -> the scheduler's command path -> Ack reply.
+
+Lives beside the HTTP server, in the tokenizer process (design decision 1). It never touches the
+radix tree: every command goes to the scheduler through ``send(body_text) -> ack dict``, which in
+SGLang is the very call the /hicache/* HTTP endpoints make (``kvctl.http.kvctl_command`` over the
+tokenizer manager's ``kvctl_command_communicator``: tokenizer -> every DP scheduler -> scheduler
+thread). The worker harness passes a callable that queues the command to its scheduler thread.
+
+Per message:
+  1. decode + validate with the same codec the scheduler uses (``codec.decode``); a malformed body
+     is answered right here with a ``rejected`` ack naming the field, and counted. Nothing is sent
+     to the scheduler, so state cannot change.
+  2. a valid body is forwarded as its original text (the envelope's ``id`` travels with it: the
+     idempotency dedupe lives in the scheduler-side command layer, shared with HTTP).
+  3. the Ack is stamped with this worker's id and made contract-shaped, then sent exactly once to
+     the reply subject when there is one. A message without a reply subject is still applied and
+     counted (``fire_and_forget``).
+
+Both subjects (``{prefix}-{worker_id}``, ``{prefix}-broadcast``) are subscribed in the queue group
+``kvctl-{worker_id}``: with several tokenizer processes (``--tokenizer-worker-num``) exactly one
+of them takes each message, so a command is applied and acknowledged once per worker. Messages
+from both subjects go through one FIFO, so the scheduler sees them in arrival order.
+
+The subscriber never dies on a message (every step is guarded and counted) and outlives NATS
+restarts: the first connection is retried in the background with backoff, later drops are handled
+by nats-py's reconnect (forever), which re-subscribes.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any, Awaitable, Callable, Dict, Optional
+
+from .codec import KNOWN_TYPES, CommandError, decode
+from .server_args import ControlArgs
+
+logger = logging.getLogger(__name__)
+
+SendFn = Callable[[str], Awaitable[dict]]
+MAX_QUEUE = 65536
+
+
+def _readable_id_and_type(text: Optional[str]):
+    """Best effort: the id and type of a body that failed validation (the ack echoes them)."""
+    try:
+        obj = json.loads(text) if text is not None else None
+    except Exception:
+        return None, None
+    if not isinstance(obj, dict):
+        return None, None
+    cid = obj.get("id") if isinstance(obj.get("id"), str) else None
+    inner = obj.get("command", obj)
+    t = inner.get("type") if isinstance(inner, dict) else None
+    return cid, (t if t in KNOWN_TYPES else None)
+
+
+def contract_ack(ack: Dict[str, Any], worker_id: str, fallback_id: Optional[str] = None,
+                 fallback_type: Optional[str] = None) -> Dict[str, Any]:
+    """Make an ack dict contract-shaped (commands.md "Ack"; src/protocol/ack.ts): this worker's
+    id, a known type or null, every field present and typed. Extra keys (Inspect detail) stay."""
+    out = dict(ack)
+    out["worker_id"] = worker_id
+    if out.get("id") is None:
+        out["id"] = fallback_id
+    t = out.get("type")
+    out["type"] = t if t in KNOWN_TYPES else (fallback_type if fallback_type in KNOWN_TYPES else None)
+    if out.get("status") not in ("applied", "partial", "noop", "duplicate", "rejected", "error"):
+        out["reason"] = f"worker returned status {out.get('status')!r}; {out.get('reason') or ''}".strip("; ")
+        out["status"] = "error"
+    for k in ("requested", "affected", "skipped", "elapsed_us"):
+        v = out.get(k)
+        out[k] = int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else 0
+    out["missing"] = [int(h) for h in (out.get("missing") or [])]
+    out.setdefault("reason", None)
+    tiers = out.get("tiers") or {}
+    out["tiers"] = {str(k): int(v) for k, v in tiers.items()} if isinstance(tiers, dict) else {}
+    lease = out.get("lease")
+    if isinstance(lease, str):  # an older handler's bare lease id
+        lease = {"lease_id": lease, "expires_at_ms": None}
+    out["lease"] = lease if isinstance(lease, dict) else None
+    ep = out.get("epoch")
+    out["epoch"] = ep if isinstance(ep, int) and not isinstance(ep, bool) and ep >= 0 else None
+    return out
+
+
+class ControlSubscriber:
+    def __init__(self, args: ControlArgs, send: SendFn, *, send_timeout_s: float = 30.0,
+                 connect_retry_s: float = 0.25, reconnect_time_wait_s: float = 0.25):
+        self.args = args.validate()
+        self.send = send
+        self.send_timeout_s = send_timeout_s
+        self.connect_retry_s = connect_retry_s
+        self.reconnect_time_wait_s = reconnect_time_wait_s
+        self.nc = None
+        self.metrics: Dict[str, Any] = {
+            "received": 0, "replied": 0, "fire_and_forget": 0, "rejected_invalid": 0,
+            "errors": 0, "reply_failures": 0, "connects": 0, "disconnects": 0, "reconnects": 0,
+            "by_status": {}, "by_type": {},
+        }
+        self._queue: Optional[asyncio.Queue] = None
+        self._tasks = []
+        self._connected = asyncio.Event()
+        self._closing = False
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> "ControlSubscriber":
+        """Returns at once; connecting (with retries) and serving run in the background."""
+        self._queue = asyncio.Queue(maxsize=MAX_QUEUE)
+        self._tasks = [asyncio.ensure_future(self._connect_loop()), asyncio.ensure_future(self._serve())]
+        return self
+
+    async def wait_connected(self, timeout: float = 10.0) -> None:
+        await asyncio.wait_for(self._connected.wait(), timeout)
+
+    async def stop(self) -> None:
+        self._closing = True
+        nc, self.nc = self.nc, None
+        if nc is not None:
+            try:
+                await asyncio.wait_for(nc.drain(), 2.0)
+            except Exception:
+                try:
+                    await nc.close()
+                except Exception:
+                    pass
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except BaseException:
+                pass
+        self._tasks = []
+
+    def _connect_options(self) -> dict:
+        a = self.args
+        opts = dict(servers=a.servers, name=f"kvctl-worker-{a.worker_id}", allow_reconnect=True,
+                    max_reconnect_attempts=-1, reconnect_time_wait=self.reconnect_time_wait_s,
+                    connect_timeout=2, error_cb=self._on_error, disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected)
+        if a.creds:
+            opts["user_credentials"] = a.creds
+        if a.user is not None:
+            opts["user"] = a.user
+        if a.password is not None:
+            opts["password"] = a.password
+        if a.token is not None:
+            opts["token"] = a.token
+        return opts
+
+    async def _connect_loop(self) -> None:
+        import nats
+
+        delay = self.connect_retry_s
+        while not self._closing:
+            try:
+                nc = await nats.connect(**self._connect_options())
+            except Exception as e:
+                logger.warning("kvctl subscriber: cannot reach NATS %s (%s); retrying in %.2fs",
+                               self.args.servers, e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            queue = f"kvctl-{self.args.worker_id}"
+            await nc.subscribe(self.args.worker_subject, queue=queue, cb=self._on_msg)
+            await nc.subscribe(self.args.broadcast_subject, queue=queue, cb=self._on_msg)
+            await nc.flush()
+            self.nc = nc
+            self.metrics["connects"] += 1
+            self._connected.set()
+            logger.info("kvctl subscriber: worker %s listening on %s and %s", self.args.worker_id,
+                        self.args.worker_subject, self.args.broadcast_subject)
+            return
+
+    async def _on_error(self, e) -> None:
+        logger.debug("kvctl subscriber: NATS error %s", e)
+
+    async def _on_disconnected(self) -> None:
+        self.metrics["disconnects"] += 1
+        if not self._closing:
+            logger.warning("kvctl subscriber: disconnected from NATS; reconnecting")
+
+    async def _on_reconnected(self) -> None:
+        self.metrics["reconnects"] += 1
+        logger.info("kvctl subscriber: reconnected to NATS")
+
+    # ---- messages -------------------------------------------------------------------------
+    async def _on_msg(self, msg) -> None:
+        """nats-py callback: validate; answer malformed bodies here; queue the rest in order."""
+        try:
+            self.metrics["received"] += 1
+            reply = msg.reply or None
+            if reply is None:
+                self.metrics["fire_and_forget"] += 1
+            t0 = time.perf_counter()
+            text = None
+            try:
+                text = bytes(msg.data).decode("utf-8")
+                cmd = decode(text)
+            except (CommandError, UnicodeDecodeError) as e:
+                reason = str(e) if isinstance(e, CommandError) else "body: not UTF-8"
+                self.metrics["rejected_invalid"] += 1
+                cid, ctype = _readable_id_and_type(text)
+                ack = {"id": cid, "type": ctype, "status": "rejected", "reason": reason,
+                       "elapsed_us": int((time.perf_counter() - t0) * 1e6)}
+                await self._reply(reply, contract_ack(ack, self.args.worker_id))
+                return
+            try:
+                self._queue.put_nowait((text, cmd.id, cmd.type, reply, t0))
+            except asyncio.QueueFull:
+                ack = {"id": cmd.id, "type": cmd.type, "status": "rejected",
+                       "reason": f"worker busy: {MAX_QUEUE} commands queued"}
+                await self._reply(reply, contract_ack(ack, self.args.worker_id))
+        except Exception:  # never die on a message
+            self.metrics["errors"] += 1
+            logger.exception("kvctl subscriber: message handling failed")
+
+    async def _serve(self) -> None:
+        while True:
+            text, cid, ctype, reply, t0 = await self._queue.get()
+            try:
+                try:
+                    ack = await asyncio.wait_for(self.send(text), self.send_timeout_s)
+                    if not isinstance(ack, dict):
+                        raise TypeError(f"scheduler answered {type(ack).__name__}, not an ack")
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    self.metrics["errors"] += 1
+                    logger.exception("kvctl subscriber: sending %s %s to the scheduler failed", ctype, cid)
+                    ack = {"id": cid, "type": ctype, "status": "error",
+                           "reason": f"scheduler path failed: {type(e).__name__}: {e}; the command "
+                                     "may or may not have been applied (retry with the same id)",
+                           "elapsed_us": int((time.perf_counter() - t0) * 1e6)}
+                ack = contract_ack(ack, self.args.worker_id, fallback_id=cid, fallback_type=ctype)
+                by = self.metrics["by_status"]
+                by[ack["status"]] = by.get(ack["status"], 0) + 1
+                bt = self.metrics["by_type"]
+                bt[ctype] = bt.get(ctype, 0) + 1
+                await self._reply(reply, ack)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.metrics["errors"] += 1
+                logger.exception("kvctl subscriber: serving a command failed")
+
+    async def _reply(self, reply: Optional[str], ack: dict) -> None:
+        if reply is None:
+            return
+        nc = self.nc
+        try:
+            await nc.publish(reply, json.dumps(ack, separators=(",", ":")).encode("utf-8"))
+            self.metrics["replied"] += 1
+        except Exception as e:
+            self.metrics["reply_failures"] += 1
+            logger.warning("kvctl subscriber: could not reply to %s: %s", reply, e)
+
+
+# ---- SGLang wiring (patch 0011 calls these from http_server.lifespan) ----------------------
+
+def tokenizer_send(tokenizer_manager: Any) -> SendFn:
+    """The HTTP endpoints' path: tokenizer manager communicator -> every DP scheduler."""
+    from .http import kvctl_command
+
+    async def send(body: str) -> dict:
+        return await kvctl_command(tokenizer_manager, "command", body)
+
+    return send
+
+
+async def start_for_server(server_args: Any, tokenizer_manager: Any) -> Optional[ControlSubscriber]:
+    """Starts the subscriber when --kv-control-nats-url (or KVCTL_NATS_URL) is set; else None
+    and nothing else happens. Never raises into SGLang's startup for a NATS problem: a bad
+    setting is logged and the server runs without the control plane."""
+    from .server_args import from_server_args
+
+    try:
+        args = from_server_args(server_args)
+    except ValueError as e:
+        logger.error("kvctl subscriber disabled: %s", e)
+        return None
+    if args is None:
+        return None
+    try:
+        from . import identity  # the commands engineer's worker identity, when present
+
+        setter = getattr(identity, "set_worker_id", None)
+        if setter is not None:
+            setter(args.worker_id)
+    except ImportError:
+        pass
+    sub = ControlSubscriber(args, tokenizer_send(tokenizer_manager))
+    await sub.start()
+    return sub
+
+
+async def stop_for_server(sub: Optional[ControlSubscriber]) -> None:
+    if sub is not None:
+        await sub.stop()
