@@ -19,7 +19,7 @@ class Ack:
     missing: List[int] = dataclasses.field(default_factory=list)
     reason: Optional[str] = None
     tiers: Dict[str, int] = dataclasses.field(default_factory=dict)
-    lease: Optional[str] = None
+    lease: Optional[dict] = None  # {"lease_id": str, "expires_at_ms": int | None}
     epoch: Optional[int] = None
     elapsed_us: int = 0
     # Inspect only (read-only detail); omitted from the wire when None.

@@ -56,34 +56,148 @@ def hash_list(value: Any, field: str, limit: int = MAX_HASHES) -> List[int]:
     return [to_int64(v, f"{field}[{i}]") for i, v in enumerate(value)]
 
 
-def _opt_int(body: dict, key: str, minimum: int = 0) -> Optional[int]:
-    v = body.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise CommandError(key, f"expected an integer >= {minimum}")
+MAX_TOKENS = 65536 * 64
+TTL_MIN, TTL_MAX = 1, 30 * 24 * 3600
+TOKEN_MAX = (1 << 31) - 1
+SAFE_INT_MAX = (1 << 53) - 1
+TARGET_TIERS = ("GPU", "CPU_TIER1")
+
+# type -> {field: required?}  (strict objects: anything else is an unknown field)
+SCHEMA = {
+    "Cache": {"block_hashes": True, "pin": True, "ttl_seconds": False},
+    "Prune": {"after_block_hash": True, "force": False},
+    "Think": {"block_hashes": True, "transient": True},
+    "Pause": {"block_hashes": True, "ttl_seconds": True, "lease_id": True},
+    "RenewLease": {"lease_id": True, "new_ttl_seconds": True},
+    "RevokeLease": {"lease_id": True},
+    "Warm": {"block_keys": True, "token_ids": False, "target_tier": True},
+    "ToolStart": {"session_id": True, "block_hashes": True},
+    "ToolEnd": {"session_id": True, "epoch": True},
+    "Inspect": {"block_hashes": False, "session_id": False, "lease_id": False},
+}
+ENVELOPE_FIELDS = ("version", "id", "issued_at_ms", "command")
+
+
+def _int(v: Any, field: str, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise CommandError(field, f"expected an integer, got {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise CommandError(field, f"out of range {lo}..{hi}: {v}")
     return v
 
 
-def _validate(cmd: dict) -> Command:
+def _ttl(v: Any, field: str) -> int:
+    return _int(v, field, TTL_MIN, TTL_MAX)
+
+
+def _opt_int(body: dict, key: str, minimum: int = 0, field: Optional[str] = None) -> Optional[int]:
+    v = body.get(key)
+    if v is None:
+        return None
+    return _int(v, field or key, minimum, TTL_MAX if minimum >= 1 else SAFE_INT_MAX)
+
+
+def ident(v: Any, field: str) -> str:
+    """ids: 1-128 printable ASCII without spaces (src/protocol/README.md)."""
+    if not isinstance(v, str):
+        raise CommandError(field, "expected a string")
+    if not 1 <= len(v) <= 128 or any(not (33 <= ord(c) <= 126) for c in v):
+        raise CommandError(field, "expected 1-128 printable ASCII characters without spaces")
+    return v
+
+
+def _bool(v: Any, field: str) -> bool:
+    if not isinstance(v, bool):
+        raise CommandError(field, "missing or not a boolean")
+    return v
+
+
+def storage_key(v: Any, field: str) -> str:
+    if not isinstance(v, str) or len(v) != 64 or any(c not in "0123456789abcdef" for c in v):
+        raise CommandError(field, "expected a storage key (64 lowercase hex)")
+    return v
+
+
+def _validate(cmd: Any, prefix: str = "") -> Command:
     if not isinstance(cmd, dict):
-        raise CommandError("command", "expected an object")
+        raise CommandError(prefix.rstrip(".") or "body", "expected an object")
     t = cmd.get("type")
     if t not in KNOWN_TYPES:
-        raise CommandError("type", f"unknown command type {t!r}")
-    fields = dict(cmd)
-    fields.pop("type")
+        raise CommandError(prefix + "type", f"unknown command type {t!r}")
+    schema = SCHEMA[t]
+    for k in cmd:
+        if k != "type" and k not in schema:
+            raise CommandError(prefix + str(k), "unknown field")
+    for k, required in schema.items():
+        if required and k not in cmd and not (t == "Pause" and k == "ttl_seconds" and False):
+            raise CommandError(prefix + k, "missing")
+    f: dict = {}
+    P = prefix
     if t == "Cache":
-        if "block_hashes" not in cmd:
-            raise CommandError("block_hashes", "missing")
-        fields["block_hashes"] = hash_list(cmd["block_hashes"], "block_hashes")
-        if not isinstance(cmd.get("pin"), bool):
-            raise CommandError("pin", "missing or not a boolean")
-        fields["ttl_seconds"] = _opt_int(cmd, "ttl_seconds", 1)
+        f["block_hashes"] = hash_list(cmd["block_hashes"], P + "block_hashes")
+        f["pin"] = _bool(cmd["pin"], P + "pin")
+        f["ttl_seconds"] = None if cmd.get("ttl_seconds") is None else _ttl(cmd["ttl_seconds"], P + "ttl_seconds")
+    elif t == "Prune":
+        f["after_block_hash"] = to_int64(cmd["after_block_hash"], P + "after_block_hash")
+        f["force"] = False if cmd.get("force") is None else _bool(cmd["force"], P + "force")
+    elif t == "Think":
+        f["block_hashes"] = hash_list(cmd["block_hashes"], P + "block_hashes")
+        f["transient"] = _bool(cmd["transient"], P + "transient")
+    elif t == "Pause":
+        f["block_hashes"] = hash_list(cmd["block_hashes"], P + "block_hashes")
+        f["ttl_seconds"] = None if cmd["ttl_seconds"] is None else _ttl(cmd["ttl_seconds"], P + "ttl_seconds")
+        f["lease_id"] = ident(cmd["lease_id"], P + "lease_id")
+    elif t == "RenewLease":
+        f["lease_id"] = ident(cmd["lease_id"], P + "lease_id")
+        f["new_ttl_seconds"] = _ttl(cmd["new_ttl_seconds"], P + "new_ttl_seconds")
+    elif t == "RevokeLease":
+        f["lease_id"] = ident(cmd["lease_id"], P + "lease_id")
+    elif t == "Warm":
+        keys = cmd["block_keys"]
+        if not isinstance(keys, list):
+            raise CommandError(P + "block_keys", "expected a list of storage keys")
+        if len(keys) > MAX_HASHES:
+            raise CommandError(P + "block_keys", f"list of {len(keys)} over the limit {MAX_HASHES}")
+        f["block_keys"] = [storage_key(k, f"{P}block_keys[{i}]") for i, k in enumerate(keys)]
+        toks = cmd.get("token_ids")
+        if toks is not None:
+            if not isinstance(toks, list):
+                raise CommandError(P + "token_ids", "expected a list of token ids")
+            if len(toks) > MAX_TOKENS:
+                raise CommandError(P + "token_ids", f"list of {len(toks)} over the limit {MAX_TOKENS}")
+            toks = [_int(x, f"{P}token_ids[{i}]", 0, TOKEN_MAX) for i, x in enumerate(toks)]
+        f["token_ids"] = toks
+        if cmd["target_tier"] not in TARGET_TIERS:
+            raise CommandError(P + "target_tier", f"expected one of {', '.join(TARGET_TIERS)}")
+        f["target_tier"] = cmd["target_tier"]
+    elif t == "ToolStart":
+        f["session_id"] = ident(cmd["session_id"], P + "session_id")
+        f["block_hashes"] = hash_list(cmd["block_hashes"], P + "block_hashes")
+    elif t == "ToolEnd":
+        f["session_id"] = ident(cmd["session_id"], P + "session_id")
+        f["epoch"] = _int(cmd["epoch"], P + "epoch", 0, SAFE_INT_MAX)
     elif t == "Inspect":
-        if cmd.get("block_hashes") is not None:
-            fields["block_hashes"] = hash_list(cmd["block_hashes"], "block_hashes")
-    return Command(type=t, fields=fields)
+        f["block_hashes"] = None if cmd.get("block_hashes") is None else hash_list(cmd["block_hashes"], P + "block_hashes")
+        f["session_id"] = None if cmd.get("session_id") is None else ident(cmd["session_id"], P + "session_id")
+        f["lease_id"] = None if cmd.get("lease_id") is None else ident(cmd["lease_id"], P + "lease_id")
+    return Command(type=t, fields=f)
+
+
+def peek_id_type(body: Any):
+    """Best-effort (id, type) of an undecodable body, for the rejection ack; never raises."""
+    try:
+        if isinstance(body, (bytes, bytearray)):
+            body = json.loads(bytes(body).decode("utf-8"))
+        elif isinstance(body, str):
+            body = json.loads(body)
+        if not isinstance(body, dict):
+            return None, None
+        cid = body.get("id") if isinstance(body.get("id"), str) else None
+        inner = body.get("command", body)
+        t = inner.get("type") if isinstance(inner, dict) else None
+        return cid, (t if t in KNOWN_TYPES else None)
+    except Exception:
+        return None, None
 
 
 def decode(body: Any) -> Command:
@@ -96,18 +210,25 @@ def decode(body: Any) -> Command:
     if isinstance(body, str):
         try:
             body = json.loads(body)  # Python ints are exact: no float rounding of int64
-        except ValueError as e:
-            raise CommandError("body", f"not JSON ({e})") from None
+        except (ValueError, RecursionError) as e:
+            raise CommandError("body", f"not JSON ({type(e).__name__}: {e})") from None
     if not isinstance(body, dict):
         raise CommandError("body", "expected a JSON object")
     if "command" in body or "version" in body:
-        if body.get("version") not in KNOWN_VERSIONS:
-            raise CommandError("version", f"unknown version {body.get('version')!r}")
+        v = body.get("version")
+        if isinstance(v, bool) or v not in KNOWN_VERSIONS:
+            raise CommandError("version", f"unknown version {v!r}")
+        for k in body:
+            if k not in ENVELOPE_FIELDS:
+                raise CommandError(str(k), "unknown field")
         cid = body.get("id")
-        if cid is not None and not isinstance(cid, str):
-            raise CommandError("id", "expected a string")
-        out = _validate(body.get("command"))
+        if cid is not None:
+            cid = ident(cid, "id")
+        issued = _opt_int(body, "issued_at_ms")
+        if "command" not in body:
+            raise CommandError("command", "missing")
+        out = _validate(body.get("command"), "command.")
         out.id = cid
-        out.issued_at_ms = _opt_int(body, "issued_at_ms")
+        out.issued_at_ms = issued
         return out
     return _validate(body)

@@ -10,6 +10,7 @@ from typing import Any
 from .hashes import published_hashes
 from .index import BlockHashIndex
 from .pins import PinManager
+from .sessions import Sessions
 from .trees import RadixOps, UnifiedOps
 
 logger = logging.getLogger(__name__)
@@ -22,6 +23,7 @@ class KvctlState:
         self.index = BlockHashIndex(tree.page_size)
         ops = UnifiedOps(tree) if hasattr(tree, "node_by_id") else RadixOps(tree)
         self.pins = PinManager(self.index, ops, budget_fraction=DEFAULT_BUDGET)
+        self.sessions = Sessions(self.pins)
 
     @property
     def ops(self):
@@ -60,6 +62,8 @@ def on_split(tree: Any, new_node: Any, child: Any, split_len: int) -> None:
     st.index.split(new_node, child, split_len)
     new_node.kvctl_receipt = None
     new_node.pin_count = 0
+    # a transient node's halves are both transient (split slices, never rehashes)
+    new_node.kvctl_transient = getattr(child, "kvctl_transient", False)
     st.pins.recount(new_node)
     st.pins.recount(child)
 
@@ -75,9 +79,49 @@ def on_reset(tree: Any) -> None:
     st = state_of(tree)
     st.index.clear()
     st.pins.clear()
+    st.sessions.clear()
 
 
 def requires_python_tree_core() -> bool:
     """The pin hooks live in the Python UnifiedTreeCore; the Rust core has none. Set
     KVCTL_DISABLE=1 to let SGLang pick its Rust core again (pins then unavailable)."""
     return os.environ.get("KVCTL_DISABLE") != "1"
+
+
+def is_transient(node: Any) -> bool:
+    """Think(transient=true) marked it: never written to host or storage, evicted first."""
+    return bool(getattr(node, "kvctl_transient", False))
+
+
+def skip_backup(cache: Any, node_id: Any) -> bool:
+    """Patch 0007: write-through / write-back / storage backups skip transient nodes."""
+    try:
+        return is_transient(cache.tree_core.node_by_id(node_id))
+    except Exception:  # pragma: no cover
+        return False
+
+
+def evict_transient_first(cache: Any, tracker: dict) -> None:
+    """Patch 0007: before SGLang's LRU walk, device eviction drops unlocked transient nodes
+    (leaves first), counted in the walk's tracker."""
+    core = getattr(cache, "tree_core", None)
+    if core is None or not core.__dict__.get("_kvctl_has_transient"):
+        return
+    from sglang.srt.mem_cache.unified_cache.components.base import ComponentType
+
+    from . import tiers
+
+    any_left = False
+    for node in tiers.subtree_leaves_first(core.root_node, include_self=False):
+        if not is_transient(node):
+            continue
+        any_left = True
+        if node.evicted:
+            continue
+        n = len(node.key)
+        try:
+            if tiers.purge_leaf(cache, node) is not None:
+                tracker[ComponentType.FULL] = tracker.get(ComponentType.FULL, 0) + n
+        except Exception:  # pragma: no cover - never break the serving path
+            logger.exception("kvctl: transient eviction of node %s failed", getattr(node, "id", "?"))
+    core.__dict__["_kvctl_has_transient"] = any_left

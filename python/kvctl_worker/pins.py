@@ -22,6 +22,7 @@ class Pin:
     hash: int
     seq: int
     expires_at: Optional[float] = None
+    owner: Optional[str] = None  # None: a Cache pin; "lease:<id>" / "tool:<session>": a hold
 
 
 @dataclasses.dataclass
@@ -54,7 +55,70 @@ class PinManager:
         return int(self.budget_fraction * self.ops.pool_tokens())
 
     def pin_count_of_hash(self, h: int) -> int:
-        return len(self.records.get(h, ()))
+        """Cache pins only (Inspect's pin_count); leases and tool offloads are reported apart."""
+        return sum(1 for p in self.records.get(h, ()) if p.owner is None)
+
+    def owners_of_hash(self, h: int) -> List[str]:
+        return sorted({p.owner for p in self.records.get(h, ()) if p.owner is not None})
+
+    def hold(self, found: List[tuple], owner: str) -> PinResult:
+        """Protect (h, node) pairs for ``owner`` (a lease or a tool offload): one record per hash
+        and owner, bounded by the same budget as pins."""
+        res = PinResult()
+        budget = self.budget_tokens()
+        used = self.pinned_tokens()
+        touched = {}
+        for h, node in found:
+            recs = self.records.get(h)
+            if recs and any(p.owner == owner for p in recs):
+                touched[id(node)] = node
+                res.noop += 1
+                continue
+            if not recs:
+                if used + self.index.page_size > budget:
+                    res.skipped += 1
+                    self.metrics["pins_refused_budget"] += 1
+                    res.reason = f"pin budget exhausted ({used}/{budget} host tokens)"
+                    continue
+                used += self.index.page_size
+            self.records.setdefault(h, []).append(Pin(h, next(self._seq), None, owner))
+            touched[id(node)] = node
+            res.affected += 1
+        for node in touched.values():
+            self.recount(node)
+        return res
+
+    def release_owner(self, owner: str) -> List[int]:
+        """Drop every record of ``owner``; returns the hashes it held."""
+        hashes = []
+        for h in list(self.records):
+            pins = self.records[h]
+            keep = [p for p in pins if p.owner != owner]
+            if len(keep) != len(pins):
+                hashes.append(h)
+                if keep:
+                    self.records[h] = keep
+                else:
+                    del self.records[h]
+        seen = {}
+        for h in hashes:
+            node = self.index.get(h, self.ops.root())
+            if node is not None:
+                seen[id(node)] = node
+        for node in seen.values():
+            self.recount(node)
+        return hashes
+
+    def release_hashes(self, hashes: List[int]) -> None:
+        """Drop every record (any owner) on these hashes (Prune/Think with force)."""
+        seen = {}
+        for h in hashes:
+            if self.records.pop(h, None):
+                node = self.index.get(h, self.ops.root())
+                if node is not None:
+                    seen[id(node)] = node
+        for node in seen.values():
+            self.recount(node)
 
     def recount(self, node: Any) -> None:
         count = sum(len(self.records.get(h, ())) for h in getattr(node, "kvctl_hashes", ()) or ())
@@ -98,10 +162,11 @@ class PinManager:
         touched = {}
         for h, node in found:
             pins = self.records.get(h)
-            if not pins:
+            mine = [i for i, p in enumerate(pins or ()) if p.owner is None]
+            if not mine:
                 res.noop += 1
                 continue
-            pins.pop()  # newest first; counts are what matter
+            pins.pop(mine[-1])  # newest first; counts are what matter
             if not pins:
                 del self.records[h]
             touched[id(node)] = node

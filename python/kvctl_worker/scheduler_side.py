@@ -74,6 +74,8 @@ def on_scheduler_tick(scheduler: Any) -> None:
     if cache is None:
         return
     st = state_for_cache(cache)
+    if st.sessions.leases or st.sessions.tools:
+        st.sessions.reap()  # leases and tool offloads expire with no caller (tool defect 6)
     if not st.pins.records:
         return
     st.pins.reap()

@@ -89,7 +89,7 @@ def test_trap05_inspect_sees_blocks_cached_before_any_collector():
     c, a = make_radix(events=False)  # no collector at all when these were cached
     insert(c, a, list(range(1, 13)))
     ack = CommandHandler(c).handle({"type": "Inspect"})
-    assert ack.affected == 3 and ack.detail["indexed_blocks"] == 3
+    assert len(ack.detail["blocks"]) == 3 and ack.detail["indexed_blocks"] == 3 and ack.affected == 0
 
 
 def test_trap06_flush_refused_while_busy_leaves_pins_and_tree_intact():

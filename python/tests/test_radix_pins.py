@@ -14,11 +14,16 @@ def _setup(page=4, size=256):
     return c, a, h
 
 
+import itertools
+
+_ids = itertools.count()
+
+
 def _pin(h, hashes, pin=True, ttl=None):
     cmd = {"type": "Cache", "block_hashes": hashes, "pin": pin}
     if ttl:
         cmd["ttl_seconds"] = ttl
-    return h.handle({"version": 1, "id": "x", "command": cmd})
+    return h.handle({"version": 1, "id": f"x{next(_ids)}", "command": cmd})  # fresh id: no dedupe
 
 
 def test_pinned_blocks_survive_eviction_unpinned_do_not():
@@ -28,7 +33,8 @@ def test_pinned_blocks_survive_eviction_unpinned_do_not():
     hs = stored_hashes(c)
     insert(c, a, list(range(500, 532)))
     ack = _pin(h, hs)
-    assert (ack.status, ack.affected, ack.tiers, ack.worker_id, ack.id) == ("applied", 4, {"GPU": 1}, "w0", "x")
+    assert (ack.status, ack.affected, ack.tiers, ack.worker_id, ack.id) == ("applied", 4, {"GPU": 1}, "w0", ack.id)
+    assert ack.id.startswith("x")
     c.evict(EvictParams(num_tokens=10_000))
     assert match(c, vip).device_prefix_len == 16
     assert match(c, list(range(500, 532))).device_prefix_len == 0

@@ -1,0 +1,5 @@
+import sys
+
+from .worker import main
+
+sys.exit(main())

@@ -1,0 +1,175 @@
+"""Per-node tier moves on SGLang 0.5.23's UnifiedRadixCache (Python tree core), each one going
+through the core's own step functions so the KV events are exactly what SGLang emits for the
+same move during its own eviction (``_demote`` -> BlockRemoved GPU, ``_evict_host_leaf`` ->
+BlockRemoved CPU, ``_delete_unbacked_device_leaf`` -> BlockRemoved GPU, ``_release_full_host_duplicate``
+-> BlockRemoved CPU, ``commit_backup``+``finish_write_through`` -> BlockStored CPU,
+``commit_load_back`` -> BlockStored GPU). Freed device/host values are drained by the cache's own
+``_free_values`` / ``_apply_cache_actions`` (no host buffer is ever left behind: defect 3).
+
+Everything here runs on the scheduler thread, synchronously (backup acks drained by
+``backup_node_for_write_back``; loads completed by ``loading_check`` before returning), so no other
+tree operation can observe a half-moved node (defects 2 and 7).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, List, Optional
+
+
+def _new_acc():
+    return defaultdict(list), defaultdict(list), []
+
+
+def _drain(cache, device_frees, host_frees, actions) -> None:
+    try:
+        cache._free_values(device_frees, host_frees)
+    finally:
+        cache._apply_cache_actions(actions)
+
+
+def in_use(node) -> bool:
+    """Held by a running request or an in-flight DMA (never overridden, not even by force)."""
+    if any(cd.lock_ref > 0 for cd in node.component_data):
+        return True
+    return getattr(node, "write_through_pending_id", None) is not None or \
+        getattr(node, "load_back_pending_id", None) is not None
+
+
+def host_locked(node) -> bool:
+    return any(cd.host_lock_ref > 0 for cd in node.component_data)
+
+
+def subtree_leaves_first(node, include_self: bool = True) -> List[Any]:
+    """Post-order: every node after all of its descendants (a prefix never before its suffix)."""
+    out: List[Any] = []
+    stack = [(node, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            out.append(n)
+            continue
+        stack.append((n, True))
+        for c in n.children.values():
+            stack.append((c, False))
+    if not include_self:
+        out.pop()
+    return out
+
+
+def tier_names(node) -> List[str]:
+    out = []
+    if not node.evicted:
+        out.append("GPU")
+    if node.backuped:
+        out.append("CPU_PINNED")
+    return out
+
+
+def purge_leaf(cache, node) -> Optional[List[str]]:
+    """Remove a childless, unlocked node from every tier. Returns the tiers it left, or None
+    when it could not go (children, request lock, host lock, in-flight DMA)."""
+    core = cache.tree_core
+    if node is core.root_node or node.children or in_use(node) or host_locked(node):
+        return None
+    tiers = tier_names(node)
+    dev, host, actions = _new_acc()
+    tracker = {ct: 0 for ct in cache.tree_components}
+    try:
+        if node.evicted:
+            if not node.backuped:
+                return None
+            core._evict_host_leaf(node, tracker, dev, host, actions)
+        elif not node.backuped:
+            core._delete_unbacked_device_leaf(node, tracker, dev, host, actions)
+        else:
+            core._demote(node, tracker, dev, host, actions)
+            core._evict_host_leaf(node, tracker, dev, host, actions)
+    finally:
+        _drain(cache, dev, host, actions)
+    return tiers
+
+
+def backup_path(cache, node) -> bool:
+    """Back up the root->node path parent-first with SGLang's synchronous write-back primitive
+    (host-backed nodes form a prefix from the root). False if the host could not take it."""
+    core = cache.tree_core
+    path = []
+    cur = node
+    while cur is not core.root_node:
+        path.append(cur)
+        cur = cur.parent
+    for n in reversed(path):
+        if n.backuped or n.evicted:
+            continue
+        if getattr(n, "kvctl_transient", False):
+            return False
+        if not cache.backup_node_for_write_back(n.id):
+            cache.evict_host(len(n.key))
+            if not cache.backup_node_for_write_back(n.id):
+                return False
+    return True
+
+
+def demote_subtree(cache, node) -> tuple:
+    """GPU -> host for ``node`` and every device-resident descendant (deepest first: a device
+    node never sits below a host-only one). Each is backed up first. Returns (demoted nodes,
+    skipped nodes)."""
+    core = cache.tree_core
+    demoted, skipped = [], []
+    blocked = set()
+    for n in subtree_leaves_first(node):
+        if n.evicted:
+            continue
+        if id(n) in blocked or in_use(n) or not backup_path(cache, n):
+            skipped.append(n)
+            blocked.update(id(a) for a in _ancestors(n, core.root_node))
+            continue
+        dev, host, actions = _new_acc()
+        tracker = {ct: 0 for ct in cache.tree_components}
+        try:
+            core._demote(n, tracker, dev, host, actions)
+        finally:
+            _drain(cache, dev, host, actions)
+        demoted.append(n)
+    return demoted, skipped
+
+
+def drop_host_copy(cache, node) -> bool:
+    """Free the host copy of a node that is also on the GPU (Think(transient=true) on a node the
+    write-through policy already backed up). SGLang's own duplicate-release step."""
+    core = cache.tree_core
+    if node.evicted or not node.backuped or not core._can_reclaim_full_host_duplicate(node):
+        return False
+    # a host copy may only go if no descendant keeps one (host-backed nodes form a prefix)
+    if any(c.backuped for c in node.children.values()):
+        return False
+    dev, host, actions = _new_acc()
+    tracker = {ct: 0 for ct in cache.tree_components}
+    try:
+        core._release_full_host_duplicate(node, tracker, dev, host, actions)
+    finally:
+        _drain(cache, dev, host, actions)
+    core.full_host_duplicates.pop(node.id, None)
+    return True
+
+
+def load_path(cache, node) -> bool:
+    """Host -> GPU for the path to ``node`` through SGLang's load_back, completed before return
+    (ready_to_load_host_cache + loading_check on this same thread)."""
+    if not node.evicted:
+        return True
+    if not cache.load_back(node.id, req=None):
+        return False
+    if cache.ready_to_load_host_cache() == -1:
+        return False
+    for ack in list(cache.cache_controller.ack_load_queue):
+        ack.finish_event.synchronize()
+    cache.loading_check()
+    return not node.evicted
+
+
+def _ancestors(node, root) -> Iterable[Any]:
+    cur = node.parent
+    while cur is not None and cur is not root:
+        yield cur
+        cur = cur.parent
