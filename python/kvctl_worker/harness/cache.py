@@ -34,8 +34,13 @@ class BuiltCache:
 
     @property
     def host_pool(self):
+        """The host KV pool (the FULL component's; HiCache wraps it in a HostPoolGroup)."""
         ctrl = getattr(self.cache, "cache_controller", None)
-        return ctrl.mem_pool_host if ctrl is not None else None
+        if ctrl is None:
+            return None
+        host = ctrl.mem_pool_host
+        anchor = getattr(host, "anchor_entry", None)
+        return anchor.host_pool if anchor is not None else host
 
 
 def build_cache(cfg: CacheConfig) -> BuiltCache:
