@@ -17,6 +17,7 @@ const commands: Record<string, () => Promise<{ command: Command }>> = {
   bench: () => import("./commands/bench.js"),
   "verify-hashes": () => import("./commands/verify-hashes.js"),
   watch: () => import("./commands/watch.js"),
+  demo: () => import("./commands/demo.js"),
 };
 
 async function help(): Promise<number> {

@@ -160,6 +160,10 @@ class Serving:
         return True
 
     def path_hashes(self, tokens) -> List[int]:
+        return self.path_keys(tokens)[0]
+
+    def path_keys(self, tokens):
+        """(published block hashes, storage keys) of the cached path of these tokens."""
         from ..hooks import state_for_cache
 
         st = state_for_cache(self.cache)
@@ -167,11 +171,13 @@ class Serving:
         node = self.cache.tree_core.node_by_id(m.best_match_node if getattr(m, "host_hit_length", 0)
                                                else m.last_device_node)
         out: List[int] = []
+        keys: List[str] = []
         root = st.ops.root()
         while node is not None and node is not root:
             out[:0] = list(getattr(node, "kvctl_hashes", None) or [])
+            keys[:0] = list(getattr(node, "hash_value", None) or [])
             node = node.parent
-        return out
+        return out, keys
 
     def serve(self, tokens: List[int], hold: Optional[str] = None) -> dict:
         import torch
@@ -214,9 +220,10 @@ class Serving:
         if hold:
             m2 = self.match(tokens)
             self.holds[hold] = (m2.last_device_node, self.cache.inc_lock_ref(m2.last_device_node).to_dec_params())
-        return {"tokens": len(tokens), "cached_tokens": min(device_hit + (loaded if loaded else 0), len(tokens)),
+        hashes, keys = self.path_keys(tokens)
+        return {"tokens": len(tokens), "cached_tokens": min(device_hit + loaded, len(tokens)),
                 "device_hit": device_hit, "host_hit": host_hit, "loaded_from_host": loaded,
-                "block_hashes": self.path_hashes(tokens)}
+                "block_hashes": hashes, "storage_keys": keys}
 
     def release(self, hold: str) -> dict:
         h = self.holds.pop(hold, None)

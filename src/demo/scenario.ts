@@ -1,0 +1,157 @@
+// The scripted agent session of `kvctl demo`: every command goes through the real ControlPublisher
+// over NATS to the worker harness (real SGLang cache on CPU), and after each one the session's
+// tier residency is read back with Inspect. Then the pin-vs-flood table.
+import { ControlPublisher } from "../control/index.js";
+import type { Ack, AckStatus, Command } from "../protocol/index.js";
+import type { EventRecorder, HarnessClient } from "./harness.js";
+
+export interface StepRecord {
+  step: string;
+  type: string;
+  status: AckStatus;
+  expected: AckStatus[];
+  ok: boolean;
+  ack: Ack;
+  residency: Record<string, number> & { missing: number };
+  note?: string;
+}
+
+export interface FloodRow {
+  label: string;
+  prompt_tokens: number;
+  cached_tokens: number;
+  from_host: number;
+  fraction: number;
+}
+
+export interface DemoResult {
+  steps: StepRecord[];
+  table: FloodRow[];
+  ok: boolean;
+}
+
+const range = (start: number, n: number) => Array.from({ length: n }, (_, i) => start + i);
+
+export async function runAgentSession(
+  pub: ControlPublisher,
+  harness: HarnessClient,
+  workerId: string,
+  opts: { print: (line: string) => void; events?: EventRecorder; storage: boolean; floodRequests?: number },
+): Promise<DemoResult> {
+  const { print } = opts;
+  const steps: StepRecord[] = [];
+  const floodN = opts.floodRequests ?? 60;
+
+  // the agent's context: system prompt, a user turn, the reasoning, a tool call, ...
+  const system = range(10, 32); // 8 blocks of 4 tokens
+  const user1 = range(500, 16);
+  const reasoning = range(700, 16);
+  const answer1 = range(900, 16);
+  let watched: bigint[] = [];
+
+  const inspect = async (): Promise<StepRecord["residency"]> => {
+    const a = await pub.send(workerId, { type: "Inspect", block_hashes: watched });
+    return { ...(a.tiers as Record<string, number>), missing: a.missing.length };
+  };
+  const fmtRes = (r: StepRecord["residency"]) => {
+    const tiers = Object.entries(r).filter(([k]) => k !== "missing").map(([k, n]) => `${k} ${n}`);
+    return `${tiers.join(", ") || "none resident"}${r.missing ? `, not held ${r.missing}` : ""} (of ${watched.length} watched blocks)`;
+  };
+  const step = async (name: string, cmd: Command, expected: AckStatus[], note?: string): Promise<Ack> => {
+    const ack = await pub.send(workerId, cmd, { timeoutMs: 15_000 });
+    const residency = await inspect();
+    const ok = expected.includes(ack.status);
+    steps.push({ step: name, type: cmd.type, status: ack.status, expected, ok, ack, residency, note });
+    const extra = [
+      `requested ${ack.requested}`, `affected ${ack.affected}`,
+      ack.skipped ? `skipped ${ack.skipped}` : "", ack.missing.length ? `missing ${ack.missing.length}` : "",
+      ack.epoch !== null ? `epoch ${ack.epoch}` : "", ack.lease ? `lease ${ack.lease.lease_id}` : "",
+      `${(ack.elapsed_us / 1000).toFixed(2)} ms`,
+    ].filter(Boolean).join(", ");
+    print(`${ok ? "✔" : "✘"} ${name}`);
+    print(`    ${cmd.type} -> ${ack.status}${ok ? "" : ` (expected ${expected.join("|")})`}: ${extra}${ack.reason ? ` — ${ack.reason}` : ""}`);
+    print(`    residency: ${fmtRes(residency)}${note ? `   ${note}` : ""}`);
+    return ack;
+  };
+
+  print("— agent session (worker " + workerId + ") —");
+  // The system prompt is shared (served before by other sessions); turn 1's prompt is served, then
+  // the finished request (prompt + reasoning + answer) is cached, as the scheduler does.
+  await harness.serve(system);
+  await harness.serve([...system, ...user1]);
+  const turn1 = await harness.serve([...system, ...user1, ...reasoning, ...answer1]);
+  const sysHashes = turn1.block_hashes.slice(0, 8);
+  const reasonHashes = turn1.block_hashes.slice(12, 16);
+  watched = turn1.block_hashes.slice();
+  print(`  served turn 1: ${turn1.tokens} tokens, ${turn1.block_hashes.length} blocks (system 8, user 4, reasoning 4, answer 4)`);
+
+  await step("pin the system prompt (TTL 300 s)", { type: "Cache", block_hashes: sysHashes, pin: true, ttl_seconds: 300 }, ["applied"]);
+
+  // reasoning purge: the reasoning leaves the context; its KV and what follows it are unusable
+  await step("purge the reasoning (Think transient=false)", { type: "Think", block_hashes: reasonHashes, transient: false }, ["applied"]);
+
+  // the answer is re-encoded without the reasoning; then a tool call: offload, tool runs, restore
+  const turn1b = await harness.serve([...system, ...user1, ...answer1]);
+  watched = turn1b.block_hashes.slice();
+  const before = await harness.kv(turn1b.block_hashes);
+  const ts = await step("tool call starts: offload the session (ToolStart)", { type: "ToolStart", session_id: "agent-1", block_hashes: turn1b.block_hashes }, ["applied"]);
+  await harness.flood(Math.ceil(floodN / 4), 24, 7); // other users' traffic while the tool runs
+  print(`  (tool running: ${Math.ceil(floodN / 4)} other requests served meanwhile)`);
+  await step("tool call ends: restore (ToolEnd)", { type: "ToolEnd", session_id: "agent-1", epoch: ts.epoch ?? 0 }, ["applied"]);
+  const after = await harness.kv(turn1b.block_hashes);
+  const same = before.blocks.length === turn1b.block_hashes.length && before.blocks.length === after.blocks.length &&
+    before.blocks.every((b, i) => JSON.stringify([b.k, b.v]) === JSON.stringify([after.blocks[i].k, after.blocks[i].v]));
+  print(`  KV rows after restore identical to before offload: ${same ? "yes" : "NO"} (${after.blocks.length} blocks, now on ${[...new Set(after.blocks.map((b) => b.tier))].join("/")})`);
+  if (!same) steps[steps.length - 1].ok = false;
+
+  // idle: pause the session to host under a lease, flood, resume
+  const turn2Tokens = [...system, ...user1, ...answer1, ...range(1100, 16)];
+  const turn2 = await harness.serve(turn2Tokens);
+  watched = turn2.block_hashes.slice();
+  await step("user idle: pause the session to host (Pause, lease 60 s)", { type: "Pause", block_hashes: turn2.block_hashes, ttl_seconds: 60, lease_id: "agent-1-idle" }, ["applied"]);
+  await harness.flood(floodN, 32, 11);
+  const resume = await harness.cached([...turn2Tokens, ...range(1300, 8)]);
+  print(`  (${floodN} flood requests while idle; the session's next prompt finds ${resume.cached_tokens}/${turn2.tokens} tokens cached, ${resume.host_hit} on host)`);
+  await step("user back: renew the lease for the turn (RenewLease)", { type: "RenewLease", lease_id: "agent-1-idle", new_ttl_seconds: 120 }, ["applied"]);
+  const turn3 = await harness.serve([...turn2Tokens, ...range(1300, 8)]);
+  print(`  resumed turn served: ${turn3.cached_tokens}/${turn3.tokens} tokens from cache (${turn3.loaded_from_host} loaded back from host)`);
+  watched = turn3.block_hashes.slice();
+
+  // context rewrite: everything after the user turn is replaced
+  // (force: the old continuation is garbage even though the idle lease still holds it)
+  const keepTo = turn3.block_hashes[11]; // system (8) + user (4)
+  await step("context rewrite: prune everything after the user turn (Prune, force)", { type: "Prune", after_block_hash: keepTo, force: true }, ["applied"]);
+  await step("session over: revoke the lease (RevokeLease; the pinned system prompt stays)", { type: "RevokeLease", lease_id: "agent-1-idle" }, ["applied", "partial"]);
+
+  if (opts.storage && turn2.storage_keys.length) {
+    await step(
+      "warm the paused turn back from storage (Warm -> CPU_TIER1)",
+      { type: "Warm", block_keys: turn2.storage_keys, token_ids: turn2Tokens, target_tier: "CPU_TIER1" },
+      ["applied", "partial"],
+    );
+  }
+  await step("unpin the system prompt", { type: "Cache", block_hashes: sysHashes, pin: false }, ["applied"]);
+
+  // pin vs flood: two VIP contexts, one pinned; a flood larger than GPU + host; next prompts
+  print("");
+  print("— pin vs flood —");
+  const vipA = range(20_000, 64);
+  const vipB = range(30_000, 64);
+  await harness.serve(vipA);
+  const b = await harness.serve(vipB);
+  const pinAck = await pub.send(workerId, { type: "Cache", block_hashes: b.block_hashes, pin: true, ttl_seconds: 300 });
+  steps.push({ step: "pin VIP B", type: "Cache", status: pinAck.status, expected: ["applied"], ok: pinAck.status === "applied", ack: pinAck, residency: { missing: 0 } });
+  const fl = await harness.flood(floodN * 4, 32, 3);
+  const rows: FloodRow[] = [];
+  for (const [label, toks] of [["VIP A, no pin", vipA], ["VIP B, pinned", vipB]] as const) {
+    const c = await harness.cached([...toks, ...range(40_000, 8)]);
+    rows.push({ label, prompt_tokens: toks.length, cached_tokens: Math.min(c.cached_tokens, toks.length), from_host: c.host_hit, fraction: Math.min(c.cached_tokens, toks.length) / toks.length });
+  }
+  print(`flood: ${fl.requests} requests, ${fl.tokens} tokens through the GPU pool and host tier`);
+  print(`${"context".padEnd(16)} ${"prior".padStart(6)} ${"cached".padStart(7)} ${"from host".padStart(10)} ${"fraction".padStart(9)}`);
+  for (const r of rows) print(`${r.label.padEnd(16)} ${String(r.prompt_tokens).padStart(6)} ${String(r.cached_tokens).padStart(7)} ${String(r.from_host).padStart(10)} ${(r.fraction * 100).toFixed(1).padStart(8)}%`);
+  const tableOk = rows[1].fraction >= 0.9 && rows[0].fraction <= 0.5;
+  if (!tableOk) print("pin-vs-flood: unexpected (pinned should be >= 90% cached, unpinned <= 50%)");
+  await pub.send(workerId, { type: "Cache", block_hashes: b.block_hashes, pin: false });
+  return { steps, table: rows, ok: steps.every((s) => s.ok) && tableOk };
+}
