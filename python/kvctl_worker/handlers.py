@@ -218,7 +218,7 @@ class CommandHandler:
     def _prune(self, cmd: Command) -> Ack:
         st = self._unified(cmd)
         h = cmd.fields["after_block_hash"]
-        node = st.index.get(h, st.ops.root())
+        node = T.node_ending_at(self.cache, st, h)
         if node is None:
             return Ack(type="Prune", status="noop", requested=1, missing=[h],
                        reason="after_block_hash: not held by this worker")
@@ -233,7 +233,19 @@ class CommandHandler:
     def _think(self, cmd: Command) -> Ack:
         st = self._unified(cmd)
         hashes = cmd.fields["block_hashes"]
-        found, missing, nodes = self._lookup_nodes(st, hashes)
+        found, missing, _ = self._lookup_nodes(st, hashes)
+        # each listed block starts its own node: what follows it in the node is its suffix
+        nodes = {}
+        listed = {h for h, _ in found}
+        for h, n0 in found:
+            i = n0.kvctl_hashes.index(h) if h in (getattr(n0, "kvctl_hashes", None) or ()) else 0
+            if i > 0 and n0.kvctl_hashes[i - 1] in listed:
+                continue  # its predecessor in the node is listed too: same run, one split
+            n = T.node_starting_at(self.cache, st, h)
+            if n is not None:
+                nodes[id(n)] = n
+        nodes = list(nodes.values())
+        found = [(h, st.index.get(h, st.ops.root())) for h, _ in found]
         if cmd.fields["transient"]:
             tiers: Dict[str, int] = {}
             affected = 0

@@ -173,3 +173,35 @@ def _ancestors(node, root) -> Iterable[Any]:
     while cur is not None and cur is not root:
         yield cur
         cur = cur.parent
+
+
+def _split(cache, st, node, pages: int):
+    """Split ``node`` after ``pages`` pages with SGLang's own _split_node (what an insert does;
+    no KV moves, no event: the hash lists are sliced). Returns the new parent (the prefix)."""
+    core = cache.tree_core
+    new_parent, action = core._split_node(node.key, node, pages * st.index.page_size)
+    if action is not None:
+        cache._apply_cache_actions([action])
+    return new_parent
+
+
+def node_starting_at(cache, st, h):
+    """The node whose first page is block ``h`` (splitting if ``h`` is mid-node), or None."""
+    node = st.index.get(h, st.ops.root())
+    if node is None:
+        return None
+    i = node.kvctl_hashes.index(h)
+    if i > 0:
+        _split(cache, st, node, i)
+    return node  # the original node keeps the suffix
+
+
+def node_ending_at(cache, st, h):
+    """The node whose last page is block ``h`` (splitting if ``h`` is mid-node), or None."""
+    node = st.index.get(h, st.ops.root())
+    if node is None:
+        return None
+    i = node.kvctl_hashes.index(h)
+    if i < len(node.kvctl_hashes) - 1:
+        return _split(cache, st, node, i + 1)
+    return node
