@@ -383,8 +383,16 @@ class Harness:
             return await self.sched.call(lambda: s.evict(int(req["tokens"])))
         if op == "stats":
             def stats():
+                from ..hooks import state_for_cache
+
                 b = self.built
-                return {"served": s.served, "device_tokens": b.alloc.size,
+                st = state_for_cache(b.cache)
+                sessions = getattr(st, "sessions", None)
+                kvctl = {"pins": dict(st.pins.metrics),
+                         "sessions": dict(sessions.metrics) if sessions is not None else None,
+                         "leases": len(sessions.leases) if sessions is not None else None,
+                         "tool_offloads": len(sessions.tools) if sessions is not None else None}
+                return {"kvctl": kvctl, "served": s.served, "device_tokens": b.alloc.size,
                         "device_free": b.alloc.available_size(),
                         "host_tokens": b.host_pool.size if b.host_pool is not None else 0,
                         "batches_published": self.sched.batches_published,
