@@ -18,8 +18,9 @@ Per message:
 
 Both subjects (``{prefix}-{worker_id}``, ``{prefix}-broadcast``) are subscribed in the queue group
 ``kvctl-{worker_id}``: with several tokenizer processes (``--tokenizer-worker-num``) exactly one
-of them takes each message, so a command is applied and acknowledged once per worker. Messages
-from both subjects go through one FIFO, so the scheduler sees them in arrival order.
+of them takes each message, so a command is applied and acknowledged once per worker. Valid
+messages go through one FIFO to the scheduler (whose communicator serialises them anyway), so each
+subject's commands are applied in publish order; across the two subjects NATS promises no order.
 
 The subscriber never dies on a message (every step is guarded and counted) and outlives NATS
 restarts: the first connection is retried in the background with backoff, later drops are handled

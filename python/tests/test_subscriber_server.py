@@ -1,0 +1,62 @@
+"""The subscriber on the real server path: what patch 0011 calls from http_server.lifespan
+(``subscriber.start_for_server(server_args, tokenizer_manager)``) with a tokenizer manager whose
+communicators are built by the patched TokenizerControlMixin (real FanOutCommunicator) and a
+scheduler side routed by the patched Scheduler.init_request_dispatcher (test_http_endpoints._wire:
+only the ZMQ hop is replaced, by SGLang's msgpack IPC codec). NATS is a real nats-server."""
+import asyncio
+import inspect
+import json
+import types
+
+from helpers import insert, make_radix, stored_hashes
+from test_http_endpoints import _wire
+from test_subscriber import _client, _collect_replies, nats_server, run  # noqa: F401 (fixture)
+
+from sglang.srt.kvctl import subscriber as kvctl_subscriber
+
+
+def test_lifespan_hook_is_in_the_patched_http_server():
+    import sglang.srt.entrypoints.http_server as hs
+
+    src = inspect.getsource(hs.lifespan)
+    assert "kvctl_subscriber.start_for_server(" in src and "kvctl_subscriber.stop_for_server(" in src
+
+
+def test_off_without_a_nats_url(monkeypatch):
+    monkeypatch.delenv("KVCTL_NATS_URL", raising=False)
+
+    async def main():
+        return await kvctl_subscriber.start_for_server(types.SimpleNamespace(kv_control_nats_url=None), object())
+
+    assert run(main()) is None
+
+
+def test_nats_command_reaches_the_scheduler_through_the_communicator(nats_server):
+    cache, alloc = make_radix()
+    insert(cache, alloc, list(range(1, 9)))
+    hs = stored_hashes(cache)
+
+    async def main():
+        tm = _wire(cache)
+        sa = types.SimpleNamespace(kv_control_nats_url=nats_server.url, kv_control_worker_id="srv-w1",
+                                   kv_control_subject_prefix=None)
+        sub = await kvctl_subscriber.start_for_server(sa, tm)
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        body = json.dumps({"version": 1, "id": "srv-1", "command": {"type": "Cache", "block_hashes": hs, "pin": True}})
+        replies = await _collect_replies(nc, "kv-control-srv-w1", body.encode(), wait=0.1)
+        assert len(replies) == 1
+        ack = replies[0]
+        assert ack["status"] == "applied" and ack["worker_id"] == "srv-w1" and ack["id"] == "srv-1", ack
+        assert ack["affected"] == 2
+        # the pin landed in the scheduler-side tree
+        ins = await _collect_replies(nc, "kv-control-broadcast",
+                                     json.dumps({"type": "Inspect", "block_hashes": hs}).encode(), wait=0.05)
+        assert [b["pin_count"] for b in ins[0]["detail"]["blocks"]] == [1, 1]
+        # same id again: the scheduler-side layer dedupes (the subscriber passed the id through)
+        again = await _collect_replies(nc, "kv-control-srv-w1", body.encode(), wait=0.05)
+        assert again[0]["status"] == "duplicate"
+        await nc.close()
+        await kvctl_subscriber.stop_for_server(sub)
+
+    run(main())
