@@ -158,8 +158,15 @@ def load_path(cache, node) -> bool:
     (ready_to_load_host_cache + loading_check on this same thread)."""
     if not node.evicted:
         return True
-    if not cache.load_back(node.id, req=None):
-        return False
+    # SGLang skips host hits shorter than load_back_threshold (recompute is cheaper for a
+    # request); an explicit restore wants them back, so lift it for this one synchronous call
+    threshold = cache.load_back_threshold
+    cache.load_back_threshold = 1
+    try:
+        if not cache.load_back(node.id, req=None):
+            return False
+    finally:
+        cache.load_back_threshold = threshold
     if cache.ready_to_load_host_cache() == -1:
         return False
     for ack in list(cache.cache_controller.ack_load_queue):
