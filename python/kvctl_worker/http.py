@@ -1,4 +1,4 @@
-"""HTTP endpoints /hicache/pin_blocks, /hicache/unpin_blocks, /hicache/inspect, wired like
+"""HTTP endpoints (ROUTES: /hicache/* and /session/* for every command), wired like
 /flush_cache: FastAPI route -> tokenizer manager communicator -> scheduler -> tree cache, each
 answering a commands.md Ack. Marked ADMIN_OPTIONAL like /flush_cache: SGLang's auth middleware
 then requires the admin API key when one is set."""
@@ -9,7 +9,24 @@ from typing import Any, Callable
 
 from .io import KvctlCommandReqInput
 
-ROUTES = {"/hicache/pin_blocks": "pin", "/hicache/unpin_blocks": "unpin", "/hicache/inspect": "inspect"}
+# path -> op. "pin"/"unpin"/"inspect" are the issue-4 routes; "type:<T>" posts a commands.md body
+# (bare or enveloped) whose "type" may be left out (the path names it). Every route answers the Ack.
+ROUTES = {
+    "/hicache/pin_blocks": "pin",
+    "/hicache/unpin_blocks": "unpin",
+    "/hicache/inspect": "inspect",
+    "/hicache/command": "command",          # any commands.md body, type included
+    "/hicache/cache": "type:Cache",
+    "/hicache/prune": "type:Prune",
+    "/hicache/think": "type:Think",
+    "/hicache/pause": "type:Pause",
+    "/hicache/renew_lease": "type:RenewLease",
+    "/hicache/revoke_lease": "type:RevokeLease",
+    "/hicache/warm": "type:Warm",
+    "/session/tool_start": "type:ToolStart",
+    "/session/tool_end": "type:ToolEnd",
+    "/session/kv_meta": "type:Inspect",     # {"session_id": ...}: the session's blocks and epoch
+}
 
 
 async def kvctl_command(tokenizer_manager: Any, op: str, body: str) -> dict:

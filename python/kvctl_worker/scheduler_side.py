@@ -41,6 +41,18 @@ def _as_command(op: str, body: str):
             else:
                 obj = inner
         return obj
+    if op.startswith("type:"):
+        ctype = op[5:]
+        try:
+            obj = json.loads(body) if body.strip() else {}
+        except ValueError:
+            return body  # the codec rejects it, naming the body
+        if isinstance(obj, dict):
+            if "command" in obj and isinstance(obj["command"], dict):
+                obj = {**obj, "command": {"type": ctype, **obj["command"]}}
+            elif "command" not in obj and "version" not in obj:
+                obj = {"type": ctype, **obj}
+        return obj
     if op == "inspect":
         obj = json.loads(body) if body else {}
         if isinstance(obj, dict) and "command" not in obj:

@@ -118,3 +118,29 @@ def test_bad_input_is_a_400_rejection_naming_the_field(server):
     r = client.post("/hicache/pin_blocks", content='{"block_hashes":[18446744073709551616]}', headers=H)
     assert r.status_code == 400 and r.json()["status"] == "rejected"
     assert r.json()["reason"].startswith("block_hashes[0]")
+
+
+def test_every_command_has_its_route_answering_the_ack(server):
+    from sglang.srt.kvctl.http import ROUTES
+
+    client, cache, alloc = server
+    paths = {r.path for r in client.app.routes if hasattr(r, "path")}
+    for p in ["/hicache/prune", "/hicache/think", "/hicache/pause", "/hicache/renew_lease",
+              "/hicache/revoke_lease", "/hicache/warm", "/hicache/inspect", "/session/tool_start",
+              "/session/tool_end", "/session/kv_meta", "/hicache/command"]:
+        assert p in paths and p in ROUTES
+    # plain RadixCache here: Prune is refused with the reason; unknown lease refused naming it
+    r = client.post("/hicache/prune", content=json.dumps({"after_block_hash": 1}), headers=H)
+    assert r.status_code == 400 and r.json()["type"] == "Prune" and "UnifiedRadixCache" in r.json()["reason"]
+    r = client.post("/hicache/renew_lease", content=json.dumps(
+        {"version": 1, "id": "h-1", "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
+    assert r.status_code == 400 and r.json()["reason"].startswith("command.lease_id") and r.json()["id"] == "h-1"
+    r = client.post("/hicache/renew_lease", content=json.dumps(
+        {"version": 1, "id": "h-1", "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
+    assert r.json()["status"] == "duplicate" and r.json()["reason"].startswith("duplicate of h-1; first outcome: rejected (")
+    r = client.post("/session/tool_end", content=json.dumps({"session_id": "s", "epoch": 0}), headers=H)
+    assert r.status_code == 400 and r.json()["type"] == "ToolEnd"
+    r = client.post("/session/kv_meta", content=json.dumps({"session_id": "s"}), headers=H)
+    assert r.status_code == 200 and r.json()["type"] == "Inspect" and r.json()["epoch"] is None
+    r = client.post("/hicache/command", content=json.dumps({"type": "Inspect"}), headers=H)
+    assert r.status_code == 200 and r.json()["status"] == "applied"
