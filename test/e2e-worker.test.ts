@@ -222,21 +222,28 @@ describe.skipIf(!hasVenv || !findNatsServer())("e2e: ControlPublisher -> NATS ->
 
   it("Think: transient blocks never reach host; transient=false purges the blocks and their descendants", async () => {
     const base = range(1200, 16);
+    const reasoningToks = range(1300, 8);
     await h.serve(base);
-    const thought = await h.serve([...base, ...range(1300, 16)]);
+    // the reasoning is being generated: it is the tail of the path when the router marks it
+    const thought = await h.serve([...base, ...reasoningToks]);
     const reasoning = thought.block_hashes.slice(4, 6);
     const t = await pub.send(W, { type: "Think", block_hashes: reasoning, transient: true });
     expect(t.status).toBe("applied");
     const ins = await inspect(reasoning);
     expect(ins.detail.blocks.every((b) => b.transient === true)).toBe(true);
-    expect(ins.tiers.CPU_PINNED ?? 0).toBe(0);
+    // a host copy written through before the mark is taken back (once no storage write holds it)
+    await expect.poll(async () => (await inspect(reasoning)).tiers.CPU_PINNED ?? 0, { timeout: 3000, interval: 100 }).toBe(0);
+    await h.flood(60, 32, 13); // pressure: demotion must not write them to host
+    expect((await inspect(reasoning)).tiers.CPU_PINNED ?? 0).toBe(0);
+    const full = await h.serve([...base, ...reasoningToks, ...range(1400, 8)]); // the answer follows
     const m = ev.mark();
-    const purge = await pub.send(W, { type: "Think", block_hashes: reasoning, transient: false });
+    const purge = await pub.send(W, { type: "Think", block_hashes: full.block_hashes.slice(4, 6), transient: false });
     expect(purge.status).toBe("applied");
-    const gone = thought.block_hashes.slice(4);
+    const gone = full.block_hashes.slice(4);
     await ev.waitFor(m, (evs) => all(removed(evs, "GPU"), gone));
-    const after = await inspect(thought.block_hashes);
+    const after = await inspect(full.block_hashes);
     expect(after.missing).toEqual(gone);
+    expect(after.tiers.GPU).toBe(4); // the base stays
   });
 
   it("Warm: pages come back from the file storage backend into host memory and the tree", async () => {
