@@ -335,3 +335,41 @@ def test_patched_server_args_carry_the_flags():
     a = from_server_args(sa)
     assert a.worker_subject == "kvc-w0" and a.servers == ["nats://127.0.0.1:4222"]
     assert from_server_args(ServerArgs(model_path="dummy")) is None or os.environ.get("KVCTL_NATS_URL")
+
+
+@pytest.mark.parametrize("server_flags,args", [
+    (["--auth", "s3cret-token"], {"token": "s3cret-token"}),
+    (["--user", "kv", "--pass", "pw1"], {"user": "kv", "password": "pw1"}),
+])
+def test_auth_token_and_user_password(server_flags, args):
+    if not os.path.exists(NATS_BIN):
+        pytest.fail(f"nats-server not found at {NATS_BIN}")
+    port = _free_port()
+    proc = subprocess.Popen([NATS_BIN, "-a", "127.0.0.1", "-p", str(port), *server_flags],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"nats://127.0.0.1:{port}"
+
+    async def main():
+        import nats
+
+        fake = FakeScheduler()
+        sub = await ControlSubscriber(ControlArgs(servers=[url], worker_id="w0", **args), fake).start()
+        await sub.wait_connected(10)
+        nc = await nats.connect(servers=[url], **args)
+        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        assert replies[0]["status"] == "applied"
+        await nc.close()
+        await sub.stop()
+
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        run(main())
+    finally:
+        proc.terminate()
+        proc.wait(5)
