@@ -134,11 +134,15 @@ describe.skipIf(!hasVenv || !findNatsServer())("e2e: ControlPublisher -> NATS ->
     const ins = await inspect(r.block_hashes, { lease_id: "idle-1" });
     expect(ins.tiers.GPU ?? 0).toBe(0); // demoted: GPU copies freed
     expect(ins.tiers.CPU_PINNED).toBe(4);
+    const renewed = await pub.send(W, { type: "RenewLease", lease_id: "idle-1", new_ttl_seconds: 2 });
+    expect(renewed.status).toBe("applied");
+    expect(renewed.lease?.expires_at_ms).toBeGreaterThan(p.lease!.expires_at_ms!);
     const expiredBefore = ((await h.stats()).kvctl as { sessions: Record<string, number> }).sessions.leases_expired;
     // no command is sent while idle: only the scheduler loop's reaper can expire it
     await expect
-      .poll(async () => ((await h.stats()).kvctl as { sessions: Record<string, number> }).sessions.leases_expired, { timeout: 5000, interval: 200 })
+      .poll(async () => ((await h.stats()).kvctl as { sessions: Record<string, number> }).sessions.leases_expired, { timeout: 6000, interval: 200 })
       .toBe(expiredBefore + 1);
+    expect((await inspect(r.block_hashes, { lease_id: "idle-1" })).lease).toBeNull();
     const renew = await pub.send(W, { type: "RenewLease", lease_id: "idle-1", new_ttl_seconds: 10 });
     expect(renew.status).toBe("rejected");
     expect(renew.reason).toMatch(/lease/);

@@ -3,7 +3,18 @@
 // tier residency is read back with Inspect. Then the pin-vs-flood table.
 import { ControlPublisher } from "../control/index.js";
 import type { Ack, AckStatus, Command } from "../protocol/index.js";
-import type { EventRecorder, HarnessClient } from "./harness.js";
+import { type EventRecorder, type HarnessClient, summarize } from "./harness.js";
+import type { KvEvent } from "../events/index.js";
+
+/** The events since `mark`, once the stream has been quiet for 40 ms (at most 400 ms). */
+async function quiet(rec: EventRecorder, mark: number): Promise<KvEvent[]> {
+  let n = -1;
+  for (let i = 0; i < 10 && rec.mark() !== n; i++) {
+    n = rec.mark();
+    await new Promise((r) => setTimeout(r, 40));
+  }
+  return rec.since(mark);
+}
 
 export interface StepRecord {
   step: string;
@@ -58,8 +69,10 @@ export async function runAgentSession(
     return `${tiers.join(", ") || "none resident"}${r.missing ? `, not held ${r.missing}` : ""} (of ${watched.length} watched blocks)`;
   };
   const step = async (name: string, cmd: Command, expected: AckStatus[], note?: string): Promise<Ack> => {
+    const mark = opts.events?.mark() ?? 0;
     const ack = await pub.send(workerId, cmd, { timeoutMs: 15_000 });
     const residency = await inspect();
+    const evs = opts.events ? await quiet(opts.events, mark) : null;
     const ok = expected.includes(ack.status);
     steps.push({ step: name, type: cmd.type, status: ack.status, expected, ok, ack, residency, note });
     const extra = [
@@ -71,6 +84,7 @@ export async function runAgentSession(
     print(`${ok ? "✔" : "✘"} ${name}`);
     print(`    ${cmd.type} -> ${ack.status}${ok ? "" : ` (expected ${expected.join("|")})`}: ${extra}${ack.reason ? ` — ${ack.reason}` : ""}`);
     print(`    residency: ${fmtRes(residency)}${note ? `   ${note}` : ""}`);
+    if (evs) print(`    KV events: ${summarize(evs)}`);
     return ack;
   };
 
