@@ -174,6 +174,7 @@ export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
     "--events-port", String(eventsPort),
     "--page-size", String(o.pageSize ?? 4), "--device-tokens", String(o.deviceTokens ?? 256),
     "--host-ratio", String(o.hostRatio ?? 2), "--tick-ms", String(o.tickMs ?? 20),
+    "--parent-pid", String(process.pid),
   ];
   if (o.storageDir) args.push("--storage-dir", o.storageDir);
   const env = {

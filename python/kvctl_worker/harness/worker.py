@@ -423,6 +423,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--storage-dir", default=None, help="enable the file storage backend here (Warm)")
     ap.add_argument("--tick-ms", type=float, default=20.0)
     ap.add_argument("--log-level", default="WARNING")
+    ap.add_argument("--parent-pid", type=int, default=0,
+                    help="exit when this process is gone (the launcher), so no harness outlives a test run")
     return ap.parse_args(argv)
 
 
@@ -444,6 +446,15 @@ async def amain(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, h.done.set)
     await h.start()
+    if args.parent_pid:
+        async def watchdog():
+            while not h.done.is_set():
+                if os.getppid() != args.parent_pid:
+                    logger.warning("kvctl harness: launcher %d is gone; exiting", args.parent_pid)
+                    h.done.set()
+                await asyncio.sleep(1.0)
+
+        asyncio.ensure_future(watchdog())
     print(json.dumps({"harness": "ready", "worker_id": control.worker_id,
                       "control_subject": control.worker_subject,
                       "harness_subject": f"kvctl-harness-{control.worker_id}",
