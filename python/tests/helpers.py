@@ -134,3 +134,35 @@ def load_back(cache, node_id):
 def device_indices(cache, match_result):
     core = cache.tree_core
     return core.collect_full_device_indices(match_result.last_device_node, core.root_node.id)
+
+
+def attach_file_storage(cache, directory):
+    """SGLang's own `file` HiCache storage backend (real files under ``directory``), attached the
+    way /attach_hicache_storage does, as TP rank 0 of 1."""
+    import json
+
+    from sglang.srt.runtime_context import get_parallel
+
+    with get_parallel().override(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1):
+        ok, msg = cache.attach_storage_backend("file", json.dumps({"file_storage_path": str(directory)}))
+    assert ok, msg
+    # CPU stand-in 4 (python/README.md): the host pool asks for pinned (page-locked) staging pages
+    # when it reads a storage page (get_dummy_flat_data_page); pinning needs CUDA, so plain memory
+    for host_pool in [cache.cache_controller.mem_pool_host,
+                      *getattr(cache.cache_controller.storage_backend, "registered_pools", {}).values()]:
+        host_pool.pin_memory = False
+    return cache.cache_controller.storage_backend
+
+
+def wait_storage_written(cache, directory, n_files, timeout=10.0):
+    import os
+    import time
+
+    end = time.time() + timeout
+    while time.time() < end:
+        cache.writing_check(write_back=True)
+        cache.drain_storage_control_queues()
+        if len([f for f in os.listdir(directory) if f.endswith(".bin")]) >= n_files:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"storage backend wrote {os.listdir(directory)}")
