@@ -88,4 +88,13 @@ def build_cache(cfg: CacheConfig) -> BuiltCache:
     set_global_server_args_for_scheduler(sa)
     cache.init_hicache(sa, params)
     atexit.unregister(cache.shutdown)
+    if cfg.storage_dir:
+        # CPU stand-in 4 (python/README.md, as tests/helpers.attach_file_storage): the host pool
+        # asks for pinned staging pages when it reads a storage page; pinning needs CUDA
+        ctrl = cache.cache_controller
+        for host_pool in [ctrl.mem_pool_host, *getattr(ctrl.storage_backend, "registered_pools", {}).values()]:
+            host_pool.pin_memory = False
+        anchor = getattr(ctrl.mem_pool_host, "anchor_entry", None)
+        if anchor is not None:
+            anchor.host_pool.pin_memory = False
     return BuiltCache(cache, alloc, pool, cfg)
