@@ -370,3 +370,45 @@ def test_fuzz_decoder_never_raises_only_rejects(raw, obj, t, env_):
 
 
 _FUZZ_HANDLER = CommandHandler(make_unified(hicache=False)[0])
+
+
+# ---- KV events: our moves emit exactly what SGLang's own moves emit ---------------------------------
+def test_events_match_sglangs_own_demote_host_eviction_and_load_back():
+    from helpers import load_back
+
+    ours, a1, p1, h = setup()
+    theirs, a2, p2 = make_unified()
+    for c, a, p in ((ours, a1, p1), (theirs, a2, p2)):
+        insert_kv(c, a, p, A)
+    assert events(ours) == events(theirs)
+    ha = hashes_of(ours, A)
+    # demote: Pause vs SGLang's GPU eviction
+    h.handle(env({"type": "Pause", "block_hashes": ha, "ttl_seconds": 60, "lease_id": "L"}))
+    theirs.evict(EvictParams(num_tokens=10_000))
+    assert events(ours) == events(theirs) == [("removed", "GPU", x) for x in ha]
+    # load-back: ToolStart+ToolEnd's restore vs SGLang's load_back of a request
+    h.handle(env({"type": "ToolStart", "session_id": "s", "block_hashes": ha}))
+    h.handle(env({"type": "ToolEnd", "session_id": "s", "epoch": 1}))
+    load_back(theirs, umatch(theirs, A).best_match_node)
+    assert events(ours) == events(theirs) == [("stored", "GPU", x) for x in ha]
+    # removal from every tier: RevokeLease vs SGLang's GPU + host eviction
+    h.handle(env({"type": "RevokeLease", "lease_id": "L"}))
+    theirs.evict(EvictParams(num_tokens=10_000))
+    theirs.evict_host(10_000)
+    assert events(ours) == events(theirs) == [("removed", "GPU", x) for x in ha] + [("removed", "CPU_PINNED", x) for x in ha]
+
+
+def test_pause_also_writes_to_the_storage_backend_when_one_is_configured(tmp_path):
+    import os
+
+    from helpers import attach_file_storage, wait_storage_written
+
+    cache, alloc, pool = make_unified(write_policy="write_back")
+    attach_file_storage(cache, tmp_path)
+    h = CommandHandler(cache)
+    insert_kv(cache, alloc, pool, A)
+    assert [f for f in os.listdir(tmp_path) if f.endswith(".bin")] == []   # write_back: nothing yet
+    ack = h.handle(env({"type": "Pause", "block_hashes": hashes_of(cache, A), "ttl_seconds": 60, "lease_id": "L"}))
+    assert ack.status == "applied"
+    wait_storage_written(cache, tmp_path, 4)
+    cache.detach_storage_backend()
