@@ -412,3 +412,26 @@ def test_pause_also_writes_to_the_storage_backend_when_one_is_configured(tmp_pat
     assert ack.status == "applied"
     wait_storage_written(cache, tmp_path, 4)
     cache.detach_storage_backend()
+
+
+def test_worker_id_from_one_place_and_the_scheduler_entry_point(monkeypatch):
+    from sglang.srt.kvctl import identity
+
+    cache, alloc, pool = make_unified()
+
+    class Sched:
+        tree_cache = cache
+        waiting_queue = []
+
+    s = Sched()
+    monkeypatch.setenv("KVCTL_WORKER_ID", "from-env")
+    monkeypatch.setattr(identity, "_worker_id", None)
+    assert scheduler_side.handle_command(s, b'{"type":"Inspect"}').worker_id == "from-env"
+    identity.set_worker_id("w7")
+    try:
+        ack = scheduler_side.handle_command(s, '{"version":1,"id":"e1","command":{"type":"Inspect"}}')
+        assert ack.worker_id == "w7" and ack.id == "e1" and ack.status == "applied"
+        again = scheduler_side.handle_command(s, {"version": 1, "id": "e1", "command": {"type": "Inspect"}})
+        assert again.status == "duplicate"   # one handler (and dedupe window) per scheduler
+    finally:
+        identity.set_worker_id(None)
