@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "check.h"
+#include "layout_fixtures.h"
 #include "copy_digest.h"
 #include "copy_plan.h"
 #include "sha256.h"
@@ -14,17 +15,7 @@ using namespace kv::copy;
 
 namespace {
 
-Layout make(LayoutKind k, uint32_t ps, uint32_t layers, uint32_t kvn, uint32_t heads, uint32_t hd, uint32_t dt) {
-  Layout L;
-  L.kind = k;
-  L.page_size = ps;
-  L.layers = layers;
-  L.kv = kvn;
-  L.heads = heads;
-  L.head_dim = hd;
-  L.dtype_size = dt;
-  return L;
-}
+constexpr auto make = kvtest::make_layout;
 
 // Byte offset of element (c, layer, token, head 0, dim 0) from SGLang's dims for each layout
 // (pool_host/mha.py init_kv_buffer), row-major strides.
