@@ -216,6 +216,7 @@ class Serving:
             self.cache.writing_check(write_back=True)
         finally:
             self.cache.dec_lock_ref(node, receipt)
+        self.settle()
         self.served += 1
         if hold:
             m2 = self.match(tokens)
@@ -224,6 +225,25 @@ class Serving:
         return {"tokens": len(tokens), "cached_tokens": min(device_hit + loaded, len(tokens)),
                 "device_hit": device_hit, "host_hit": host_hit, "loaded_from_host": loaded,
                 "block_hashes": hashes, "storage_keys": keys}
+
+    def settle(self, timeout_s: float = 2.0) -> bool:
+        """Let the request's host write-through and storage write-back finish (their host locks
+        released), as the scheduler loop would between this request and the router's next
+        command. Without it a command sent a millisecond after a request races SGLang's own
+        in-flight backups (held host locks), which no real router could rely on either."""
+        c = self.cache
+        end = time.monotonic() + timeout_s
+        while getattr(c, "ongoing_write_through", None) or getattr(c, "ongoing_backup", None):
+            if time.monotonic() > end:
+                return False
+            try:
+                c.check_hicache_events()
+            except Exception:
+                c.writing_check(write_back=True)
+                if hasattr(c, "drain_storage_control_queues"):
+                    c.drain_storage_control_queues()
+            time.sleep(0.001)
+        return True
 
     def release(self, hold: str) -> dict:
         h = self.holds.pop(hold, None)
