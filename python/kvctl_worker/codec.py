@@ -129,7 +129,7 @@ def _validate(cmd: Any, prefix: str = "") -> Command:
         if k != "type" and k not in schema:
             raise CommandError(prefix + str(k), "unknown field")
     for k, required in schema.items():
-        if required and k not in cmd and not (t == "Pause" and k == "ttl_seconds" and False):
+        if required and k not in cmd:  # Pause's ttl_seconds must be present (null = until revoked)
             raise CommandError(prefix + k, "missing")
     f: dict = {}
     P = prefix

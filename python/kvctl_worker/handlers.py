@@ -96,7 +96,7 @@ class CommandHandler:
             ack.id = cmd.id
             self._done(ack, t0)
             if cmd.id is not None:
-                self.dedupe.put(cmd.id, ack.to_dict())
+                self._remember(cmd.id, ack)
             return self._count(ack, e.field)
         except Exception as e:  # failed midway: say so, never raise into the scheduler
             import logging
@@ -106,8 +106,13 @@ class CommandHandler:
         ack.id = cmd.id
         self._done(ack, t0)
         if cmd.id is not None:
-            self.dedupe.put(cmd.id, ack.to_dict())
+            self._remember(cmd.id, ack)
         return self._count(ack)
+
+    def _remember(self, cid: str, ack: Ack) -> None:
+        d = ack.to_dict()
+        d.pop("detail", None)  # a duplicate repeats counts, not Inspect's payload: keep it small
+        self.dedupe.put(cid, d)
 
     def _count(self, ack: Ack, field: Optional[str] = None) -> Ack:
         m = self.metrics
