@@ -69,6 +69,7 @@ export async function runAgentSession(
     return `${tiers.join(", ") || "none resident"}${r.missing ? `, not held ${r.missing}` : ""} (of ${watched.length} watched blocks)`;
   };
   const step = async (name: string, cmd: Command, expected: AckStatus[], note?: string): Promise<Ack> => {
+    if (opts.events) await quiet(opts.events, opts.events.mark()); // the previous request's events first
     const mark = opts.events?.mark() ?? 0;
     const ack = await pub.send(workerId, cmd, { timeoutMs: 15_000 });
     const residency = await inspect();
