@@ -172,6 +172,8 @@ def test_fire_and_forget_is_applied_and_counted(nats_server):
      "block_hashes[0]"),
     (json.dumps({"type": "Cache", "block_hashes": ["12a"], "pin": True}).encode(), "block_hashes[0]"),
     (json.dumps({"version": 1, "id": "x5", "command": {"type": "Cache", "block_hashes": [1], "pin": "yes"}}).encode(), "pin"),
+    (json.dumps({"version": 1, "id": "x6", "command": {"type": "Cache", "block_hashes": [7] * 65537, "pin": True}}).encode(),
+     "block_hashes"),
 ])
 def test_malformed_bodies_are_rejected_naming_the_field(nats_server, body, field):
     async def main():
