@@ -5,9 +5,15 @@
     --kv-control-worker-id       this worker's id (subject kv-control-{id}); env KVCTL_WORKER_ID
     --kv-control-subject-prefix  default "kv-control"
     --kv-control-nats-creds      a .creds file (JWT + nkey seed);  env KVCTL_NATS_CREDS
-    --kv-control-nats-user / --kv-control-nats-password / --kv-control-nats-token
-                                 env KVCTL_NATS_USER / KVCTL_NATS_PASSWORD / KVCTL_NATS_TOKEN
-                                 (prefer the environment for secrets: argv is visible to `ps`)
+    --kv-control-nats-user       env KVCTL_NATS_USER
+    --kv-control-nats-password-file / --kv-control-nats-token-file
+                                 files holding the secret; or the values themselves in env
+                                 KVCTL_NATS_PASSWORD / KVCTL_NATS_TOKEN
+
+Secrets are never taken as flag values: SGLang publishes its resolved server args and the launch
+command line on /server_info (its redaction knows only the watermark secrets) and logs the server
+args at startup, so a password on the command line would be served to anyone who can read
+/server_info. A file path or the environment is not.
 
 Absent ``--kv-control-nats-url`` (and no ``KVCTL_NATS_URL``) means the subscriber is off and
 SGLang behaves exactly as before. ``from_server_args`` reads with getattr defaults, so it also
@@ -36,11 +42,24 @@ FIELDS = (
     ("kv_control_nats_creds", "--kv-control-nats-creds", "KVCTL_NATS_CREDS",
      "NATS .creds file (JWT + nkey seed) for the control subscriber."),
     ("kv_control_nats_user", "--kv-control-nats-user", "KVCTL_NATS_USER", "NATS user."),
-    ("kv_control_nats_password", "--kv-control-nats-password", "KVCTL_NATS_PASSWORD",
-     "NATS password (prefer the env var KVCTL_NATS_PASSWORD)."),
-    ("kv_control_nats_token", "--kv-control-nats-token", "KVCTL_NATS_TOKEN",
-     "NATS token (prefer the env var KVCTL_NATS_TOKEN)."),
+    ("kv_control_nats_password_file", "--kv-control-nats-password-file", "KVCTL_NATS_PASSWORD_FILE",
+     "File holding the NATS password (or set KVCTL_NATS_PASSWORD)."),
+    ("kv_control_nats_token_file", "--kv-control-nats-token-file", "KVCTL_NATS_TOKEN_FILE",
+     "File holding the NATS token (or set KVCTL_NATS_TOKEN)."),
 )
+
+
+def _secret(value_env: str, file_path: Optional[str]) -> Optional[str]:
+    v = os.environ.get(value_env)
+    if v:
+        return v
+    if file_path:
+        try:
+            with open(file_path, "r", encoding="utf-8") as f:
+                return f.read().strip()
+        except OSError as e:
+            raise ValueError(f"cannot read {file_path}: {e}") from None
+    return None
 
 
 @dataclasses.dataclass
@@ -96,8 +115,8 @@ def from_server_args(server_args: Any) -> Optional[ControlArgs]:
         subject_prefix=vals["kv_control_subject_prefix"] or DEFAULT_SUBJECT_PREFIX,
         creds=vals["kv_control_nats_creds"],
         user=vals["kv_control_nats_user"],
-        password=vals["kv_control_nats_password"],
-        token=vals["kv_control_nats_token"],
+        password=_secret("KVCTL_NATS_PASSWORD", vals["kv_control_nats_password_file"]),
+        token=_secret("KVCTL_NATS_TOKEN", vals["kv_control_nats_token_file"]),
     ).validate()
 
 

@@ -324,6 +324,24 @@ def test_server_args_off_by_default_and_env_fallback(monkeypatch):
         from_server_args(types.SimpleNamespace(kv_control_nats_url="nats://x:1", kv_control_worker_id="a.b"))
 
 
+def test_secrets_come_from_files_or_the_environment(monkeypatch, tmp_path):
+    import types
+
+    for env in ("KVCTL_NATS_URL", "KVCTL_NATS_PASSWORD", "KVCTL_NATS_TOKEN"):
+        monkeypatch.delenv(env, raising=False)
+    pw = tmp_path / "pw"
+    pw.write_text("from-file\n")
+    ns = types.SimpleNamespace(kv_control_nats_url="nats://x:1", kv_control_worker_id="w1",
+                               kv_control_nats_user="kv", kv_control_nats_password_file=str(pw))
+    a = from_server_args(ns)
+    assert a.user == "kv" and a.password == "from-file" and a.token is None
+    monkeypatch.setenv("KVCTL_NATS_PASSWORD", "from-env")
+    assert from_server_args(ns).password == "from-env"
+    ns.kv_control_nats_token_file = str(tmp_path / "missing")
+    with pytest.raises(ValueError, match="cannot read"):
+        from_server_args(ns)
+
+
 def test_patched_server_args_carry_the_flags():
     import argparse
 
