@@ -259,7 +259,14 @@ class CommandHandler:
                 n.kvctl_transient = True
                 core.__dict__["_kvctl_has_transient"] = True
             for n in sorted(nodes, key=lambda n: -_depth(n)):
-                if T.drop_host_copy(self.cache, n):  # already written through: take it back
+                if not st.index.reachable(n, st.ops.root()):
+                    continue
+                if n.evicted:
+                    # only on host already: transient KV may not live there; it goes now
+                    _, _, ta, _ = self._purge(st, [n], include_self=True, force=False)
+                    for t, c in ta.items():
+                        tiers[t] = tiers.get(t, 0) + c
+                elif T.drop_host_copy(self.cache, n):  # already written through: take it back
                     _bump(tiers, ["CPU_PINNED"] * len(n.kvctl_hashes))
             affected = len(found)
             return Ack(type="Think", status=self._status(affected, 0, missing), requested=len(hashes),

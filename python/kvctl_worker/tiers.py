@@ -120,6 +120,9 @@ def demote_subtree(cache, node) -> tuple:
     for n in subtree_leaves_first(node):
         if n.evicted:
             continue
+        if getattr(n, "kvctl_transient", False) and id(n) not in blocked and n is not node:
+            if purge_leaf(cache, n) is not None:  # transient below: never to host, it goes
+                continue
         if id(n) in blocked or in_use(n) or not backup_path(cache, n):
             skipped.append(n)
             blocked.update(id(a) for a in _ancestors(n, core.root_node))

@@ -162,7 +162,9 @@ def wait_storage_written(cache, directory, n_files, timeout=10.0):
     while time.time() < end:
         cache.writing_check(write_back=True)
         cache.drain_storage_control_queues()
-        if len([f for f in os.listdir(directory) if f.endswith(".bin")]) >= n_files:
+        # done = the files exist AND SGLang has taken the storage acks (their host locks released)
+        if len([f for f in os.listdir(directory) if f.endswith(".bin")]) >= n_files \
+                and not cache.ongoing_backup:
             return
         time.sleep(0.05)
     raise AssertionError(f"storage backend wrote {os.listdir(directory)}")

@@ -254,13 +254,15 @@ def test_inspect_residency_pins_transient_lease_pool_and_filters():
     insert_kv(cache, alloc, pool, C)
     hc = hashes_of(cache, C)
     h.handle(env({"type": "Pause", "block_hashes": hc[:2], "ttl_seconds": None, "lease_id": "L9"}))
-    h.handle(env({"type": "Think", "block_hashes": [hc[4]], "transient": True}))
+    insert_kv(cache, alloc, pool, [800, 801, 802, 803])
+    ht = hashes_of(cache, [800, 801, 802, 803])
+    h.handle(env({"type": "Think", "block_hashes": ht, "transient": True}))
     h.handle(env({"type": "Cache", "block_hashes": [hc[0]], "pin": True}))
     ack = h.handle(env({"type": "Inspect", "lease_id": "L9"}))
     assert ack.status == "applied" and ack.affected == 0 and ack.lease == {"lease_id": "L9", "expires_at_ms": None}
     blocks = {b["block_hash"]: b for b in ack.detail["blocks"]}
     assert set(blocks) == set(hc[:2]) and blocks[hc[0]]["lease"] == "L9" and blocks[hc[0]]["pin_count"] == 1
-    ack = h.handle(env({"type": "Inspect", "block_hashes": [hc[4], 5]}))
+    ack = h.handle(env({"type": "Inspect", "block_hashes": [ht[0], 5]}))
     assert ack.detail["blocks"][0]["transient"] is True and ack.missing == [5]
     pool_ = ack.detail["pool"]
     assert pool_["host"]["size"] > 0 and pool_["device"]["size"] > 0 and pool_["leases"] == 1
@@ -435,3 +437,28 @@ def test_worker_id_from_one_place_and_the_scheduler_entry_point(monkeypatch):
         assert again.status == "duplicate"   # one handler (and dedupe window) per scheduler
     finally:
         identity.set_worker_id(None)
+
+
+def test_think_transient_on_host_only_blocks_removes_them_from_host():
+    cache, alloc, pool, h = setup()
+    insert_kv(cache, alloc, pool, A)
+    ha = hashes_of(cache, A)
+    cache.evict(EvictParams(num_tokens=10_000))        # demoted: host only
+    events(cache)
+    ack = h.handle(env({"type": "Think", "block_hashes": ha[2:], "transient": True}))
+    assert ack.status == "applied" and ack.tiers == {"CPU_PINNED": 2}
+    assert [(k, m) for k, m, _ in events(cache)] == [("removed", "CPU_PINNED")] * 2
+    assert umatch(cache, A).host_hit_length == 8
+
+
+def test_pause_purges_transient_descendants_instead_of_writing_them_to_host():
+    cache, alloc, pool, h = setup("write_back")
+    insert_kv(cache, alloc, pool, C)
+    hc = hashes_of(cache, C)
+    h.handle(env({"type": "Think", "block_hashes": [hc[4]], "transient": True}))
+    events(cache)
+    ack = h.handle(env({"type": "Pause", "block_hashes": hc[:4], "ttl_seconds": 60, "lease_id": "L"}))
+    assert ack.status == "applied" and ack.tiers == {"CPU_PINNED": 4}, ack
+    ev = events(cache)
+    assert ("removed", "GPU", hc[4]) in ev and ("stored", "CPU_PINNED", hc[4]) not in ev
+    assert node_of(cache, hc[4]) is None and node_of(cache, hc[3]).evicted
