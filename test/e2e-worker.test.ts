@@ -280,6 +280,25 @@ describe.skipIf(!hasVenv || !findNatsServer())("e2e: ControlPublisher -> NATS ->
     expect(kv.blocks[0].k[0].slice(0, 4)).toEqual([1400, 1400, 1400, 1400]); // layer 0 K row of token 1400
   });
 
+  it("broadcast reaches every worker once and names the silent ones", async () => {
+    const w1 = await startHarness({ tree: tree.dir, natsUrl: nats.url, workerId: "e2e-w1", pageSize: 4, deviceTokens: 128, hostRatio: 2 });
+    try {
+      const h1 = new HarnessClient(nc, "e2e-w1");
+      const r0 = await h.serve(range(1500, 8));
+      await h1.serve(range(1500, 8)); // the same tokens: the same block hashes on both workers
+      const b = await pub.broadcast({ type: "Cache", block_hashes: r0.block_hashes, pin: true, ttl_seconds: 60 }, { deadlineMs: 3000, workers: [W, "e2e-w1", "e2e-ghost"] });
+      expect(b.acks.map((a) => a.worker_id).sort()).toEqual([W, "e2e-w1"]);
+      expect(b.acks.every((a) => a.status === "applied" && a.id === b.id)).toBe(true);
+      expect(b.silent).toEqual(["e2e-ghost"]);
+      const un = await pub.broadcast({ type: "Cache", block_hashes: r0.block_hashes, pin: false }, { deadlineMs: 3000, workers: [W, "e2e-w1"] });
+      expect(un.acks.map((a) => a.status)).toEqual(["applied", "applied"]);
+      expect(un.silent).toEqual([]);
+      await h1.shutdown();
+    } finally {
+      await w1.stop();
+    }
+  });
+
   it("the subscriber reconnects after a NATS restart", async () => {
     await nats.restart();
     await expect
