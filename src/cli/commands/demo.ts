@@ -38,6 +38,19 @@ export const command: CliCommand = {
     const print = (line: string) => console.log(line);
     const t0 = Date.now();
     const cleanups: (() => Promise<void> | void)[] = [];
+    const runCleanups = async () => {
+      for (const c of cleanups.splice(0).reverse()) {
+        try {
+          await c();
+        } catch {
+          /* best effort */
+        }
+      }
+    };
+    // Ctrl-C: stop nats-server and the harness before leaving (the harness also watches its parent)
+    const onSignal = () => void runCleanups().finally(() => process.exit(130));
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
     try {
       ensureVenv((l) => console.error(l));
       const nats = await startLocalNats();
@@ -85,13 +98,9 @@ export const command: CliCommand = {
       if (v.json) console.log(JSON.stringify({ demo: "failed", commands: [], error: e instanceof Error ? e.message : String(e) }));
       return 1;
     } finally {
-      for (const c of cleanups.reverse()) {
-        try {
-          await c();
-        } catch {
-          /* best effort */
-        }
-      }
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+      await runCleanups();
     }
   },
 };
