@@ -200,8 +200,13 @@ class ControlSubscriber:
             try:
                 text = bytes(msg.data).decode("utf-8")
                 cmd = decode(text)
-            except (CommandError, UnicodeDecodeError) as e:
-                reason = str(e) if isinstance(e, CommandError) else "body: not UTF-8"
+            except Exception as e:  # CommandError names the field; anything else is the body's fault
+                if isinstance(e, CommandError):
+                    reason = str(e)
+                elif isinstance(e, UnicodeDecodeError):
+                    reason = "body: not UTF-8"
+                else:
+                    reason = f"body: undecodable ({type(e).__name__})"
                 self.metrics["rejected_invalid"] += 1
                 cid, ctype = _readable_id_and_type(text)
                 ack = {"id": cid, "type": ctype, "status": "rejected", "reason": reason,
@@ -235,7 +240,13 @@ class ControlSubscriber:
                            "reason": f"scheduler path failed: {type(e).__name__}: {e}; the command "
                                      "may or may not have been applied (retry with the same id)",
                            "elapsed_us": int((time.perf_counter() - t0) * 1e6)}
-                ack = contract_ack(ack, self.args.worker_id, fallback_id=cid, fallback_type=ctype)
+                try:
+                    ack = contract_ack(ack, self.args.worker_id, fallback_id=cid, fallback_type=ctype)
+                except Exception as e:  # still exactly one (error) reply
+                    self.metrics["errors"] += 1
+                    ack = contract_ack({"id": cid, "type": ctype, "status": "error",
+                                        "reason": f"worker returned a malformed ack ({type(e).__name__}: {e})"},
+                                       self.args.worker_id)
                 by = self.metrics["by_status"]
                 by[ack["status"]] = by.get(ack["status"], 0) + 1
                 bt = self.metrics["by_type"]

@@ -174,6 +174,7 @@ def test_fire_and_forget_is_applied_and_counted(nats_server):
     (json.dumps({"version": 1, "id": "x5", "command": {"type": "Cache", "block_hashes": [1], "pin": "yes"}}).encode(), "pin"),
     (json.dumps({"version": 1, "id": "x6", "command": {"type": "Cache", "block_hashes": [7] * 65537, "pin": True}}).encode(),
      "block_hashes"),
+    (b"[" * 200000 + b"]" * 200000, "body"),  # nesting deeper than the parser's recursion limit
 ])
 def test_malformed_bodies_are_rejected_naming_the_field(nats_server, body, field):
     async def main():
@@ -298,6 +299,22 @@ def test_reconnects_after_nats_restart_and_waits_for_a_late_server():
         run(main())
     finally:
         server.stop()
+
+
+def test_malformed_ack_from_the_scheduler_is_an_error_reply(nats_server):
+    async def bad_send(body):
+        return {"type": "Cache", "status": "applied", "tiers": {"GPU": "many"}}
+
+    async def main():
+        sub = await ControlSubscriber(_args(nats_server.url), bad_send).start()
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        assert len(replies) == 1 and replies[0]["status"] == "error" and replies[0]["id"] == ENVELOPE["id"]
+        await nc.close()
+        await sub.stop()
+
+    run(main())
 
 
 def test_contract_ack_shape():
