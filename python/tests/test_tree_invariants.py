@@ -64,3 +64,73 @@ def test_workload_keeps_sglang_invariants_and_the_index_exact():
     assert not any(st.pins.records.values())
     cache.sanity_check()  # SGLang's own invariants, with every pin released
     _check_index(cache)
+
+
+def _random_workload_with_commands(seed, policy):
+    rng = random.Random(seed)
+    cache, alloc, pool = make_unified(page_size=4, size=512, write_policy=policy)
+    h = CommandHandler(cache)
+    st = state_for_cache(cache)
+    bases = [list(range(b, b + 64)) for b in (1, 1000, 2000)]
+    epochs = {}
+    leases = set()
+    for step in range(80):
+        base = rng.choice(bases)
+        cut = rng.randrange(1, 16) * 4
+        tokens = base[:cut] + [rng.randrange(5000, 9000) for _ in range(rng.randrange(1, 5) * 4)]
+        m = umatch(cache, tokens)
+        if m.host_hit_length:
+            load_back(cache, m.best_match_node)
+        if alloc.available_size() < len(tokens):
+            cache.evict(EvictParams(num_tokens=len(tokens)))
+        if alloc.available_size() < len(tokens):
+            continue
+        insert_kv(cache, alloc, pool, tokens)
+        hashes = [x for x, _ in st.index.items()]
+        if not hashes:
+            continue
+        pick = rng.sample(hashes, min(rng.randrange(1, 4), len(hashes)))
+        op = rng.randrange(12)
+        if op == 0:
+            h.handle({"type": "Prune", "after_block_hash": pick[0], "force": rng.random() < 0.3})
+        elif op == 1:
+            h.handle({"type": "Think", "block_hashes": pick, "transient": rng.random() < 0.6})
+        elif op == 2:
+            lid = f"L{rng.randrange(4)}"
+            a = h.handle({"type": "Pause", "block_hashes": pick, "ttl_seconds": rng.choice([None, 30]), "lease_id": lid})
+            if a.lease:
+                leases.add(lid)
+        elif op == 3 and leases:
+            h.handle({"type": "RevokeLease", "lease_id": leases.pop()})
+        elif op == 4:
+            sid = f"s{rng.randrange(3)}"
+            epochs[sid] = h.handle({"type": "ToolStart", "session_id": sid, "block_hashes": pick}).epoch
+        elif op == 5 and epochs:
+            sid = rng.choice(sorted(epochs))
+            h.handle({"type": "ToolEnd", "session_id": sid, "epoch": epochs.pop(sid)})
+        elif op == 6:
+            h.handle({"type": "Cache", "block_hashes": pick, "pin": rng.random() < 0.5})
+        elif op in (7, 8):
+            cache.evict(EvictParams(num_tokens=rng.randrange(8, 128)))
+        elif op == 9:
+            cache.evict_host(rng.randrange(8, 256))
+        elif op == 10:
+            h.handle({"type": "Inspect", "block_hashes": pick})
+        _check_index(cache)
+        cache.sanity_check()
+    for sid, ep in epochs.items():
+        h.handle({"type": "ToolEnd", "session_id": sid, "epoch": ep})
+    for lid in leases:
+        h.handle({"type": "RevokeLease", "lease_id": lid})
+    assert all(v["status"] != "error" for v in [])
+    assert h.metrics["by_status"].get("error", 0) == 0, h.metrics
+    cache.sanity_check()
+    _check_index(cache)
+
+
+def test_command_workload_keeps_sglang_invariants_write_through():
+    _random_workload_with_commands(11, "write_through")
+
+
+def test_command_workload_keeps_sglang_invariants_write_back():
+    _random_workload_with_commands(12, "write_back")
