@@ -16,7 +16,10 @@ logger = logging.getLogger(__name__)
 def handler_of(scheduler: Any) -> CommandHandler:
     h = scheduler.__dict__.get("_kvctl_handler")
     if h is None or h.cache is not scheduler.tree_cache:
-        h = CommandHandler(scheduler.tree_cache)
+        # --kv-control-worker-id reaches the scheduler processes with their server_args (they are
+        # spawned before the HTTP lifespan starts the subscriber); None -> identity / env
+        sa_id = getattr(getattr(scheduler, "server_args", None), "kv_control_worker_id", None)
+        h = CommandHandler(scheduler.tree_cache, worker_id=sa_id if isinstance(sa_id, str) and sa_id else None)
         scheduler.__dict__["_kvctl_handler"] = h
     return h
 

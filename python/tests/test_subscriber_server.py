@@ -60,3 +60,17 @@ def test_nats_command_reaches_the_scheduler_through_the_communicator(nats_server
         await kvctl_subscriber.stop_for_server(sub)
 
     run(main())
+
+
+def test_scheduler_acks_carry_the_worker_id_from_server_args(monkeypatch):
+    """Schedulers are spawned before the HTTP lifespan starts the subscriber, so the id reaches
+    them with their server_args (HTTP acks then say which worker answered, like NATS acks)."""
+    from sglang.srt.kvctl import identity, scheduler_side
+
+    monkeypatch.delenv("KVCTL_WORKER_ID", raising=False)
+    monkeypatch.setattr(identity, "_worker_id", None)
+    cache, _ = make_radix()
+    sched = types.SimpleNamespace(tree_cache=cache, waiting_queue=[],
+                                  server_args=types.SimpleNamespace(kv_control_worker_id="sa-w7"))
+    ack = scheduler_side.handle_command(sched, {"type": "Inspect", "block_hashes": []})
+    assert ack.worker_id == "sa-w7"
