@@ -2,7 +2,8 @@
 ``observability`` namespace, next to ``--kv-events-config``) with environment fallbacks.
 
     --kv-control-nats-url        nats://host:4222[,nats://...]   (absent = subscriber off)
-    --kv-control-worker-id       this worker's id (subject kv-control-{id}); env KVCTL_WORKER_ID
+    --kv-control-worker-id       this worker's id (subject kv-control-{id}); env KVCTL_WORKER_ID;
+                                 default hostname-port
     --kv-control-subject-prefix  default "kv-control"
     --kv-control-nats-creds      a .creds file (JWT + nkey seed);  env KVCTL_NATS_CREDS
     --kv-control-nats-user       env KVCTL_NATS_USER
@@ -98,8 +99,11 @@ def _pick(obj: Any, field: str, env: str) -> Optional[str]:
     return v
 
 
-def default_worker_id() -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname())[:100] + f"-{os.getpid()}"
+def default_worker_id(port: Any = None) -> str:
+    """hostname-port: the same in every tokenizer process of one server (the queue group then
+    spans them), different for two servers on one host; hostname-pid without a port."""
+    host = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname())[:100]
+    return f"{host}-{port}" if isinstance(port, int) and port > 0 else f"{host}-{os.getpid()}"
 
 
 def from_server_args(server_args: Any) -> Optional[ControlArgs]:
@@ -111,7 +115,7 @@ def from_server_args(server_args: Any) -> Optional[ControlArgs]:
         return None
     return ControlArgs(
         servers=[u.strip() for u in str(url).split(",") if u.strip()],
-        worker_id=vals["kv_control_worker_id"] or default_worker_id(),
+        worker_id=vals["kv_control_worker_id"] or default_worker_id(getattr(server_args, "port", None)),
         subject_prefix=vals["kv_control_subject_prefix"] or DEFAULT_SUBJECT_PREFIX,
         creds=vals["kv_control_nats_creds"],
         user=vals["kv_control_nats_user"],

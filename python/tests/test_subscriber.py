@@ -339,6 +339,9 @@ def test_server_args_off_by_default_and_env_fallback(monkeypatch):
     assert a.worker_subject == "kv-control-w7" and a.broadcast_subject == "kv-control-broadcast"
     with pytest.raises(ValueError):
         from_server_args(types.SimpleNamespace(kv_control_nats_url="nats://x:1", kv_control_worker_id="a.b"))
+    monkeypatch.delenv("KVCTL_WORKER_ID")
+    a = from_server_args(types.SimpleNamespace(kv_control_nats_url="nats://x:1", port=30000))
+    assert a.worker_id.endswith("-30000")  # the same in every tokenizer process of the server
 
 
 def test_secrets_come_from_files_or_the_environment(monkeypatch, tmp_path):
