@@ -165,10 +165,22 @@ class ControlSubscriber:
                 delay = min(delay * 2, 5.0)
                 continue
             queue = f"kvctl-{self.args.worker_id}"
-            await nc.subscribe(self.args.worker_subject, queue=queue, cb=self._on_msg)
-            await nc.subscribe(self.args.broadcast_subject, queue=queue, cb=self._on_msg)
-            await nc.flush()
-            self.nc = nc
+            self.nc = nc  # before subscribing: a message may arrive before flush() returns
+            try:
+                await nc.subscribe(self.args.worker_subject, queue=queue, cb=self._on_msg)
+                await nc.subscribe(self.args.broadcast_subject, queue=queue, cb=self._on_msg)
+                await nc.flush()
+            except Exception as e:  # e.g. no subscribe permission: say so, retry
+                logger.error("kvctl subscriber: cannot subscribe to %s / %s: %s; retrying in %.2fs",
+                             self.args.worker_subject, self.args.broadcast_subject, e, delay)
+                self.nc = None
+                try:
+                    await nc.close()
+                except Exception:
+                    pass
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
             self.metrics["connects"] += 1
             self._connected.set()
             logger.info("kvctl subscriber: worker %s listening on %s and %s", self.args.worker_id,
