@@ -255,6 +255,8 @@ class CommandHandler:
             tiers: Dict[str, int] = {}
             affected = 0
             core = self.cache.tree_core
+            # the marked blocks and everything below them (their suffixes)
+            nodes = list({id(x): x for n in nodes for x in T.subtree_leaves_first(n)}.values())
             for n in nodes:
                 n.kvctl_transient = True
                 core.__dict__["_kvctl_has_transient"] = True

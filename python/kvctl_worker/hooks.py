@@ -55,6 +55,9 @@ def on_node_added(tree: Any, node: Any) -> None:
     except Exception:  # pragma: no cover - never break the serving path
         logger.exception("kvctl: could not index node %s", getattr(node, "id", "?"))
     node.pin_count = getattr(node, "pin_count", 0)
+    parent = getattr(node, "parent", None)
+    if parent is not None and getattr(parent, "kvctl_transient", False):
+        node.kvctl_transient = True  # what follows transient KV is unusable without it too
 
 
 def on_split(tree: Any, new_node: Any, child: Any, split_len: int) -> None:
@@ -96,7 +99,8 @@ def is_transient(node: Any) -> bool:
 def skip_backup(cache: Any, node_id: Any) -> bool:
     """Patch 0007: write-through / write-back / storage backups skip transient nodes."""
     try:
-        return is_transient(cache.tree_core.node_by_id(node_id))
+        node = cache.tree_core.node_by_id(node_id)
+        return is_transient(node) or is_transient(getattr(node, "parent", None))
     except Exception:  # pragma: no cover
         return False
 

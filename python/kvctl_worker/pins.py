@@ -121,6 +121,8 @@ class PinManager:
             self.recount(node)
 
     def recount(self, node: Any) -> None:
+        if node.parent is not None and not self.index.reachable(node, self.ops.root()):
+            return  # left the tree meanwhile (e.g. host room made for a backup): nothing to hold
         count = sum(len(self.records.get(h, ())) for h in getattr(node, "kvctl_hashes", ()) or ())
         node.pin_count = count
         held = getattr(node, "kvctl_receipt", None) is not None

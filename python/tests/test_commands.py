@@ -462,3 +462,18 @@ def test_pause_purges_transient_descendants_instead_of_writing_them_to_host():
     ev = events(cache)
     assert ("removed", "GPU", hc[4]) in ev and ("stored", "CPU_PINNED", hc[4]) not in ev
     assert node_of(cache, hc[4]) is None and node_of(cache, hc[3]).evicted
+
+
+def test_transient_marks_descendants_and_new_suffixes_are_never_written_through():
+    cache, alloc, pool, h = setup("write_through")
+    insert_kv(cache, alloc, pool, C)
+    hc = hashes_of(cache, C)
+    h.handle(env({"type": "Think", "block_hashes": [hc[2]], "transient": True}))
+    assert node_of(cache, hc[4]).kvctl_transient and not node_of(cache, hc[4]).backuped
+    assert not node_of(cache, hc[1]).kvctl_transient and node_of(cache, hc[1]).backuped
+    events(cache)
+    insert_kv(cache, alloc, pool, C + [40, 41, 42, 43])       # the answer after the reasoning
+    n = node_of(cache, hashes_of(cache, C + [40, 41, 42, 43])[-1])
+    assert n.kvctl_transient and not n.backuped
+    assert all(m != "CPU_PINNED" for _, m, _ in events(cache))
+    cache.sanity_check()

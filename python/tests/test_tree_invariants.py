@@ -128,8 +128,12 @@ def _random_workload_with_commands(seed, policy):
     _check_index(cache)
 
 
-def test_command_workload_keeps_sglang_invariants_write_through():
-    _random_workload_with_commands(11, "write_through")
+import pytest
+
+
+@pytest.mark.parametrize("seed", [11, 34])  # 34: once left a backed-up child under a transient parent
+def test_command_workload_keeps_sglang_invariants_write_through(seed):
+    _random_workload_with_commands(seed, "write_through")
 
 
 def test_command_workload_keeps_sglang_invariants_write_back():
