@@ -71,6 +71,15 @@ def handle_command(scheduler: Any, body: Any):
     return handler_of(scheduler).handle(body)
 
 
+def metrics(scheduler: Any) -> dict:
+    """Counters of the command layer (by_status, by_type, rejected_by_field, rejected) plus the
+    pins' and sessions' counters; the same numbers Inspect reports under detail.pool."""
+    h = handler_of(scheduler)
+    st = h.state
+    return {"commands": {k: (dict(v) if isinstance(v, dict) else v) for k, v in h.metrics.items()},
+            "pins": dict(st.pins.metrics), "sessions": dict(st.sessions.metrics)}
+
+
 def scheduler_command(scheduler: Any, req: Any):
     from .io import KvctlCommandReqOutput
 

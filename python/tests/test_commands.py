@@ -435,6 +435,10 @@ def test_worker_id_from_one_place_and_the_scheduler_entry_point(monkeypatch):
         assert ack.worker_id == "w7" and ack.id == "e1" and ack.status == "applied"
         again = scheduler_side.handle_command(s, {"version": 1, "id": "e1", "command": {"type": "Inspect"}})
         assert again.status == "duplicate"   # one handler (and dedupe window) per scheduler
+        scheduler_side.handle_command(s, b"not json")
+        m = scheduler_side.metrics(s)["commands"]
+        assert m["by_status"] == {"applied": 2, "duplicate": 1, "rejected": 1}
+        assert m["rejected_by_field"] == {"body": 1}
     finally:
         identity.set_worker_id(None)
 
