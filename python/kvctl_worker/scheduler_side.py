@@ -30,7 +30,7 @@ def _as_command(op: str, body: str):
     if op in ("pin", "unpin"):
         try:
             obj = json.loads(body) if body else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             return body  # the codec rejects it, naming the body
         if isinstance(obj, dict):
             obj = dict(obj)
@@ -48,7 +48,7 @@ def _as_command(op: str, body: str):
         ctype = op[5:]
         try:
             obj = json.loads(body) if body.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             return body  # the codec rejects it, naming the body
         if isinstance(obj, dict):
             if "command" in obj and isinstance(obj["command"], dict):
@@ -57,7 +57,10 @@ def _as_command(op: str, body: str):
                 obj = {"type": ctype, **obj}
         return obj
     if op == "inspect":
-        obj = json.loads(body) if body else {}
+        try:
+            obj = json.loads(body) if body else {}
+        except (ValueError, RecursionError):
+            return body  # the codec rejects it, naming the body
         if isinstance(obj, dict) and "command" not in obj:
             obj = {**obj, "type": "Inspect"}
         return obj

@@ -144,3 +144,13 @@ def test_every_command_has_its_route_answering_the_ack(server):
     assert r.status_code == 200 and r.json()["type"] == "Inspect" and r.json()["epoch"] is None
     r = client.post("/hicache/command", content=json.dumps({"type": "Inspect"}), headers=H)
     assert r.status_code == 200 and r.json()["status"] == "applied"
+
+
+def test_malformed_bodies_on_every_route_are_rejections_not_crashes(server):
+    from sglang.srt.kvctl.http import ROUTES
+
+    client, _, _ = server
+    for path in ROUTES:
+        for body in ("{", "[" * 100000, '"x"', "[]", '{"version":1}'):
+            r = client.post(path, content=body, headers=H)
+            assert r.status_code == 400 and r.json()["status"] == "rejected", (path, body[:10], r.text[:200])
