@@ -159,6 +159,10 @@ class CommandHandler:
                                "runs a plain RadixCache)")
         return st
 
+    def _tree(self, cmd: Command):
+        """Prune and Think(transient=false) also run on a plain RadixCache (one tier)."""
+        return self.state
+
     def _lookup_nodes(self, st, hashes):
         found, missing = st.index.lookup(hashes, st.ops.root())
         nodes = {}
@@ -221,7 +225,7 @@ class CommandHandler:
 
     # ---- Prune / Think ---------------------------------------------------------------------
     def _prune(self, cmd: Command) -> Ack:
-        st = self._unified(cmd)
+        st = self._tree(cmd)
         h = cmd.fields["after_block_hash"]
         node = T.node_ending_at(self.cache, st, h)
         if node is None:
@@ -236,7 +240,7 @@ class CommandHandler:
         return ack
 
     def _think(self, cmd: Command) -> Ack:
-        st = self._unified(cmd)
+        st = self._unified(cmd) if cmd.fields["transient"] else self._tree(cmd)
         hashes = cmd.fields["block_hashes"]
         found, missing, _ = self._lookup_nodes(st, hashes)
         # each listed block starts its own node: what follows it in the node is its suffix

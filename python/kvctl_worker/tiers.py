@@ -29,6 +29,11 @@ def _drain(cache, device_frees, host_frees, actions) -> None:
 
 def in_use(node) -> bool:
     """Held by a running request or an in-flight DMA (never overridden, not even by force)."""
+    if not hasattr(node, "component_data"):
+        # plain RadixCache: pins are lock-based too (one inc_lock_ref per pinned node, along its
+        # root path), so a request holds the node iff its lock_ref exceeds the pins below it
+        return node.lock_ref > sum(1 for n in subtree_leaves_first(node)
+                                   if getattr(n, "kvctl_receipt", None) is not None)
     if any(cd.lock_ref > 0 for cd in node.component_data):
         return True
     return getattr(node, "write_through_pending_id", None) is not None or \
@@ -36,6 +41,8 @@ def in_use(node) -> bool:
 
 
 def host_locked(node) -> bool:
+    if not hasattr(node, "component_data"):
+        return False  # no host tier
     return any(cd.host_lock_ref > 0 for cd in node.component_data)
 
 
@@ -60,7 +67,7 @@ def tier_names(node) -> List[str]:
     out = []
     if not node.evicted:
         out.append("GPU")
-    if node.backuped:
+    if getattr(node, "backuped", False):
         out.append("CPU_PINNED")
     return out
 
@@ -68,7 +75,14 @@ def tier_names(node) -> List[str]:
 def purge_leaf(cache, node) -> Optional[List[str]]:
     """Remove a childless, unlocked node from every tier. Returns the tiers it left, or None
     when it could not go (children, request lock, host lock, in-flight DMA)."""
-    core = cache.tree_core
+    core = getattr(cache, "tree_core", None)
+    if core is None:  # plain RadixCache: what its own evict() does for one leaf
+        if node is cache.root_node or node.children or node.lock_ref > 0 or node.evicted:
+            return None
+        cache.token_to_kv_pool_allocator.free_segment(node.value, start_pos=0)
+        cache._delete_leaf(node)
+        cache.kv_events.record_remove(node)
+        return ["GPU"]
     if node is core.root_node or node.children or in_use(node) or host_locked(node):
         return None
     tiers = tier_names(node)
@@ -188,7 +202,9 @@ def _ancestors(node, root) -> Iterable[Any]:
 def _split(cache, st, node, pages: int):
     """Split ``node`` after ``pages`` pages with SGLang's own _split_node (what an insert does;
     no KV moves, no event: the hash lists are sliced). Returns the new parent (the prefix)."""
-    core = cache.tree_core
+    core = getattr(cache, "tree_core", None)
+    if core is None:
+        return cache._split_node(node.key, node, pages * st.index.page_size)
     new_parent, action = core._split_node(node.key, node, pages * st.index.page_size)
     if action is not None:
         cache._apply_cache_actions([action])

@@ -129,9 +129,12 @@ def test_every_command_has_its_route_answering_the_ack(server):
               "/hicache/revoke_lease", "/hicache/warm", "/hicache/inspect", "/session/tool_start",
               "/session/tool_end", "/session/kv_meta", "/hicache/command"]:
         assert p in paths and p in ROUTES
-    # plain RadixCache here: Prune is refused with the reason; unknown lease refused naming it
+    # plain RadixCache here: Prune of an unknown anchor is a noop naming it; Pause needs the
+    # UnifiedRadixCache (refused with the reason); an unknown lease is refused naming it
     r = client.post("/hicache/prune", content=json.dumps({"after_block_hash": 1}), headers=H)
-    assert r.status_code == 400 and r.json()["type"] == "Prune" and "UnifiedRadixCache" in r.json()["reason"]
+    assert r.status_code == 200 and r.json()["type"] == "Prune" and r.json()["missing"] == [1]
+    r = client.post("/hicache/pause", content=json.dumps({"block_hashes": [1], "ttl_seconds": 5, "lease_id": "L"}), headers=H)
+    assert r.status_code == 400 and "UnifiedRadixCache" in r.json()["reason"]
     r = client.post("/hicache/renew_lease", content=json.dumps(
         {"version": 1, "id": "h-1", "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
     assert r.status_code == 400 and r.json()["reason"].startswith("command.lease_id") and r.json()["id"] == "h-1"

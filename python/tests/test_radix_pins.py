@@ -4,7 +4,7 @@ import logging
 from helpers import insert, make_radix, match, stored_hashes
 
 from sglang.srt.kvctl.handlers import CommandHandler
-from sglang.srt.kvctl.hooks import state_of
+from sglang.srt.kvctl.hooks import state_for_cache, state_of
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 
 
@@ -173,3 +173,29 @@ def test_ttl_pins_expire_from_the_scheduler_loop_tick():
     on_scheduler_tick(sched)
     assert state_of(c).pins.pin_count_of_hash(hs[0]) == 0 and state_of(c).pins.pin_count_of_hash(hs[1]) == 1
     assert state_of(c).pins.metrics["pins_expired"] == 1
+
+
+def test_prune_and_think_purge_on_plain_radix_cache_skip_pins_and_requests():
+    from sglang.srt.disaggregation.kv_events import BlockRemoved
+
+    c, a, h = _setup()
+    insert(c, a, list(range(1, 21)))                 # one node, 5 pages
+    hs = stored_hashes(c)
+    free0 = a.available_size()
+    _pin(h, [hs[4]])
+    ack = h.handle({"type": "Prune", "after_block_hash": hs[1]})
+    assert ack.status == "noop" and ack.skipped == 3     # pinned tail keeps its prefixes
+    ack = h.handle({"type": "Prune", "after_block_hash": hs[1], "force": True})
+    assert ack.status == "applied" and ack.affected == 3 and ack.tiers == {"GPU": 3}
+    assert a.available_size() == free0 + 12
+    removed = [x for ev in c.take_events() if isinstance(ev, BlockRemoved) for x in ev.block_hashes]
+    assert removed == hs[2:]
+    st = state_for_cache(c)
+    node = st.index.get(hs[1], st.ops.root())
+    lock = c.inc_lock_ref(node)                      # a running request on pages 1-2
+    ack = h.handle({"type": "Think", "block_hashes": [hs[1]], "transient": False})
+    assert ack.affected == 0 and ack.skipped == 1
+    c.dec_lock_ref(node)
+    ack = h.handle({"type": "Think", "block_hashes": [hs[1]], "transient": False})
+    assert ack.status == "applied" and ack.affected == 1 and st.index.get(hs[0], st.ops.root()) is not None
+    assert h.handle({"type": "Think", "block_hashes": [hs[0]], "transient": True}).status == "rejected"
