@@ -127,7 +127,10 @@ class PinManager:
         node.pin_count = count
         held = getattr(node, "kvctl_receipt", None) is not None
         if count > 0 and not held:
-            node.kvctl_receipt = self.ops.protect(node) or True
+            receipt = self.ops.protect(node)
+            if receipt is None and getattr(self.ops, "tier_aware", False):
+                return  # the node left the tree while its path was being backed up
+            node.kvctl_receipt = receipt or True
         elif count == 0 and held:
             receipt = node.kvctl_receipt
             node.kvctl_receipt = None

@@ -89,6 +89,10 @@ class UnifiedOps:
     def protect(self, node):
         if self.tier_aware:
             self._backup_path(node)
+            try:  # making host room for the backup can cascade; the node must still be there
+                self.core.node_by_id(node.id)
+            except KeyError:
+                return None
             return self.core.inc_host_lock_ref(node.id).to_dec_params()
         return self.core.inc_lock_ref(node.id).to_dec_params()
 

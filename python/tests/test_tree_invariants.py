@@ -136,5 +136,6 @@ def test_command_workload_keeps_sglang_invariants_write_through(seed):
     _random_workload_with_commands(seed, "write_through")
 
 
-def test_command_workload_keeps_sglang_invariants_write_back():
-    _random_workload_with_commands(12, "write_back")
+@pytest.mark.parametrize("seed", [12, 102])  # 102: a hold's backup once made room by removing the node
+def test_command_workload_keeps_sglang_invariants_write_back(seed):
+    _random_workload_with_commands(seed, "write_back")
