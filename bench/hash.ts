@@ -10,7 +10,7 @@ import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { packageRoot } from "../src/addon.js";
+import { packageRoot, venvPython } from "../src/paths.js";
 import { sglangPageHashesBatch, sha256Backend } from "../src/hash/index.js";
 
 const json = process.argv.includes("--json");
@@ -97,7 +97,7 @@ print(json.dumps({"tokens_per_s": SEQS * P * PAGES / best, "per_page_tokens_per_
 `;
 
 function benchPython(): { tokensPerS: number; perPage: number } | { error: string } {
-  const py = process.env.KVCTL_PYTHON ?? join(packageRoot, ".venv", "bin", "python");
+  const py = venvPython;
   if (!existsSync(py)) return { error: `no venv python at ${py}` };
   const r = spawnSync(py, ["-c", PY, join(packageRoot, "python", "oracles"), String(PAGE), String(PAGES), "256"], { encoding: "utf8", timeout: 600_000 });
   if (r.status !== 0) return { error: `python failed: ${(r.stderr || r.stdout).trim().split("\n").at(-1)}` };

@@ -2,12 +2,10 @@
 // through node-gyp-build. Every TypeScript module that needs native code imports it from here.
 // KVCTL_ADDON=/path/to/kvctl.node loads a specific build instead (e.g. build-cuda/Release).
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { packageRoot } from "./paths.js";
 
 const require = createRequire(import.meta.url);
-/** The package root: src/ (tsx) and dist/ (compiled) both sit one level below it. */
-export const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
+export { packageRoot };
 
 /** The hash core's native functions (native/addon/hash.cpp, cuda.cpp). */
 export interface NativeHash {

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { hasVenv, repoRoot } from "./helpers/python.js";
 import { findNatsServer } from "./helpers/nats-server.js";
 
-describe.skipIf(!hasVenv || !findNatsServer())("kvctl demo", () => {
+describe.skipIf(!hasVenv || !findNatsServer().path)("kvctl demo", () => {
   it("runs the agent session and ends with {\"demo\":\"ok\",\"commands\":[...]}", () => {
     const t0 = Date.now();
     const r = spawnSync(process.execPath, ["--import", "tsx", "src/cli/bin.ts", "demo", "--json"], {

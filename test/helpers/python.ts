@@ -1,8 +1,7 @@
 // Where the project's Python venv lives (created by python/setup_venv.sh, which `npm test` runs).
 import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { packageRoot, venvPython } from "../../src/paths.js";
 
-export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
-export const venvPython = process.env.KVCTL_PYTHON ?? join(repoRoot, ".venv", "bin", "python");
+export { venvPython };
+export const repoRoot = packageRoot;
 export const hasVenv = existsSync(venvPython);

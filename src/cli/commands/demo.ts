@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connectControlPlane, ControlPublisher } from "../../control/index.js";
-import { buildPatchedTree, ensureVenv, EventRecorder, HarnessClient, startHarness, startLocalNats, summarize } from "../../demo/harness.js";
+import { buildPatchedTree, ensureVenv, EventRecorder, HarnessClient, startHarness, summarize } from "../../demo/harness.js";
+import { startNatsServer } from "../../control/nats-server.js";
 import { runAgentSession } from "../../demo/scenario.js";
 import type { Command as CliCommand } from "../main.js";
 
@@ -53,7 +54,7 @@ export const command: CliCommand = {
     process.once("SIGTERM", onSignal);
     try {
       ensureVenv((l) => console.error(l));
-      const nats = await startLocalNats();
+      const nats = await startNatsServer();
       cleanups.push(() => nats.stop());
       const tree = buildPatchedTree();
       cleanups.push(() => tree.remove());

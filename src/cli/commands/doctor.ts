@@ -3,9 +3,9 @@
 // --sglang <path>) the patch status of an SGLang tree. Each check is ok / warn / fail / unavailable.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { delimiter, join } from "node:path";
 import { parseArgs } from "node:util";
-import { packageRoot } from "../../addon.js";
+import { findNatsServer } from "../../control/nats-server.js";
+import { venvPython } from "../../paths.js";
 import type { Command } from "../main.js";
 
 export type CheckState = "ok" | "warn" | "fail" | "unavailable";
@@ -98,24 +98,6 @@ async function checkAddon(): Promise<Check[]> {
   }
 }
 
-export function findNatsServer(env: NodeJS.ProcessEnv = process.env): { path: string | null; source: string; tried: string[] } {
-  const tried: string[] = [];
-  if (env.KVCTL_NATS_SERVER) {
-    tried.push(env.KVCTL_NATS_SERVER);
-    return { path: existsSync(env.KVCTL_NATS_SERVER) ? env.KVCTL_NATS_SERVER : null, source: "KVCTL_NATS_SERVER", tried };
-  }
-  const venv = join(packageRoot, ".venv", "bin", "nats-server");
-  tried.push(venv);
-  if (existsSync(venv)) return { path: venv, source: "venv", tried };
-  for (const dir of (env.PATH ?? "").split(delimiter)) {
-    if (!dir) continue;
-    const p = join(dir, "nats-server");
-    tried.push(p);
-    if (existsSync(p)) return { path: p, source: "PATH", tried };
-  }
-  return { path: null, source: "none", tried };
-}
-
 function checkNats(): Check {
   const f = findNatsServer();
   if (!f.path) {
@@ -129,7 +111,7 @@ function checkNats(): Check {
 }
 
 function checkPython(python: string | undefined): Check {
-  const interp = python ?? process.env.KVCTL_PYTHON ?? join(packageRoot, ".venv", "bin", "python");
+  const interp = python ?? venvPython;
   if (!existsSync(interp) && interp.includes("/")) {
     return { name: "python", state: "warn", summary: `no Python venv at ${interp} (run python/setup_venv.sh)`, details: { python: interp } };
   }

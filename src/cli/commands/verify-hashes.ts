@@ -7,9 +7,9 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { packageRoot, venvPython } from "../../paths.js";
 import type { Command } from "../main.js";
 
 const HELP = `usage: kvctl verify-hashes [--zmq tcp://host:port] [options]
@@ -32,7 +32,6 @@ live (--zmq): recompute every BlockStored's hashes from its token ids.
   --quiet              print only mismatches and the verdict
 exit: 0 all matched, 1 a mismatch, 2 nothing received / nothing verifiable`;
 
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
 interface OracleCase {
   name: string;
@@ -48,7 +47,7 @@ interface OracleCase {
 
 async function offline(python: string, seed: string): Promise<number> {
   const { blockHashes, storageKeys } = await import("../../hash/index.js");
-  const script = join(repoRoot, "python/oracles/sglang_hash_vectors.py");
+  const script = join(packageRoot, "python/oracles/sglang_hash_vectors.py");
   const dir = mkdtempSync(join(tmpdir(), "kvctl-verify-"));
   const out = join(dir, "vectors.json");
   console.log(`running SGLang's own hashing: ${python} ${script} --seed ${seed}`);
@@ -214,7 +213,7 @@ export const command: Command = {
       return 2;
     }
     if (values.zmq) return live(values);
-    const python = values.python ?? process.env.KVCTL_PYTHON ?? join(repoRoot, ".venv", "bin", "python");
+    const python = values.python ?? venvPython;
     return offline(python, values.seed ?? "0");
   },
 };
