@@ -10,8 +10,8 @@
 // Knobs (env): KVCTL_PIN_DEPTHS (default "0,0.5,1,2,4": flood size in GPU KV capacities),
 // KVCTL_PIN_PREFIX_TOKENS (8192), KVCTL_PIN_PAGE_SIZE (64), KVCTL_PIN_MEM_FRACTION (0.5),
 // KVCTL_PIN_HICACHE_RATIO (2), KVCTL_PIN_SERVER_ARGS (extra launch_server args, space-separated),
-// KVCTL_PIN_TIMEOUT_S (server start, 900). The subscriber gets its NATS URL and worker id through
-// KVCTL_NATS_URL / KVCTL_WORKER_ID (and the args in KVCTL_PIN_SERVER_ARGS, if it takes flags).
+// KVCTL_PIN_TIMEOUT_S (server start, 900). The subscriber is switched on by the series' own
+// server flags (--kv-control-nats-url, --kv-control-worker-id; patch 0010).
 // Prints a table and one JSON line `{"pinTtft": ...}`.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -106,10 +106,12 @@ describe.skipIf(Boolean(why))(`pin under flood: TTFT with and without pin${why ?
       "--enable-hierarchical-cache",
       "--hicache-ratio", env("KVCTL_PIN_HICACHE_RATIO", "2"),
       "--mem-fraction-static", env("KVCTL_PIN_MEM_FRACTION", "0.5"),
+      "--kv-control-nats-url", nats.url,
+      "--kv-control-worker-id", WORKER_ID,
       ...(process.env.KVCTL_PIN_SERVER_ARGS ? process.env.KVCTL_PIN_SERVER_ARGS.split(/\s+/).filter(Boolean) : []),
     ];
     server = spawn(python, args, {
-      env: { ...process.env, KVCTL_NATS_URL: nats.url, KVCTL_WORKER_ID: WORKER_ID },
+      env: process.env,
       stdio: ["ignore", "pipe", "pipe"],
     });
     const keep = (d: Buffer) => {
