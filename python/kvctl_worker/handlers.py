@@ -265,22 +265,44 @@ class CommandHandler:
                 n.kvctl_transient = True
                 core.__dict__["_kvctl_has_transient"] = True
             for n in sorted(nodes, key=lambda n: -_depth(n)):
-                if not st.index.reachable(n, st.ops.root()):
-                    continue
-                if n.evicted:
-                    # only on host already: transient KV may not live there; it goes now
-                    _, _, ta, _ = self._purge(st, [n], include_self=True, force=False)
-                    for t, c in ta.items():
-                        tiers[t] = tiers.get(t, 0) + c
-                elif T.drop_host_copy(self.cache, n):  # already written through: take it back
-                    _bump(tiers, ["CPU_PINNED"] * len(n.kvctl_hashes))
+                if st.index.reachable(n, st.ops.root()) and not self._release_transient_host(st, n, tiers):
+                    st.transient_host_pending[id(n)] = n
             affected = len(found)
+            pending = len(st.transient_host_pending)
             return Ack(type="Think", status=self._status(affected, 0, missing), requested=len(hashes),
-                       affected=affected, missing=missing, tiers=tiers)
+                       affected=affected, missing=missing, tiers=tiers,
+                       reason=(f"{pending} node(s) held by an in-flight backup: their host copies go "
+                               "as soon as it completes") if pending else None)
         a, sk, ta, ts = self._purge(st, nodes, include_self=True, force=False)
         return Ack(type="Think", status=self._status(a, sk, missing), requested=len(hashes),
                    affected=a, skipped=sk, missing=missing, tiers=ta, detail={"skipped_tiers": ts},
                    reason=f"skipped {sk} pinned or in-use block(s)" if sk else None)
+
+    def _release_transient_host(self, st, n, tiers: Dict[str, int]) -> bool:
+        """Takes a transient node's KV off the host tier; False while an in-flight backup holds it."""
+        if n.evicted:
+            # only on host already: transient KV may not live there; it goes now
+            _, skipped, ta, _ = self._purge(st, [n], include_self=True, force=False)
+            for t, c in ta.items():
+                tiers[t] = tiers.get(t, 0) + c
+            return skipped == 0
+        if not n.backuped:
+            return True
+        if T.drop_host_copy(self.cache, n):  # already written through: take it back
+            _bump(tiers, ["CPU_PINNED"] * len(n.kvctl_hashes))
+            return True
+        return False
+
+    def retry_transient_host_releases(self) -> int:
+        """Scheduler tick: retry the host releases Think(transient=true) could not do at once.
+        Returns how many nodes are still pending."""
+        st = state_for_cache(self.cache)
+        root = st.ops.root()
+        for key, n in sorted(st.transient_host_pending.items(), key=lambda kv: -_depth(kv[1])):
+            gone = not st.index.reachable(n, root) or not getattr(n, "kvctl_transient", False)
+            if gone or self._release_transient_host(st, n, {}):
+                del st.transient_host_pending[key]
+        return len(st.transient_host_pending)
 
     # ---- Pause / leases ----------------------------------------------------------------------
     def _offload(self, st, found, nodes, owner: str):

@@ -24,6 +24,9 @@ class KvctlState:
         ops = UnifiedOps(tree) if hasattr(tree, "node_by_id") else RadixOps(tree)
         self.pins = PinManager(self.index, ops, budget_fraction=DEFAULT_BUDGET)
         self.sessions = Sessions(self.pins)
+        # Transient nodes whose host copy could not go yet (an in-flight write-through or storage
+        # backup held it when Think arrived): the scheduler tick retries until it is gone.
+        self.transient_host_pending: dict = {}
 
     @property
     def ops(self):

@@ -103,6 +103,8 @@ def on_scheduler_tick(scheduler: Any) -> None:
     st = state_for_cache(cache)
     if st.sessions.leases or st.sessions.tools:
         st.sessions.reap()  # leases and tool offloads expire with no caller (tool defect 6)
+    if st.transient_host_pending:
+        handler_of(scheduler).retry_transient_host_releases()
     if not st.pins.records:
         return
     st.pins.reap()

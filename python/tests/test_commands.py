@@ -481,3 +481,31 @@ def test_transient_marks_descendants_and_new_suffixes_are_never_written_through(
     assert n.kvctl_transient and not n.backuped
     assert all(m != "CPU_PINNED" for _, m, _ in events(cache))
     cache.sanity_check()
+
+
+def test_think_transient_host_copy_held_by_an_inflight_backup_goes_on_a_later_tick():
+    """A backup in flight (here: the host lock SGLang's storage write takes) keeps the host copy
+    when Think(transient=true) arrives; the scheduler tick takes it back once the lock is gone."""
+    cache, alloc, pool, h = setup("write_through")
+    insert_kv(cache, alloc, pool, A)
+    ha = hashes_of(cache, A)
+    n = node_of(cache, ha[0])
+    assert n.backuped and node_of(cache, ha[3]) is n
+    receipt = cache.inc_host_lock_ref(n.id).to_dec_params()
+    events(cache)
+    ack = h.handle(env({"type": "Think", "block_hashes": ha, "transient": True}))
+    assert ack.status == "applied" and "in-flight backup" in ack.reason
+    assert n.kvctl_transient and n.backuped
+
+    class Sched:
+        tree_cache = cache
+        waiting_queue = []
+
+    scheduler_side.on_scheduler_tick(Sched())
+    assert n.backuped                       # still held: nothing forced
+    cache.dec_host_lock_ref(n.id, receipt)
+    scheduler_side.on_scheduler_tick(Sched())
+    assert not n.backuped
+    assert [(k, m) for k, m, _ in events(cache)] == [("removed", "CPU_PINNED")] * 4
+    assert state_for_cache(cache).transient_host_pending == {}
+    cache.sanity_check()
