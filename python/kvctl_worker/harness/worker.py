@@ -357,6 +357,7 @@ class Harness:
                                              user_credentials=self.control.creds, user=self.control.user,
                                              password=self.control.password, token=self.control.token)
         await self.harness_nc.subscribe(f"kvctl-harness-{self.control.worker_id}", cb=self._on_harness)
+        await self.harness_nc.flush()  # the server has the subscription before we say "ready"
 
     async def stop(self) -> None:
         if self.subscriber is not None:
