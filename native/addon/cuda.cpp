@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "args.h"
+#include "chain_args.h"
 #include "register.h"
 #include "sglang_chain.h"
 
@@ -37,37 +38,23 @@ Napi::Value CudaInfoFn(const Napi::CallbackInfo& info) {
 // sglangChainCuda(tokens, offsets|null, pageSize, bigram, prior|null): same result as sglangChain.
 Napi::Value SglangChainCudaFn(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  RequireArgs(info, 3, "sglangChainCuda");
-  auto tokens = TypedArg<const uint32_t>(info, 0, "tokens", napi_uint32_array, "Uint32Array");
-  auto offsets = OffsetsArg(info, 1, "offsets", tokens.length);
-  const uint32_t page_size = UintArg(info, 2, "pageSize", 1, 1u << 30);
-  const bool bigram = BoolArg(info, 3, "bigram");
-  auto prior = OptionalBytesArg(info, 4, "prior", 32);
+  const ChainArgs a(info, "sglangChainCuda");
 #ifdef KVCTL_WITH_CUDA
-  kv::ChainBatch b;
-  b.tokens = tokens.data;
-  b.offsets = offsets.data();
-  b.nseq = offsets.size() - 1;
-  b.page_size = page_size;
-  b.bigram = bigram;
-  std::vector<uint64_t> page_offsets(b.nseq + 1);
-  const uint64_t pages = kv::sglang_page_offsets(b, page_offsets.data());
-  CheckOutputBytes(env, pages * 32, "sglangChainCuda");
-  std::vector<uint8_t> out(pages * 32);
-  kv::CudaStatus st = kv::cuda_sglang_chain(tokens.data, tokens.length, offsets.data(), b.nseq,
-                                            page_offsets.data(), page_size, bigram,
-                                            prior ? prior->data : nullptr, out.data());
+  std::vector<uint8_t> out(a.pages * 32);
+  kv::CudaStatus st = kv::cuda_sglang_chain(a.tokens.data, a.tokens.length, a.offsets.data(), a.batch.nseq,
+                                            a.page_offsets.data(), a.batch.page_size, a.batch.bigram,
+                                            a.batch.prior, out.data());
   if (!st.ok()) {
     throw Napi::Error::New(env, "CUDA unavailable: " + st.name + " (" + std::to_string(st.code) + "): " + st.message);
   }
   auto result = Napi::Object::New(env);
-  auto po = Napi::Uint32Array::New(env, page_offsets.size());
-  for (size_t i = 0; i < page_offsets.size(); ++i) po[i] = uint32_t(page_offsets[i]);
+  auto po = Napi::Uint32Array::New(env, a.page_offsets.size());
+  for (size_t i = 0; i < a.page_offsets.size(); ++i) po[i] = uint32_t(a.page_offsets[i]);
   result.Set("pageOffsets", po);
   result.Set("digests", Napi::Buffer<uint8_t>::Copy(env, out.data(), out.size()));
   return result;
 #else
-  (void)offsets; (void)page_size; (void)bigram; (void)prior;
+  (void)a;
   throw Napi::Error::New(env, "CUDA unavailable: this kvctl addon was built without CUDA (run `npm run build:cuda` on a host with nvcc)");
 #endif
 }

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "args.h"
+#include "chain_args.h"
 #include "dynamo.h"
 #include "mooncake.h"
 #include "register.h"
@@ -47,33 +48,11 @@ Napi::Value SetSha256BackendFn(const Napi::CallbackInfo& info) {
 //   -> { pageOffsets: Uint32Array (nseq + 1), digests: Buffer (32 B a page) }
 Napi::Value SglangChainFn(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  RequireArgs(info, 3, "sglangChain");
-  auto tokens = TypedArg<const uint32_t>(info, 0, "tokens", napi_uint32_array, "Uint32Array");
-  auto offsets = OffsetsArg(info, 1, "offsets", tokens.length);
-  const uint32_t page_size = UintArg(info, 2, "pageSize", 1, 1u << 30);
-  const bool bigram = BoolArg(info, 3, "bigram");
-  auto prior = OptionalBytesArg(info, 4, "prior", 32);
-
-  kv::ChainBatch b;
-  b.tokens = tokens.data;
-  b.offsets = offsets.data();
-  b.nseq = offsets.size() - 1;
-  b.page_size = page_size;
-  b.bigram = bigram;
-  b.prior = prior ? prior->data : nullptr;
-  std::vector<uint64_t> page_offsets(b.nseq + 1);
-  const uint64_t pages = kv::sglang_page_offsets(b, page_offsets.data());
-  CheckOutputBytes(env, pages * 32, "sglangChain");
-  auto digests = Napi::Buffer<uint8_t>::New(env, pages * 32);
-  // The prior may alias the token buffer's memory only if the caller is being odd; copy it.
-  uint8_t prior_copy[32];
-  if (prior) {
-    std::memcpy(prior_copy, prior->data, 32);
-    b.prior = prior_copy;
-  }
-  kv::sglang_chain_batch(b, page_offsets.data(), digests.Data());
+  const ChainArgs a(info, "sglangChain");
+  auto digests = Napi::Buffer<uint8_t>::New(env, a.pages * 32);
+  kv::sglang_chain_batch(a.batch, a.page_offsets.data(), digests.Data());
   auto result = Napi::Object::New(env);
-  result.Set("pageOffsets", ToUint32Array(env, page_offsets));
+  result.Set("pageOffsets", ToUint32Array(env, a.page_offsets));
   result.Set("digests", digests);
   return result;
 }
