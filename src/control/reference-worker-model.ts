@@ -87,6 +87,23 @@ export class ReferenceWorkerModel {
     return ack;
   }
 
+  /** Pause and ToolStart: move the known blocks to the host tier under an owner; unknown ones go to `missing`. */
+  private holdOnHost(hashes: readonly bigint[], ack: Ack, own: (b: Block) => void): bigint[] {
+    const held: bigint[] = [];
+    for (const h of hashes) {
+      const b = this.blocks.get(h);
+      if (!b) {
+        ack.missing.push(h);
+        continue;
+      }
+      b.tier = "CPU_PINNED";
+      own(b);
+      held.push(h);
+      ack.affected++;
+    }
+    return held;
+  }
+
   private dispatch(workerId: string, id: string | null, cmd: Command): Ack {
     const ack = blankAck(workerId, id, cmd.type, "applied");
     switch (cmd.type) {
@@ -174,18 +191,7 @@ export class ReferenceWorkerModel {
         ack.requested = cmd.block_hashes.length;
         if (this.leases.has(cmd.lease_id)) return reject(ack, `lease_id ${cmd.lease_id} is already held (use RenewLease)`);
         const expiresAtMs = cmd.ttl_seconds === null ? null : this.now() + cmd.ttl_seconds * 1000;
-        const held: bigint[] = [];
-        for (const h of cmd.block_hashes) {
-          const b = this.blocks.get(h);
-          if (!b) {
-            ack.missing.push(h);
-            continue;
-          }
-          b.tier = "CPU_PINNED";
-          b.lease = cmd.lease_id;
-          held.push(h);
-          ack.affected++;
-        }
+        const held = this.holdOnHost(cmd.block_hashes, ack, (b) => (b.lease = cmd.lease_id));
         if (held.length === 0) return settle(ack);
         this.leases.set(cmd.lease_id, { hashes: held, expiresAtMs });
         ack.lease = { lease_id: cmd.lease_id, expires_at_ms: expiresAtMs };
@@ -222,18 +228,7 @@ export class ReferenceWorkerModel {
       }
       case "ToolStart": {
         ack.requested = cmd.block_hashes.length;
-        const held: bigint[] = [];
-        for (const h of cmd.block_hashes) {
-          const b = this.blocks.get(h);
-          if (!b) {
-            ack.missing.push(h);
-            continue;
-          }
-          b.tier = "CPU_PINNED";
-          b.session = cmd.session_id;
-          held.push(h);
-          ack.affected++;
-        }
+        const held = this.holdOnHost(cmd.block_hashes, ack, (b) => (b.session = cmd.session_id));
         ack.epoch = ++this.epoch;
         this.sessions.set(cmd.session_id, { epoch: ack.epoch, hashes: held });
         if (held.length) ack.tiers = { CPU_PINNED: held.length };
