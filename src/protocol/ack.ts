@@ -7,6 +7,10 @@ import { count, idString, int64List } from "./fields.js";
 import { INT64_MAX, INT64_MIN } from "./int64.js";
 import { parseJson, stringifyInt64List, stringifyJson } from "./json.js";
 import { MAX_LIST_ENTRIES } from "./limits.js";
+// Module-local copies: the hot loops read them per hash, and a bundler may turn an imported
+// binding into a getter call.
+const MIN = INT64_MIN;
+const MAX = INT64_MAX;
 
 export const ACK_STATUSES = ["applied", "partial", "noop", "duplicate", "rejected", "error"] as const;
 export const AckStatusSchema = z.enum(ACK_STATUSES);
@@ -108,7 +112,7 @@ function fastAck(raw: unknown): Ack | null {
   const out = new Array<bigint>(missing.length);
   for (let i = 0; i < missing.length; i++) {
     const v = missing[i];
-    if (typeof v === "bigint" && v >= INT64_MIN && v <= INT64_MAX) out[i] = v;
+    if (typeof v === "bigint" && v >= MIN && v <= MAX) out[i] = v;
     else if (typeof v === "number" && Number.isSafeInteger(v)) out[i] = BigInt(v);
     else return null;
   }

@@ -5,6 +5,10 @@
 import type { Command, CommandType } from "./commands.js";
 import { INT64_MAX, INT64_MIN } from "./int64.js";
 import { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
+// Module-local copies: the hot loops read them per hash, and a bundler may turn an imported
+// binding into a getter call.
+const MIN = INT64_MIN;
+const MAX = INT64_MAX;
 
 type Kind = "int64[]" | "int64" | "bool" | "ttl" | "id" | "count" | "keys" | "tokens" | "tier";
 /** required | nullable (key required, null allowed) | nullish (may be absent or null) | optional (may be absent) */
@@ -30,11 +34,11 @@ const DECIMAL = /^-?(0|[1-9][0-9]*)$/;
 const FAIL = Symbol("fail");
 
 function int64(v: unknown): bigint | typeof FAIL {
-  if (typeof v === "bigint") return v >= INT64_MIN && v <= INT64_MAX ? v : FAIL;
+  if (typeof v === "bigint") return v >= MIN && v <= MAX ? v : FAIL;
   if (typeof v === "number") return Number.isSafeInteger(v) ? BigInt(v) : FAIL;
   if (typeof v === "string" && DECIMAL.test(v)) {
     const b = BigInt(v);
-    return b >= INT64_MIN && b <= INT64_MAX ? b : FAIL;
+    return b >= MIN && b <= MAX ? b : FAIL;
   }
   return FAIL;
 }

@@ -6,6 +6,10 @@ import type { Ack } from "./ack.js";
 import type { Envelope } from "./envelope.js";
 import { INT64_MAX, INT64_MIN } from "./int64.js";
 import { stringifyJson } from "./json.js";
+// Module-local copies: the hot loops read them per hash, and a bundler may turn an imported
+// binding into a getter call.
+const MIN = INT64_MIN;
+const MAX = INT64_MAX;
 
 const i64 = new BigInt64Array(1);
 const u32 = new Uint32Array(i64.buffer);
@@ -145,7 +149,7 @@ class ByteWriter {
       case "string":
         return this.string(v);
       case "bigint":
-        return v >= INT64_MIN && v <= INT64_MAX ? this.int64(v) : this.ascii(v.toString());
+        return v >= MIN && v <= MAX ? this.int64(v) : this.ascii(v.toString());
       case "number":
         return Number.isSafeInteger(v) && v >= 0 && !Object.is(v, -0) ? this.uint(v) : this.ascii(stringifyJson(v));
       case "boolean":
@@ -180,7 +184,7 @@ class ByteWriter {
       const x = v[k];
       this.reserve(22);
       if (k) this.buf[this.n++] = 0x2c; // ','
-      if (typeof x === "bigint" && x >= INT64_MIN && x <= INT64_MAX) this.int64(x);
+      if (typeof x === "bigint" && x >= MIN && x <= MAX) this.int64(x);
       else this.value(x === undefined ? null : x);
     }
     this.reserve(1);
