@@ -3,22 +3,10 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { type LayoutKind, type PoolLayout, buildInfo, copyPages, createPool, digests, gather, layoutInfo, scatter } from "../src/copy/index.js";
+import { rng, shuffled } from "./helpers/random.js";
 
 const KINDS: LayoutKind[] = ["layer_first", "page_first", "page_first_direct"];
 
-function rng(seed: number) {
-  let x = seed >>> 0 || 1;
-  return () => ((x ^= x << 13), (x ^= x >>> 17), (x ^= x << 5), x >>> 0);
-}
-
-function shuffled(n: number, next: () => number): number[] {
-  const a = Array.from({ length: n }, (_, i) => i);
-  for (let i = n - 1; i > 0; i--) {
-    const j = next() % (i + 1);
-    [a[i], a[j]] = [a[j], a[i]];
-  }
-  return a;
-}
 
 // Canonical page bytes (kv, layer, token) read straight from a pool's memory, from SGLang's dims.
 async function canonicalPage(pool: ReturnType<typeof createPool>, page: number): Promise<Buffer> {

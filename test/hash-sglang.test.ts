@@ -1,9 +1,5 @@
 // The addon against SGLang's own hashing code from the pinned release (python/oracles): the
 // oracle runs at test time in the project venv and the addon must match it byte for byte.
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   blockHashes,
@@ -18,41 +14,10 @@ import {
   storageKeys,
   storageKeysBatch,
 } from "../src/hash/index.js";
-import { hasVenv, repoRoot, venvPython } from "./helpers/python.js";
+import { type OracleCase, type OracleNode, runSglangOracle } from "../src/hash/sglang-oracle.js";
+import { hasVenv, venvPython } from "./helpers/python.js";
 
-interface OracleNode {
-  tokens: number[];
-  storage_keys: string[];
-  event_digests: string[];
-  block_hashes: string[];
-  parent_block_hash: string | null;
-}
-interface OracleCase {
-  name: string;
-  tokens: number[];
-  page_size: number;
-  bigram: boolean;
-  extra_key: string | null;
-  cache_salt: string | null;
-  lora_registered: boolean;
-  event_format: "sglang" | "dynamo";
-  nodes: OracleNode[];
-}
-interface Oracle {
-  sglang_version: string;
-  files: string[];
-  cases: OracleCase[];
-  mooncake: { storage_keys: string[]; layout: Record<string, unknown>; object_keys: string[] }[];
-}
-
-function runOracle(): Oracle {
-  const out = join(mkdtempSync(join(tmpdir(), "kvctl-sglang-vectors-")), "vectors.json");
-  const r = spawnSync(venvPython, [join(repoRoot, "python/oracles/sglang_hash_vectors.py"), out], { encoding: "utf8", timeout: 300_000 });
-  if (r.status !== 0) throw new Error(`sglang oracle failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
-  return JSON.parse(readFileSync(out, "utf8")) as Oracle;
-}
-
-const oracle = hasVenv ? runOracle() : undefined;
+const oracle = hasVenv ? runSglangOracle() : undefined;
 const suiteName = oracle
   ? `SGLang ${oracle.sglang_version} own hash functions (oracle: ${oracle.files.join(", ")})`
   : `SGLang hash vectors: SKIPPED, no venv python at ${venvPython} (run python/setup_venv.sh)`;

@@ -155,10 +155,7 @@ class PinManager:
             self.records.setdefault(h, []).append(Pin(h, next(self._seq), expires))
             touched[id(node)] = node
             res.affected += 1
-        for node in touched.values():
-            self.recount(node)
-            for tier in self.ops.tiers(node):
-                res.tiers[tier] = res.tiers.get(tier, 0) + 1
+        self._recount_and_tally(touched, res)
         return res
 
     def unpin(self, hashes: List[int]) -> PinResult:
@@ -176,11 +173,15 @@ class PinManager:
                 del self.records[h]
             touched[id(node)] = node
             res.affected += 1
+        self._recount_and_tally(touched, res)
+        return res
+
+    def _recount_and_tally(self, touched: dict, res: PinResult) -> None:
+        """Re-derive the protection of every node a pin/unpin touched; count them by tier."""
         for node in touched.values():
             self.recount(node)
             for tier in self.ops.tiers(node):
                 res.tiers[tier] = res.tiers.get(tier, 0) + 1
-        return res
 
     def _drop(self, pin: Pin) -> None:
         pins = self.records.get(pin.hash)

@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { packageRoot } from "../../src/addon.js";
+import { rng, shuffled } from "../helpers/random.js";
 
 const cudaBuild = join(packageRoot, "build-cuda", "Release", "kvctl.node");
 if (!process.env.KVCTL_ADDON && existsSync(cudaBuild)) process.env.KVCTL_ADDON = cudaBuild;
@@ -21,18 +22,6 @@ if (why) console.log(`GPU copy tests skipped: ${why}`);
 
 const KINDS: LayoutKind[] = ["layer_first", "page_first", "page_first_direct"];
 
-function rng(seed: number) {
-  let x = seed >>> 0 || 1;
-  return () => ((x ^= x << 13), (x ^= x >>> 17), (x ^= x << 5), x >>> 0);
-}
-function shuffled(n: number, next: () => number): number[] {
-  const a = Array.from({ length: n }, (_, i) => i);
-  for (let i = n - 1; i > 0; i--) {
-    const j = next() % (i + 1);
-    [a[i], a[j]] = [a[j], a[i]];
-  }
-  return a;
-}
 async function bytesOf(p: Pool): Promise<Buffer> {
   return p.read(0, p.bytes);
 }

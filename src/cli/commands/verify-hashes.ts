@@ -4,12 +4,8 @@
 //   --zmq tcp://host:port: subscribe to a live worker, recompute every BlockStored from its token
 //     ids with the addon, print each match/mismatch; exit 0 all matched, 1 a mismatch, 2 nothing
 //     received (or nothing verifiable).
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { packageRoot, venvPython } from "../../paths.js";
+import { venvPython } from "../../paths.js";
 import type { Command } from "../main.js";
 
 const HELP = `usage: kvctl verify-hashes [--zmq tcp://host:port] [options]
@@ -33,31 +29,18 @@ live (--zmq): recompute every BlockStored's hashes from its token ids.
 exit: 0 all matched, 1 a mismatch, 2 nothing received / nothing verifiable`;
 
 
-interface OracleCase {
-  name: string;
-  tokens: number[];
-  page_size: number;
-  bigram: boolean;
-  extra_key: string | null;
-  cache_salt: string | null;
-  lora_registered: boolean;
-  event_format: "sglang" | "dynamo";
-  nodes: { tokens: number[]; storage_keys: string[]; event_digests: string[]; block_hashes: string[] }[];
-}
 
 async function offline(python: string, seed: string): Promise<number> {
   const { blockHashes, storageKeys } = await import("../../hash/index.js");
-  const script = join(packageRoot, "python/oracles/sglang_hash_vectors.py");
-  const dir = mkdtempSync(join(tmpdir(), "kvctl-verify-"));
-  const out = join(dir, "vectors.json");
-  console.log(`running SGLang's own hashing: ${python} ${script} --seed ${seed}`);
-  const r = spawnSync(python, [script, out, "--seed", seed], { encoding: "utf8", stdio: ["ignore", "inherit", "inherit"] });
-  if (r.status !== 0 || !existsSync(out)) {
-    console.error(`verify-hashes: the SGLang oracle failed (exit ${r.status})`);
+  const { runSglangOracle, SGLANG_ORACLE_SCRIPT } = await import("../../hash/sglang-oracle.js");
+  console.log(`running SGLang's own hashing: ${python} ${SGLANG_ORACLE_SCRIPT} --seed ${seed}`);
+  let doc;
+  try {
+    doc = runSglangOracle({ python, seed, inherit: true });
+  } catch (err) {
+    console.error(`verify-hashes: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
     return 2;
   }
-  const doc = JSON.parse(readFileSync(out, "utf8")) as { sglang_version: string; cases: OracleCase[] };
-  rmSync(dir, { recursive: true, force: true });
   let pages = 0;
   let bad = 0;
   for (const c of doc.cases) {
