@@ -50,7 +50,8 @@ export function runSglangOracle(opts: { python?: string; seed?: string; inherit?
       stdio: opts.inherit ? ["ignore", "inherit", "inherit"] : "pipe",
     });
     if (r.status !== 0 || !existsSync(out)) {
-      throw new Error(`the SGLang oracle failed (exit ${r.status}): ${python} ${args.join(" ")}\n${r.stdout ?? ""}${r.stderr ?? ""}`);
+      const how = r.error ? r.error.message : `exit ${r.status}`;
+      throw new Error(`the SGLang oracle failed (${how}): ${python} ${args.join(" ")}\n${r.stdout ?? ""}${r.stderr ?? ""}`);
     }
     return JSON.parse(readFileSync(out, "utf8")) as SglangOracleVectors;
   } finally {
