@@ -15,6 +15,7 @@ export const NATS_FLAGS = {
   "tls-key": { type: "string" },
   "tls-handshake-first": { type: "boolean" },
   "subject-prefix": { type: "string" },
+  "inbox-prefix": { type: "string" },
 } as const;
 
 export const NATS_FLAGS_HELP = `NATS connection:
@@ -24,7 +25,8 @@ export const NATS_FLAGS_HELP = `NATS connection:
   --nkey-seed-file F       nkey auth from a seed file
   --creds F                JWT .creds file
   --tls-ca F --tls-cert F --tls-key F [--tls-handshake-first]
-  --subject-prefix P       control subject prefix (default kv-control)`;
+  --subject-prefix P       control subject prefix (default kv-control)
+  --inbox-prefix P         reply inbox prefix, for accounts that restrict _INBOX (default _INBOX)`;
 
 type FlagValues = { [K in keyof typeof NATS_FLAGS]?: (typeof NATS_FLAGS)[K]["type"] extends "boolean" ? boolean : string };
 
@@ -40,6 +42,7 @@ export function connectOptionsFromFlags(v: FlagValues, name: string): ControlCon
   if (token !== undefined) o.token = token;
   if (v["nkey-seed-file"]) o.nkeySeedFile = v["nkey-seed-file"];
   if (v.creds) o.credsFile = v.creds;
+  if (v["inbox-prefix"]) o.inboxPrefix = v["inbox-prefix"];
   if (v["tls-ca"] || v["tls-cert"] || v["tls-key"] || v["tls-handshake-first"]) {
     o.tls = {};
     if (v["tls-ca"]) o.tls.caFile = v["tls-ca"];

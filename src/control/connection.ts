@@ -44,6 +44,11 @@ export interface ControlConnectOptions extends NatsAuthOptions {
   maxReconnectAttempts?: number;
   /** Connect timeout (ms). */
   timeoutMs?: number;
+  /**
+   * Prefix for reply inboxes (default `_INBOX`). Accounts that lock subscriptions down grant the
+   * router one prefix (say `_KVCTL_ROUTER`); acks come back under it.
+   */
+  inboxPrefix?: string;
   /** Keep nats.js's per-request async stack traces (debugging; costs CPU on every request). */
   asyncTraces?: boolean;
 }
@@ -66,6 +71,7 @@ export function natsOptions(opts: ControlConnectOptions): NodeConnectionOptions 
     // which worker and command failed, which is what the stack was for.
     noAsyncTraces: opts.asyncTraces !== true,
   };
+  if (opts.inboxPrefix !== undefined) o.inboxPrefix = opts.inboxPrefix;
   if (opts.user !== undefined) o.user = opts.user;
   if (opts.pass !== undefined) o.pass = opts.pass;
   if (opts.token !== undefined) o.token = opts.token;

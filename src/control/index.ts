@@ -9,6 +9,7 @@ export type { ControlCounters } from "./counters.js";
 export { AckTimeoutError, ControlError, DeliveryError, InvalidAckError, NoRespondersError, WindowFullError } from "./errors.js";
 export { InFlightWindow } from "./in-flight-window.js";
 export { ControlPublisher } from "./publisher.js";
+export { ReplyMux } from "./reply-mux.js";
 export type { BroadcastOptions, BroadcastResult, PublisherOptions, PublishTarget, SendOptions } from "./publisher.js";
 export { ReferenceResponder } from "./reference-responder.js";
 export type { ReferenceResponderOptions, ResponderStats } from "./reference-responder.js";

@@ -31,6 +31,7 @@ import { backoffDelay, sleep } from "./backoff.js";
 import { type ControlCounters, newCounters } from "./counters.js";
 import { AckTimeoutError, DeliveryError, InvalidAckError, NoRespondersError, WindowFullError } from "./errors.js";
 import { InFlightWindow } from "./in-flight-window.js";
+import { ReplyMux } from "./reply-mux.js";
 
 export interface PublisherOptions {
   /** Subject prefix (default `kv-control`). */
@@ -90,6 +91,8 @@ export class ControlPublisher {
   private readonly workers: readonly string[] | undefined;
   private readonly stats: ControlCounters = newCounters();
   private readonly subjects = new Map<string, string>();
+  /** Created on the first send, so a publisher that only broadcasts or publishes never subscribes. */
+  private mux: ReplyMux | null = null;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -147,6 +150,12 @@ export class ControlPublisher {
     } finally {
       this.window.release();
     }
+  }
+
+  /** Stops listening for acks (a router dropping this publisher but keeping the connection). */
+  close(): void {
+    this.mux?.close();
+    this.mux = null;
   }
 
   /** Fire-and-forget: no reply subject, no ack. Returns the idempotency id. */
@@ -207,7 +216,7 @@ export class ControlPublisher {
       }
       let msg: Msg;
       try {
-        msg = await this.nc.request(subject, bytes, { timeout: timeoutMs });
+        msg = await (this.mux ??= new ReplyMux(this.nc)).request(subject, bytes, timeoutMs);
       } catch (e) {
         const kind = classify(e);
         if (kind !== "other" && attempt <= retries) continue;

@@ -1,0 +1,112 @@
+// The publisher's request/reply layer (one wildcard inbox, replies matched by token) against a
+// real nats-server: every reply reaches its own caller, failures come back as nats.js's own error
+// classes, and nothing waits past a closed connection or a refused inbox subscription.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type NatsConnection, NoRespondersError, RequestError, TimeoutError } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connectControlPlane, ControlPublisher, DeliveryError, ReferenceResponder, ReplyMux } from "../src/control/index.js";
+import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
+
+const enc = (s: string) => new TextEncoder().encode(s);
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+
+describe("ReplyMux on a real nats-server", () => {
+  let server: NatsServer;
+  let nc: NatsConnection;
+  beforeAll(async () => {
+    server = await startNatsServer();
+    nc = await connectControlPlane({ servers: server.url, maxReconnectAttempts: 0 });
+    // Echoes the body back after a delay the body names, so replies come back out of order.
+    nc.subscribe("echo", { callback: (_e, m) => void setTimeout(() => m.respond(m.data), Number(dec(m.data).split(":")[1])) });
+    await nc.flush();
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+
+  it("matches 300 concurrent replies, arriving out of order, to their own callers", async () => {
+    const mux = new ReplyMux(nc);
+    const bodies = Array.from({ length: 300 }, (_, i) => `${i}:${(i * 7919) % 23}`);
+    const replies = await Promise.all(bodies.map((b) => mux.request("echo", enc(b), 5000)));
+    expect(replies.map((m) => dec(m.data))).toEqual(bodies);
+    expect(mux.size).toBe(0);
+  });
+
+  it("times out with nats.js's TimeoutError and drops the late reply", async () => {
+    const mux = new ReplyMux(nc);
+    const t0 = Date.now();
+    await expect(mux.request("echo", enc("late:300"), 100)).rejects.toBeInstanceOf(TimeoutError);
+    expect(Date.now() - t0).toBeLessThan(290);
+    expect(mux.size).toBe(0);
+    // The late reply lands while this request waits; it must not be taken for this one's answer.
+    const next = await mux.request("echo", enc("next:400"), 5000);
+    expect(dec(next.data)).toBe("next:400");
+  });
+
+  it("says no responders with nats.js's NoRespondersError, naming the subject", async () => {
+    const mux = new ReplyMux(nc);
+    const err = await mux.request("nobody-here", enc("x"), 2000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NoRespondersError);
+    expect((err as NoRespondersError).subject).toBe("nobody-here");
+  });
+
+  it("fails what is waiting as soon as the connection closes, and refuses new requests", async () => {
+    const own = await connectControlPlane({ servers: server.url, maxReconnectAttempts: 0 });
+    const mux = new ReplyMux(own);
+    const waiting = mux.request("echo", enc("slow:2000"), 10_000).catch((e: unknown) => e);
+    await own.flush();
+    const t0 = Date.now();
+    await own.close();
+    const err = await waiting;
+    expect(err).toBeInstanceOf(RequestError);
+    expect(String((err as Error).message)).toMatch(/connection closed/);
+    expect(Date.now() - t0).toBeLessThan(1000);
+    await expect(mux.request("echo", enc("after:0"), 1000)).rejects.toBeInstanceOf(RequestError);
+  });
+});
+
+describe("reply inboxes on an account that restricts subscriptions", () => {
+  const dir = mkdtempSync(join(tmpdir(), "kvctl-inbox-"));
+  let server: NatsServer;
+  beforeAll(async () => {
+    const conf = join(dir, "perms.conf");
+    writeFileSync(
+      conf,
+      `authorization {
+  users = [
+    { user: router, password: r, permissions: { publish: ["kv-control-p0", "kv-control-broadcast"], subscribe: ["_KVCTL_ROUTER.>"] } }
+    { user: worker, password: w, permissions: { publish: [">"], subscribe: ["kv-control-p0", "kv-control-broadcast"] } }
+  ]
+}
+`,
+    );
+    server = await startNatsServer(["-c", conf]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("acks come back under the granted inbox prefix; without it the refusal is reported, not waited out", async () => {
+    const worker = await connectControlPlane({ servers: server.url, user: "worker", pass: "w", maxReconnectAttempts: 0 });
+    await ReferenceResponder.start(worker, { workerId: "p0", log: () => {} });
+    const granted = await connectControlPlane({ servers: server.url, user: "router", pass: "r", inboxPrefix: "_KVCTL_ROUTER", maxReconnectAttempts: 0 });
+    const plain = await connectControlPlane({ servers: server.url, user: "router", pass: "r", maxReconnectAttempts: 0 });
+    try {
+      expect((await new ControlPublisher(granted).send("p0", { type: "Inspect" })).status).toBe("applied");
+
+      const t0 = Date.now();
+      const err = await new ControlPublisher(plain, { timeoutMs: 5000, retries: 0 }).send("p0", { type: "Inspect" }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(DeliveryError);
+      expect(String((err as Error).message)).toMatch(/permission/i);
+      expect(Date.now() - t0).toBeLessThan(4000);
+    } finally {
+      await granted.close();
+      await plain.close();
+      await worker.close();
+    }
+  });
+});
