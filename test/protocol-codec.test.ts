@@ -53,6 +53,16 @@ describe("int64 JSON codec", () => {
     expect(Object.getPrototypeOf(parseJson('{"__proto__":{"x":1}}'))).toBe(Object.prototype);
   });
 
+  it("reads every number JSON.parse reads as JSON.parse does, leading zero included (0.5 once failed)", () => {
+    const literals = ["0", "-0", "0.5", "-0.25", "0e1", "0E-3", "0.0", "-0.0e+2", "10", "1.5e3", "-2E-7", "123456789012345", "-999999999999999.5"];
+    const rand = new Float64Array(randomBytes(8 * 2000).buffer).filter(Number.isFinite);
+    for (const x of rand) literals.push(String(x), String(Math.abs(x) % 1), String(x % 1e6));
+    // Integer literals past 2^53 are the one intended difference: they stay exact, as bigint.
+    const exact = (t: string) => (/^-?\d+$/.test(t) && !Number.isSafeInteger(JSON.parse(t)) ? BigInt(t) : JSON.parse(t));
+    for (const t of literals) expect(Object.is(parseJson(t), exact(t)), t).toBe(true);
+    expect(parseJson(`[${literals.join(",")}]`)).toEqual(literals.map(exact));
+  });
+
   it("rejects malformed JSON with a position", () => {
     for (const bad of ["", "[1,]", "{\"a\":1,}", "01", "-", "1.", "[1 2]", "{'a':1}", "nul", "\"abc", "[1]x", "\"\t\""]) {
       expect(() => parseJson(bad), bad).toThrow(/position/);

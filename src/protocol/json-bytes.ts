@@ -25,6 +25,85 @@ for (let k = 0; k < 100; k++) {
   DIGIT_PAIRS[2 * k + 1] = 0x30 + (k % 10);
 }
 
+/**
+ * Writes int64 `v` in decimal at b[n..] and returns the new end; b has room for 20 bytes. The
+ * value moves through an 8-byte buffer as two 32-bit halves and is cut into base-1e8 chunks in
+ * doubles, every intermediate below 2^53 (V8's bigint.toString() allocates several bigints).
+ */
+function writeInt64(b: Uint8Array, n: number, v: bigint): number {
+  i64[0] = v;
+  let lo = u32[LO]!;
+  let hi = u32[HI]!;
+  if (hi >= 0x80000000) {
+    b[n++] = 0x2d; // '-': two's complement magnitude, ~x + 1 on the pair
+    lo = (~lo >>> 0) + 1;
+    hi = ~hi >>> 0;
+    if (lo === TWO32) {
+      lo = 0;
+      hi = (hi + 1) >>> 0;
+    }
+  }
+  // m = hh*2^48 + hl*2^32 + lo;  2^48 = 2814749*1e8 + 76710656;  2^32 = 42*1e8 + 94967296
+  const hh = hi >>> 16;
+  const hl = hi & 0xffff;
+  const low = hh * 76710656 + hl * 94967296 + lo; // < 2^47
+  // Quotients by 1e8 as a multiply plus a one-step fix (a division costs several multiplies).
+  let carry = Math.floor(low * 1e-8);
+  let c0 = low - carry * 1e8;
+  if (c0 < 0) (carry--, (c0 += 1e8));
+  else if (c0 >= 1e8) (carry++, (c0 -= 1e8));
+  const upper = hh * 2814749 + hl * 42 + carry; // m = upper*1e8 + c0, upper < 1e12
+  let c2 = Math.floor(upper * 1e-8); // < 1e4
+  let c1 = upper - c2 * 1e8;
+  if (c1 < 0) (c2--, (c1 += 1e8));
+  else if (c1 >= 1e8) (c2++, (c1 -= 1e8));
+  if (c2 > 0) return chunk8(b, chunk8(b, lead(b, n, c2), c1), c0);
+  if (c1 > 0) return chunk8(b, lead(b, n, c1), c0);
+  return lead(b, n, c0);
+}
+
+/** 0 <= v < 1e8 without leading zeros; returns the new end. */
+function lead(b: Uint8Array, n: number, v: number): number {
+  const digits = v >= 1e4 ? (v >= 1e6 ? (v >= 1e7 ? 8 : 7) : v >= 1e5 ? 6 : 5) : v >= 100 ? (v >= 1000 ? 4 : 3) : v >= 10 ? 2 : 1;
+  const end = n + digits;
+  let e = end;
+  let x = v | 0;
+  while (x >= 100) {
+    const q = (x / 100) | 0;
+    const r = (x - q * 100) << 1;
+    b[--e] = DIGIT_PAIRS[r + 1]!;
+    b[--e] = DIGIT_PAIRS[r]!;
+    x = q;
+  }
+  if (x >= 10) {
+    b[--e] = DIGIT_PAIRS[(x << 1) + 1]!;
+    b[--e] = DIGIT_PAIRS[x << 1]!;
+  } else b[--e] = 0x30 + x;
+  return end;
+}
+
+/** 0 <= v < 1e8 as exactly 8 digits (zero padded); returns the new end. */
+function chunk8(b: Uint8Array, n: number, v: number): number {
+  const x = v | 0;
+  const hi4 = (x / 10000) | 0;
+  const lo4 = x - hi4 * 10000;
+  const a = (hi4 / 100) | 0;
+  const c = (lo4 / 100) | 0;
+  const ai = a << 1;
+  const bi = (hi4 - a * 100) << 1;
+  const ci = c << 1;
+  const di = (lo4 - c * 100) << 1;
+  b[n] = DIGIT_PAIRS[ai]!;
+  b[n + 1] = DIGIT_PAIRS[ai + 1]!;
+  b[n + 2] = DIGIT_PAIRS[bi]!;
+  b[n + 3] = DIGIT_PAIRS[bi + 1]!;
+  b[n + 4] = DIGIT_PAIRS[ci]!;
+  b[n + 5] = DIGIT_PAIRS[ci + 1]!;
+  b[n + 6] = DIGIT_PAIRS[di]!;
+  b[n + 7] = DIGIT_PAIRS[di + 1]!;
+  return n + 8;
+}
+
 class ByteWriter {
   buf = new Uint8Array(64 * 1024);
   n = 0;
@@ -48,83 +127,25 @@ class ByteWriter {
   /** A non-negative integer below 2^53, in decimal. */
   uint(v: number): void {
     this.reserve(17);
-    if (v < 1e8) return this.small(v);
-    // Base-1e8 chunks, every one exact: v = a*1e16 + b*1e8 + c.
-    const ab = Math.floor(v / 1e8);
-    const c = v - ab * 1e8;
-    if (ab < 1e8) this.small(ab);
+    const b = this.buf;
+    if (v < 1e8) {
+      this.n = lead(b, this.n, v);
+      return;
+    }
+    // Base-1e8 chunks, every one exact: v = a*1e16 + m*1e8 + c.
+    const am = Math.floor(v / 1e8);
+    const c = v - am * 1e8;
+    if (am < 1e8) this.n = chunk8(b, lead(b, this.n, am), c);
     else {
-      const a = Math.floor(ab / 1e8);
-      this.small(a);
-      this.chunk8(ab - a * 1e8);
-    }
-    this.chunk8(c);
-  }
-
-  /** 0 <= v < 1e8, no padding. */
-  private small(v: number): void {
-    let digits = 1;
-    if (v >= 10) digits = v >= 1e4 ? (v >= 1e6 ? (v >= 1e7 ? 8 : 7) : v >= 1e5 ? 6 : 5) : v >= 100 ? (v >= 1000 ? 4 : 3) : 2;
-    const b = this.buf;
-    let n = this.n + digits;
-    this.n = n;
-    let x = v | 0;
-    while (x >= 100) {
-      const q = (x / 100) | 0;
-      const r = (x - q * 100) << 1;
-      b[--n] = DIGIT_PAIRS[r + 1]!;
-      b[--n] = DIGIT_PAIRS[r]!;
-      x = q;
-    }
-    if (x >= 10) {
-      b[--n] = DIGIT_PAIRS[(x << 1) + 1]!;
-      b[--n] = DIGIT_PAIRS[x << 1]!;
-    } else b[--n] = 0x30 + x;
-  }
-
-  /** 0 <= v < 1e8, exactly 8 digits (zero padded). */
-  private chunk8(v: number): void {
-    const b = this.buf;
-    let n = this.n + 8;
-    this.n = n;
-    let x = v | 0;
-    for (let k = 0; k < 4; k++) {
-      const q = (x / 100) | 0;
-      const r = (x - q * 100) << 1;
-      b[--n] = DIGIT_PAIRS[r + 1]!;
-      b[--n] = DIGIT_PAIRS[r]!;
-      x = q;
+      const a = Math.floor(am / 1e8);
+      this.n = chunk8(b, chunk8(b, lead(b, this.n, a), am - a * 1e8), c);
     }
   }
 
-  /** An int64 bigint in decimal, exactly (same arithmetic as int64-decimal.ts). */
+  /** An int64 bigint in decimal, exactly. */
   int64(v: bigint): void {
-    i64[0] = v;
-    let lo = u32[LO]!;
-    let hi = u32[HI]!;
-    this.reserve(21);
-    if (hi >= 0x80000000) {
-      this.buf[this.n++] = 0x2d; // '-'
-      lo = (~lo >>> 0) + 1;
-      hi = ~hi >>> 0;
-      if (lo === TWO32) {
-        lo = 0;
-        hi = (hi + 1) >>> 0;
-      }
-    }
-    if (hi < 0x200000) return this.uint(hi * TWO32 + lo);
-    const hh = Math.floor(hi / 65536);
-    const hl = hi - hh * 65536;
-    const low = hh * 76710656 + hl * 94967296 + lo;
-    const carry = Math.floor(low / 1e8);
-    const upper = hh * 2814749 + hl * 42 + carry; // < 1.85e11
-    if (upper < 1e8) this.small(upper);
-    else {
-      const u1 = Math.floor(upper / 1e8);
-      this.small(u1);
-      this.chunk8(upper - u1 * 1e8);
-    }
-    this.chunk8(low - carry * 1e8);
+    this.reserve(20);
+    this.n = writeInt64(this.buf, this.n, v);
   }
 
   /** A JSON string: printable ASCII without quotes or backslashes is copied, anything else escaped. */
@@ -178,17 +199,30 @@ class ByteWriter {
 
   /** Arrays, with a tight loop for the common case: a list of int64 hashes. */
   array(v: unknown[]): void {
-    this.reserve(2);
-    this.buf[this.n++] = 0x5b; // '['
+    // Room for every entry as an int64 up front, so the hash loop never checks the capacity.
+    this.reserve(21 * v.length + 2);
+    const b = this.buf;
+    let n = this.n;
+    b[n++] = 0x5b; // '['
     for (let k = 0; k < v.length; k++) {
       const x = v[k];
-      this.reserve(22);
-      if (k) this.buf[this.n++] = 0x2c; // ','
-      if (typeof x === "bigint" && x >= MIN && x <= MAX) this.int64(x);
-      else this.value(x === undefined ? null : x);
+      if (k) b[n++] = 0x2c; // ','
+      if (typeof x === "bigint" && x >= MIN && x <= MAX) n = writeInt64(b, n, x);
+      else return this.mixedArray(v, k, n);
     }
-    this.reserve(1);
-    this.buf[this.n++] = 0x5d; // ']'
+    b[n++] = 0x5d; // ']'
+    this.n = n;
+  }
+
+  /** The rest of an array from entry `k` on, once an entry is not an int64 (ours never are). */
+  private mixedArray(v: unknown[], k: number, n: number): void {
+    this.n = n; // entries before k, and the ',' before entry k, are written
+    for (let j = k; j < v.length; j++) {
+      if (j > k) this.ascii(",");
+      const x = v[j];
+      this.value(x === undefined ? null : x);
+    }
+    this.ascii("]");
   }
 
   take(): Uint8Array {

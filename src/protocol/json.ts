@@ -138,16 +138,18 @@ class Parser {
     let head = 0;
     let tail = 0;
     let tailScale = 1;
-    if (c === 0x30) i++;
+    if (c === 0x30) c = s.charCodeAt(++i);
     else if (c >= 0x31 && c <= 0x39) {
+      const headEnd = intStart + 15;
       do {
-        if (i - intStart < 15) head = head * 10 + (c - 0x30);
-        else {
-          tail = tail * 10 + (c - 0x30);
-          tailScale *= 10;
-        }
-        i++;
-      } while ((c = s.charCodeAt(i)) >= 0x30 && c <= 0x39);
+        head = head * 10 + (c - 0x30);
+        c = s.charCodeAt(++i);
+      } while (c >= 0x30 && c <= 0x39 && i < headEnd);
+      while (c >= 0x30 && c <= 0x39) {
+        tail = tail * 10 + (c - 0x30);
+        tailScale *= 10;
+        c = s.charCodeAt(++i);
+      }
     } else {
       this.i = i;
       this.fail("invalid number");
