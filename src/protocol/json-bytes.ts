@@ -5,104 +5,14 @@
 import type { Ack } from "./ack.js";
 import type { Envelope } from "./envelope.js";
 import { INT64_MAX, INT64_MIN } from "./int64.js";
+import { writeChunk8 as chunk8, writeInt64, writeLeading as lead } from "./int64-decimal.js";
 import { stringifyJson } from "./json.js";
 // Module-local copies: the hot loops read them per hash, and a bundler may turn an imported
 // binding into a getter call.
 const MIN = INT64_MIN;
 const MAX = INT64_MAX;
 
-const i64 = new BigInt64Array(1);
-const u32 = new Uint32Array(i64.buffer);
-const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-const LO = LITTLE ? 0 : 1;
-const HI = LITTLE ? 1 : 0;
-const TWO32 = 4294967296;
 const textEncoder = new TextEncoder();
-/** "00".."99" as ASCII byte pairs: two digits per division. */
-const DIGIT_PAIRS = new Uint8Array(200);
-for (let k = 0; k < 100; k++) {
-  DIGIT_PAIRS[2 * k] = 0x30 + Math.floor(k / 10);
-  DIGIT_PAIRS[2 * k + 1] = 0x30 + (k % 10);
-}
-
-/**
- * Writes int64 `v` in decimal at b[n..] and returns the new end; b has room for 20 bytes. The
- * value moves through an 8-byte buffer as two 32-bit halves and is cut into base-1e8 chunks in
- * doubles, every intermediate below 2^53 (V8's bigint.toString() allocates several bigints).
- */
-function writeInt64(b: Uint8Array, n: number, v: bigint): number {
-  i64[0] = v;
-  let lo = u32[LO]!;
-  let hi = u32[HI]!;
-  if (hi >= 0x80000000) {
-    b[n++] = 0x2d; // '-': two's complement magnitude, ~x + 1 on the pair
-    lo = (~lo >>> 0) + 1;
-    hi = ~hi >>> 0;
-    if (lo === TWO32) {
-      lo = 0;
-      hi = (hi + 1) >>> 0;
-    }
-  }
-  // m = hh*2^48 + hl*2^32 + lo;  2^48 = 2814749*1e8 + 76710656;  2^32 = 42*1e8 + 94967296
-  const hh = hi >>> 16;
-  const hl = hi & 0xffff;
-  const low = hh * 76710656 + hl * 94967296 + lo; // < 2^47
-  // Quotients by 1e8 as a multiply plus a one-step fix (a division costs several multiplies).
-  let carry = Math.floor(low * 1e-8);
-  let c0 = low - carry * 1e8;
-  if (c0 < 0) (carry--, (c0 += 1e8));
-  else if (c0 >= 1e8) (carry++, (c0 -= 1e8));
-  const upper = hh * 2814749 + hl * 42 + carry; // m = upper*1e8 + c0, upper < 1e12
-  let c2 = Math.floor(upper * 1e-8); // < 1e4
-  let c1 = upper - c2 * 1e8;
-  if (c1 < 0) (c2--, (c1 += 1e8));
-  else if (c1 >= 1e8) (c2++, (c1 -= 1e8));
-  if (c2 > 0) return chunk8(b, chunk8(b, lead(b, n, c2), c1), c0);
-  if (c1 > 0) return chunk8(b, lead(b, n, c1), c0);
-  return lead(b, n, c0);
-}
-
-/** 0 <= v < 1e8 without leading zeros; returns the new end. */
-function lead(b: Uint8Array, n: number, v: number): number {
-  const digits = v >= 1e4 ? (v >= 1e6 ? (v >= 1e7 ? 8 : 7) : v >= 1e5 ? 6 : 5) : v >= 100 ? (v >= 1000 ? 4 : 3) : v >= 10 ? 2 : 1;
-  const end = n + digits;
-  let e = end;
-  let x = v | 0;
-  while (x >= 100) {
-    const q = (x / 100) | 0;
-    const r = (x - q * 100) << 1;
-    b[--e] = DIGIT_PAIRS[r + 1]!;
-    b[--e] = DIGIT_PAIRS[r]!;
-    x = q;
-  }
-  if (x >= 10) {
-    b[--e] = DIGIT_PAIRS[(x << 1) + 1]!;
-    b[--e] = DIGIT_PAIRS[x << 1]!;
-  } else b[--e] = 0x30 + x;
-  return end;
-}
-
-/** 0 <= v < 1e8 as exactly 8 digits (zero padded); returns the new end. */
-function chunk8(b: Uint8Array, n: number, v: number): number {
-  const x = v | 0;
-  const hi4 = (x / 10000) | 0;
-  const lo4 = x - hi4 * 10000;
-  const a = (hi4 / 100) | 0;
-  const c = (lo4 / 100) | 0;
-  const ai = a << 1;
-  const bi = (hi4 - a * 100) << 1;
-  const ci = c << 1;
-  const di = (lo4 - c * 100) << 1;
-  b[n] = DIGIT_PAIRS[ai]!;
-  b[n + 1] = DIGIT_PAIRS[ai + 1]!;
-  b[n + 2] = DIGIT_PAIRS[bi]!;
-  b[n + 3] = DIGIT_PAIRS[bi + 1]!;
-  b[n + 4] = DIGIT_PAIRS[ci]!;
-  b[n + 5] = DIGIT_PAIRS[ci + 1]!;
-  b[n + 6] = DIGIT_PAIRS[di]!;
-  b[n + 7] = DIGIT_PAIRS[di + 1]!;
-  return n + 8;
-}
 
 class ByteWriter {
   buf = new Uint8Array(64 * 1024);
