@@ -1,6 +1,7 @@
 // The publisher's request/reply layer (one wildcard inbox, replies matched by token) against a
 // real nats-server: every reply reaches its own caller, failures come back as nats.js's own error
 // classes, and nothing waits past a closed connection or a refused inbox subscription.
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +9,7 @@ import { type NatsConnection, NoRespondersError, RequestError, TimeoutError } fr
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectControlPlane, ControlPublisher, DeliveryError, ReferenceResponder, ReplyMux } from "../src/control/index.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
+import { repoRoot } from "./helpers/python.js";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -103,6 +105,19 @@ describe("reply inboxes on an account that restricts subscriptions", () => {
       expect(err).toBeInstanceOf(DeliveryError);
       expect(String((err as Error).message)).toMatch(/permission/i);
       expect(Date.now() - t0).toBeLessThan(4000);
+
+      // The CLI's --inbox-prefix reaches the connection the same way (run async: the responder
+      // answering it lives in this process).
+      const cli = (...extra: string[]) =>
+        new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+          const args = ["--import", "tsx", "src/cli/bin.ts", "send", "p0", "Inspect", "--nats-url", server.url, "--user", "router", "--password", "r", "--timeout-ms", "3000", "--retries", "0", ...extra];
+          execFile(process.execPath, args, { cwd: repoRoot, timeout: 30_000 }, (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }));
+        });
+      const [ok, refused] = await Promise.all([cli("--inbox-prefix", "_KVCTL_ROUTER", "--json"), cli()]);
+      expect(ok.code, ok.stderr).toBe(0);
+      expect(ok.stdout).toContain('"status":"applied"');
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toMatch(/permission/i);
     } finally {
       await granted.close();
       await plain.close();
