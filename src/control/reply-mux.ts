@@ -33,10 +33,10 @@ export class ReplyMux {
     const prefix = (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
     this.base = `${createInbox(prefix)}.`;
     // A closed connection answers nothing more: fail what is still waiting, now.
-    nc.closed().then(
-      () => this.failAll(new RequestError("connection closed")),
-      (e: unknown) => this.failAll(new RequestError(`connection closed: ${e instanceof Error ? e.message : String(e)}`, { cause: e })),
-    );
+    // (nats.js resolves closed() with the Error that closed it, if one did.)
+    const closedBy = (e: unknown) =>
+      this.failAll(e ? new RequestError(`connection closed: ${e instanceof Error ? e.message : String(e)}`, { cause: e }) : new RequestError("connection closed"));
+    nc.closed().then(closedBy, closedBy);
   }
 
   /** Requests awaiting a reply right now. */
