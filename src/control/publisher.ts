@@ -10,7 +10,6 @@ import {
   type Msg,
   type NatsConnection,
   NoRespondersError as NatsNoRespondersError,
-  RequestError,
   TimeoutError,
 } from "@nats-io/transport-node";
 import {
@@ -31,7 +30,7 @@ import { backoffDelay, sleep } from "./backoff.js";
 import { type ControlCounters, newCounters } from "./counters.js";
 import { AckTimeoutError, DeliveryError, InvalidAckError, NoRespondersError, WindowFullError } from "./errors.js";
 import { InFlightWindow } from "./in-flight-window.js";
-import { ReplyMux } from "./reply-mux.js";
+import { isNoResponders, ReplyMux } from "./reply-mux.js";
 
 export interface PublisherOptions {
   /** Subject prefix (default `kv-control`). */
@@ -271,8 +270,7 @@ export class ControlPublisher {
       const sub = this.nc.subscribe(inbox, {
         callback: (err, msg) => {
           if (err) return;
-          // A 503 status with no body is the server saying nobody is subscribed.
-          if (msg.data.length === 0 && msg.headers?.code === 503) {
+          if (isNoResponders(msg)) {
             noResponders = true;
             return finish();
           }
@@ -306,11 +304,10 @@ export class ControlPublisher {
   }
 }
 
+/** What the reply mux failed with: the two kinds a retry can help, or anything else. */
 function classify(e: unknown): "no-responders" | "timeout" | "other" {
   if (e instanceof NatsNoRespondersError) return "no-responders";
-  if (e instanceof RequestError && e.isNoResponders()) return "no-responders";
   if (e instanceof TimeoutError) return "timeout";
-  if (e instanceof Error && e.cause instanceof TimeoutError) return "timeout";
   return "other";
 }
 

@@ -2,8 +2,8 @@
 // the last inbox token. nats.js's own `request()` does the same, but on every SUCCESSFUL request
 // it also builds a `RequestError("cancelled")` with a stack trace (RequestOne.cancel) plus a
 // deferred and a timer wrapper: about 8 us of a 40 us loopback round trip on this machine.
-// Failures come back as nats.js's own TimeoutError / NoRespondersError / RequestError, so callers
-// classify them exactly as they would classify `nc.request()`'s.
+// Failures come back as nats.js's own error classes: TimeoutError, NoRespondersError (bare, not
+// wrapped in a RequestError as `request()` does), and RequestError for everything else.
 import {
   createInbox,
   type Msg,
@@ -26,7 +26,6 @@ export class ReplyMux {
   private readonly pending = new Map<string, Pending>();
   private sub: Subscription | null = null;
   private seq = 0;
-  private closed = false;
 
   constructor(private readonly nc: NatsConnection) {
     // The connection's inbox prefix, when it was given one (accounts often restrict _INBOX).
@@ -47,7 +46,7 @@ export class ReplyMux {
   /** Publishes `data` on `subject` with a fresh reply token; resolves with the first reply. */
   request(subject: string, data: Uint8Array, timeoutMs: number): Promise<Msg> {
     return new Promise<Msg>((resolve, reject) => {
-      if (this.closed) return reject(new RequestError("connection closed"));
+      if (this.nc.isClosed()) return reject(new RequestError("connection closed"));
       this.subscribe();
       const token = (this.seq++).toString(36);
       const timer = setTimeout(() => {
@@ -90,13 +89,11 @@ export class ReplyMux {
     if (!p) return; // late reply to a request that already timed out
     this.pending.delete(token);
     clearTimeout(p.timer);
-    // A 503 status with no body is the server saying nobody is subscribed on the subject.
-    if (msg.data.length === 0 && msg.headers?.code === 503) p.reject(new NoRespondersError(p.subject));
+    if (isNoResponders(msg)) p.reject(new NoRespondersError(p.subject));
     else p.resolve(msg);
   }
 
   private failAll(e: Error): void {
-    this.closed = this.nc.isClosed();
     for (const p of this.drain()) p.reject(e);
   }
 
@@ -106,4 +103,9 @@ export class ReplyMux {
     this.pending.clear();
     return all;
   }
+}
+
+/** A 503 status with no body: the server saying nobody is subscribed on the request's subject. */
+export function isNoResponders(msg: Msg): boolean {
+  return msg.data.length === 0 && msg.headers?.code === 503;
 }
