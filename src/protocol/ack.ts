@@ -4,13 +4,8 @@ import { z } from "zod";
 import { CommandTypeSchema, type CommandType } from "./commands.js";
 import { fromZodError } from "./errors.js";
 import { count, idString, int64List } from "./fields.js";
-import { INT64_MAX, INT64_MIN } from "./int64.js";
+import { int64ListOf, isCount, isId } from "./fast-validate.js";
 import { parseJson, stringifyInt64List, stringifyJson } from "./json.js";
-import { MAX_LIST_ENTRIES } from "./limits.js";
-// Module-local copies: the hot loops read them per hash, and a bundler may turn an imported
-// binding into a getter call.
-const MIN = INT64_MIN;
-const MAX = INT64_MAX;
 
 export const ACK_STATUSES = ["applied", "partial", "noop", "duplicate", "rejected", "error"] as const;
 export const AckStatusSchema = z.enum(ACK_STATUSES);
@@ -87,8 +82,6 @@ export function decodeAck(body: string | Uint8Array): Ack {
 
 const STATUS_SET: ReadonlySet<unknown> = new Set(ACK_STATUSES);
 const TYPE_SET: ReadonlySet<unknown> = new Set(CommandTypeSchema.options);
-const ID_CHARS = /^[\x21-\x7e]{1,128}$/;
-const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 
 /**
  * The same checks as AckSchema for the common shape of an ack (every field plain, `lease` null),
@@ -98,7 +91,7 @@ const isCount = (v: unknown): v is number => typeof v === "number" && Number.isS
 function fastAck(raw: unknown): Ack | null {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return null;
   const a = raw as Record<string, unknown>;
-  if (!(a.id === null || (typeof a.id === "string" && ID_CHARS.test(a.id)))) return null;
+  if (!(a.id === null || isId(a.id))) return null;
   if (typeof a.worker_id !== "string" || a.worker_id.length === 0) return null;
   if (!(a.type === null || TYPE_SET.has(a.type)) || !STATUS_SET.has(a.status)) return null;
   if (!isCount(a.requested) || !isCount(a.affected) || !isCount(a.skipped) || !isCount(a.elapsed_us)) return null;
@@ -107,17 +100,10 @@ function fastAck(raw: unknown): Ack | null {
   const tiers = a.tiers;
   if (tiers === null || typeof tiers !== "object" || Array.isArray(tiers)) return null;
   for (const k in tiers) if (!k || !isCount((tiers as Record<string, unknown>)[k])) return null;
-  const missing = a.missing;
-  if (!Array.isArray(missing) || missing.length > MAX_LIST_ENTRIES) return null;
-  const out = new Array<bigint>(missing.length);
-  for (let i = 0; i < missing.length; i++) {
-    const v = missing[i];
-    if (typeof v === "bigint" && v >= MIN && v <= MAX) out[i] = v;
-    else if (typeof v === "number" && Number.isSafeInteger(v)) out[i] = BigInt(v);
-    else return null;
-  }
-  // `raw` was parsed just now by decodeAck and nobody else holds it: fill it in, no copy.
-  a.missing = out;
+  // `raw` was parsed just now by decodeAck and nobody else holds it: convert in place, no copy.
+  const missing = int64ListOf(a.missing, true);
+  if (!missing) return null;
+  a.missing = missing;
   return a as Ack;
 }
 

@@ -3,7 +3,8 @@
 // unusual it returns null and the caller runs the schema, which is also what names the bad field.
 // test/protocol-schemas.test.ts holds the two to the same answers.
 import type { Command, CommandType } from "./commands.js";
-import { INT64_MAX, INT64_MIN } from "./int64.js";
+import { ID_PATTERN, STORAGE_KEY_PATTERN } from "./fields.js";
+import { INT64_MAX, INT64_MIN, toInt64 } from "./int64.js";
 import { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
 // Module-local copies: the hot loops read them per hash, and a bundler may turn an imported
 // binding into a getter call.
@@ -28,34 +29,45 @@ const SPECS: Record<CommandType, Spec> = {
   Inspect: [["block_hashes", "int64[]", "optional"], ["session_id", "id", "nullish"], ["lease_id", "id", "nullish"]],
 };
 
-const ID = /^[\x21-\x7e]+$/;
-const KEY = /^[0-9a-f]{64}$/;
-const DECIMAL = /^-?(0|[1-9][0-9]*)$/;
 const FAIL = Symbol("fail");
 
 function int64(v: unknown): bigint | typeof FAIL {
-  if (typeof v === "bigint") return v >= MIN && v <= MAX ? v : FAIL;
-  if (typeof v === "number") return Number.isSafeInteger(v) ? BigInt(v) : FAIL;
-  if (typeof v === "string" && DECIMAL.test(v)) {
-    const b = BigInt(v);
-    return b >= MIN && b <= MAX ? b : FAIL;
+  // The hot case (a bigint in range) inline; the rest is int64.ts's one decision.
+  if (typeof v === "bigint" && v >= MIN && v <= MAX) return v;
+  const r = toInt64(v);
+  return typeof r === "bigint" ? r : FAIL;
+}
+
+/** An id: 1..MAX_ID_LENGTH printable ASCII characters (idString, without zod). */
+export function isId(v: unknown): v is string {
+  return typeof v === "string" && v.length >= 1 && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v);
+}
+
+/** A non-negative safe integer (count, without zod). */
+export function isCount(v: unknown): v is number {
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
+}
+
+/**
+ * An int64 list (int64List, without zod), or null. `owned`: the array was just decoded and nobody
+ * else holds it, so it is converted in place (and may be left half converted on null).
+ */
+export function int64ListOf(v: unknown, owned: boolean): bigint[] | null {
+  if (!Array.isArray(v) || v.length > MAX_LIST_ENTRIES) return null;
+  const out = owned ? (v as unknown[]) : new Array<bigint>(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const x = int64(v[i]);
+    if (x === FAIL) return null;
+    out[i] = x;
   }
-  return FAIL;
+  return out as bigint[];
 }
 
 function check(kind: Kind, v: unknown, owned: boolean): unknown {
   switch (kind) {
-    case "int64[]": {
-      if (!Array.isArray(v) || v.length > MAX_LIST_ENTRIES) return FAIL;
-      // A freshly decoded array is ours to convert in place; a caller's array is copied.
-      const out = owned ? (v as unknown[]) : new Array<bigint>(v.length);
-      for (let i = 0; i < v.length; i++) {
-        const x = int64(v[i]);
-        if (x === FAIL) return FAIL; // (an owned array may be half converted: the schema reads bigints too)
-        out[i] = x;
-      }
-      return out;
-    }
+    case "int64[]":
+      // (an owned array left half converted on failure is fine: the schema reads bigints too)
+      return int64ListOf(v, owned) ?? FAIL;
     case "int64":
       return int64(v);
     case "bool":
@@ -63,11 +75,11 @@ function check(kind: Kind, v: unknown, owned: boolean): unknown {
     case "ttl":
       return typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_TTL_SECONDS ? v : FAIL;
     case "id":
-      return typeof v === "string" && v.length >= 1 && v.length <= MAX_ID_LENGTH && ID.test(v) ? v : FAIL;
+      return isId(v) ? v : FAIL;
     case "count":
-      return typeof v === "number" && Number.isSafeInteger(v) && v >= 0 ? v : FAIL;
+      return isCount(v) ? v : FAIL;
     case "keys":
-      return Array.isArray(v) && v.length <= MAX_LIST_ENTRIES && v.every((k) => typeof k === "string" && KEY.test(k)) ? [...v] : FAIL;
+      return Array.isArray(v) && v.length <= MAX_LIST_ENTRIES && v.every((k) => typeof k === "string" && STORAGE_KEY_PATTERN.test(k)) ? [...v] : FAIL;
     case "tokens":
       return Array.isArray(v) && v.length <= MAX_TOKEN_IDS && v.every((t) => typeof t === "number" && Number.isInteger(t) && t >= 0 && t <= 2 ** 31 - 1) ? [...v] : FAIL;
     case "tier":
@@ -115,8 +127,7 @@ export function fastEnvelope(raw: Record<string, unknown>): { id: string; issued
   if (raw.version !== ENVELOPE_VERSION) return null;
   const id = raw.id;
   const at = raw.issued_at_ms;
-  if (typeof id !== "string" || id.length < 1 || id.length > MAX_ID_LENGTH || !ID.test(id)) return null;
-  if (typeof at !== "number" || !Number.isSafeInteger(at) || at < 0) return null;
+  if (!isId(id) || !isCount(at)) return null;
   if (Object.keys(raw).length !== 4 || !Object.hasOwn(raw, "command")) return null;
   const command = fastCommand(raw.command, true);
   return command ? { id, issuedAtMs: at, command } : null;

@@ -27,8 +27,7 @@ export const int64List = z.unknown().transform((value, ctx): bigint[] => {
   const out = new Array<bigint>(value.length);
   for (let i = 0; i < value.length; i++) {
     const v = value[i];
-    // bigint is what the publisher hands us: skip the general conversion unless out of range.
-    const r = typeof v === "bigint" && v >= -9223372036854775808n && v <= 9223372036854775807n ? v : toInt64(v);
+    const r = toInt64(v);
     if (typeof r === "string") {
       ctx.issues.push({ code: "custom", message: r, input: v, path: [i] });
       return z.NEVER;
@@ -49,16 +48,21 @@ export const ttlSeconds = z
   .min(1, "must be at least 1 second")
   .max(MAX_TTL_SECONDS, `must be at most ${MAX_TTL_SECONDS} seconds (30 days)`);
 
+/** Printable ASCII without spaces: what ids may hold. */
+export const ID_PATTERN = /^[\x21-\x7e]+$/;
+/** A SHA-256 hex digest, as storage keys are written. */
+export const STORAGE_KEY_PATTERN = /^[0-9a-f]{64}$/;
+
 /** Lease, session and idempotency ids: non-empty, bounded, printable. */
 export const idString = z
   .string()
   .min(1, "must not be empty")
   .max(MAX_ID_LENGTH, `must be at most ${MAX_ID_LENGTH} characters`)
-  .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces");
+  .regex(ID_PATTERN, "must be printable ASCII without spaces");
 
 /** Storage keys (SHA-256 hex), as Warm carries them. */
 export const storageKeyList = z
-  .array(z.string().regex(/^[0-9a-f]{64}$/, "must be a SHA-256 hex digest (64 lowercase hex characters)"))
+  .array(z.string().regex(STORAGE_KEY_PATTERN, "must be a SHA-256 hex digest (64 lowercase hex characters)"))
   .max(MAX_LIST_ENTRIES, `must have at most ${MAX_LIST_ENTRIES} entries`);
 
 /** Token ids for Warm. */
