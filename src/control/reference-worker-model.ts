@@ -296,13 +296,9 @@ export class ReferenceWorkerModel {
       if (list) list.push(h);
       else children.set(b.parent, [h]);
     }
-    const out: bigint[] = [];
-    const stack = [...(children.get(hash) ?? [])];
-    while (stack.length) {
-      const h = stack.shift()!;
-      out.push(h);
-      stack.push(...(children.get(h) ?? []));
-    }
+    // Breadth-first, the output list doubling as the queue.
+    const out: bigint[] = [...(children.get(hash) ?? [])];
+    for (let k = 0; k < out.length; k++) out.push(...(children.get(out[k]!) ?? []));
     return out;
   }
 
