@@ -118,6 +118,17 @@ inline void RequireArgs(const Napi::CallbackInfo& info, size_t n, const char* fn
   }
 }
 
+// The error text of every CUDA entry point in an addon built without CUDA.
+inline constexpr const char* kNoCuda =
+    "this kvctl addon was built without CUDA (run `npm run build:cuda` on a host with nvcc)";
+
+// Page/block offsets (64-bit in the core) as the Uint32Array JS gets.
+inline Napi::Uint32Array ToUint32Array(Napi::Env env, const std::vector<uint64_t>& v) {
+  auto out = Napi::Uint32Array::New(env, v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<uint32_t>(v[i]);
+  return out;
+}
+
 // Output sizes are checked before allocating so a huge request is a RangeError, not an abort.
 inline void CheckOutputBytes(Napi::Env env, uint64_t bytes, const char* what) {
   constexpr uint64_t kMax = uint64_t(1) << 32;  // Node's Buffer limit on 64-bit hosts

@@ -34,7 +34,7 @@ const char* kind_name(PoolKind k) {
   return k == PoolKind::Cpu ? "cpu" : k == PoolKind::CudaDevice ? "cuda-device" : "cuda-pinned";
 }
 
-[[maybe_unused]] const char* kNoCuda = "this kvctl addon was built without CUDA (run `npm run build:cuda` on a host with nvcc)";
+using kvglue::kNoCuda;
 
 struct PoolMem {
   PoolKind kind;

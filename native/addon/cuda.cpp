@@ -30,7 +30,7 @@ Napi::Value CudaInfoFn(const Napi::CallbackInfo& info) {
   o.Set("built", false);
   o.Set("available", false);
   o.Set("devices", 0);
-  o.Set("error", "CUDA unavailable: this kvctl addon was built without CUDA (run `npm run build:cuda` on a host with nvcc)");
+  o.Set("error", std::string("CUDA unavailable: ") + kNoCuda);
 #endif
   return o;
 }
@@ -40,22 +40,20 @@ Napi::Value SglangChainCudaFn(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const ChainArgs a(info, "sglangChainCuda");
 #ifdef KVCTL_WITH_CUDA
-  std::vector<uint8_t> out(a.pages * 32);
+  auto digests = Napi::Buffer<uint8_t>::New(env, a.pages * 32);
   kv::CudaStatus st = kv::cuda_sglang_chain(a.tokens.data, a.tokens.length, a.offsets.data(), a.batch.nseq,
                                             a.page_offsets.data(), a.batch.page_size, a.batch.bigram,
-                                            a.batch.prior, out.data());
+                                            a.batch.prior, digests.Data());
   if (!st.ok()) {
     throw Napi::Error::New(env, "CUDA unavailable: " + st.name + " (" + std::to_string(st.code) + "): " + st.message);
   }
   auto result = Napi::Object::New(env);
-  auto po = Napi::Uint32Array::New(env, a.page_offsets.size());
-  for (size_t i = 0; i < a.page_offsets.size(); ++i) po[i] = uint32_t(a.page_offsets[i]);
-  result.Set("pageOffsets", po);
-  result.Set("digests", Napi::Buffer<uint8_t>::Copy(env, out.data(), out.size()));
+  result.Set("pageOffsets", ToUint32Array(env, a.page_offsets));
+  result.Set("digests", digests);
   return result;
 #else
   (void)a;
-  throw Napi::Error::New(env, "CUDA unavailable: this kvctl addon was built without CUDA (run `npm run build:cuda` on a host with nvcc)");
+  throw Napi::Error::New(env, std::string("CUDA unavailable: ") + kNoCuda);
 #endif
 }
 

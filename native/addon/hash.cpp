@@ -14,12 +14,6 @@ using namespace kvglue;
 
 namespace {
 
-Napi::Uint32Array ToUint32Array(Napi::Env env, const std::vector<uint64_t>& v) {
-  auto out = Napi::Uint32Array::New(env, v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<uint32_t>(v[i]);
-  return out;
-}
-
 // sha256(data: Uint8Array): Buffer
 Napi::Value Sha256Fn(const Napi::CallbackInfo& info) {
   RequireArgs(info, 1, "sha256");

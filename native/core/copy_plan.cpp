@@ -191,19 +191,8 @@ void cpu_execute(const CopyPlan& plan, const uint8_t* src, const Layout& sl, uin
     }
   }
   if (plan.kern_src.empty()) return;
-  CopyArgs a;
-  a.src = src;
-  a.dst = dst;
-  a.src_layout = sl;
-  a.dst_layout = dl;
-  a.src_pages = src_pages;
-  a.dst_pages = dst_pages;
-  a.src_idx = plan.kern_src.data();
-  a.dst_idx = plan.kern_dst.data();
-  a.n = plan.kern_src.size();
-  a.gran = plan.gran;
-  a.cpp = chunks_per_page(sl, plan.gran);
-  a.chunk_bytes = chunk_bytes(sl, plan.gran);
+  const CopyArgs a =
+      kernel_args(plan, src, sl, src_pages, dst, dl, dst_pages, plan.kern_src.data(), plan.kern_dst.data());
   const uint64_t items = a.items();
   for (uint64_t w = 0; w < items; ++w) {
     const uint8_t* s;
@@ -213,19 +202,12 @@ void cpu_execute(const CopyPlan& plan, const uint8_t* src, const Layout& sl, uin
   }
 }
 
-namespace {
-struct CoreHasher {
-  Sha256 h;
-  void update(const uint8_t* p, uint64_t len) { h.update(p, len); }
-};
-}  // namespace
-
 void cpu_digests(const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx, size_t n,
                  uint8_t* out) {
   for (size_t i = 0; i < n; ++i) {
-    CoreHasher hs;
-    feed_page(L, base, pages, idx[i], hs);
-    hs.h.final(out + 32 * i);
+    Sha256 h;
+    feed_page(L, base, pages, idx[i], h);
+    h.final(out + 32 * i);
   }
 }
 

@@ -52,6 +52,27 @@ struct CopyPlan {
   uint64_t coalesced_pages() const;
 };
 
+// The plan's scattered pairs as the kernel and the CPU twin both execute them: si/di are
+// plan.kern_src/kern_dst where the copy runs (the host vectors, or their copies on the device).
+inline CopyArgs kernel_args(const CopyPlan& plan, const uint8_t* src, const Layout& sl, uint64_t src_pages,
+                            uint8_t* dst, const Layout& dl, uint64_t dst_pages, const uint32_t* si,
+                            const uint32_t* di) {
+  CopyArgs a;
+  a.src = src;
+  a.dst = dst;
+  a.src_layout = sl;
+  a.dst_layout = dl;
+  a.src_pages = src_pages;
+  a.dst_pages = dst_pages;
+  a.src_idx = si;
+  a.dst_idx = di;
+  a.n = plan.kern_src.size();
+  a.gran = plan.gran;
+  a.cpp = chunks_per_page(sl, plan.gran);
+  a.chunk_bytes = chunk_bytes(sl, plan.gran);
+  return a;
+}
+
 struct PlanOptions {
   // Runs of at least this many consecutive pages (on both sides) become coalesced copies; shorter
   // ones go to the kernel. 0 disables coalescing (everything through the kernel).

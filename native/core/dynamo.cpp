@@ -18,13 +18,7 @@ uint64_t dynamo_seed(const std::string& lora_name, const std::string& cache_name
 }
 
 uint64_t dynamo_block_offsets(const DynamoBatch& b, uint64_t* block_offsets) {
-  uint64_t total = 0;
-  for (size_t s = 0; s < b.nseq; ++s) {
-    block_offsets[s] = total;
-    total += dynamo_block_count(b.offsets[s + 1] - b.offsets[s], b.block_size, b.eagle);
-  }
-  block_offsets[b.nseq] = total;
-  return total;
+  return batch_block_offsets(b.offsets, b.nseq, b.block_size, b.eagle, block_offsets);
 }
 
 void dynamo_local_hashes(const DynamoBatch& b, const uint64_t* block_offsets, uint64_t* out) {

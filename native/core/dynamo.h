@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "block_count.h"
+
 namespace kv {
 
 constexpr uint64_t kDynamoSeed = 1337;
@@ -16,9 +18,7 @@ uint64_t xxh3_64(const void* data, size_t len, uint64_t seed);
 uint64_t dynamo_seed(const std::string& lora_name, const std::string& cache_namespace);
 
 inline uint64_t dynamo_block_count(uint64_t ntokens, uint32_t block_size, bool eagle) {
-  if (block_size == 0) return 0;
-  if (eagle) return ntokens > 0 ? (ntokens - 1) / block_size : 0;
-  return ntokens / block_size;
+  return full_block_count(ntokens, block_size, eagle);
 }
 
 struct DynamoBatch {

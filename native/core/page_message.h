@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "block_count.h"
 #include "hd.h"
 #include "sha256_portable.h"
 
@@ -72,8 +73,7 @@ KV_HD inline void page_digest_portable(const PageMessage& m, uint8_t out[32]) {
 
 // Number of full pages a sequence of `raw_tokens` token ids has (bigram: raw_tokens - 1 units).
 KV_HD KV_INLINE uint64_t sglang_full_pages(uint64_t raw_tokens, uint32_t page_size, bool bigram) {
-  const uint64_t units = bigram ? (raw_tokens > 0 ? raw_tokens - 1 : 0) : raw_tokens;
-  return page_size ? units / page_size : 0;
+  return full_block_count(raw_tokens, page_size, bigram);
 }
 
 // The SGLang chain over one sequence with a per-page digest function: page p chains from page

@@ -1,21 +1,17 @@
 #include "sglang_chain.h"
 
+#include "block_count.h"
 #include "sha256.h"
 
 namespace kv {
 
 uint64_t sglang_page_offsets(const ChainBatch& b, uint64_t* page_offsets) {
-  uint64_t total = 0;
-  for (size_t s = 0; s < b.nseq; ++s) {
-    page_offsets[s] = total;
-    total += sglang_full_pages(b.offsets[s + 1] - b.offsets[s], b.page_size, b.bigram);
-  }
-  page_offsets[b.nseq] = total;
-  return total;
+  return batch_block_offsets(b.offsets, b.nseq, b.page_size, b.bigram, page_offsets);
 }
 
 void sglang_chain_batch(const ChainBatch& b, const uint64_t* page_offsets, uint8_t* out) {
   const uint32_t P = b.page_size;
+  const auto digest = [](const PageMessage& m, uint8_t* o) { sha256_page_digest(m, o); };
   size_t s = 0;
   // Two sequences at a time: their chains are independent, so their pages can share the core.
   for (; s + 1 < b.nseq; s += 2) {
@@ -32,17 +28,13 @@ void sglang_chain_batch(const ChainBatch& b, const uint64_t* page_offsets, uint8
       PageMessage mb{p == 0 ? b.prior : ob + 32 * (p - 1), tb + p * P, P, b.bigram};
       sha256_page_digest2(ma, oa + 32 * p, mb, ob + 32 * p);
     }
-    for (uint64_t q = p; q < na; ++q) {
-      sha256_page_digest({q == 0 ? b.prior : oa + 32 * (q - 1), ta + q * P, P, b.bigram}, oa + 32 * q);
-    }
-    for (uint64_t q = p; q < nb; ++q) {
-      sha256_page_digest({q == 0 ? b.prior : ob + 32 * (q - 1), tb + q * P, P, b.bigram}, ob + 32 * q);
-    }
+    // The longer chain goes on alone from page p (the shorter one has no pages left).
+    sglang_chain_one(ta + p * P, na - p, P, b.bigram, p == 0 ? b.prior : oa + 32 * (p - 1), oa + 32 * p, digest);
+    sglang_chain_one(tb + p * P, nb - p, P, b.bigram, p == 0 ? b.prior : ob + 32 * (p - 1), ob + 32 * p, digest);
   }
   if (s < b.nseq) {
     sglang_chain_one(b.tokens + b.offsets[s], page_offsets[s + 1] - page_offsets[s], P, b.bigram,
-                     b.prior, out + 32 * page_offsets[s],
-                     [](const PageMessage& m, uint8_t* o) { sha256_page_digest(m, o); });
+                     b.prior, out + 32 * page_offsets[s], digest);
   }
 }
 

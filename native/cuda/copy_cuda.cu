@@ -3,7 +3,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #include "copy_cuda.h"
@@ -204,30 +203,16 @@ Status execute(int dev, const CopyPlan& plan, const uint8_t* src, const Layout& 
                               cudaMemcpyDefault, st.s));
     }
   }
-  // Scattered pages: the kernel, page indices uploaded to the device.
+  // Scattered pages: the kernel, page indices uploaded to the device straight from the plan's
+  // vectors (the plan outlives the stream sync below).
   DevBuf idx;
-  HostBuf staging;
   const uint64_t n = plan.kern_src.size();
   if (n) {
-    const uint64_t bytes = 2 * n * sizeof(uint32_t);
-    KV_CK(cudaMalloc(&idx.p, bytes));
-    KV_CK(cudaMallocHost(&staging.p, bytes));
-    std::memcpy(staging.p, plan.kern_src.data(), n * sizeof(uint32_t));
-    std::memcpy(static_cast<uint32_t*>(staging.p) + n, plan.kern_dst.data(), n * sizeof(uint32_t));
-    KV_CK(cudaMemcpyAsync(idx.p, staging.p, bytes, cudaMemcpyHostToDevice, st.s));
-    CopyArgs a;
-    a.src = src;
-    a.dst = dst;
-    a.src_layout = sl;
-    a.dst_layout = dl;
-    a.src_pages = src_pages;
-    a.dst_pages = dst_pages;
-    a.src_idx = static_cast<const uint32_t*>(idx.p);
-    a.dst_idx = static_cast<const uint32_t*>(idx.p) + n;
-    a.n = n;
-    a.gran = plan.gran;
-    a.cpp = chunks_per_page(sl, plan.gran);
-    a.chunk_bytes = chunk_bytes(sl, plan.gran);
+    KV_CK(cudaMalloc(&idx.p, 2 * n * sizeof(uint32_t)));
+    uint32_t* const didx = static_cast<uint32_t*>(idx.p);
+    KV_CK(cudaMemcpyAsync(didx, plan.kern_src.data(), n * sizeof(uint32_t), cudaMemcpyHostToDevice, st.s));
+    KV_CK(cudaMemcpyAsync(didx + n, plan.kern_dst.data(), n * sizeof(uint32_t), cudaMemcpyHostToDevice, st.s));
+    const CopyArgs a = kernel_args(plan, src, sl, src_pages, dst, dl, dst_pages, didx, didx + n);
     const uint64_t tb = sl.token_bytes();  // every chunk offset and size is a multiple of it
     const unsigned threads = 256;
     const unsigned grid = grid_for(a.items(), threads / 32, dev);
