@@ -9,7 +9,7 @@
 //   (await digests(dev, [7, 8])) ...
 //
 // `kind: "cpu"` is the CPU twin: the same API, the same index arithmetic, ordinary host memory.
-import { nativeCopy, type NativeBuildInfo, type NativeCopyStats, type PoolHandle } from "./native.js";
+import { nativeCopy, type NativeBuildInfo, type NativeCopyStats, type NativeLayoutInfo, type PoolHandle } from "./native.js";
 
 export type PoolKind = "cpu" | "cuda-device" | "cuda-pinned";
 /** SGLang HiCache host-pool layouts (pool_host/mha.py init_kv_buffer). */
@@ -58,7 +58,7 @@ function wrap(err: unknown): CopyError {
   const e = err as { code?: unknown; message?: unknown; cudaError?: { name: string; code: number } };
   const msg = typeof e?.message === "string" ? e.message : String(err);
   if (typeof e?.code === "string" && CODES.has(e.code)) return new CopyError(e.code as CopyErrorCode, msg, e.cudaError, err);
-  return new CopyError(err instanceof TypeError ? "E_ARG" : "E_ARG", msg, undefined, err);
+  return new CopyError("E_ARG", msg, undefined, err);
 }
 
 function call<T>(fn: () => T): T {
@@ -100,13 +100,7 @@ function iota(n: number): Uint32Array {
   return a;
 }
 
-export interface LayoutInfo {
-  pageBytes: number;
-  tokenBytes: number;
-  /** Contiguous pieces per page in this layout (layer_first: kv*layers; page_first*: kv). */
-  segments: number;
-  segmentBytes: number;
-}
+export type LayoutInfo = NativeLayoutInfo;
 
 /** Sizes of a layout (validates it: zero-sized or absurd layouts throw E_LAYOUT). */
 export function layoutInfo(layout: PoolLayout): LayoutInfo {
@@ -181,19 +175,7 @@ export function createPool(opts: CreatePoolOptions): Pool {
   });
 }
 
-export interface CopyStats {
-  pages: number;
-  bytes: number;
-  /** Coalesced runs of consecutive pages (one 2D copy each) and the pages they covered. */
-  runs: number;
-  coalescedPages: number;
-  /** Pages copied by the scatter kernel (or the CPU twin's chunk loop). */
-  kernelPages: number;
-  /** Chunking of the copy: native segments (same layout), rows, or tokens (layout conversion). */
-  granularity: "native" | "row" | "token";
-  /** Time on the worker thread, from the first enqueue to completion. */
-  seconds: number;
-}
+export type CopyStats = NativeCopyStats;
 
 export interface CopyOptions {
   /** Runs of at least this many consecutive pages become single copies; 0: all through the kernel. Default 2. */

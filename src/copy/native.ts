@@ -17,11 +17,23 @@ export interface NativeLayout {
 export interface NativeCopyStats {
   pages: number;
   bytes: number;
+  /** Coalesced runs of consecutive pages (one 2D copy each) and the pages they covered. */
   runs: number;
   coalescedPages: number;
+  /** Pages copied by the scatter kernel (or the CPU twin's chunk loop). */
   kernelPages: number;
+  /** Chunking of the copy: native segments (same layout), rows, or tokens (layout conversion). */
   granularity: "native" | "row" | "token";
+  /** Time on the worker thread, from the first enqueue to completion. */
   seconds: number;
+}
+
+export interface NativeLayoutInfo {
+  pageBytes: number;
+  tokenBytes: number;
+  /** Contiguous pieces per page in this layout (layer_first: kv*layers; page_first*: kv). */
+  segments: number;
+  segmentBytes: number;
 }
 
 export interface NativeBuildInfo {
@@ -49,7 +61,7 @@ export interface NativeBuildInfo {
 }
 
 export interface NativeCopy {
-  copyLayoutInfo(layout: NativeLayout): { pageBytes: number; tokenBytes: number; segments: number; segmentBytes: number };
+  copyLayoutInfo(layout: NativeLayout): NativeLayoutInfo;
   copyCreatePool(kind: string, layout: NativeLayout, pages: number, device?: number): PoolHandle;
   copyFreePool(h: PoolHandle): { freed: boolean; deferredForJobs: number };
   copyPoolInfo(h: PoolHandle): { freed: boolean; inFlight?: number };

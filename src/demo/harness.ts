@@ -4,14 +4,13 @@
 // python/kvctl_worker/harness/__init__.py), plus a client for its harness-only NATS channel
 // (`kvctl-harness-{worker_id}`) and a recorder of its KV events.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { KvEventConsumer } from "../events/index.js";
 import type { KvEvent, KvEventBatch } from "../events/index.js";
-import { applySeries } from "../patch/index.js";
+import { applySeries, probeSglang } from "../patch/index.js";
 import { packageRoot, venvPython } from "../paths.js";
 import { parseJson } from "../protocol/index.js";
 import { freePort } from "../util/net.js";
@@ -27,9 +26,9 @@ export function ensureVenv(log: (line: string) => void): void {
 
 /** site-packages of the venv's sglang (find_spec does not import it). */
 function sglangSitePackages(): string {
-  const r = spawnSync(venvPython, ["-c", "import importlib.util,os;s=importlib.util.find_spec('sglang');print(os.path.dirname(os.path.dirname(s.origin)))"], { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`sglang is not installed in ${venvPython}: ${r.stderr}`);
-  return r.stdout.trim();
+  const p = probeSglang(venvPython);
+  if (p.sglangDir === null) throw new Error(`sglang is not installed in ${venvPython}: ${p.error ?? "find_spec('sglang') found none"}`);
+  return dirname(p.sglangDir);
 }
 
 export interface PatchedTree {

@@ -5,7 +5,7 @@
 // [client, "", topic, seq, payload] per buffered batch and [client, "", "", END_SEQ, ""] at the end,
 // from a bounded buffer of the last `bufferSteps` batches.
 import { Publisher, Router } from "zeromq";
-import { decodeSeq, encodeSeq } from "./decode.js";
+import { decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
 import { encodeBatch } from "./encode.js";
 import type { KvEvent, KvEventBatch } from "./types.js";
 import { tierOfMedium } from "./types.js";
@@ -78,7 +78,7 @@ export class KvEventPublisher {
       blockSize: a.blockSize,
       loraId: a.loraId ?? null,
       medium,
-      tier: tierOfMedium(medium) ?? "GPU",
+      tier: tierOfMedium(medium),
       cacheSalt: a.cacheSalt ?? null,
       sessionId: a.sessionId ?? null,
       loraName: a.loraName ?? null,
@@ -88,7 +88,7 @@ export class KvEventPublisher {
   }
 
   blockRemoved(blockHashes: readonly bigint[], medium: string | null = "GPU"): this {
-    this.events.push({ type: "BlockRemoved", blockHashes: [...blockHashes], medium, tier: tierOfMedium(medium) ?? "GPU" });
+    this.events.push({ type: "BlockRemoved", blockHashes: [...blockHashes], medium, tier: tierOfMedium(medium) });
     return this;
   }
 
@@ -137,7 +137,7 @@ export class KvEventPublisher {
         for (const { seq, payload } of [...this.buffer]) {
           if (seq >= start) await router.send([client, Buffer.alloc(0), topic, encodeSeq(seq), payload]);
         }
-        await router.send([client, Buffer.alloc(0), Buffer.alloc(0), encodeSeq(-1n), Buffer.alloc(0)]);
+        await router.send([client, Buffer.alloc(0), Buffer.alloc(0), encodeSeq(END_SEQ), Buffer.alloc(0)]);
       }
     } catch {
       // closed

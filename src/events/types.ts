@@ -12,6 +12,8 @@ export const TIER_INDEX: Record<Tier, number> = { GPU: 0, CPU_PINNED: 1, DISK: 2
  * (absent/empty/unknown -> GPU, the default device tier). Returns undefined only for a medium
  * that is present, non-empty and unknown when `strict` is set.
  */
+export function tierOfMedium(medium: string | null | undefined, strict?: false): Tier;
+export function tierOfMedium(medium: string | null | undefined, strict: boolean): Tier | undefined;
 export function tierOfMedium(medium: string | null | undefined, strict = false): Tier | undefined {
   if (medium == null || medium === "") return "GPU";
   switch (medium.toUpperCase()) {

@@ -2,7 +2,7 @@
 // worker computed them: the event chain continues from the parent block's 32-byte digest (or, at
 // the root, from the cache_salt seed), and the published int64 may be namespaced (LoRA, or
 // Dynamo format). Used by `kvctl verify-hashes --zmq` and as the index's token hasher (dual key).
-import { blockHashes, eventPageHashes } from "../hash/index.js";
+import { blockHashesWithDigests } from "../hash/index.js";
 import type { BlockStoredEvent } from "./types.js";
 
 export interface RecomputeOptions {
@@ -43,11 +43,17 @@ export function recomputeStored(e: BlockStoredEvent, parentDigest: Uint8Array | 
   const tokens = hashTokens(e);
   const cacheSalt = o.cacheSalt !== undefined ? o.cacheSalt : e.cacheSalt;
   const prior = parentDigest ? (parentDigest as Uint8Array<ArrayBuffer>) : null;
-  const base = { pageSize, bigram: e.bigram, cacheSalt, extraKey: o.extraKey ?? null, prior };
-  const digests = eventPageHashes(tokens, base);
-  const hashes = Array.from(
-    blockHashes(tokens, { ...base, eventFormat: o.eventFormat ?? "sglang", extraKeyIsLora: o.extraKeyIsLora ?? false }),
-  );
+  const r = blockHashesWithDigests(tokens, {
+    pageSize,
+    bigram: e.bigram,
+    cacheSalt,
+    extraKey: o.extraKey ?? null,
+    prior,
+    eventFormat: o.eventFormat ?? "sglang",
+    extraKeyIsLora: o.extraKeyIsLora ?? false,
+  });
+  const digests = r.digests;
+  const hashes = Array.from(r.hashes);
   let firstMismatch: number | null = null;
   for (let i = 0; i < hashes.length; i++) {
     if (hashes[i] !== e.blockHashes[i]) {

@@ -8,6 +8,7 @@ export {
   type PageDigests,
   blockHashes,
   blockHashesBatch,
+  blockHashesWithDigests,
   eventPageHashes,
   mooncakeObjectKeys,
   mooncakeObjectKeysForStorageKeys,

@@ -77,12 +77,21 @@ export function storageKeysBatch(batch: SequenceBatch, options: SglangOptions): 
   return { pageOffsets: r.pageOffsets, keys: loadAddon().digestsToHex(r.digests) };
 }
 
+/** One run of the event chain: its digests and the int64 hashes they publish as. */
+function eventChain(fn: string, tokens: Tokens, options: BlockHashOptions): { digests: Buffer; hashes: BigInt64Array } {
+  const o = parseOptions(fn, "options", blockHashOptionsSchema, options);
+  const { digests } = chain({ tokens: toTokenArray(fn, "tokens", tokens), offsets: null }, o, "event");
+  return { digests, hashes: loadAddon().digestsToInt64(digests, eventSeed(o)) };
+}
+
 /** The int64 block hashes the worker publishes in BlockStored / BlockRemoved events. */
 export function blockHashes(tokens: Tokens, options: BlockHashOptions): BigInt64Array {
-  const fn = "blockHashes";
-  const o = parseOptions(fn, "options", blockHashOptionsSchema, options);
-  const r = chain({ tokens: toTokenArray(fn, "tokens", tokens), offsets: null }, o, "event");
-  return loadAddon().digestsToInt64(r.digests, eventSeed(o));
+  return eventChain("blockHashes", tokens, options).hashes;
+}
+
+/** blockHashes and the event digests behind them (eventPageHashes), from one run of the chain. */
+export function blockHashesWithDigests(tokens: Tokens, options: BlockHashOptions): { digests: Buffer; hashes: BigInt64Array } {
+  return eventChain("blockHashesWithDigests", tokens, options);
 }
 
 export function blockHashesBatch(batch: SequenceBatch, options: BlockHashOptions): { pageOffsets: Uint32Array; hashes: BigInt64Array } {

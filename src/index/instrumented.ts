@@ -2,7 +2,7 @@
 // applied and times queries, without the wrapped index knowing.
 import type { KvEvent } from "../events/types.js";
 import { columnsToBatch, type EventColumns } from "../events/native.js";
-import type { ApplyResult, BlockInfo, IndexStats, KvIndex, OverlapResult } from "./types.js";
+import { addApplyResult, emptyApplyResult, type ApplyResult, type BlockInfo, type IndexStats, type KvIndex, type OverlapResult } from "./types.js";
 
 export interface IndexMetrics {
   eventsApplied: Record<KvEvent["type"], number>;
@@ -44,14 +44,8 @@ export class InstrumentedKvIndex implements KvIndex {
       this.metrics.applyErrors++;
       throw e;
     }
-    const m = this.metrics;
-    m.eventsApplied[event.type]++;
-    m.blocksAdded += r.added;
-    m.blocksRemoved += r.removed;
-    m.unknownRemovals += r.unknownRemovals;
-    m.orphanStores += r.orphanStores;
-    m.hashMismatches += r.hashMismatches;
-    return r;
+    this.metrics.eventsApplied[event.type]++;
+    return this.record(r);
   }
 
   get needsTokens(): boolean {
@@ -61,9 +55,14 @@ export class InstrumentedKvIndex implements KvIndex {
   applyColumns(worker: string, columns: EventColumns): ApplyResult {
     const r = this.inner.applyColumns
       ? this.inner.applyColumns(worker, columns)
-      : sum(columnsToBatch(columns).batch.events.map((e) => this.inner.applyEvent(worker, e)));
+      : columnsToBatch(columns).batch.events.reduce((t, e) => addApplyResult(t, this.inner.applyEvent(worker, e)), emptyApplyResult());
+    for (let i = 0; i < columns.count; i++) this.metrics.eventsApplied[KINDS[columns.kinds[i]]]++;
+    return this.record(r);
+  }
+
+  /** Adds what an apply did to the metrics (applyColumns does not count applyErrors). */
+  private record(r: ApplyResult): ApplyResult {
     const m = this.metrics;
-    for (let i = 0; i < columns.count; i++) m.eventsApplied[KINDS[columns.kinds[i]]]++;
     m.blocksAdded += r.added;
     m.blocksRemoved += r.removed;
     m.unknownRemovals += r.unknownRemovals;
@@ -101,15 +100,3 @@ export class InstrumentedKvIndex implements KvIndex {
 }
 
 const KINDS = ["BlockStored", "BlockRemoved", "AllBlocksCleared"] as const;
-
-function sum(rs: ApplyResult[]): ApplyResult {
-  const t: ApplyResult = { added: 0, removed: 0, unknownRemovals: 0, orphanStores: 0, hashMismatches: 0 };
-  for (const r of rs) {
-    t.added += r.added;
-    t.removed += r.removed;
-    t.unknownRemovals += r.unknownRemovals;
-    t.orphanStores += r.orphanStores;
-    t.hashMismatches += r.hashMismatches;
-  }
-  return t;
-}

@@ -14,7 +14,7 @@ import { columnsToBatch, type EventColumns } from "../events/native.js";
 import type { BlockStoredEvent, KvEvent, Tier } from "../events/types.js";
 import { TIER_INDEX, TIERS } from "../events/types.js";
 import type { ApplyResult, BlockInfo, IndexStats, KvIndex, OverlapResult, TierCounts, WorkerOverlap } from "./types.js";
-import { zeroTiers } from "./types.js";
+import { addApplyResult, emptyApplyResult, zeroTiers } from "./types.js";
 
 /**
  * Recomputes a stored event's block hashes from its token ids (dual key). `parentDigest` is the
@@ -303,7 +303,7 @@ export class InMemoryKvIndex implements KvIndex {
   }
 
   applyEvent(worker: string, event: KvEvent): ApplyResult {
-    const r: ApplyResult = { added: 0, removed: 0, unknownRemovals: 0, orphanStores: 0, hashMismatches: 0 };
+    const r = emptyApplyResult();
     const slot = this.slot(worker);
     if (event.type === "AllBlocksCleared") {
       r.removed = this.clearSlot(slot);
@@ -355,15 +355,10 @@ export class InMemoryKvIndex implements KvIndex {
    * into events first, so the dual key is kept.
    */
   applyColumns(worker: string, c: EventColumns): ApplyResult {
-    const r: ApplyResult = { added: 0, removed: 0, unknownRemovals: 0, orphanStores: 0, hashMismatches: 0 };
+    const r = emptyApplyResult();
     if (this.hasher) {
       for (const e of columnsToBatch(c).batch.events) {
-        const x = this.applyEvent(worker, e);
-        r.added += x.added;
-        r.removed += x.removed;
-        r.unknownRemovals += x.unknownRemovals;
-        r.orphanStores += x.orphanStores;
-        r.hashMismatches += x.hashMismatches;
+        addApplyResult(r, this.applyEvent(worker, e));
       }
       return r;
     }

@@ -8,7 +8,7 @@
 //   logit   = prefill_load_scale * max(0, raw_prefill_blocks - credit) + decode_blocks + decode_active_request_weight*active_requests
 //   (decode-only workers with credit > 0 and !track_prefill_tokens: max(0, decode_blocks - credit) + active_request_cost)
 // temperature > 0 samples a softmax over min-max-normalised logits; ties at 0 go to a uniform pick.
-import type { OverlapResult, SharedCacheHits, WorkerOverlap } from "./types.js";
+import { type OverlapResult, type SharedCacheHits, type WorkerOverlap, zeroTiers } from "./types.js";
 
 export interface ScoringConfig {
   overlapScoreCredit: number;
@@ -68,10 +68,7 @@ export function hitsBeyond(shared: SharedCacheHits, n: number): number {
   return c;
 }
 
-const NONE: WorkerOverlap = {
-  perTier: { GPU: 0, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 },
-  tiered: { GPU: 0, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 },
-};
+const NONE: WorkerOverlap = { perTier: zeroTiers(), tiered: zeroTiers() };
 
 export function scoreWorkers(
   overlap: OverlapResult,

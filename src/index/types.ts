@@ -78,3 +78,17 @@ export interface KvIndex {
 export function zeroTiers(): TierCounts {
   return { GPU: 0, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 };
 }
+
+export function emptyApplyResult(): ApplyResult {
+  return { added: 0, removed: 0, unknownRemovals: 0, orphanStores: 0, hashMismatches: 0 };
+}
+
+/** Adds `r`'s counts into `into`; returns `into`. */
+export function addApplyResult(into: ApplyResult, r: ApplyResult): ApplyResult {
+  into.added += r.added;
+  into.removed += r.removed;
+  into.unknownRemovals += r.unknownRemovals;
+  into.orphanStores += r.orphanStores;
+  into.hashMismatches += r.hashMismatches;
+  return into;
+}

@@ -9,6 +9,7 @@ import { describeDrift, loadContext, originalReader, readRel, treeDrift, treeInf
 import { PatchError } from "./errors.js";
 import { withLock } from "./lock.js";
 import { kvctlVersion } from "./repo.js";
+import { describeMappings } from "./series.js";
 import { stageSeries, type PatchOutcome } from "./stage.js";
 import { backupRel, readState, serializeState, statePath, type FileRecord, type PatchState } from "./state.js";
 import { commitWrites, type WriteOp } from "./txn.js";
@@ -242,7 +243,7 @@ export function applySeries(path: string, opts: ApplyOptions = {}): ApplyResult 
       if (!staged.patches.some((p) => p.name === old.name)) result.messages.push(`removed ${old.name} (no longer in the series)`);
     }
     if (staged.placed.length) {
-      const groups = series.mappings.map((m) => `${m.from} -> ${m.to}`).join(", ");
+      const groups = describeMappings(series);
       const placedChanged = staged.placed.filter((p) => changed.includes(p.target)).length;
       result.messages.push(`placed ${plural(staged.placed.length, "file")} (${groups})${state ? `, ${placedChanged} updated` : ""}`);
     }

@@ -2,6 +2,7 @@
 // applied / would apply / conflict (file, hunk, first mismatching line). Writes nothing.
 import { describeDrift, loadContext, originalReader, treeDrift, treeInfo, type CommonOptions, type DriftEntry, type TreeInfo } from "./context.js";
 import { describeOutcome } from "./apply.js";
+import { describeMappings } from "./series.js";
 import { stageSeries, type PatchOutcome } from "./stage.js";
 
 export type CheckStatus = "applied" | "would-apply" | "conflict" | "applied-untracked";
@@ -39,7 +40,7 @@ export function checkSeries(path: string, opts: CommonOptions = {}): CheckResult
   });
   const messages = patches.map((p) => p.message);
   for (const c of staged.placedConflicts) messages.push(`CONFLICT placed file: ${c}`);
-  if (staged.placed.length) messages.push(`${staged.placed.length} placed file(s) from ${series.mappings.map((m) => `${m.from} -> ${m.to}`).join(", ")}`);
+  if (staged.placed.length) messages.push(`${staged.placed.length} placed file(s) from ${describeMappings(series)}`);
   if (drift.length) messages.push(`DRIFT: ${describeDrift(drift)}`);
   if (interrupted) messages.push(`INTERRUPTED: an earlier apply did not finish; run 'kvctl patch revert' first`);
   const ok = staged.ok && drift.length === 0 && !interrupted;

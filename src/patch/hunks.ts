@@ -44,6 +44,11 @@ function findHunk(lines: string[], want: string[], expected: number, min: number
   return -1;
 }
 
+/** A conflict with no mismatching line to show (expected/found null). */
+function conflictAt(hunk: number, header: string, line: number, message: string): HunkConflict {
+  return { hunk, header, line, expected: null, found: null, message };
+}
+
 function describeMismatch(lines: string[], hunk: Hunk, index: number, pos: number, path: string): HunkConflict {
   const start = Math.max(0, Math.min(pos, lines.length));
   for (let k = 0; k < hunk.oldLines.length; k++) {
@@ -68,14 +73,7 @@ function describeMismatch(lines: string[], hunk: Hunk, index: number, pos: numbe
     }
   }
   // Matches at the stated position but not after the previous hunk (overlap).
-  return {
-    hunk: index,
-    header: hunk.header,
-    line: start + 1,
-    expected: null,
-    found: null,
-    message: `${path}: hunk #${index} ${hunk.header} overlaps the hunk before it`,
-  };
+  return conflictAt(index, hunk.header, start + 1, `${path}: hunk #${index} ${hunk.header} overlaps the hunk before it`);
 }
 
 /**
@@ -86,33 +84,14 @@ export function applyFileDiff(fd: FileDiff, content: string | null): ApplyFileRe
   const path = fd.path;
   if (fd.kind === "create") {
     if (content !== null) {
-      return {
-        ok: false,
-        conflict: {
-          hunk: 1,
-          header: fd.hunks[0]?.header ?? "(new file)",
-          line: 1,
-          expected: null,
-          found: null,
-          message: `${path}: the patch creates this file, but it already exists`,
-        },
-      };
+      return { ok: false, conflict: conflictAt(1, fd.hunks[0]?.header ?? "(new file)", 1, `${path}: the patch creates this file, but it already exists`) };
     }
     const out = fd.hunks.flatMap((h) => h.newLines).join("");
     return { ok: true, content: out, hunks: fd.hunks.map((h, k) => ({ index: k + 1, header: h.header, offset: 0 })) };
   }
   if (content === null) {
-    return {
-      ok: false,
-      conflict: {
-        hunk: 1,
-        header: fd.hunks[0]?.header ?? "",
-        line: 0,
-        expected: null,
-        found: null,
-        message: `${path}: file does not exist (the patch ${fd.kind === "delete" ? "deletes" : "modifies"} it)`,
-      },
-    };
+    const verb = fd.kind === "delete" ? "deletes" : "modifies";
+    return { ok: false, conflict: conflictAt(1, fd.hunks[0]?.header ?? "", 0, `${path}: file does not exist (the patch ${verb} it)`) };
   }
   const lines = splitLines(content);
   const out: string[] = [];
@@ -137,33 +116,15 @@ export function applyFileDiff(fd: FileDiff, content: string | null): ApplyFileRe
     // A line that lost its newline before the end would silently merge two lines.
     for (let j = 0; j < out.length - 1; j++) {
       if (!out[j].endsWith("\n")) {
-        return {
-          ok: false,
-          conflict: {
-            hunk: 0,
-            header: "",
-            line: j + 1,
-            expected: null,
-            found: null,
-            message: `${path}: applying the hunks would leave line ${j + 1} without a newline in the middle of the file`,
-          },
-        };
+        const message = `${path}: applying the hunks would leave line ${j + 1} without a newline in the middle of the file`;
+        return { ok: false, conflict: conflictAt(0, "", j + 1, message) };
       }
     }
   }
   if (fd.kind === "delete") {
     if (joined.length !== 0) {
-      return {
-        ok: false,
-        conflict: {
-          hunk: fd.hunks.length,
-          header: fd.hunks[fd.hunks.length - 1].header,
-          line: 1,
-          expected: null,
-          found: null,
-          message: `${path}: the patch deletes this file, but it has content the patch does not account for`,
-        },
-      };
+      const message = `${path}: the patch deletes this file, but it has content the patch does not account for`;
+      return { ok: false, conflict: conflictAt(fd.hunks.length, fd.hunks[fd.hunks.length - 1].header, 1, message) };
     }
     return { ok: true, content: null, hunks: results };
   }

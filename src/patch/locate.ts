@@ -102,13 +102,8 @@ export function locateSglang(path: string, opts: { sglangVersion?: string } = {}
     );
   }
   const pkg = join(parent, "sglang");
-  const hasDistInfo = (() => {
-    try {
-      return readdirSync(parent).some((n) => /^sglang-.*\.dist-info$/.test(n));
-    } catch {
-      return false;
-    }
-  })();
+  const di = fromDistInfo(parent);
+  const hasDistInfo = di !== null;
   const isCheckout =
     basename(parent) === "python" && (existsSync(join(parent, "pyproject.toml")) || existsSync(join(dirname(parent), ".git")));
   const layout: TreeLayout = isCheckout ? "git-checkout" : hasDistInfo || /site-packages|dist-packages/.test(parent) ? "site-packages" : "package-dir";
@@ -120,7 +115,6 @@ export function locateSglang(path: string, opts: { sglangVersion?: string } = {}
   if (v1) found.push({ version: v1, source: "sglang/_version.py" });
   const v2 = fromPyFile(join(pkg, "version.py"));
   if (v2) found.push({ version: v2, source: "sglang/version.py" });
-  const di = fromDistInfo(parent);
   if (di && "version" in di) found.push(di);
   else if (di && "ambiguous" in di) warnings.push(`several sglang dist-info dirs in ${parent}: ${di.ambiguous.join(", ")}`);
   const v3 = fromPyproject(parent);

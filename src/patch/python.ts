@@ -31,23 +31,39 @@ export function defaultPython(): string {
   return existsSync(venvPython) ? venvPython : "python3";
 }
 
-export function interpreterSglang(pkgDir: string, python: string = defaultPython(), env: NodeJS.ProcessEnv = process.env): InterpreterCheck {
+export interface SglangProbe {
+  /** The interpreter ran and answered. */
+  ran: boolean;
+  executable: string | null;
+  /** Directory of the sglang package it imports, or null when it finds none. */
+  sglangDir: string | null;
+  error: string | null;
+}
+
+/** Where `python` would import sglang from (find_spec: sglang/__init__.py is not run). */
+export function probeSglang(python: string = defaultPython(), env: NodeJS.ProcessEnv = process.env): SglangProbe {
   const r = spawnSync(python, ["-c", SCRIPT], { encoding: "utf8", env, timeout: 30_000 });
-  const base = { python, executable: null, sglangDir: null, importsThisTree: false };
-  if (r.error) return { ...base, ran: false, error: `cannot run ${python}: ${r.error.message}` };
-  if (r.status !== 0) return { ...base, ran: false, error: `${python} failed: ${(r.stderr || r.stdout).trim().split("\n").pop()}` };
+  const none = { ran: false, executable: null, sglangDir: null };
+  if (r.error) return { ...none, error: `cannot run ${python}: ${r.error.message}` };
+  if (r.status !== 0) return { ...none, error: `${python} failed: ${(r.stderr || r.stdout).trim().split("\n").pop()}` };
   try {
     const out = JSON.parse(r.stdout.trim().split("\n").pop() ?? "") as { executable: string; dir: string | null };
-    const dir = out.dir;
-    return {
-      python,
-      ran: true,
-      executable: out.executable,
-      sglangDir: dir,
-      importsThisTree: dir !== null && real(dir) === real(pkgDir),
-      error: null,
-    };
+    return { ran: true, executable: out.executable, sglangDir: out.dir, error: null };
   } catch {
-    return { ...base, ran: false, error: `unexpected output from ${python}: ${r.stdout.trim().slice(0, 200)}` };
+    return { ...none, error: `unexpected output from ${python}: ${r.stdout.trim().slice(0, 200)}` };
   }
+}
+
+export function interpreterSglang(pkgDir: string, python: string = defaultPython(), env: NodeJS.ProcessEnv = process.env): InterpreterCheck {
+  const p = probeSglang(python, env);
+  if (!p.ran) return { python, executable: null, sglangDir: null, importsThisTree: false, ran: false, error: p.error };
+  const dir = p.sglangDir;
+  return {
+    python,
+    ran: true,
+    executable: p.executable,
+    sglangDir: dir,
+    importsThisTree: dir !== null && real(dir) === real(pkgDir),
+    error: null,
+  };
 }

@@ -156,6 +156,11 @@ export function loadSeries(dir: string, repoRoot: string): Series {
   return { name: basename(abs), version, dir: abs, patches, mappings, repoRoot: resolve(repoRoot) };
 }
 
+/** The files manifest's mappings on one line: "a/ -> sglang/a/, b.py -> sglang/b.py". */
+export function describeMappings(series: Series): string {
+  return series.mappings.map((m) => `${m.from} -> ${m.to}`).join(", ");
+}
+
 const SKIP_DIRS = new Set(["__pycache__", "tests", "test", ".pytest_cache", ".mypy_cache"]);
 const isTestFile = (n: string) => /^test_.*\.py$/.test(n) || /_test\.py$/.test(n) || n === "conftest.py";
 

@@ -52,11 +52,11 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
   const patches: PatchOutcome[] = [];
   for (const sp of series.patches) {
     const summary = sp.parsed.header.split("\n").find((l) => l.trim() !== "")?.trim() ?? "";
-    const outcome: PatchOutcome = { name: sp.name, sha256: sp.sha256, summary, status: "ok", files: [], hunks: 0 };
+    const hunks = sp.parsed.files.reduce((n, fd) => n + fd.hunks.length, 0);
+    const outcome: PatchOutcome = { name: sp.name, sha256: sp.sha256, summary, status: "ok", files: [], hunks };
     const local = new Map<string, string | null>();
     for (const fd of sp.parsed.files) {
       const r = applyFileDiff(fd, current(fd.path));
-      outcome.hunks += fd.hunks.length;
       if (!r.ok) {
         outcome.status = "conflict";
         // expected/found as UTF-8 text for JSON consumers (they are latin1-decoded bytes here).
@@ -76,7 +76,6 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
       // Is it there already (applied by hand or by another tool)? Its reverse then applies.
       const reversible = sp.parsed.files.every((fd) => applyFileDiff(reverseFileDiff(fd), current(fd.path)).ok);
       if (reversible) outcome.status = "applied-untracked";
-      outcome.hunks = sp.parsed.files.reduce((n, fd) => n + fd.hunks.length, 0);
     }
     patches.push(outcome);
   }

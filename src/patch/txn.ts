@@ -58,8 +58,8 @@ export function preflight(ops: WriteOp[]): void {
   }
 }
 
-/** Writes every op or none; returns the directories it created. */
-export function commitWrites(ops: WriteOp[], opts: TxnOptions = {}): string[] {
+/** Writes every op or none (directories it created are removed again on rollback). */
+export function commitWrites(ops: WriteOp[], opts: TxnOptions = {}): void {
   preflight(ops);
   const done: Done[] = [];
   const createdDirs: string[] = [];
@@ -129,5 +129,4 @@ export function commitWrites(ops: WriteOp[], opts: TxnOptions = {}): string[] {
         : `; ROLLBACK FAILED for ${failures.length} file(s), the tree may be inconsistent: ${failures.join("; ")}`;
     throw new PatchError(base.code, `${base.message}${tail}`);
   }
-  return createdDirs;
 }

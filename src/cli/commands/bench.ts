@@ -4,6 +4,7 @@
 // offload/restore a session of N tokens for the given model dims. Without CUDA it runs the CPU
 // twin against memcpy, and says so.
 import { parseArgs } from "node:util";
+import type { LayoutKind } from "../../copy/index.js";
 import type { Command } from "../main.js";
 
 const HELP = `usage: kvctl bench copy [options]
@@ -23,7 +24,6 @@ options:
   --json                   print one JSON object of the figures as the last line
   -h, --help               this text`;
 
-type LayoutKind = "layer_first" | "page_first" | "page_first_direct";
 const KINDS: LayoutKind[] = ["layer_first", "page_first", "page_first_direct"];
 
 export interface ModelDims {

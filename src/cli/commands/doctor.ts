@@ -5,6 +5,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { findNatsServer } from "../../control/nats-server.js";
+import { seriesStatus } from "../../patch/index.js";
 import { venvPython } from "../../paths.js";
 import type { Command } from "../main.js";
 
@@ -136,25 +137,8 @@ function checkPython(python: string | undefined): Check {
   return { name: "python", state: "ok", summary: `Python ${info.python} at ${info.prefix}; SGLang ${info.sglang} at ${info.sglangPath}`, details };
 }
 
-async function checkPatches(path: string | undefined, python: string | undefined): Promise<Check | null> {
+function checkPatches(path: string | undefined, python: string | undefined): Check | null {
   if (path === undefined) return null;
-  let api: { seriesStatus?: unknown; locateSglang?: unknown };
-  try {
-    api = await import("../../patch/index.js");
-  } catch (err) {
-    return { name: "patches", state: "unavailable", summary: `the patch tool's API is not available (${err instanceof Error ? err.message.split("\n")[0] : String(err)})` };
-  }
-  if (typeof api.seriesStatus !== "function") {
-    return { name: "patches", state: "unavailable", summary: "the patch tool's API has no seriesStatus() yet" };
-  }
-  const seriesStatus = api.seriesStatus as (p: string, o?: { python?: string | false }) => {
-    tree: { version?: string | null; pkg?: string };
-    series: { name: string } | null;
-    seriesError: string | null;
-    patches: { name: string; state: string }[];
-    clean: boolean;
-    messages: string[];
-  };
   try {
     const st = seriesStatus(path, python ? { python } : {});
     const applied = st.patches.filter((p) => p.state === "applied").length;
@@ -174,7 +158,7 @@ async function checkPatches(path: string | undefined, python: string | undefined
 
 export async function doctor(opts: { sglang?: string; python?: string } = {}): Promise<DoctorReport> {
   const checks: Check[] = [...(await checkAddon()), checkNats(), checkPython(opts.python)];
-  const p = await checkPatches(opts.sglang, opts.python);
+  const p = checkPatches(opts.sglang, opts.python);
   if (p) checks.push(p);
   return { ok: !checks.some((c) => c.state === "fail"), checks };
 }

@@ -53,7 +53,7 @@ export const command: Command = {
       return 2;
     }
     const { KvEventConsumer } = await import("../../events/consumer.js");
-    const { InMemoryKvIndex, InstrumentedKvIndex, indexSink } = await import("../../index/index.js");
+    const { InMemoryKvIndex, InstrumentedKvIndex, indexSink, zeroTiers } = await import("../../index/index.js");
     const { TIERS } = await import("../../events/types.js");
     const index = new InstrumentedKvIndex(new InMemoryKvIndex());
     const consumers = values.zmq.map((s) => {
@@ -82,7 +82,7 @@ export const command: Command = {
         const m = c.metrics;
         const prev = lastEvents.get(c.worker) ?? 0;
         lastEvents.set(c.worker, m.events);
-        const t = stats.workers[c.worker] ?? { GPU: 0, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 };
+        const t = stats.workers[c.worker] ?? zeroTiers();
         return {
           worker: c.worker,
           ...t,
