@@ -90,11 +90,9 @@ def _ttl(v: Any, field: str) -> int:
     return _int(v, field, TTL_MIN, TTL_MAX)
 
 
-def _opt_int(body: dict, key: str, minimum: int = 0, field: Optional[str] = None) -> Optional[int]:
+def _opt_int(body: dict, key: str) -> Optional[int]:
     v = body.get(key)
-    if v is None:
-        return None
-    return _int(v, field or key, minimum, TTL_MAX if minimum >= 1 else SAFE_INT_MAX)
+    return None if v is None else _int(v, key, 0, SAFE_INT_MAX)
 
 
 def ident(v: Any, field: str) -> str:

@@ -17,8 +17,6 @@ from .codec import Command, CommandError, decode, peek_id_type
 from .hooks import state_for_cache
 from .identity import get_worker_id
 
-IMPLEMENTED = ("Cache", "Inspect", "Prune", "Think", "Pause", "RenewLease", "RevokeLease",
-               "Warm", "ToolStart", "ToolEnd")
 DEDUPE_WINDOW_S = float(os.environ.get("KVCTL_DEDUPE_WINDOW_S", "600"))
 DEDUPE_MAX_IDS = int(os.environ.get("KVCTL_DEDUPE_MAX_IDS", "100000"))
 
@@ -88,16 +86,13 @@ class CommandHandler:
             if first is not None:
                 return self._count(self._done(duplicate_ack(cmd.id, first), t0))
         st = self.state
+        field = None
         try:
             self._reap(st)
             ack = getattr(self, "_" + cmd.type.lower())(cmd)
         except CommandError as e:  # semantic refusals (unknown lease, stale epoch, bad keys)
             ack = Ack(type=cmd.type, status="rejected", reason=str(e))
-            ack.id = cmd.id
-            self._done(ack, t0)
-            if cmd.id is not None:
-                self._remember(cmd.id, ack)
-            return self._count(ack, e.field)
+            field = e.field
         except Exception as e:  # failed midway: say so, never raise into the scheduler
             import logging
 
@@ -107,7 +102,7 @@ class CommandHandler:
         self._done(ack, t0)
         if cmd.id is not None:
             self._remember(cmd.id, ack)
-        return self._count(ack)
+        return self._count(ack, field)
 
     def _remember(self, cid: str, ack: Ack) -> None:
         d = ack.to_dict()
@@ -159,9 +154,12 @@ class CommandHandler:
                                "runs a plain RadixCache)")
         return st
 
-    def _tree(self, cmd: Command):
-        """Prune and Think(transient=false) also run on a plain RadixCache (one tier)."""
-        return self.state
+    def _host_tier(self, cmd: Command):
+        """Pause and ToolStart: a UnifiedRadixCache with HiCache (a host tier)."""
+        st = self._unified(cmd)
+        if not st.ops.tier_aware:
+            raise CommandError("command.type", f"{cmd.type} needs HiCache (a host tier) on this worker")
+        return st
 
     def _lookup_nodes(self, st, hashes):
         found, missing = st.index.lookup(hashes, st.ops.root())
@@ -225,7 +223,7 @@ class CommandHandler:
 
     # ---- Prune / Think ---------------------------------------------------------------------
     def _prune(self, cmd: Command) -> Ack:
-        st = self._tree(cmd)
+        st = self.state  # Prune and Think(transient=false) also run on a plain RadixCache (one tier)
         h = cmd.fields["after_block_hash"]
         node = T.node_ending_at(self.cache, st, h)
         if node is None:
@@ -240,7 +238,7 @@ class CommandHandler:
         return ack
 
     def _think(self, cmd: Command) -> Ack:
-        st = self._unified(cmd) if cmd.fields["transient"] else self._tree(cmd)
+        st = self._unified(cmd) if cmd.fields["transient"] else self.state
         hashes = cmd.fields["block_hashes"]
         found, missing, _ = self._lookup_nodes(st, hashes)
         # each listed block starts its own node: what follows it in the node is its suffix
@@ -263,6 +261,7 @@ class CommandHandler:
             nodes = list({id(x): x for n in nodes for x in T.subtree_leaves_first(n)}.values())
             for n in nodes:
                 n.kvctl_transient = True
+            if nodes:
                 core.__dict__["_kvctl_has_transient"] = True
             for n in sorted(nodes, key=lambda n: -_depth(n)):
                 if st.index.reachable(n, st.ops.root()) and not self._release_transient_host(st, n, tiers):
@@ -327,9 +326,7 @@ class CommandHandler:
         return {"lease_id": hold.key, "expires_at_ms": hold.expires_at_ms}
 
     def _pause(self, cmd: Command) -> Ack:
-        st = self._unified(cmd)
-        if not st.ops.tier_aware:
-            raise CommandError("command.type", "Pause needs HiCache (a host tier) on this worker")
+        st = self._host_tier(cmd)
         hashes, lid = cmd.fields["block_hashes"], cmd.fields["lease_id"]
         found, missing, nodes = self._lookup_nodes(st, hashes)
         if any(getattr(n, "kvctl_transient", False) for n in nodes):
@@ -374,9 +371,7 @@ class CommandHandler:
 
     # ---- tool offload / restore ------------------------------------------------------------------
     def _toolstart(self, cmd: Command) -> Ack:
-        st = self._unified(cmd)
-        if not st.ops.tier_aware:
-            raise CommandError("command.type", "ToolStart needs HiCache (a host tier) on this worker")
+        st = self._host_tier(cmd)
         sid, hashes = cmd.fields["session_id"], cmd.fields["block_hashes"]
         found, missing, nodes = self._lookup_nodes(st, hashes)
         hold = st.sessions.start_tool(sid, [h for h, _ in found])
@@ -463,9 +458,7 @@ class CommandHandler:
         out: Dict[str, Any] = {"pinned_tokens": st.pins.pinned_tokens(),
                                "budget_tokens": st.pins.budget_tokens(),
                                "leases": len(st.sessions.leases), "tool_offloads": len(st.sessions.tools),
-                               "commands": {k: (dict(v) if isinstance(v, dict) else v)
-                                            for k, v in self.metrics.items()},
-                               "pins": dict(st.pins.metrics), "sessions": dict(st.sessions.metrics)}
+                               **self.counters(st)}
         alloc = getattr(self.cache, "token_to_kv_pool_allocator", None)
         if alloc is not None:
             out["device"] = {"size": int(alloc.size), "available": int(alloc.available_size())}
@@ -474,6 +467,11 @@ class CommandHandler:
             hp = ctrl.mem_pool_host
             out["host"] = {"size": int(hp.size), "available": int(hp.available_size())}
         return out
+
+    def counters(self, st) -> dict:
+        """Copies of the command layer's, the pins' and the sessions' counters."""
+        return {"commands": {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.metrics.items()},
+                "pins": dict(st.pins.metrics), "sessions": dict(st.sessions.metrics)}
 
     def flush(self) -> Ack:
         """Pin-aware flush_cache: evict everything unpinned, keep pinned blocks (on host under

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -43,6 +44,10 @@ class PinManager:
         self.budget_fraction = budget_fraction
         self.clock = clock
         self.records: Dict[int, List[Pin]] = {}
+        # the nodes holding a protection (id -> node): what protected_tokens() sums under HiCache
+        self.protected: Dict[int, Any] = {}
+        # no TTL record expires before this (a lower bound: reap() skips its scan until then)
+        self._next_expiry = math.inf
         self._seq = itertools.count()
         self.metrics = {"pins_expired": 0, "safety_net_released": 0, "safety_net_triggers": 0,
                         "pins_refused_budget": 0}
@@ -74,19 +79,29 @@ class PinManager:
                 touched[id(node)] = node
                 res.noop += 1
                 continue
-            if not recs:
-                if used + self.index.page_size > budget:
-                    res.skipped += 1
-                    self.metrics["pins_refused_budget"] += 1
-                    res.reason = f"pin budget exhausted ({used}/{budget} host tokens)"
-                    continue
-                used += self.index.page_size
-            self.records.setdefault(h, []).append(Pin(h, next(self._seq), None, owner))
+            added = self._add_record(h, used, budget, res, owner=owner)
+            if added is None:
+                continue
+            used = added
             touched[id(node)] = node
-            res.affected += 1
         for node in touched.values():
             self.recount(node)
         return res
+
+    def _add_record(self, h: int, used: int, budget: int, res: PinResult,
+                    expires: Optional[float] = None, owner: Optional[str] = None) -> Optional[int]:
+        """One more record on ``h``; a hash not pinned yet takes a page of the budget. Returns the
+        tokens now used, or None when the budget refuses it (counted in ``res``)."""
+        if not self.records.get(h):
+            if used + self.index.page_size > budget:
+                res.skipped += 1
+                self.metrics["pins_refused_budget"] += 1
+                res.reason = f"pin budget exhausted ({used}/{budget} host tokens)"
+                return None
+            used += self.index.page_size
+        self.records.setdefault(h, []).append(Pin(h, next(self._seq), expires, owner))
+        res.affected += 1
+        return used
 
     def release_owner(self, owner: str) -> List[int]:
         """Drop every record of ``owner``; returns the hashes it held."""
@@ -131,9 +146,11 @@ class PinManager:
             if receipt is None and getattr(self.ops, "tier_aware", False):
                 return  # the node left the tree while its path was being backed up
             node.kvctl_receipt = receipt or True
+            self.protected[id(node)] = node
         elif count == 0 and held:
             receipt = node.kvctl_receipt
             node.kvctl_receipt = None
+            self.protected.pop(id(node), None)
             self.ops.release(node, receipt)
 
     # ---- commands ---------------------------------------------------------------------------
@@ -145,16 +162,13 @@ class PinManager:
         expires = None if ttl_seconds is None else self.clock() + ttl_seconds
         touched = {}
         for h, node in found:
-            if not self.records.get(h):
-                if used + self.index.page_size > budget:
-                    res.skipped += 1
-                    self.metrics["pins_refused_budget"] += 1
-                    res.reason = f"pin budget exhausted ({used}/{budget} host tokens)"
-                    continue
-                used += self.index.page_size
-            self.records.setdefault(h, []).append(Pin(h, next(self._seq), expires))
+            added = self._add_record(h, used, budget, res, expires=expires)
+            if added is None:
+                continue
+            used = added
             touched[id(node)] = node
-            res.affected += 1
+        if expires is not None:
+            self._next_expiry = min(self._next_expiry, expires)
         self._recount_and_tally(touched, res)
         return res
 
@@ -198,10 +212,14 @@ class PinManager:
     def reap(self, now: Optional[float] = None) -> int:
         """Expire TTL pins (run from the scheduler loop); returns how many expired."""
         now = self.clock() if now is None else now
+        if now < self._next_expiry:
+            return 0
         expired = [p for pins in self.records.values() for p in pins
                    if p.expires_at is not None and p.expires_at <= now]
         for p in expired:
             self._drop(p)
+        self._next_expiry = min((p.expires_at for pins in self.records.values() for p in pins
+                                 if p.expires_at is not None), default=math.inf)
         self.metrics["pins_expired"] += len(expired)
         return len(expired)
 
@@ -209,11 +227,11 @@ class PinManager:
         """Safety net (lessons.md #4): release the oldest pins, as few as needed, until the
         protected tokens leave room for ``required_tokens``. Returns pins released."""
         total = self.ops.pool_tokens()
-        if self.ops.protected_tokens() <= total - required_tokens:
+        if self.ops.protected_tokens(self.protected.values()) <= total - required_tokens:
             return 0
         released = 0
         for pin in sorted((p for ps in self.records.values() for p in ps), key=lambda p: p.seq):
-            if self.ops.protected_tokens() <= total - required_tokens:
+            if self.ops.protected_tokens(self.protected.values()) <= total - required_tokens:
                 break
             self._drop(pin)
             released += 1
@@ -223,7 +241,7 @@ class PinManager:
             logger.warning(
                 "kvctl safety net: released %d oldest pin(s) so a request of %d tokens can be "
                 "scheduled (protected %d of %d tokens)", released, required_tokens,
-                self.ops.protected_tokens(), total)
+                self.ops.protected_tokens(self.protected.values()), total)
         return released
 
     def forget(self, node: Any) -> None:
@@ -232,6 +250,9 @@ class PinManager:
             self.records.pop(h, None)
         node.pin_count = 0
         node.kvctl_receipt = None
+        self.protected.pop(id(node), None)
 
     def clear(self) -> None:
         self.records.clear()
+        self.protected.clear()
+        self._next_expiry = math.inf

@@ -78,9 +78,7 @@ def metrics(scheduler: Any) -> dict:
     """Counters of the command layer (by_status, by_type, rejected_by_field, rejected) plus the
     pins' and sessions' counters; the same numbers Inspect reports under detail.pool."""
     h = handler_of(scheduler)
-    st = h.state
-    return {"commands": {k: (dict(v) if isinstance(v, dict) else v) for k, v in h.metrics.items()},
-            "pins": dict(st.pins.metrics), "sessions": dict(st.sessions.metrics)}
+    return h.counters(h.state)
 
 
 def scheduler_command(scheduler: Any, req: Any):
@@ -124,10 +122,6 @@ def flush_keeping_pins(tree_cache: Any) -> bool:
     st.pins.reap()
     if not any(st.pins.records.values()):
         return False
-    ack = handler_of_cache(tree_cache).flush()
+    ack = CommandHandler(tree_cache).flush()
     logger.info("kvctl: pin-aware flush_cache evicted %d tokens, %s", ack.affected, ack.reason)
     return True
-
-
-def handler_of_cache(cache: Any) -> CommandHandler:
-    return CommandHandler(cache)

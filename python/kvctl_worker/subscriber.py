@@ -29,32 +29,21 @@ by nats-py's reconnect (forever), which re-subscribes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
 from typing import Any, Awaitable, Callable, Dict, Optional
 
-from .codec import KNOWN_TYPES, CommandError, decode
+from . import identity
+from .ack import STATUSES
+from .codec import KNOWN_TYPES, CommandError, decode, peek_id_type
 from .server_args import ControlArgs
 
 logger = logging.getLogger(__name__)
 
 SendFn = Callable[[str], Awaitable[dict]]
 MAX_QUEUE = 65536
-
-
-def _readable_id_and_type(text: Optional[str]):
-    """Best effort: the id and type of a body that failed validation (the ack echoes them)."""
-    try:
-        obj = json.loads(text) if text is not None else None
-    except Exception:
-        return None, None
-    if not isinstance(obj, dict):
-        return None, None
-    cid = obj.get("id") if isinstance(obj.get("id"), str) else None
-    inner = obj.get("command", obj)
-    t = inner.get("type") if isinstance(inner, dict) else None
-    return cid, (t if t in KNOWN_TYPES else None)
 
 
 def contract_ack(ack: Dict[str, Any], worker_id: str, fallback_id: Optional[str] = None,
@@ -67,7 +56,7 @@ def contract_ack(ack: Dict[str, Any], worker_id: str, fallback_id: Optional[str]
         out["id"] = fallback_id
     t = out.get("type")
     out["type"] = t if t in KNOWN_TYPES else (fallback_type if fallback_type in KNOWN_TYPES else None)
-    if out.get("status") not in ("applied", "partial", "noop", "duplicate", "rejected", "error"):
+    if out.get("status") not in STATUSES:
         out["reason"] = f"worker returned status {out.get('status')!r}; {out.get('reason') or ''}".strip("; ")
         out["status"] = "error"
     for k in ("requested", "affected", "skipped", "elapsed_us"):
@@ -220,7 +209,7 @@ class ControlSubscriber:
                 else:
                     reason = f"body: undecodable ({type(e).__name__})"
                 self.metrics["rejected_invalid"] += 1
-                cid, ctype = _readable_id_and_type(text)
+                cid, ctype = peek_id_type(text)  # the ack echoes them when it can
                 ack = {"id": cid, "type": ctype, "status": "rejected", "reason": reason,
                        "elapsed_us": int((time.perf_counter() - t0) * 1e6)}
                 await self._reply(reply, contract_ack(ack, self.args.worker_id))
@@ -286,12 +275,9 @@ class ControlSubscriber:
 
 def tokenizer_send(tokenizer_manager: Any) -> SendFn:
     """The HTTP endpoints' path: tokenizer manager communicator -> every DP scheduler."""
-    from .http import kvctl_command
+    from .http import send_command
 
-    async def send(body: str) -> dict:
-        return await kvctl_command(tokenizer_manager, "command", body)
-
-    return send
+    return functools.partial(send_command, tokenizer_manager)
 
 
 async def start_for_server(server_args: Any, tokenizer_manager: Any) -> Optional[ControlSubscriber]:
@@ -307,14 +293,7 @@ async def start_for_server(server_args: Any, tokenizer_manager: Any) -> Optional
         return None
     if args is None:
         return None
-    try:
-        from . import identity  # the commands engineer's worker identity, when present
-
-        setter = getattr(identity, "set_worker_id", None)
-        if setter is not None:
-            setter(args.worker_id)
-    except ImportError:
-        pass
+    identity.set_worker_id(args.worker_id)
     sub = ControlSubscriber(args, tokenizer_send(tokenizer_manager))
     await sub.start()
     return sub

@@ -16,15 +16,19 @@ from collections import defaultdict
 from typing import Any, Iterable, List, Optional
 
 
-def _new_acc():
-    return defaultdict(list), defaultdict(list), []
-
-
-def _drain(cache, device_frees, host_frees, actions) -> None:
+def _run_steps(cache, node, *steps) -> None:
+    """Run the core's step functions on ``node`` with fresh accumulators and tracker, then let
+    the cache drain what they freed (even if a step raises)."""
+    dev, host, actions = defaultdict(list), defaultdict(list), []
+    tracker = {ct: 0 for ct in cache.tree_components}
     try:
-        cache._free_values(device_frees, host_frees)
+        for step in steps:
+            step(node, tracker, dev, host, actions)
     finally:
-        cache._apply_cache_actions(actions)
+        try:
+            cache._free_values(dev, host)
+        finally:
+            cache._apply_cache_actions(actions)
 
 
 def in_use(node) -> bool:
@@ -85,21 +89,15 @@ def purge_leaf(cache, node) -> Optional[List[str]]:
         return ["GPU"]
     if node is core.root_node or node.children or in_use(node) or host_locked(node):
         return None
+    if node.evicted and not node.backuped:
+        return None
     tiers = tier_names(node)
-    dev, host, actions = _new_acc()
-    tracker = {ct: 0 for ct in cache.tree_components}
-    try:
-        if node.evicted:
-            if not node.backuped:
-                return None
-            core._evict_host_leaf(node, tracker, dev, host, actions)
-        elif not node.backuped:
-            core._delete_unbacked_device_leaf(node, tracker, dev, host, actions)
-        else:
-            core._demote(node, tracker, dev, host, actions)
-            core._evict_host_leaf(node, tracker, dev, host, actions)
-    finally:
-        _drain(cache, dev, host, actions)
+    if node.evicted:
+        _run_steps(cache, node, core._evict_host_leaf)
+    elif not node.backuped:
+        _run_steps(cache, node, core._delete_unbacked_device_leaf)
+    else:
+        _run_steps(cache, node, core._demote, core._evict_host_leaf)
     return tiers
 
 
@@ -141,12 +139,7 @@ def demote_subtree(cache, node) -> tuple:
             skipped.append(n)
             blocked.update(id(a) for a in _ancestors(n, core.root_node))
             continue
-        dev, host, actions = _new_acc()
-        tracker = {ct: 0 for ct in cache.tree_components}
-        try:
-            core._demote(n, tracker, dev, host, actions)
-        finally:
-            _drain(cache, dev, host, actions)
+        _run_steps(cache, n, core._demote)
         demoted.append(n)
     return demoted, skipped
 
@@ -160,12 +153,7 @@ def drop_host_copy(cache, node) -> bool:
     # a host copy may only go if no descendant keeps one (host-backed nodes form a prefix)
     if any(c.backuped for c in node.children.values()):
         return False
-    dev, host, actions = _new_acc()
-    tracker = {ct: 0 for ct in cache.tree_components}
-    try:
-        core._release_full_host_duplicate(node, tracker, dev, host, actions)
-    finally:
-        _drain(cache, dev, host, actions)
+    _run_steps(cache, node, core._release_full_host_duplicate)
     core.full_host_duplicates.pop(node.id, None)
     return True
 

@@ -10,7 +10,9 @@
 """
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Iterable, List
+
+from .tiers import tier_names
 
 
 class RadixOps:
@@ -27,7 +29,7 @@ class RadixOps:
         size = getattr(alloc, "size", None) if alloc is not None else None
         return int(size) if isinstance(size, int) else self.cache.total_size()
 
-    def protected_tokens(self) -> int:
+    def protected_tokens(self, _protected: Iterable[Any]) -> int:
         return self.cache.protected_size()
 
     def protect(self, node):
@@ -65,9 +67,10 @@ class UnifiedOps:
         alloc = getattr(self.cache, "token_to_kv_pool_allocator", None)
         return int(alloc.size) if alloc is not None else 0
 
-    def protected_tokens(self) -> int:
+    def protected_tokens(self, protected: Iterable[Any]) -> int:
+        """``protected``: the nodes holding a pin protection (PinManager.protected)."""
         if self.tier_aware:
-            return sum(len(n.key) for n in _nodes(self.core.root_node) if getattr(n, "kvctl_receipt", None))
+            return sum(len(n.key) for n in protected)
         return self.core.protected_size()
 
     def _backup_path(self, node) -> None:
@@ -103,12 +106,7 @@ class UnifiedOps:
             self.core.dec_lock_ref(node.id, receipt)
 
     def tiers(self, node) -> List[str]:
-        out = []
-        if not node.evicted:
-            out.append("GPU")
-        if node.backuped:
-            out.append("CPU_PINNED")
-        return out
+        return tier_names(node)
 
     def flush_unpinned(self) -> int:
         from sglang.srt.mem_cache.base_prefix_cache import EvictParams
@@ -118,12 +116,3 @@ class UnifiedOps:
         if self.tier_aware:
             self.cache.evict_host(self.cache.cache_controller.mem_pool_host.size)
         return before - self.core.evictable_size()
-
-
-def _nodes(root):
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        stack.extend(n.children.values())
-        if n is not root:
-            yield n

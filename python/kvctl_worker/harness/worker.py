@@ -26,6 +26,7 @@ import types
 from array import array
 from typing import Any, Callable, Dict, List, Optional
 
+from .. import identity
 from ..server_args import ControlArgs, add_cli_args, from_server_args
 from ..subscriber import ControlSubscriber
 from .cache import BuiltCache, CacheConfig, build_cache
@@ -454,14 +455,7 @@ async def amain(args: argparse.Namespace) -> int:
     if control is None:
         print("kvctl harness: --kv-control-nats-url (or KVCTL_NATS_URL) is required", file=sys.stderr)
         return 2
-    os.environ["KVCTL_WORKER_ID"] = control.worker_id  # the handler's ack worker_id
-    try:
-        from .. import identity  # the commands engineer's worker identity, when present
-
-        if hasattr(identity, "set_worker_id"):
-            identity.set_worker_id(control.worker_id)
-    except ImportError:
-        pass
+    identity.set_worker_id(control.worker_id)  # the acks' worker_id; also exports KVCTL_WORKER_ID
     h = Harness(args, control)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
