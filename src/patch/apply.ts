@@ -2,7 +2,7 @@
 // then write backups, patched files, placed files and the state file in one transaction.
 // Applying over an earlier apply re-stages from the backed-up originals, so a changed series or
 // changed python/ sources are brought in without a revert; an unchanged one is a no-op.
-import { existsSync, readdirSync, rmdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { dirname, join, relative, sep } from "node:path";
 import { fromBin, sha256 } from "./bytes.js";
 import { describeDrift, loadContext, originalReader, readRel, treeDrift, treeInfo, type CommonOptions, type TreeInfo } from "./context.js";
@@ -11,8 +11,8 @@ import { withLock } from "./lock.js";
 import { kvctlVersion } from "./repo.js";
 import { describeMappings } from "./series.js";
 import { stageSeries, type PatchOutcome } from "./stage.js";
-import { backupRel, readState, serializeState, statePath, type FileRecord, type PatchState } from "./state.js";
-import { commitWrites, type WriteOp } from "./txn.js";
+import { BACKUP_DIR, backupRel, readState, serializeState, statePath, type FileRecord, type PatchState } from "./state.js";
+import { commitWrites, recoverInterrupted, type WriteOp } from "./txn.js";
 
 export interface ApplyOptions extends CommonOptions {
   /** Re-apply over hand edits of an applied tree (they are lost). */
@@ -33,6 +33,8 @@ export interface ApplyResult {
   /** Paths (relative to the package parent) written or deleted. */
   changed: string[];
   statePath: string;
+  /** What this run did first about an earlier run that was killed mid-write, if there was one. */
+  recovered: string | null;
   messages: string[];
 }
 
@@ -57,40 +59,13 @@ function missingDirs(parent: string, rels: string[]): string[] {
   return [...out].sort((a, b) => a.length - b.length);
 }
 
-/** Removes now-empty directories we created (and Python's __pycache__ inside them), deepest first. */
-export function cleanupDirs(parent: string, dirs: string[]): void {
-  for (const rel of [...dirs].sort((a, b) => b.length - a.length)) {
-    const abs = join(parent, rel);
-    if (!existsSync(abs)) continue;
-    const cache = join(abs, "__pycache__");
-    try {
-      if (existsSync(cache) && readdirSync(cache).every((n) => n.endsWith(".pyc"))) rmSync(cache, { recursive: true });
-      if (readdirSync(abs).length === 0) rmdirSync(abs);
-    } catch {
-      // leave it; it holds something that is not ours
-    }
-  }
-}
-
-export function removeEmptyTree(dir: string): void {
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) return;
-  for (const n of readdirSync(dir)) {
-    const p = join(dir, n);
-    if (statSync(p).isDirectory()) removeEmptyTree(p);
-  }
-  try {
-    if (readdirSync(dir).length === 0) rmdirSync(dir);
-  } catch {
-    // not empty
-  }
-}
-
 export function applySeries(path: string, opts: ApplyOptions = {}): ApplyResult {
   const { tree, series } = loadContext(path, opts);
   return withLock(tree.pkg, () => {
-    // Read under the lock: another run may have changed it since loadContext.
-    const state = readState(tree.parent);
     const parent = tree.parent;
+    const recovered = recoverInterrupted(parent);
+    // Read under the lock (and after recovery): another run may have changed it since loadContext.
+    const state = readState(parent);
     if (state && state.status === "applying") {
       throw new PatchError(
         "state",
@@ -119,7 +94,8 @@ export function applySeries(path: string, opts: ApplyOptions = {}): ApplyResult 
       placedConflicts: staged.placedConflicts,
       changed: [],
       statePath: statePath(parent),
-      messages: [],
+      recovered,
+      messages: recovered ? [recovered] : [],
     };
     if (!staged.ok) {
       for (const p of staged.patches) result.messages.push(p.status === "ok" ? `ok ${p.name} (would apply)` : describeOutcome(p, "ok"));
@@ -227,10 +203,12 @@ export function applySeries(path: string, opts: ApplyOptions = {}): ApplyResult 
       content: serializeState(newState),
       mode: 0o644,
     });
-    commitWrites(ops, { failAfterWrites: opts.failAfterWrites });
-    // Directories of an earlier apply that are empty now.
-    if (state) cleanupDirs(parent, state.createdDirs);
-    removeEmptyTree(join(tree.pkg, ".kvctl-orig"));
+    commitWrites(parent, "apply", ops, {
+      failAfterWrites: opts.failAfterWrites,
+      // Directories of an earlier apply that are empty now, and backups no longer needed.
+      cleanupDirs: state?.createdDirs ?? [],
+      pruneDirs: [`sglang/${BACKUP_DIR}`],
+    });
     result.ok = true;
     result.action = state ? "updated" : "applied";
     result.changed = changed;

@@ -4,6 +4,7 @@ import { describeDrift, loadContext, originalReader, treeDrift, treeInfo, type C
 import { describeOutcome } from "./apply.js";
 import { describeMappings } from "./series.js";
 import { stageSeries, type PatchOutcome } from "./stage.js";
+import { interruptedRun } from "./txn.js";
 
 export type CheckStatus = "applied" | "would-apply" | "conflict" | "applied-untracked";
 
@@ -29,7 +30,9 @@ export function checkSeries(path: string, opts: CommonOptions = {}): CheckResult
   const { tree, series, state } = loadContext(path, opts);
   const staged = stageSeries(series, originalReader(tree.parent, state));
   const drift = state ? treeDrift(tree.parent, state) : [];
-  const interrupted = state?.status === "applying";
+  // Check writes nothing: a killed run's journal is left for the next apply, revert or status.
+  const journaled = interruptedRun(tree.parent);
+  const interrupted = state?.status === "applying" || journaled;
   const recorded = new Map(state?.status === "applied" ? state.patches.map((p) => [p.name, p.sha256]) : []);
   const patches: CheckPatch[] = staged.patches.map((p) => {
     let status: CheckStatus = p.status === "ok" ? "would-apply" : p.status;
@@ -42,7 +45,9 @@ export function checkSeries(path: string, opts: CommonOptions = {}): CheckResult
   for (const c of staged.placedConflicts) messages.push(`CONFLICT placed file: ${c}`);
   if (staged.placed.length) messages.push(`${staged.placed.length} placed file(s) from ${describeMappings(series)}`);
   if (drift.length) messages.push(`DRIFT: ${describeDrift(drift)}`);
-  if (interrupted) messages.push(`INTERRUPTED: an earlier apply did not finish; run 'kvctl patch revert' first`);
+  if (journaled) {
+    messages.push(`INTERRUPTED: an earlier apply or revert was killed mid-write; the next 'kvctl patch apply', 'revert' or 'status' finishes or undoes it`);
+  } else if (interrupted) messages.push(`INTERRUPTED: an earlier apply did not finish; run 'kvctl patch revert' first`);
   const ok = staged.ok && drift.length === 0 && !interrupted;
   const conflicts = patches.filter((p) => p.status === "conflict" || p.status === "applied-untracked").length;
   messages.push(

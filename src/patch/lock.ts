@@ -1,5 +1,5 @@
 // One kvctl patch run per tree at a time: sglang/.kvctl-patches.lock holds the owner's pid.
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { PatchError, fsError } from "./errors.js";
 import { LOCK_FILE } from "./state.js";
@@ -11,6 +11,14 @@ function alive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
+}
+
+/** True when a lock file is left by a run that is no longer alive (it was killed). */
+export function staleLock(pkgDir: string): boolean {
+  const path = join(pkgDir, LOCK_FILE);
+  if (!existsSync(path)) return false;
+  const pid = Number(readFileSync(path, "utf8").trim());
+  return !(Number.isInteger(pid) && pid > 0 && alive(pid));
 }
 
 export function withLock<T>(pkgDir: string, fn: () => T): T {

@@ -7,9 +7,8 @@ import { describeDrift, readRel, treeDrift, treeInfo, type TreeInfo } from "./co
 import { PatchError } from "./errors.js";
 import { locateSglang } from "./locate.js";
 import { withLock } from "./lock.js";
-import { cleanupDirs, removeEmptyTree } from "./apply.js";
 import { readState, statePath, BACKUP_DIR } from "./state.js";
-import { commitWrites, type WriteOp } from "./txn.js";
+import { commitWrites, recoverInterrupted, type WriteOp } from "./txn.js";
 
 export interface RevertOptions {
   /** Discard hand edits of patched/placed files. */
@@ -27,6 +26,8 @@ export interface RevertResult {
   restored: string[];
   removed: string[];
   discarded: string[];
+  /** What this run did first about an earlier run that was killed mid-write, if there was one. */
+  recovered: string | null;
   messages: string[];
 }
 
@@ -34,6 +35,7 @@ export function revertSeries(path: string, opts: RevertOptions = {}): RevertResu
   const tree = locateSglang(path, { sglangVersion: opts.sglangVersion });
   return withLock(tree.pkg, () => {
     const parent = tree.parent;
+    const recovered = recoverInterrupted(parent);
     const state = readState(parent);
     const result: RevertResult = {
       ok: true,
@@ -44,7 +46,8 @@ export function revertSeries(path: string, opts: RevertOptions = {}): RevertResu
       restored: [],
       removed: [],
       discarded: [],
-      messages: [],
+      recovered,
+      messages: recovered ? [recovered] : [],
     };
     if (!state) {
       result.messages.push(`nothing to revert: no kvctl patches are recorded in ${tree.pkg} (no ${relative(parent, statePath(parent))})`);
@@ -85,9 +88,11 @@ export function revertSeries(path: string, opts: RevertOptions = {}): RevertResu
     }
     for (const f of state.files) if (f.backup && readRel(parent, f.backup) !== null) ops.push({ path: join(parent, f.backup), content: null });
     ops.push({ path: statePath(parent), content: null });
-    commitWrites(ops, { failAfterWrites: opts.failAfterWrites });
-    cleanupDirs(parent, state.createdDirs);
-    removeEmptyTree(join(tree.pkg, BACKUP_DIR));
+    commitWrites(parent, "revert", ops, {
+      failAfterWrites: opts.failAfterWrites,
+      cleanupDirs: state.createdDirs,
+      pruneDirs: [`sglang/${BACKUP_DIR}`],
+    });
     result.action = "reverted";
     for (const p of [...state.patches].reverse()) result.messages.push(`reverted ${p.name} (${p.files.length} file${p.files.length === 1 ? "" : "s"})`);
     if (state.placed.length) result.messages.push(`removed ${state.placed.length} placed file${state.placed.length === 1 ? "" : "s"}`);

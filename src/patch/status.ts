@@ -8,7 +8,9 @@ import { locateSglang } from "./locate.js";
 import { interpreterSglang, type InterpreterCheck } from "./python.js";
 import { kvctlRoot } from "./repo.js";
 import { loadSeries, placedFiles, type Series } from "./series.js";
+import { staleLock, withLock } from "./lock.js";
 import { readState, type PatchState } from "./state.js";
+import { interruptedRun, recoverInterrupted } from "./txn.js";
 
 export type PlacedState =
   | "ok" // tree copy equals the source
@@ -39,6 +41,8 @@ export interface StatusResult {
   files: { path: string; action: string; state: "ok" | "modified" | "missing" | "reappeared" }[];
   placed: PlacedEntry[];
   interpreter: InterpreterCheck | null;
+  /** What status did first about an earlier apply/revert that was killed mid-write, if there was one. */
+  recovered: string | null;
   /** Applied, no drift, placed files current, interpreter imports this tree (when asked). */
   clean: boolean;
   messages: string[];
@@ -76,6 +80,9 @@ export function placedDrift(path: string, opts: CommonOptions = {}): PlacedEntry
 
 export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResult {
   const tree = locateSglang(path, { sglangVersion: opts.sglangVersion });
+  // Status is read-only except here: a run killed mid-write is finished or undone first.
+  const killed = interruptedRun(tree.parent) || staleLock(tree.pkg);
+  const recovered = killed ? withLock(tree.pkg, () => recoverInterrupted(tree.parent)) : null;
   const state = readState(tree.parent);
   let series: Series | null = null;
   let seriesError: string | null = null;
@@ -86,6 +93,7 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
     seriesError = err.message;
   }
   const messages: string[] = [];
+  if (recovered) messages.push(recovered);
   messages.push(
     `SGLang ${tree.version ?? "(unknown version)"} at ${tree.pkg} (${tree.layout}${tree.versionSource ? `, version from ${tree.versionSource}` : ""})`,
   );
@@ -147,6 +155,7 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
     files,
     placed,
     interpreter,
+    recovered,
     clean,
     messages,
   };
