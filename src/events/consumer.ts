@@ -5,12 +5,17 @@
 // a removal is never applied before a replayed store; a duplicate is dropped; a restart (seq back
 // to 0 or far below) clears the worker's view before the new stream applies. Everything is
 // counted in `metrics` and emitted as an event. Bad input (wrong frame counts, a short seq
-// frame, undecodable payloads, bad events) is counted, logged with the worker and seq, and
-// skipped; the loop never stops on it.
+// frame, undecodable payloads, bad events) is counted per kind and skipped; the loop never stops
+// on it. Problems that can come per event or per batch are logged through a rate limiter (one
+// line per worker per interval, however many), so a flood of garbage cannot stall the process.
+// Under flood the socket's receive high-water mark bounds what queues up (ZMQ drops the rest at
+// the publisher), the batches held back during a replay are bounded too, and what was dropped is
+// known from the seq numbers (`metrics.missedBatches`, shown as "dropped").
 import { EventEmitter } from "node:events";
 import { Dealer, Subscriber } from "zeromq";
 import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
 import { SeqTracker } from "./seq.js";
+import { RateLimitedLog } from "../util/rate-log.js";
 import { columnsToBatch, decodeBatchColumns, nativeDecoderAvailable, type EventColumns } from "./native.js";
 import type { DecodedBatch, KvEventBatch } from "./types.js";
 
@@ -45,7 +50,19 @@ export interface ConsumerOptions {
    */
   decoder?: "js" | "native" | "auto";
   log?: (line: string) => void;
+  /** At most one problem line per worker per this many ms (the rest are counted). Default 2000. */
+  logIntervalMs?: number;
+  /**
+   * Messages ZMQ may queue for us before it stops reading the connection (the publisher then drops
+   * what it cannot send, which the seq numbers reveal). Default 1000.
+   */
+  receiveHighWaterMark?: number;
+  /** Live messages held back during a replay before reading pauses until it ends. Default 10000. */
+  maxHeldBack?: number;
 }
+
+/** Distinct problem kinds counted per consumer before the rest go to "other". */
+const MAX_PROBLEM_KINDS = 64;
 
 export interface ConsumerMetrics {
   frames: number;
@@ -65,6 +82,8 @@ export interface ConsumerMetrics {
   badFrames: number;
   badBatches: number;
   badEvents: number;
+  /** Every problem counted by kind ("bad event: event is nil", "batches dropped (seq gap)", ...). */
+  problems: Record<string, number>;
 }
 
 export interface ConsumerEvents {
@@ -81,9 +100,12 @@ function newMetrics(): ConsumerMetrics {
   return {
     frames: 0, batches: 0, events: 0, blocksStored: 0, blocksRemoved: 0, cleared: 0,
     gaps: 0, missedBatches: 0, duplicates: 0, restarts: 0, replays: 0, replayedBatches: 0,
-    replayFailures: 0, unrecoveredBatches: 0, badFrames: 0, badBatches: 0, badEvents: 0,
+    replayFailures: 0, unrecoveredBatches: 0, badFrames: 0, badBatches: 0, badEvents: 0, problems: {},
   };
 }
+
+/** How long the receive loop may run before letting timers and I/O in. */
+const YIELD_EVERY_MS = 10;
 
 export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   readonly worker: string;
@@ -91,6 +113,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   readonly seq = new SeqTracker();
   private readonly opts: ConsumerOptions;
   private readonly log: (line: string) => void;
+  private readonly problemLog: RateLimitedLog;
   private sub: Subscriber | null = null;
   private dealer: Dealer | null = null;
   private replaying = false;
@@ -108,11 +131,12 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     this.native = d === "native" || (d === "auto" && nativeDecoderAvailable());
     this.worker = opts.worker ?? opts.endpoint;
     this.log = opts.log ?? ((line) => console.error(line));
+    this.problemLog = new RateLimitedLog({ write: this.log, intervalMs: opts.logIntervalMs });
   }
 
   /** Connects and starts consuming in the background. */
   async start(): Promise<void> {
-    const sub = new Subscriber({ linger: 0 });
+    const sub = new Subscriber({ linger: 0, receiveHighWaterMark: this.opts.receiveHighWaterMark ?? 1000 });
     sub.connect(this.opts.endpoint);
     sub.subscribe(this.opts.topic ?? "");
     this.sub = sub;
@@ -126,6 +150,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     this.dealer?.close();
     await this.loop?.catch(() => undefined);
     await this.replayDone.catch(() => undefined);
+    this.problemLog.flush();
   }
 
   /** Resolves once any replay in progress has finished and its held-back batches applied. */
@@ -135,9 +160,19 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
 
   private async run(sub: Subscriber): Promise<void> {
     try {
+      const maxHeld = this.opts.maxHeldBack ?? 10_000;
+      let yieldAt = Date.now() + YIELD_EVERY_MS;
       for await (const frames of sub) {
         if (!this.running) break;
         this.onFrames(frames);
+        // Stop reading while a replay holds back too much: ZMQ's queue (bounded) fills instead.
+        while (this.replaying && this.pending.length >= maxHeld && this.running) await this.replayDone;
+        // Queued messages arrive as already-resolved promises: without this, a flood would keep
+        // timers (a tool's periodic output) and I/O from ever running.
+        if (Date.now() >= yieldAt) {
+          await new Promise<void>((r) => setImmediate(r));
+          yieldAt = Date.now() + YIELD_EVERY_MS;
+        }
       }
     } catch (err) {
       if (this.running) this.emit("error", err as Error);
@@ -154,22 +189,31 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     this.handle(frames, false);
   }
 
-  private bad(kind: "badFrames" | "badBatches" | "badEvents", seq: bigint | null, reason: string): void {
+  /** Counts `n` problems of `kind` and logs them, at most one line per worker per interval. */
+  private problem(kind: string, detail: string, n = 1): void {
+    const p = this.metrics.problems;
+    const k = kind in p || Object.keys(p).length < MAX_PROBLEM_KINDS ? kind : "other";
+    p[k] = (p[k] ?? 0) + n;
+    this.problemLog.note(`kv-events: worker ${this.worker}`, kind, detail, n);
+  }
+
+  private bad(kind: "badFrames" | "badBatches" | "badEvents", seq: bigint | null, reason: string, what = reason): void {
     this.metrics[kind]++;
-    this.log(`kv-events: worker ${this.worker} seq ${seq ?? "?"}: ${reason} (skipped)`);
+    const label = kind === "badFrames" ? "bad message" : kind === "badBatches" ? "bad batch" : "bad event";
+    this.problem(`${label}: ${what.length > 80 ? `${what.slice(0, 77)}...` : what}`, `seq ${seq ?? "?"}: ${reason} (skipped)`);
     this.emit("bad", { worker: this.worker, seq, reason });
   }
 
   private handle(frames: Buffer[], replayed: boolean): void {
     if (frames.length !== 3) {
-      this.bad("badFrames", null, `message has ${frames.length} frames, expected 3 [topic, seq, payload]`);
+      this.bad("badFrames", null, `message has ${frames.length} frames, expected 3 [topic, seq, payload]`, "wrong frame count");
       return;
     }
     let seq: bigint;
     try {
       seq = decodeSeq(frames[1]);
     } catch (e) {
-      this.bad("badFrames", null, (e as Error).message);
+      this.bad("badFrames", null, (e as Error).message, "bad seq frame");
       return;
     }
     if (seq < 0n) {
@@ -181,13 +225,13 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       case "duplicate":
         if (!replayed) {
           this.metrics.duplicates++;
-          this.log(`kv-events: worker ${this.worker} seq ${seq}: duplicate (expected ${v.expected}), dropped`);
+          this.problem("duplicate batch dropped", `seq ${seq}: duplicate (expected ${v.expected}), dropped`);
           this.emit("duplicate", { worker: this.worker, seq, expected: v.expected });
         }
         return;
       case "restart":
         this.metrics.restarts++;
-        this.log(`kv-events: worker ${this.worker} seq ${seq}: publisher restarted (expected ${v.expected}); clearing its blocks`);
+        this.problem("publisher restart", `seq ${seq}: publisher restarted (expected ${v.expected}); cleared its blocks`);
         this.emit("restart", { worker: this.worker, seq, expected: v.expected });
         this.opts.sink?.resetWorker(this.worker);
         break;
@@ -198,7 +242,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
         } else {
           this.metrics.gaps++;
           this.metrics.missedBatches += Number(v.missing);
-          this.log(`kv-events: worker ${this.worker} seq ${seq}: gap, ${v.missing} batch(es) missing from ${v.expected}`);
+          this.problem("batches dropped (seq gap)", `seq ${seq}: gap, ${v.missing} batch(es) missing from ${v.expected}`, Number(v.missing));
           this.emit("gap", { worker: this.worker, expected: v.expected, got: seq, missing: v.missing });
           if (this.opts.replayEndpoint) {
             this.startReplay(v.expected, frames);
@@ -233,7 +277,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       this.bad("badBatches", seq, e.message);
       return;
     }
-    for (const b of decoded.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`);
+    for (const b of decoded.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`, b.reason);
     const m = this.metrics;
     m.batches++;
     if (replayed) m.replayedBatches++;
@@ -258,7 +302,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       this.bad("badBatches", seq, e.message);
       return;
     }
-    for (const b of c.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`);
+    for (const b of c.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`, b.reason);
     const m = this.metrics;
     m.batches++;
     if (replayed) m.replayedBatches++;
@@ -307,7 +351,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       const body = msg[0]?.length === 0 ? msg.slice(1) : msg;
       const frames = body.length === 2 ? [Buffer.alloc(0), body[0], body[1]] : body;
       if (frames.length !== 3 || frames[1].length !== 8) {
-        this.bad("badFrames", null, `replay reply has ${msg.length} frames`);
+        this.bad("badFrames", null, `replay reply has ${msg.length} frames`, "replay reply with wrong frames");
         continue;
       }
       if (decodeSeq(frames[1]) === END_SEQ) return { frames: got, ok: true };
@@ -333,9 +377,10 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       }
     }
     const unrecovered = BigInt(this.metrics.unrecoveredBatches - before);
-    this.log(
-      `kv-events: worker ${this.worker}: replay from ${from} ${ok ? "done" : `failed (${reason})`}, ` +
-        `${frames.length} batch(es) received, ${unrecovered} unrecovered`,
+    this.problemLog.note(
+      `kv-events: worker ${this.worker}`,
+      ok ? "replays" : "failed replays",
+      `replay from ${from} ${ok ? "done" : `failed (${reason})`}, ${frames.length} batch(es) received, ${unrecovered} unrecovered`,
     );
     this.emit("replay", { worker: this.worker, from, received: frames.length, ok, unrecovered, reason });
     while (pending.length > 0) {

@@ -10,7 +10,11 @@ const HELP = `usage: kvctl watch --zmq [name=]tcp://host:port[,replay=tcp://host
   --interval S     refresh period in seconds (default 1)
   --once           print one table after the first interval and exit
   --duration S     exit after S seconds (prints the final table)
-  --json           print each table as one JSON line instead of text`;
+  --json           print each table as one JSON line instead of text
+  --log-interval S problems (bad events, drops, restarts) are counted and logged to stderr at
+                   most once per worker per S seconds (default 2)
+columns: dropped = batches the workers' seq numbers say never arrived (publisher or socket
+queue overflow, network loss); bad = frames, batches and events skipped as malformed`;
 
 export interface WatchSpec {
   worker: string;
@@ -42,6 +46,7 @@ export const command: Command = {
         once: { type: "boolean" },
         duration: { type: "string" },
         json: { type: "boolean" },
+        "log-interval": { type: "string" },
       },
     });
     if (values.help) {
@@ -65,6 +70,7 @@ export const command: Command = {
         topic: values.topic ?? "",
         sink: indexSink(index),
         log: (l) => console.error(l),
+        logIntervalMs: Number(values["log-interval"] ?? "2") * 1000,
       });
     });
     for (const c of consumers) await c.start();
@@ -89,6 +95,8 @@ export const command: Command = {
           events_per_s: Math.round(((m.events - prev) / dt) * 10) / 10,
           events: m.events,
           seq: c.seq.expected === null ? null : Number(c.seq.expected - 1n),
+          received: m.frames,
+          dropped: m.missedBatches,
           gaps: m.gaps,
           restarts: m.restarts,
           bad: m.badFrames + m.badBatches + m.badEvents,
@@ -98,8 +106,8 @@ export const command: Command = {
         console.log(JSON.stringify({ t: (now - started) / 1000, blocks: stats.blocks, workers: rows }));
         return;
       }
-      const head = ["worker", ...TIERS, "ev/s", "events", "seq", "gaps", "restarts", "bad"];
-      const body = rows.map((r) => [r.worker, ...TIERS.map((t) => String(r[t])), String(r.events_per_s), String(r.events), String(r.seq ?? "-"), String(r.gaps), String(r.restarts), String(r.bad)]);
+      const head = ["worker", ...TIERS, "ev/s", "events", "seq", "dropped", "restarts", "bad"];
+      const body = rows.map((r) => [r.worker, ...TIERS.map((t) => String(r[t])), String(r.events_per_s), String(r.events), String(r.seq ?? "-"), String(r.dropped), String(r.restarts), String(r.bad)]);
       const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
       const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
       const out = [`kvctl watch  ${new Date(now).toISOString()}  blocks=${stats.blocks}`, line(head), ...body.map(line)].join("\n");
