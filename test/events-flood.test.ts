@@ -36,19 +36,29 @@ interface Row {
   bad: number;
 }
 
-describe("kvctl watch under a flood from a real ZMQ publisher", () => {
-  it("keeps its table on time, its stderr quiet and its memory bounded, and counts what was dropped", async () => {
-    const pub = tsx(["test/helpers/flood-publisher.ts"]);
-    let pubErr = "";
-    pub.stderr.on("data", (d) => (pubErr += d));
-    const pubLines = createInterface({ input: pub.stdout });
-    const endpoint = await new Promise<string>((resolve, reject) => {
-      pubLines.once("line", (l) => (l.startsWith("READY ") ? resolve(l.slice(6)) : reject(new Error(l))));
-      pub.once("exit", () => reject(new Error(`publisher exited: ${pubErr}`)));
-    });
-    const done = new Promise<{ sent: number; firstFloodSeq: number; floodSent: number; bytesPerBatch: number }>((resolve) =>
-      pubLines.on("line", (l) => l.startsWith("DONE ") && resolve(JSON.parse(l.slice(5)))),
-    );
+interface FloodDone {
+  sent: number;
+  firstFloodSeq: number;
+  floodSent: number;
+  bytesPerBatch: number;
+}
+
+async function startPublisher() {
+  const pub = tsx(["test/helpers/flood-publisher.ts"]);
+  let pubErr = "";
+  pub.stderr.on("data", (d) => (pubErr += d));
+  const pubLines = createInterface({ input: pub.stdout });
+  const endpoint = await new Promise<string>((resolve, reject) => {
+    pubLines.once("line", (l) => (l.startsWith("READY ") ? resolve(l.slice(6)) : reject(new Error(l))));
+    pub.once("exit", () => reject(new Error(`publisher exited: ${pubErr}`)));
+  });
+  const done = new Promise<FloodDone>((resolve) => pubLines.on("line", (l) => l.startsWith("DONE ") && resolve(JSON.parse(l.slice(5)))));
+  return { pub, endpoint, done };
+}
+
+describe("kvctl watch and verify-hashes under a flood from a real ZMQ publisher", () => {
+  it("watch keeps its table on time, its stderr quiet and its memory bounded, and counts what was dropped", async () => {
+    const { pub, endpoint, done } = await startPublisher();
 
     const watch = tsx(["src/cli/bin.ts", "watch", "--zmq", `w0=${endpoint}`, "--interval", String(INTERVAL_S), "--json", "--log-interval", String(LOG_INTERVAL_S)]);
     const stderr: string[] = [];
@@ -83,10 +93,10 @@ describe("kvctl watch under a flood from a real ZMQ publisher", () => {
     const figures = await done;
     // Drained: the table has reached the probes that follow the flood.
     await until((r) => (r.seq ?? 0) >= figures.sent, "the consumer to reach the end of the flood", 60_000);
-    const elapsedS = (Date.now() - floodStart) / 1000;
     clearInterval(sampler);
     watch.kill("SIGINT");
     await new Promise((r) => watch.once("exit", r));
+    const elapsedS = (Date.now() - floodStart) / 1000;
     pub.stdin.end();
 
     const during = tables.slice(firstFloodTable - 1);
@@ -116,7 +126,55 @@ describe("kvctl watch under a flood from a real ZMQ publisher", () => {
     expect(gaps.length).toBeGreaterThanOrEqual(Math.floor(FLOOD_S / INTERVAL_S) - 1);
     expect(flood.maxTableGapS).toBeLessThan(4 * INTERVAL_S);
     // One line per worker per log interval, plus the first one and the final flush.
-    expect(flood.stderrLines).toBeLessThanOrEqual(Math.ceil(elapsedS / LOG_INTERVAL_S) + 2);
+    expect(flood.stderrLines, stderr.slice(stderrBefore).join("\n")).toBeLessThanOrEqual(Math.ceil(elapsedS / LOG_INTERVAL_S) + 2);
     expect(stderr.join("\n")).toMatch(/worker w0: \d+ × bad event: event is nil.* in the last/);
+  }, 120_000);
+
+  it("verify-hashes --zmq keeps its progress line on time and its per-event output capped", async () => {
+    const { pub, endpoint, done } = await startPublisher();
+    const v = tsx(["src/cli/bin.ts", "verify-hashes", "--zmq", endpoint, "--interval", String(INTERVAL_S)]);
+    const stderr: string[] = [];
+    createInterface({ input: v.stderr }).on("line", (l) => stderr.push(l));
+    const progress: { t: number; line: string }[] = [];
+    let stdoutLines = 0;
+    const waiters: (() => void)[] = [];
+    createInterface({ input: v.stdout }).on("line", (l) => {
+      stdoutLines++;
+      const m = /^verify-hashes: (\d+\.\d) s: /.exec(l);
+      if (m) progress.push({ t: Number(m[1]), line: l });
+      for (const w of waiters.splice(0)) w();
+    });
+    const until = async (cond: () => boolean, what: string, ms: number) => {
+      const end = Date.now() + ms;
+      while (!cond()) {
+        if (Date.now() > end || v.exitCode !== null) throw new Error(`timed out waiting for ${what}: ${stderr.join("\n")}`);
+        await new Promise<void>((r) => waiters.push(r));
+      }
+    };
+    // The probes come in as batches without events: the progress line shows them once subscribed.
+    await until(() => progress.some((p) => !/^verify-hashes: [\d.]+ s: 0 batch/.test(p.line)), "the first probe batch", 60_000);
+    const first = progress.length;
+    const stdoutBefore = stdoutLines;
+    const start = Date.now();
+    pub.stdin.write(`flood ${FLOOD_S} ${NIL_BOMB}\n`);
+    await done;
+    const seen = progress.length;
+    await until(() => progress.length >= seen + 2, "two progress lines after the flood", 60_000);
+    v.kill("SIGINT");
+    const code = await new Promise((r) => v.once("exit", r));
+    const elapsedS = (Date.now() - start) / 1000;
+    pub.stdin.end();
+
+    const during = progress.slice(first - 1);
+    const gaps = during.slice(1).map((x, i) => x.t - during[i].t);
+    const last = during[during.length - 1].line;
+    console.log(`verify-hashes flood: ${last}; max progress gap ${Math.max(...gaps)} s; ${stdoutLines - stdoutBefore} stdout lines`);
+    expect(code).toBe(1); // the flood's hashes are not those of its tokens
+    expect(Number(/ (\d+) dropped/.exec(last)?.[1])).toBeGreaterThan(0);
+    expect(last).toMatch(/event line\(s\) not shown/);
+    expect(Math.max(...gaps)).toBeLessThan(4 * INTERVAL_S);
+    const intervals = Math.ceil(elapsedS / INTERVAL_S) + 2;
+    expect(stdoutLines - stdoutBefore).toBeLessThanOrEqual(intervals * 201 + 10);
+    expect(stderr.length).toBeLessThanOrEqual(intervals + 2);
   }, 120_000);
 });

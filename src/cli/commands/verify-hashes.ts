@@ -26,9 +26,14 @@ live (--zmq): recompute every BlockStored's hashes from its token ids.
   --events N           stop after N BlockStored events
   --duration S         stop after S seconds
   --quiet              print only mismatches and the verdict
+  --interval S         progress line every S seconds (counts, dropped batches); per-event lines
+                       beyond 200 per interval and problems beyond one line per interval are
+                       only counted (default 2)
 exit: 0 all matched, 1 a mismatch, 2 nothing received / nothing verifiable`;
 
 
+/** Per-event lines printed per progress interval at most. */
+const MAX_LINES_PER_INTERVAL = 200;
 
 async function offline(python: string, seed: string): Promise<number> {
   const { blockHashes, storageKeys } = await import("../../hash/index.js");
@@ -68,12 +73,12 @@ async function offline(python: string, seed: string): Promise<number> {
 }
 
 async function live(v: Record<string, string | boolean | undefined>): Promise<number> {
-  const { Subscriber } = await import("zeromq");
-  const { decodeBatch, decodeSeq } = await import("../../events/decode.js");
+  const { KvEventConsumer } = await import("../../events/consumer.js");
   const { recomputeStored } = await import("../../events/verify.js");
   const endpoint = v.zmq as string;
   const maxEvents = v.events ? Number(v.events) : Infinity;
   const duration = v.duration ? Number(v.duration) : Infinity;
+  const intervalMs = Number(v.interval ?? "2") * 1000;
   const quiet = Boolean(v.quiet);
   const opts = {
     pageSize: v["page-size"] ? Number(v["page-size"]) : undefined,
@@ -83,77 +88,97 @@ async function live(v: Record<string, string | boolean | undefined>): Promise<nu
     eventFormat: (v["event-format"] as "sglang" | "dynamo" | undefined) ?? "sglang",
   };
   const digests = new Map<bigint, Buffer>();
-  const n = { batches: 0, stored: 0, pages: 0, matched: 0, mismatched: 0, unverifiable: 0, bad: 0 };
-  const sub = new Subscriber({ linger: 0 });
-  sub.connect(endpoint);
-  sub.subscribe((v.topic as string | undefined) ?? "");
-  console.log(`verify-hashes: listening on ${endpoint}`);
-  let stop = false;
-  const end = () => {
-    stop = true;
-    sub.close();
+  const n = { batches: 0, stored: 0, pages: 0, matched: 0, mismatched: 0, unverifiable: 0, notShown: 0 };
+  // The consumer brings the receive high-water mark, seq tracking (dropped batches) and
+  // rate-limited problem logging; the JS decoder keeps every event's token ids.
+  const consumer = new KvEventConsumer({
+    endpoint,
+    worker: endpoint,
+    topic: (v.topic as string | undefined) ?? "",
+    decoder: "js",
+    log: (l) => console.error(l),
+    logIntervalMs: intervalMs,
+  });
+  // Per-event lines are capped per interval (the progress line counts the rest), so a flood of
+  // events cannot hold the periodic output back.
+  let shown = 0;
+  const say = (line: string) => {
+    if (shown < MAX_LINES_PER_INTERVAL) {
+      shown++;
+      console.log(line);
+    } else n.notShown++;
   };
-  const timer = Number.isFinite(duration) ? setTimeout(end, duration * 1000) : null;
-  process.once("SIGINT", end);
-  try {
-    for await (const frames of sub) {
-      if (frames.length !== 3) {
-        n.bad++;
+  let resolveEnd!: () => void;
+  const ended = new Promise<void>((r) => (resolveEnd = r));
+  let stopped = false;
+  const end = () => {
+    stopped = true;
+    resolveEnd();
+  };
+  consumer.on("restart", () => digests.clear());
+  consumer.on("batch", ({ seq, batch }) => {
+    if (stopped) return;
+    n.batches++;
+    for (const e of batch.events) {
+      if (e.type === "BlockRemoved") {
+        for (const h of e.blockHashes) digests.delete(h); // keep the map bounded like the cache
         continue;
       }
-      let seq: bigint;
-      let decoded;
-      try {
-        seq = decodeSeq(frames[1]);
-        decoded = decodeBatch(frames[2]);
-      } catch (e) {
-        n.bad++;
-        console.log(`bad message: ${(e as Error).message}`);
-        continue;
-      }
-      n.batches++;
-      for (const e of decoded.batch.events) {
-        if (e.type === "BlockRemoved") {
-          for (const h of e.blockHashes) digests.delete(h); // keep the map bounded like the cache
-          continue;
-        }
-        if (e.type !== "BlockStored") continue;
-        n.stored++;
-        n.pages += e.blockHashes.length;
-        const parent = e.parentBlockHash === null ? null : (digests.get(e.parentBlockHash) ?? null);
-        const r = recomputeStored(e, parent, opts);
-        const head = `seq ${seq} BlockStored ${e.blockHashes.length} page(s) [${e.blockHashes[0]}${e.blockHashes.length > 1 ? ", ..." : ""}] ${e.medium ?? "GPU"}`;
-        if (r.kind === "unverifiable") {
-          n.unverifiable++;
-          if (!quiet) console.log(`${head}: unverifiable (${r.reason})`);
-          continue;
-        }
+      if (e.type !== "BlockStored") continue;
+      n.stored++;
+      n.pages += e.blockHashes.length;
+      const parent = e.parentBlockHash === null ? null : (digests.get(e.parentBlockHash) ?? null);
+      const r = recomputeStored(e, parent, opts);
+      const head = `seq ${seq} BlockStored ${e.blockHashes.length} page(s) [${e.blockHashes[0]}${e.blockHashes.length > 1 ? ", ..." : ""}] ${e.medium ?? "GPU"}`;
+      if (r.kind === "unverifiable") {
+        n.unverifiable++;
+        if (!quiet) say(`${head}: unverifiable (${r.reason})`);
+      } else {
         // Remember every page digest (even of a mismatching event: its children chain from what
         // the worker published, so key them by the published hash).
         e.blockHashes.forEach((h, i) => digests.set(h, r.digests.subarray(i * 32, i * 32 + 32)));
         if (r.firstMismatch === null) {
           n.matched++;
-          if (!quiet) console.log(`${head}: match`);
+          if (!quiet) say(`${head}: match`);
         } else {
           n.mismatched++;
           const i = r.firstMismatch;
-          console.log(`${head}: MISMATCH at page ${i}: worker ${e.blockHashes[i]}, tokens give ${r.hashes[i]}`);
+          say(`${head}: MISMATCH at page ${i}: worker ${e.blockHashes[i]}, tokens give ${r.hashes[i]}`);
         }
-        if (n.stored >= maxEvents) end();
       }
-      if (stop) break;
+      if (n.stored >= maxEvents) {
+        end();
+        return;
+      }
     }
-  } catch (err) {
-    if (!stop) throw err;
+  });
+  const m = consumer.metrics;
+  const counts = () =>
+    `${n.batches} batch(es) received, ${m.missedBatches} dropped, ${n.stored} BlockStored (${n.pages} pages): ` +
+    `${n.matched} matched, ${n.mismatched} mismatched, ${n.unverifiable} unverifiable, ${m.badFrames + m.badBatches} undecodable`;
+  const started = Date.now();
+  const progress = setInterval(() => {
+    if (n.notShown > 0 || m.frames > 0) {
+      const hidden = n.notShown > 0 ? ` (${n.notShown} event line(s) not shown)` : "";
+      console.log(`verify-hashes: ${((Date.now() - started) / 1000).toFixed(1)} s: ${counts()}${hidden}`);
+    }
+    shown = 0;
+    n.notShown = 0;
+  }, intervalMs);
+  await consumer.start();
+  console.log(`verify-hashes: listening on ${endpoint}`);
+  const timer = Number.isFinite(duration) ? setTimeout(end, duration * 1000) : null;
+  process.once("SIGINT", end);
+  const failed = new Promise<never>((_, reject) => consumer.once("error", reject));
+  try {
+    await Promise.race([ended, failed]);
   } finally {
     if (timer) clearTimeout(timer);
+    clearInterval(progress);
     process.removeListener("SIGINT", end);
-    sub.close();
+    await consumer.close();
   }
-  console.log(
-    `verify-hashes: ${n.batches} batch(es), ${n.stored} BlockStored (${n.pages} pages): ${n.matched} matched, ` +
-      `${n.mismatched} mismatched, ${n.unverifiable} unverifiable, ${n.bad} undecodable`,
-  );
+  console.log(`verify-hashes: ${counts()}`);
   if (n.mismatched > 0) {
     console.log("verdict: MISMATCH");
     return 1;
@@ -183,6 +208,7 @@ export const command: Command = {
         events: { type: "string" },
         duration: { type: "string" },
         quiet: { type: "boolean" },
+        interval: { type: "string" },
         python: { type: "string" },
         seed: { type: "string" },
       },
