@@ -137,5 +137,15 @@ describe.skipIf(!hasInstalledSglang)("kvctl patch under kill -9", () => {
     // Not vacuous: many kills left a half-written tree (or temp files) that recovery had to mend.
     expect(torn).toBeGreaterThan(runs.length / 2);
     expect(recovered).toBeGreaterThan(runs.length / 2);
+
+    // The CLI says what it recovered.
+    const tree = makeSitePackages();
+    expect(killedRun(["apply", tree, "--series", fixtureSeries], Math.floor(applySteps / 2)).signal).toBe("SIGKILL");
+    const st = spawnSync(process.execPath, [cliBundle, "patch", "status", tree, "--series", fixtureSeries, "--json", "--no-python"], {
+      cwd: repoRoot,
+      encoding: "utf8",
+    });
+    expect(JSON.parse(st.stdout).recovered).toMatch(/^recovered an interrupted apply \(pid \d+, .*\): rolled it back/);
+    expect(snapshot(tree)).toEqual(pristine);
   }, 300_000);
 });
