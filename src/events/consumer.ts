@@ -17,7 +17,7 @@ import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./
 import { SeqTracker } from "./seq.js";
 import { RateLimitedLog } from "../util/rate-log.js";
 import { columnsToBatch, decodeBatchColumns, nativeDecoderAvailable, type EventColumns } from "./native.js";
-import type { DecodedBatch, KvEventBatch } from "./types.js";
+import type { BadEvent, DecodedBatch, KvEventBatch } from "./types.js";
 
 /** Where decoded batches go (the index implements this through `indexSink`). */
 export interface EventSink {
@@ -204,6 +204,28 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     this.emit("bad", { worker: this.worker, seq, reason });
   }
 
+  /** A batch's refused events: counted and logged per reason (a batch may hold a million). */
+  private badEvents(seq: bigint, bad: readonly BadEvent[]): void {
+    if (bad.length === 0) return;
+    this.metrics.badEvents += bad.length;
+    const byReason = new Map<string, { n: number; last: BadEvent }>();
+    for (const b of bad) {
+      const key = byReason.has(b.reason) || byReason.size < MAX_PROBLEM_KINDS ? b.reason : "other";
+      const r = byReason.get(key);
+      if (r) {
+        r.n++;
+        r.last = b;
+      } else byReason.set(key, { n: 1, last: b });
+    }
+    for (const [reason, { n, last }] of byReason) {
+      const what = reason.length > 80 ? `${reason.slice(0, 77)}...` : reason;
+      this.problem(`bad event: ${what}`, `seq ${seq}: event ${last.index}: ${last.reason} (skipped)`, n);
+    }
+    if (this.listenerCount("bad") > 0) {
+      for (const b of bad) this.emit("bad", { worker: this.worker, seq, reason: `event ${b.index}: ${b.reason}` });
+    }
+  }
+
   private handle(frames: Buffer[], replayed: boolean): void {
     if (frames.length !== 3) {
       this.bad("badFrames", null, `message has ${frames.length} frames, expected 3 [topic, seq, payload]`, "wrong frame count");
@@ -277,7 +299,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       this.bad("badBatches", seq, e.message);
       return;
     }
-    for (const b of decoded.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`, b.reason);
+    this.badEvents(seq, decoded.bad);
     const m = this.metrics;
     m.batches++;
     if (replayed) m.replayedBatches++;
@@ -302,7 +324,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       this.bad("badBatches", seq, e.message);
       return;
     }
-    for (const b of c.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`, b.reason);
+    this.badEvents(seq, c.bad);
     const m = this.metrics;
     m.batches++;
     if (replayed) m.replayedBatches++;
