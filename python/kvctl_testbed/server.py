@@ -1,0 +1,252 @@
+"""Starts a real, patched SGLang 0.5.23 server on CPU: the one launch recipe of the test bed.
+
+`python -m sglang.launch_server` from a patched copy of the venv's SGLang (`kvctl patch apply`),
+the tiny local model (tiny_model.py), HiCache (host ratio 2, direct io, layer-first host pool),
+the `file` storage backend as L3, KV events on an explicit loopback endpoint, and the kvctl
+control flags when a NATS URL is given. The CPU stand-ins (python/tests/stand_ins) are loaded
+into every server process by their sitecustomize.py, switched on by KVCTL_CPU_STAND_INS=server
+in the environment set here.
+
+Ready means `/health` answers 200 and, with a NATS URL, the subscriber logged "listening". A
+server that fails to start raises ServerStartError with the command line and the last 30 lines
+of its log.
+
+Used in process by the pytest fixture (python/tests/real_server.py) and, through
+`python -m kvctl_testbed serve` (one JSON line on stdout when ready, stops when stdin closes),
+by the TypeScript fixture (test/helpers/sglang-server.ts) and `kvctl demo`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+
+from . import tiny_model
+
+REPO = tiny_model.REPO
+STAND_INS = os.path.join(REPO, "python", "tests", "stand_ins")
+SGLANG_VERSION = "0.5.23"
+LISTENING = "kvctl subscriber: worker "  # + "<id> listening on ..." (sglang.srt.kvctl.subscriber)
+
+
+class ServerStartError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServerOptions:
+    tree: str | None = None  # patched SGLang tree (dir holding `sglang/`); built when None
+    model: str | None = None  # model dir; the tiny model when None
+    nats_url: str | None = None  # kvctl control subscriber off when None
+    worker_id: str = "w0"
+    page_size: int = 16
+    max_total_tokens: int = 2048
+    host_ratio: float = 2.0
+    storage_dir: str | None = None  # `file` L3 backend dir; a temp dir when None; "" = no L3
+    kv_events: bool = True
+    warmup: bool = True
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    log_path: str | None = None  # server stdout+stderr; a temp file (removed on stop) when None
+    ready_timeout_s: float = 240.0
+    coverage_rcfile: str | None = None  # run every server process under coverage.py
+
+
+@dataclass
+class ServerInfo:
+    base_url: str
+    port: int
+    pid: int
+    worker_id: str
+    nats_url: str | None
+    events_endpoint: str | None
+    model: str
+    tree: str
+    storage_dir: str | None
+    page_size: int
+    max_total_tokens: int
+    log_path: str
+    command: list[str]
+    start_s: float
+    server: str = f"sglang {SGLANG_VERSION}"
+    model_note: str = tiny_model.MODEL_NOTE
+
+
+def _build_tree() -> str:
+    sys.path.insert(0, os.path.join(REPO, "python", "tests"))
+    import sglang_tree  # python/tests/sglang_tree.py: the one recipe for the patched copy
+
+    return sglang_tree.build_patched_tree()
+
+
+def _tail(path: str, n: int = 30) -> str:
+    try:
+        with open(path, "rb") as f:
+            return b"\n".join(f.read().splitlines()[-n:]).decode("utf-8", "replace")
+    except OSError as e:
+        return f"(no log: {e})"
+
+
+class RealServer:
+    """A running server; `stop()` ends its whole process group."""
+
+    def __init__(self, info: ServerInfo, proc: subprocess.Popen, owned: list[str]):
+        self.info = info
+        self.proc = proc
+        self._owned = owned
+
+    @property
+    def base_url(self) -> str:
+        return self.info.base_url
+
+    def log_tail(self, n: int = 30) -> str:
+        return _tail(self.info.log_path, n)
+
+    def log_text(self) -> str:
+        with open(self.info.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
+        # SGLang's children may outlive the launcher briefly; the group goes down together.
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        for d in self._owned:
+            subprocess.run(["rm", "-rf", d], check=False)
+        self._owned = []
+        return self.proc.returncode
+
+    def __enter__(self) -> "RealServer":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()
+
+
+def command_line(o: ServerOptions, model: str, port: int, events_endpoint: str | None) -> list[str]:
+    py = sys.executable
+    cmd = [py]
+    if o.coverage_rcfile:
+        cmd += ["-m", "coverage", "run", f"--rcfile={o.coverage_rcfile}", "-m", "sglang.launch_server"]
+    else:
+        cmd += ["-m", "sglang.launch_server"]
+    cmd += [
+        "--model-path", model, "--device", "cpu", "--attention-backend", "torch_native",
+        "--max-total-tokens", str(o.max_total_tokens), "--mem-fraction-static", "0.3",
+        "--host", "127.0.0.1", "--port", str(port), "--page-size", str(o.page_size),
+        "--enable-hierarchical-cache", "--hicache-ratio", str(o.host_ratio),
+        "--hicache-io-backend", "direct", "--hicache-mem-layout", "layer_first",
+    ]
+    if o.storage_dir:
+        cmd += ["--hicache-storage-backend", "file"]
+    if events_endpoint:
+        cmd += ["--kv-events-config", json.dumps({"publisher": "zmq", "endpoint": events_endpoint, "bind": True})]
+    if o.nats_url:
+        cmd += ["--kv-control-nats-url", o.nats_url, "--kv-control-worker-id", o.worker_id]
+    if not o.warmup:
+        cmd += ["--skip-server-warmup"]
+    return cmd + list(o.extra_args)
+
+
+def _health(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(base + "/health", timeout=5) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
+    o = o or ServerOptions(**kw)
+    t0 = time.monotonic()
+    owned: list[str] = []
+    tree = o.tree
+    if tree is None:
+        tree = _build_tree()
+        owned.append(tree)
+    model = o.model or tiny_model.ensure_model()
+    storage = o.storage_dir
+    if storage is None:
+        storage = tempfile.mkdtemp(prefix="kvctl-l3-")
+        owned.append(storage)
+    o.storage_dir = storage or None
+    port = free_port()
+    events = f"tcp://127.0.0.1:{free_port()}" if o.kv_events else None
+    log_path = o.log_path
+    if not log_path:
+        fd, log_path = tempfile.mkstemp(prefix=f"kvctl-sglang-{o.worker_id}-", suffix=".log")
+        os.close(fd)
+        if not os.environ.get("KVCTL_KEEP_SERVER_LOGS"):
+            owned.append(log_path)
+    cmd = command_line(o, model, port, events)
+    env = dict(os.environ)
+    env.update({
+        "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "KVCTL_CPU_STAND_INS": "server",
+        "PYTHONPATH": os.pathsep.join(p for p in [STAND_INS, tree, env.get("PYTHONPATH", "")] if p),
+        "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false",
+    })
+    if o.storage_dir:
+        env["SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"] = o.storage_dir
+    env.update(o.env)
+    log = open(log_path, "ab")
+    proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    base = f"http://127.0.0.1:{port}"
+    info = ServerInfo(base_url=base, port=port, pid=proc.pid, worker_id=o.worker_id, nats_url=o.nats_url,
+                      events_endpoint=events, model=model, tree=tree, storage_dir=o.storage_dir,
+                      page_size=o.page_size, max_total_tokens=o.max_total_tokens, log_path=log_path,
+                      command=cmd, start_s=0.0)
+    server = RealServer(info, proc, owned)
+    deadline = t0 + o.ready_timeout_s
+    healthy = False
+    while True:
+        if proc.poll() is not None:
+            why = f"exited with status {proc.returncode} before it was ready"
+            break
+        if not healthy:
+            healthy = _health(base)
+        if healthy and (not o.nats_url or f"{LISTENING}{o.worker_id} listening" in server.log_text()):
+            info.start_s = round(time.monotonic() - t0, 1)
+            return server
+        if time.monotonic() > deadline:
+            why = f"not ready within {o.ready_timeout_s:.0f} s (health {'ok' if healthy else 'not ok'}" + (
+                ", no subscriber 'listening' line)" if o.nats_url else ")")
+            break
+        time.sleep(0.25)
+    tail = server.log_tail(30)
+    server.stop()
+    raise ServerStartError(f"SGLang server {why}\ncommand: {shlex.join(cmd)}\nlog ({log_path}), last 30 lines:\n{tail}")
+
+
+def info_json(s: RealServer) -> str:
+    return json.dumps({"sglang_server": "ready", **asdict(s.info)})

@@ -1,0 +1,47 @@
+"""Loads the CPU stand-ins into every Python process of a real SGLang server in the test bed
+(``python -m sglang.launch_server`` and the scheduler / detokenizer processes it spawns), when
+``KVCTL_CPU_STAND_INS=server`` (set by kvctl_testbed.server, never by the patch series).
+
+Python imports ``sitecustomize`` at startup from ``sys.path``; python/tests/stand_ins is first on
+PYTHONPATH there, so this file runs before SGLang is imported. It does not import SGLang itself:
+``sgl_kernel`` is served by a finder (stand_ins/sgl_kernel_cpu), and the HiCache host-pool pieces
+of ``cpu_cuda`` are installed right after ``sglang.srt.mem_cache.pool_host.mha`` is first imported.
+Without the variable it does nothing (the harness and pytest install ``cpu_cuda`` themselves).
+"""
+import os
+
+if os.environ.get("KVCTL_CPU_STAND_INS") == "server":
+    import importlib.abc
+    import sys
+
+    import sgl_kernel_cpu
+
+    sgl_kernel_cpu.install()
+
+    class _AfterImport(importlib.abc.MetaPathFinder):
+        """Runs cpu_cuda.install() once pool_host.mha has been executed."""
+
+        target = "sglang.srt.mem_cache.pool_host.mha"
+
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname != self.target:
+                return None
+            sys.meta_path.remove(self)
+            from importlib.util import find_spec
+
+            spec = find_spec(fullname)
+            if spec is None or spec.loader is None:
+                return spec
+            loader = spec.loader
+            exec_module = loader.exec_module
+
+            def exec_then_install(module):
+                exec_module(module)
+                import cpu_cuda
+
+                cpu_cuda.install()
+
+            loader.exec_module = exec_then_install
+            return spec
+
+    sys.meta_path.insert(0, _AfterImport())
