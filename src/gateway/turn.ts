@@ -296,6 +296,7 @@ async function callWorker(
   const contentType = String(res.headers["content-type"] ?? "");
   const isSse = contentType.includes("text/event-stream");
   reply.code(status);
+  reply.header("x-kvctl-worker", worker.id);
   for (const h of PASS_RESPONSE_HEADERS) {
     const v = res.headers[h];
     if (v !== undefined) reply.header(h, Array.isArray(v) ? v.join(", ") : v);
