@@ -98,6 +98,9 @@ async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolic
   return g;
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
+const json = async (r: Response): Promise<any> => r.json();
+
 const post = (url: string, body: string, headers: Record<string, string> = {}) =>
   fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
 
@@ -111,20 +114,20 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     const g = await gw({ limits: { bodyLimitBytes: 1024 } });
     const bad = await post(`${g.url}/v1/chat/completions`, '{"messages": [');
     expect(bad.status).toBe(400);
-    expect((await bad.json()).error.message).toMatch(/request body is not valid JSON/);
+    expect((await json(bad)).error.message).toMatch(/request body is not valid JSON/);
     const arr = await post(`${g.url}/v1/chat/completions`, "[1]");
     expect(arr.status).toBe(400);
-    expect((await arr.json()).error.message).toBe("request body must be a JSON object");
+    expect((await json(arr)).error.message).toBe("request body must be a JSON object");
     const field = await post(`${g.url}/v1/chat/completions`, '{"messages":[],"prompt_cache_key":7}');
-    expect(await field.json()).toMatchObject({ error: { param: "prompt_cache_key", message: "prompt_cache_key must be a string" } });
+    expect(await json(field)).toMatchObject({ error: { param: "prompt_cache_key", message: "prompt_cache_key must be a string" } });
     const nf = await fetch(`${g.url}/v1/nope`, { method: "POST", body: "{}" });
     expect(nf.status).toBe(404);
-    expect((await nf.json()).error.message).toBe("no route POST /v1/nope");
+    expect((await json(nf)).error.message).toBe("no route POST /v1/nope");
     const big = await post(`${g.url}/v1/chat/completions`, JSON.stringify({ messages: [{ role: "user", content: "x".repeat(2000) }] }));
     expect(big.status).toBe(413);
-    expect((await big.json()).error.message).toBe("request body is larger than the limit of 1024 bytes");
+    expect((await json(big)).error.message).toBe("request body is larger than the limit of 1024 bytes");
     const anthropic = await post(`${g.url}/v1/messages`, "{oops");
-    expect(await anthropic.json()).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+    expect(await json(anthropic)).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
     expect(upstreams.reduce((n, u) => n + u.requests, 0)).toBe(0);
     const counted = await metric(g, "kvctl_gateway_bad_requests_total");
     expect(counted).toEqual(
@@ -166,7 +169,7 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     const g = await gw({ limits: { upstreamHeadersTimeoutMs: 300 } });
     const r = await post(`${g.url}/generate`, '{"text":"hi"}');
     expect(r.status).toBe(504);
-    expect((await r.json()).error).toMatchObject({ type: "upstream_timeout", message: expect.stringMatching(/^worker w\d timed out$/) });
+    expect((await json(r)).error).toMatchObject({ type: "upstream_timeout", message: expect.stringMatching(/^worker w\d timed out$/) });
   });
 
   it("a worker failing health is drained; its session re-routes", async () => {
@@ -177,13 +180,13 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     await g.settled();
     upstreams[Number(w.slice(1))].healthy = false;
     await g.checkHealth();
-    const health = await (await fetch(`${g.url}/health`)).json();
+    const health = await json(await fetch(`${g.url}/health`));
     expect(health.workers.find((x: { id: string }) => x.id === w).healthy).toBe(false);
     const next = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', h);
     expect(next.headers.get("x-kvctl-worker")).not.toBe(w);
     upstreams[Number(w.slice(1))].healthy = true;
     await g.checkHealth();
-    expect((await (await fetch(`${g.url}/health`)).json()).workers.every((x: { healthy: boolean }) => x.healthy)).toBe(true);
+    expect((await json(await fetch(`${g.url}/health`))).workers.every((x: { healthy: boolean }) => x.healthy)).toBe(true);
   });
 });
 
@@ -238,7 +241,7 @@ describe("gateway: KV-event gaps", () => {
       const [id, , from] = await router.receive();
       expect(from.readBigInt64BE()).toBe(1n);
       expect(await metric(g, "kvctl_gateway_worker_index_stale")).toContain('kvctl_gateway_worker_index_stale{worker="w0"} 1');
-      expect((await (await fetch(`${g.url}/health`)).json()).workers[0].stale).toBe(true);
+      expect((await json(await fetch(`${g.url}/health`))).workers[0].stale).toBe(true);
       await router.send([id, Buffer.alloc(0), Buffer.alloc(0), encodeSeq(1n), batch(2n)]);
       await router.send([id, Buffer.alloc(0), Buffer.alloc(0), encodeSeq(END_SEQ), Buffer.alloc(0)]);
       while (Date.now() < deadline && !g.index.lookup(3n)) await new Promise((r) => setTimeout(r, 20));
