@@ -34,8 +34,15 @@ export function withTokenIds(route: "chat" | "completions", raw: Buffer, body: R
 }
 
 // Inside a JSON string every `"` is escaped, so `,"name":[` with a bare quote only ever starts a key.
+const CUTTERS = new Map<string, RegExp>();
+
 function cut(text: string, key: string): string {
-  const re = new RegExp(`,\\s*"${key}"\\s*:\\s*\\[[^\\]]*\\]|"${key}"\\s*:\\s*\\[[^\\]]*\\]\\s*,?`, "g");
+  if (!text.includes(`"${key}"`)) return text;
+  let re = CUTTERS.get(key);
+  if (!re) {
+    re = new RegExp(`,\\s*"${key}"\\s*:\\s*\\[[^\\]]*\\]|"${key}"\\s*:\\s*\\[[^\\]]*\\]\\s*,?`, "g");
+    CUTTERS.set(key, re);
+  }
   return text.replace(re, "");
 }
 
