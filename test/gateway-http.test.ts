@@ -39,6 +39,7 @@ async function standIn(): Promise<StandIn> {
     if (req.url === "/health") return json(s.healthy ? 200 : 503, {});
     if (req.url === "/server_info") return json(200, { page_size: 4, kv_events: null, kv_events_config: null });
     if (req.url === "/v1/tokenize") return json(200, { tokens: [...JSON.stringify(body.messages ?? body.prompt)].map((c) => c.charCodeAt(0)), count: 0, max_model_len: 4096 });
+    if (req.method === "GET") return json(404, {});
     s.requests++;
     if (req.url === "/generate") return; // never answers: the timeout test
     if (body.stream) {

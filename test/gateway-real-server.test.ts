@@ -22,7 +22,7 @@ const gateways: Gateway[] = [];
 beforeAll(async () => {
   jsDir = mkdtempSync(join(tmpdir(), "kvctl-gw-js-"));
   nats = await startNatsServer(["-js", "-sd", jsDir]);
-  const started = await Promise.all(["w0", "w1"].map((id) => startSglangServer({ natsUrl: nats.url, workerId: id, storageDir: "" })));
+  const started = await Promise.all(["w0", "w1"].map((id) => startSglangServer({ natsUrl: nats.url, workerId: id, storageDir: "", readyTimeoutS: 540 })));
   servers.push(...started);
   // What each worker publishes, seen by a subscriber of our own (not the gateway's).
   for (const s of servers) {
@@ -35,7 +35,7 @@ beforeAll(async () => {
     await c.start();
     consumers.push(c);
   }
-}, 400_000);
+}, 600_000);
 
 afterAll(async () => {
   for (const g of gateways) await g.close().catch(() => undefined);
@@ -136,6 +136,14 @@ describe("gateway in front of real SGLang workers", () => {
     const rec = await gwA.sessions.get("sess-A");
     expect(rec?.worker).toBe(t1.worker);
     expect(rec?.turns[0].promptBlocks).toBeGreaterThan(2);
+    // Token ranges from the worker: the system prompt is a prefix; output follows the prompt.
+    const r1 = rec?.turns[0].ranges;
+    expect(r1?.system?.start).toBe(0);
+    expect(r1?.system?.end).toBeGreaterThan(16);
+    expect(r1?.prompt.end).toBeGreaterThan(r1?.system?.end as number);
+    expect(r1?.output).toEqual({ start: r1?.prompt.end, end: (r1?.prompt.end as number) + 8 });
+    const fin = seenA.find((o) => o.type === "TurnFinished" && o.sessionId === "sess-A");
+    expect(fin).toMatchObject({ finishReason: "length", usage: { completionTokens: 8 } });
     const mine = published.get(t1.worker as string) as Set<bigint>;
     const chain = (rec?.chain ?? []).map((x) => BigInt(x));
     // Every prompt page is in the worker's radix tree and was published as a BlockStored.
@@ -152,6 +160,11 @@ describe("gateway in front of real SGLang workers", () => {
 
     const t2 = await post(`${gwA.url}/v1/chat/completions`, chat(["First turn of session A, about radix trees.", "ok", "Second turn."]), h);
     expect(t2.worker).toBe(t1.worker);
+    await gwA.settled();
+    const t2rec = await gwA.sessions.get("sess-A");
+    // Turn 2 repeats turn 1's prompt: its history range covers those pages.
+    expect(t2rec?.turns[1].ranges?.history.end).toBeGreaterThanOrEqual((rec?.turns[0].promptBlocks as number) * 16 - 16);
+    expect(t2rec?.turns[1].usage.cachedTokens).toBeGreaterThan(0);
     const reasons = decisionsA.filter((d) => d.session === "sess-A" && d.event === "route").map((d) => d.reason);
     expect(reasons).toHaveLength(2);
     expect(reasons[1]).toBe("session");

@@ -440,6 +440,33 @@ class StreamScan {
   }
 }
 
+const systemLengths = new Map<string, number | null>();
+
+/**
+ * Where the system prompt (and tools) ends: the worker renders the system message alone, and the
+ * range holds when those tokens are a prefix of the full prompt (the template is prefix-stable).
+ * Remembered per distinct system prompt, so a session pays one tokenize for it.
+ */
+async function systemRange(ctx: TurnContext, worker: GatewayWorker, body: Record<string, unknown>, prompt: number[]): Promise<TurnRanges["system"]> {
+  const msgs = body.messages;
+  if (!Array.isArray(msgs) || !isObject(msgs[0]) || msgs[0].role !== "system") return null;
+  const req: Record<string, unknown> = { messages: [msgs[0]], add_generation_prompt: false };
+  if (body.tools !== undefined) req.tools = body.tools;
+  const key = `${worker.id}:${JSON.stringify(req)}`;
+  let n = systemLengths.get(key);
+  if (n === undefined) {
+    try {
+      const sys = await tokenizeOn(worker.pool, req, ctx.config.health.timeoutMs * 5);
+      n = sys.length <= prompt.length && sys.every((t, i) => t === prompt[i]) ? sys.length : null;
+    } catch {
+      n = null;
+    }
+    if (systemLengths.size >= 1024) systemLengths.delete(systemLengths.keys().next().value as string);
+    systemLengths.set(key, n);
+  }
+  return n === null ? null : { start: 0, end: n };
+}
+
 interface FinishArgs {
   route: RouteKind;
   worker: GatewayWorker;
@@ -489,7 +516,7 @@ async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void> {
       }
     }
     ranges = {
-      system: null,
+      system: a.route === "chat" ? await systemRange(ctx, worker, a.body, prompt) : null,
       history: { start: 0, end: historyTokens },
       prompt: { start: historyTokens, end: prompt.length },
       reasoning,

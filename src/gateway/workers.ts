@@ -30,6 +30,10 @@ export class GatewayWorker {
   failures = 0;
   inFlight = 0;
   inFlightPromptTokens = 0;
+  /** What the worker itself last reported (/v1/loads): requests running or waiting, from every gateway. */
+  reported: { requests: number; waitingTokens: number } | null = null;
+  /** Cleared when the worker has no /v1/loads. */
+  loadsEndpoint = true;
 
   constructor(c: WorkerConfig, cfg: GatewayConfig) {
     this.id = c.id;
@@ -43,8 +47,16 @@ export class GatewayWorker {
     });
   }
 
+  /** Load for routing: what this gateway has in flight, or the worker's own count when higher (other replicas' traffic). */
   state(): WorkerState {
-    return { id: this.id, inFlight: this.inFlight, inFlightPromptTokens: this.inFlightPromptTokens, stale: this.stale, pageSize: this.scheme?.pageSize ?? 1 };
+    const r = this.reported;
+    return {
+      id: this.id,
+      inFlight: r ? Math.max(this.inFlight, r.requests) : this.inFlight,
+      inFlightPromptTokens: r ? Math.max(this.inFlightPromptTokens, r.waitingTokens) : this.inFlightPromptTokens,
+      stale: this.stale,
+      pageSize: this.scheme?.pageSize ?? 1,
+    };
   }
 }
 
@@ -205,6 +217,7 @@ export class WorkerSet {
     }
     if (ok) {
       w.failures = 0;
+      if (w.loadsEndpoint) await this.readLoad(w);
       if (!w.healthy) {
         w.healthy = true;
         this.o.metrics.workerHealthy.set({ worker: w.id }, 1);
@@ -215,6 +228,29 @@ export class WorkerSet {
     }
     w.failures++;
     if (w.failures >= this.o.config.health.failures) this.drain(w, why);
+  }
+
+  /** SGLang's /v1/loads (core section): running + waiting requests and uncached waiting tokens. */
+  private async readLoad(w: GatewayWorker): Promise<void> {
+    try {
+      const r = await callJson(w.pool, "GET", "/v1/loads?include=core", undefined, this.o.config.health.timeoutMs);
+      if (r.status === 404) {
+        w.loadsEndpoint = false;
+        return;
+      }
+      const loads = (r.json as { loads?: Record<string, unknown>[] } | null)?.loads;
+      if (r.status !== 200 || !Array.isArray(loads)) return;
+      let requests = 0;
+      let waitingTokens = 0;
+      for (const l of loads) {
+        const core = (typeof l.core === "object" && l.core !== null ? l.core : l) as Record<string, unknown>;
+        requests += Number(core.num_running_reqs ?? 0) + Number(core.num_waiting_reqs ?? 0);
+        waitingTokens += Number(core.num_waiting_uncached_tokens ?? 0);
+      }
+      if (Number.isFinite(requests) && Number.isFinite(waitingTokens)) w.reported = { requests, waitingTokens };
+    } catch {
+      // Load is advisory: routing goes on with this gateway's own counts.
+    }
   }
 
   async close(): Promise<void> {
