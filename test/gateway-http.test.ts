@@ -3,8 +3,9 @@
 // surface (a tiny node:http server): these tests need a worker that hangs, streams forever or
 // disappears on cue, which the real server cannot be made to do; answers from the real server
 // are tested in gateway-real-server.test.ts.
+import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -19,6 +20,8 @@ import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 
 interface StandIn {
   url: string;
+  /** Fields merged into its /server_info answer. */
+  info: Record<string, unknown>;
   server: Server;
   healthy: boolean;
   aborted: number;
@@ -27,7 +30,7 @@ interface StandIn {
 
 /** Stand-in for an SGLang worker's HTTP surface (see the file comment). */
 async function standIn(): Promise<StandIn> {
-  const s: StandIn = { url: "", server: null as unknown as Server, healthy: true, aborted: 0, requests: 0 };
+  const s: StandIn = { url: "", info: {}, server: null as unknown as Server, healthy: true, aborted: 0, requests: 0 };
   s.server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -37,7 +40,7 @@ async function standIn(): Promise<StandIn> {
       res.end(JSON.stringify(v));
     };
     if (req.url === "/health") return json(s.healthy ? 200 : 503, {});
-    if (req.url === "/server_info") return json(200, { page_size: 4, kv_events: null, kv_events_config: null });
+    if (req.url === "/server_info") return json(200, { page_size: 4, kv_events: null, kv_events_config: null, ...s.info });
     if (req.url === "/v1/tokenize") return json(200, { tokens: [...JSON.stringify(body.messages ?? body.prompt)].map((c) => c.charCodeAt(0)), count: 0, max_model_len: 4096 });
     if (req.method === "GET") return json(404, {});
     s.requests++;
@@ -255,4 +258,43 @@ describe("gateway: KV-event gaps", () => {
       router.close();
     }
   }, 30_000);
+});
+
+describe("kvctl gateway (CLI)", () => {
+  const cli = (args: string[]) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/bin.ts", "gateway", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let err = "";
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    return { child, err: () => err };
+  };
+
+  it("serves from a YAML config file and stops cleanly on SIGTERM", async () => {
+    const port = await freePort();
+    const file = join(jsDir, "gw.yaml");
+    writeFileSync(file, `workers:\n  - id: w0\n    url: ${upstreams[0].url}\nrouting:\n  cacheThreshold: 0.5\n`);
+    const { child, err } = cli(["--config", file, "--listen", `127.0.0.1:${port}`, "--no-nats"]);
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && !err().includes("listening on")) await new Promise((r) => setTimeout(r, 50));
+    expect(err()).toContain(`gateway: listening on http://127.0.0.1:${port} for w0=${upstreams[0].url}`);
+    expect((await json(await fetch(`http://127.0.0.1:${port}/health`))).status).toBe("ok");
+    child.kill("SIGTERM");
+    const [code] = await once(child, "exit");
+    expect(code).toBe(0);
+  }, 40_000);
+
+  it("refuses a worker whose hashes it cannot reproduce, and a bad config, with exit 2", async () => {
+    upstreams[1].info = { enable_lora: true };
+    try {
+      const a = cli(["--worker", `w1=${upstreams[1].url}`, "--no-nats"]);
+      const [code] = await once(a.child, "exit");
+      expect(code).toBe(2);
+      expect(a.err()).toMatch(/worker w1 \(http:\/\/127\.0\.0\.1:\d+\): LoRA is enabled.*refusing it/);
+    } finally {
+      upstreams[1].info = {};
+    }
+    const b = cli(["--worker", "w1=ftp://nowhere", "--no-nats"]);
+    const [code] = await once(b.child, "exit");
+    expect(code).toBe(2);
+    expect(b.err()).toContain("workers.0.url: must be http(s)://host:port");
+  }, 40_000);
 });
