@@ -4,6 +4,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { policiesConfigSchema } from "../policy/config.js";
 import { checkSubjectPrefix, checkWorkerId } from "../protocol/subjects.js";
 
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
@@ -131,8 +132,10 @@ export const gatewayConfigSchema = z.strictObject({
       maxCommands: positiveInt.default(64),
     })
     .default({ bucket: "kvctl_sessions", ttlSeconds: 86_400, idleAfterSeconds: 30, maxCommands: 64 }),
-  /** Which policy turns observations into commands. */
-  policy: z.enum(["noop", "log"]).default("noop"),
+  /** Which policy turns observations into commands ("agent": the rules of src/policy, set in `policies`). */
+  policy: z.enum(["noop", "log", "agent"]).default("noop"),
+  /** Settings of the agent policy's rules (each can be switched off). */
+  policies: policiesConfigSchema.optional(),
   /** One JSON line per routing decision on stdout. */
   jsonLog: z.boolean().default(false),
   /** Read each worker's /server_info at start (off only for upstreams that are not SGLang). */

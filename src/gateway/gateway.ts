@@ -8,6 +8,7 @@ import { type GatewayConfig, type GatewayConfigInput, parseGatewayConfig } from 
 import { GatewayMetrics } from "./metrics.js";
 import { NatsLink } from "./nats-link.js";
 import type { Observation } from "./observations.js";
+import { createAgentPolicy } from "../policy/agent-policy.js";
 import { type GatewayPolicy, loggingPolicy, noopPolicy, type PolicyCommand } from "./policy.js";
 import { buildServer } from "./server.js";
 import { applyAckToRecord, type CommandRecord, type SessionRecord } from "./session-record.js";
@@ -53,8 +54,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const clock = options.clock ?? systemClock;
   const metrics = new GatewayMetrics();
   const index = options.index ?? new InMemoryKvIndex();
-  const policy = options.policy ?? (config.policy === "log" ? loggingPolicy(log) : noopPolicy);
   const decisionLog = config.jsonLog ? (options.decisionLog ?? ((l: string) => process.stdout.write(`${l}\n`))) : null;
+  const policy =
+    options.policy ??
+    (config.policy === "log"
+      ? loggingPolicy(log)
+      : config.policy === "agent"
+        ? createAgentPolicy({ config: config.policies, registry: metrics.registry, log, decisionLog })
+        : noopPolicy);
 
   const nats = new NatsLink(config, metrics, log);
   const sessions = new SessionStore({ kv: () => nats.kv(), configured: nats.configured, opTimeoutMs: config.nats?.opTimeoutMs ?? 500, metrics, clock, log });
@@ -78,7 +85,22 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       );
     }
     if (outcome.state === "acked") {
-      for (const a of outcome.acks) observe({ type: "CommandAcked", at: now, sessionId: pc.sessionId ?? null, worker: a.worker_id, commandType: pc.command.type, status: a.status });
+      for (const a of outcome.acks) {
+        observe({
+          type: "CommandAcked",
+          at: now,
+          sessionId: pc.sessionId ?? null,
+          worker: a.worker_id,
+          commandType: pc.command.type,
+          status: a.status,
+          command: pc.command,
+          affected: a.affected,
+          epoch: a.epoch,
+          detail: a.reason,
+        });
+      }
+    } else {
+      observe({ type: "CommandAcked", at: now, sessionId: pc.sessionId ?? null, worker: pc.worker, commandType: pc.command.type, status: outcome.state, command: pc.command, detail: outcome.error });
     }
     if (!pc.sessionId) return;
     const entry = (worker: string, state: string, detail: string | null): CommandRecord => ({

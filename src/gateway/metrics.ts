@@ -128,4 +128,10 @@ export class GatewayMetrics {
     labelNames: ["op"] as const,
     registers: [this.registry],
   });
+  readonly hints = new Counter({
+    name: "kvctl_gateway_hints_total",
+    help: "Explicit session hints (events route and x-kvctl-hint header), by event and outcome",
+    labelNames: ["event", "outcome"] as const,
+    registers: [this.registry],
+  });
 }

@@ -1,6 +1,7 @@
 // The typed observations the gateway hands its policy: every request/response pair and every
 // change in what the gateway knows about a worker's cache becomes exactly one of these.
 import type { TierCounts } from "../index/index.js";
+import type { Command } from "../protocol/index.js";
 
 export type RouteKind = "chat" | "completions" | "messages" | "generate";
 
@@ -48,6 +49,40 @@ export interface TurnStarted {
   promptBlocks: bigint[] | null;
   /** Blocks per tier the chosen worker was known to hold, from the index. */
   overlap: TierCounts | null;
+  /** The request's `model` field. */
+  model?: string | null;
+  /** The last message of the prompt: its role and the tool-call ids its tool results answer. */
+  tail?: PromptTail | null;
+  /** Pins, leases and the open tool call the session store held when the turn began. */
+  stored?: StoredSessionState | null;
+}
+
+export interface PromptTail {
+  /** "user", "tool" (OpenAI tool results, Anthropic tool_result blocks), "assistant", "system", or null. */
+  role: string | null;
+  toolCallIds: string[];
+}
+
+export interface StoredSessionState {
+  worker: string | null;
+  pins: { worker: string; blockHashes: string[]; ttlSeconds: number | null; atMs: number }[];
+  leases: { worker: string; leaseId: string; blockHashes: string[]; ttlSeconds: number | null; atMs: number }[];
+  tool: { worker: string; epoch: number | null; startedMs: number } | null;
+}
+
+/** A prompt-cache breakpoint with its position in the worker's tokens. */
+export interface CacheBreakpoint {
+  /** Tokens of the prompt up to and including the marked block (the worker's count). */
+  tokens: number;
+  ttlSeconds: number;
+  /** Where the marker was: "tools", "system", "message[3]", "auto", "prompt_cache_retention". */
+  at: string;
+}
+
+export interface CacheMarkers {
+  breakpoints: CacheBreakpoint[];
+  /** Why the markers were not usable (too many, TTL order, unknown TTL); empty when fine. */
+  errors: string[];
 }
 
 export interface TurnFinished {
@@ -71,6 +106,9 @@ export interface TurnFinished {
   ranges: TurnRanges | null;
   toolCalls: ToolCallInfo[];
   durationMs: number;
+  /** Prompt-cache markers of the request (Anthropic cache_control, OpenAI prompt_cache_retention). */
+  cacheMarkers?: CacheMarkers | null;
+  model?: string | null;
 }
 
 export interface SessionIdle {
@@ -111,8 +149,26 @@ export interface CommandAcked {
   sessionId: string | null;
   worker: string;
   commandType: string;
+  /** An ack status, or "failed" (no ack) / "dropped" (never sent). */
   status: string;
+  /** The command as the policy returned it (same object). */
+  command?: Command;
+  affected?: number;
+  epoch?: number | null;
+  detail?: string | null;
 }
 
-export type Observation = TurnStarted | TurnFinished | SessionIdle | WorkerJoined | WorkerCleared | WorkerStale | CommandAcked;
+/** An explicit hint from the harness (the events route or the x-kvctl-hint header). */
+export interface SessionHint {
+  type: "SessionHint";
+  at: number;
+  sessionId: string;
+  event: "tool_start" | "tool_end" | "idle" | "close" | "rewrite";
+  toolName: string | null;
+  toolCallId: string | null;
+  /** rewrite: tokens of the prompt that stay (the divergence point), when the harness knows it. */
+  keepTokens: number | null;
+}
+
+export type Observation = TurnStarted | TurnFinished | SessionIdle | WorkerJoined | WorkerCleared | WorkerStale | CommandAcked | SessionHint;
 export type ObservationType = Observation["type"];

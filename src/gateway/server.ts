@@ -4,6 +4,7 @@
 // oversized bodies and unknown routes get an error body naming the problem.
 import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
 import { errorBody } from "./errors.js";
+import { registerHintsRoute } from "./hints-route.js";
 import type { GatewayMetrics } from "./metrics.js";
 import type { RouteKind } from "./observations.js";
 import { serveTurn, type ParsedBody, type TurnContext } from "./turn.js";
@@ -59,6 +60,7 @@ export function buildServer(p: ServerParts, bodyLimit: number): FastifyInstance 
   });
 
   for (const [path, route] of ROUTES) app.post(path, (req, reply) => serveTurn(p.ctx, route, req, reply));
+  registerHintsRoute(app, p.ctx);
 
   app.get("/v1/models", async (_req, reply) => {
     const w = p.workers.available()[0];

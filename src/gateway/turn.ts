@@ -26,6 +26,10 @@ import {
   usageOf,
   withTokenIds,
 } from "./token-truth.js";
+import { HINT_HEADER, HintError, parseHintHeader } from "../policy/hints.js";
+import { parseCacheMarkers, prefixTokenizeRequest } from "../policy/markers.js";
+import { promptTailOf } from "../policy/prompt-tail.js";
+import type { CacheMarkers, SessionHint } from "./observations.js";
 import { classifyUpstreamError } from "./upstream.js";
 import type { GatewayWorker, WorkerSet } from "./workers.js";
 
@@ -148,6 +152,7 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Fastify
   if (sid) await ctx.recording.get(sid.id);
   const session = sid ? await ctx.sessions.get(sid.id) : null;
   const ns = namespaceOf(body);
+  for (const h of headerHints(ctx, req, sid?.id ?? null, session !== null)) ctx.observe(h);
 
   // Prompt tokens before routing: carried by the request, or from a worker's tokenizer when the
   // index holds blocks to match them against (with an empty index every overlap is zero anyway).
@@ -227,6 +232,9 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Fastify
       reason: decision.reason,
       promptBlocks,
       overlap: decision.overlap,
+      model: typeof body.model === "string" ? body.model : null,
+      tail: promptTailOf(route, body),
+      stored: session ? { worker: session.worker, pins: session.pins, leases: session.leases, tool: session.tool } : null,
     });
     let outcome = await callWorker(ctx, route, worker, req, reply, parsed, body, stream, abort.signal, () => clientGone, promptTokens?.length ?? 0);
     if (outcome.kind === "retry" && attempt === 0 && ctx.workers.available().length > 0) continue;
@@ -467,6 +475,53 @@ async function systemRange(ctx: TurnContext, worker: GatewayWorker, body: Record
   return n === null ? null : { start: 0, end: n };
 }
 
+/** The x-kvctl-hint header as observations; a bad one is counted and logged, the request still served. */
+function headerHints(ctx: TurnContext, req: FastifyRequest, sessionId: string | null, known: boolean): SessionHint[] {
+  const v = req.headers[HINT_HEADER];
+  const value = Array.isArray(v) ? v.join(",") : v;
+  if (value === undefined || value.trim() === "") return [];
+  if (sessionId === null) {
+    ctx.metrics.hints.inc({ event: "header", outcome: "no_session" });
+    ctx.log(`gateway: ${HINT_HEADER} on a request with no session id (ignored)`);
+    return [];
+  }
+  let hints: SessionHint[];
+  try {
+    hints = parseHintHeader(value, sessionId, ctx.clock.now());
+  } catch (e) {
+    if (!(e instanceof HintError)) throw e;
+    ctx.metrics.hints.inc({ event: "header", outcome: "invalid" });
+    ctx.log(`gateway: session ${JSON.stringify(sessionId)}: ${e.message} (ignored)`);
+    return [];
+  }
+  for (const h of hints) ctx.metrics.hints.inc({ event: h.event, outcome: known ? "accepted" : "unknown_session" });
+  return known ? hints : [];
+}
+
+/** Token positions of the request's prompt-cache markers, from the worker's tokenizer. */
+async function cacheMarkersOf(ctx: TurnContext, worker: GatewayWorker, route: RouteKind, body: Record<string, unknown>, prompt: number[]): Promise<CacheMarkers | null> {
+  const pins = ctx.config.policies?.pins;
+  const parsed = parseCacheMarkers(route, body, { inMemoryTtlSeconds: pins?.inMemoryTtlSeconds ?? 600, longTtlSeconds: pins?.longTtlSeconds ?? 86_400 });
+  if (!parsed) return null;
+  const out: CacheMarkers = { breakpoints: [], errors: parsed.errors };
+  for (const spec of parsed.specs) {
+    const req = prefixTokenizeRequest(route, body, spec);
+    if (!req) {
+      if (spec.messages === null || spec.messages >= (Array.isArray(body.messages) ? body.messages.length : 0)) out.breakpoints.push({ tokens: prompt.length, ttlSeconds: spec.ttlSeconds, at: spec.at });
+      continue;
+    }
+    try {
+      const t = await tokenizeOn(worker.pool, req, ctx.config.health.timeoutMs * 5);
+      let n = 0;
+      while (n < t.length && n < prompt.length && t[n] === prompt[n]) n++;
+      out.breakpoints.push({ tokens: n, ttlSeconds: spec.ttlSeconds, at: spec.at });
+    } catch (e) {
+      ctx.log(`gateway: tokenize for the cache marker at ${spec.at} on ${worker.id} failed: ${(e as Error).message} (marker skipped)`);
+    }
+  }
+  return out;
+}
+
 interface FinishArgs {
   route: RouteKind;
   worker: GatewayWorker;
@@ -569,5 +624,7 @@ async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void> {
     ranges,
     toolCalls: r?.toolCalls ?? [],
     durationMs: now - a.started,
+    cacheMarkers: prompt && outcome.status === 200 && worker.healthy ? await cacheMarkersOf(ctx, worker, a.route, a.body, prompt) : null,
+    model: typeof a.body.model === "string" ? a.body.model : null,
   });
 }
