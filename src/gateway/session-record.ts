@@ -88,6 +88,8 @@ export function newSessionRecord(id: string, nowMs: number): SessionRecord {
 
 /** Folds an acked command into the pins, leases and tool state it changes. */
 export function applyAckToRecord(r: SessionRecord, worker: string, cmd: Command, ack: Ack, nowMs: number): void {
+  // A lease the worker no longer knows (expired, or the worker restarted) is gone from the record too.
+  if (cmd.type === "RenewLease" && ack.status === "rejected") r.leases = r.leases.filter((l) => l.leaseId !== cmd.lease_id);
   if (ack.status !== "applied" && ack.status !== "partial" && ack.status !== "duplicate") return;
   switch (cmd.type) {
     case "Cache": {
