@@ -22,7 +22,7 @@ const gateways: Gateway[] = [];
 beforeAll(async () => {
   jsDir = mkdtempSync(join(tmpdir(), "kvctl-gw-js-"));
   nats = await startNatsServer(["-js", "-sd", jsDir]);
-  const started = await Promise.all(["w0", "w1"].map((id) => startSglangServer({ natsUrl: nats.url, workerId: id, storageDir: "", readyTimeoutS: 540 })));
+  const started = await Promise.all(["w0", "w1"].map((id) => startSglangServer({ natsUrl: nats.url, workerId: id, storageDir: "", readyTimeoutS: 540, extraArgs: ["--enable-cache-report"] })));
   servers.push(...started);
   // What each worker publishes, seen by a subscriber of our own (not the gateway's).
   for (const s of servers) {
