@@ -22,7 +22,7 @@ const gateways: Gateway[] = [];
 beforeAll(async () => {
   jsDir = mkdtempSync(join(tmpdir(), "kvctl-gw-js-"));
   nats = await startNatsServer(["-js", "-sd", jsDir]);
-  const started = await Promise.all(["w0", "w1"].map((id) => startSglangServer({ natsUrl: nats.url, workerId: id, storageDir: "", readyTimeoutS: 540 })));
+  const started = await Promise.all(["w0", "w1"].map((id) => startSglangServer({ natsUrl: nats.url, workerId: id, storageDir: "", readyTimeoutS: 540, extraArgs: ["--enable-cache-report"] })));
   servers.push(...started);
   // What each worker publishes, seen by a subscriber of our own (not the gateway's).
   for (const s of servers) {
@@ -64,7 +64,8 @@ async function gateway(seen: Observation[], decisions: Record<string, unknown>[]
       workers: servers.map((s) => ({ id: s.info.worker_id, url: s.baseUrl })),
       nats: { url: nats.url, opTimeoutMs: 5000 },
       sessions: { bucket: "gw_test_sessions", idleAfterSeconds: 0 },
-      health: { intervalMs: 500, timeoutMs: 2000, failures: 1 },
+      // SGLang's /health runs a one-token generation (a second at least, more on a loaded box).
+      health: { intervalMs: 1000, timeoutMs: 15_000, failures: 3 },
       jsonLog: true,
     },
     policy: leasingPolicy(seen),
@@ -85,7 +86,7 @@ async function post(url: string, body: unknown, headers: Record<string, string> 
 function chat(turn: string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
   const messages = [{ role: "system", content: "You are a terse test assistant. ".repeat(6) }];
   turn.forEach((t, i) => messages.push({ role: i % 2 ? "assistant" : "user", content: t }));
-  return { messages, max_tokens: 8, temperature: 0, ...extra };
+  return { messages, max_tokens: 8, temperature: 0, ignore_eos: true, ...extra };
 }
 
 const seenA: Observation[] = [];

@@ -115,11 +115,12 @@ export const gatewayConfigSchema = z.strictObject({
   health: z
     .strictObject({
       intervalMs: positiveInt.default(2000),
-      timeoutMs: positiveInt.default(2000),
+      /** SGLang's /health runs a one-token generation and answers after a second at the earliest. */
+      timeoutMs: positiveInt.default(5000),
       /** Consecutive failed checks before a worker is drained. */
-      failures: positiveInt.default(2),
+      failures: positiveInt.default(3),
     })
-    .default({ intervalMs: 2000, timeoutMs: 2000, failures: 2 }),
+    .default({ intervalMs: 2000, timeoutMs: 5000, failures: 3 }),
   sessions: z
     .strictObject({
       /** JetStream KV bucket holding session records (shared by replicas). */

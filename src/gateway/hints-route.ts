@@ -5,7 +5,7 @@ import type { FastifyInstance } from "fastify";
 import { HintError, parseHintBody } from "../policy/hints.js";
 import { errorBody } from "./errors.js";
 import { MAX_SESSION_ID_BYTES } from "./session-id.js";
-import type { TurnContext } from "./turn.js";
+import type { TurnContext } from "./turn-context.js";
 
 export const HINTS_ROUTE = "/kvctl/v1/sessions/:id/events";
 

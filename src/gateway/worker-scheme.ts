@@ -19,6 +19,8 @@ export interface WorkerAdvertisement {
   replay: string | null;
   topic: string;
   modelPath: string | null;
+  /** --enable-cache-report: usage carries prompt_tokens_details.cached_tokens (cache-hit metrics need it). */
+  cacheReport: boolean;
 }
 
 export class WorkerSchemeError extends Error {
@@ -75,6 +77,7 @@ export function schemeFromServerInfo(worker: string, workerUrl: string, info: Re
     replay: kv ? endpoint(kv.replay_endpoint_port_base) : null,
     topic: typeof kv?.topic === "string" ? kv.topic : "",
     modelPath: typeof info.model_path === "string" ? info.model_path : null,
+    cacheReport: info.enable_cache_report === true,
   };
 }
 

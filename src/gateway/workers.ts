@@ -114,6 +114,7 @@ export class WorkerSet {
           w.events ??= ad.events;
           w.replay ??= ad.replay;
           w.topic = ad.topic;
+          if (!ad.cacheReport) this.o.log(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
         }),
       );
     }
