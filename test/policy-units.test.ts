@@ -9,6 +9,7 @@ import { promptTailOf } from "../src/policy/prompt-tail.js";
 import { DurationModel, bestKeep } from "../src/policy/duration-model.js";
 import { CommandGuards } from "../src/policy/guards.js";
 import { storageKeys } from "../src/hash/index.js";
+import { parseGatewayConfig } from "../src/gateway/config.js";
 import { ack, chainOf, cmd, finished, joined, PAGE, started, tail, types } from "./helpers/policy-observations.js";
 
 function policy(config: AgentPolicyOptions["config"] = {}, extra: Partial<AgentPolicyOptions> = {}) {
@@ -353,5 +354,15 @@ describe("guards", () => {
     expect(p.observe({ type: "SessionHint", at: 0, sessionId: "nobody", event: "close", toolName: null, toolCallId: null, keepTokens: null })).toEqual([]);
     expect(p.context.sessions.size).toBe(0);
     expect(await metric("kvctl_policy_bad_input_total")).toEqual(['kvctl_policy_bad_input_total{kind="hint_unknown_session"} 1']);
+  });
+});
+
+describe("policies config", () => {
+  const base = { workers: [{ id: "w0", url: "http://127.0.0.1:1" }], policy: "agent" };
+  it("defaults every rule on; a typo or contradictory watermarks are errors naming the field", () => {
+    expect(parseGatewayConfig({ ...base, policies: {} }).policies?.idle).toMatchObject({ enabled: true, leaseSeconds: 300, highWatermark: 0.95, lowWatermark: 0.8 });
+    expect(() => parseGatewayConfig({ ...base, policies: { pins: { budget: 5 } } })).toThrow(/policies\.pins: Unrecognized key: "budget"/);
+    expect(() => parseGatewayConfig({ ...base, policies: { idle: { lowWatermark: 0.99 } } })).toThrow(/policies\.idle\.lowWatermark: idle.lowWatermark must be below idle.highWatermark/);
+    expect(() => parseGatewayConfig({ ...base, policy: "smart" })).toThrow(/policy:/);
   });
 });
