@@ -62,7 +62,7 @@ function renew(ctx: PolicyContext, s: SessionView): void {
       onAck: (a) => {
         if (a.status === "rejected" && s.lease?.id === l.id) {
           s.lease = null;
-          ctx.note(NAME, "forget", `lease ${l.id} is gone on the worker: ${a.detail ?? ""}`, { session: s.id });
+          ctx.note(NAME, "forget", `lease gone on the worker: ${l.id} ${a.detail ?? ""}`, { session: s.id });
         }
       },
     },
@@ -108,7 +108,7 @@ function checkPressure(ctx: PolicyContext, worker: string): void {
     if (pause(ctx, s, `pressure: working set ${size}/${cap} blocks >= ${ctx.cfg.idle.highWatermark}; largest idle session first`)) size -= freed;
   }
   if (size <= low) set.delete(worker);
-  else ctx.note(NAME, "skip", `pressure stays at ${size}/${cap}: no more idle sessions to pause`, { worker });
+  else ctx.note(NAME, "skip", `pressure stays: ${size}/${cap} blocks, no more idle sessions to pause`, { worker });
 }
 
 export const idleRule: AgentRule = {
@@ -117,7 +117,7 @@ export const idleRule: AgentRule = {
     switch (o.type) {
       case "SessionIdle": {
         const s = ctx.sessions.get(o.sessionId);
-        if (s) pause(ctx, s, `idle for ${Math.round(o.idleMs / 1000)}s`);
+        if (s) pause(ctx, s, `idle: ${Math.round(o.idleMs / 1000)}s without a turn`);
         break;
       }
       case "TurnStarted":

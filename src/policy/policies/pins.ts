@@ -77,7 +77,7 @@ function onTurn(o: TurnFinished, ctx: PolicyContext): void {
             const kept = a.affected ?? 0;
             for (const h of pin.slice(kept)) ctx.budget.release(a.worker, [h], sid, "marker");
             ctx.budget.markFull(a.worker);
-            ctx.note(NAME, "partial", `worker pinned ${kept} of ${pin.length}: ${a.detail ?? "budget"}`, { session: sid, worker: a.worker });
+            ctx.note(NAME, "partial", `worker budget: pinned ${kept} of ${pin.length}, ${a.detail ?? ""}`, { session: sid, worker: a.worker });
             return;
           }
           for (const h of pin) ctx.budget.release(a.worker, [h], sid, "marker");
