@@ -74,7 +74,8 @@ describe("agent policy on a real SGLang server", () => {
     const pin = rec.commands.find((c) => c.type === "Cache");
     expect(pin?.state).toBe("applied");
     // The pin covers the full pages of the system message as the worker's template renders it.
-    const sys = (await (await fetch(`${server.baseUrl}/v1/tokenize`, { method: "POST", body: JSON.stringify({ messages: [system], add_generation_prompt: false }) })).json()) as { tokens: number[] };
+    const sys = (await (await fetch(`${server.baseUrl}/v1/tokenize`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ messages: [system], add_generation_prompt: false }) })).json()) as { tokens: number[] };
+    expect(Array.isArray(sys.tokens)).toBe(true);
     const page = server.info.page_size;
     const pinnedBlocks = rec.pins[0].blockHashes.length;
     expect(pinnedBlocks).toBeGreaterThan(0);
@@ -85,11 +86,17 @@ describe("agent policy on a real SGLang server", () => {
     const words = ["radix", "page", "tier", "lease", "budget", "prefix", "token", "host", "device", "evict", "flood", "worker"];
     const prompt = (i: number) => Array.from({ length: 220 }, (_, j) => words[(i * 7 + j * (i + 3)) % words.length] + ((i * 31 + j) % 97)).join(" ");
     const statuses: number[] = [];
+    let flooded = 0;
     for (let i = 0; i < 40; i += 4) {
       const batch = await Promise.all([0, 1, 2, 3].map((k) => post("/v1/completions", { prompt: prompt(i + k), max_tokens: 1, temperature: 0 })));
       statuses.push(...batch.map((b) => b.status));
+      for (const b of batch) flooded += b.json.usage?.prompt_tokens ?? 0;
     }
     expect(statuses).toEqual(new Array(40).fill(200));
+    expect(flooded).toBeGreaterThan(2048 * (1 + 2));
+    // The flood did evict: its own first prompt, unpinned, is mostly gone from both tiers.
+    const control = await post("/v1/completions", { prompt: prompt(0), max_tokens: 1, temperature: 0 });
+    expect(control.json.usage.prompt_tokens_details.cached_tokens).toBeLessThan(control.json.usage.prompt_tokens / 2);
 
     // The pinned prefix comes back from cache (device or the host copy the pin kept).
     const again = await post("/v1/chat/completions", chat("Another question."), { "x-session-id": "returning" });
