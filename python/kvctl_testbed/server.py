@@ -63,7 +63,7 @@ class ServerOptions:
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     log_path: str | None = None  # server stdout+stderr; a temp file (removed on stop) when None
-    ready_timeout_s: float = 240.0
+    ready_timeout_s: float = 480.0
     coverage_rcfile: str | None = None  # run every server process under coverage.py
 
 
@@ -242,7 +242,7 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
             why = f"not ready within {o.ready_timeout_s:.0f} s (health {'ok' if healthy else 'not ok'}" + (
                 ", no subscriber 'listening' line)" if o.nats_url else ")")
             break
-        time.sleep(0.25)
+        time.sleep(0.5)
     tail = server.log_tail(30)
     server.stop()
     raise ServerStartError(f"SGLang server {why}\ncommand: {shlex.join(cmd)}\nlog ({log_path}), last 30 lines:\n{tail}")
