@@ -148,12 +148,12 @@ def added_lines(pristine_root: str, sdir: str | None = None) -> dict[str, list[t
 
 
 def pristine_root() -> str:
-    import importlib.util
+    """The venv's own site-packages (never a patched tree that sys.path may point at first)."""
+    import sysconfig
 
-    spec = importlib.util.find_spec("sglang")
-    if spec is None or not spec.origin:
-        raise SystemExit("hunk-coverage: sglang is not installed in this venv")
-    root = os.path.dirname(os.path.dirname(spec.origin))
+    root = sysconfig.get_paths()["purelib"]
+    if not os.path.isdir(os.path.join(root, "sglang")):
+        raise SystemExit(f"hunk-coverage: sglang is not installed in {root}")
     if os.path.isdir(os.path.join(root, "sglang", "srt", "kvctl")):
         raise SystemExit(f"hunk-coverage: {root}/sglang is patched; need the venv's pristine copy")
     return root

@@ -57,6 +57,7 @@ class ServerOptions:
     page_size: int = 16
     max_total_tokens: int = 2048
     host_ratio: float = 2.0
+    hicache: bool = True  # HiCache host tier (and L3 when storage_dir); False = device pool only
     storage_dir: str | None = None  # `file` L3 backend dir; a temp dir when None; "" = no L3
     kv_events: bool = True
     warmup: bool = True
@@ -64,7 +65,9 @@ class ServerOptions:
     env: dict[str, str] = field(default_factory=dict)
     log_path: str | None = None  # server stdout+stderr; a temp file (removed on stop) when None
     ready_timeout_s: float = 480.0
-    coverage_rcfile: str | None = None  # run every server process under coverage.py
+    # coverage.py rcfile for every server process (COVERAGE_PROCESS_START; coverage's .pth starts
+    # it); inherited from the environment when None
+    coverage_rcfile: str | None = None
 
 
 @dataclass
@@ -125,7 +128,16 @@ class RealServer:
         return self.proc.poll() is None
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM to the whole group, then wait for every process of it (not just the launcher:
+        under coverage.py each one saves its data on SIGTERM), then SIGKILL what is left."""
+        import psutil
+
         if self.proc.poll() is None:
+            try:
+                children = psutil.Process(self.proc.pid).children(recursive=True)
+            except psutil.Error:
+                children = []
+            t0 = time.monotonic()
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -134,7 +146,7 @@ class RealServer:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 pass
-        # SGLang's children may outlive the launcher briefly; the group goes down together.
+            psutil.wait_procs(children, timeout=max(1.0, timeout_s - (time.monotonic() - t0)))
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -153,20 +165,19 @@ class RealServer:
 
 
 def command_line(o: ServerOptions, model: str, port: int, events_endpoint: str | None) -> list[str]:
-    py = sys.executable
-    cmd = [py]
-    if o.coverage_rcfile:
-        cmd += ["-m", "coverage", "run", f"--rcfile={o.coverage_rcfile}", "-m", "sglang.launch_server"]
-    else:
-        cmd += ["-m", "sglang.launch_server"]
-    cmd += [
+    cmd = [
+        sys.executable, "-m", "sglang.launch_server",
         "--model-path", model, "--device", "cpu", "--attention-backend", "torch_native",
         "--max-total-tokens", str(o.max_total_tokens), "--mem-fraction-static", "0.3",
         "--host", "127.0.0.1", "--port", str(port), "--page-size", str(o.page_size),
-        "--enable-hierarchical-cache", "--hicache-ratio", str(o.host_ratio),
-        "--hicache-io-backend", "direct", "--hicache-mem-layout", "layer_first",
+        # idle schedulers poll their sockets (waking at least once a second, so the kvctl tick
+        # still runs) instead of spinning a core each: several servers share 2 CI cores
+        "--sleep-on-idle",
     ]
-    if o.storage_dir:
+    if o.hicache:
+        cmd += ["--enable-hierarchical-cache", "--hicache-ratio", str(o.host_ratio),
+                "--hicache-io-backend", "direct", "--hicache-mem-layout", "layer_first"]
+    if o.hicache and o.storage_dir:
         cmd += ["--hicache-storage-backend", "file"]
     if events_endpoint:
         cmd += ["--kv-events-config", json.dumps({"publisher": "zmq", "endpoint": events_endpoint, "bind": True})]
@@ -194,7 +205,7 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
         tree = _build_tree()
         owned.append(tree)
     model = o.model or tiny_model.ensure_model()
-    storage = o.storage_dir
+    storage = o.storage_dir if o.hicache else ""
     if storage is None:
         storage = tempfile.mkdtemp(prefix="kvctl-l3-")
         owned.append(storage)
@@ -213,9 +224,14 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
         "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "KVCTL_CPU_STAND_INS": "server",
         "PYTHONPATH": os.pathsep.join(p for p in [STAND_INS, tree, env.get("PYTHONPATH", "")] if p),
         "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false",
+        # one intra-op thread: the tiny model gains nothing from more, and OpenMP workers that
+        # spin-wait starve the other servers and tests sharing the cores
+        "OMP_NUM_THREADS": "1",
     })
     if o.storage_dir:
         env["SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"] = o.storage_dir
+    if o.coverage_rcfile:
+        env["COVERAGE_PROCESS_START"] = o.coverage_rcfile
     env.update(o.env)
     log = open(log_path, "ab")
     proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env, stdin=subprocess.DEVNULL, stdout=log,

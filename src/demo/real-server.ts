@@ -20,6 +20,8 @@ export interface RealServerOptions {
   pageSize?: number;
   maxTotalTokens?: number;
   hostRatio?: number;
+  /** HiCache host tier (default true; false = device pool only, no L3). */
+  hicache?: boolean;
   /** `file` L3 storage dir; a temp dir (removed on stop) when unset; "" = no L3 backend. */
   storageDir?: string;
   /** ZMQ KV events on a loopback port (default true). */
@@ -72,6 +74,7 @@ function pyOptions(o: RealServerOptions, tree: string): Record<string, unknown> 
   if (o.pageSize !== undefined) opt.page_size = o.pageSize;
   if (o.maxTotalTokens !== undefined) opt.max_total_tokens = o.maxTotalTokens;
   if (o.hostRatio !== undefined) opt.host_ratio = o.hostRatio;
+  if (o.hicache !== undefined) opt.hicache = o.hicache;
   if (o.storageDir !== undefined) opt.storage_dir = o.storageDir;
   if (o.kvEvents !== undefined) opt.kv_events = o.kvEvents;
   if (o.warmup !== undefined) opt.warmup = o.warmup;
