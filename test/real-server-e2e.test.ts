@@ -277,6 +277,27 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     await gen(s);
     const pin = await send({ type: "Cache", block_hashes: hashesOf(s), pin: true, ttl_seconds: 60 });
     expect(pin.status).toBe("applied");
+    expect((await send({ type: "Cache", block_hashes: hashesOf(s), pin: false })).status).toBe("applied");
+  });
+
+  it("SGLang's /flush_cache keeps pinned blocks while pins are live, and is a plain reset without them", async () => {
+    const keep = tokens(850, 32);
+    const drop = tokens(880, 32);
+    const sfx = tokens(940, 8);
+    const keepFresh = await gen([...keep, ...sfx]);
+    await gen([...drop, ...sfx]);
+    expect((await send({ type: "Cache", block_hashes: hashesOf(keep), pin: true, ttl_seconds: 120 })).status).toBe("applied");
+    const flush = async () => (await fetch(`${server.baseUrl}/flush_cache`, { method: "POST" })).status;
+    await expect.poll(flush, { timeout: 30_000, interval: 250 }).toBe(200); // refused while a request is still finishing
+    expect((await inspect(hashesOf(keep))).missing).toEqual([]);
+    expect((await inspect(hashesOf(drop))).missing).toEqual(hashesOf(drop));
+    const after = await gen([...keep, ...sfx]);
+    expect(after.meta_info.cached_tokens).toBe(32);
+    expect(after.output_ids).toEqual(keepFresh.output_ids);
+    expect((await send({ type: "Cache", block_hashes: hashesOf(keep), pin: false })).status).toBe("applied");
+    await expect.poll(flush, { timeout: 30_000, interval: 250 }).toBe(200);
+    expect((await inspect(hashesOf(keep))).missing).toEqual(hashesOf(keep));
+    expect((await gen([...keep, ...sfx])).meta_info.cached_tokens).toBe(0);
   });
   describe("kvctl verify-hashes --zmq against the real server's KV events", () => {
     /** Runs `kvctl verify-hashes --zmq <endpoint> --events N` and drives real requests until it exits. */

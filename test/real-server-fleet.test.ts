@@ -130,10 +130,11 @@ describe("real SGLang servers: broadcast, HTTP front door, warm after restart, b
       extraArgs: ["--kv-control-nats-url", `nats://127.0.0.1:${deadPort}`, "--kv-control-worker-id", "fleet-a2"],
     });
     a = a2;
-    const log = await readFile(a2.info.log_path, "utf8");
-    const natsLines = log.split("\n").filter((l) => /kvctl/.test(l) && new RegExp(String(deadPort)).test(l));
-    expect(natsLines).toHaveLength(1);
-    expect(natsLines[0]).toMatch(/nats/i);
+    // the subscriber says once, clearly, that it cannot reach that NATS URL; the server serves on
+    const natsLines = async () =>
+      (await readFile(a2.info.log_path, "utf8")).split("\n").filter((l) => /kvctl subscriber/.test(l) && l.includes(`127.0.0.1:${deadPort}`));
+    await expect.poll(async () => (await natsLines()).length, { timeout: 60_000, interval: 250 }).toBeGreaterThanOrEqual(1);
+    expect((await natsLines())[0]).toMatch(/cannot reach NATS/);
 
     const before = await http(a2, "/hicache/inspect", { block_hashes: hs });
     expect(before.ack.missing).toEqual(hs);

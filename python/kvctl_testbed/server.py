@@ -97,6 +97,14 @@ def _build_tree() -> str:
     return sglang_tree.build_patched_tree()
 
 
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def _tail(path: str, n: int = 30) -> str:
     try:
         with open(path, "rb") as f:
@@ -108,10 +116,36 @@ def _tail(path: str, n: int = 30) -> str:
 class RealServer:
     """A running server; `stop()` ends its whole process group."""
 
-    def __init__(self, info: ServerInfo, proc: subprocess.Popen, owned: list[str]):
+    def __init__(self, info: ServerInfo, proc: subprocess.Popen, owned: list[str], coverage_rc: str | None = None):
         self.info = info
         self.proc = proc
         self._owned = owned
+        self._coverage_rc = coverage_rc
+
+    def _save_coverage(self, pids: list[int], timeout_s: float) -> None:
+        """Under coverage.py: SIGUSR2 to every server process (stand_ins/sitecustomize.py saves
+        its data and writes saved-<pid>), then wait for the markers."""
+        import configparser
+
+        cp = configparser.ConfigParser()
+        cp.read(self._coverage_rc)
+        data_dir = os.path.dirname(os.path.abspath(cp.get("run", "data_file", fallback=".coverage")))
+        waiting = []
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGUSR2)
+                waiting.append(pid)
+            except ProcessLookupError:
+                pass
+        markers = [os.path.join(data_dir, f"saved-{p}") for p in waiting]
+        deadline = time.monotonic() + timeout_s
+        while waiting and time.monotonic() < deadline:
+            waiting = [p for p in waiting if not os.path.exists(os.path.join(data_dir, f"saved-{p}"))
+                       and _running(p)]
+            time.sleep(0.05)
+        for m in markers:  # pids are reused: a later server must not find a stale marker
+            if os.path.exists(m):
+                os.remove(m)
 
     @property
     def base_url(self) -> str:
@@ -137,6 +171,8 @@ class RealServer:
                 children = psutil.Process(self.proc.pid).children(recursive=True)
             except psutil.Error:
                 children = []
+            if self._coverage_rc:
+                self._save_coverage([self.proc.pid, *(c.pid for c in children)], timeout_s)
             t0 = time.monotonic()
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -242,7 +278,7 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
                       events_endpoint=events, model=model, tree=tree, storage_dir=o.storage_dir,
                       page_size=o.page_size, max_total_tokens=o.max_total_tokens, log_path=log_path,
                       command=cmd, start_s=0.0)
-    server = RealServer(info, proc, owned)
+    server = RealServer(info, proc, owned, env.get("COVERAGE_PROCESS_START"))
     deadline = t0 + o.ready_timeout_s
     healthy = False
     while True:

@@ -47,3 +47,30 @@ if os.environ.get("KVCTL_CPU_STAND_INS") == "server":
             return spec
 
     sys.meta_path.insert(0, _AfterImport())
+
+    if os.environ.get("COVERAGE_PROCESS_START"):
+        # Test bed only (hunk coverage): SGLang ends its processes with SIGKILL, so no exit
+        # handler would save coverage data. SIGUSR2 makes this process save it now and leave
+        # a "saved-<pid>" marker beside it; kvctl_testbed.server.RealServer.stop() sends it to
+        # every process of the server before stopping them.
+        import signal
+
+        def _save_coverage(*_a):
+            import coverage
+
+            cov = coverage.Coverage.current()
+            if cov is not None:
+                cov.stop()
+                cov.save()
+                data_file = cov.config.data_file
+            else:  # not measured: say so all the same, nobody should wait for it
+                import configparser
+
+                cp = configparser.ConfigParser()
+                cp.read(os.environ["COVERAGE_PROCESS_START"])
+                data_file = cp.get("run", "data_file", fallback=".coverage")
+            marker = os.path.join(os.path.dirname(os.path.abspath(data_file)), f"saved-{os.getpid()}")
+            with open(marker, "w") as f:
+                f.write("saved\n")
+
+        signal.signal(signal.SIGUSR2, _save_coverage)
