@@ -17,7 +17,7 @@ const { values: args } = parseArgs({
   options: { server: { type: "boolean" }, json: { type: "boolean" }, device: { type: "string" }, reps: { type: "string" } },
   strict: true,
 });
-const DEVICE = Number(args.device ?? 2048);
+const DEVICE = Number(args.device ?? 1024);
 const PAGE = 16;
 const DEPTHS = [0, 2, 6, 10, 16];
 // The prototype's VIP prompts over its 42 816-token cache, kept as fractions of this pool.
@@ -25,7 +25,9 @@ const PROTO_CAPACITY = 42_816;
 const PROTO_PROMPTS = [3158, 4810, 7347, 10826, 15002];
 const PROMPTS = PROTO_PROMPTS.map((p) => Math.max(PAGE, Math.round((p / PROTO_CAPACITY) * DEVICE / PAGE) * PAGE));
 const FLOOD_EACH = 150;
-const REPS = Number(args.reps ?? 3);
+const FLOOD_FLAT = 3 * DEVICE;
+const FLOOD_TIER = Math.round(1.5 * 3 * DEVICE);
+const REPS = Number(args.reps ?? 2);
 
 type Mode = "baseline" | "pinned" | "tier_baseline" | "tier_pinned";
 interface Row {
@@ -37,7 +39,11 @@ interface Row {
   ttftMs: number;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
 
 async function ttft(server: RealServer, toks: number[]): Promise<{ ms: number; cached: number }> {
   const t = performance.now();
@@ -90,9 +96,9 @@ async function main(): Promise<number> {
     servers.push(tier);
     const nc = await connectControlPlane({ servers: nats.url, name: "kvctl-bench-pin-server" });
     const pub = new ControlPublisher(nc, { timeoutMs: 30_000, retries: 1 });
-    // flood: 5x the device pool (flat) / 2x device + host (tier): every unpinned block is evicted
-    const flatRows = await sweep(flat, pub, "bench-flat", [["baseline", false], ["pinned", true]], 5 * DEVICE, 1);
-    const tierRows = await sweep(tier, pub, "bench-tier", [["tier_baseline", false], ["tier_pinned", true]], 2 * 3 * DEVICE, 100_000);
+    // flood: 3x the device pool (flat) / 1.5x device + host (tier): every unpinned block is evicted
+    const flatRows = await sweep(flat, pub, "bench-flat", [["baseline", false], ["pinned", true]], FLOOD_FLAT, 1);
+    const tierRows = await sweep(tier, pub, "bench-tier", [["tier_baseline", false], ["tier_pinned", true]], FLOOD_TIER, 100_000);
     await nc.close();
     const rows = [...flatRows, ...tierRows];
     const get = (m: Mode) => DEPTHS.map((d) => rows.find((r) => r.mode === m && r.depth === d)!);
@@ -104,7 +110,7 @@ async function main(): Promise<number> {
     console.log(`bench:pin --server: real SGLang 0.5.23 on CPU, ${flat.info.model_note}`);
     console.log(`scale: device pool ${DEVICE} tokens (prototype 42 816 = ${(DEVICE / PROTO_CAPACITY * 100).toFixed(1)}%), page ${PAGE}, ` +
       `VIP prompts ${PROMPTS.join("/")} tokens at depths ${DEPTHS.join("/")}; flood ${FLOOD_EACH}-token requests, ` +
-      `${5 * DEVICE} tokens (device only) / ${6 * DEVICE} tokens (HiCache, host x2); TTFT median of ${REPS}`);
+      `${FLOOD_FLAT} tokens (device only) / ${FLOOD_TIER} tokens (HiCache, host x2); TTFT median of ${REPS}`);
     const pct = (x: number) => `${(x * 100).toFixed(1)}%`.padStart(8);
     console.log(`${"depth".padStart(5)} ${"prompt".padStart(6)} ${"baseline".padStart(8)} ${"pinned".padStart(8)} ${"tier".padStart(8)} ${"tier pin".padStart(8)}` +
       ` ${"ttft base".padStart(10)} ${"ttft pin".padStart(9)} ${"ttft tier".padStart(10)} ${"ratio".padStart(6)}`);
