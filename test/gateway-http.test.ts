@@ -194,6 +194,43 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
   });
 });
 
+describe("gateway: sessions on a fake clock", () => {
+  it("reports a session idle once after idleAfterSeconds, and again only after a new turn", async () => {
+    let t = 1_000_000;
+    const seen: string[] = [];
+    const policy: GatewayPolicy = { name: "record", observe: (o) => (seen.push(o.type === "SessionIdle" ? `idle ${o.sessionId} ${o.idleMs}` : o.type), []) };
+    const g = await createGateway({
+      config: {
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: upstreams.map((u, i) => ({ id: `w${i}`, url: u.url })),
+        health: { intervalMs: 60_000, timeoutMs: 1000, failures: 1 },
+        sessions: { idleAfterSeconds: 30 },
+      },
+      policy,
+      clock: { now: () => t },
+      log: (l) => logs.push(l),
+    });
+    gateways.push(g);
+    await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', { "x-session-id": "idle-s" });
+    await g.settled();
+    expect(seen).toEqual(["WorkerJoined", "WorkerJoined", "TurnStarted", "TurnFinished"]);
+    t += 29_999;
+    await g.sweepIdle();
+    expect(seen.filter((x) => x.startsWith("idle"))).toEqual([]);
+    t += 1;
+    await g.sweepIdle();
+    await g.sweepIdle();
+    expect(seen.filter((x) => x.startsWith("idle"))).toEqual(["idle idle-s 30000"]);
+    // A new turn within the affinity TTL goes back to the same worker and re-arms the idle report.
+    const again = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', { "x-session-id": "idle-s" });
+    expect(again.headers.get("x-kvctl-worker")).toBe((await g.sessions.get("idle-s"))?.worker);
+    await g.settled();
+    t += 31_000;
+    await g.sweepIdle();
+    expect(seen.filter((x) => x.startsWith("idle"))).toEqual(["idle idle-s 30000", "idle idle-s 31000"]);
+  });
+});
+
 describe("gateway: NATS down", () => {
   it("keeps serving; commands queue up to the bound, the rest are dropped and counted; the queue drains on reconnect", async () => {
     const policy: GatewayPolicy = {

@@ -76,7 +76,9 @@ async function gateway(seen: Observation[], decisions: Record<string, unknown>[]
   return g;
 }
 
-const norm = (s: string) => s.replace(/"id":"[^"]*"/g, '"id":"X"').replace(/"created":\d+/g, '"created":0');
+// Per-request fields: ids, timestamps, and how much of the prompt the worker's cache already held.
+const norm = (s: string) =>
+  s.replace(/"id":"[^"]*"/g, '"id":"X"').replace(/"created":\d+/g, '"created":0').replace(/"cached_tokens":\d+/g, '"cached_tokens":0');
 
 async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; text: string; worker: string | null }> {
   const r = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
@@ -174,19 +176,23 @@ describe("gateway in front of real SGLang workers", () => {
   it("routes a returning sessionless conversation to the worker holding its blocks (index overlap)", async () => {
     for (let i = 0; i < 3; i++) {
       const first = [`Conversation ${i} opens with a question about hashing pages of tokens, number ${i}.`];
-      const gpu = (w: string) => gwA.index.stats().workers[w]?.GPU ?? 0;
-      const before = Object.fromEntries(servers.map((s) => [s.info.worker_id, gpu(s.info.worker_id)]));
+      const seen = new Map(servers.map((s) => [s.info.worker_id, new Set(published.get(s.info.worker_id))]));
       const a = await post(`${gwA.url}/v1/chat/completions`, chat(first));
       const holder = a.worker as string;
-      // The gateway's index learns the new blocks from the worker's events.
-      const deadline = Date.now() + 20_000;
-      while (Date.now() < deadline && gpu(holder) <= before[holder]) await new Promise((r) => setTimeout(r, 50));
-      expect(gpu(holder)).toBeGreaterThan(before[holder]);
+      // The pages the worker stored for it (our own subscriber), then the gateway's index has them too.
+      const fresh = () => [...(published.get(holder) as Set<bigint>)].filter((h) => !seen.get(holder)?.has(h));
+      const inIndex = () => fresh().every((h) => gwA.index.lookup(h)?.residency.has(holder));
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline && (fresh().length === 0 || !inIndex())) await new Promise((r) => setTimeout(r, 50));
+      const why = () => JSON.stringify({ i, holder, index: gwA.index.stats().workers, published: [...published].map(([w, x]) => [w, x.size]) });
+      expect(fresh().length, why()).toBeGreaterThan(0);
+      expect(inIndex(), why()).toBe(true);
       const b = await post(`${gwA.url}/v1/chat/completions`, chat([...first, "answer", "follow-up"]));
       expect(b.worker).toBe(holder);
       const last = decisionsA.filter((d) => d.event === "route").at(-1) as Record<string, unknown>;
       expect(last.reason).toBe("cache");
-      expect((last.overlap as { GPU: number }).GPU).toBeGreaterThan(2);
+      const o = last.overlap as Record<string, number>;
+      expect(o.GPU + o.CPU_PINNED + o.DISK + o.EXTERNAL).toBeGreaterThan(2);
     }
   }, 180_000);
 
