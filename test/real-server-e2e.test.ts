@@ -3,15 +3,24 @@
 // SGLang itself reports (cached_tokens / cached_tokens_details of the next request, greedy
 // output, the KV events its scheduler publishes) and on Inspect. Block hashes come from kvctl's
 // own hash API and must equal the ones SGLang's scheduler publishes.
+import { spawn } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { Publisher, Subscriber } from "zeromq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectControlPlane, ControlPublisher } from "../src/control/index.js";
 import { EventRecorder, summarize } from "../src/demo/harness.js";
+import { decodeBatch } from "../src/events/decode.js";
+import { encodeBatch } from "../src/events/encode.js";
 import type { KvEvent } from "../src/events/index.js";
+import { freePort } from "../src/util/net.js";
 import { blockHashes } from "../src/hash/index.js";
 import type { Command } from "../src/protocol/index.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
-import { flood, generate, type SglangServer, startSglangServer, tokens } from "./helpers/sglang-server.js";
+import { repoRoot } from "./helpers/python.js";
+import { flood, generate, randomTokens, type SglangServer, startSglangServer, tokens } from "./helpers/sglang-server.js";
 
 const W = "real-e2e";
 const PAGE = 16;
@@ -58,7 +67,7 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     await ev.start();
     nc = await connectControlPlane({ servers: nats.url, name: "kvctl-real-e2e", reconnectTimeWaitMs: 100 });
     pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 1, workers: [W] });
-  }, 300_000);
+  }, 600_000);
 
   afterAll(async () => {
     await ev?.close();
@@ -66,6 +75,14 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     await server?.stop();
     await nats?.stop();
   }, 120_000);
+
+  it("the fixture reports the patched server it started, with the kvctl subscriber listening", async () => {
+    expect(server.info.server).toBe("sglang 0.5.23");
+    expect(server.info.worker_id).toBe(W);
+    expect(server.info.events_endpoint).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
+    expect(server.info.command).toContain("--kv-control-nats-url");
+    expect(await readFile(server.info.log_path, "utf8")).toMatch(new RegExp(`kvctl subscriber: worker ${W} listening`));
+  });
 
   it("the scheduler's KV events carry exactly the block hashes kvctl computes for the prompt", async () => {
     const p = tokens(0, 64);
@@ -260,5 +277,101 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     await gen(s);
     const pin = await send({ type: "Cache", block_hashes: hashesOf(s), pin: true, ttl_seconds: 60 });
     expect(pin.status).toBe("applied");
+    expect((await send({ type: "Cache", block_hashes: hashesOf(s), pin: false })).status).toBe("applied");
+  });
+
+  it("SGLang's /flush_cache keeps pinned blocks while pins are live, and is a plain reset without them", async () => {
+    const keep = tokens(850, 32);
+    const drop = tokens(880, 32);
+    const sfx = tokens(940, 8);
+    const keepFresh = await gen([...keep, ...sfx]);
+    await gen([...drop, ...sfx]);
+    expect((await send({ type: "Cache", block_hashes: hashesOf(keep), pin: true, ttl_seconds: 120 })).status).toBe("applied");
+    const flush = async () => (await fetch(`${server.baseUrl}/flush_cache`, { method: "POST" })).status;
+    await expect.poll(flush, { timeout: 30_000, interval: 250 }).toBe(200); // refused while a request is still finishing
+    expect((await inspect(hashesOf(keep))).missing).toEqual([]);
+    expect((await inspect(hashesOf(drop))).missing).toEqual(hashesOf(drop));
+    const after = await gen([...keep, ...sfx]);
+    expect(after.meta_info.cached_tokens).toBe(32);
+    expect(after.output_ids).toEqual(keepFresh.output_ids);
+    expect((await send({ type: "Cache", block_hashes: hashesOf(keep), pin: false })).status).toBe("applied");
+    await expect.poll(flush, { timeout: 30_000, interval: 250 }).toBe(200);
+    expect((await inspect(hashesOf(keep))).missing).toEqual(hashesOf(keep));
+    expect((await gen([...keep, ...sfx])).meta_info.cached_tokens).toBe(0);
+  });
+  describe("kvctl verify-hashes --zmq against the real server's KV events", () => {
+    /** Runs `kvctl verify-hashes --zmq <endpoint> --events N` and drives real requests until it exits. */
+    async function verifyOver(endpoint: string, events: number, onLine?: (l: string) => void): Promise<{ code: number; out: string }> {
+      const p = spawn(process.execPath, ["--import", "tsx", join(repoRoot, "src/cli/bin.ts"), "verify-hashes", "--zmq", endpoint, "--events", String(events)], { cwd: repoRoot });
+      const lines: string[] = [];
+      createInterface({ input: p.stdout }).on("line", (l) => (lines.push(l), onLine?.(l)));
+      let err = "";
+      p.stderr.on("data", (d) => (err += d));
+      const code = new Promise<number>((r) => p.on("exit", (c) => r(c ?? -1)));
+      let exited = false;
+      void code.then(() => (exited = true));
+      try {
+        // Per round a fresh "system prompt" served twice with different continuations: a root
+        // store, then a store chained on it (parent != null), plus host write-backs (CPU_PINNED).
+        // Rounds continue until verify-hashes has seen its N stores (the first may predate its
+        // subscription and leave a child unverifiable; never a mismatch).
+        for (let i = 0; !exited && i < 100; i++) {
+          const system = randomTokens(90_000 + seed++, 48);
+          await gen([...system, ...randomTokens(91_000 + seed, 40)], 2);
+          await gen([...system, ...randomTokens(92_000 + seed, 40)], 2);
+        }
+        return { code: await code, out: `${lines.join("\n")}\n${err}` };
+      } finally {
+        if (p.exitCode === null) p.kill();
+      }
+    }
+
+    it("exits 0 over a real workload: every BlockStored SGLang's scheduler published matches kvctl's hashes", async () => {
+      const r = await verifyOver(server.info.events_endpoint!, 12);
+      expect(r.code, r.out).toBe(0);
+      expect(r.out).toMatch(/: match/);
+      expect(r.out).toMatch(/verdict: MATCH/);
+      expect(r.out).not.toMatch(/MISMATCH/);
+      const m = /(\d+) matched, 0 mismatched/.exec(r.out);
+      expect(Number(m?.[1]), r.out).toBeGreaterThanOrEqual(8); // of the 12 stores: roots and chained
+      expect(r.out).toMatch(/BlockStored \d+ page\(s\) \[-?\d+(, \.\.\.)?\] CPU_PINNED: match/);
+    }, 180_000);
+
+    it("exits 1 when a ZMQ proxy corrupts one token of one event in flight", async () => {
+      const sub = new Subscriber({ linger: 0 });
+      sub.connect(server.info.events_endpoint!);
+      sub.subscribe("");
+      const out = new Publisher({ linger: 0 });
+      const port = await freePort();
+      await out.bind(`tcp://127.0.0.1:${port}`);
+      let corrupted = 0;
+      let armed = false; // only once verify-hashes has matched an event through the proxy (it is subscribed)
+      const proxy = (async () => {
+        for await (const frames of sub) {
+          let payload = frames[2];
+          if (armed && corrupted === 0 && frames.length === 3) {
+            const { batch } = decodeBatch(payload);
+            const e = batch.events.find((x) => x.type === "BlockStored" && x.parentBlockHash === null);
+            if (e && e.type === "BlockStored") {
+              e.tokenIds[3] = e.tokenIds[3] === 9 ? 10 : 9; // one token of the first page
+              payload = encodeBatch(batch);
+              corrupted++;
+            }
+          }
+          await out.send([frames[0], frames[1], payload]);
+        }
+      })().catch(() => undefined);
+      try {
+        const r = await verifyOver(`tcp://127.0.0.1:${port}`, 30, (l) => void (/: match$/.test(l) && (armed = true)));
+        expect(corrupted).toBe(1);
+        expect(r.code, r.out).toBe(1);
+        expect(r.out).toMatch(/MISMATCH at page 0: worker -?\d+, tokens give -?\d+/);
+        expect(r.out).toMatch(/verdict: MISMATCH/);
+      } finally {
+        sub.close();
+        out.close();
+        await proxy;
+      }
+    }, 180_000);
   });
 });

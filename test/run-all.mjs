@@ -43,6 +43,19 @@ if (!existsSync(join(root, "build/Release/kvctl.node"))) {
   if (run(process.execPath, [join(root, "scripts/build-native.mjs")]) !== 0) record("setup", 0, 1, 0, "native build failed");
 }
 
+// Every Python process of the run (pytest, the worker harnesses, the real SGLang servers) records
+// coverage.py data of the files the patch series touches (COVERAGE_PROCESS_START; coverage's .pth
+// starts it); step 5 checks that every line the series adds ran somewhere.
+const py = process.env.KVCTL_PYTHON ?? join(root, ".venv/bin/python");
+const covDir = join(work, "coverage");
+const pyEnv = { ...process.env, PYTHONPATH: [join(root, "python"), process.env.PYTHONPATH].filter(Boolean).join(":") };
+const hunks = want("vitest") && want("pytest") && process.env.KVCTL_HUNK_COVERAGE !== "0";
+if (hunks) {
+  const r = spawnSync(py, ["-m", "kvctl_testbed.hunk_coverage", "rcfile", "--data-dir", covDir], { cwd: root, env: pyEnv, encoding: "utf8" });
+  if (r.status === 0) process.env.COVERAGE_PROCESS_START = r.stdout.trim();
+  else record("hunks", 0, 1, 0, `coverage rcfile: ${(r.stderr || r.stdout).trim().split("\n").at(-1)}`);
+}
+
 // 2. The native core's own unit tests (C++, registered with ctest by CMakeLists.txt).
 if (want("native")) {
   const r = capture("ctest", ["--test-dir", join(root, "build"), "--output-on-failure"]);
@@ -70,7 +83,6 @@ if (want("vitest")) {
 
 // 4. pytest: the worker-side patch kit and the python oracles.
 if (want("pytest")) {
-  const py = process.env.KVCTL_PYTHON ?? join(root, ".venv/bin/python");
   const xml = join(work, "pytest.xml");
   const status = run(py, ["-m", "pytest", "python/tests", "-q", `--junitxml=${xml}`]);
   if (existsSync(xml)) {
@@ -82,6 +94,13 @@ if (want("pytest")) {
     record("pytest", total - failed - skipped, failed, skipped);
   } else if (status === 5) record("pytest", 0, 0, 0, "no tests collected");
   else record("pytest", 0, 1, 0, `pytest exited ${status} without a report`);
+}
+
+// 5. Every line the patch series adds was executed by the harness tests or the real servers.
+if (hunks && process.env.COVERAGE_PROCESS_START) {
+  delete process.env.COVERAGE_PROCESS_START;
+  const status = run(py, ["-m", "kvctl_testbed.hunk_coverage", "check", "--data-dir", covDir], { env: pyEnv });
+  record("hunks", status === 0 ? 1 : 0, status === 0 ? 0 : 1, 0, status === 0 ? "" : "added patch lines never executed (above)");
 }
 
 console.log(`\n${rows.join("\n")}`);

@@ -57,14 +57,17 @@ class ServerOptions:
     page_size: int = 16
     max_total_tokens: int = 2048
     host_ratio: float = 2.0
+    hicache: bool = True  # HiCache host tier (and L3 when storage_dir); False = device pool only
     storage_dir: str | None = None  # `file` L3 backend dir; a temp dir when None; "" = no L3
     kv_events: bool = True
     warmup: bool = True
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     log_path: str | None = None  # server stdout+stderr; a temp file (removed on stop) when None
-    ready_timeout_s: float = 240.0
-    coverage_rcfile: str | None = None  # run every server process under coverage.py
+    ready_timeout_s: float = 480.0
+    # coverage.py rcfile for every server process (COVERAGE_PROCESS_START; coverage's .pth starts
+    # it); inherited from the environment when None
+    coverage_rcfile: str | None = None
 
 
 @dataclass
@@ -94,6 +97,14 @@ def _build_tree() -> str:
     return sglang_tree.build_patched_tree()
 
 
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def _tail(path: str, n: int = 30) -> str:
     try:
         with open(path, "rb") as f:
@@ -105,10 +116,36 @@ def _tail(path: str, n: int = 30) -> str:
 class RealServer:
     """A running server; `stop()` ends its whole process group."""
 
-    def __init__(self, info: ServerInfo, proc: subprocess.Popen, owned: list[str]):
+    def __init__(self, info: ServerInfo, proc: subprocess.Popen, owned: list[str], coverage_rc: str | None = None):
         self.info = info
         self.proc = proc
         self._owned = owned
+        self._coverage_rc = coverage_rc
+
+    def _save_coverage(self, pids: list[int], timeout_s: float) -> None:
+        """Under coverage.py: SIGUSR2 to every server process (stand_ins/sitecustomize.py saves
+        its data and writes saved-<pid>), then wait for the markers."""
+        import configparser
+
+        cp = configparser.ConfigParser()
+        cp.read(self._coverage_rc)
+        data_dir = os.path.dirname(os.path.abspath(cp.get("run", "data_file", fallback=".coverage")))
+        waiting = []
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGUSR2)
+                waiting.append(pid)
+            except ProcessLookupError:
+                pass
+        markers = [os.path.join(data_dir, f"saved-{p}") for p in waiting]
+        deadline = time.monotonic() + timeout_s
+        while waiting and time.monotonic() < deadline:
+            waiting = [p for p in waiting if not os.path.exists(os.path.join(data_dir, f"saved-{p}"))
+                       and _running(p)]
+            time.sleep(0.05)
+        for m in markers:  # pids are reused: a later server must not find a stale marker
+            if os.path.exists(m):
+                os.remove(m)
 
     @property
     def base_url(self) -> str:
@@ -125,7 +162,18 @@ class RealServer:
         return self.proc.poll() is None
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM to the whole group, then wait for every process of it (not just the launcher:
+        under coverage.py each one saves its data on SIGTERM), then SIGKILL what is left."""
+        import psutil
+
         if self.proc.poll() is None:
+            try:
+                children = psutil.Process(self.proc.pid).children(recursive=True)
+            except psutil.Error:
+                children = []
+            if self._coverage_rc:
+                self._save_coverage([self.proc.pid, *(c.pid for c in children)], timeout_s)
+            t0 = time.monotonic()
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -134,7 +182,7 @@ class RealServer:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 pass
-        # SGLang's children may outlive the launcher briefly; the group goes down together.
+            psutil.wait_procs(children, timeout=max(1.0, timeout_s - (time.monotonic() - t0)))
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -153,20 +201,19 @@ class RealServer:
 
 
 def command_line(o: ServerOptions, model: str, port: int, events_endpoint: str | None) -> list[str]:
-    py = sys.executable
-    cmd = [py]
-    if o.coverage_rcfile:
-        cmd += ["-m", "coverage", "run", f"--rcfile={o.coverage_rcfile}", "-m", "sglang.launch_server"]
-    else:
-        cmd += ["-m", "sglang.launch_server"]
-    cmd += [
+    cmd = [
+        sys.executable, "-m", "sglang.launch_server",
         "--model-path", model, "--device", "cpu", "--attention-backend", "torch_native",
         "--max-total-tokens", str(o.max_total_tokens), "--mem-fraction-static", "0.3",
         "--host", "127.0.0.1", "--port", str(port), "--page-size", str(o.page_size),
-        "--enable-hierarchical-cache", "--hicache-ratio", str(o.host_ratio),
-        "--hicache-io-backend", "direct", "--hicache-mem-layout", "layer_first",
+        # idle schedulers poll their sockets (waking at least once a second, so the kvctl tick
+        # still runs) instead of spinning a core each: several servers share 2 CI cores
+        "--sleep-on-idle",
     ]
-    if o.storage_dir:
+    if o.hicache:
+        cmd += ["--enable-hierarchical-cache", "--hicache-ratio", str(o.host_ratio),
+                "--hicache-io-backend", "direct", "--hicache-mem-layout", "layer_first"]
+    if o.hicache and o.storage_dir:
         cmd += ["--hicache-storage-backend", "file"]
     if events_endpoint:
         cmd += ["--kv-events-config", json.dumps({"publisher": "zmq", "endpoint": events_endpoint, "bind": True})]
@@ -194,7 +241,7 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
         tree = _build_tree()
         owned.append(tree)
     model = o.model or tiny_model.ensure_model()
-    storage = o.storage_dir
+    storage = o.storage_dir if o.hicache else ""
     if storage is None:
         storage = tempfile.mkdtemp(prefix="kvctl-l3-")
         owned.append(storage)
@@ -213,9 +260,14 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
         "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "KVCTL_CPU_STAND_INS": "server",
         "PYTHONPATH": os.pathsep.join(p for p in [STAND_INS, tree, env.get("PYTHONPATH", "")] if p),
         "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false",
+        # one intra-op thread: the tiny model gains nothing from more, and OpenMP workers that
+        # spin-wait starve the other servers and tests sharing the cores
+        "OMP_NUM_THREADS": "1",
     })
     if o.storage_dir:
         env["SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"] = o.storage_dir
+    if o.coverage_rcfile:
+        env["COVERAGE_PROCESS_START"] = o.coverage_rcfile
     env.update(o.env)
     log = open(log_path, "ab")
     proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env, stdin=subprocess.DEVNULL, stdout=log,
@@ -226,7 +278,7 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
                       events_endpoint=events, model=model, tree=tree, storage_dir=o.storage_dir,
                       page_size=o.page_size, max_total_tokens=o.max_total_tokens, log_path=log_path,
                       command=cmd, start_s=0.0)
-    server = RealServer(info, proc, owned)
+    server = RealServer(info, proc, owned, env.get("COVERAGE_PROCESS_START"))
     deadline = t0 + o.ready_timeout_s
     healthy = False
     while True:
@@ -242,7 +294,7 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
             why = f"not ready within {o.ready_timeout_s:.0f} s (health {'ok' if healthy else 'not ok'}" + (
                 ", no subscriber 'listening' line)" if o.nats_url else ")")
             break
-        time.sleep(0.25)
+        time.sleep(0.5)
     tail = server.log_tail(30)
     server.stop()
     raise ServerStartError(f"SGLang server {why}\ncommand: {shlex.join(cmd)}\nlog ({log_path}), last 30 lines:\n{tail}")

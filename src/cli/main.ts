@@ -18,6 +18,7 @@ const commands: Record<string, () => Promise<{ command: Command }>> = {
   "verify-hashes": () => import("./commands/verify-hashes.js"),
   watch: () => import("./commands/watch.js"),
   demo: () => import("./commands/demo.js"),
+  gateway: () => import("./commands/gateway.js"),
 };
 
 async function help(): Promise<number> {

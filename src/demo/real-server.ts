@@ -20,6 +20,8 @@ export interface RealServerOptions {
   pageSize?: number;
   maxTotalTokens?: number;
   hostRatio?: number;
+  /** HiCache host tier (default true; false = device pool only, no L3). */
+  hicache?: boolean;
   /** `file` L3 storage dir; a temp dir (removed on stop) when unset; "" = no L3 backend. */
   storageDir?: string;
   /** ZMQ KV events on a loopback port (default true). */
@@ -72,6 +74,7 @@ function pyOptions(o: RealServerOptions, tree: string): Record<string, unknown> 
   if (o.pageSize !== undefined) opt.page_size = o.pageSize;
   if (o.maxTotalTokens !== undefined) opt.max_total_tokens = o.maxTotalTokens;
   if (o.hostRatio !== undefined) opt.host_ratio = o.hostRatio;
+  if (o.hicache !== undefined) opt.hicache = o.hicache;
   if (o.storageDir !== undefined) opt.storage_dir = o.storageDir;
   if (o.kvEvents !== undefined) opt.kv_events = o.kvEvents;
   if (o.warmup !== undefined) opt.warmup = o.warmup;
@@ -129,4 +132,60 @@ export async function startRealServer(o: RealServerOptions = {}): Promise<RealSe
     await stop();
     throw e;
   }
+}
+
+export interface GenerateResult {
+  text: string;
+  output_ids: number[];
+  meta_info: {
+    prompt_tokens: number;
+    completion_tokens: number;
+    cached_tokens: number;
+    cached_tokens_details: { device: number; host: number; storage?: number } | null;
+    [k: string]: unknown;
+  };
+}
+
+/** POST /generate, greedy, with token ids or text. */
+export async function generate(
+  baseUrl: string,
+  input: number[] | string,
+  maxNewTokens = 4,
+  extra: Record<string, unknown> = {},
+): Promise<GenerateResult> {
+  const body = {
+    ...(typeof input === "string" ? { text: input } : { input_ids: input }),
+    sampling_params: { max_new_tokens: maxNewTokens, temperature: 0, ignore_eos: true },
+    ...extra,
+  };
+  const r = await fetch(`${baseUrl}/generate`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  if (!r.ok) throw new Error(`/generate: HTTP ${r.status}: ${await r.text()}`);
+  return (await r.json()) as GenerateResult;
+}
+
+/** Seeded token ids (xorshift32), distinct per seed: flood traffic that shares no prefix. */
+export function randomTokens(seed: number, n: number): number[] {
+  let x = (seed * 2654435761) >>> 0 || 1;
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out.push(8 + ((x >>> 0) % 1000));
+  }
+  return out;
+}
+
+/** `n` requests of `tokensEach` fresh tokens, `concurrency` at a time; returns the prompt tokens sent. */
+export async function flood(baseUrl: string, n: number, tokensEach: number, seed: number, concurrency = 4): Promise<number> {
+  let next = 0;
+  let sent = 0;
+  const worker = async () => {
+    for (let i = next++; i < n; i = next++) {
+      await generate(baseUrl, randomTokens(seed * 100_003 + i, tokensEach), 1);
+      sent += tokensEach;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return sent;
 }

@@ -1,9 +1,10 @@
 // The scripted agent session of `kvctl demo`: every command goes through the real ControlPublisher
-// over NATS to the worker harness (real SGLang cache on CPU), and after each one the session's
-// tier residency is read back with Inspect. Then the pin-vs-flood table.
+// over NATS to the worker (a real patched SGLang server on CPU, or the harness: workers.ts), and
+// after each one the session's tier residency is read back with Inspect. Then the pin-vs-flood table.
 import { ControlPublisher } from "../control/index.js";
 import type { Ack, AckStatus, Command } from "../protocol/index.js";
-import { type EventRecorder, type HarnessClient, summarize } from "./harness.js";
+import { type EventRecorder, summarize } from "./harness.js";
+import type { DemoWorker } from "./workers.js";
 import type { KvEvent } from "../events/index.js";
 
 /** The events since `mark`, once the stream has been quiet for 40 ms (at most 400 ms). */
@@ -41,20 +42,22 @@ export interface DemoResult {
   ok: boolean;
 }
 
-const range = (start: number, n: number) => Array.from({ length: n }, (_, i) => start + i);
+/** Token ids `start`.. kept inside a small vocabulary (the tiny model's: 1024, specials below 8). */
+const range = (start: number, n: number) => Array.from({ length: n }, (_, i) => 8 + ((start + i) % 1000));
 
 export async function runAgentSession(
   pub: ControlPublisher,
-  harness: HarnessClient,
+  worker: DemoWorker,
   workerId: string,
-  opts: { print: (line: string) => void; events?: EventRecorder; storage: boolean; floodRequests?: number },
+  opts: { print: (line: string) => void; events?: EventRecorder; storage: boolean },
 ): Promise<DemoResult> {
   const { print } = opts;
   const steps: StepRecord[] = [];
-  const floodN = opts.floodRequests ?? 60;
 
   // the agent's context: system prompt, a user turn, the reasoning, a tool call, ...
-  const system = range(10, 32); // 8 blocks of 4 tokens
+  // (every part a whole number of pages, so blocks = tokens / page)
+  const P = worker.pageSize;
+  const system = range(10, 32);
   const user1 = range(500, 16);
   const reasoning = range(700, 16);
   const answer1 = range(900, 16);
@@ -92,13 +95,16 @@ export async function runAgentSession(
   print("— agent session (worker " + workerId + ") —");
   // The system prompt is shared (served before by other sessions); turn 1's prompt is served, then
   // the finished request (prompt + reasoning + answer) is cached, as the scheduler does.
-  await harness.serve(system);
-  await harness.serve([...system, ...user1]);
-  const turn1 = await harness.serve([...system, ...user1, ...reasoning, ...answer1]);
-  const sysHashes = turn1.block_hashes.slice(0, 8);
-  const reasonHashes = turn1.block_hashes.slice(12, 16);
+  await worker.serve(system);
+  await worker.serve([...system, ...user1]);
+  const turn1 = await worker.serve([...system, ...user1, ...reasoning, ...answer1]);
+  const b0 = system.length / P;
+  const b1 = b0 + user1.length / P;
+  const sysHashes = turn1.block_hashes.slice(0, b0);
+  const reasonHashes = turn1.block_hashes.slice(b1, b1 + reasoning.length / P);
   watched = turn1.block_hashes.slice();
-  print(`  served turn 1: ${turn1.tokens} tokens, ${turn1.block_hashes.length} blocks (system 8, user 4, reasoning 4, answer 4)`);
+  print(`  served turn 1: ${turn1.tokens} tokens, ${turn1.block_hashes.length} blocks of ${P} tokens ` +
+    `(system ${b0}, user ${user1.length / P}, reasoning ${reasoning.length / P}, answer ${answer1.length / P})`);
 
   await step("pin the system prompt (TTL 300 s)", { type: "Cache", block_hashes: sysHashes, pin: true, ttl_seconds: 300 }, ["applied"]);
 
@@ -106,35 +112,36 @@ export async function runAgentSession(
   await step("purge the reasoning (Think transient=false)", { type: "Think", block_hashes: reasonHashes, transient: false }, ["applied"]);
 
   // the answer is re-encoded without the reasoning; then a tool call: offload, tool runs, restore
-  const turn1b = await harness.serve([...system, ...user1, ...answer1]);
+  const turn1bTokens = [...system, ...user1, ...answer1];
+  const turn1b = await worker.serve(turn1bTokens);
   watched = turn1b.block_hashes.slice();
-  const before = await harness.kv(turn1b.block_hashes);
+  const before = await worker.fingerprint(turn1bTokens);
   const ts = await step("tool call starts: offload the session (ToolStart)", { type: "ToolStart", session_id: "agent-1", block_hashes: turn1b.block_hashes }, ["applied"]);
-  await harness.flood(Math.ceil(floodN / 4), 24, 7); // other users' traffic while the tool runs
-  print(`  (tool running: ${Math.ceil(floodN / 4)} other requests served meanwhile)`);
+  const toolFlood = Math.ceil(worker.bigFlood.n / 4);
+  await worker.flood(toolFlood, worker.bigFlood.each, 7); // other users' traffic while the tool runs
+  print(`  (tool running: ${toolFlood} other requests served meanwhile)`);
   await step("tool call ends: restore (ToolEnd)", { type: "ToolEnd", session_id: "agent-1", epoch: ts.epoch ?? 0 }, ["applied"]);
-  const after = await harness.kv(turn1b.block_hashes);
-  const same = before.blocks.length === turn1b.block_hashes.length && before.blocks.length === after.blocks.length &&
-    before.blocks.every((b, i) => JSON.stringify([b.k, b.v]) === JSON.stringify([after.blocks[i].k, after.blocks[i].v]));
-  print(`  KV rows after restore identical to before offload: ${same ? "yes" : "NO"} (${after.blocks.length} blocks, now on ${[...new Set(after.blocks.map((b) => b.tier))].join("/")})`);
+  const after = await worker.fingerprint(turn1bTokens);
+  const same = before.value === after.value;
+  print(`  ${before.what} after restore identical to before offload: ${same ? "yes" : "NO"}`);
   if (!same) steps[steps.length - 1].ok = false;
 
   // idle: pause the session to host under a lease, flood, resume
   const turn2Tokens = [...system, ...user1, ...answer1, ...range(1100, 16)];
-  const turn2 = await harness.serve(turn2Tokens);
+  const turn2 = await worker.serve(turn2Tokens);
   watched = turn2.block_hashes.slice();
   await step("user idle: pause the session to host (Pause, lease 60 s)", { type: "Pause", block_hashes: turn2.block_hashes, ttl_seconds: 60, lease_id: "agent-1-idle" }, ["applied"]);
-  await harness.flood(floodN, 32, 11);
-  const resume = await harness.cached([...turn2Tokens, ...range(1300, 8)]);
-  print(`  (${floodN} flood requests while idle; the session's next prompt finds ${resume.cached_tokens}/${turn2.tokens} tokens cached, ${resume.host_hit} on host)`);
+  const idle = await worker.flood(worker.bigFlood.n, worker.bigFlood.each, 11);
+  const resume = await worker.cached([...turn2Tokens, ...range(1300, 8)]);
+  print(`  (${idle.requests} flood requests, ${idle.tokens} tokens, while idle; the session's next prompt finds ${resume.cached_tokens}/${turn2.tokens} tokens cached, ${resume.host_hit} on host)`);
   await step("user back: renew the lease for the turn (RenewLease)", { type: "RenewLease", lease_id: "agent-1-idle", new_ttl_seconds: 120 }, ["applied"]);
-  const turn3 = await harness.serve([...turn2Tokens, ...range(1300, 8)]);
+  const turn3 = await worker.serve([...turn2Tokens, ...range(1300, 8)]);
   print(`  resumed turn served: ${turn3.cached_tokens}/${turn3.tokens} tokens from cache (${turn3.loaded_from_host} loaded back from host)`);
   watched = turn3.block_hashes.slice();
 
   // context rewrite: everything after the user turn is replaced
   // (force: the old continuation is garbage even though the idle lease still holds it)
-  const keepTo = turn3.block_hashes[11]; // system (8) + user (4)
+  const keepTo = turn3.block_hashes[b1 - 1]; // the last block of the user turn
   await step("context rewrite: prune everything after the user turn (Prune, force)", { type: "Prune", after_block_hash: keepTo, force: true }, ["applied"]);
   await step("session over: revoke the lease (RevokeLease; the pinned system prompt stays)", { type: "RevokeLease", lease_id: "agent-1-idle" }, ["applied", "partial"]);
 
@@ -150,16 +157,16 @@ export async function runAgentSession(
   // pin vs flood: two VIP contexts, one pinned; a flood larger than GPU + host; next prompts
   print("");
   print("— pin vs flood —");
-  const vipA = range(20_000, 64);
-  const vipB = range(30_000, 64);
-  await harness.serve(vipA);
-  const b = await harness.serve(vipB);
+  const vipA = range(200, 64);
+  const vipB = range(600, 64);
+  await worker.serve(vipA);
+  const b = await worker.serve(vipB);
   const pinAck = await pub.send(workerId, { type: "Cache", block_hashes: b.block_hashes, pin: true, ttl_seconds: 300 });
   steps.push({ step: "pin VIP B", type: "Cache", status: pinAck.status, expected: ["applied"], ok: pinAck.status === "applied", ack: pinAck, residency: { missing: 0 } });
-  const fl = await harness.flood(floodN * 4, 32, 3);
+  const fl = await worker.flood(worker.bigFlood.n, worker.bigFlood.each, 3);
   const rows: FloodRow[] = [];
   for (const [label, toks] of [["VIP A, no pin", vipA], ["VIP B, pinned", vipB]] as const) {
-    const c = await harness.cached([...toks, ...range(40_000, 8)]);
+    const c = await worker.cached([...toks, ...range(900 + 40, 8)]);
     rows.push({ label, prompt_tokens: toks.length, cached_tokens: Math.min(c.cached_tokens, toks.length), from_host: c.host_hit, fraction: Math.min(c.cached_tokens, toks.length) / toks.length });
   }
   print(`flood: ${fl.requests} requests, ${fl.tokens} tokens through the GPU pool and host tier`);

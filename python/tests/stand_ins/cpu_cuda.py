@@ -45,3 +45,22 @@ def install() -> None:
                 setattr(cls, name, _noop)
     if not hasattr(torch.cpu.Event, "query"):
         torch.cpu.Event.query = lambda self: True
+
+
+def install_unpinned_host_pages() -> None:
+    """Real servers with an L3 backend: the host pool asks for pinned (page-locked) staging pages
+    when it reads a storage page (``get_dummy_flat_data_page``); pinning needs CUDA, so host pools
+    are built with ``pin_memory=False`` (the harness sets the same in helpers.attach_file_storage)."""
+    import sglang.srt.mem_cache.pool_host.base as base
+
+    cls = base.HostKVCache
+    if getattr(cls.__init__, "_kvctl_unpinned", False):
+        return
+    init = cls.__init__
+
+    def __init__(self, *a, **k):
+        init(self, *a, **k)
+        self.pin_memory = False
+
+    __init__._kvctl_unpinned = True
+    cls.__init__ = __init__

@@ -5,7 +5,8 @@
 Python imports ``sitecustomize`` at startup from ``sys.path``; python/tests/stand_ins is first on
 PYTHONPATH there, so this file runs before SGLang is imported. It does not import SGLang itself:
 ``sgl_kernel`` is served by a finder (stand_ins/sgl_kernel_cpu), and the HiCache host-pool pieces
-of ``cpu_cuda`` are installed right after ``sglang.srt.mem_cache.pool_host.mha`` is first imported.
+of ``cpu_cuda`` (and unpinned host staging pages) are installed right after
+``sglang.srt.mem_cache.pool_host.mha`` is first imported.
 Without the variable it does nothing (the harness and pytest install ``cpu_cuda`` themselves).
 """
 import os
@@ -40,8 +41,36 @@ if os.environ.get("KVCTL_CPU_STAND_INS") == "server":
                 import cpu_cuda
 
                 cpu_cuda.install()
+                cpu_cuda.install_unpinned_host_pages()
 
             loader.exec_module = exec_then_install
             return spec
 
     sys.meta_path.insert(0, _AfterImport())
+
+    if os.environ.get("COVERAGE_PROCESS_START"):
+        # Test bed only (hunk coverage): SGLang ends its processes with SIGKILL, so no exit
+        # handler would save coverage data. SIGUSR2 makes this process save it now and leave
+        # a "saved-<pid>" marker beside it; kvctl_testbed.server.RealServer.stop() sends it to
+        # every process of the server before stopping them.
+        import signal
+
+        def _save_coverage(*_a):
+            import coverage
+
+            cov = coverage.Coverage.current()
+            if cov is not None:
+                cov.stop()
+                cov.save()
+                data_file = cov.config.data_file
+            else:  # not measured: say so all the same, nobody should wait for it
+                import configparser
+
+                cp = configparser.ConfigParser()
+                cp.read(os.environ["COVERAGE_PROCESS_START"])
+                data_file = cp.get("run", "data_file", fallback=".coverage")
+            marker = os.path.join(os.path.dirname(os.path.abspath(data_file)), f"saved-{os.getpid()}")
+            with open(marker, "w") as f:
+                f.write("saved\n")
+
+        signal.signal(signal.SIGUSR2, _save_coverage)

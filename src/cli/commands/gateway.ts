@@ -1,0 +1,108 @@
+// `kvctl gateway`: the KV-aware, session-aware HTTP front for SGLang workers (createGateway), from
+// a config file (YAML or JSON) and flags; flags override the file.
+import { parseArgs } from "node:util";
+import { NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import type { Command } from "../main.js";
+
+const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp://..][,replay=tcp://..] ...] [options]
+  --config FILE            YAML or JSON file (workers, nats, routing, limits, health, sessions)
+  --worker SPEC            a worker (repeatable; replaces the file's list): id=http://host:port,
+                           optionally its KV-event endpoints (default: what its /server_info advertises)
+  --listen HOST:PORT       where to serve (default 127.0.0.1:8080)
+  --policy noop|log|agent  decision policy (default noop; agent: settings under policies: in --config)
+  --json-log               one JSON line per routing decision and command on stdout
+  --body-limit BYTES       largest request body (default 16 MiB)
+  --upstream-timeout-ms N  time to a worker's response headers (default 300000)
+  --no-nats                no shared sessions and no commands (this replica alone)
+${NATS_FLAGS_HELP}
+  (the NATS server must run JetStream, -js: session records live in a KV bucket)`;
+
+const OPTIONS = {
+  ...NATS_FLAGS,
+  config: { type: "string" },
+  worker: { type: "string", multiple: true },
+  listen: { type: "string" },
+  policy: { type: "string" },
+  "json-log": { type: "boolean" },
+  "body-limit": { type: "string" },
+  "upstream-timeout-ms": { type: "string" },
+  "no-nats": { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+function intFlag(name: string, v: string): number {
+  if (!/^\d+$/.test(v)) throw new Error(`--${name} must be a non-negative integer, got '${v}'`);
+  return Number(v);
+}
+
+export const command: Command = {
+  summary: "KV-aware, session-aware HTTP gateway in front of SGLang workers",
+  async run(argv) {
+    let values: ReturnType<typeof parseArgs<{ args: string[]; options: typeof OPTIONS }>>["values"];
+    try {
+      ({ values } = parseArgs({ args: argv, options: OPTIONS }));
+    } catch (e) {
+      console.error(`gateway: ${(e as Error).message}\n${HELP}`);
+      return 2;
+    }
+    if (values.help) {
+      console.log(HELP);
+      return 0;
+    }
+    const { createGateway, GatewayConfigError, parseWorkerFlag, readConfigFile } = await import("../../gateway/index.js");
+    type ConfigInput = import("../../gateway/index.js").GatewayConfigInput;
+    const { WorkerSchemeError } = await import("../../gateway/worker-scheme.js");
+    let cfg: Record<string, unknown>;
+    try {
+      cfg = values.config ? readConfigFile(values.config) : {};
+      if (values.worker?.length) cfg.workers = values.worker.map(parseWorkerFlag);
+      if (values.listen) {
+        const m = /^(.*):(\d+)$/.exec(values.listen);
+        if (!m) throw new GatewayConfigError(`--listen must be HOST:PORT, got '${values.listen}'`);
+        cfg.listen = { host: m[1].replace(/^\[|\]$/g, ""), port: Number(m[2]) };
+      }
+      if (values.policy) cfg.policy = values.policy;
+      if (values["json-log"]) cfg.jsonLog = true;
+      const limits = { ...((cfg.limits as object) ?? {}) } as Record<string, unknown>;
+      if (values["body-limit"]) limits.bodyLimitBytes = intFlag("body-limit", values["body-limit"]);
+      if (values["upstream-timeout-ms"]) limits.upstreamHeadersTimeoutMs = intFlag("upstream-timeout-ms", values["upstream-timeout-ms"]);
+      if (Object.keys(limits).length) cfg.limits = limits;
+      if (values["no-nats"]) delete cfg.nats;
+      else {
+        const nats = { ...((cfg.nats as object) ?? {}) } as Record<string, unknown>;
+        const map: [keyof typeof values, string][] = [
+          ["nats-url", "url"], ["user", "user"], ["password", "password"], ["token", "token"],
+          ["nkey-seed-file", "nkeySeedFile"], ["creds", "creds"], ["tls-ca", "tlsCa"], ["tls-cert", "tlsCert"],
+          ["tls-key", "tlsKey"], ["tls-handshake-first", "tlsHandshakeFirst"], ["subject-prefix", "subjectPrefix"],
+          ["inbox-prefix", "inboxPrefix"],
+        ];
+        for (const [flag, key] of map) if (values[flag] !== undefined) nats[key] = values[flag];
+        if (Object.keys(nats).length || process.env.KVCTL_NATS_URL) cfg.nats = nats;
+      }
+    } catch (e) {
+      console.error(`gateway: ${(e as Error).message}`);
+      return 2;
+    }
+    let gw: Awaited<ReturnType<typeof createGateway>>;
+    try {
+      // Validated inside createGateway, which names every bad field.
+      gw = await createGateway({ config: cfg as unknown as ConfigInput });
+    } catch (e) {
+      if (e instanceof GatewayConfigError || e instanceof WorkerSchemeError) {
+        console.error(`gateway: ${e.message}`);
+        return 2;
+      }
+      console.error(`gateway: cannot start: ${(e as Error).message}`);
+      return 1;
+    }
+    console.error(`gateway: listening on ${gw.url} for ${gw.config.workers.map((w) => `${w.id}=${w.url}`).join(", ")}`);
+    await new Promise<void>((resolve) => {
+      const stop = () => resolve();
+      process.once("SIGINT", stop);
+      process.once("SIGTERM", stop);
+    });
+    console.error("gateway: shutting down");
+    await gw.close();
+    return 0;
+  },
+};

@@ -1,0 +1,204 @@
+// The gateway's configuration: one zod schema for the file (YAML or JSON) and for the options of
+// createGateway(); CLI flags are folded in on top of the file. Objects are strict, so a typo in a
+// key is an error naming the key, not a setting silently ignored.
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { policiesConfigSchema } from "../policy/config.js";
+import { checkSubjectPrefix, checkWorkerId } from "../protocol/subjects.js";
+
+const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
+const nonNegative = z.number().min(0, "must be >= 0");
+
+const workerId = z.string().refine(
+  (s) => {
+    try {
+      checkWorkerId(s);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { message: "must be 1-128 characters from A-Z a-z 0-9 _ - (and not 'broadcast')" },
+);
+
+const httpUrl = z.string().refine((s) => /^https?:\/\/[^/\s]+\/?$/.test(s), { message: "must be http(s)://host:port" });
+const zmqEndpoint = z.string().refine((s) => /^tcp:\/\/[^\s]+:\d+$/.test(s), { message: "must be tcp://host:port" });
+
+export const workerConfigSchema = z.strictObject({
+  id: workerId,
+  /** The worker's HTTP base URL (SGLang's --host/--port). */
+  url: httpUrl,
+  /** ZMQ PUB endpoint of its KV events; defaults to what its /server_info advertises. */
+  events: zmqEndpoint.optional(),
+  /** ZMQ ROUTER replay endpoint; defaults to what its /server_info advertises. */
+  replay: zmqEndpoint.optional(),
+});
+
+export const natsConfigSchema = z.strictObject({
+  url: z.string().min(1).optional(),
+  user: z.string().optional(),
+  password: z.string().optional(),
+  token: z.string().optional(),
+  nkeySeedFile: z.string().optional(),
+  creds: z.string().optional(),
+  tlsCa: z.string().optional(),
+  tlsCert: z.string().optional(),
+  tlsKey: z.string().optional(),
+  tlsHandshakeFirst: z.boolean().optional(),
+  subjectPrefix: z.string().refine((s) => {
+    try {
+      checkSubjectPrefix(s);
+      return true;
+    } catch {
+      return false;
+    }
+  }, { message: "must be dot-separated tokens of A-Z a-z 0-9 _ -" }).optional(),
+  inboxPrefix: z.string().optional(),
+  /** Time one NATS operation (KV get/put) may take before the gateway goes on without it (ms). */
+  opTimeoutMs: positiveInt.default(500),
+});
+
+export const routingConfigSchema = z.strictObject({
+  /** sgl-model-gateway: above this match rate (matched blocks / request blocks) the best match wins. */
+  cacheThreshold: z.number().min(0).max(1).default(0.3),
+  /** Pick the least-loaded worker when max - min in-flight exceeds this ... */
+  balanceAbsThreshold: nonNegative.default(64),
+  /** ... and max > min * this. */
+  balanceRelThreshold: z.number().min(1).default(1.5),
+  /** How long a session sticks to its worker after its last turn (s). */
+  sessionAffinityTtlSeconds: nonNegative.default(600),
+  /** Tokenize prompts on a worker before routing when the index holds blocks ("auto") or never. */
+  tokenize: z.enum(["auto", "never"]).default("auto"),
+  /** Dynamo scorer settings (src/index/scoring.ts ScoringConfig), e.g. sharedCacheMultiplier. */
+  scoring: z
+    .strictObject({
+      overlapScoreCredit: z.number().optional(),
+      overlapScoreCreditDecay: z.number().optional(),
+      prefillLoadScale: z.number().optional(),
+      hostCacheHitWeight: z.number().optional(),
+      diskCacheHitWeight: z.number().optional(),
+      sharedCacheMultiplier: z.number().optional(),
+      decodeActiveRequestWeight: z.number().optional(),
+      temperature: z.number().min(0).optional(),
+    })
+    .default({}),
+});
+
+export const gatewayConfigSchema = z.strictObject({
+  listen: z
+    .strictObject({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8080) })
+    .default({ host: "127.0.0.1", port: 8080 }),
+  workers: z.array(workerConfigSchema).min(1, "needs at least one worker"),
+  nats: natsConfigSchema.optional(),
+  routing: routingConfigSchema.default(routingConfigSchema.parse({})),
+  limits: z
+    .strictObject({
+      /** Largest request body accepted (bytes); larger ones get 413. */
+      bodyLimitBytes: positiveInt.default(16 * 1024 * 1024),
+      /** Time to the worker's response headers (ms). */
+      upstreamHeadersTimeoutMs: positiveInt.default(300_000),
+      /** Longest silence inside a worker's response body (ms). */
+      upstreamBodyTimeoutMs: positiveInt.default(300_000),
+      /** Pooled connections per worker. */
+      connectionsPerWorker: positiveInt.default(256),
+      /** Policy commands waiting for NATS; beyond this new ones are dropped and counted. */
+      commandQueue: positiveInt.default(1024),
+    })
+    .default({
+      bodyLimitBytes: 16 * 1024 * 1024,
+      upstreamHeadersTimeoutMs: 300_000,
+      upstreamBodyTimeoutMs: 300_000,
+      connectionsPerWorker: 256,
+      commandQueue: 1024,
+    }),
+  health: z
+    .strictObject({
+      intervalMs: positiveInt.default(2000),
+      /** SGLang's /health runs a one-token generation and answers after a second at the earliest. */
+      timeoutMs: positiveInt.default(5000),
+      /** Consecutive failed checks before a worker is drained. */
+      failures: positiveInt.default(3),
+    })
+    .default({ intervalMs: 2000, timeoutMs: 5000, failures: 3 }),
+  sessions: z
+    .strictObject({
+      /** JetStream KV bucket holding session records (shared by replicas). */
+      bucket: z.string().regex(/^[A-Za-z0-9_-]+$/, "must be A-Z a-z 0-9 _ -").default("kvctl_sessions"),
+      /** Records expire this long after their last write (s); 0 = never. */
+      ttlSeconds: nonNegative.default(86_400),
+      /** A session with no turn for this long is reported idle to the policy (s). */
+      idleAfterSeconds: nonNegative.default(30),
+      /** Commands kept in a record (oldest dropped first). */
+      maxCommands: positiveInt.default(64),
+    })
+    .default({ bucket: "kvctl_sessions", ttlSeconds: 86_400, idleAfterSeconds: 30, maxCommands: 64 }),
+  /** Which policy turns observations into commands ("agent": the rules of src/policy, set in `policies`). */
+  policy: z.enum(["noop", "log", "agent"]).default("noop"),
+  /** Settings of the agent policy's rules (each can be switched off). */
+  policies: policiesConfigSchema.optional(),
+  /** One JSON line per routing decision on stdout. */
+  jsonLog: z.boolean().default(false),
+  /** Read each worker's /server_info at start (off only for upstreams that are not SGLang). */
+  probeWorkers: z.boolean().default(true),
+});
+
+export type GatewayConfigInput = z.input<typeof gatewayConfigSchema>;
+export type GatewayConfig = z.output<typeof gatewayConfigSchema>;
+export type WorkerConfig = z.output<typeof workerConfigSchema>;
+export type NatsConfig = z.output<typeof natsConfigSchema>;
+export type RoutingConfig = z.output<typeof routingConfigSchema>;
+
+export class GatewayConfigError extends Error {
+  override name = "GatewayConfigError";
+}
+
+/** Validates a configuration object; the error names every bad field by its path. */
+export function parseGatewayConfig(input: unknown, source = "config"): GatewayConfig {
+  const r = gatewayConfigSchema.safeParse(input);
+  if (!r.success) {
+    const lines = r.error.issues.map((i) => `  ${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`);
+    throw new GatewayConfigError(`${source} is invalid:\n${lines.join("\n")}`);
+  }
+  const ids = new Set<string>();
+  for (const w of r.data.workers) {
+    if (ids.has(w.id)) throw new GatewayConfigError(`${source} is invalid:\n  workers: duplicate worker id '${w.id}'`);
+    ids.add(w.id);
+  }
+  return r.data;
+}
+
+/** Reads a YAML or JSON file (JSON is YAML, so one parser reads both) as an unvalidated object. */
+export function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new GatewayConfigError(`cannot read config file ${path}: ${(e as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (e) {
+    throw new GatewayConfigError(`config file ${path} is not valid YAML/JSON: ${(e as Error).message}`);
+  }
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) {
+    throw new GatewayConfigError(`config file ${path} must hold a mapping at the top level`);
+  }
+  return doc as Record<string, unknown>;
+}
+
+/** `id=http://host:port[,events=tcp://..][,replay=tcp://..]` (the --worker flag). */
+export function parseWorkerFlag(spec: string): Record<string, string> {
+  const [first, ...rest] = spec.split(",");
+  const eq = first.indexOf("=");
+  if (eq <= 0) throw new GatewayConfigError(`--worker ${spec}: expected id=http://host:port[,events=tcp://host:port][,replay=tcp://host:port]`);
+  const out: Record<string, string> = { id: first.slice(0, eq), url: first.slice(eq + 1) };
+  for (const part of rest) {
+    const e = part.indexOf("=");
+    const k = e > 0 ? part.slice(0, e) : part;
+    if (k !== "events" && k !== "replay") throw new GatewayConfigError(`--worker ${spec}: unknown key '${k}' (events, replay)`);
+    out[k] = part.slice(e + 1);
+  }
+  return out;
+}

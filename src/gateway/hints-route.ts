@@ -1,0 +1,39 @@
+// POST /kvctl/v1/sessions/{id}/events: explicit hints from a harness (tool_start, tool_end, idle,
+// close, rewrite), fed to the policy as SessionHint observations. A session the store does not
+// know is a 404; a bad body a 400 naming the field; both counted, neither changes anything.
+import type { FastifyInstance } from "fastify";
+import { HintError, parseHintBody } from "../policy/hints.js";
+import { errorBody } from "./errors.js";
+import { MAX_SESSION_ID_BYTES } from "./session-id.js";
+import type { TurnContext } from "./turn-context.js";
+
+export const HINTS_ROUTE = "/kvctl/v1/sessions/:id/events";
+
+export function registerHintsRoute(app: FastifyInstance, ctx: TurnContext): void {
+  app.post<{ Params: { id: string } }>(HINTS_ROUTE, async (req, reply) => {
+    const { metrics } = ctx;
+    const id = req.params.id;
+    const fail = (status: number, outcome: string, event: string, message: string, param: string | null) => {
+      metrics.hints.inc({ event, outcome });
+      return reply.code(status).header("content-type", "application/json").send(errorBody("openai", status === 404 ? "not_found" : "invalid_request_error", message, param));
+    };
+    if (id === "" || Buffer.byteLength(id) > MAX_SESSION_ID_BYTES) return fail(400, "invalid", "?", `session id must be 1-${MAX_SESSION_ID_BYTES} bytes`, "id");
+    const json = (req.body as { json?: unknown } | undefined)?.json;
+    let hint;
+    try {
+      hint = parseHintBody(json, id, ctx.clock.now());
+    } catch (e) {
+      if (!(e instanceof HintError)) throw e;
+      return fail(400, "invalid", "?", e.message, e.field);
+    }
+    await ctx.recording.get(id);
+    const rec = await ctx.sessions.get(id);
+    if (!rec) {
+      ctx.log(`gateway: hint ${hint.event} for unknown session ${JSON.stringify(id)} (ignored)`);
+      return fail(404, "unknown_session", hint.event, `no session ${JSON.stringify(id)}`, "id");
+    }
+    metrics.hints.inc({ event: hint.event, outcome: "accepted" });
+    ctx.observe(hint);
+    return reply.code(202).send({ accepted: true, session: id, event: hint.event });
+  });
+}

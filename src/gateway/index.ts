@@ -1,0 +1,15 @@
+// Public API of the gateway: createGateway() and what its options and observations are made of.
+export { createGateway } from "./gateway.js";
+export type { Gateway, GatewayOptions } from "./gateway.js";
+export { GatewayConfigError, gatewayConfigSchema, parseGatewayConfig, parseWorkerFlag, readConfigFile } from "./config.js";
+export type { GatewayConfig, GatewayConfigInput, NatsConfig, RoutingConfig, WorkerConfig } from "./config.js";
+export { loggingPolicy, noopPolicy } from "./policy.js";
+export type { GatewayPolicy, PolicyCommand } from "./policy.js";
+export type * from "./observations.js";
+export type { CommandRecord, LeaseRecord, PinRecord, SessionRecord, TurnSummary } from "./session-record.js";
+export { SESSION_HEADERS, sessionIdOf } from "./session-id.js";
+export { routeRequest } from "./router.js";
+export type { RouteDecision, RouteReason, RouteRequest, RoutingOptions, WorkerState } from "./router.js";
+export { schemeFromServerInfo, WorkerSchemeError } from "./worker-scheme.js";
+export type { HashScheme } from "./worker-scheme.js";
+export type { Clock } from "./session-store.js";

@@ -1,0 +1,90 @@
+// The HTTP front (fastify): the inference routes go through serveTurn; /v1/models is passed to a
+// worker; /health and /metrics are the gateway's own. Bodies are kept as the bytes the client
+// sent (forwarded unchanged unless token ids are asked for) and parsed once; malformed JSON,
+// oversized bodies and unknown routes get an error body naming the problem.
+import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
+import { errorBody } from "./errors.js";
+import { registerHintsRoute } from "./hints-route.js";
+import type { GatewayMetrics } from "./metrics.js";
+import type { RouteKind } from "./observations.js";
+import { serveTurn, type ParsedBody, type TurnContext } from "./turn.js";
+import { callJson } from "./upstream.js";
+import type { WorkerSet } from "./workers.js";
+
+export interface ServerParts {
+  ctx: TurnContext;
+  workers: WorkerSet;
+  metrics: GatewayMetrics;
+  /** Refreshes the gauges read at scrape time. */
+  beforeScrape: () => void;
+}
+
+const ROUTES: [string, RouteKind][] = [
+  ["/v1/chat/completions", "chat"],
+  ["/v1/completions", "completions"],
+  ["/v1/messages", "messages"],
+  ["/generate", "generate"],
+];
+
+function parseBody(_req: unknown, raw: Buffer, done: (err: Error | null, body?: ParsedBody) => void): void {
+  if (raw.length === 0) return done(null, { raw, json: undefined });
+  try {
+    done(null, { raw, json: JSON.parse(raw.toString("utf8")) });
+  } catch (e) {
+    const err = new Error(`request body is not valid JSON: ${(e as Error).message}`) as Error & { statusCode: number; code: string };
+    err.statusCode = 400;
+    err.code = "KVCTL_BAD_JSON";
+    done(err);
+  }
+}
+
+export function buildServer(p: ServerParts, bodyLimit: number): FastifyInstance {
+  const app = Fastify({ bodyLimit, logger: false, return503OnClosing: true, forceCloseConnections: true });
+  app.removeAllContentTypeParsers();
+  // Clients (curl -d) often send JSON under another content type: every body is read as JSON.
+  app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, parseBody);
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
+    const reason = err.code === "FST_ERR_CTP_BODY_TOO_LARGE" ? "body_too_large" : err.code === "KVCTL_BAD_JSON" ? "bad_json" : status >= 500 ? "internal" : "bad_request";
+    if (status < 500) p.metrics.badRequests.inc({ reason });
+    const flavor = req.url.startsWith("/v1/messages") ? "anthropic" : "openai";
+    const message = reason === "body_too_large" ? `request body is larger than the limit of ${bodyLimit} bytes` : err.message;
+    if (status >= 500) p.ctx.log(`gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`);
+    reply.code(status).header("content-type", "application/json").send(errorBody(flavor, status >= 500 ? "internal_error" : "invalid_request_error", message));
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    p.metrics.badRequests.inc({ reason: "unknown_route" });
+    reply.code(404).header("content-type", "application/json").send(errorBody("openai", "not_found", `no route ${req.method} ${req.url.split("?")[0]}`));
+  });
+
+  for (const [path, route] of ROUTES) app.post(path, (req, reply) => serveTurn(p.ctx, route, req, reply));
+  registerHintsRoute(app, p.ctx);
+
+  app.get("/v1/models", async (_req, reply) => {
+    const w = p.workers.available()[0];
+    if (!w) return reply.code(503).header("content-type", "application/json").send(errorBody("openai", "service_unavailable", "no worker is taking traffic"));
+    try {
+      const r = await callJson(w.pool, "GET", "/v1/models", undefined, p.ctx.config.health.timeoutMs * 5);
+      p.metrics.requests.inc({ route: "models", worker: w.id, status: r.status });
+      return reply.code(r.status).header("content-type", "application/json").send(r.text);
+    } catch (e) {
+      p.metrics.requests.inc({ route: "models", worker: w.id, status: 502 });
+      return reply.code(502).header("content-type", "application/json").send(errorBody("openai", "upstream_error", `worker ${w.id}: ${(e as Error).message}`));
+    }
+  });
+
+  app.get("/health", async (_req, reply) => {
+    const workers = p.workers.workers.map((w) => ({ id: w.id, url: w.url, healthy: w.healthy, stale: w.stale, in_flight: w.inFlight, page_size: w.scheme?.pageSize ?? null }));
+    const ok = workers.some((w) => w.healthy);
+    return reply.code(ok ? 200 : 503).send({ status: ok ? "ok" : "no_workers", workers });
+  });
+
+  app.get("/metrics", async (_req, reply) => {
+    p.beforeScrape();
+    const text = await p.metrics.registry.metrics();
+    return reply.header("content-type", p.metrics.registry.contentType).send(text);
+  });
+  return app;
+}

@@ -1,0 +1,150 @@
+// Session records in a NATS JetStream KV bucket, so every gateway replica sees the same sessions;
+// a local copy of each record this replica touched keeps requests served while NATS is down (the
+// record is then this replica's view until NATS is back). Updates are compare-and-set on the
+// entry's revision, retried on conflict, so two replicas finishing turns of one session at once
+// do not lose either update.
+import { createHash } from "node:crypto";
+import type { KV } from "@nats-io/kv";
+import type { GatewayMetrics } from "./metrics.js";
+import { isSessionRecord, newSessionRecord, type SessionRecord } from "./session-record.js";
+
+export interface Clock {
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+interface Local {
+  record: SessionRecord;
+  revision: number;
+}
+
+/** A KV key for any session id: base64url keeps the key alphabet; long ids are hashed. */
+export function sessionKey(id: string): string {
+  const b = Buffer.from(id, "utf8");
+  return b.length <= 192 ? `s.${b.toString("base64url")}` : `h.${createHash("sha256").update(b).digest("hex")}`;
+}
+
+export interface SessionStoreOptions {
+  /** The bucket while NATS is up; null while it is down (KV calls are skipped then), or not configured. */
+  kv: () => KV | null;
+  /** Whether NATS is configured at all (records are shared) or this replica keeps them alone. */
+  configured: boolean;
+  opTimeoutMs: number;
+  metrics: GatewayMetrics;
+  clock?: Clock;
+  /** Records kept locally (least recently used dropped first). */
+  maxLocal?: number;
+  log?: (line: string) => void;
+}
+
+class OpTimeout extends Error {}
+
+export class SessionStore {
+  private readonly local = new Map<string, Local>();
+  private readonly clock: Clock;
+  private readonly maxLocal: number;
+  private readonly log: (line: string) => void;
+
+  constructor(private readonly o: SessionStoreOptions) {
+    this.clock = o.clock ?? systemClock;
+    this.maxLocal = o.maxLocal ?? 100_000;
+    this.log = o.log ?? ((l) => console.error(l));
+  }
+
+  get shared(): boolean {
+    return this.o.configured;
+  }
+
+  /** The record as the bucket holds it now (or the local copy when NATS is unavailable). */
+  async get(id: string): Promise<SessionRecord | null> {
+    const kv = this.kvIfUp("get");
+    if (kv) {
+      try {
+        const e = await this.timed(kv.get(sessionKey(id)));
+        if (e && e.operation === "PUT" && e.length > 0) {
+          const r = e.json<unknown>();
+          if (isSessionRecord(r) && r.id === id) {
+            this.remember(id, r, e.revision);
+            return r;
+          }
+          this.o.metrics.sessionStoreErrors.inc({ op: "decode" });
+          this.log(`gateway: session ${JSON.stringify(id)}: the stored record is not a session record (ignored)`);
+          return null;
+        }
+        if (!e) return this.local.get(id)?.record ?? null;
+        return null;
+      } catch (err) {
+        this.fail("get", id, err);
+      }
+    }
+    return this.local.get(id)?.record ?? null;
+  }
+
+  /** Applies `change` to the current record (created when absent) and writes it back. */
+  async update(id: string, change: (r: SessionRecord) => void): Promise<SessionRecord> {
+    const kv = this.kvIfUp("put");
+    if (kv) {
+      const key = sessionKey(id);
+      try {
+        for (let attempt = 0; attempt < 5; attempt++) {
+          const e = await this.timed(kv.get(key));
+          const cur = e && e.operation === "PUT" && e.length > 0 ? e.json<unknown>() : null;
+          const rec = isSessionRecord(cur) && cur.id === id ? cur : (this.local.get(id)?.record ?? newSessionRecord(id, this.clock.now()));
+          const next = structuredClone(rec);
+          change(next);
+          try {
+            const rev = e ? await this.timed(kv.update(key, JSON.stringify(next), e.revision)) : await this.timed(kv.create(key, JSON.stringify(next)));
+            this.remember(id, next, rev);
+            return next;
+          } catch (err) {
+            if (err instanceof OpTimeout || !/wrong last sequence|key exists/i.test((err as Error).message)) throw err;
+            // Another replica wrote in between: read again and reapply.
+          }
+        }
+        throw new Error("5 conflicting writes in a row");
+      } catch (err) {
+        this.fail("put", id, err);
+      }
+    }
+    const cur = this.local.get(id);
+    const next = cur ? structuredClone(cur.record) : newSessionRecord(id, this.clock.now());
+    change(next);
+    this.remember(id, next, cur?.revision ?? 0);
+    return next;
+  }
+
+  /** Records this replica touched recently (for the idle sweep); the KV bucket is not listed. */
+  localRecords(): IterableIterator<SessionRecord> {
+    return [...this.local.values()].map((l) => l.record)[Symbol.iterator]();
+  }
+
+  private kvIfUp(op: string): KV | null {
+    if (!this.o.configured) return null;
+    const kv = this.o.kv();
+    if (!kv) this.o.metrics.sessionStoreErrors.inc({ op: `${op}_skipped_nats_down` });
+    return kv;
+  }
+
+  private remember(id: string, record: SessionRecord, revision: number): void {
+    this.local.delete(id);
+    this.local.set(id, { record, revision });
+    if (this.local.size > this.maxLocal) {
+      const oldest = this.local.keys().next().value as string;
+      this.local.delete(oldest);
+    }
+  }
+
+  private fail(op: string, id: string, err: unknown): void {
+    this.o.metrics.sessionStoreErrors.inc({ op });
+    this.log(`gateway: session ${JSON.stringify(id)}: KV ${op} failed (${(err as Error).message}); using this replica's copy`);
+  }
+
+  private timed<T>(p: Promise<T>): Promise<T> {
+    let t: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      t = setTimeout(() => reject(new OpTimeout(`timed out after ${this.o.opTimeoutMs} ms`)), this.o.opTimeoutMs);
+    });
+    return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+  }
+}

@@ -1,0 +1,169 @@
+// Token ids come from the worker that served the request, never from a second tokenizer:
+//   non-streaming chat/completions: the request asks for return_token_ids (SGLang 0.5.23 then puts
+//     prompt_token_ids and response_token_ids in each choice) and the gateway cuts the fields the
+//     client did not ask for out of the response bytes, leaving every other byte as the worker sent it;
+//   streaming requests (SGLang refuses the flags with stream=true): /v1/tokenize on the same
+//     worker with the request's messages (or prompt);
+//   /generate: the request's input_ids, or /v1/tokenize of its text; output_ids from the answer.
+import type { Pool } from "undici";
+import type { RouteKind, ToolCallInfo, Usage } from "./observations.js";
+import { callJson } from "./upstream.js";
+
+export interface TokenFieldsAdded {
+  prompt: boolean;
+  response: boolean;
+  /** Where the output ids are: chat `response_token_ids`, completions `token_ids`. */
+  responseKey: "response_token_ids" | "token_ids";
+}
+
+/**
+ * Adds `"return_token_ids":true` to a JSON object's bytes (after every other key, so it wins over a
+ * client's own `false` the way Python's json keeps the last duplicate) and says which response
+ * fields the client did not ask for.
+ */
+export function withTokenIds(route: "chat" | "completions", raw: Buffer, body: Record<string, unknown>): { raw: Buffer; added: TokenFieldsAdded } {
+  const responseKey = route === "chat" ? "response_token_ids" : "token_ids";
+  if (body.return_token_ids === true) return { raw, added: { prompt: false, response: false, responseKey } };
+  // Completions return prompt ids only with return_token_ids; chat also with return_prompt_token_ids.
+  const added = { prompt: route === "completions" || body.return_prompt_token_ids !== true, response: true, responseKey } as const;
+  const text = raw.toString("utf8");
+  const end = text.lastIndexOf("}");
+  const empty = /^\s*\{\s*$/.test(text.slice(0, end));
+  const out = `${text.slice(0, end)}${empty ? "" : ","}"return_token_ids":true${text.slice(end)}`;
+  return { raw: Buffer.from(out, "utf8"), added };
+}
+
+// Inside a JSON string every `"` is escaped, so `,"name":[` with a bare quote only ever starts a key.
+const CUTTERS = new Map<string, RegExp>();
+
+function cut(text: string, key: string): string {
+  if (!text.includes(`"${key}"`)) return text;
+  let re = CUTTERS.get(key);
+  if (!re) {
+    re = new RegExp(`,\\s*"${key}"\\s*:\\s*\\[[^\\]]*\\]|"${key}"\\s*:\\s*\\[[^\\]]*\\]\\s*,?`, "g");
+    CUTTERS.set(key, re);
+  }
+  return text.replace(re, "");
+}
+
+/** Removes the token-id fields the gateway added from a response body, leaving all other bytes. */
+export function stripTokenFields(text: string, added: TokenFieldsAdded): string {
+  let t = text;
+  if (added.prompt) t = cut(t, "prompt_token_ids");
+  if (added.response) t = cut(t, added.responseKey);
+  return t;
+}
+
+export interface TurnResult {
+  promptTokens: number[] | null;
+  outputTokens: number[] | null;
+  finishReason: string | null;
+  usage: Usage;
+  toolCalls: ToolCallInfo[];
+  /** Text the worker's reasoning parser separated out (chat), for locating the reasoning range. */
+  reasoningText: string | null;
+}
+
+function isIntArray(v: unknown): v is number[] {
+  return Array.isArray(v) && v.every((x) => Number.isInteger(x) && x >= 0);
+}
+
+function obj(v: unknown): Record<string, unknown> | null {
+  return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+}
+
+function num(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+export function usageOf(u: unknown): Usage {
+  const o = obj(u);
+  const details = obj(o?.prompt_tokens_details);
+  return {
+    promptTokens: num(o?.prompt_tokens ?? o?.input_tokens),
+    completionTokens: num(o?.completion_tokens ?? o?.output_tokens),
+    cachedTokens: num(details?.cached_tokens ?? o?.cache_read_input_tokens),
+  };
+}
+
+/** What a non-streaming answer tells about the turn, per route. */
+export function turnResultOf(route: RouteKind, json: unknown): TurnResult {
+  const o = obj(json);
+  const r: TurnResult = {
+    promptTokens: null,
+    outputTokens: null,
+    finishReason: null,
+    usage: usageOf(o?.usage),
+    toolCalls: [],
+    reasoningText: null,
+  };
+  if (!o) return r;
+  if (route === "generate") {
+    const first = Array.isArray(json) ? obj(json[0]) : o;
+    const meta = obj(first?.meta_info);
+    if (isIntArray(first?.output_ids)) r.outputTokens = first.output_ids as number[];
+    const fr = obj(meta?.finish_reason);
+    r.finishReason = typeof fr?.type === "string" ? fr.type : null;
+    r.usage = { promptTokens: num(meta?.prompt_tokens), completionTokens: num(meta?.completion_tokens), cachedTokens: num(meta?.cached_tokens) };
+    return r;
+  }
+  if (route === "messages") {
+    r.finishReason = typeof o.stop_reason === "string" ? o.stop_reason : null;
+    if (Array.isArray(o.content)) {
+      for (const b of o.content) {
+        const blk = obj(b);
+        if (blk?.type === "tool_use") r.toolCalls.push({ id: typeof blk.id === "string" ? blk.id : null, name: typeof blk.name === "string" ? blk.name : null });
+      }
+    }
+    return r;
+  }
+  const choice = Array.isArray(o.choices) ? obj(o.choices[0]) : null;
+  if (!choice) return r;
+  r.finishReason = typeof choice.finish_reason === "string" ? choice.finish_reason : null;
+  if (isIntArray(choice.prompt_token_ids)) r.promptTokens = choice.prompt_token_ids;
+  if (isIntArray(choice.response_token_ids)) r.outputTokens = choice.response_token_ids;
+  else if (isIntArray(choice.token_ids)) r.outputTokens = choice.token_ids;
+  const msg = obj(choice.message);
+  if (msg) {
+    if (typeof msg.reasoning_content === "string" && msg.reasoning_content !== "") r.reasoningText = msg.reasoning_content;
+    if (Array.isArray(msg.tool_calls)) {
+      for (const t of msg.tool_calls) {
+        const tc = obj(t);
+        const fn = obj(tc?.function);
+        r.toolCalls.push({ id: typeof tc?.id === "string" ? tc.id : null, name: typeof fn?.name === "string" ? fn.name : null });
+      }
+    }
+  }
+  return r;
+}
+
+/** Prompt token ids the request itself carries (no worker call needed), if any. */
+export function promptTokensInRequest(route: RouteKind, body: Record<string, unknown>): number[] | null {
+  if (route === "generate" && isIntArray(body.input_ids)) return body.input_ids;
+  if (route === "completions" && isIntArray(body.prompt) && body.prompt.length > 0) return body.prompt;
+  return null;
+}
+
+/** The /v1/tokenize request that renders this request's prompt exactly as the worker will, or null. */
+export function tokenizeRequestFor(route: RouteKind, body: Record<string, unknown>): Record<string, unknown> | null {
+  if (route === "chat") {
+    if (!Array.isArray(body.messages)) return null;
+    const t: Record<string, unknown> = { messages: body.messages };
+    for (const k of ["model", "tools", "tool_choice", "reasoning_effort", "chat_template_kwargs", "continue_final_message"]) {
+      if (body[k] !== undefined) t[k] = body[k];
+    }
+    return t;
+  }
+  if (route === "completions" && typeof body.prompt === "string") return { prompt: body.prompt, ...(body.model ? { model: body.model } : {}) };
+  if (route === "generate" && typeof body.text === "string") return { prompt: body.text };
+  return null;
+}
+
+/** Asks the worker to tokenize; throws saying why when it cannot. */
+export async function tokenizeOn(pool: Pool, req: Record<string, unknown>, timeoutMs: number): Promise<number[]> {
+  const r = await callJson(pool, "POST", "/v1/tokenize", req, timeoutMs);
+  if (r.status !== 200) throw new Error(`/v1/tokenize answered ${r.status}: ${r.text.slice(0, 200)}`);
+  const tokens = obj(r.json)?.tokens;
+  if (!isIntArray(tokens)) throw new Error("/v1/tokenize answered without a token list");
+  return tokens;
+}

@@ -1,0 +1,180 @@
+// The agent policy: the rules of policies/ behind one GatewayPolicy. For each observation it
+// updates the per-session view the rules share, runs every enabled rule in a fixed order, hands
+// acks back to the rule that sent the command, and keeps the pin-budget gauges current.
+import type { Registry } from "prom-client";
+import type { Observation, StoredSessionState, TurnFinished } from "../gateway/observations.js";
+import type { GatewayPolicy, PolicyCommand } from "../gateway/policy.js";
+import { storageKeys as addonStorageKeys } from "../hash/index.js";
+import type { Command } from "../protocol/index.js";
+import type { CommandAcked } from "../gateway/observations.js";
+import { type PoliciesConfig, type PoliciesConfigInput, policiesConfigSchema } from "./config.js";
+import { createContext, type PolicyContext, type SessionView } from "./context.js";
+import { DurationModel } from "./duration-model.js";
+import { CommandGuards } from "./guards.js";
+import { PolicyMetrics } from "./metrics.js";
+import { PinBudget } from "./pin-budget.js";
+import { idleRule } from "./policies/idle.js";
+import { pinsRule } from "./policies/pins.js";
+import type { AgentRule } from "./policies/policy.js";
+import { pruneRule } from "./policies/prune.js";
+import { thinkRule } from "./policies/think.js";
+import { toolsRule } from "./policies/tools.js";
+import { warmRule } from "./policies/warm.js";
+
+export interface AgentPolicyOptions {
+  config?: PoliciesConfigInput | PoliciesConfig;
+  /** Where the policy metrics are registered (the gateway's registry). */
+  registry?: Registry;
+  /** Operational lines (bad input). */
+  log?: (line: string) => void;
+  /** One JSON line per decision (the gateway's --json-log stream), or null. */
+  decisionLog?: ((line: string) => void) | null;
+  /** Storage keys of full pages (default: the addon's SGLang HiCache keys). */
+  storageKeys?: (tokens: number[], pageSize: number) => string[];
+  /** Sessions this replica keeps a view of (least recently seen dropped first). */
+  maxSessions?: number;
+}
+
+export interface AgentPolicy extends GatewayPolicy {
+  readonly context: PolicyContext;
+  readonly durations: DurationModel;
+  readonly metrics: PolicyMetrics;
+}
+
+function restore(ctx: PolicyContext, s: SessionView, st: StoredSessionState): void {
+  const now = ctx.now;
+  const live = st.leases.filter((l) => l.ttlSeconds === null || l.atMs + l.ttlSeconds * 1000 > now);
+  const l = live[live.length - 1];
+  if (l) {
+    s.lease = { id: l.leaseId, worker: l.worker, blocks: l.blockHashes.map((h) => BigInt(h)), restored: true };
+    const seq = Number(l.leaseId.slice(l.leaseId.lastIndexOf(".") + 1));
+    if (Number.isInteger(seq)) s.leaseSeq = seq;
+  }
+  for (const p of st.pins) {
+    const expiresAt = p.ttlSeconds === null ? null : p.atMs + p.ttlSeconds * 1000;
+    if (expiresAt !== null && expiresAt <= now) continue;
+    ctx.budget.hold(p.worker, p.blockHashes.map((h) => BigInt(h)), { session: s.id, kind: "marker", ttlSeconds: p.ttlSeconds, expiresAt });
+  }
+  if (st.tool && st.tool.epoch !== null) {
+    s.tool = { mode: "offload", worker: st.tool.worker, names: [], callIds: [], startedAt: st.tool.startedMs, predictedSeconds: 0, blocks: [], epoch: st.tool.epoch };
+  }
+  s.worker = st.worker;
+  if (l || st.pins.length || s.tool) ctx.note("restore", "adopt", "session state from the session store", { session: s.id, leases: live.length, pins: st.pins.length, tool: s.tool !== null });
+}
+
+function beginFinished(ctx: PolicyContext, o: TurnFinished): void {
+  if (!o.sessionId || o.status !== 200) return;
+  const s = ctx.session(o.sessionId);
+  s.prevChain = s.chain;
+  s.prevWorker = s.worker;
+  s.prevPromptBlocks = s.promptBlocks;
+  if (o.chain.length) {
+    s.chain = o.chain;
+    const page = ctx.pageSizes.get(o.worker) ?? 1;
+    s.promptBlocks = o.promptTokens ? Math.min(Math.floor(o.promptTokens.length / page), o.chain.length) : o.chain.length;
+  }
+  s.worker = o.worker;
+}
+
+export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
+  const cfg = policiesConfigSchema.parse(o.config ?? {});
+  const metrics = new PolicyMetrics(o.registry);
+  const durations = new DurationModel(cfg.tools);
+  const out: PolicyCommand[] = [];
+  const acks = new WeakMap<Command, { policy: string; cb?: (a: CommandAcked) => void }>();
+  const ctx = createContext(
+    {
+      cfg,
+      budget: new PinBudget(cfg.pins.budgetBlocks, cfg.pins.globalBudgetBlocks ?? null),
+      guards: new CommandGuards(cfg.guards),
+      metrics,
+      storageKeys: o.storageKeys ?? ((tokens, pageSize) => addonStorageKeys(tokens, { pageSize })),
+      log: o.log ?? ((l) => process.stderr.write(`${l}\n`)),
+      decisionLog: o.decisionLog ?? null,
+      maxSessions: o.maxSessions ?? 100_000,
+    },
+    out,
+    acks,
+  );
+  const rules: AgentRule[] = [];
+  if (cfg.prune.enabled) rules.push(pruneRule);
+  if (cfg.tools.enabled) rules.push(toolsRule(durations));
+  if (cfg.think.enabled) rules.push(thinkRule);
+  if (cfg.pins.enabled) rules.push(pinsRule);
+  if (cfg.idle.enabled) rules.push(idleRule);
+  if (cfg.warm.enabled) rules.push(warmRule());
+  const peak = new Map<string, number>();
+  const log = o.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+
+  return {
+    name: "agent",
+    context: ctx,
+    durations,
+    metrics,
+    observe(ob: Observation): readonly PolicyCommand[] {
+      out.length = 0;
+      ctx.now = ob.at;
+      ctx.budget.expire(ob.at);
+      switch (ob.type) {
+        case "TurnStarted":
+          if (ob.sessionId) {
+            const fresh = !ctx.sessions.has(ob.sessionId);
+            const s = ctx.session(ob.sessionId);
+            if (fresh && ob.stored) restore(ctx, s, ob.stored);
+          }
+          break;
+        case "TurnFinished":
+          beginFinished(ctx, ob);
+          break;
+        case "WorkerJoined":
+          ctx.pageSizes.set(ob.worker, ob.pageSize);
+          break;
+        case "CommandAcked": {
+          const e = ob.command ? acks.get(ob.command) : undefined;
+          if (!e) return [];
+          metrics.acks.inc({ policy: e.policy, type: ob.commandType, status: ob.status });
+          if (ob.status === "rejected" || ob.status === "error" || ob.status === "failed" || ob.status === "dropped") {
+            log(`kvctl policy: ${e.policy} ${ob.commandType} to ${ob.worker} came back ${ob.status}${ob.detail ? `: ${ob.detail}` : ""}`);
+          }
+          e.cb?.(ob);
+          break;
+        }
+        case "SessionHint":
+          if (!ctx.sessions.has(ob.sessionId)) {
+            ctx.bad("hint_unknown_session", `${ob.event} for a session this replica has no turn of`, ob.sessionId);
+            return [];
+          }
+          break;
+        default:
+          break;
+      }
+      for (const r of rules) {
+        try {
+          r.observe(ob, ctx);
+        } catch (e) {
+          log(`kvctl policy: rule ${r.name} threw on ${ob.type}: ${(e as Error).stack ?? e} (its decision is skipped)`);
+        }
+      }
+      if (ob.type === "TurnStarted" && ob.sessionId) {
+        const s = ctx.session(ob.sessionId);
+        s.inFlight = true;
+        s.lastActivity = ob.at;
+      } else if (ob.type === "TurnFinished" && ob.sessionId) {
+        const s = ctx.sessions.get(ob.sessionId);
+        if (s) {
+          s.inFlight = false;
+          s.lastActivity = ob.at;
+        }
+      } else if (ob.type === "SessionHint" && ob.event === "close") ctx.sessions.delete(ob.sessionId);
+      for (const w of new Set([...ctx.pageSizes.keys(), ...peak.keys()])) {
+        const used = ctx.budget.used(w);
+        metrics.pinBlocks.set({ worker: w }, used);
+        if (used > (peak.get(w) ?? -1)) {
+          peak.set(w, used);
+          metrics.pinPeak.set({ worker: w }, used);
+        }
+      }
+      return out.slice();
+    },
+  };
+}

@@ -1,0 +1,59 @@
+// The policies' Prometheus metrics, registered on the gateway's registry (one /metrics).
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+
+export class PolicyMetrics {
+  readonly decisions: Counter<"policy" | "action" | "reason">;
+  readonly guarded: Counter<"policy" | "type" | "verdict">;
+  readonly badInput: Counter<"kind">;
+  readonly acks: Counter<"policy" | "type" | "status">;
+  readonly pinBlocks: Gauge<"worker">;
+  readonly pinPeak: Gauge<"worker">;
+  readonly toolWait: Histogram<"kind">;
+
+  constructor(registry: Registry = new Registry()) {
+    const registers = [registry];
+    this.decisions = new Counter({
+      name: "kvctl_policy_decisions_total",
+      help: "Policy decisions by policy, action (a command type, or skip) and reason",
+      labelNames: ["policy", "action", "reason"],
+      registers,
+    });
+    this.guarded = new Counter({
+      name: "kvctl_policy_guarded_total",
+      help: "Commands the guards held back, by policy, command type and verdict (rate_limited, coalesced)",
+      labelNames: ["policy", "type", "verdict"],
+      registers,
+    });
+    this.badInput = new Counter({
+      name: "kvctl_policy_bad_input_total",
+      help: "Hints and markers the policies could not use, by kind (the request is still served)",
+      labelNames: ["kind"],
+      registers,
+    });
+    this.acks = new Counter({
+      name: "kvctl_policy_acks_total",
+      help: "Outcomes of policy commands as the policies saw them, by policy, type and status",
+      labelNames: ["policy", "type", "status"],
+      registers,
+    });
+    this.pinBlocks = new Gauge({
+      name: "kvctl_policy_pin_budget_used_blocks",
+      help: "Blocks the gateway holds pinned on each worker (its budget view)",
+      labelNames: ["worker"],
+      registers,
+    });
+    this.pinPeak = new Gauge({
+      name: "kvctl_policy_pin_budget_peak_blocks",
+      help: "Most blocks the gateway held pinned on each worker at once",
+      labelNames: ["worker"],
+      registers,
+    });
+    this.toolWait = new Histogram({
+      name: "kvctl_policy_tool_wait_seconds",
+      help: "Tool waits: the predicted duration (median of the tool's distribution) and the actual one",
+      labelNames: ["kind"],
+      buckets: [0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600],
+      registers,
+    });
+  }
+}

@@ -1,0 +1,129 @@
+// The gateway's own view of every worker's pin budget: which blocks it asked each worker to pin,
+// for whom, until when. A block counts once per worker however many holds it has (the worker's
+// pin_count is reference-counted; its budget counts pinned blocks). Holds expire with their TTL,
+// as the worker's do, so the view frees budget without waiting for any message.
+export interface PinHold {
+  session: string;
+  /** Why it was pinned: "marker" (prompt-cache breakpoint) or "tool" (kept through a tool call). */
+  kind: "marker" | "tool";
+  ttlSeconds: number | null;
+  expiresAt: number | null;
+}
+
+export class PinBudget {
+  private readonly byWorker = new Map<string, Map<bigint, PinHold[]>>();
+  /** Workers that answered `partial` (budget exhausted): treated as full until a hold goes. */
+  private readonly full = new Set<string>();
+
+  constructor(
+    private readonly perWorker: number,
+    private readonly global: number | null,
+  ) {}
+
+  private blocks(worker: string): Map<bigint, PinHold[]> {
+    let m = this.byWorker.get(worker);
+    if (!m) {
+      m = new Map();
+      this.byWorker.set(worker, m);
+    }
+    return m;
+  }
+
+  /** Drops holds whose TTL has run out. */
+  expire(now: number): void {
+    for (const [w, m] of this.byWorker) {
+      for (const [h, holds] of m) {
+        const live = holds.filter((x) => x.expiresAt === null || x.expiresAt > now);
+        if (live.length === holds.length) continue;
+        if (live.length) m.set(h, live);
+        else {
+          m.delete(h);
+          this.full.delete(w);
+        }
+      }
+    }
+  }
+
+  used(worker: string): number {
+    return this.byWorker.get(worker)?.size ?? 0;
+  }
+
+  usedGlobal(): number {
+    let n = 0;
+    for (const m of this.byWorker.values()) n += m.size;
+    return n;
+  }
+
+  /** How many of `hashes` (in order) may be pinned on `worker` now: blocks already pinned there are free. */
+  admit(worker: string, hashes: readonly bigint[]): number {
+    const m = this.byWorker.get(worker);
+    let room = this.full.has(worker) ? 0 : this.perWorker - this.used(worker);
+    let groom = this.global === null ? Number.POSITIVE_INFINITY : this.global - this.usedGlobal();
+    for (let i = 0; i < hashes.length; i++) {
+      if (m?.has(hashes[i])) continue;
+      if (room <= 0 || groom <= 0) return i;
+      room--;
+      groom--;
+    }
+    return hashes.length;
+  }
+
+  hold(worker: string, hashes: readonly bigint[], h: PinHold): void {
+    const m = this.blocks(worker);
+    for (const x of hashes) {
+      const l = m.get(x);
+      if (l) l.push({ ...h });
+      else m.set(x, [{ ...h }]);
+    }
+  }
+
+  /** Removes one hold of `session` (of that kind) per block; returns the hashes that had one. */
+  release(worker: string, hashes: readonly bigint[], session: string, kind?: PinHold["kind"]): bigint[] {
+    const m = this.byWorker.get(worker);
+    if (!m) return [];
+    const out: bigint[] = [];
+    for (const x of hashes) {
+      const l = m.get(x);
+      const i = l ? l.findIndex((p) => p.session === session && (!kind || p.kind === kind)) : -1;
+      if (!l || i < 0) continue;
+      l.splice(i, 1);
+      if (l.length === 0) m.delete(x);
+      out.push(x);
+      this.full.delete(worker);
+    }
+    return out;
+  }
+
+  /** Live holds of a session on a worker, by block. */
+  holdsOf(worker: string, session: string, kind?: PinHold["kind"]): Map<bigint, PinHold[]> {
+    const out = new Map<bigint, PinHold[]>();
+    for (const [h, l] of this.byWorker.get(worker) ?? []) {
+      const mine = l.filter((p) => p.session === session && (!kind || p.kind === kind));
+      if (mine.length) out.set(h, mine);
+    }
+    return out;
+  }
+
+  /** Workers this session holds pins on. */
+  workersOf(session: string): string[] {
+    const out: string[] = [];
+    for (const [w, m] of this.byWorker) {
+      for (const l of m.values()) {
+        if (l.some((p) => p.session === session)) {
+          out.push(w);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+  markFull(worker: string): void {
+    this.full.add(worker);
+  }
+
+  forgetWorker(worker: string): void {
+    this.byWorker.delete(worker);
+    this.full.delete(worker);
+  }
+}

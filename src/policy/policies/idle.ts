@@ -1,0 +1,148 @@
+// Idle -> pause; return -> renew; close -> revoke; pressure -> pause the largest idle sessions.
+// A session idle past the gateway's idle threshold is demoted to host under a lease (Pause); a
+// returning turn renews that lease (RenewLease); close revokes it (RevokeLease: the worker frees
+// the blocks, keeping any another session still holds), as does a rewrite that keeps nothing.
+// Under pressure - the worker's working set, as this replica sees it (the blocks of its sessions
+// not paused), past the high watermark of its device blocks - the idle sessions holding the most
+// blocks of their own are paused first until it is back under the low watermark (hysteresis: the
+// rule trips again only past the high one).
+import type { Observation } from "../../gateway/observations.js";
+import { type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
+import type { AgentRule } from "./policy.js";
+
+const NAME = "idle";
+
+function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
+  if (!s.worker || !s.chain.length) return false;
+  if (s.inFlight || s.paused) return false;
+  if (s.tool?.mode === "offload") {
+    ctx.note(NAME, "skip", "already offloaded for a tool call", { session: s.id });
+    return false;
+  }
+  s.leaseSeq++;
+  const leaseId = `${SAFE_ID(s.id)}.${s.leaseSeq}`;
+  const worker = s.worker;
+  const blocks = s.chain;
+  const sent = ctx.emit(
+    NAME,
+    { worker, sessionId: s.id, reason: why, command: { type: "Pause", block_hashes: blocks, ttl_seconds: ctx.cfg.idle.leaseSeconds, lease_id: leaseId } },
+    {
+      onAck: (a) => {
+        if (a.status === "applied" || a.status === "partial" || a.status === "duplicate" || a.status === "noop") return;
+        if (s.lease?.id === leaseId) {
+          s.lease = null;
+          s.paused = false;
+        }
+        ctx.note(NAME, "undo", `Pause ${a.status}: ${a.detail ?? ""}`, { session: s.id });
+      },
+    },
+  );
+  if (!sent) return false;
+  s.lease = { id: leaseId, worker, blocks, restored: false };
+  s.paused = true;
+  return true;
+}
+
+function revoke(ctx: PolicyContext, s: SessionView, why: string): void {
+  if (!s.lease) return;
+  ctx.emit(NAME, { worker: s.lease.worker, sessionId: s.id, reason: why, command: { type: "RevokeLease", lease_id: s.lease.id } }, { essential: true });
+  s.lease = null;
+  s.paused = false;
+}
+
+function renew(ctx: PolicyContext, s: SessionView): void {
+  const l = s.lease;
+  if (!l) return;
+  s.paused = false;
+  ctx.emit(
+    NAME,
+    { worker: l.worker, sessionId: s.id, reason: l.restored ? "session returned: lease re-issued from the session store" : "session returned", command: { type: "RenewLease", lease_id: l.id, new_ttl_seconds: ctx.cfg.idle.leaseSeconds } },
+    {
+      coalesce: l.id,
+      onAck: (a) => {
+        if (a.status === "rejected" && s.lease?.id === l.id) {
+          s.lease = null;
+          ctx.note(NAME, "forget", `lease gone on the worker: ${l.id} ${a.detail ?? ""}`, { session: s.id });
+        }
+      },
+    },
+  );
+  l.restored = false;
+}
+
+const tripped = new WeakMap<PolicyContext, Set<string>>();
+
+/** Blocks of the worker's sessions that are not paused (shared blocks once). */
+function workingSet(ctx: PolicyContext, worker: string): Map<bigint, number> {
+  const users = new Map<bigint, number>();
+  for (const s of ctx.sessions.values()) {
+    if (s.worker !== worker || s.paused) continue;
+    for (const h of s.chain) users.set(h, (users.get(h) ?? 0) + 1);
+  }
+  return users;
+}
+
+function checkPressure(ctx: PolicyContext, worker: string): void {
+  const cap = ctx.cfg.idle.deviceBlocks;
+  if (!cap) return;
+  let set = tripped.get(ctx);
+  if (!set) {
+    set = new Set();
+    tripped.set(ctx, set);
+  }
+  const users = workingSet(ctx, worker);
+  const high = ctx.cfg.idle.highWatermark * cap;
+  const low = ctx.cfg.idle.lowWatermark * cap;
+  if (users.size < high) {
+    if (users.size <= low) set.delete(worker);
+    if (!set.has(worker)) return;
+  }
+  set.add(worker);
+  const own = (s: SessionView) => s.chain.filter((h) => users.get(h) === 1).length;
+  const idle = [...ctx.sessions.values()].filter((s) => s.worker === worker && !s.inFlight && !s.paused && s.chain.length && s.tool?.mode !== "offload");
+  idle.sort((a, b) => own(b) - own(a));
+  let size = users.size;
+  for (const s of idle) {
+    if (size <= low) break;
+    const freed = own(s);
+    if (pause(ctx, s, `pressure: working set ${size}/${cap} blocks >= ${ctx.cfg.idle.highWatermark}; largest idle session first`)) size -= freed;
+  }
+  if (size <= low) set.delete(worker);
+  else ctx.note(NAME, "skip", `pressure stays: ${size}/${cap} blocks, no more idle sessions to pause`, { worker });
+}
+
+export const idleRule: AgentRule = {
+  name: NAME,
+  observe(o: Observation, ctx: PolicyContext) {
+    switch (o.type) {
+      case "SessionIdle": {
+        const s = ctx.sessions.get(o.sessionId);
+        if (s) pause(ctx, s, `idle: ${Math.round(o.idleMs / 1000)}s without a turn`);
+        break;
+      }
+      case "TurnStarted":
+        if (o.sessionId) {
+          const s = ctx.sessions.get(o.sessionId);
+          if (s) renew(ctx, s);
+        }
+        break;
+      case "TurnFinished":
+        if (o.sessionId && o.status === 200) {
+          const s = ctx.sessions.get(o.sessionId);
+          if (s?.lease && s.prevChain.length && s.chain[0] !== s.prevChain[0]) revoke(ctx, s, "rewrite kept nothing of the leased blocks");
+        }
+        checkPressure(ctx, o.worker);
+        break;
+      case "SessionHint": {
+        const s = ctx.sessions.get(o.sessionId);
+        if (!s) break;
+        if (o.event === "close") revoke(ctx, s, "session closed");
+        else if (o.event === "idle") pause(ctx, s, "idle hint");
+        else if (o.event === "rewrite" && o.keepTokens === 0) revoke(ctx, s, "rewrite kept nothing of the leased blocks");
+        break;
+      }
+      default:
+        break;
+    }
+  },
+};

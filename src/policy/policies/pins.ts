@@ -1,0 +1,101 @@
+// Prompt-cache markers -> pins. Each breakpoint pins the blocks up to it (its token position is
+// the worker's) with the marker's TTL; a hit (a later turn of the session covering a pinned block)
+// re-pins it once less than `refreshBelow` of its TTL is left, as Anthropic refreshes on every
+// hit; the session's close releases every hold. The pin-budget view caps what is asked of each
+// worker (longer TTLs, earlier blocks first); a `partial` ack marks the worker full.
+import type { Observation, TurnFinished } from "../../gateway/observations.js";
+import type { PolicyContext } from "../context.js";
+import { type AgentRule, pageSizeOf } from "./policy.js";
+
+const NAME = "cache_markers";
+
+function releaseAll(ctx: PolicyContext, session: string, reason: string, kind?: "marker" | "tool"): void {
+  for (const worker of ctx.budget.workersOf(session)) {
+    const holds = ctx.budget.holdsOf(worker, session, kind);
+    // One unpin per hold: layer j unpins the blocks holding at least j pins.
+    for (let layer = 1; ; layer++) {
+      const hashes = [...holds].filter(([, l]) => l.length >= layer).map(([h]) => h);
+      if (!hashes.length) break;
+      ctx.emit(NAME, { worker, sessionId: session, reason, command: { type: "Cache", block_hashes: hashes, pin: false } }, { essential: true });
+    }
+    for (const [h, l] of holds) for (const p of l) ctx.budget.release(worker, [h], session, p.kind);
+  }
+}
+
+function onTurn(o: TurnFinished, ctx: PolicyContext): void {
+  if (!o.sessionId || o.status !== 200 || o.chain.length === 0) return;
+  const cfg = ctx.cfg.pins;
+  const sid = o.sessionId;
+  const markers = o.cacheMarkers ?? null;
+  if (markers?.errors.length) {
+    ctx.bad("markers", markers.errors.join("; "), sid);
+    return;
+  }
+  const page = pageSizeOf(ctx, o.worker);
+  const promptBlocks = o.promptTokens ? Math.min(Math.floor(o.promptTokens.length / page), o.chain.length) : o.chain.length;
+  // Desired TTL per block index: the longest TTL of a breakpoint covering it ...
+  const ttl: number[] = new Array(promptBlocks).fill(0);
+  for (const bp of markers?.breakpoints ?? []) {
+    const n = Math.min(Math.floor(bp.tokens / page), promptBlocks);
+    for (let i = 0; i < n; i++) ttl[i] = Math.max(ttl[i], bp.ttlSeconds);
+  }
+  // ... and the hits: blocks this session holds marker pins on keep their TTL.
+  const holds = ctx.budget.holdsOf(o.worker, sid, "marker");
+  for (let i = 0; i < promptBlocks; i++) {
+    const l = holds.get(o.chain[i]);
+    if (l) for (const p of l) ttl[i] = Math.max(ttl[i], p.ttlSeconds ?? 0);
+  }
+  const groups = new Map<number, bigint[]>();
+  let fresh = 0;
+  for (let i = 0; i < promptBlocks; i++) {
+    if (ttl[i] === 0) continue;
+    const l = holds.get(o.chain[i]);
+    const left = l ? Math.max(...l.map((p) => (p.expiresAt === null ? Number.POSITIVE_INFINITY : p.expiresAt - ctx.now))) : 0;
+    if (l && left >= ttl[i] * 1000 * cfg.refreshBelow && l.some((p) => (p.ttlSeconds ?? 0) >= ttl[i])) {
+      fresh++;
+      continue;
+    }
+    const g = groups.get(ttl[i]);
+    if (g) g.push(o.chain[i]);
+    else groups.set(ttl[i], [o.chain[i]]);
+  }
+  if (fresh && groups.size === 0) ctx.note(NAME, "skip", "pins fresh", { session: sid, worker: o.worker, blocks: fresh });
+  for (const [t, hashes] of [...groups].sort((a, b) => b[0] - a[0])) {
+    const fit = ctx.budget.admit(o.worker, hashes);
+    if (fit < hashes.length) ctx.note(NAME, "skip", `pin budget: ${hashes.length - fit} of ${hashes.length} blocks over it`, { session: sid, worker: o.worker, used: ctx.budget.used(o.worker) });
+    if (fit === 0) continue;
+    const pin = hashes.slice(0, fit);
+    const refresh = pin.every((h) => holds.has(h));
+    const sent = ctx.emit(
+      NAME,
+      { worker: o.worker, sessionId: sid, reason: `${refresh ? "refresh on hit" : "marker"}: ${pin.length} blocks for ${t}s`, command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: t } },
+      {
+        coalesce: `${sid}|${t}|${pin[pin.length - 1]}`,
+        onAck: (a) => {
+          if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
+          if (a.status === "partial") {
+            const kept = a.affected ?? 0;
+            for (const h of pin.slice(kept)) ctx.budget.release(a.worker, [h], sid, "marker");
+            ctx.budget.markFull(a.worker);
+            ctx.note(NAME, "partial", `worker budget: pinned ${kept} of ${pin.length}, ${a.detail ?? ""}`, { session: sid, worker: a.worker });
+            return;
+          }
+          for (const h of pin) ctx.budget.release(a.worker, [h], sid, "marker");
+          ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: sid, worker: a.worker });
+        },
+      },
+    );
+    if (sent) ctx.budget.hold(o.worker, pin, { session: sid, kind: "marker", ttlSeconds: t, expiresAt: ctx.now + t * 1000 });
+  }
+}
+
+export const pinsRule: AgentRule = {
+  name: NAME,
+  observe(o: Observation, ctx: PolicyContext) {
+    if (o.type === "TurnFinished") onTurn(o, ctx);
+    else if (o.type === "SessionHint" && o.event === "close") releaseAll(ctx, o.sessionId, "session closed", "marker");
+    else if (o.type === "WorkerCleared" && o.reason === "restart") ctx.budget.forgetWorker(o.worker);
+  },
+};
+
+export { releaseAll };

@@ -1,0 +1,47 @@
+// Rewrite -> prune. When a session's new sequence leaves its previous one before the old end
+// (compaction, an edited history, a retried tool call, an answer the template re-renders), the old
+// branch below the divergence block is dead: Prune(after_block_hash = the first old block the new
+// sequence does not share) evicts its descendants on the worker. The worker skips blocks in use
+// or pinned; this rule also skips a branch another session of this replica still stands on.
+import type { Observation, SessionHint, TurnFinished } from "../../gateway/observations.js";
+import { commonBlocks, type PolicyContext, type SessionView } from "../context.js";
+import { type AgentRule, pageSizeOf } from "./policy.js";
+
+const NAME = "rewrite";
+
+function prune(ctx: PolicyContext, s: SessionView, old: bigint[], worker: string, k: number, why: string): void {
+  if (k >= old.length) return;
+  const at = old[k];
+  for (const other of ctx.sessions.values()) {
+    if (other !== s && other.worker === worker && other.chain.includes(at)) {
+      ctx.note(NAME, "skip", "another session uses the old branch", { session: s.id, other: other.id });
+      return;
+    }
+  }
+  ctx.emit(NAME, { worker, sessionId: s.id, reason: `${why}: diverged at block ${k} of ${old.length}`, command: { type: "Prune", after_block_hash: at } }, { coalesce: String(at) });
+}
+
+function onFinished(o: TurnFinished, ctx: PolicyContext): void {
+  if (!o.sessionId || o.status !== 200) return;
+  const s = ctx.sessions.get(o.sessionId);
+  if (!s || !s.prevChain.length || s.prevWorker !== o.worker || !o.chain.length) return;
+  const k = commonBlocks(s.prevChain, o.chain);
+  if (k >= s.prevChain.length) return;
+  prune(ctx, s, s.prevChain, o.worker, k, k < s.prevPromptBlocks ? "history rewritten" : "previous output not replayed");
+}
+
+function onHint(o: SessionHint, ctx: PolicyContext): void {
+  if (o.event !== "rewrite") return;
+  const s = ctx.sessions.get(o.sessionId);
+  if (!s?.worker || !s.chain.length) return ctx.bad("hint_unknown_session", "rewrite for a session with no blocks on any worker", o.sessionId);
+  if (o.keepTokens === null) return ctx.note(NAME, "skip", "rewrite hint without keep_tokens: waiting for the next turn", { session: s.id });
+  prune(ctx, s, s.chain, s.worker, Math.floor(o.keepTokens / pageSizeOf(ctx, s.worker)), "rewrite hint");
+}
+
+export const pruneRule: AgentRule = {
+  name: NAME,
+  observe(o: Observation, ctx: PolicyContext) {
+    if (o.type === "TurnFinished") onFinished(o, ctx);
+    else if (o.type === "SessionHint") onHint(o, ctx);
+  },
+};

@@ -1,0 +1,148 @@
+// Tool calls -> keep or offload (Continuum-style). A response ending in tool calls starts a tool
+// wait; from the tool's online duration distribution the rule picks the TTL tau that maximizes
+// P(all calls return within tau) x re-prefill time saved - blocks held x expected hold time x the
+// exchange rate. A positive best keeps the session's blocks resident (pin with TTL tau), otherwise
+// ToolStart offloads them to host. The next request carrying the tool results (or a tool_end hint)
+// ends the wait: unpin, or ToolEnd with the epoch ToolStart returned; the actual duration feeds
+// the distribution and is recorded beside the prediction.
+import type { Observation, SessionHint, TurnFinished, TurnStarted } from "../../gateway/observations.js";
+import { type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
+import { bestKeep, type DurationModel } from "../duration-model.js";
+import { type AgentRule, pageSizeOf } from "./policy.js";
+
+const NAME = "tool_calls";
+const TOOL_FINISH = new Set(["tool_calls", "tool_use", "function_call"]);
+
+function startWait(ctx: PolicyContext, model: DurationModel, s: SessionView, worker: string, names: (string | null)[], callIds: string[], why: string): void {
+  if (s.tool) {
+    ctx.note(NAME, "skip", "tool wait already open", { session: s.id });
+    return;
+  }
+  if (!s.chain.length || s.worker === null) {
+    ctx.bad("tool_start_without_blocks", "a tool wait began for a session with no blocks known on any worker", s.id);
+    return;
+  }
+  const cfg = ctx.cfg.tools;
+  const blocks = s.chain;
+  const benefit = (blocks.length * pageSizeOf(ctx, worker)) / cfg.prefillTokensPerSecond;
+  const best = bestKeep(model, names.length ? names : [null], blocks.length, benefit, cfg.tauCandidatesSeconds, cfg.holdCostPerBlockSecond);
+  const predicted = Math.max(...(names.length ? names : [null]).map((n) => model.median(n)));
+  const detail = `P(<=${best.tauSeconds}s)=${best.p.toFixed(2)} x ${best.benefitSeconds.toFixed(3)}s vs hold ${best.costSeconds.toFixed(3)}s`;
+  const wait = { worker, names, callIds, startedAt: ctx.now, predictedSeconds: predicted, blocks, epoch: null as number | null };
+  if (best.net > 0 && ctx.budget.admit(worker, blocks) === blocks.length) {
+    const sent = ctx.emit(
+      NAME,
+      { worker, sessionId: s.id, reason: `keep (${why}): ${detail}`, command: { type: "Cache", block_hashes: blocks, pin: true, ttl_seconds: best.tauSeconds } },
+      {
+        onAck: (a) => {
+          if (a.status === "applied" || a.status === "duplicate" || a.status === "partial" || a.status === "noop") return;
+          ctx.budget.release(a.worker, blocks, s.id, "tool");
+          if (s.tool?.blocks === blocks) s.tool = null;
+          ctx.note(NAME, "undo", `keep pin ${a.status}: ${a.detail ?? ""}`, { session: s.id });
+        },
+      },
+    );
+    if (sent) {
+      ctx.budget.hold(worker, blocks, { session: s.id, kind: "tool", ttlSeconds: best.tauSeconds, expiresAt: ctx.now + best.tauSeconds * 1000 });
+      s.tool = { mode: "keep", ...wait };
+    }
+    return;
+  }
+  const reason = best.net > 0 ? `offload (${why}): pin budget has no room for ${blocks.length} blocks` : `offload (${why}): ${detail}`;
+  const sent = ctx.emit(
+    NAME,
+    { worker, sessionId: s.id, reason, command: { type: "ToolStart", session_id: SAFE_ID(s.id), block_hashes: blocks } },
+    {
+      onAck: (a) => {
+        if (s.tool?.blocks !== blocks) return;
+        if ((a.status === "applied" || a.status === "partial" || a.status === "duplicate") && a.epoch != null) s.tool.epoch = a.epoch;
+        else if (a.status !== "applied" && a.status !== "partial") {
+          s.tool = null;
+          ctx.note(NAME, "undo", `ToolStart ${a.status}: ${a.detail ?? ""}`, { session: s.id });
+        }
+      },
+    },
+  );
+  if (sent) s.tool = { mode: "offload", ...wait };
+}
+
+function endWait(ctx: PolicyContext, model: DurationModel, s: SessionView, why: string): void {
+  const t = s.tool;
+  if (!t) return;
+  s.tool = null;
+  const actual = (ctx.now - t.startedAt) / 1000;
+  for (const n of t.names.length ? t.names : [null]) model.record(n, actual);
+  ctx.metrics.toolWait.observe({ kind: "predicted" }, t.predictedSeconds);
+  ctx.metrics.toolWait.observe({ kind: "actual" }, actual);
+  const fields = { session: s.id, tools: t.names, predicted_s: t.predictedSeconds, actual_s: actual };
+  if (t.mode === "keep") {
+    const held = ctx.budget.holdsOf(t.worker, s.id, "tool");
+    const still = t.blocks.filter((h) => held.has(h));
+    if (!still.length) {
+      ctx.note(NAME, "skip", `tool returned (${why}) after the keep TTL ran out`, fields);
+      return;
+    }
+    ctx.emit(NAME, { worker: t.worker, sessionId: s.id, reason: `tool returned (${why}): unpin`, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
+    ctx.budget.release(t.worker, still, s.id, "tool");
+    ctx.note(NAME, "returned", "kept", fields);
+    return;
+  }
+  if (t.epoch === null) {
+    ctx.note(NAME, "skip", `tool returned (${why}) before ToolStart was acked with an epoch`, fields);
+    return;
+  }
+  ctx.emit(NAME, { worker: t.worker, sessionId: s.id, reason: `tool returned (${why})`, command: { type: "ToolEnd", session_id: SAFE_ID(s.id), epoch: t.epoch } }, { essential: true });
+  ctx.note(NAME, "returned", "offloaded", fields);
+}
+
+function onFinished(o: TurnFinished, ctx: PolicyContext, model: DurationModel): void {
+  if (!o.sessionId || o.status !== 200) return;
+  const isTool = (o.finishReason !== null && TOOL_FINISH.has(o.finishReason)) || o.toolCalls.length > 0;
+  if (!isTool) return;
+  const s = ctx.session(o.sessionId);
+  startWait(ctx, model, s, o.worker, o.toolCalls.map((c) => c.name), o.toolCalls.flatMap((c) => (c.id ? [c.id] : [])), `finish_reason ${o.finishReason}`);
+}
+
+function onStarted(o: TurnStarted, ctx: PolicyContext, model: DurationModel): void {
+  if (!o.sessionId || o.tail?.role !== "tool") return;
+  const s = ctx.sessions.get(o.sessionId);
+  const ids = o.tail.toolCallIds;
+  if (!s?.tool) {
+    ctx.bad("tool_result_unknown_call", `tool results (${ids.join(", ") || "no ids"}) for no open tool call`, o.sessionId);
+    return;
+  }
+  if (ids.length && s.tool.callIds.length && !ids.some((id) => s.tool?.callIds.includes(id))) {
+    ctx.bad("tool_result_unknown_call", `tool results for ${ids.join(", ")}, the open calls are ${s.tool.callIds.join(", ")}; ending the wait anyway`, o.sessionId);
+  }
+  endWait(ctx, model, s, "tool results in the prompt");
+}
+
+function onHint(o: SessionHint, ctx: PolicyContext, model: DurationModel): void {
+  const s = ctx.sessions.get(o.sessionId);
+  if (o.event === "tool_start") {
+    if (!s) return ctx.bad("hint_unknown_session", "tool_start for a session this replica has no turn of", o.sessionId);
+    if (s.worker) startWait(ctx, model, s, s.worker, [o.toolName], o.toolCallId ? [o.toolCallId] : [], "hint");
+    return;
+  }
+  if (o.event === "tool_end" || o.event === "close") {
+    if (!s?.tool) {
+      if (o.event === "tool_end") ctx.bad("tool_result_unknown_call", `tool_end${o.toolCallId ? ` for ${o.toolCallId}` : ""} with no open tool call`, o.sessionId);
+      return;
+    }
+    if (o.event === "tool_end" && o.toolCallId && s.tool.callIds.length && !s.tool.callIds.includes(o.toolCallId)) {
+      ctx.bad("tool_result_unknown_call", `tool_end for ${o.toolCallId}, the open calls are ${s.tool.callIds.join(", ")}; ending the wait anyway`, o.sessionId);
+    }
+    endWait(ctx, model, s, o.event === "close" ? "session closed" : "hint");
+  }
+}
+
+export function toolsRule(model: DurationModel): AgentRule {
+  return {
+    name: NAME,
+    observe(o: Observation, ctx: PolicyContext) {
+      if (o.type === "TurnFinished") onFinished(o, ctx, model);
+      else if (o.type === "TurnStarted") onStarted(o, ctx, model);
+      else if (o.type === "SessionHint") onHint(o, ctx, model);
+    },
+  };
+}

@@ -1,0 +1,337 @@
+// The gateway's own behaviour on bad input and failing parts, over real HTTP, a real nats-server
+// (JetStream) and real ZMQ sockets. The upstream here is a stand-in for an SGLang worker's HTTP
+// surface (a tiny node:http server): these tests need a worker that hangs, streams forever or
+// disappears on cue, which the real server cannot be made to do; answers from the real server
+// are tested in gateway-real-server.test.ts.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Publisher, Router } from "zeromq";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { encodeSeq, END_SEQ } from "../src/events/decode.js";
+import { encodeBatch } from "../src/events/encode.js";
+import { createGateway, type Gateway, type GatewayConfigInput, type GatewayPolicy } from "../src/gateway/index.js";
+import { freePort } from "../src/util/net.js";
+import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
+
+interface StandIn {
+  url: string;
+  /** Fields merged into its /server_info answer. */
+  info: Record<string, unknown>;
+  server: Server;
+  healthy: boolean;
+  aborted: number;
+  requests: number;
+}
+
+/** Stand-in for an SGLang worker's HTTP surface (see the file comment). */
+async function standIn(): Promise<StandIn> {
+  const s: StandIn = { url: "", info: {}, server: null as unknown as Server, healthy: true, aborted: 0, requests: 0 };
+  s.server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
+    const json = (status: number, v: unknown) => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(v));
+    };
+    if (req.url === "/health") return json(s.healthy ? 200 : 503, {});
+    if (req.url === "/server_info") return json(200, { page_size: 4, kv_events: null, kv_events_config: null, ...s.info });
+    if (req.url === "/v1/tokenize") return json(200, { tokens: [...JSON.stringify(body.messages ?? body.prompt)].map((c) => c.charCodeAt(0)), count: 0, max_model_len: 4096 });
+    if (req.method === "GET") return json(404, {});
+    s.requests++;
+    if (req.url === "/generate") return; // never answers: the timeout test
+    if (body.stream) {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      const t = setInterval(() => res.write(`data: {"choices":[{"delta":{"content":"x"},"finish_reason":null}]}\n\n`), 5);
+      res.on("close", () => {
+        clearInterval(t);
+        if (!res.writableEnded) s.aborted++;
+      });
+      return;
+    }
+    const ids = body.return_token_ids ? ',"prompt_token_ids":[1,2,3,4,5],"response_token_ids":[6]' : "";
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(`{"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}${ids},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}`);
+  });
+  s.server.listen(0, "127.0.0.1");
+  await once(s.server, "listening");
+  s.url = `http://127.0.0.1:${(s.server.address() as AddressInfo).port}`;
+  return s;
+}
+
+let nats: NatsServer;
+let jsDir: string;
+const upstreams: StandIn[] = [];
+const gateways: Gateway[] = [];
+const logs: string[] = [];
+
+beforeAll(async () => {
+  jsDir = mkdtempSync(join(tmpdir(), "kvctl-gw-http-"));
+  nats = await startNatsServer(["-js", "-sd", jsDir]);
+  upstreams.push(await standIn(), await standIn());
+}, 60_000);
+
+afterEach(async () => {
+  for (const g of gateways.splice(0)) await g.close();
+});
+
+afterAll(async () => {
+  for (const u of upstreams) u.server.close();
+  await nats?.stop();
+  if (jsDir) rmSync(jsDir, { recursive: true, force: true });
+});
+
+async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolicy): Promise<Gateway> {
+  const g = await createGateway({
+    config: {
+      listen: { host: "127.0.0.1", port: 0 },
+      workers: upstreams.map((u, i) => ({ id: `w${i}`, url: u.url })),
+      health: { intervalMs: 60_000, timeoutMs: 1000, failures: 1 },
+      sessions: { idleAfterSeconds: 0 },
+      ...extra,
+    },
+    policy,
+    log: (l) => logs.push(l),
+  });
+  gateways.push(g);
+  return g;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
+const json = async (r: Response): Promise<any> => r.json();
+
+const post = (url: string, body: string, headers: Record<string, string> = {}) =>
+  fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+
+async function metric(g: Gateway, name: string): Promise<string[]> {
+  const text = await (await fetch(`${g.url}/metrics`)).text();
+  return text.split("\n").filter((l) => l.startsWith(name));
+}
+
+describe("gateway: bad input gets a clear answer and changes nothing", () => {
+  it("malformed JSON, a non-object body, a bad field, unknown routes and oversized bodies", async () => {
+    const g = await gw({ limits: { bodyLimitBytes: 1024 } });
+    const bad = await post(`${g.url}/v1/chat/completions`, '{"messages": [');
+    expect(bad.status).toBe(400);
+    expect((await json(bad)).error.message).toMatch(/request body is not valid JSON/);
+    const arr = await post(`${g.url}/v1/chat/completions`, "[1]");
+    expect(arr.status).toBe(400);
+    expect((await json(arr)).error.message).toBe("request body must be a JSON object");
+    const field = await post(`${g.url}/v1/chat/completions`, '{"messages":[],"prompt_cache_key":7}');
+    expect(await json(field)).toMatchObject({ error: { param: "prompt_cache_key", message: "prompt_cache_key must be a string" } });
+    const nf = await fetch(`${g.url}/v1/nope`, { method: "POST", body: "{}" });
+    expect(nf.status).toBe(404);
+    expect((await json(nf)).error.message).toBe("no route POST /v1/nope");
+    const big = await post(`${g.url}/v1/chat/completions`, JSON.stringify({ messages: [{ role: "user", content: "x".repeat(2000) }] }));
+    expect(big.status).toBe(413);
+    expect((await json(big)).error.message).toBe("request body is larger than the limit of 1024 bytes");
+    const anthropic = await post(`${g.url}/v1/messages`, "{oops");
+    expect(await json(anthropic)).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+    expect(upstreams.reduce((n, u) => n + u.requests, 0)).toBe(0);
+    const counted = await metric(g, "kvctl_gateway_bad_requests_total");
+    expect(counted).toEqual(
+      expect.arrayContaining([
+        'kvctl_gateway_bad_requests_total{reason="bad_json"} 2',
+        'kvctl_gateway_bad_requests_total{reason="not_object"} 1',
+        'kvctl_gateway_bad_requests_total{reason="bad_session_id"} 1',
+        'kvctl_gateway_bad_requests_total{reason="unknown_route"} 1',
+        'kvctl_gateway_bad_requests_total{reason="body_too_large"} 1',
+      ]),
+    );
+  });
+
+  it("strips the token ids it asked for and counts cache hits", async () => {
+    const g = await gw();
+    const r = await post(`${g.url}/v1/chat/completions`, '{"messages":[{"role":"user","content":"hi"}]}');
+    expect(await r.text()).toBe(
+      '{"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}',
+    );
+    await g.settled();
+    expect((await metric(g, "kvctl_gateway_cache_hit_tokens_total")).join()).toMatch(/\} 4$/);
+  });
+
+  it("a client that disconnects mid-stream aborts the worker request", async () => {
+    const g = await gw();
+    const before = upstreams.reduce((n, u) => n + u.aborted, 0);
+    const res = await post(`${g.url}/v1/chat/completions`, '{"stream":true,"messages":[]}');
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    await reader.cancel();
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && upstreams.reduce((n, u) => n + u.aborted, 0) === before) await new Promise((r) => setTimeout(r, 20));
+    expect(upstreams.reduce((n, u) => n + u.aborted, 0)).toBe(before + 1);
+    while (Date.now() < deadline && (await metric(g, "kvctl_gateway_client_aborts_total")).length === 0) await new Promise((r) => setTimeout(r, 20));
+    expect(await metric(g, "kvctl_gateway_client_aborts_total")).toEqual(['kvctl_gateway_client_aborts_total{route="chat"} 1']);
+  });
+
+  it("a worker that does not answer in time is a 504 naming it", async () => {
+    const g = await gw({ limits: { upstreamHeadersTimeoutMs: 300 } });
+    const r = await post(`${g.url}/generate`, '{"text":"hi"}');
+    expect(r.status).toBe(504);
+    expect((await json(r)).error).toMatchObject({ type: "upstream_timeout", message: expect.stringMatching(/^worker w\d timed out$/) });
+  });
+
+  it("a worker failing health is drained; its session re-routes", async () => {
+    const g = await gw();
+    const h = { "x-session-id": "drain-me" };
+    const first = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', h);
+    const w = first.headers.get("x-kvctl-worker") as string;
+    await g.settled();
+    upstreams[Number(w.slice(1))].healthy = false;
+    await g.checkHealth();
+    const health = await json(await fetch(`${g.url}/health`));
+    expect(health.workers.find((x: { id: string }) => x.id === w).healthy).toBe(false);
+    const next = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', h);
+    expect(next.headers.get("x-kvctl-worker")).not.toBe(w);
+    upstreams[Number(w.slice(1))].healthy = true;
+    await g.checkHealth();
+    expect((await json(await fetch(`${g.url}/health`))).workers.every((x: { healthy: boolean }) => x.healthy)).toBe(true);
+  });
+});
+
+describe("gateway: sessions on a fake clock", () => {
+  it("reports a session idle once after idleAfterSeconds, and again only after a new turn", async () => {
+    let t = 1_000_000;
+    const seen: string[] = [];
+    const policy: GatewayPolicy = { name: "record", observe: (o) => (seen.push(o.type === "SessionIdle" ? `idle ${o.sessionId} ${o.idleMs}` : o.type), []) };
+    const g = await createGateway({
+      config: {
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: upstreams.map((u, i) => ({ id: `w${i}`, url: u.url })),
+        health: { intervalMs: 60_000, timeoutMs: 1000, failures: 1 },
+        sessions: { idleAfterSeconds: 30 },
+      },
+      policy,
+      clock: { now: () => t },
+      log: (l) => logs.push(l),
+    });
+    gateways.push(g);
+    await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', { "x-session-id": "idle-s" });
+    await g.settled();
+    expect(seen).toEqual(["WorkerJoined", "WorkerJoined", "TurnStarted", "TurnFinished"]);
+    t += 29_999;
+    await g.sweepIdle();
+    expect(seen.filter((x) => x.startsWith("idle"))).toEqual([]);
+    t += 1;
+    await g.sweepIdle();
+    await g.sweepIdle();
+    expect(seen.filter((x) => x.startsWith("idle"))).toEqual(["idle idle-s 30000"]);
+    // A new turn within the affinity TTL goes back to the same worker and re-arms the idle report.
+    const again = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', { "x-session-id": "idle-s" });
+    expect(again.headers.get("x-kvctl-worker")).toBe((await g.sessions.get("idle-s"))?.worker);
+    await g.settled();
+    t += 31_000;
+    await g.sweepIdle();
+    expect(seen.filter((x) => x.startsWith("idle"))).toEqual(["idle idle-s 30000", "idle idle-s 31000"]);
+  });
+});
+
+describe("gateway: NATS down", () => {
+  it("keeps serving; commands queue up to the bound, the rest are dropped and counted; the queue drains on reconnect", async () => {
+    const policy: GatewayPolicy = {
+      name: "inspect-each-turn",
+      observe: (o) => (o.type === "TurnFinished" ? [{ worker: o.worker, reason: "test", sessionId: o.sessionId, command: { type: "Inspect", session_id: "s" } }] : []),
+    };
+    const g = await gw({ nats: { url: nats.url, opTimeoutMs: 300 }, limits: { commandQueue: 2 } }, policy);
+    await nats.stop();
+    for (let i = 0; i < 3; i++) {
+      const r = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', { "x-session-id": "while-down" });
+      expect(r.status).toBe(200);
+    }
+    await g.settled();
+    expect(await metric(g, "kvctl_gateway_commands_dropped_total")).toEqual(['kvctl_gateway_commands_dropped_total{reason="queue_full"} 1']);
+    expect(await metric(g, "kvctl_gateway_commands_queued")).toEqual(["kvctl_gateway_commands_queued 2"]);
+    expect(await metric(g, "kvctl_gateway_nats_connected")).toEqual(["kvctl_gateway_nats_connected 0"]);
+    const rec = await g.sessions.get("while-down");
+    expect(rec?.turnCount).toBe(3);
+    await nats.restart();
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && (await metric(g, "kvctl_gateway_commands_sent_total")).length === 0) await new Promise((r) => setTimeout(r, 50));
+    expect(await metric(g, "kvctl_gateway_commands_sent_total")).toEqual(['kvctl_gateway_commands_sent_total{type="Inspect"} 2']);
+    expect(await metric(g, "kvctl_gateway_commands_queued")).toEqual(["kvctl_gateway_commands_queued 0"]);
+  }, 60_000);
+});
+
+describe("gateway: KV-event gaps", () => {
+  it("marks a worker stale from a gap until its replay arrives", async () => {
+    const pub = new Publisher({ linger: 0 });
+    const port = await freePort();
+    const rport = await freePort();
+    await pub.bind(`tcp://127.0.0.1:${port}`);
+    const router = new Router({ linger: 0 });
+    await router.bind(`tcp://127.0.0.1:${rport}`);
+    try {
+      const g = await gw({
+        workers: [{ id: "w0", url: upstreams[0].url, events: `tcp://127.0.0.1:${port}`, replay: `tcp://127.0.0.1:${rport}` }, { id: "w1", url: upstreams[1].url }],
+      });
+      const batch = (h: bigint) =>
+        encodeBatch({ ts: 0, events: [{ type: "BlockStored", blockHashes: [h], parentBlockHash: null, tokenIds: [1, 2, 3, 4], blockSize: 4, loraId: null, medium: "GPU", tier: "GPU", cacheSalt: null, sessionId: null, loraName: null, bigram: false }], dpRank: null });
+      // ZMQ slow joiner: publish seq 0 until the gateway's index has it.
+      const deadline = Date.now() + 10_000;
+      while (Date.now() < deadline && !g.index.lookup(1n)) {
+        await pub.send([Buffer.alloc(0), encodeSeq(0n), batch(1n)]);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(g.index.lookup(1n)).toBeDefined();
+      await pub.send([Buffer.alloc(0), encodeSeq(2n), batch(3n)]);
+      const [id, , from] = await router.receive();
+      expect(from.readBigInt64BE()).toBe(1n);
+      expect(await metric(g, "kvctl_gateway_worker_index_stale")).toContain('kvctl_gateway_worker_index_stale{worker="w0"} 1');
+      expect((await json(await fetch(`${g.url}/health`))).workers[0].stale).toBe(true);
+      await router.send([id, Buffer.alloc(0), Buffer.alloc(0), encodeSeq(1n), batch(2n)]);
+      await router.send([id, Buffer.alloc(0), Buffer.alloc(0), encodeSeq(END_SEQ), Buffer.alloc(0)]);
+      while (Date.now() < deadline && !g.index.lookup(3n)) await new Promise((r) => setTimeout(r, 20));
+      expect(g.index.lookup(2n)?.residency.get("w0")).toEqual(["GPU"]);
+      expect(g.index.lookup(3n)?.residency.get("w0")).toEqual(["GPU"]);
+      expect(await metric(g, "kvctl_gateway_worker_index_stale")).toContain('kvctl_gateway_worker_index_stale{worker="w0"} 0');
+      expect(await metric(g, "kvctl_gateway_kv_event_gaps_total")).toEqual(['kvctl_gateway_kv_event_gaps_total{worker="w0"} 1']);
+    } finally {
+      pub.close();
+      router.close();
+    }
+  }, 30_000);
+});
+
+describe("kvctl gateway (CLI)", () => {
+  const cli = (args: string[]) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/bin.ts", "gateway", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let err = "";
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    return { child, err: () => err };
+  };
+
+  it("serves from a YAML config file and stops cleanly on SIGTERM", async () => {
+    const port = await freePort();
+    const file = join(jsDir, "gw.yaml");
+    writeFileSync(file, `workers:\n  - id: w0\n    url: ${upstreams[0].url}\nrouting:\n  cacheThreshold: 0.5\n`);
+    const { child, err } = cli(["--config", file, "--listen", `127.0.0.1:${port}`, "--no-nats"]);
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && !err().includes("listening on")) await new Promise((r) => setTimeout(r, 50));
+    expect(err()).toContain(`gateway: listening on http://127.0.0.1:${port} for w0=${upstreams[0].url}`);
+    expect((await json(await fetch(`http://127.0.0.1:${port}/health`))).status).toBe("ok");
+    child.kill("SIGTERM");
+    const [code] = await once(child, "exit");
+    expect(code).toBe(0);
+  }, 40_000);
+
+  it("refuses a worker whose hashes it cannot reproduce, and a bad config, with exit 2", async () => {
+    upstreams[1].info = { enable_lora: true };
+    try {
+      const a = cli(["--worker", `w1=${upstreams[1].url}`, "--no-nats"]);
+      const [code] = await once(a.child, "exit");
+      expect(code).toBe(2);
+      expect(a.err()).toMatch(/worker w1 \(http:\/\/127\.0\.0\.1:\d+\): LoRA is enabled.*refusing it/);
+    } finally {
+      upstreams[1].info = {};
+    }
+    const b = cli(["--worker", "w1=ftp://nowhere", "--no-nats"]);
+    const [code] = await once(b.child, "exit");
+    expect(code).toBe(2);
+    expect(b.err()).toContain("workers.0.url: must be http(s)://host:port");
+  }, 40_000);
+});

@@ -1,0 +1,189 @@
+// Gateway pieces that need no server: routing on a fake clock, session-id precedence, the config
+// schema, the worker-scheme check and the token-field surgery on response bytes.
+import { describe, expect, it } from "vitest";
+import { GatewayConfigError, parseGatewayConfig, parseWorkerFlag } from "../src/gateway/config.js";
+import { routeRequest, type RoutingOptions, type WorkerState } from "../src/gateway/router.js";
+import { sessionIdOf } from "../src/gateway/session-id.js";
+import { applyAckToRecord, newSessionRecord } from "../src/gateway/session-record.js";
+import { sessionKey } from "../src/gateway/session-store.js";
+import { stripTokenFields, turnResultOf, withTokenIds } from "../src/gateway/token-truth.js";
+import { schemeFromServerInfo, WorkerSchemeError } from "../src/gateway/worker-scheme.js";
+import { InMemoryKvIndex } from "../src/index/index.js";
+import { blankAck } from "../src/protocol/index.js";
+
+const OPTS: RoutingOptions = { cacheThreshold: 0.3, balanceAbsThreshold: 4, balanceRelThreshold: 1.5, sessionAffinityTtlSeconds: 60, scoring: {} };
+
+function ws(...loads: number[]): WorkerState[] {
+  return loads.map((l, i) => ({ id: `w${i}`, inFlight: l, inFlightPromptTokens: 0, stale: false, pageSize: 4 }));
+}
+
+/** An index where worker `w` holds the first `n` of `hashes` on the GPU. */
+function indexWith(holdings: Record<string, number>, hashes: bigint[]): InMemoryKvIndex {
+  const idx = new InMemoryKvIndex();
+  for (const [w, n] of Object.entries(holdings)) {
+    if (n === 0) continue;
+    idx.applyEvent(w, {
+      type: "BlockStored",
+      blockHashes: hashes.slice(0, n),
+      parentBlockHash: null,
+      tokenIds: Array.from({ length: n * 4 }, (_, i) => i),
+      blockSize: 4,
+      loraId: null,
+      medium: "GPU",
+      tier: "GPU",
+      loraName: null,
+      cacheSalt: null,
+      bigram: false,
+    } as never);
+  }
+  return idx;
+}
+
+describe("routeRequest", () => {
+  const hashes = [11n, 12n, 13n, 14n, 15n, 16n, 17n, 18n, 19n, 20n];
+  const first = () => 0;
+
+  it("sends a prompt to the worker holding most of its blocks when the match rate clears the threshold", () => {
+    const idx = indexWith({ w0: 1, w1: 8 }, hashes);
+    const d = routeRequest({ workers: ws(0, 0), overlap: idx.overlap(hashes), session: null, nowMs: 0 }, OPTS, first);
+    expect(d).toMatchObject({ worker: "w1", reason: "cache", matchRate: 0.8 });
+    expect(d.overlap?.GPU).toBe(8);
+  });
+
+  it("below the cache threshold picks the least-loaded worker", () => {
+    const idx = indexWith({ w0: 2 }, hashes);
+    const d = routeRequest({ workers: ws(3, 1), overlap: idx.overlap(hashes), session: null, nowMs: 0 }, OPTS, first);
+    expect(d).toMatchObject({ worker: "w1", reason: "load", matchRate: 0.2 });
+  });
+
+  it("load imbalance beyond both thresholds overrides cache and session", () => {
+    const idx = indexWith({ w0: 10 }, hashes);
+    const d = routeRequest({ workers: ws(10, 2), overlap: idx.overlap(hashes), session: { worker: "w0", lastActivityMs: 0 }, nowMs: 1 }, OPTS, first);
+    expect(d).toMatchObject({ worker: "w1", reason: "balance" });
+    // Absolute gap 8 > 4 but 10 > 7 * 1.5 is false: no balance override.
+    expect(routeRequest({ workers: ws(10, 7), overlap: idx.overlap(hashes), session: null, nowMs: 0 }, OPTS, first).reason).toBe("cache");
+  });
+
+  it("session affinity is soft: it holds within its TTL on the fake clock and expires after", () => {
+    const idx = indexWith({ w1: 10 }, hashes);
+    const session = { worker: "w0", lastActivityMs: 1_000 };
+    expect(routeRequest({ workers: ws(0, 0), overlap: idx.overlap(hashes), session, nowMs: 60_999 }, OPTS, first)).toMatchObject({ worker: "w0", reason: "session" });
+    expect(routeRequest({ workers: ws(0, 0), overlap: idx.overlap(hashes), session, nowMs: 61_001 }, OPTS, first)).toMatchObject({ worker: "w1", reason: "cache" });
+  });
+
+  it("a session whose worker is drained re-routes and says so", () => {
+    const d = routeRequest({ workers: ws(0).map((w) => ({ ...w, id: "w1" })), overlap: null, session: { worker: "w0", lastActivityMs: 0 }, nowMs: 0 }, OPTS, first);
+    expect(d).toMatchObject({ worker: "w1", sessionMoved: true });
+  });
+
+  it("a stale worker's index view is not trusted", () => {
+    const idx = indexWith({ w0: 10 }, hashes);
+    const workers = ws(0, 0);
+    workers[0].stale = true;
+    const d = routeRequest({ workers, overlap: idx.overlap(hashes), session: null, nowMs: 0 }, OPTS, () => 0.99);
+    expect(d.overlap).toEqual({ GPU: 0, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 });
+    expect(d.reason).toBe("load");
+  });
+
+  it("host-tier blocks count with the host weight (tier-aware scorer)", () => {
+    const idx = indexWith({ w0: 4 }, hashes);
+    idx.applyEvent("w1", {
+      type: "BlockStored", blockHashes: hashes.slice(0, 8), parentBlockHash: null, tokenIds: Array.from({ length: 32 }, (_, i) => i),
+      blockSize: 4, loraId: null, medium: "CPU_PINNED", tier: "CPU_PINNED", loraName: null, cacheSalt: null, bigram: false,
+    } as never);
+    // w0: credit 4 (device); w1: 0.75 * 8 = 6 (host) -> w1 has the lower logit.
+    expect(routeRequest({ workers: ws(0, 0), overlap: idx.overlap(hashes), session: null, nowMs: 0 }, OPTS, first).worker).toBe("w1");
+  });
+
+  it("refuses to route with no worker", () => {
+    expect(() => routeRequest({ workers: [], overlap: null, session: null, nowMs: 0 }, OPTS)).toThrow(/no worker is taking traffic/);
+  });
+});
+
+describe("sessionIdOf", () => {
+  const body = { session_id: "sg", prompt_cache_key: "oa", metadata: { user_id: "an" } };
+  it("takes headers in order, then body fields in order", () => {
+    const h = { "x-session-id": "a", "x-dynamo-session-id": "b", "x-claude-code-session-id": "c", "session-id": "d" };
+    expect(sessionIdOf(h, body)).toEqual({ id: "a", from: "header x-session-id" });
+    expect(sessionIdOf({ ...h, "x-session-id": undefined }, body)?.id).toBe("b");
+    expect(sessionIdOf({ "x-claude-code-session-id": "c", "session-id": "d" }, body)?.id).toBe("c");
+    expect(sessionIdOf({ "session-id": "d" }, body)?.id).toBe("d");
+    expect(sessionIdOf({}, body)).toEqual({ id: "sg", from: "session_id" });
+    expect(sessionIdOf({}, { prompt_cache_key: "oa", metadata: { user_id: "an" } })?.id).toBe("oa");
+    expect(sessionIdOf({}, { metadata: { user_id: "an" } })).toEqual({ id: "an", from: "metadata.user_id" });
+    expect(sessionIdOf({}, { messages: [] })).toBeNull();
+  });
+  it("rejects a non-string body field, naming it", () => {
+    expect(() => sessionIdOf({}, { prompt_cache_key: 5 })).toThrow(/prompt_cache_key must be a string/);
+    expect(() => sessionIdOf({ "x-session-id": "x".repeat(600) }, null)).toThrow(/header x-session-id is longer/);
+  });
+  it("maps any id to a valid KV key", () => {
+    expect(sessionKey("user 1/ä.*>")).toMatch(/^s\.[A-Za-z0-9_-]+$/);
+    expect(sessionKey("x".repeat(300))).toMatch(/^h\.[0-9a-f]{64}$/);
+  });
+});
+
+describe("gateway config", () => {
+  it("fills defaults and names bad fields by path", () => {
+    const c = parseGatewayConfig({ workers: [{ id: "w0", url: "http://127.0.0.1:30000" }] });
+    expect(c.routing.cacheThreshold).toBe(0.3);
+    expect(c.limits.bodyLimitBytes).toBe(16 * 1024 * 1024);
+    expect(() => parseGatewayConfig({ workers: [{ id: "w 0", url: "ftp://x" }], routing: { cacheTreshold: 1 } })).toThrow(
+      /workers\.0\.id: must be 1-128[\s\S]*workers\.0\.url: must be http[\s\S]*routing: Unrecognized key: "cacheTreshold"/,
+    );
+    expect(() => parseGatewayConfig({ workers: [] })).toThrow(/workers: needs at least one worker/);
+    expect(() => parseGatewayConfig({ workers: [{ id: "a", url: "http://h:1" }, { id: "a", url: "http://h:2" }] })).toThrow(GatewayConfigError);
+  });
+  it("parses --worker specs", () => {
+    expect(parseWorkerFlag("w0=http://h:1,events=tcp://h:5557,replay=tcp://h:5558")).toEqual({ id: "w0", url: "http://h:1", events: "tcp://h:5557", replay: "tcp://h:5558" });
+    expect(() => parseWorkerFlag("w0=http://h:1,evnts=tcp://h:1")).toThrow(/unknown key 'evnts'/);
+  });
+});
+
+describe("worker scheme from /server_info", () => {
+  const info = { page_size: 16, kv_events: { publisher: "zmq", endpoint_host: "*", endpoint_port_base: 5557, topic: "", block_size: 16, dp_size: 1, replay_endpoint_port_base: 5558 }, kv_events_config: '{"publisher":"zmq","endpoint":"tcp://*:5557"}' };
+  it("reads page size, format and endpoints (wildcard host -> the worker URL's host)", () => {
+    const ad = schemeFromServerInfo("w0", "http://10.0.0.5:30000", info);
+    expect(ad.scheme).toEqual({ pageSize: 16, eventFormat: "sglang", bigram: false });
+    expect(ad.events).toBe("tcp://10.0.0.5:5557");
+    expect(ad.replay).toBe("tcp://10.0.0.5:5558");
+  });
+  it("refuses a worker whose hashes it cannot reproduce", () => {
+    expect(() => schemeFromServerInfo("w0", "http://h:1", { ...info, enable_lora: true })).toThrow(WorkerSchemeError);
+    expect(() => schemeFromServerInfo("w0", "http://h:1", { page_size: null })).toThrow(/no usable page size/);
+    expect(() => schemeFromServerInfo("w0", "http://h:1", { ...info, kv_events_config: '{"format":"weird"}' })).toThrow(/format 'weird'/);
+  });
+});
+
+describe("token ids from the worker", () => {
+  it("asks for token ids after the client's own keys and cuts only what it added", () => {
+    const raw = Buffer.from('{"messages":[],"return_token_ids":false}');
+    const { raw: out, added } = withTokenIds("chat", raw, JSON.parse(raw.toString()));
+    expect(out.toString()).toBe('{"messages":[],"return_token_ids":false,"return_token_ids":true}');
+    const resp = '{"id":"x","choices":[{"index":0,"message":{"content":"a,\\"prompt_token_ids\\":[1]"},"prompt_token_ids":[1,2,3],"response_token_ids":[4,5],"finish_reason":"stop"}],"usage":{"prompt_tokens":3}}';
+    expect(stripTokenFields(resp, added)).toBe('{"id":"x","choices":[{"index":0,"message":{"content":"a,\\"prompt_token_ids\\":[1]"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3}}');
+    const r = turnResultOf("chat", JSON.parse(resp));
+    expect(r).toMatchObject({ promptTokens: [1, 2, 3], outputTokens: [4, 5], finishReason: "stop" });
+  });
+  it("keeps fields the client asked for", () => {
+    const body = { return_prompt_token_ids: true };
+    const { added } = withTokenIds("chat", Buffer.from(JSON.stringify(body)), body);
+    expect(added).toMatchObject({ prompt: false, response: true });
+    expect(stripTokenFields('{"prompt_token_ids":[1],"response_token_ids":[2]}', added)).toBe('{"prompt_token_ids":[1]}');
+  });
+});
+
+describe("session record", () => {
+  it("folds acked pins, leases and tool state in; a rejected ack changes nothing", () => {
+    const r = newSessionRecord("s", 0);
+    const ack = { ...blankAck("w0", "id", "Pause", "applied") };
+    applyAckToRecord(r, "w0", { type: "Pause", block_hashes: [5n], ttl_seconds: 30, lease_id: "L1" }, ack, 10);
+    expect(r.leases).toEqual([{ worker: "w0", leaseId: "L1", blockHashes: ["5"], ttlSeconds: 30, atMs: 10 }]);
+    applyAckToRecord(r, "w0", { type: "RevokeLease", lease_id: "L1" }, { ...ack, status: "rejected" }, 11);
+    expect(r.leases).toHaveLength(1);
+    applyAckToRecord(r, "w0", { type: "RevokeLease", lease_id: "L1" }, ack, 12);
+    expect(r.leases).toHaveLength(0);
+    applyAckToRecord(r, "w0", { type: "Cache", block_hashes: [7n], pin: true, ttl_seconds: null }, ack, 13);
+    expect(r.pins).toHaveLength(1);
+  });
+});

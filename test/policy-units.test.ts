@@ -1,0 +1,368 @@
+// The agent policies on a fake clock with no network: each rule from observations to commands,
+// the pin-budget view, the guards, and bad input (counted, nothing half-applied).
+import { Registry } from "prom-client";
+import { describe, expect, it } from "vitest";
+import { createAgentPolicy, type AgentPolicyOptions } from "../src/policy/agent-policy.js";
+import { parseHintBody, parseHintHeader, HintError } from "../src/policy/hints.js";
+import { parseCacheMarkers, prefixTokenizeRequest } from "../src/policy/markers.js";
+import { promptTailOf } from "../src/policy/prompt-tail.js";
+import { DurationModel, bestKeep } from "../src/policy/duration-model.js";
+import { CommandGuards } from "../src/policy/guards.js";
+import { storageKeys } from "../src/hash/index.js";
+import { parseGatewayConfig } from "../src/gateway/config.js";
+import { ack, chainOf, cmd, finished, joined, PAGE, started, tail, types } from "./helpers/policy-observations.js";
+
+function policy(config: AgentPolicyOptions["config"] = {}, extra: Partial<AgentPolicyOptions> = {}) {
+  const registry = new Registry();
+  const logs: string[] = [];
+  const decisions: string[] = [];
+  const p = createAgentPolicy({ config, registry, log: (l) => logs.push(l), decisionLog: (l) => decisions.push(l), ...extra });
+  p.observe(joined(0));
+  const metric = async (name: string) => (await registry.metrics()).split("\n").filter((l) => l.startsWith(name));
+  return { p, logs, decisions, metric };
+}
+
+const TTLS = { inMemoryTtlSeconds: 600, longTtlSeconds: 86_400 };
+const ONLY = (name: string) => Object.fromEntries(["pins", "tools", "think", "idle", "prune", "warm"].map((k) => [k, { enabled: k === name }]));
+
+describe("prompt-cache markers", () => {
+  it("finds Anthropic breakpoints in prefix order and OpenAI retention", () => {
+    const body = {
+      tools: [{ name: "a" }, { name: "b", cache_control: { type: "ephemeral", ttl: "1h" } }],
+      system: [{ type: "text", text: "sys", cache_control: { type: "ephemeral", ttl: "1h" } }],
+      messages: [{ role: "user", content: [{ type: "text", text: "hi", cache_control: { type: "ephemeral" } }] }],
+    };
+    expect(parseCacheMarkers("messages", body, TTLS)).toEqual({
+      specs: [
+        { at: "tools[1]", ttlSeconds: 3600, messages: 0 },
+        { at: "system", ttlSeconds: 3600, messages: 0 },
+        { at: "message[0]", ttlSeconds: 300, messages: 1 },
+      ],
+      errors: [],
+    });
+    expect(parseCacheMarkers("chat", { messages: [], prompt_cache_retention: "24h" }, TTLS)?.specs).toEqual([{ at: "prompt_cache_retention", ttlSeconds: 86_400, messages: null }]);
+    expect(parseCacheMarkers("chat", { messages: [], prompt_cache_retention: "in_memory" }, TTLS)?.specs[0].ttlSeconds).toBe(600);
+    expect(parseCacheMarkers("chat", { messages: [{ role: "user", content: "x" }] }, TTLS)).toBeNull();
+    expect(parseCacheMarkers("generate", { cache_control: { type: "ephemeral" } }, TTLS)).toBeNull();
+  });
+
+  it("more than 4 breakpoints, a TTL order violation, a bad TTL or retention: errors naming them, no specs", () => {
+    const cc = { type: "ephemeral" };
+    const five = { messages: Array.from({ length: 5 }, () => ({ role: "user", content: "x", cache_control: cc })) };
+    expect(parseCacheMarkers("chat", five, TTLS)).toEqual({ specs: [], errors: ["more than 4 cache_control breakpoints (5)"] });
+    const order = { messages: [{ role: "system", content: "s", cache_control: cc }, { role: "user", content: "u", cache_control: { type: "ephemeral", ttl: "1h" } }] };
+    const r = parseCacheMarkers("chat", order, TTLS);
+    expect(r?.specs).toEqual([]);
+    expect(r?.errors[0]).toMatch(/TTL order: the 3600s breakpoint at message\[1\] follows a shorter 300s one at message\[0\]/);
+    expect(parseCacheMarkers("chat", { messages: [{ role: "user", content: "u", cache_control: { type: "ephemeral", ttl: "2h" } }] }, TTLS)?.errors).toEqual([
+      'messages[0].cache_control.ttl must be "5m" or "1h" (got "2h")',
+    ]);
+    expect(parseCacheMarkers("chat", { messages: [], prompt_cache_retention: "forever" }, TTLS)?.errors[0]).toMatch(/prompt_cache_retention must be/);
+  });
+
+  it("renders the prefix up to a marker for the worker's tokenizer", () => {
+    const body = { model: "m", tools: [{ type: "function" }], messages: [{ role: "system", content: "s" }, { role: "user", content: "u" }, { role: "assistant", content: "a" }] };
+    expect(prefixTokenizeRequest("chat", body, { at: "tools[0]", ttlSeconds: 3600, messages: 0 })).toEqual({ add_generation_prompt: false, model: "m", tools: body.tools, messages: [body.messages[0]] });
+    expect(prefixTokenizeRequest("chat", body, { at: "message[1]", ttlSeconds: 300, messages: 2 })?.messages).toEqual(body.messages.slice(0, 2));
+    const anth = { system: "S", messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }] };
+    expect(prefixTokenizeRequest("messages", anth, { at: "message[0]", ttlSeconds: 300, messages: 1 })?.messages).toEqual([
+      { role: "system", content: "S" },
+      { role: "user", content: "hi" },
+    ]);
+  });
+});
+
+describe("hints and prompt tails", () => {
+  it("parses the events body and the header; bad input names the field", () => {
+    expect(parseHintBody({ event: "tool_end", tool_call_id: "c1" }, "s", 5)).toEqual({ type: "SessionHint", at: 5, sessionId: "s", event: "tool_end", toolName: null, toolCallId: "c1", keepTokens: null });
+    expect(parseHintHeader("tool_end;call=c1, rewrite;keep_tokens=8", "s", 1).map((h) => [h.event, h.toolCallId, h.keepTokens])).toEqual([
+      ["tool_end", "c1", null],
+      ["rewrite", null, 8],
+    ]);
+    expect(() => parseHintBody({ event: "nap" }, "s", 0)).toThrow(/event/);
+    expect(() => parseHintBody({ event: "close", extra: 1 }, "s", 0)).toThrow(HintError);
+    expect(() => parseHintHeader("close;who=me", "s", 0)).toThrow(/unknown key 'who=me'/);
+    expect(() => parseHintHeader("rewrite;keep_tokens=-1", "s", 0)).toThrow(/keep_tokens/);
+  });
+
+  it("tells a user turn from tool results coming back (OpenAI and Anthropic)", () => {
+    expect(promptTailOf("chat", { messages: [{ role: "assistant" }, { role: "tool", tool_call_id: "a" }, { role: "tool", tool_call_id: "b" }] })).toEqual({ role: "tool", toolCallIds: ["a", "b"] });
+    expect(promptTailOf("chat", { messages: [{ role: "user", content: "x" }] })).toEqual({ role: "user", toolCallIds: [] });
+    expect(promptTailOf("messages", { messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t1" }] }] })).toEqual({ role: "tool", toolCallIds: ["t1"] });
+  });
+});
+
+describe("pins from markers", () => {
+  const bp = (tokens: number, ttl: number, at = "message[0]") => ({ tokens, ttlSeconds: ttl, at });
+
+  it("pins up to each breakpoint with its TTL (longest first), refreshes on a hit past half the TTL, releases on close", async () => {
+    const { p, metric } = policy(ONLY("pins"));
+    const chain = chainOf(10);
+    const out = p.observe(finished(1000, "s", chain, { promptBlocks: 8, markers: { breakpoints: [bp(3 * PAGE + 1, 3600, "system"), bp(6 * PAGE, 300)], errors: [] } }));
+    expect(out.map((c) => c.command)).toEqual([
+      { type: "Cache", block_hashes: chain.slice(0, 3), pin: true, ttl_seconds: 3600 },
+      { type: "Cache", block_hashes: chain.slice(3, 6), pin: true, ttl_seconds: 300 },
+    ]);
+    expect(await metric("kvctl_policy_pin_budget_used_blocks")).toEqual(['kvctl_policy_pin_budget_used_blocks{worker="w0"} 6']);
+    // A hit 100 s later: nothing is below half its TTL yet.
+    expect(p.observe(finished(101_000, "s", chain, { promptBlocks: 8 }))).toEqual([]);
+    // 200 s later the 5m pins are (300 - 200 < 150 s left): re-pinned; the 1h ones are fresh.
+    const again = p.observe(finished(201_000, "s", chain, { promptBlocks: 8 }));
+    expect(again.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: chain.slice(3, 6), pin: true, ttl_seconds: 300 }]);
+    expect(again[0].reason).toMatch(/^refresh on hit/);
+    // Close: one unpin per hold (blocks 3-5 hold two).
+    const close = p.observe({ type: "SessionHint", at: 202_000, sessionId: "s", event: "close", toolName: null, toolCallId: null, keepTokens: null });
+    expect(close.map((c) => c.command)).toEqual([
+      { type: "Cache", block_hashes: chain.slice(0, 6), pin: false },
+      { type: "Cache", block_hashes: chain.slice(3, 6), pin: false },
+    ]);
+    expect(p.context.budget.used("w0")).toBe(0);
+  });
+
+  it("expired holds free the budget on the fake clock without any message", () => {
+    const { p } = policy(ONLY("pins"));
+    p.observe(finished(0, "s", chainOf(4), { markers: { breakpoints: [bp(16, 300)], errors: [] } }));
+    expect(p.context.budget.used("w0")).toBe(4);
+    p.observe(joined(300_001));
+    expect(p.context.budget.used("w0")).toBe(0);
+  });
+
+  it("never asks for more than the budget; shared blocks count once; a partial ack marks the worker full", async () => {
+    const { p, metric } = policy({ ...ONLY("pins"), pins: { enabled: true, budgetBlocks: 5 } });
+    const shared = chainOf(3, 1n);
+    const a = p.observe(finished(0, "a", [...shared, 10n, 11n], { markers: { breakpoints: [bp(20, 300)], errors: [] } }));
+    expect(a.map((c) => c.command.type === "Cache" && c.command.block_hashes.length)).toEqual([5]);
+    // Session b shares the first 3 blocks: they cost nothing, its own 2 do not fit.
+    const b = p.observe(finished(1, "b", [...shared, 20n, 21n], { markers: { breakpoints: [bp(20, 300)], errors: [] } }));
+    expect(b.map((c) => (c.command.type === "Cache" ? c.command.block_hashes : null))).toEqual([shared]);
+    expect(p.context.budget.used("w0")).toBe(5);
+    expect(await metric("kvctl_policy_pin_budget_peak_blocks")).toEqual(['kvctl_policy_pin_budget_peak_blocks{worker="w0"} 5']);
+    expect((await metric("kvctl_policy_decisions_total")).some((l) => l.includes('reason="pin budget"'))).toBe(true);
+    // The worker pins fewer than asked (its budget is smaller): only the acked part stays in the view.
+    p.observe(ack(2, a[0], "partial", { affected: 2, detail: "pin budget exhausted" }));
+    expect(p.context.budget.used("w0")).toBe(3);
+    const c = p.observe(finished(3, "c", [50n, 51n], { markers: { breakpoints: [bp(8, 300)], errors: [] } }));
+    expect(c).toEqual([]);
+  });
+
+  it("a rejected pin leaves no hold; contradictory markers change nothing and are counted", async () => {
+    const { p, metric, logs } = policy(ONLY("pins"));
+    const out = p.observe(finished(0, "s", chainOf(4), { markers: { breakpoints: [bp(16, 300)], errors: [] } }));
+    p.observe(ack(1, out[0], "rejected", { detail: "command.block_hashes: too many" }));
+    expect(p.context.budget.used("w0")).toBe(0);
+    expect(await metric("kvctl_policy_acks_total")).toEqual(['kvctl_policy_acks_total{policy="cache_markers",type="Cache",status="rejected"} 1']);
+    expect(logs.some((l) => l.includes("came back rejected: command.block_hashes: too many"))).toBe(true);
+    expect(p.observe(finished(2, "s", chainOf(4), { markers: { breakpoints: [], errors: ["more than 4 cache_control breakpoints (5)"] } }))).toEqual([]);
+    expect(await metric("kvctl_policy_bad_input_total")).toEqual(['kvctl_policy_bad_input_total{kind="markers"} 1']);
+  });
+});
+
+describe("tool calls: keep or offload", () => {
+  const toolTurn = (at: number, sid: string, chain: bigint[], name = "search", id = "c1") =>
+    finished(at, sid, chain, { finishReason: "tool_calls", toolCalls: [{ id, name }] });
+
+  it("the duration model: exponential prior, then the empirical CDF; the best tau maximizes the net benefit", () => {
+    const m = new DurationModel({ priorMeanSeconds: 5, minSamples: 4, maxSamples: 10, maxTools: 4 });
+    expect(m.cdf("t", 5)).toBeCloseTo(1 - Math.exp(-1));
+    for (const d of [1, 1, 2, 40]) m.record("t", d);
+    expect(m.cdf("t", 2)).toBe(0.75);
+    expect(m.median("t")).toBe(2);
+    const k = bestKeep(m, ["t"], 10, 1, [1, 2, 60], 0.01);
+    expect(k.tauSeconds).toBe(2);
+    expect(k.net).toBeGreaterThan(0);
+    expect(bestKeep(m, ["t"], 10, 1, [1, 2, 60], 1).net).toBeLessThanOrEqual(0);
+  });
+
+  it("a short expected wait keeps the blocks resident (pin with TTL tau); the tool results unpin and feed the distribution", async () => {
+    const { p, metric, decisions } = policy(ONLY("tools"));
+    const chain = chainOf(8);
+    const out = p.observe(toolTurn(0, "s", chain));
+    expect(types(out)).toEqual(["Cache"]);
+    const pin = cmd(out, "Cache");
+    expect(pin).toMatchObject({ pin: true, block_hashes: chain });
+    expect(p.context.cfg.tools.tauCandidatesSeconds).toContain(pin.ttl_seconds);
+    expect(out[0].reason).toMatch(/^keep \(finish_reason tool_calls\): P\(<=\d+s\)=/);
+    const back = p.observe(started(3_000, "s", { tail: tail("tool", ["c1"]) }));
+    expect(back.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: chain, pin: false }]);
+    expect(p.durations.count("search")).toBe(1);
+    expect(await metric("kvctl_policy_tool_wait_seconds_count")).toEqual(['kvctl_policy_tool_wait_seconds_count{kind="predicted"} 1', 'kvctl_policy_tool_wait_seconds_count{kind="actual"} 1']);
+    expect(decisions.some((l) => l.includes('"actual_s":3'))).toBe(true);
+  });
+
+  it("a long expected wait offloads (ToolStart); ToolEnd carries the acked epoch", () => {
+    const { p } = policy({ ...ONLY("tools"), tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1, 5] } });
+    const chain = chainOf(8);
+    const out = p.observe(toolTurn(0, "s s", chain));
+    const ts = cmd(out, "ToolStart");
+    expect(ts.block_hashes).toEqual(chain);
+    expect(ts.session_id).toMatch(/^sha-[0-9a-f]{40}$/); // "s s" has a space: not a wire id
+    p.observe(ack(10, out[0], "applied", { epoch: 7 }));
+    const back = p.observe(started(60_000, "s s", { tail: tail("tool", ["c1"]) }));
+    expect(back.map((c) => c.command)).toEqual([{ type: "ToolEnd", session_id: ts.session_id, epoch: 7 }]);
+  });
+
+  it("the distribution learns: after enough fast returns a tool that the prior would offload is kept", () => {
+    const { p } = policy({ ...ONLY("tools"), tools: { enabled: true, priorMeanSeconds: 600, minSamples: 3, tauCandidatesSeconds: [2, 5] } });
+    const chain = chainOf(8);
+    let t = 0;
+    for (let i = 0; i < 3; i++) {
+      const out = p.observe(toolTurn(t, "s", chain, "ls"));
+      if (out[0].command.type === "ToolStart") p.observe(ack(t, out[0], "applied", { epoch: i + 1 }));
+      p.observe(started(t + 1000, "s", { tail: tail("tool", ["c1"]) }));
+      t += 10_000;
+    }
+    expect(types(p.observe(toolTurn(t, "s", chain, "ls")))).toEqual(["Cache"]);
+  });
+
+  it("tool results for a call never seen, and a rejected ToolStart: counted, nothing sent, the view stays consistent", async () => {
+    const { p, metric } = policy({ ...ONLY("tools"), tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1] } });
+    expect(p.observe(started(0, "s", { tail: tail("tool", ["ghost"]) }))).toEqual([]);
+    const out = p.observe(toolTurn(1, "s", chainOf(4)));
+    p.observe(ack(2, out[0], "rejected", { detail: "session_id" }));
+    expect(p.context.sessions.get("s")?.tool).toBeNull();
+    expect(p.observe(started(3, "s", { tail: tail("tool", ["c1"]) }))).toEqual([]);
+    expect(await metric("kvctl_policy_bad_input_total")).toEqual(['kvctl_policy_bad_input_total{kind="tool_result_unknown_call"} 2']);
+  });
+});
+
+describe("reasoning", () => {
+  const reasoningTurn = (at: number, sid: string, model: string, finishReason = "stop") =>
+    finished(at, sid, chainOf(10), { promptBlocks: 4, model, finishReason, toolCalls: finishReason === "tool_calls" ? [{ id: "c", name: "t" }] : [], ranges: { system: null, history: { start: 0, end: 0 }, prompt: { start: 0, end: 16 }, reasoning: { start: 18, end: 30 }, output: { start: 16, end: 40 } } });
+
+  it("templates that drop reasoning: transient at the turn's end, purged at the next user turn (sparing blocks the prompt reuses)", () => {
+    const { p } = policy(ONLY("think"));
+    const out = p.observe(reasoningTurn(0, "s", "Qwen3-8B"));
+    // Tokens 18..30 lie in blocks 4..7 (page 4).
+    expect(out.map((c) => c.command)).toEqual([{ type: "Think", block_hashes: chainOf(10).slice(4, 8), transient: true }]);
+    expect(p.observe(started(1, "s", { tail: tail("tool") }))).toEqual([]);
+    const next = p.observe(started(2, "s", { tail: tail("user"), promptBlocks: [1004n] }));
+    expect(next.map((c) => c.command)).toEqual([{ type: "Think", block_hashes: [1005n, 1006n, 1007n], transient: false }]);
+  });
+
+  it("interleaved-thinking families keep reasoning through the tool loop, then mark and purge it", () => {
+    const { p } = policy(ONLY("think"));
+    expect(p.observe(reasoningTurn(0, "s", "zai/GLM-4.6", "tool_calls"))).toEqual([]);
+    const end = p.observe(reasoningTurn(1, "s", "zai/GLM-4.6"));
+    expect(end.map((c) => c.command.type === "Think" && c.command.transient)).toEqual([true]);
+    expect(cmd(p.observe(started(2, "s", { tail: tail("user") })), "Think").transient).toBe(false);
+  });
+});
+
+describe("idle, leases and pressure", () => {
+  const idle = (at: number, sid: string) => ({ type: "SessionIdle" as const, at, sessionId: sid, worker: "w0", idleMs: 30_000, chain: [] });
+
+  it("idle pauses under a lease, a return renews it, close revokes it", () => {
+    const { p } = policy(ONLY("idle"));
+    p.observe(started(0, "s"));
+    p.observe(finished(1, "s", chainOf(5)));
+    const pause = p.observe(idle(30_000, "s"));
+    expect(pause.map((c) => c.command)).toEqual([{ type: "Pause", block_hashes: chainOf(5), ttl_seconds: 300, lease_id: "s.1" }]);
+    expect(p.observe(idle(31_000, "s"))).toEqual([]);
+    expect(p.observe(started(40_000, "s")).map((c) => c.command)).toEqual([{ type: "RenewLease", lease_id: "s.1", new_ttl_seconds: 300 }]);
+    const close = p.observe({ type: "SessionHint", at: 41_000, sessionId: "s", event: "close", toolName: null, toolCallId: null, keepTokens: null });
+    expect(close.map((c) => c.command)).toEqual([{ type: "RevokeLease", lease_id: "s.1" }]);
+  });
+
+  it("a lease in the session store is re-issued by a replica that never saw it", () => {
+    const { p } = policy(ONLY("idle"));
+    const stored = { worker: "w0", pins: [], leases: [{ worker: "w0", leaseId: "s.4", blockHashes: ["1", "2"], ttlSeconds: 300, atMs: 0 }], tool: null };
+    const out = p.observe(started(10_000, "s", { stored }));
+    expect(out.map((c) => c.command)).toEqual([{ type: "RenewLease", lease_id: "s.4", new_ttl_seconds: 300 }]);
+    expect(out[0].reason).toMatch(/re-issued from the session store/);
+    // An expired one is not.
+    const { p: p2 } = policy(ONLY("idle"));
+    expect(p2.observe(started(400_000, "s", { stored }))).toEqual([]);
+  });
+
+  it("past the high watermark the largest idle sessions pause until the low one; hysteresis", () => {
+    const { p } = policy({ ...ONLY("idle"), idle: { enabled: true, deviceBlocks: 20 } });
+    p.observe(finished(0, "a", chainOf(6, 100n)));
+    p.observe(finished(1, "b", chainOf(4, 200n)));
+    p.observe(finished(2, "c", chainOf(5, 300n)));
+    p.observe(started(3, "d"));
+    // 15 + d's 4 = 19 >= 0.95 * 20: pause a (6), leaving 13 <= 16.
+    const out = p.observe(finished(4, "d", chainOf(4, 400n)));
+    expect(out.map((c) => [c.command.type, c.sessionId])).toEqual([["Pause", "a"]]);
+    expect(out[0].reason).toMatch(/^pressure: working set 19\/20/);
+    // 13 + 4 = 17: over low but under high: not tripped again.
+    expect(p.observe(finished(5, "e", chainOf(4, 500n)))).toEqual([]);
+  });
+});
+
+describe("rewrite -> prune", () => {
+  it("prunes the old branch below the divergence block, unless another session stands on it", () => {
+    const { p } = policy(ONLY("prune"));
+    const old = chainOf(8);
+    p.observe(finished(0, "s", old, { promptBlocks: 6 }));
+    const rewritten = [...old.slice(0, 3), 77n, 78n];
+    const out = p.observe(finished(1, "s", rewritten));
+    expect(out.map((c) => c.command)).toEqual([{ type: "Prune", after_block_hash: old[3] }]);
+    expect(out[0].reason).toBe("history rewritten: diverged at block 3 of 8");
+    // A plain continuation prunes nothing.
+    expect(p.observe(finished(2, "s", [...rewritten, 79n]))).toEqual([]);
+    // Session t continues the branch s leaves: no prune.
+    p.observe(finished(3, "t", [...rewritten, 79n, 80n]));
+    expect(p.observe(finished(4, "s", [...rewritten.slice(0, 2), 90n]))).toEqual([]);
+  });
+
+  it("a rewrite hint with keep_tokens prunes at once", () => {
+    const { p } = policy(ONLY("prune"));
+    p.observe(finished(0, "s", chainOf(8)));
+    const out = p.observe({ type: "SessionHint", at: 1, sessionId: "s", event: "rewrite", toolName: null, toolCallId: null, keepTokens: 2 * PAGE + 1 });
+    expect(out.map((c) => c.command)).toEqual([{ type: "Prune", after_block_hash: chainOf(8)[2] }]);
+  });
+});
+
+describe("cold worker -> warm", () => {
+  it("a joining worker gets Warm of the hottest pinned prefixes (storage keys from the addon), only with a storage backend", () => {
+    const bps = { breakpoints: [{ tokens: 8, ttlSeconds: 3600, at: "system" }], errors: [] };
+    const { p } = policy({ ...ONLY("warm"), warm: { enabled: true, storage: true } });
+    p.observe(finished(0, "a", chainOf(4), { markers: bps }));
+    p.observe(finished(1, "b", chainOf(4), { markers: bps }));
+    const out = p.observe(joined(2, "w1"));
+    const tokens = [1, 2, 3, 4, 5, 6, 7, 8];
+    expect(out.map((c) => [c.worker, c.command])).toEqual([["w1", { type: "Warm", block_keys: storageKeys(tokens, { pageSize: PAGE }), token_ids: tokens, target_tier: "CPU_TIER1" }]]);
+    expect(out[0].reason).toBe("worker joined: prefix of 2 blocks, 2 hits");
+    const { p: off, decisions } = policy(ONLY("warm"));
+    off.observe(finished(0, "a", chainOf(4), { markers: bps }));
+    expect(off.observe(joined(1, "w1"))).toEqual([]);
+    expect(decisions.some((l) => l.includes("no storage backend configured"))).toBe(true);
+  });
+});
+
+describe("guards", () => {
+  it("rate limit per worker (releases pass) and coalescing of the same command", () => {
+    const g = new CommandGuards({ commandsPerSecond: 1, burst: 2, coalesceMs: 1000 });
+    expect([g.check("w", "a", false, 0), g.check("w", "b", false, 0), g.check("w", "c", false, 0)]).toEqual(["send", "send", "rate_limited"]);
+    expect(g.check("w", null, true, 0)).toBe("send");
+    expect(g.check("x", "k", false, 0)).toBe("send");
+    expect(g.check("x", "k", false, 500)).toBe("coalesced");
+    expect(g.check("x", "k", false, 1500)).toBe("send");
+  });
+
+  it("a held-back pin is not recorded as held", async () => {
+    const { p, metric } = policy({ ...ONLY("pins"), guards: { commandsPerSecond: 1, burst: 1, coalesceMs: 0 } });
+    const m = (n: number) => ({ breakpoints: [{ tokens: n * PAGE, ttlSeconds: 300, at: "auto" }], errors: [] });
+    expect(p.observe(finished(0, "a", chainOf(2, 10n), { markers: m(2) }))).toHaveLength(1);
+    expect(p.observe(finished(0, "b", chainOf(2, 20n), { markers: m(2) }))).toEqual([]);
+    expect(p.context.budget.used("w0")).toBe(2);
+    expect(await metric("kvctl_policy_guarded_total")).toEqual(['kvctl_policy_guarded_total{policy="cache_markers",type="Cache",verdict="rate_limited"} 1']);
+  });
+
+  it("hints for a session this replica never saw are counted and change nothing", async () => {
+    const { p, metric } = policy();
+    expect(p.observe({ type: "SessionHint", at: 0, sessionId: "nobody", event: "close", toolName: null, toolCallId: null, keepTokens: null })).toEqual([]);
+    expect(p.context.sessions.size).toBe(0);
+    expect(await metric("kvctl_policy_bad_input_total")).toEqual(['kvctl_policy_bad_input_total{kind="hint_unknown_session"} 1']);
+  });
+});
+
+describe("policies config", () => {
+  const base = { workers: [{ id: "w0", url: "http://127.0.0.1:1" }], policy: "agent" };
+  it("defaults every rule on; a typo or contradictory watermarks are errors naming the field", () => {
+    expect(parseGatewayConfig({ ...base, policies: {} }).policies?.idle).toMatchObject({ enabled: true, leaseSeconds: 300, highWatermark: 0.95, lowWatermark: 0.8 });
+    expect(() => parseGatewayConfig({ ...base, policies: { pins: { budget: 5 } } })).toThrow(/policies\.pins: Unrecognized key: "budget"/);
+    expect(() => parseGatewayConfig({ ...base, policies: { idle: { lowWatermark: 0.99 } } })).toThrow(/policies\.idle\.lowWatermark: idle.lowWatermark must be below idle.highWatermark/);
+    expect(() => parseGatewayConfig({ ...base, policy: "smart" })).toThrow(/policy:/);
+  });
+});
