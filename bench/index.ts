@@ -24,7 +24,8 @@ import { decodeBatch } from "../src/events/decode.js";
 import { encodeBatch } from "../src/events/encode.js";
 import { decodeBatchColumns, nativeDecoderAvailable } from "../src/events/native.js";
 import type { KvEventBatch, Tier } from "../src/events/types.js";
-import { InMemoryKvIndex, scoreWorkers, selectWorker } from "../src/index/index.js";
+import { scoreWorkers, selectWorker } from "../src/index/index.js";
+import { TsKvIndex as InMemoryKvIndex } from "./baseline/ts-index.js";
 
 const argv = process.argv.slice(2);
 const json = argv.includes("--json");

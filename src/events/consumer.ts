@@ -11,16 +11,26 @@ import { EventEmitter } from "node:events";
 import { Dealer, Subscriber } from "zeromq";
 import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
 import { SeqTracker } from "./seq.js";
-import { columnsToBatch, decodeBatchColumns, nativeDecoderAvailable, type EventColumns } from "./native.js";
-import type { DecodedBatch, KvEventBatch } from "./types.js";
+import type { BadEvent, DecodedBatch, KvEventBatch } from "./types.js";
 
-/** Where decoded batches go (the index implements this through `indexSink`). */
+/** What a sink reports for one frame it applied itself (the index's FrameResult satisfies it). */
+export interface FrameVerdict {
+  ok: boolean;
+  error: string | null;
+  events: number;
+  clearedEvents: number;
+  storedBlocks: number;
+  removedBlocks: number;
+  badEvents: number;
+  bad: BadEvent[];
+}
+
+/** Where batches go (the index implements this through `indexSink`). */
 export interface EventSink {
-  applyBatch(worker: string, batch: KvEventBatch, seq: bigint): void;
-  /** Optional fast path for natively decoded batches (columns, no per-event objects). */
-  applyColumns?(worker: string, columns: EventColumns, seq: bigint): void;
-  /** applyColumns needs the token ids decoded as well. */
-  readonly needsTokens?: boolean;
+  /** The hot path: the sink decodes and applies the payload itself, in one call. */
+  applyFrame?(worker: string, payload: Uint8Array, seq: bigint): FrameVerdict;
+  /** Decoded events, for sinks without applyFrame. */
+  applyBatch?(worker: string, batch: KvEventBatch, seq: bigint): void;
   /** The worker restarted: forget everything it had. */
   resetWorker(worker: string): void;
 }
@@ -39,11 +49,6 @@ export interface ConsumerOptions {
   /** Ask the replay socket for everything it still holds when the first batch shows seq > 0. */
   catchUp?: boolean;
   sink?: EventSink;
-  /**
-   * "native": the addon's msgpack-c decoder (native/events), columns straight into the sink;
-   * "js": msgpackr (decode.ts); "auto" (default): native when the loaded addon has it.
-   */
-  decoder?: "js" | "native" | "auto";
   log?: (line: string) => void;
 }
 
@@ -99,13 +104,9 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   private loop: Promise<void> | null = null;
   private replayDone: Promise<void> = Promise.resolve();
 
-  private readonly native: boolean;
-
   constructor(opts: ConsumerOptions) {
     super();
     this.opts = opts;
-    const d = opts.decoder ?? "auto";
-    this.native = d === "native" || (d === "auto" && nativeDecoderAvailable());
     this.worker = opts.worker ?? opts.endpoint;
     this.log = opts.log ?? ((line) => console.error(line));
   }
@@ -221,58 +222,56 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   }
 
   private applyPayload(seq: bigint, payload: Buffer, replayed: boolean): void {
-    if (this.native) {
-      this.applyNative(seq, payload, replayed);
-      return;
-    }
-    let decoded: DecodedBatch;
-    try {
-      decoded = decodeBatch(payload);
-    } catch (e) {
-      if (!(e instanceof BatchDecodeError)) throw e;
-      this.bad("badBatches", seq, e.message);
-      return;
-    }
-    for (const b of decoded.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`);
+    const sink = this.opts.sink;
     const m = this.metrics;
+    // Per-event objects only when someone listens for them (tools, debugging): not the hot path.
+    let decoded: DecodedBatch | null = null;
+    if (!sink?.applyFrame || this.listenerCount("batch") > 0) {
+      try {
+        decoded = decodeBatch(payload);
+      } catch (e) {
+        if (!(e instanceof BatchDecodeError)) throw e;
+        this.bad("badBatches", seq, e.message);
+        return;
+      }
+    }
+    if (sink?.applyFrame) {
+      const v = sink.applyFrame(this.worker, payload, seq);
+      if (!v.ok) {
+        this.bad("badBatches", seq, v.error ?? "batch refused");
+        return;
+      }
+      m.events += v.events;
+      m.blocksStored += v.storedBlocks;
+      m.blocksRemoved += v.removedBlocks;
+      m.cleared += v.clearedEvents;
+      this.badEvents(seq, v.badEvents, v.bad);
+    } else if (decoded) {
+      for (const e of decoded.batch.events) {
+        m.events++;
+        if (e.type === "BlockStored") m.blocksStored += e.blockHashes.length;
+        else if (e.type === "BlockRemoved") m.blocksRemoved += e.blockHashes.length;
+        else m.cleared++;
+      }
+      this.badEvents(seq, decoded.bad.length, decoded.bad);
+      sink?.applyBatch?.(this.worker, decoded.batch, seq);
+    }
     m.batches++;
     if (replayed) m.replayedBatches++;
-    for (const e of decoded.batch.events) {
-      m.events++;
-      if (e.type === "BlockStored") m.blocksStored += e.blockHashes.length;
-      else if (e.type === "BlockRemoved") m.blocksRemoved += e.blockHashes.length;
-      else m.cleared++;
-    }
-    this.opts.sink?.applyBatch(this.worker, decoded.batch, seq);
-    this.emit("batch", { worker: this.worker, seq, batch: decoded.batch, form: decoded.form, replayed });
+    if (decoded) this.emit("batch", { worker: this.worker, seq, batch: decoded.batch, form: decoded.form, replayed });
   }
 
-  private applyNative(seq: bigint, payload: Buffer, replayed: boolean): void {
-    const sink = this.opts.sink;
-    const wantEvents = !sink?.applyColumns || this.listenerCount("batch") > 0;
-    let c: EventColumns;
-    try {
-      c = decodeBatchColumns(payload, wantEvents || sink?.needsTokens === true);
-    } catch (e) {
-      if (!(e instanceof BatchDecodeError)) throw e;
-      this.bad("badBatches", seq, e.message);
-      return;
-    }
-    for (const b of c.bad) this.bad("badEvents", seq, `event ${b.index}: ${b.reason}`);
-    const m = this.metrics;
-    m.batches++;
-    if (replayed) m.replayedBatches++;
-    m.events += c.count;
-    for (let i = 0; i < c.count; i++) {
-      const n = c.hashOffsets[i + 1] - c.hashOffsets[i];
-      if (c.kinds[i] === 0) m.blocksStored += n;
-      else if (c.kinds[i] === 1) m.blocksRemoved += n;
-      else m.cleared++;
-    }
-    const decoded = wantEvents ? columnsToBatch(c) : null;
-    if (sink?.applyColumns) sink.applyColumns(this.worker, c, seq);
-    else if (sink && decoded) sink.applyBatch(this.worker, decoded.batch, seq);
-    if (decoded) this.emit("batch", { worker: this.worker, seq, batch: decoded.batch, form: decoded.form, replayed });
+  /** Counts a frame's refused events; one log line and one `bad` event per frame, not per event. */
+  private badEvents(seq: bigint, n: number, bad: BadEvent[]): void {
+    if (n === 0) return;
+    this.metrics.badEvents += n;
+    const first = bad[0];
+    const kinds = new Map<string, number>();
+    for (const b of bad) kinds.set(b.kind ?? "other", (kinds.get(b.kind ?? "other") ?? 0) + 1);
+    const summary = [...kinds].map(([k, c]) => `${k} ${c}`).join(", ");
+    const reason = `${first ? `event ${first.index}: ${first.reason}` : "bad events"}${n > 1 ? ` (${n} bad events: ${summary})` : ""}`;
+    this.log(`kv-events: worker ${this.worker} seq ${seq}: ${reason} (skipped)`);
+    this.emit("bad", { worker: this.worker, seq, reason });
   }
 
   private startReplay(from: bigint, trigger: Buffer[]): void {
