@@ -1,5 +1,6 @@
 #include "event_batch.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "adapters/adapter.h"
@@ -14,6 +15,34 @@ const char* bad_kind_name(BadKind k) {
 const char* batch_error_name(BatchError e) {
   static const char* names[] = {"none", "msgpack", "shape", "too_large", "too_many_events"};
   return names[static_cast<size_t>(e)];
+}
+
+bool take_tokens(mp::Reader& ev, RawFields& f) {
+  const mp::Reader start = ev;
+  mp::Reader probe = ev;
+  uint32_t n;
+  if (probe.peek() == mp::Type::Array && probe.read_array(n) && (n == 0 || probe.peek() != mp::Type::Array)) {
+    uint32_t bad = 0;
+    bool ok = probe.skip_uint32s(n, bad);
+    if (!ok) {
+      if (!probe.ok()) {
+        ev = probe;
+        return false;
+      }
+      for (uint32_t i = bad; i < n; ++i)
+        if (!probe.skip()) {
+          ev = probe;
+          return false;
+        }
+    }
+    f.tokens = mp::Reader(start.pos(), static_cast<size_t>(probe.pos() - start.pos()));
+    f.tokens_checked = true;
+    f.token_count = n;
+    f.token_bad = ok ? -1 : static_cast<int64_t>(bad);
+    ev = probe;
+    return true;
+  }
+  return ev.take(f.tokens);
 }
 
 const EventAdapter* const* all_adapters() {
@@ -104,15 +133,17 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
     if (t.peek() != mp::Type::Array || !t.read_array(nt)) throw Fail{{BadKind::Tokens, "token_ids is not an array"}};
     toks_at = t;
     e.bigram = nt > 0 && t.peek() == mp::Type::Array;
-    for (uint32_t i = 0; i < nt; ++i) {
-      uint32_t v;
-      if (e.bigram) {
+    if (f.tokens_checked) {
+      if (f.token_bad >= 0) throw Fail{{BadKind::Tokens, "token_ids[" + std::to_string(f.token_bad) + "] is not a uint32"}};
+    } else if (e.bigram) {
+      for (uint32_t i = 0; i < nt; ++i) {
         uint32_t m, a, c;
         if (!t.read_array(m) || m != 2 || !t.read_uint32(a) || !t.read_uint32(c))
           throw Fail{{BadKind::Tokens, "bad bigram token pair"}};
-      } else if (!t.read_uint32(v)) {
-        throw Fail{{BadKind::Tokens, "token_ids[" + std::to_string(i) + "] is not a uint32"}};
       }
+    } else {
+      uint32_t bad = 0;
+      if (!t.skip_uint32s(nt, bad)) throw Fail{{BadKind::Tokens, "token_ids[" + std::to_string(bad) + "] is not a uint32"}};
     }
     int64_t bs = 0;
     mp::Reader r = f.block_size;
@@ -139,18 +170,20 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
   }
   e.hash_end = static_cast<uint32_t>(b.hashes.size());
   e.tok_begin = static_cast<uint32_t>(b.tokens.size());
-  if (want_tokens && nt) {
+  if (want_tokens && nt && !e.bigram) {
+    mp::Reader t = toks_at;
+    const size_t at = b.tokens.size();
+    b.tokens.resize(at + nt);
+    t.read_checked_uint32s(nt, b.tokens.data() + at);
+  } else if (want_tokens && nt) {
     mp::Reader t = toks_at;
     for (uint32_t i = 0; i < nt; ++i) {
       uint32_t v;
-      if (e.bigram) {
+      {
         uint32_t m;
         t.read_array(m);
         t.read_uint32(v);
         b.tokens.push_back(v);
-        t.read_uint32(v);
-        b.tokens.push_back(v);
-      } else {
         t.read_uint32(v);
         b.tokens.push_back(v);
       }
@@ -160,19 +193,25 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
   b.events.push_back(e);
 }
 
-void decode_event(mp::Reader ev, uint32_t index, bool want_tokens, Batch& b) {
-  const mp::Type t = ev.peek();
-  if (t != mp::Type::Array && t != mp::Type::Map) {
-    b.bad.push_back({index, BadKind::NotAnEvent, std::string("event is ") + mp::type_name(t)});
-    return;
-  }
+// Decodes the event `r` is positioned at and steps over it. False only when the payload itself
+// is broken there (truncated, too deep): the whole batch is then refused.
+bool decode_event(mp::Reader& r, uint32_t index, bool want_tokens, int max_depth, Batch& b) {
+  const mp::Reader start = r;
+  const mp::Type t = r.peek();
+  auto skip_bad = [&](BadKind kind, std::string reason) {
+    r = start;
+    if (!r.skip(max_depth)) return false;
+    b.bad.push_back({index, kind, std::move(reason)});
+    return true;
+  };
+  if (t != mp::Type::Array && t != mp::Type::Map) return skip_bad(BadKind::NotAnEvent, std::string("event is ") + mp::type_name(t));
   for (const EventAdapter* const* a = all_adapters(); *a; ++a) {
-    if (!(*a)->claims(ev)) continue;
+    if (!(*a)->claims(r)) continue;
     RawFields f;
     EventError err{BadKind::Fields, ""};
-    if (!(*a)->fields(ev, f, err)) {
-      b.bad.push_back({index, err.kind, std::move(err.reason)});
-      return;
+    if (!(*a)->fields(r, f, err) || !r.ok()) {
+      if (!r.ok()) r = start;
+      return skip_bad(err.kind, err.reason.empty() ? "event is malformed" : std::move(err.reason));
     }
     const size_t nh = b.hashes.size(), nt = b.tokens.size();
     try {
@@ -182,9 +221,9 @@ void decode_event(mp::Reader ev, uint32_t index, bool want_tokens, Batch& b) {
       b.tokens.resize(nt);
       b.bad.push_back({index, x.e.kind, x.e.reason});
     }
-    return;
+    return true;
   }
-  b.bad.push_back({index, BadKind::NotAnEvent, "no adapter reads this event"});
+  return skip_bad(BadKind::NotAnEvent, "no adapter reads this event");
 }
 
 bool batch_fail(Batch& b, BatchError e, std::string text) {
@@ -209,40 +248,65 @@ const char* reader_failure(const mp::Reader& r) {
 
 }  // namespace
 
+namespace {
+
+// The events array `r` is positioned at, event by event (no pre-walk: a payload broken anywhere
+// fails the batch, and nothing is applied until the whole batch has decoded).
+bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch& b) {
+  uint32_t n;
+  if (r.peek() != mp::Type::Array)
+    return batch_fail(b, BatchError::Shape, std::string("batch events is ") + mp::type_name(r.peek()));
+  if (!r.read_array(n)) return batch_fail(b, BatchError::Msgpack, reader_failure(r));
+  if (n > limits.max_events)
+    return batch_fail(b, BatchError::TooManyEvents,
+                      "batch: " + std::to_string(n) + " events, over the maximum " + std::to_string(limits.max_events));
+  b.events.reserve(std::min<uint32_t>(n, 4096));
+  for (uint32_t i = 0; i < n; ++i)
+    if (!decode_event(r, i, want_tokens, limits.max_depth, b)) return batch_fail(b, BatchError::Msgpack, reader_failure(r));
+  return true;
+}
+
+}  // namespace
+
 bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool want_tokens, Batch& b) {
   b.clear();
   if (size > limits.max_bytes)
     return batch_fail(b, BatchError::TooLarge,
                       "batch: " + std::to_string(size) + " bytes, over the maximum " + std::to_string(limits.max_bytes));
-  mp::Reader root(data, size);
-  mp::Reader whole;
   if (size == 0) return batch_fail(b, BatchError::Msgpack, "msgpack: empty payload");
-  if (!root.take(whole, limits.max_depth + 2)) return batch_fail(b, BatchError::Msgpack, reader_failure(root));
-  if (!root.at_end())
-    return batch_fail(b, BatchError::Msgpack, "msgpack: " + std::to_string(root.remaining()) + " trailing bytes");
-  mp::Reader ts, events, dp;
-  if (whole.peek() == mp::Type::Array) {
+  mp::Reader r(data, size);
+  mp::Reader ts, dp;
+  bool have_events = false;
+  auto broken = [&]() { return batch_fail(b, BatchError::Msgpack, reader_failure(r)); };
+  const mp::Type top = r.peek();
+  if (top == mp::Type::Array) {
     uint32_t n;
-    whole.read_array(n);
+    if (!r.read_array(n)) return broken();
     if (n < 2 || n > 3)
       return batch_fail(b, BatchError::Shape, "batch array has " + std::to_string(n) + " elements, expected 2 or 3");
-    whole.take(ts);
-    whole.take(events);
-    if (n > 2) whole.take(dp);
-  } else if (whole.peek() == mp::Type::Map) {
+    if (!r.take(ts)) return broken();
+    if (!decode_events(r, limits, want_tokens, b)) return false;
+    have_events = true;
+    if (n > 2 && !r.take(dp)) return broken();
+  } else if (top == mp::Type::Map) {
     b.map_form = true;
     uint32_t n;
-    whole.read_map(n);
+    if (!r.read_map(n)) return broken();
     mp::Reader dps[3];
     for (uint32_t i = 0; i < n; ++i) {
       std::string_view k;
-      const bool is_str = whole.read_str(k);
-      if (!is_str) whole.skip();
+      const bool is_str = r.read_str(k);
+      if (!is_str && !r.skip()) return broken();
+      if (is_str && k == "events") {
+        if (have_events) return batch_fail(b, BatchError::Shape, "batch has two events keys");
+        if (!decode_events(r, limits, want_tokens, b)) return false;
+        have_events = true;
+        continue;
+      }
       mp::Reader v;
-      whole.take(v);
+      if (!r.take(v, limits.max_depth)) return broken();
       if (!is_str) continue;
       if (k == "ts") ts = v;
-      else if (k == "events") events = v;
       else if (k == "attn_dp_rank") dps[0] = v;
       else if (k == "data_parallel_rank") dps[1] = v;
       else if (k == "dp_rank") dps[2] = v;
@@ -252,25 +316,18 @@ bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool w
         dp = d;
         break;
       }
+    if (!have_events) return batch_fail(b, BatchError::Shape, "batch events is missing");
   } else {
-    return batch_fail(b, BatchError::Shape, std::string("batch is ") + mp::type_name(whole.peek()));
+    return batch_fail(b, BatchError::Shape, std::string("batch is ") + (r.remaining() ? mp::type_name(top) : "empty"));
+  }
+  if (!r.at_end()) {
+    if (!r.ok()) return broken();
+    return batch_fail(b, BatchError::Msgpack, "msgpack: " + std::to_string(r.remaining()) + " trailing bytes");
   }
   if (!ts.read_number(b.ts)) return batch_fail(b, BatchError::Shape, std::string("batch ts is ") + tname(ts));
   if (!absent(dp)) {
     if (!dp.read_int(b.dp)) return batch_fail(b, BatchError::Shape, std::string("batch dp_rank is ") + tname(dp));
     b.has_dp = true;
-  }
-  uint32_t n;
-  if (events.peek() != mp::Type::Array || !events.read_array(n))
-    return batch_fail(b, BatchError::Shape, std::string("batch events is ") + tname(events));
-  if (n > limits.max_events)
-    return batch_fail(b, BatchError::TooManyEvents,
-                      "batch: " + std::to_string(n) + " events, over the maximum " + std::to_string(limits.max_events));
-  b.events.reserve(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    mp::Reader ev;
-    events.take(ev, limits.max_depth);  // cannot fail: the whole payload was walked above
-    decode_event(ev, i, want_tokens, b);
   }
   return true;
 }

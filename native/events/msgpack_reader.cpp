@@ -222,6 +222,74 @@ bool Reader::read_map(uint32_t& n) {
   return true;
 }
 
+namespace {
+
+// Per first byte: bytes an integer encoding takes (0: not an integer), and the same for the
+// encodings that always hold a uint32 (positive fixint, uint8/16/32). Table lookups keep the
+// integer-run loops free of data-dependent branches (token ids mix 3- and 5-byte forms at random).
+struct IntTables {
+  uint8_t any[256] = {};
+  uint8_t u32[256] = {};
+  IntTables() {
+    for (int b = 0; b <= 0x7f; ++b) any[b] = u32[b] = 1;
+    for (int b = 0xe0; b <= 0xff; ++b) any[b] = 1;
+    any[0xcc] = any[0xd0] = 2;
+    any[0xcd] = any[0xd1] = 3;
+    any[0xce] = any[0xd2] = 5;
+    any[0xcf] = any[0xd3] = 9;
+    u32[0xcc] = 2;
+    u32[0xcd] = 3;
+    u32[0xce] = 5;
+  }
+};
+const IntTables kInt;
+
+}  // namespace
+
+bool Reader::skip_uint32s(uint32_t n, uint32_t& bad) {
+  const uint8_t* p = p_;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (p >= end_) {
+      p_ = p;
+      return fail(Fail::Truncated);
+    }
+    const uint8_t sz = kInt.u32[*p];
+    if (sz && static_cast<size_t>(end_ - p) >= sz) {
+      p += sz;
+      continue;
+    }
+    // Any other form (int8..int64 holding a small value, truncation): the general reader.
+    p_ = p;
+    uint32_t v;
+    if (!read_uint32(v)) {
+      if (!need(1)) return false;
+      bad = i;
+      return false;
+    }
+    p = p_;
+  }
+  p_ = p;
+  return true;
+}
+
+void Reader::read_checked_uint32s(uint32_t n, uint32_t* out) {
+  const uint8_t* p = p_;
+  uint32_t i = 0;
+  // Fast path while 5 bytes remain: every form decoded without data-dependent branches.
+  for (; i < n && end_ - p >= 5; ++i) {
+    const uint8_t b = p[0];
+    const uint8_t sz = kInt.u32[b];
+    if (!sz) break;
+    const uint32_t v8 = p[1];
+    const uint32_t v16 = (uint32_t(p[1]) << 8) | p[2];
+    const uint32_t v32 = (uint32_t(p[1]) << 24) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 8) | p[4];
+    out[i] = sz == 1 ? b : sz == 2 ? v8 : sz == 3 ? v16 : v32;
+    p += sz;
+  }
+  p_ = p;
+  for (; i < n; ++i) read_uint32(out[i]);
+}
+
 bool Reader::skip(int max_depth) {
   // Iterative: `pending` counts the values still to skip at this point of the walk; nesting is
   // bounded by max_depth through a small stack of counts.
@@ -278,7 +346,15 @@ bool Reader::skip(int max_depth) {
       case Type::Map: {
         bool okh = t == Type::Array ? read_array(n) : read_map(n);
         if (!okh) return fail(Fail::Truncated);
-        const uint64_t items = t == Type::Array ? uint64_t(n) : 2 * uint64_t(n);
+        uint64_t items = t == Type::Array ? uint64_t(n) : 2 * uint64_t(n);
+        // Runs of integers (token ids, hashes) in a tight loop.
+        while (items && p_ < end_) {
+          const uint8_t sz = kInt.any[*p_];
+          if (!sz) break;
+          if (remaining() < sz) return fail(Fail::Truncated);
+          p_ += sz;
+          --items;
+        }
         if (items == 0) break;
         if (depth >= max_depth) return fail(Fail::TooDeep);
         stack[depth++] = pending;

@@ -44,6 +44,11 @@ class Reader {
   // Element count of an array / pair count of a map, checked against the bytes that remain.
   bool read_array(uint32_t& n);
   bool read_map(uint32_t& n);
+  // Checks the next n values are integers in uint32 range and steps over them; on the first
+  // that is not, stops there with `bad` = its position (the reader stays usable).
+  bool skip_uint32s(uint32_t n, uint32_t& bad);
+  // Reads n integers known (from skip_uint32s) to be uint32 into out.
+  void read_checked_uint32s(uint32_t n, uint32_t* out);
   // Skips one whole value (nested to at most `max_depth` levels).
   bool skip(int max_depth = 32);
 

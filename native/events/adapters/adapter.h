@@ -14,7 +14,16 @@ namespace kv::events {
 struct RawFields {
   Kind kind = kCleared;
   mp::Reader hashes, parent, tokens, block_size, lora_id, medium, cache_salt, session_id, lora_name;
+  // Set by take_tokens: token_ids already checked (plain uint32 list of `token_count`; the first
+  // one that is not a uint32 at `token_bad`, or -1).
+  bool tokens_checked = false;
+  uint32_t token_count = 0;
+  int64_t token_bad = -1;
 };
+
+// Takes a token_ids value, checking a plain list of uint32 in the same pass that steps over it
+// (the hot field: thousands of ids a batch). Other shapes are taken as they are and checked later.
+bool take_tokens(mp::Reader& ev, RawFields& f);
 
 struct EventError {
   BadKind kind;
@@ -23,10 +32,11 @@ struct EventError {
 
 struct EventAdapter {
   const char* name;
-  // Whether this adapter reads `event` (a reader over exactly one event value).
-  bool (*claims)(mp::Reader event);
-  // Fills `f` from the event; false with `err` set for an event of this form that is malformed.
-  bool (*fields)(mp::Reader event, RawFields& f, EventError& err);
+  // Whether this adapter reads the event `event` is positioned at (it is not advanced).
+  bool (*claims)(const mp::Reader& event);
+  // Fills `f` from the event, stepping `event` over it; false with `err` set for an event of this
+  // form that is malformed (the caller then skips the event from its start).
+  bool (*fields)(mp::Reader& event, RawFields& f, EventError& err);
 };
 
 // SGLang 0.5.23's tagged maps {"type": "BlockStored", ...}; vLLM's map form is the same msgspec

@@ -2,15 +2,16 @@
 
 namespace kv::events {
 
-bool split_positional(mp::Reader ev, Positional& p, EventError& err) {
+bool split_positional(mp::Reader& ev, Positional& p, EventError& err) {
   uint32_t n;
   if (!ev.read_array(n) || n == 0 || ev.peek() != mp::Type::Str) {
     err = {BadKind::UnknownTag, "event array without a tag"};
     return false;
   }
   p.n = n;
-  for (uint32_t i = 0; i < n && i < kMaxPositional; ++i) {
-    if (!ev.take(p.at[i])) {
+  for (uint32_t i = 0; i < n; ++i) {
+    mp::Reader scratch;
+    if (!ev.take(i < kMaxPositional ? p.at[i] : scratch)) {
       err = {BadKind::Fields, "event field " + std::to_string(i) + " is truncated or too deep"};
       return false;
     }

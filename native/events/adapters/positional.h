@@ -15,7 +15,7 @@ struct Positional {
 };
 
 // Splits the event into field readers; false (with err) when it is no tagged array.
-bool split_positional(mp::Reader ev, Positional& p, EventError& err);
+bool split_positional(mp::Reader& ev, Positional& p, EventError& err);
 
 // The fields every engine's positional form shares: tag, hashes, parent, tokens, block_size,
 // lora_id, medium. Fills f for BlockStored / BlockRemoved / AllBlocksCleared.

@@ -15,7 +15,7 @@ mp::Reader field7(mp::Reader ev) {
   return v;
 }
 
-bool claims(mp::Reader ev) {
+bool claims(const mp::Reader& ev) {
   if (ev.peek() != mp::Type::Array) return false;
   mp::Reader probe = ev;
   uint32_t n;
@@ -24,7 +24,7 @@ bool claims(mp::Reader ev) {
   return t == mp::Type::Invalid || t == mp::Type::Nil || t == mp::Type::Map;
 }
 
-bool fields(mp::Reader ev, RawFields& f, EventError& err) {
+bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
   Positional p;
   if (!split_positional(ev, p, err) || !common_positional(p, f, err)) return false;
   if (f.kind != kStored || p.n < 8 || p.at[7].peek() != mp::Type::Map) return true;

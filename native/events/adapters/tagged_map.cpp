@@ -5,9 +5,9 @@
 namespace kv::events {
 namespace {
 
-bool claims(mp::Reader ev) { return ev.peek() == mp::Type::Map; }
+bool claims(const mp::Reader& ev) { return ev.peek() == mp::Type::Map; }
 
-bool fields(mp::Reader ev, RawFields& f, EventError& err) {
+bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
   uint32_t n;
   ev.read_map(n);
   std::string_view tag;
@@ -17,6 +17,10 @@ bool fields(mp::Reader ev, RawFields& f, EventError& err) {
     std::string_view k;
     const bool is_str = ev.read_str(k);
     if (!is_str && !ev.skip()) break;
+    if (is_str && k == "token_ids") {
+      if (!take_tokens(ev, f)) return false;
+      continue;
+    }
     mp::Reader v;
     if (!ev.take(v)) {
       err = {BadKind::Fields, "event field is truncated or too deep"};
@@ -38,8 +42,7 @@ bool fields(mp::Reader ev, RawFields& f, EventError& err) {
         if (k == "metadata") meta = v;
         break;
       case 9:
-        if (k == "token_ids") f.tokens = v;
-        else if (k == "lora_name") f.lora_name = v;
+        if (k == "lora_name") f.lora_name = v;
         break;
       case 10:
         if (k == "block_size") f.block_size = v;

@@ -5,9 +5,9 @@
 namespace kv::events {
 namespace {
 
-bool claims(mp::Reader ev) { return ev.peek() == mp::Type::Array; }
+bool claims(const mp::Reader& ev) { return ev.peek() == mp::Type::Array; }
 
-bool fields(mp::Reader ev, RawFields& f, EventError& err) {
+bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
   Positional p;
   if (!split_positional(ev, p, err) || !common_positional(p, f, err)) return false;
   if (f.kind == kStored && p.n > 7) f.lora_name = p.at[7];
