@@ -13,7 +13,7 @@ using events::Batch;
 using events::Event;
 
 BlockIndex::BlockIndex(const Options& o) : opt_(o) {
-  uint64_t cap = 1 << 12;
+  uint64_t cap = 1 << 8;
   while (cap * 7 < o.expected_blocks * 10) cap *= 2;  // <= 70% full at the expected size
   rebuild(cap, 1);
 }
