@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
+
+#include <sys/mman.h>
 
 #include "sglang_chain.h"
 #include "sglang_namespace.h"
@@ -18,16 +21,32 @@ BlockIndex::BlockIndex(const Options& o) : opt_(o) {
   rebuild(cap, 1);
 }
 
+BlockIndex::~BlockIndex() { unmap_table(table_, table_bytes_); }
+
+uint64_t* BlockIndex::map_table(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (bytes >= (size_t(2) << 20)) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  return static_cast<uint64_t*>(p);
+}
+
+void BlockIndex::unmap_table(uint64_t* t, size_t bytes) {
+  if (t) munmap(t, bytes);
+}
+
 void BlockIndex::rebuild(uint64_t cap, uint32_t groups) {
-  std::vector<uint64_t> old;
-  old.swap(table_);
+  uint64_t* old = table_;
+  const size_t old_bytes = table_bytes_;
   const uint32_t old_groups = groups_;
   const uint64_t old_cap = cap_;
   const size_t old_stride = 3 + old_groups;
+  table_bytes_ = cap * (3 + groups) * 8;
+  table_ = map_table(table_bytes_);
   groups_ = groups;
   cap_ = cap;
   mask_ = cap - 1;
-  table_.assign(cap * stride(), 0);
   for (uint64_t i = 0; i < old_cap; ++i) {
     const uint64_t* s = &old[i * old_stride];
     if (!(s[2] & kUsed)) continue;
@@ -39,6 +58,7 @@ void BlockIndex::rebuild(uint64_t cap, uint32_t groups) {
     d[2] = s[2];
     for (uint32_t g = 0; g < old_groups; ++g) d[3 + g] = s[3 + g];
   }
+  unmap_table(old, old_bytes);
 }
 
 void BlockIndex::ensure_worker(uint32_t w) {
@@ -127,7 +147,10 @@ void BlockIndex::store(uint32_t w, uint8_t tier, const int64_t* hashes, size_t n
   const uint8_t bit = static_cast<uint8_t>(1u << tier);
   bool hp = has_parent;
   int64_t p = parent;
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < n && i < kAhead; ++i) __builtin_prefetch(slot(mix(hashes[i]) & mask_));
   for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) __builtin_prefetch(slot(mix(hashes[i + kAhead]) & mask_));
     int64_t at = find(hashes[i]);
     if (at < 0) at = static_cast<int64_t>(insert(hashes[i], hp, p));
     uint64_t* s = slot(static_cast<uint64_t>(at));
@@ -297,9 +320,12 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
   thread_local std::vector<const uint64_t*> at;
   thread_local std::vector<uint8_t> alive_tiers, stage;
   at.assign(n, nullptr);
-  // Phase 1: home slots of every block prefetched, then probed: the cache misses overlap.
-  for (size_t i = 0; i < n; ++i) __builtin_prefetch(slot(mix(hashes[i]) & mask_));
+  // Phase 1: every block looked up, home slots prefetched a few blocks ahead so that the cache
+  // misses overlap (as many as the core keeps in flight).
+  constexpr size_t kAhead = 12;
+  for (size_t i = 0; i < n && i < kAhead; ++i) __builtin_prefetch(slot(mix(hashes[i]) & mask_));
   for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) __builtin_prefetch(slot(mix(hashes[i + kAhead]) & mask_));
     const int64_t s = find(hashes[i]);
     if (s < 0) {
       if (!shared_bit) break;
@@ -423,7 +449,7 @@ LookupResult BlockIndex::lookup(int64_t hash) const {
 }
 
 size_t BlockIndex::memory_bytes() const {
-  return table_.capacity() * 8 + dual_.capacity() * sizeof(Dual) + dual_free_.capacity() * 4 +
+  return table_bytes_ + dual_.capacity() * sizeof(Dual) + dual_free_.capacity() * 4 +
          by_token_hash_.size() * 48 + stats_.capacity() * sizeof(WorkerStats);
 }
 

@@ -83,6 +83,9 @@ struct WorkerScore {
 class BlockIndex {
  public:
   explicit BlockIndex(const Options& o = {});
+  ~BlockIndex();
+  BlockIndex(const BlockIndex&) = delete;
+  BlockIndex& operator=(const BlockIndex&) = delete;
 
   // Decodes a payload, verifies (when on) and applies every valid event; bad events are
   // counted and skipped whole. Returns false when the batch as a whole was refused.
@@ -110,8 +113,12 @@ class BlockIndex {
  private:
   static constexpr uint64_t kUsed = 1, kHasParent = 2;
   size_t stride() const { return 3 + groups_; }
-  uint64_t* slot(uint64_t i) { return &table_[i * stride()]; }
-  const uint64_t* slot(uint64_t i) const { return &table_[i * stride()]; }
+  uint64_t* slot(uint64_t i) { return table_ + i * stride(); }
+  const uint64_t* slot(uint64_t i) const { return table_ + i * stride(); }
+  // Zeroed table memory straight from the kernel (huge pages where the kernel allows: one TLB
+  // entry covers 2 MiB of slots on the request path).
+  static uint64_t* map_table(size_t bytes);
+  static void unmap_table(uint64_t* t, size_t bytes);
   static uint64_t mix(int64_t k) {
     uint64_t x = static_cast<uint64_t>(k);
     x ^= x >> 33;
@@ -141,7 +148,8 @@ class BlockIndex {
   uint32_t new_dual(int64_t token_hash, const uint8_t* digest);
 
   Options opt_;
-  std::vector<uint64_t> table_;
+  uint64_t* table_ = nullptr;
+  size_t table_bytes_ = 0;
   uint64_t cap_ = 0, mask_ = 0, live_ = 0;
   uint32_t groups_ = 1, nworkers_ = 0;
   std::vector<WorkerStats> stats_;
