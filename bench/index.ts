@@ -260,6 +260,12 @@ gc();
   gc();
 }
 
+// --- decode alone (the share of every row above that the decoder takes) ---------------------------
+{
+  const r = timed(frames((buf) => decodeBatchColumns(buf).hashes.length));
+  log(`decode only    columns, no index:             ${fmt(r.n / r.cpu)} blocks/cpu-s (the shared decoder's ceiling for every row)`);
+}
+
 // --- 4. JS Map baseline: native columns decode + Map.set per block --------------------------------
 let mapRate = 0;
 {
