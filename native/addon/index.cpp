@@ -4,6 +4,7 @@
 #include <napi.h>
 
 #include <cmath>
+#include <ctime>
 
 #include "../index/block_index.h"
 #include "args.h"
@@ -258,6 +259,15 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
 
 }  // namespace
 
+// threadCpuTimeUs() -> CPU time of the calling thread in microseconds (CLOCK_THREAD_CPUTIME_ID):
+// benchmarks on a shared machine time work with it, so time spent descheduled does not count.
+Napi::Value ThreadCpuTimeUs(const Napi::CallbackInfo& info) {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return Napi::Number::New(info.Env(), static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3);
+}
+
 void RegisterIndex(Napi::Env env, Napi::Object exports) {
   exports.Set("KvBlockIndex", IndexWrap::Define(env));
+  exports.Set("threadCpuTimeUs", Napi::Function::New(env, ThreadCpuTimeUs, "threadCpuTimeUs"));
 }
