@@ -317,9 +317,8 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
   o.shared_hits = 0;
   const uint64_t shared_bit = opt_.shared_tier >= 0 ? (uint64_t(1) << opt_.shared_tier) : 0;
   const uint64_t shared_lanes = shared_bit * 0x1111111111111111ULL;
-  thread_local std::vector<const uint64_t*> at;
-  thread_local std::vector<uint8_t> alive_tiers, stage;
-  at.assign(n, nullptr);
+  o.at.assign(n, nullptr);
+  const uint64_t** at = o.at.data();
   // Phase 1: every block looked up, home slots prefetched a few blocks ahead so that the cache
   // misses overlap (as many as the core keeps in flight).
   constexpr size_t kAhead = 12;
@@ -333,8 +332,12 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
     }
     at[i] = slot(static_cast<uint64_t>(s));
   }
-  alive_tiers.assign(nw, 15);
-  stage.assign(nw, 0);
+  o.alive_tiers.assign(nw, 15);
+  o.stage.assign(nw, 0);
+  uint8_t* alive_tiers = o.alive_tiers.data();
+  uint8_t* stage = o.stage.data();
+  int32_t* per_tier = o.per_tier.data();
+  int32_t* tiered = o.tiered.data();
   uint32_t alive = nw;
   int32_t run_start = -1;
   for (size_t i = 0; i < n; ++i) {
@@ -370,7 +373,7 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
       const uint8_t a = alive_tiers[w];
       if (st == 4 && a == 0) continue;
       const uint8_t m = mask_of(s, w);
-      int32_t* per = &o.per_tier[size_t(w) * 4];
+      int32_t* per = per_tier + size_t(w) * 4;
       if (a) {
         const uint8_t keep = a & m;
         per[0] += keep & 1;
@@ -381,7 +384,7 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
       }
       if (st < 4) {
         while (st < 4 && !(m & (1u << st))) ++st;
-        if (st < 4) ++o.tiered[size_t(w) * 4 + st];
+        if (st < 4) ++tiered[size_t(w) * 4 + st];
         stage[w] = st;
       }
       if (st == 4 && alive_tiers[w] == 0) --alive;

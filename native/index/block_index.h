@@ -63,6 +63,9 @@ struct Overlap {
   std::vector<int32_t> tiered;    // workers x 4
   std::vector<std::pair<int32_t, int32_t>> shared_ranges;
   int32_t shared_hits = 0;
+  // Scratch reused across queries by whoever owns this Overlap.
+  std::vector<const uint64_t*> at;
+  std::vector<uint8_t> alive_tiers, stage;
 };
 
 // Dynamo's DefaultWorkerScorer inputs (see src/index/scoring.ts for the formula).
