@@ -332,65 +332,95 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
     }
     at[i] = slot(static_cast<uint64_t>(s));
   }
-  o.alive_tiers.assign(nw, 15);
-  o.stage.assign(nw, 0);
-  uint8_t* alive_tiers = o.alive_tiers.data();
-  uint8_t* stage = o.stage.data();
+  // Phase 2: 16 workers a mask word at a time. alive: the tiers each worker still holds from the
+  // request's start (per_tier is where a bit drops); cur: the tier of each worker's Dynamo
+  // continuation, one-hot (tiered counts a stage's run when it ends). Per block that is an AND and
+  // two compares per word; per-worker work happens only at the few places something changes.
+  const uint32_t G = groups_;
+  o.alive.assign(G, 0);
+  o.cur.assign(G, 0);
+  o.run_start.assign(nw, 0);
+  uint64_t* alive = o.alive.data();
+  uint64_t* cur = o.cur.data();
+  int32_t* run_start = o.run_start.data();
   int32_t* per_tier = o.per_tier.data();
   int32_t* tiered = o.tiered.data();
-  uint32_t alive = nw;
-  int32_t run_start = -1;
+  for (uint32_t g = 0; g < G; ++g) {
+    const uint32_t lanes = nw > 16 * g ? std::min<uint32_t>(16, nw - 16 * g) : 0;
+    const uint64_t lane_mask = lanes == 16 ? ~uint64_t(0) : ((uint64_t(1) << (4 * lanes)) - 1);
+    alive[g] = lane_mask;
+    cur[g] = 0x1111111111111111ULL & lane_mask;
+  }
+  size_t reach = n;  // blocks the prefixes can extend over
   for (size_t i = 0; i < n; ++i) {
     const uint64_t* s = at[i];
     if (!s) {
-      // Chained hashes: a missing block ends every worker's prefix.
-      alive = 0;
-      if (run_start >= 0) {
-        o.shared_ranges.emplace_back(run_start, static_cast<int32_t>(i));
-        run_start = -1;
-      }
-      if (!shared_bit) break;
-      continue;
+      reach = i;  // chained hashes: a missing block ends every worker's prefix
+      break;
     }
-    if (shared_bit) {
+    uint64_t active = 0;
+    for (uint32_t g = 0; g < G; ++g) {
+      const uint64_t m = s[3 + g];
+      const uint64_t a = alive[g], na = a & m;
+      if (na != a) {
+        for (uint64_t d = a & ~na; d; d &= d - 1) {
+          const int b = __builtin_ctzll(d);
+          per_tier[size_t(16 * g + b / 4) * 4 + b % 4] = static_cast<int32_t>(i);
+        }
+        alive[g] = na;
+      }
+      uint64_t c = cur[g];
+      if ((m & c) != c) {
+        for (uint64_t miss = c & ~m; miss; miss &= miss - 1) {
+          const int b = __builtin_ctzll(miss);
+          const int lane = b / 4, st = b % 4;
+          const uint32_t w = 16 * g + lane;
+          tiered[size_t(w) * 4 + st] += static_cast<int32_t>(i) - run_start[w];
+          c &= ~(uint64_t(15) << (4 * lane));
+          const uint32_t higher = static_cast<uint32_t>((m >> (4 * lane)) & 15) & ~((1u << st) - 1);
+          if (higher) {
+            c |= uint64_t(1) << (4 * lane + __builtin_ctz(higher));
+            run_start[w] = static_cast<int32_t>(i);
+          }
+        }
+        cur[g] = c;
+      }
+      active |= alive[g] | cur[g];
+    }
+    if (!active) {
+      reach = i + 1;
+      break;
+    }
+  }
+  for (uint32_t g = 0; g < G; ++g) {
+    for (uint64_t d = alive[g]; d; d &= d - 1) {
+      const int b = __builtin_ctzll(d);
+      per_tier[size_t(16 * g + b / 4) * 4 + b % 4] = static_cast<int32_t>(reach);
+    }
+    for (uint64_t c = cur[g]; c; c &= c - 1) {
+      const int b = __builtin_ctzll(c);
+      const uint32_t w = 16 * g + b / 4;
+      tiered[size_t(w) * 4 + b % 4] += static_cast<int32_t>(reach) - run_start[w];
+    }
+  }
+  // The shared pool: every position held in the shared tier by any worker.
+  if (shared_bit) {
+    int32_t run = -1;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t* s = at[i];
       bool shared = false;
-      for (uint32_t g = 0; g < groups_ && !shared; ++g)
+      for (uint32_t g = 0; s && g < G && !shared; ++g)
         if (s[3 + g] & shared_lanes) shared = true;
       if (shared) {
         ++o.shared_hits;
-        if (run_start < 0) run_start = static_cast<int32_t>(i);
-      } else if (run_start >= 0) {
-        o.shared_ranges.emplace_back(run_start, static_cast<int32_t>(i));
-        run_start = -1;
+        if (run < 0) run = static_cast<int32_t>(i);
+      } else if (run >= 0) {
+        o.shared_ranges.emplace_back(run, static_cast<int32_t>(i));
+        run = -1;
       }
     }
-    if (alive == 0) {
-      if (!shared_bit) break;
-      continue;
-    }
-    for (uint32_t w = 0; w < nw; ++w) {
-      uint8_t st = stage[w];
-      const uint8_t a = alive_tiers[w];
-      if (st == 4 && a == 0) continue;
-      const uint8_t m = mask_of(s, w);
-      int32_t* per = per_tier + size_t(w) * 4;
-      if (a) {
-        const uint8_t keep = a & m;
-        per[0] += keep & 1;
-        per[1] += (keep >> 1) & 1;
-        per[2] += (keep >> 2) & 1;
-        per[3] += (keep >> 3) & 1;
-        alive_tiers[w] = keep;
-      }
-      if (st < 4) {
-        while (st < 4 && !(m & (1u << st))) ++st;
-        if (st < 4) ++tiered[size_t(w) * 4 + st];
-        stage[w] = st;
-      }
-      if (st == 4 && alive_tiers[w] == 0) --alive;
-    }
+    if (run >= 0) o.shared_ranges.emplace_back(run, static_cast<int32_t>(n));
   }
-  if (run_start >= 0) o.shared_ranges.emplace_back(run_start, static_cast<int32_t>(n));
 }
 
 void BlockIndex::score(const Overlap& o, const uint32_t* candidates, size_t nc, double block_size,

@@ -65,7 +65,8 @@ struct Overlap {
   int32_t shared_hits = 0;
   // Scratch reused across queries by whoever owns this Overlap.
   std::vector<const uint64_t*> at;
-  std::vector<uint8_t> alive_tiers, stage;
+  std::vector<uint64_t> alive, cur;  // per mask word: tiers still unbroken, current stage (one-hot)
+  std::vector<int32_t> run_start;    // per worker: where its current stage began
 };
 
 // Dynamo's DefaultWorkerScorer inputs (see src/index/scoring.ts for the formula).
