@@ -8,7 +8,7 @@ import { applyAckToRecord, newSessionRecord } from "../src/gateway/session-recor
 import { sessionKey } from "../src/gateway/session-store.js";
 import { stripTokenFields, turnResultOf, withTokenIds } from "../src/gateway/token-truth.js";
 import { schemeFromServerInfo, WorkerSchemeError } from "../src/gateway/worker-scheme.js";
-import { InMemoryKvIndex } from "../src/index/index.js";
+import { applyEvent, InMemoryKvIndex } from "../src/index/index.js";
 import { blankAck } from "../src/protocol/index.js";
 
 const OPTS: RoutingOptions = { cacheThreshold: 0.3, balanceAbsThreshold: 4, balanceRelThreshold: 1.5, sessionAffinityTtlSeconds: 60, scoring: {} };
@@ -22,7 +22,7 @@ function indexWith(holdings: Record<string, number>, hashes: bigint[]): InMemory
   const idx = new InMemoryKvIndex();
   for (const [w, n] of Object.entries(holdings)) {
     if (n === 0) continue;
-    idx.applyEvent(w, {
+    applyEvent(idx, w, {
       type: "BlockStored",
       blockHashes: hashes.slice(0, n),
       parentBlockHash: null,
@@ -87,7 +87,7 @@ describe("routeRequest", () => {
 
   it("host-tier blocks count with the host weight (tier-aware scorer)", () => {
     const idx = indexWith({ w0: 4 }, hashes);
-    idx.applyEvent("w1", {
+    applyEvent(idx, "w1", {
       type: "BlockStored", blockHashes: hashes.slice(0, 8), parentBlockHash: null, tokenIds: Array.from({ length: 32 }, (_, i) => i),
       blockSize: 4, loraId: null, medium: "CPU_PINNED", tier: "CPU_PINNED", loraName: null, cacheSalt: null, bigram: false,
     } as never);

@@ -4,7 +4,8 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
-import { InMemoryKvIndex, sglangTokenHasher } from "../src/index/index.js";
+import { InMemoryKvIndex } from "../src/index/index.js";
+import { encodeBatch } from "../src/events/encode.js";
 import type { BlockStoredEvent } from "../src/events/types.js";
 import { hasVenv, repoRoot } from "./helpers/python.js";
 import { freePort, range, sleep, SglangPublisher } from "./events-helpers.js";
@@ -109,18 +110,19 @@ describe.skipIf(!hasVenv)("kvctl watch", () => {
   }, 60000);
 });
 
-describe("index dual key with the addon's hasher", () => {
+describe("index dual key, verified natively", () => {
   it("keeps the token-derived hash beside the engine's and flags a mismatch", () => {
-    const idx = new InMemoryKvIndex({ tokenHasher: sglangTokenHasher() });
+    const idx = new InMemoryKvIndex({ verify: true });
     const ev = (hashes: bigint[], parent: bigint | null, tokens: number[]): BlockStoredEvent => ({
       type: "BlockStored", blockHashes: hashes, parentBlockHash: parent, tokenIds: tokens, blockSize: 64,
       loraId: null, medium: "GPU", tier: "GPU", cacheSalt: null, sessionId: null, loraName: null, bigram: false,
     });
-    expect(idx.applyEvent("w", ev([A0], null, range(1, 65))).hashMismatches).toBe(0);
+    const apply = (e: BlockStoredEvent) => idx.applyFrame("w", encodeBatch({ ts: 1, dpRank: 0, events: [e] }));
+    expect(apply(ev([A0], null, range(1, 65)))).toMatchObject({ hashMismatches: 0, verified: 1 });
     expect(idx.lookup(A0)?.tokenHash).toBe(A0);
     // child chained from A0's digest: tokens 65..128 -> the second page of 1..128
-    expect(idx.applyEvent("w", ev([-1602537780942439135n], A0, range(65, 129))).hashMismatches).toBe(0);
-    expect(idx.applyEvent("w", ev([77n], -1602537780942439135n, range(200, 264))).hashMismatches).toBe(1);
+    expect(apply(ev([-1602537780942439135n], A0, range(65, 129)))).toMatchObject({ hashMismatches: 0, verified: 1 });
+    expect(apply(ev([77n], -1602537780942439135n, range(200, 264))).hashMismatches).toBe(1);
     expect(idx.lookup(77n)?.tokenHash).not.toBe(77n);
   });
 });

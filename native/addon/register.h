@@ -6,4 +6,5 @@
 void RegisterHash(Napi::Env env, Napi::Object exports);
 void RegisterCuda(Napi::Env env, Napi::Object exports);
 void RegisterCopy(Napi::Env env, Napi::Object exports);
-void RegisterEvents(Napi::Env env, Napi::Object exports);  // native/events/kv_events.cpp
+void RegisterEvents(Napi::Env env, Napi::Object exports);  // events.cpp (native/events)
+void RegisterIndex(Napi::Env env, Napi::Object exports);   // index.cpp (native/index)

@@ -215,13 +215,13 @@ export class HarnessClient {
   }
 }
 
-/** Records every KV event the harness publishes (src/events' ZMQ consumer, JS decoder). */
+/** Records every KV event the harness publishes (src/events' ZMQ consumer). */
 export class EventRecorder {
   readonly events: { seq: bigint; event: KvEvent }[] = [];
   readonly consumer: KvEventConsumer;
 
   constructor(endpoint: string, worker: string) {
-    this.consumer = new KvEventConsumer({ endpoint, worker, decoder: "js", log: () => undefined });
+    this.consumer = new KvEventConsumer({ endpoint, worker, log: () => undefined });
     this.consumer.on("batch", ({ seq, batch }: { seq: bigint; batch: KvEventBatch }) => {
       for (const event of batch.events) this.events.push({ seq, event });
     });

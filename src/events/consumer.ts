@@ -16,16 +16,26 @@ import { Dealer, Subscriber } from "zeromq";
 import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
 import { SeqTracker } from "./seq.js";
 import { RateLimitedLog } from "../util/rate-log.js";
-import { columnsToBatch, decodeBatchColumns, nativeDecoderAvailable, type EventColumns } from "./native.js";
 import type { BadEvent, DecodedBatch, KvEventBatch } from "./types.js";
 
-/** Where decoded batches go (the index implements this through `indexSink`). */
+/** What a sink reports for one frame it applied itself (the index's FrameResult satisfies it). */
+export interface FrameVerdict {
+  ok: boolean;
+  error: string | null;
+  events: number;
+  clearedEvents: number;
+  storedBlocks: number;
+  removedBlocks: number;
+  badEvents: number;
+  bad: BadEvent[];
+}
+
+/** Where batches go (the index implements this through `indexSink`). */
 export interface EventSink {
-  applyBatch(worker: string, batch: KvEventBatch, seq: bigint): void;
-  /** Optional fast path for natively decoded batches (columns, no per-event objects). */
-  applyColumns?(worker: string, columns: EventColumns, seq: bigint): void;
-  /** applyColumns needs the token ids decoded as well. */
-  readonly needsTokens?: boolean;
+  /** The hot path: the sink decodes and applies the payload itself, in one call. */
+  applyFrame?(worker: string, payload: Uint8Array, seq: bigint): FrameVerdict;
+  /** Decoded events, for sinks without applyFrame. */
+  applyBatch?(worker: string, batch: KvEventBatch, seq: bigint): void;
   /** The worker restarted: forget everything it had. */
   resetWorker(worker: string): void;
 }
@@ -44,11 +54,6 @@ export interface ConsumerOptions {
   /** Ask the replay socket for everything it still holds when the first batch shows seq > 0. */
   catchUp?: boolean;
   sink?: EventSink;
-  /**
-   * "native": the addon's msgpack-c decoder (native/events), columns straight into the sink;
-   * "js": msgpackr (decode.ts); "auto" (default): native when the loaded addon has it.
-   */
-  decoder?: "js" | "native" | "auto";
   log?: (line: string) => void;
   /** At most one problem line per worker per this many ms (the rest are counted). Default 2000. */
   logIntervalMs?: number;
@@ -122,13 +127,9 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   private loop: Promise<void> | null = null;
   private replayDone: Promise<void> = Promise.resolve();
 
-  private readonly native: boolean;
-
   constructor(opts: ConsumerOptions) {
     super();
     this.opts = opts;
-    const d = opts.decoder ?? "auto";
-    this.native = d === "native" || (d === "auto" && nativeDecoderAvailable());
     this.worker = opts.worker ?? opts.endpoint;
     this.log = opts.log ?? ((line) => console.error(line));
     this.problemLog = new RateLimitedLog({ write: this.log, intervalMs: opts.logIntervalMs });
@@ -205,9 +206,10 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   }
 
   /** A batch's refused events: counted and logged per reason (a batch may hold a million). */
-  private badEvents(seq: bigint, bad: readonly BadEvent[]): void {
-    if (bad.length === 0) return;
-    this.metrics.badEvents += bad.length;
+  private badEvents(seq: bigint, n: number, bad: readonly BadEvent[]): void {
+    if (n === 0) return;
+    this.metrics.badEvents += n;
+    if (n > bad.length) this.problem("bad event: not itemised", `seq ${seq}: ${n - bad.length} more (skipped)`, n - bad.length);
     const byReason = new Map<string, { n: number; last: BadEvent }>();
     for (const b of bad) {
       const key = byReason.has(b.reason) || byReason.size < MAX_PROBLEM_KINDS ? b.reason : "other";
@@ -287,57 +289,42 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   }
 
   private applyPayload(seq: bigint, payload: Buffer, replayed: boolean): void {
-    if (this.native) {
-      this.applyNative(seq, payload, replayed);
-      return;
-    }
-    let decoded: DecodedBatch;
-    try {
-      decoded = decodeBatch(payload);
-    } catch (e) {
-      if (!(e instanceof BatchDecodeError)) throw e;
-      this.bad("badBatches", seq, e.message);
-      return;
-    }
-    this.badEvents(seq, decoded.bad);
-    const m = this.metrics;
-    m.batches++;
-    if (replayed) m.replayedBatches++;
-    for (const e of decoded.batch.events) {
-      m.events++;
-      if (e.type === "BlockStored") m.blocksStored += e.blockHashes.length;
-      else if (e.type === "BlockRemoved") m.blocksRemoved += e.blockHashes.length;
-      else m.cleared++;
-    }
-    this.opts.sink?.applyBatch(this.worker, decoded.batch, seq);
-    this.emit("batch", { worker: this.worker, seq, batch: decoded.batch, form: decoded.form, replayed });
-  }
-
-  private applyNative(seq: bigint, payload: Buffer, replayed: boolean): void {
     const sink = this.opts.sink;
-    const wantEvents = !sink?.applyColumns || this.listenerCount("batch") > 0;
-    let c: EventColumns;
-    try {
-      c = decodeBatchColumns(payload, wantEvents || sink?.needsTokens === true);
-    } catch (e) {
-      if (!(e instanceof BatchDecodeError)) throw e;
-      this.bad("badBatches", seq, e.message);
-      return;
-    }
-    this.badEvents(seq, c.bad);
     const m = this.metrics;
+    // Per-event objects only when someone listens for them (tools, debugging): not the hot path.
+    let decoded: DecodedBatch | null = null;
+    if (!sink?.applyFrame || this.listenerCount("batch") > 0) {
+      try {
+        decoded = decodeBatch(payload);
+      } catch (e) {
+        if (!(e instanceof BatchDecodeError)) throw e;
+        this.bad("badBatches", seq, e.message);
+        return;
+      }
+    }
+    if (sink?.applyFrame) {
+      const v = sink.applyFrame(this.worker, payload, seq);
+      if (!v.ok) {
+        this.bad("badBatches", seq, v.error ?? "batch refused");
+        return;
+      }
+      m.events += v.events;
+      m.blocksStored += v.storedBlocks;
+      m.blocksRemoved += v.removedBlocks;
+      m.cleared += v.clearedEvents;
+      this.badEvents(seq, v.badEvents, v.bad);
+    } else if (decoded) {
+      for (const e of decoded.batch.events) {
+        m.events++;
+        if (e.type === "BlockStored") m.blocksStored += e.blockHashes.length;
+        else if (e.type === "BlockRemoved") m.blocksRemoved += e.blockHashes.length;
+        else m.cleared++;
+      }
+      this.badEvents(seq, decoded.bad.length, decoded.bad);
+      sink?.applyBatch?.(this.worker, decoded.batch, seq);
+    }
     m.batches++;
     if (replayed) m.replayedBatches++;
-    m.events += c.count;
-    for (let i = 0; i < c.count; i++) {
-      const n = c.hashOffsets[i + 1] - c.hashOffsets[i];
-      if (c.kinds[i] === 0) m.blocksStored += n;
-      else if (c.kinds[i] === 1) m.blocksRemoved += n;
-      else m.cleared++;
-    }
-    const decoded = wantEvents ? columnsToBatch(c) : null;
-    if (sink?.applyColumns) sink.applyColumns(this.worker, c, seq);
-    else if (sink && decoded) sink.applyBatch(this.worker, decoded.batch, seq);
     if (decoded) this.emit("batch", { worker: this.worker, seq, batch: decoded.batch, form: decoded.form, replayed });
   }
 

@@ -1,5 +1,5 @@
 export * from "./types.js";
-export { decodeBatch, decodeBatchValue, decodeEvent, decodeSeq, encodeSeq, toSignedHash, BatchDecodeError, END_SEQ } from "./decode.js";
+export { decodeBatch, decodeSeq, encodeSeq, BatchDecodeError, END_SEQ } from "./decode.js";
 export { encodeBatch } from "./encode.js";
 export { SeqTracker } from "./seq.js";
 export type { SeqVerdict } from "./seq.js";

@@ -1,11 +1,10 @@
-// The native KV-event batch decoder (native/events/kv_events.cpp, msgpack-c): one addon call per
-// payload, results as flat columns (hashes as a BigInt64Array, tokens as a Uint32Array), so the
-// hot path never builds a JS value per token. `columnsToBatch` turns columns into the same
-// DecodedBatch the JS decoder (decode.ts) returns; both apply the same validation rules.
+// The native KV-event batch decoder (native/events: bounded msgpack reader + engine adapters):
+// one addon call per payload, results as flat columns (hashes as a BigInt64Array, tokens as a
+// Uint32Array). `columnsToBatch` turns columns into engine-neutral event objects for tools and
+// listeners (decode.ts); the index applies frames without either (src/index/native.ts).
 import { loadAddon } from "../addon.js";
-import { BatchDecodeError } from "./decode.js";
 import type { BadEvent, DecodedBatch, KvEvent, Tier } from "./types.js";
-import { TIERS } from "./types.js";
+import { BatchDecodeError, TIERS } from "./types.js";
 
 export interface EventColumns {
   ts: number;
@@ -33,7 +32,7 @@ export interface EventColumns {
   bad: BadEvent[];
 }
 
-type NativeResult = number | { error: string } | { bytes: number; extras: EventColumns["extras"]; bad: BadEvent[] };
+type NativeResult = number | { error: string; kind: string } | { bytes: number; extras: EventColumns["extras"]; bad: BadEvent[] };
 
 interface NativeEvents {
   decodeKvEventBatchInto(payload: Uint8Array, out: Uint8Array, wantTokens: boolean): NativeResult;
@@ -76,7 +75,7 @@ export function decodeBatchColumns(payload: Uint8Array, wantTokens = false): Eve
     scratchU8 = new Uint8Array(scratch);
     r = a.decodeKvEventBatchInto(payload, scratchU8, wantTokens);
   }
-  if (typeof r === "object" && "error" in r) throw new BatchDecodeError(r.error);
+  if (typeof r === "object" && "error" in r) throw new BatchDecodeError(r.error, r.kind);
   const head = new Float64Array(scratch, 0, 8);
   const n = head[3];
   const nh = head[4];
@@ -136,9 +135,4 @@ export function columnsToBatch(c: EventColumns): DecodedBatch {
       });
   }
   return { batch: { ts: c.ts, events, dpRank: c.dpRank }, bad: [...c.bad], form: c.form };
-}
-
-/** Native equivalent of decode.ts's decodeBatch. */
-export function decodeBatchNative(payload: Uint8Array): DecodedBatch {
-  return columnsToBatch(decodeBatchColumns(payload, true));
 }

@@ -1,6 +1,16 @@
 // Engine-neutral KV event types. Engine wire differences (SGLang tagged maps, SGLang's older
-// positional arrays with a metadata map, vLLM positional and map forms) stay in decode.ts; the
-// rest of kvctl sees only these shapes.
+// positional arrays with a metadata map, vLLM positional and map forms) stay in the native
+// decoder's adapters (native/events/adapters); the rest of kvctl sees only these shapes.
+
+/** Raised for a payload that cannot be decoded as a batch at all. */
+export class BatchDecodeError extends Error {
+  /** Why, as the native decoder names it: msgpack, shape, too_large or too_many_events. */
+  readonly kind: string;
+  constructor(message: string, kind = "msgpack") {
+    super(message);
+    this.kind = kind;
+  }
+}
 
 /** Storage tiers, in Dynamo's query order (device first). */
 export const TIERS = ["GPU", "CPU_PINNED", "DISK", "EXTERNAL"] as const;
@@ -83,6 +93,8 @@ export interface KvEventBatch {
 export interface BadEvent {
   index: number;
   reason: string;
+  /** not_an_event, unknown_tag, fields, hash, tokens, block_size or medium. */
+  kind?: string;
 }
 
 export interface DecodedBatch {

@@ -140,12 +140,12 @@ export class WorkerSet {
         ...sink,
         applyBatch: (worker, batch, seq) => {
           metrics.zmqEvents.inc({ worker });
-          sink.applyBatch(worker, batch, seq);
+          sink.applyBatch?.(worker, batch, seq);
         },
-        applyColumns: sink.applyColumns
-          ? (worker, cols, seq) => {
+        applyFrame: sink.applyFrame
+          ? (worker, payload, seq) => {
               metrics.zmqEvents.inc({ worker });
-              sink.applyColumns?.(worker, cols, seq);
+              return (sink.applyFrame as NonNullable<typeof sink.applyFrame>)(worker, payload, seq);
             }
           : undefined,
         resetWorker: (worker) => {

@@ -1,8 +1,7 @@
 // Metrics as a decorator over any KvIndex (llm-d's instrumented_index.go): counts what was
 // applied and times queries, without the wrapped index knowing.
-import type { KvEvent } from "../events/types.js";
-import { columnsToBatch, type EventColumns } from "../events/native.js";
-import { addApplyResult, emptyApplyResult, type ApplyResult, type BlockInfo, type IndexStats, type KvIndex, type OverlapResult } from "./types.js";
+import type { KvEvent, Tier } from "../events/types.js";
+import type { ApplyResult, BlockInfo, FrameIndex, FrameResult, IndexStats, KvIndex, OverlapResult } from "./types.js";
 
 export interface IndexMetrics {
   eventsApplied: Record<KvEvent["type"], number>;
@@ -11,13 +10,15 @@ export interface IndexMetrics {
   unknownRemovals: number;
   orphanStores: number;
   hashMismatches: number;
-  applyErrors: number;
+  /** Events and frames refused by the decoder (each skipped whole). */
+  badEvents: number;
+  badFrames: number;
   queries: number;
   /** Recent query latencies in microseconds (ring of the last `window`). */
   queryLatencyUs: number[];
 }
 
-export class InstrumentedKvIndex implements KvIndex {
+export class InstrumentedKvIndex implements FrameIndex {
   readonly metrics: IndexMetrics = {
     eventsApplied: { BlockStored: 0, BlockRemoved: 0, AllBlocksCleared: 0 },
     blocksAdded: 0,
@@ -25,7 +26,8 @@ export class InstrumentedKvIndex implements KvIndex {
     unknownRemovals: 0,
     orphanStores: 0,
     hashMismatches: 0,
-    applyErrors: 0,
+    badEvents: 0,
+    badFrames: 0,
     queries: 0,
     queryLatencyUs: [],
   };
@@ -36,31 +38,41 @@ export class InstrumentedKvIndex implements KvIndex {
     private readonly window = 1024,
   ) {}
 
-  applyEvent(worker: string, event: KvEvent): ApplyResult {
-    let r: ApplyResult;
-    try {
-      r = this.inner.applyEvent(worker, event);
-    } catch (e) {
-      this.metrics.applyErrors++;
-      throw e;
-    }
-    this.metrics.eventsApplied[event.type]++;
-    return this.record(r);
+  applyFrame(worker: string, payload: Uint8Array): FrameResult {
+    const inner = this.inner as Partial<FrameIndex>;
+    if (!inner.applyFrame) throw new Error("the wrapped index does not apply frames");
+    const r = inner.applyFrame.call(this.inner, worker, payload);
+    const m = this.metrics;
+    if (!r.ok) m.badFrames++;
+    m.badEvents += r.badEvents;
+    m.eventsApplied.BlockStored += r.storedEvents;
+    m.eventsApplied.BlockRemoved += r.removedEvents;
+    m.eventsApplied.AllBlocksCleared += r.clearedEvents;
+    this.record(r);
+    return r;
   }
 
-  get needsTokens(): boolean {
-    return this.inner.needsTokens ?? !this.inner.applyColumns;
+  add(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array, parent: bigint | null = null): ApplyResult {
+    this.metrics.eventsApplied.BlockStored++;
+    return this.record(this.inner.add(worker, tier, hashes, parent));
   }
 
-  applyColumns(worker: string, columns: EventColumns): ApplyResult {
-    const r = this.inner.applyColumns
-      ? this.inner.applyColumns(worker, columns)
-      : columnsToBatch(columns).batch.events.reduce((t, e) => addApplyResult(t, this.inner.applyEvent(worker, e)), emptyApplyResult());
-    for (let i = 0; i < columns.count; i++) this.metrics.eventsApplied[KINDS[columns.kinds[i]]]++;
-    return this.record(r);
+  evict(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array): ApplyResult {
+    this.metrics.eventsApplied.BlockRemoved++;
+    return this.record(this.inner.evict(worker, tier, hashes));
   }
 
-  /** Adds what an apply did to the metrics (applyColumns does not count applyErrors). */
+  clear(worker: string): number {
+    this.metrics.eventsApplied.AllBlocksCleared++;
+    const n = this.inner.clear(worker);
+    this.metrics.blocksRemoved += n;
+    return n;
+  }
+
+  clearWorker(worker: string): void {
+    this.inner.clearWorker(worker);
+  }
+
   private record(r: ApplyResult): ApplyResult {
     const m = this.metrics;
     m.blocksAdded += r.added;
@@ -69,10 +81,6 @@ export class InstrumentedKvIndex implements KvIndex {
     m.orphanStores += r.orphanStores;
     m.hashMismatches += r.hashMismatches;
     return r;
-  }
-
-  clearWorker(worker: string): void {
-    this.inner.clearWorker(worker);
   }
 
   overlap(blockHashes: readonly bigint[] | BigInt64Array): OverlapResult {
@@ -98,5 +106,3 @@ export class InstrumentedKvIndex implements KvIndex {
     return this.inner.stats();
   }
 }
-
-const KINDS = ["BlockStored", "BlockRemoved", "AllBlocksCleared"] as const;

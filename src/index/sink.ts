@@ -1,33 +1,24 @@
-// Plugs an index into the consumer: every decoded batch goes through applyEvent, an event at a
-// time (each event is applied whole or not at all), and a publisher restart clears the worker.
+// Plugs an index into the consumer: a frame-applying index gets every payload whole (one native
+// call: decode, verify, apply); any other KvIndex gets decoded events, each applied whole. A
+// publisher restart clears the worker.
 import type { EventSink } from "../events/consumer.js";
 import type { KvEventBatch } from "../events/types.js";
-import type { EventColumns } from "../events/native.js";
-import type { KvIndex } from "./types.js";
+import { applyEvent } from "./apply-event.js";
+import type { FrameIndex, KvIndex } from "./types.js";
 
 export function indexSink(index: KvIndex, log: (line: string) => void = (l) => console.error(l)): EventSink {
+  const frames = typeof (index as Partial<FrameIndex>).applyFrame === "function" ? (index as FrameIndex) : null;
   return {
+    applyFrame: frames ? (worker: string, payload: Uint8Array) => frames.applyFrame(worker, payload) : undefined,
     applyBatch(worker: string, batch: KvEventBatch, seq: bigint): void {
       batch.events.forEach((e, i) => {
         try {
-          index.applyEvent(worker, e);
+          applyEvent(index, worker, e);
         } catch (err) {
           log(`kv-index: worker ${worker} seq ${seq} event ${i}: ${(err as Error).message} (skipped)`);
         }
       });
     },
-    get needsTokens() {
-      return index.needsTokens ?? false;
-    },
-    applyColumns: index.applyColumns
-      ? (worker: string, columns: EventColumns, seq: bigint): void => {
-          try {
-            index.applyColumns?.(worker, columns);
-          } catch (err) {
-            log(`kv-index: worker ${worker} seq ${seq}: ${(err as Error).message} (skipped)`);
-          }
-        }
-      : undefined,
     resetWorker(worker: string): void {
       index.clearWorker(worker);
     },

@@ -1,10 +1,10 @@
-// One index interface, several implementations (llm-d kvblock style): `InMemoryKvIndex` holds
-// the data, `InstrumentedKvIndex` adds metrics around any KvIndex without touching it.
-import type { KvEvent, Tier } from "../events/types.js";
-import type { EventColumns } from "../events/native.js";
+// One key-level index interface (llm-d kvblock style: lookup / add / evict / clear, plus the
+// overlap the scoring needs); it knows no event format. `InMemoryKvIndex` (src/index/native.ts)
+// holds the data in native code and also applies whole KV-event frames; `InstrumentedKvIndex`
+// adds metrics around any KvIndex without touching it.
+import type { BadEvent, Tier } from "../events/types.js";
 
 export type { Tier } from "../events/types.js";
-
 export type TierCounts = Record<Tier, number>;
 
 export interface WorkerOverlap {
@@ -53,26 +53,73 @@ export interface ApplyResult {
   hashMismatches: number;
 }
 
+/** What one KV-event frame did to the index (FrameIndex.applyFrame). */
+export interface FrameResult extends ApplyResult {
+  /** False when the batch as a whole was refused (nothing of it applied); see `error`. */
+  ok: boolean;
+  error: string | null;
+  /** msgpack, shape, too_large or too_many_events. */
+  errorKind: string | null;
+  ts: number;
+  dpRank: number | null;
+  events: number;
+  storedEvents: number;
+  removedEvents: number;
+  clearedEvents: number;
+  /** Blocks named by the frame's BlockStored / BlockRemoved events. */
+  storedBlocks: number;
+  removedBlocks: number;
+  /** Blocks whose hash was recomputed from their token ids (verification on). */
+  verified: number;
+  /** BlockStored events that could not be recomputed (parent digest unknown, LoRA, short pages). */
+  unverifiable: number;
+  /** Events refused (each skipped whole); details in `bad`. */
+  badEvents: number;
+  bad: BadEvent[];
+}
+
+/** Counters per worker: blocks per tier and refused input per kind. */
+export interface WorkerCounters {
+  tiers: TierCounts;
+  /** Refused events by kind (not_an_event, unknown_tag, fields, hash, tokens, block_size, medium). */
+  badEvents: Record<string, number>;
+  /** Refused batches by kind (msgpack, shape, too_large, too_many_events). */
+  badBatches: Record<string, number>;
+  unknownRemovals: number;
+  orphanStores: number;
+  hashMismatches: number;
+  unverifiable: number;
+  verified: number;
+}
+
 export interface IndexStats {
   blocks: number;
   workers: Record<string, TierCounts>;
   hashMismatches: number;
+  /** Bytes the index holds (table and dual-key records). */
+  memoryBytes?: number;
 }
 
+/** The key-level index: blocks named by their engine hash, per worker and tier. */
 export interface KvIndex {
-  /** Applies one validated event for `worker`, all of it or (on a thrown error) none of it. */
-  applyEvent(worker: string, event: KvEvent): ApplyResult;
-  /** True when applyColumns needs the token ids decoded too (a token hasher keeps the dual key). */
-  readonly needsTokens?: boolean;
-  /** Optional fast path: a natively decoded batch (src/events/native.ts), applied event by event. */
-  applyColumns?(worker: string, columns: EventColumns): ApplyResult;
-  /** Forgets everything `worker` held (restart, or AllBlocksCleared). */
+  /** Makes `hashes` (a chain: each block's parent is the one before; the first's is `parent`) resident. */
+  add(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array, parent?: bigint | null): ApplyResult;
+  /** Makes `hashes` non-resident in (worker, tier). */
+  evict(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array): ApplyResult;
+  /** Forgets everything `worker` held (restart, or AllBlocksCleared); returns the (block, tier) pairs dropped. */
+  clear(worker: string): number;
+  /** Same as clear (the consumer's restart hook). */
   clearWorker(worker: string): void;
   /** Overlap of a request's block hashes (engine hashes, in order) per worker per tier. */
   overlap(blockHashes: readonly bigint[] | BigInt64Array): OverlapResult;
   lookup(hash: bigint): BlockInfo | undefined;
   workers(): string[];
   stats(): IndexStats;
+}
+
+/** An index that applies whole KV-event frames (msgpack payloads) itself, in one call. */
+export interface FrameIndex extends KvIndex {
+  applyFrame(worker: string, payload: Uint8Array): FrameResult;
 }
 
 export function zeroTiers(): TierCounts {

@@ -90,12 +90,11 @@ async function live(v: Record<string, string | boolean | undefined>): Promise<nu
   const digests = new Map<bigint, Buffer>();
   const n = { batches: 0, stored: 0, pages: 0, matched: 0, mismatched: 0, unverifiable: 0, notShown: 0 };
   // The consumer brings the receive high-water mark, seq tracking (dropped batches) and
-  // rate-limited problem logging; the JS decoder keeps every event's token ids.
+  // rate-limited problem logging; its batch events carry every event's token ids.
   const consumer = new KvEventConsumer({
     endpoint,
     worker: endpoint,
     topic: (v.topic as string | undefined) ?? "",
-    decoder: "js",
     log: (l) => console.error(l),
     logIntervalMs: intervalMs,
   });

@@ -1,3 +1,7 @@
+// The TypeScript index kvctl used before the native one (native/index), kept unchanged in
+// behaviour as bench:index's baseline: same inputs, measured in the same run. Not exported by
+// the package.
+//
 // In-memory radix index of KV blocks, fed only by KV events.
 //
 // SGLang's (and Dynamo's, and vLLM's) block hashes are chained: a block's hash depends on every
@@ -10,11 +14,11 @@
 // hashes split into two int32 halves (no BigInt is created on the hot paths: columns from the
 // native decoder and requests as BigInt64Array are read through Int32Array views), and nodes as
 // rows of typed arrays with a free list.
-import { columnsToBatch, type EventColumns } from "../events/native.js";
-import type { BlockStoredEvent, KvEvent, Tier } from "../events/types.js";
-import { TIER_INDEX, TIERS } from "../events/types.js";
-import type { ApplyResult, BlockInfo, IndexStats, KvIndex, OverlapResult, TierCounts, WorkerOverlap } from "./types.js";
-import { addApplyResult, emptyApplyResult, zeroTiers } from "./types.js";
+import { columnsToBatch, type EventColumns } from "../../src/events/native.js";
+import type { BlockStoredEvent, KvEvent, Tier } from "../../src/events/types.js";
+import { TIER_INDEX, TIERS } from "../../src/events/types.js";
+import type { ApplyResult, BlockInfo, IndexStats, OverlapResult, TierCounts, WorkerOverlap } from "../../src/index/types.js";
+import { addApplyResult, emptyApplyResult, zeroTiers } from "../../src/index/types.js";
 
 /**
  * Recomputes a stored event's block hashes from its token ids (dual key). `parentDigest` is the
@@ -120,7 +124,7 @@ export interface InMemoryIndexOptions {
   expectedBlocks?: number;
 }
 
-export class InMemoryKvIndex implements KvIndex {
+export class TsKvIndex {
   // Node rows.
   private cap: number;
   private lo: Int32Array;

@@ -1,0 +1,92 @@
+// Engine-neutral KV-event batches decoded from msgpack: what every engine adapter produces and
+// what the index applies. Decoding validates each event completely before appending it, so a bad
+// event is reported (index, kind, reason) and contributes nothing; a bad batch yields an error
+// and no events at all.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kv::events {
+
+enum Kind : uint8_t { kStored = 0, kRemoved = 1, kCleared = 2 };
+
+// Storage tiers in Dynamo's query order (device first).
+enum Tier : uint8_t { kGpu = 0, kCpuPinned = 1, kDisk = 2, kExternal = 3 };
+constexpr int kTiers = 4;
+
+// Why an event was refused; counted per worker and kind by the index.
+enum class BadKind : uint8_t {
+  NotAnEvent,   // nil, a number, ... where an event should be
+  UnknownTag,   // no or unknown "type" / positional tag
+  Fields,       // too few positional fields, wrong field types
+  Hash,         // non-integer hash in block_hashes / parent_block_hash
+  Tokens,       // token_ids not uint32 (or bad bigram pairs)
+  BlockSize,    // missing, zero, negative or oversized block_size
+  Medium,       // unknown medium string
+  Count
+};
+const char* bad_kind_name(BadKind k);
+
+// Why a whole batch was refused.
+enum class BatchError : uint8_t { None, Msgpack, Shape, TooLarge, TooManyEvents };
+const char* batch_error_name(BatchError e);
+
+struct OptStr {
+  bool present = false;
+  std::string_view value;  // a view into the payload
+};
+
+struct Event {
+  Kind kind = kCleared;
+  uint8_t tier = kGpu;
+  bool has_parent = false;
+  bool bigram = false;
+  int32_t block_size = 0;
+  int64_t parent = 0;
+  uint32_t hash_begin = 0, hash_end = 0;  // into Batch::hashes
+  uint32_t tok_begin = 0, tok_end = 0;    // into Batch::tokens (empty unless tokens were asked for)
+  uint32_t units = 0;                     // token units on the wire (bigram: pairs)
+  OptStr medium, cache_salt, session_id, lora_name;
+  bool has_lora_id = false;
+  int64_t lora_id = 0;
+};
+
+struct BadEvent {
+  uint32_t index;  // position in the batch's wire array
+  BadKind kind;
+  std::string reason;
+};
+
+// Bounds checked before anything is allocated for a batch.
+struct Limits {
+  size_t max_bytes = 64u << 20;    // payload size
+  uint32_t max_events = 1u << 16;  // events in one batch
+  int max_depth = 16;              // msgpack nesting inside one event
+};
+
+struct Batch {
+  double ts = 0;
+  bool has_dp = false;
+  int64_t dp = 0;
+  bool map_form = false;
+  std::vector<Event> events;
+  std::vector<int64_t> hashes;
+  std::vector<uint32_t> tokens;  // raw wire units; bigram pairs flattened (2 per unit)
+  std::vector<BadEvent> bad;
+  BatchError error = BatchError::None;
+  std::string error_text;
+
+  void clear();
+};
+
+// Decodes one msgpack payload. Returns false (and fills error / error_text) for a batch that is
+// refused as a whole; bad events are listed in `bad` and left out of `events`.
+bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool want_tokens, Batch& out);
+
+// Dynamo's StorageTier::from_kv_medium (absent/empty -> GPU); false for an unknown medium.
+bool tier_of_medium(std::string_view medium, uint8_t& tier);
+
+}  // namespace kv::events

@@ -1,0 +1,174 @@
+// Per-worker, per-tier index of KV blocks keyed by their 64-bit engine hash, fed by KV events.
+//
+// Block hashes are chained (a block's hash names its whole prefix), so the radix structure the
+// scoring needs is the parent link each block keeps; a request's overlap is a walk over its own
+// hashes. One open-addressing table (linear probing, backward-shift deletion: no tombstones)
+// holds every block inline: [key, parent, meta, masks...], where masks hold 4 tier bits per
+// worker, 16 workers a word. A lookup is one probe sequence in one array; the request path
+// prefetches every block's slot before reading any.
+//
+// With verification on, each BlockStored's hashes are recomputed from its token ids (SGLang's
+// page chain, SHA-256) from the parent's digest; the token-derived hash and digest are kept beside
+// the engine hash (dual key), and mismatches are counted.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "event_batch.h"
+
+namespace kv::index {
+
+struct Options {
+  bool verify = false;
+  int shared_tier = events::kExternal;  // tier counted as the shared pool; -1: none
+  uint64_t expected_blocks = 0;
+  events::Limits limits;
+};
+
+// What one apply did (summed over a frame's events).
+struct ApplyCounts {
+  uint64_t events = 0, stored_events = 0, removed_events = 0, cleared_events = 0;
+  uint64_t stored_blocks = 0, removed_blocks = 0;  // on the wire
+  uint64_t added = 0, removed = 0, unknown_removals = 0, orphan_stores = 0;
+  uint64_t hash_mismatches = 0, verified = 0, unverifiable = 0, bad_events = 0;
+};
+
+struct WorkerStats {
+  uint64_t tier_blocks[events::kTiers] = {};
+  uint64_t bad_events[static_cast<size_t>(events::BadKind::Count)] = {};
+  uint64_t bad_batches[5] = {};  // by events::BatchError
+  uint64_t unknown_removals = 0, orphan_stores = 0, hash_mismatches = 0, unverifiable = 0, verified = 0;
+};
+
+struct LookupResult {
+  bool found = false;
+  int64_t hash = 0;
+  bool has_parent = false;
+  int64_t parent = 0;
+  bool has_token_hash = false;
+  int64_t token_hash = 0;
+  std::vector<uint8_t> masks;  // per worker slot
+};
+
+// Overlap of one request: per worker slot, per-tier prefix lengths and Dynamo's tier-exclusive
+// continuation, plus the positions the shared tier holds.
+struct Overlap {
+  uint32_t request_blocks = 0;
+  uint32_t workers = 0;
+  std::vector<int32_t> per_tier;  // workers x 4
+  std::vector<int32_t> tiered;    // workers x 4
+  std::vector<std::pair<int32_t, int32_t>> shared_ranges;
+  int32_t shared_hits = 0;
+  // Scratch reused across queries by whoever owns this Overlap.
+  std::vector<const uint64_t*> at;
+  std::vector<uint64_t> alive, cur;  // per mask word: tiers still unbroken, current stage (one-hot)
+  std::vector<int32_t> run_start;    // per worker: where its current stage began
+};
+
+// Dynamo's DefaultWorkerScorer inputs (see src/index/scoring.ts for the formula).
+struct ScoringConfig {
+  double overlap_score_credit = 1.0, overlap_score_credit_decay = 0.0, prefill_load_scale = 1.0;
+  double host_cache_hit_weight = 0.75, disk_cache_hit_weight = 0.25, shared_cache_multiplier = 0.0;
+  double decode_active_request_weight = 0.0;
+  bool track_prefill_tokens = true, external_as_disk = false;
+};
+struct WorkerLoad {
+  double active_prefill_tokens = 0, decode_blocks = 0, active_requests = 0;
+  bool decode_only = false;
+};
+struct WorkerScore {
+  double logit, credit, device, host, disk, shared_beyond;
+};
+
+class BlockIndex {
+ public:
+  explicit BlockIndex(const Options& o = {});
+  ~BlockIndex();
+  BlockIndex(const BlockIndex&) = delete;
+  BlockIndex& operator=(const BlockIndex&) = delete;
+
+  // Decodes a payload, verifies (when on) and applies every valid event; bad events are
+  // counted and skipped whole. Returns false when the batch as a whole was refused.
+  bool apply_frame(uint32_t worker, const uint8_t* data, size_t size, ApplyCounts& c);
+  // The decoded batch of the last apply_frame (its bad events and batch error).
+  const events::Batch& last_batch() const { return batch_; }
+
+  void store(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
+             ApplyCounts& c);
+  void remove(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, ApplyCounts& c);
+  uint64_t clear(uint32_t worker);
+
+  void overlap(const int64_t* hashes, size_t n, Overlap& out) const;
+  void score(const Overlap& o, const uint32_t* candidates, size_t nc, double block_size, const WorkerLoad* loads,
+             const ScoringConfig& cfg, WorkerScore* out) const;
+  LookupResult lookup(int64_t hash) const;
+
+  uint64_t blocks() const { return live_; }
+  uint32_t worker_slots() const { return nworkers_; }
+  const WorkerStats& worker_stats(uint32_t w) const;
+  // Bytes held by the table and the dual-key records.
+  size_t memory_bytes() const;
+  uint64_t capacity() const { return cap_; }
+
+ private:
+  static constexpr uint64_t kUsed = 1, kHasParent = 2;
+  size_t stride() const { return 3 + groups_; }
+  uint64_t* slot(uint64_t i) { return table_ + i * stride(); }
+  const uint64_t* slot(uint64_t i) const { return table_ + i * stride(); }
+  // Zeroed table memory straight from the kernel (huge pages where the kernel allows: one TLB
+  // entry covers 2 MiB of slots on the request path).
+  static uint64_t* map_table(size_t bytes);
+  static void unmap_table(uint64_t* t, size_t bytes);
+  static uint64_t mix(int64_t k) {
+    uint64_t x = static_cast<uint64_t>(k);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+  }
+  int64_t find(int64_t key) const;  // slot index or -1
+  uint64_t insert(int64_t key, bool has_parent, int64_t parent);
+  void erase_at(uint64_t i);
+  void rebuild(uint64_t cap, uint32_t groups);
+  void ensure_worker(uint32_t w);
+  uint8_t mask_of(const uint64_t* s, uint32_t w) const {
+    return static_cast<uint8_t>((s[3 + (w >> 4)] >> ((w & 15) * 4)) & 15);
+  }
+  void set_mask(uint64_t* s, uint32_t w, uint8_t m) {
+    uint64_t& word = s[3 + (w >> 4)];
+    const int sh = (w & 15) * 4;
+    word = (word & ~(uint64_t(15) << sh)) | (uint64_t(m) << sh);
+  }
+  bool empty_masks(const uint64_t* s) const {
+    for (uint32_t g = 0; g < groups_; ++g)
+      if (s[3 + g]) return false;
+    return true;
+  }
+  void store_verified(uint32_t worker, const events::Event& e, const events::Batch& b, ApplyCounts& c);
+  uint32_t new_dual(int64_t token_hash, const uint8_t* digest);
+
+  Options opt_;
+  uint64_t* table_ = nullptr;
+  size_t table_bytes_ = 0;
+  uint64_t cap_ = 0, mask_ = 0, live_ = 0;
+  uint32_t groups_ = 1, nworkers_ = 0;
+  std::vector<WorkerStats> stats_;
+  // Dual key (verification on): records by index + 1 in a slot's meta, a free list, and the
+  // engine hash of every token hash that differs from it.
+  struct Dual {
+    int64_t token_hash;
+    std::array<uint8_t, 32> digest;
+  };
+  std::vector<Dual> dual_;
+  std::vector<uint32_t> dual_free_;
+  std::unordered_map<int64_t, int64_t> by_token_hash_;
+  events::Batch batch_;
+  std::vector<uint8_t> digests_;
+  std::vector<uint32_t> raw_tokens_;
+};
+
+}  // namespace kv::index

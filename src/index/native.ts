@@ -1,0 +1,262 @@
+// The index, held in native code (native/index): blocks keyed by engine hash, per worker and
+// tier, with parent links, Dynamo's overlap and scoring, and (verification on) the token-derived
+// hash beside the engine hash. KV-event frames are applied in one addon call each
+// (decode + verify + apply); TypeScript sees counts, never per-block objects.
+import { loadAddon } from "../addon.js";
+import { TIER_INDEX, TIERS, type Tier } from "../events/types.js";
+import { DEFAULT_SCORING, type ScoringConfig, type WorkerLoad, type WorkerScore } from "./scoring.js";
+import type {
+  ApplyResult,
+  BlockInfo,
+  FrameIndex,
+  FrameResult,
+  IndexStats,
+  OverlapResult,
+  TierCounts,
+  WorkerCounters,
+  WorkerOverlap,
+} from "./types.js";
+
+interface NativeBlockIndex {
+  applyFrame(slot: number, payload: Uint8Array, out: Float64Array): null | { error: string; kind: string } | { bad: FrameResult["bad"] };
+  store(slot: number, tier: number, hashes: BigInt64Array, hasParent: boolean, parent: bigint, out: Float64Array): void;
+  remove(slot: number, tier: number, hashes: BigInt64Array, out: Float64Array): void;
+  clear(slot: number): number;
+  overlapInto(hashes: BigInt64Array, out: Int32Array): number;
+  scoreInto(hashes: BigInt64Array, candidates: Uint32Array, blockSize: number, config: Float64Array, loads: Float64Array, out: Float64Array): void;
+  lookup(hash: bigint): null | { hash: bigint; parent: bigint | null; tokenHash: bigint | null; masks: Uint8Array };
+  workerStats(slot: number, out: Float64Array): void;
+  blocks(): number;
+  memoryBytes(): number;
+}
+
+export interface IndexOptions {
+  /**
+   * Recompute every BlockStored's hashes from its token ids (SGLang's page chain, from the
+   * parent's digest or the cache_salt seed) and keep the token-derived hash beside the engine
+   * hash; mismatches are counted. LoRA-namespaced events count as unverifiable.
+   */
+  verify?: boolean;
+  /** Tier whose blocks count as the shared pool (SharedCacheHits). Default EXTERNAL; null: none. */
+  sharedTier?: Tier | null;
+  /** Blocks to size for up front (sum of the workers' cache sizes), saving rehashes while it fills. */
+  expectedBlocks?: number;
+  /** A frame with more events than this is refused whole and counted. Default 65536. */
+  maxEvents?: number;
+  /** A frame larger than this is refused whole and counted. Default 64 MiB. */
+  maxBytes?: number;
+}
+
+const BAD_EVENT_KINDS = ["not_an_event", "unknown_tag", "fields", "hash", "tokens", "block_size", "medium"] as const;
+const BAD_BATCH_KINDS = ["none", "msgpack", "shape", "too_large", "too_many_events"] as const;
+
+function words(hashes: readonly bigint[] | BigInt64Array, scratch: { a: BigInt64Array }): BigInt64Array {
+  if (hashes instanceof BigInt64Array) return hashes;
+  if (scratch.a.length < hashes.length) scratch.a = new BigInt64Array(hashes.length * 2);
+  const b = scratch.a;
+  for (let i = 0; i < hashes.length; i++) b[i] = hashes[i];
+  return b.subarray(0, hashes.length);
+}
+
+export class InMemoryKvIndex implements FrameIndex {
+  private readonly idx: NativeBlockIndex;
+  private readonly slots = new Map<string, number>();
+  private readonly names: string[] = [];
+  private readonly counts = new Float64Array(16);
+  private readonly req = { a: new BigInt64Array(256) };
+  private ov = new Int32Array(1024);
+  private cand = new Uint32Array(16);
+  private loads = new Float64Array(64);
+  private scores = new Float64Array(96);
+  private readonly cfg = new Float64Array(9);
+  private readonly ws = new Float64Array(23);
+
+  constructor(opts: IndexOptions = {}) {
+    const Ctor = (loadAddon() as unknown as { KvBlockIndex: new (o: object) => NativeBlockIndex }).KvBlockIndex;
+    const st = opts.sharedTier === undefined ? "EXTERNAL" : opts.sharedTier;
+    this.idx = new Ctor({
+      verify: opts.verify ?? false,
+      sharedTier: st === null ? -1 : TIER_INDEX[st],
+      expectedBlocks: opts.expectedBlocks ?? 0,
+      maxEvents: opts.maxEvents,
+      maxBytes: opts.maxBytes,
+    });
+  }
+
+  private slot(worker: string): number {
+    let s = this.slots.get(worker);
+    if (s === undefined) {
+      s = this.names.length;
+      if (s >= 4096) throw new RangeError("the index holds at most 4096 workers");
+      this.slots.set(worker, s);
+      this.names.push(worker);
+    }
+    return s;
+  }
+
+  private result(): ApplyResult {
+    const c = this.counts;
+    return { added: c[6], removed: c[7], unknownRemovals: c[8], orphanStores: c[9], hashMismatches: c[10] };
+  }
+
+  applyFrame(worker: string, payload: Uint8Array): FrameResult {
+    const r = this.idx.applyFrame(this.slot(worker), payload, this.counts);
+    const c = this.counts;
+    const refused = r !== null && "error" in r;
+    return {
+      ok: !refused,
+      error: refused ? r.error : null,
+      errorKind: refused ? r.kind : null,
+      ts: c[14],
+      dpRank: Number.isNaN(c[15]) ? null : c[15],
+      events: c[0],
+      storedEvents: c[1],
+      removedEvents: c[2],
+      clearedEvents: c[3],
+      storedBlocks: c[4],
+      removedBlocks: c[5],
+      ...this.result(),
+      verified: c[11],
+      unverifiable: c[12],
+      badEvents: c[13],
+      bad: r !== null && "bad" in r ? r.bad : [],
+    };
+  }
+
+  add(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array, parent: bigint | null = null): ApplyResult {
+    this.idx.store(this.slot(worker), TIER_INDEX[tier], words(hashes, this.req), parent !== null, parent ?? 0n, this.counts);
+    return this.result();
+  }
+
+  evict(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array): ApplyResult {
+    this.idx.remove(this.slot(worker), TIER_INDEX[tier], words(hashes, this.req), this.counts);
+    return this.result();
+  }
+
+  clear(worker: string): number {
+    const s = this.slots.get(worker);
+    return s === undefined ? 0 : this.idx.clear(s);
+  }
+
+  clearWorker(worker: string): void {
+    this.clear(worker);
+  }
+
+  overlap(blockHashes: readonly bigint[] | BigInt64Array): OverlapResult {
+    const h = words(blockHashes, this.req);
+    let n = this.idx.overlapInto(h, this.ov);
+    if (n < 0) {
+      this.ov = new Int32Array(-n * 2);
+      n = this.idx.overlapInto(h, this.ov);
+    }
+    const o = this.ov;
+    const nw = o[0];
+    const nr = o[3];
+    const workers = new Map<string, WorkerOverlap>();
+    for (let s = 0; s < nw; s++) {
+      const p = 4 + s * 4;
+      const t = 4 + nw * 4 + s * 4;
+      if (o[p] + o[p + 1] + o[p + 2] + o[p + 3] + o[t + 1] + o[t + 2] + o[t + 3] === 0) continue;
+      workers.set(this.names[s], {
+        perTier: { GPU: o[p], CPU_PINNED: o[p + 1], DISK: o[p + 2], EXTERNAL: o[p + 3] },
+        tiered: { GPU: o[t], CPU_PINNED: o[t + 1], DISK: o[t + 2], EXTERNAL: o[t + 3] },
+      });
+    }
+    const ranges: [number, number][] = [];
+    for (let i = 0; i < nr; i++) ranges.push([o[4 + nw * 8 + 2 * i], o[4 + nw * 8 + 2 * i + 1]]);
+    return { requestBlocks: o[1], workers, shared: { ranges, totalHits: o[2] } };
+  }
+
+  /**
+   * Dynamo's worker scores for a request, computed natively (the same formula as scoreWorkers
+   * over overlap(), without building the overlap objects).
+   */
+  score(
+    blockHashes: readonly bigint[] | BigInt64Array,
+    candidates: readonly string[],
+    blockSize: number,
+    loads: Readonly<Record<string, WorkerLoad>> = {},
+    config: Partial<ScoringConfig> = {},
+  ): WorkerScore[] {
+    const nc = candidates.length;
+    if (this.cand.length < nc) {
+      this.cand = new Uint32Array(nc * 2);
+      this.loads = new Float64Array(nc * 8);
+      this.scores = new Float64Array(nc * 12);
+    }
+    const c = { ...DEFAULT_SCORING, ...config };
+    const f = this.cfg;
+    f[0] = c.overlapScoreCredit;
+    f[1] = c.overlapScoreCreditDecay;
+    f[2] = c.prefillLoadScale;
+    f[3] = c.hostCacheHitWeight;
+    f[4] = c.diskCacheHitWeight;
+    f[5] = c.sharedCacheMultiplier;
+    f[6] = c.decodeActiveRequestWeight;
+    f[7] = c.trackPrefillTokens ? 1 : 0;
+    f[8] = c.externalAsDisk ? 1 : 0;
+    for (let k = 0; k < nc; k++) {
+      this.cand[k] = this.slots.get(candidates[k]) ?? 0xffffffff;
+      const l = loads[candidates[k]];
+      this.loads[4 * k] = l?.activePrefillTokens ?? 0;
+      this.loads[4 * k + 1] = l?.decodeBlocks ?? 0;
+      this.loads[4 * k + 2] = l?.activeRequests ?? 0;
+      this.loads[4 * k + 3] = l?.decodeOnly ? 1 : 0;
+    }
+    this.idx.scoreInto(words(blockHashes, this.req), this.cand.subarray(0, nc), blockSize, f, this.loads, this.scores);
+    const out: WorkerScore[] = new Array(nc);
+    const s = this.scores;
+    for (let k = 0; k < nc; k++) {
+      const o = 6 * k;
+      out[k] = { worker: candidates[k], logit: s[o], credit: s[o + 1], device: s[o + 2], host: s[o + 3], disk: s[o + 4], sharedBeyond: s[o + 5] };
+    }
+    return out;
+  }
+
+  lookup(hash: bigint): BlockInfo | undefined {
+    const r = this.idx.lookup(BigInt.asIntN(64, hash));
+    if (r === null) return undefined;
+    const residency = new Map<string, Tier[]>();
+    r.masks.forEach((m, s) => {
+      if (m) residency.set(this.names[s], TIERS.filter((_, i) => m & (1 << i)));
+    });
+    return { hash: r.hash, parent: r.parent, tokenHash: r.tokenHash, residency };
+  }
+
+  workers(): string[] {
+    return [...this.names];
+  }
+
+  /** Blocks per tier and refused input per kind, for one worker. */
+  counters(worker: string): WorkerCounters {
+    const s = this.slots.get(worker);
+    const w = this.ws;
+    if (s === undefined) w.fill(0);
+    else this.idx.workerStats(s, w);
+    const badEvents: Record<string, number> = {};
+    BAD_EVENT_KINDS.forEach((k, i) => (badEvents[k] = w[4 + i]));
+    const badBatches: Record<string, number> = {};
+    BAD_BATCH_KINDS.forEach((k, i) => i > 0 && (badBatches[k] = w[11 + i]));
+    return {
+      tiers: { GPU: w[0], CPU_PINNED: w[1], DISK: w[2], EXTERNAL: w[3] },
+      badEvents,
+      badBatches,
+      unknownRemovals: w[16],
+      orphanStores: w[17],
+      hashMismatches: w[18],
+      unverifiable: w[19],
+      verified: w[20],
+    };
+  }
+
+  stats(): IndexStats {
+    const workers: Record<string, TierCounts> = {};
+    let mismatches = 0;
+    for (const name of this.names) {
+      const c = this.counters(name);
+      workers[name] = c.tiers;
+      mismatches += c.hashMismatches;
+    }
+    return { blocks: this.idx.blocks(), workers, hashMismatches: mismatches, memoryBytes: this.idx.memoryBytes() };
+  }
+}
