@@ -69,6 +69,12 @@ export class RateLimitedLog {
   }
 
   private emit(key: string, s: KeyState, now: number): void {
+    // A line written from note() supersedes the pending summary: a timer left armed would fire
+    // right after it (the loop was busy past its deadline) with a near-empty window.
+    if (s.timer) {
+      clearTimeout(s.timer);
+      s.timer = null;
+    }
     if (s.counts.size === 0) return;
     const total = [...s.counts.values()].reduce((a, b) => a + b, 0);
     const since = Number.isFinite(s.lastLine) ? now - s.lastLine : 0;
