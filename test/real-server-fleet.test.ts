@@ -145,5 +145,6 @@ describe("real SGLang servers: broadcast, HTTP front door, warm after restart, b
     expect(warmed.meta_info.cached_tokens).toBe(64);
     expect(warmed.meta_info.cached_tokens_details).toMatchObject({ device: 0, host: 64 });
     expect(warmed.output_ids).toEqual(fresh.output_ids);
+    expect(await natsLines()).toHaveLength(1); // one line for the outage, not one per retry
   }, 600_000);
 });

@@ -162,8 +162,8 @@ class RealServer:
         return self.proc.poll() is None
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
-        """SIGTERM to the whole group, then wait for every process of it (not just the launcher:
-        under coverage.py each one saves its data on SIGTERM), then SIGKILL what is left."""
+        """SIGTERM to the launcher, then to what is left of its group, waiting for every process
+        of it; then SIGKILL. Under coverage.py every process saves its data first (SIGUSR2)."""
         import psutil
 
         if self.proc.poll() is None:
@@ -174,13 +174,16 @@ class RealServer:
             if self._coverage_rc:
                 self._save_coverage([self.proc.pid, *(c.pid for c in children)], timeout_s)
             t0 = time.monotonic()
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            # the launcher first: it shuts down gracefully (lifespan shutdown, the subscriber's
+            # stop) and ends its own children; then whatever is left of the group
+            self.proc.terminate()
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
                 pass
             psutil.wait_procs(children, timeout=max(1.0, timeout_s - (time.monotonic() - t0)))
         try:

@@ -93,6 +93,7 @@ class ControlSubscriber:
         self._tasks = []
         self._connected = asyncio.Event()
         self._closing = False
+        self._unreachable_said = False  # one clear line per outage, not one per retry
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def start(self) -> "ControlSubscriber":
@@ -171,13 +172,21 @@ class ControlSubscriber:
                 delay = min(delay * 2, 5.0)
                 continue
             self.metrics["connects"] += 1
+            self._unreachable_said = False
             self._connected.set()
             logger.info("kvctl subscriber: worker %s listening on %s and %s", self.args.worker_id,
                         self.args.worker_subject, self.args.broadcast_subject)
             return
 
     async def _on_error(self, e) -> None:
-        logger.debug("kvctl subscriber: NATS error %s", e)
+        # nats-py keeps retrying an unreachable server inside connect() without raising: say so
+        # once (URL and why) while never connected; the server serves on meanwhile
+        if self.nc is None and not self._unreachable_said:
+            self._unreachable_said = True
+            logger.warning("kvctl subscriber: cannot reach NATS %s (%s); retrying quietly, the server keeps serving",
+                           self.args.servers, e)
+        else:
+            logger.debug("kvctl subscriber: NATS error %s", e)
 
     async def _on_disconnected(self) -> None:
         self.metrics["disconnects"] += 1

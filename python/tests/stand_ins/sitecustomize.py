@@ -60,8 +60,7 @@ if os.environ.get("KVCTL_CPU_STAND_INS") == "server":
 
             cov = coverage.Coverage.current()
             if cov is not None:
-                cov.stop()
-                cov.save()
+                cov.save()  # and keep measuring: a process that exits normally saves again at exit
                 data_file = cov.config.data_file
             else:  # not measured: say so all the same, nobody should wait for it
                 import configparser
