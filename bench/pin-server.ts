@@ -27,7 +27,7 @@ const PROMPTS = PROTO_PROMPTS.map((p) => Math.max(PAGE, Math.round((p / PROTO_CA
 const FLOOD_EACH = 150;
 const FLOOD_FLAT = 3 * DEVICE;
 const FLOOD_TIER = Math.round(1.5 * 3 * DEVICE);
-const REPS = Number(args.reps ?? 2);
+const REPS = Number(args.reps ?? 3);
 
 type Mode = "baseline" | "pinned" | "tier_baseline" | "tier_pinned";
 interface Row {
