@@ -76,10 +76,10 @@ class CommandHandler:
             cmd = body if isinstance(body, Command) else decode(body)
         except CommandError as e:
             cid, ctype = peek_id_type(body)
-            ack = Ack(type=ctype or _type_of(body), status="rejected", id=cid, reason=str(e))
+            ack = Ack(type=ctype, status="rejected", id=cid, reason=str(e))
             return self._count(self._done(ack, t0), e.field)
         except Exception as e:  # the decoder must never take the worker down
-            return self._count(self._done(Ack(type="unknown", status="rejected",
+            return self._count(self._done(Ack(type=None, status="rejected",
                                               reason=f"body: undecodable ({e})"), t0), "body")
         if cmd.id is not None:
             first = self.dedupe.get(cmd.id)
@@ -229,7 +229,7 @@ class CommandHandler:
         if node is None:
             return Ack(type="Prune", status="noop", requested=1, missing=[h],
                        reason="after_block_hash: not held by this worker")
-        a, sk, ta, ts = self._purge(st, [node], include_self=False, force=cmd.fields["force"])
+        a, sk, ta, ts = self._purge(st, [node], include_self=False, force=bool(cmd.fields["force"]))
         ack = Ack(type="Prune", status=self._status(a, sk, []), requested=1, affected=a, skipped=sk,
                   tiers=ta, detail={"skipped_tiers": ts})
         if sk:
@@ -481,7 +481,7 @@ class CommandHandler:
         st.pins.reap()
         evicted = st.ops.flush_unpinned()
         kept = sum(1 for pins in st.pins.records.values() if pins)
-        return self._done(Ack(type="Flush", status="applied", affected=evicted, skipped=kept,
+        return self._done(Ack(type=None, status="applied", affected=evicted, skipped=kept,
                               reason=f"kept {kept} pinned block(s)"), t0)
 
 
@@ -492,12 +492,3 @@ def _depth(node) -> int:
         node = node.parent
     return d
 
-
-def _type_of(body: Any) -> str:
-    try:
-        if isinstance(body, dict):
-            inner = body.get("command", body)
-            return str(inner.get("type", "unknown"))
-    except Exception:
-        pass
-    return "unknown"

@@ -3,10 +3,12 @@
 answering a commands.md Ack. Marked ADMIN_OPTIONAL like /flush_cache: SGLang's auth middleware
 then requires the admin API key when one is set."""
 
-import json
 from http import HTTPStatus
 from typing import Any, Callable
 
+import json
+
+from .ack import contract_ack, encode_ack, merge_rank_acks
 from .io import KvctlCommandReqInput
 
 # path -> op. "pin"/"unpin"/"inspect" are the issue-4 routes; "type:<T>" posts a commands.md body
@@ -30,16 +32,11 @@ ROUTES = {
 
 
 async def kvctl_command(tokenizer_manager: Any, op: str, body: str) -> dict:
-    """Tokenizer side: send to every DP scheduler, merge their Acks (first one, with the
-    others' counts added)."""
+    """Tokenizer side: send to every DP scheduler and merge their Acks into one contract-shaped
+    ack (ack.merge_rank_acks: every rank's outcome kept)."""
     tokenizer_manager.auto_create_handle_loop()
     results = await tokenizer_manager.kvctl_command_communicator(KvctlCommandReqInput(op=op, body=body))
-    acks = [json.loads(r.ack_json) for r in results]
-    ack = acks[0]
-    for other in acks[1:]:
-        for k in ("requested", "affected", "skipped"):
-            ack[k] += other[k]
-    return ack
+    return merge_rank_acks([contract_ack(json.loads(r.ack_json)) for r in results])
 
 
 async def send_command(tokenizer_manager: Any, body: Any) -> dict:
@@ -58,7 +55,7 @@ def _status_code(ack: dict) -> int:
 
 def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any]) -> None:
     from fastapi import Request
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import Response
 
     from sglang.srt.utils.auth import AuthLevel, auth_level
 
@@ -67,7 +64,8 @@ def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any]) -> None:
         async def endpoint(request: Request):
             body = (await request.body()).decode("utf-8", "replace")
             ack = await kvctl_command(get_tokenizer_manager(), op, body)
-            return JSONResponse(ack, status_code=_status_code(ack))
+            # The very bytes the NATS subscriber replies with for the same command.
+            return Response(encode_ack(ack), status_code=_status_code(ack), media_type="application/json")
 
         endpoint.__name__ = f"kvctl_{op}"
         return endpoint

@@ -7,6 +7,7 @@ import logging
 import os
 from typing import Any
 
+from .ack import contract_ack, encode_ack
 from .handlers import CommandHandler
 from .hooks import state_for_cache
 
@@ -89,7 +90,7 @@ def scheduler_command(scheduler: Any, req: Any):
         ack = h.flush()
     else:
         ack = h.handle(_as_command(req.op, req.body))
-    return KvctlCommandReqOutput(ack_json=json.dumps(ack.to_dict()))
+    return KvctlCommandReqOutput(ack_json=encode_ack(contract_ack(ack.to_dict(), h.worker_id)).decode("utf-8"))
 
 
 def on_scheduler_tick(scheduler: Any) -> None:

@@ -99,7 +99,7 @@ def test_pin_unpin_inspect_round_trip_with_int64_literals(server):
     client, cache, alloc = server
     insert(cache, alloc, list(range(1, 9)))
     hs = stored_hashes(cache)
-    body = '{"version":1,"id":"r1","command":{"block_hashes":[%s,%s,-9223372036854775808]}}' % tuple(hs)
+    body = '{"version":1,"id":"r1","issued_at_ms":1,"command":{"block_hashes":[%s,%s,-9223372036854775808]}}' % tuple(hs)
     r = client.post("/hicache/pin_blocks", content=body, headers=H)
     ack = r.json()
     assert r.status_code == 200 and ack["status"] == "partial" and ack["id"] == "r1", ack
@@ -136,10 +136,10 @@ def test_every_command_has_its_route_answering_the_ack(server):
     r = client.post("/hicache/pause", content=json.dumps({"block_hashes": [1], "ttl_seconds": 5, "lease_id": "L"}), headers=H)
     assert r.status_code == 400 and "UnifiedRadixCache" in r.json()["reason"]
     r = client.post("/hicache/renew_lease", content=json.dumps(
-        {"version": 1, "id": "h-1", "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
+        {"version": 1, "id": "h-1", "issued_at_ms": 1, "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
     assert r.status_code == 400 and r.json()["reason"].startswith("command.lease_id") and r.json()["id"] == "h-1"
     r = client.post("/hicache/renew_lease", content=json.dumps(
-        {"version": 1, "id": "h-1", "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
+        {"version": 1, "id": "h-1", "issued_at_ms": 1, "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
     assert r.json()["status"] == "duplicate" and r.json()["reason"].startswith("duplicate of h-1; first outcome: rejected (")
     r = client.post("/session/tool_end", content=json.dumps({"session_id": "s", "epoch": 0}), headers=H)
     assert r.status_code == 400 and r.json()["type"] == "ToolEnd"

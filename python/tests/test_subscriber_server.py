@@ -43,7 +43,7 @@ def test_nats_command_reaches_the_scheduler_through_the_communicator(nats_server
         sub = await kvctl_subscriber.start_for_server(sa, tm)
         await sub.wait_connected()
         nc = await _client(nats_server.url)
-        body = json.dumps({"version": 1, "id": "srv-1", "command": {"type": "Cache", "block_hashes": hs, "pin": True}})
+        body = json.dumps({"version": 1, "id": "srv-1", "issued_at_ms": 1, "command": {"type": "Cache", "block_hashes": hs, "pin": True}})
         replies = await _collect_replies(nc, "kv-control-srv-w1", body.encode(), wait=0.1)
         assert len(replies) == 1
         ack = replies[0]
