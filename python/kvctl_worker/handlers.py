@@ -7,7 +7,6 @@ dispatch, count every outcome per status and per rejection field.
 from __future__ import annotations
 
 import collections
-import os
 import time
 from typing import Any, Dict, List, Optional
 
@@ -17,14 +16,12 @@ from .codec import Command, CommandError, decode, peek_id_type
 from .hooks import state_for_cache
 from .identity import get_worker_id
 
-DEDUPE_WINDOW_S = float(os.environ.get("KVCTL_DEDUPE_WINDOW_S", "600"))
-DEDUPE_MAX_IDS = int(os.environ.get("KVCTL_DEDUPE_MAX_IDS", "100000"))
 
 
 class Dedupe:
     """Envelope ids seen within the window (time and count bounded, oldest dropped first)."""
 
-    def __init__(self, window_s: float = DEDUPE_WINDOW_S, max_ids: int = DEDUPE_MAX_IDS,
+    def __init__(self, window_s: float = 600.0, max_ids: int = 100_000,
                  clock=time.monotonic):
         self.window_s, self.max_ids, self.clock = window_s, max_ids, clock
         self.seen: "collections.OrderedDict[str, tuple]" = collections.OrderedDict()
@@ -61,8 +58,9 @@ def _bump(tiers: Dict[str, int], names) -> None:
 class CommandHandler:
     def __init__(self, cache: Any, worker_id: Optional[str] = None):
         self.cache = cache
-        self.worker_id = worker_id
-        self.dedupe = Dedupe()
+        cfg = state_for_cache(cache).config
+        self.worker_id = worker_id or cfg.worker_id
+        self.dedupe = Dedupe(cfg.dedupe_window_s, cfg.dedupe_max_ids)
         self.metrics: Dict[str, Any] = {"rejected": 0, "by_status": {}, "rejected_by_field": {},
                                         "by_type": {}}
 
@@ -256,13 +254,12 @@ class CommandHandler:
         if cmd.fields["transient"]:
             tiers: Dict[str, int] = {}
             affected = 0
-            core = self.cache.tree_core
             # the marked blocks and everything below them (their suffixes)
             nodes = list({id(x): x for n in nodes for x in T.subtree_leaves_first(n)}.values())
             for n in nodes:
                 n.kvctl_transient = True
             if nodes:
-                core.__dict__["_kvctl_has_transient"] = True
+                st.has_transient = True
             for n in sorted(nodes, key=lambda n: -_depth(n)):
                 if st.index.reachable(n, st.ops.root()) and not self._release_transient_host(st, n, tiers):
                     st.transient_host_pending[id(n)] = n

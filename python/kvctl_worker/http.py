@@ -3,15 +3,14 @@
 answering a commands.md Ack. Marked ADMIN_OPTIONAL like /flush_cache: SGLang's auth middleware
 then requires the admin API key when one is set."""
 
-from http import HTTPStatus
-from typing import Any, Callable
-
 import json
+from http import HTTPStatus
+from typing import Any, Callable, Optional
 
 from .ack import contract_ack, encode_ack, merge_rank_acks
 from .io import KvctlCommandReqInput
 
-# path -> op. "pin"/"unpin"/"inspect" are the issue-4 routes; "type:<T>" posts a commands.md body
+# path -> op. "pin"/"unpin"/"inspect" are shorthands; "type:<T>" posts a commands.md body
 # (bare or enveloped) whose "type" may be left out (the path names it). Every route answers the Ack.
 ROUTES = {
     "/hicache/pin_blocks": "pin",
@@ -53,7 +52,9 @@ def _status_code(ack: dict) -> int:
     return HTTPStatus.BAD_REQUEST if ack["status"] == "rejected" else HTTPStatus.OK
 
 
-def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any]) -> None:
+def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any], worker_id: Optional[str] = None) -> None:
+    """Adds ROUTES to the FastAPI app (lifespan.start, only while kvctl is on). ``worker_id``
+    stamps every ack, as the NATS subscriber stamps its replies: one command, the same bytes."""
     from fastapi import Request
     from fastapi.responses import Response
 
@@ -62,8 +63,15 @@ def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any]) -> None:
     def make(op: str):
         @auth_level(AuthLevel.ADMIN_OPTIONAL)
         async def endpoint(request: Request):
-            body = (await request.body()).decode("utf-8", "replace")
+            raw = await request.body()
+            try:
+                body = raw.decode("utf-8")
+            except UnicodeDecodeError:  # refused here, as the NATS subscriber refuses it: nothing sent
+                ack = contract_ack({"status": "rejected", "reason": "body: not JSON: body is not valid UTF-8"}, worker_id)
+                return Response(encode_ack(ack), status_code=HTTPStatus.BAD_REQUEST, media_type="application/json")
             ack = await kvctl_command(get_tokenizer_manager(), op, body)
+            if worker_id:
+                ack = contract_ack(ack, worker_id)
             # The very bytes the NATS subscriber replies with for the same command.
             return Response(encode_ack(ack), status_code=_status_code(ack), media_type="application/json")
 

@@ -176,7 +176,7 @@ class ControlSubscriber:
                 if isinstance(e, CommandError):
                     reason = str(e)
                 elif isinstance(e, UnicodeDecodeError):
-                    reason = "body: not UTF-8"
+                    reason = "body: not JSON: body is not valid UTF-8"
                 else:
                     reason = f"body: undecodable ({type(e).__name__})"
                 self.metrics["rejected_invalid"] += 1

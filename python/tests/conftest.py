@@ -16,6 +16,13 @@ sglang_tree.activate(_TREE)
 
 import pytest  # noqa: E402
 
+# kvctl is off unless configured; the tests build caches outside a server (no published server
+# args), so they turn it on for the process, as a --kv-control-config flag would. The off = pristine
+# test switches it off explicitly.
+from sglang.srt.kvctl import config as _kvctl_config  # noqa: E402
+
+_kvctl_config.use(_kvctl_config.KvctlConfig())
+
 
 @pytest.fixture(scope="session")
 def patched_tree() -> str:

@@ -120,7 +120,7 @@ def test_trap08_the_interpreter_imports_the_patched_tree(patched_tree):
     assert os.path.realpath(sglang.__file__).startswith(os.path.realpath(patched_tree))
     for mod in (rc, utc):
         assert os.path.realpath(mod.__file__).startswith(os.path.realpath(patched_tree))
-        assert "kvctl_hooks" in open(mod.__file__).read()
+        assert "KvctlObserver.create(self)" in open(mod.__file__).read()
     assert os.path.exists(os.path.join(patched_tree, "sglang", ".kvctl-patches.json"))
 
 
