@@ -9,6 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # kvctl_harness: ours, never placed
 import sglang_tree  # noqa: E402
 
 _TREE = os.environ.get("KVCTL_TEST_SGLANG_TREE") or sglang_tree.build_patched_tree()

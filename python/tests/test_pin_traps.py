@@ -167,3 +167,11 @@ def test_trap11_host_pin_is_its_own_counter_and_forces_backup():
     assert node.evicted and node.backuped
     cache.evict_host(10_000)                      # never leaves the host
     assert umatch(cache, list(range(1, 17))).host_hit_length == 16
+
+
+def test_only_the_worker_is_placed_into_the_sglang_tree(patched_tree):
+    """patch apply places sglang.srt.kvctl and nothing of the test/demo harness."""
+    placed = os.path.join(patched_tree, "sglang", "srt", "kvctl")
+    assert os.path.exists(os.path.join(placed, "observer.py"))
+    assert not os.path.exists(os.path.join(placed, "harness"))
+    assert not any(d != "__pycache__" for _root, dirs, _files in os.walk(placed) for d in dirs)

