@@ -109,7 +109,7 @@ describe.skipIf(!hasVenv || !findNatsServer().path)("e2e: ControlPublisher -> NA
     expect(a2.status).toBe("rejected");
     expect(a2.id).toBe("bad-1");
     expect(a2.reason).toMatch(/ttl_second/);
-    const a3 = await raw(`{"version":1,"id":"bad-2","command":{"type":"Cache","block_hashes":[9223372036854775808123],"pin":true}}`);
+    const a3 = await raw(`{"version":1,"id":"bad-2","issued_at_ms":1,"command":{"type":"Cache","block_hashes":[9223372036854775808123],"pin":true}}`);
     expect(a3.status).toBe("rejected");
     expect(a3.reason).toMatch(/block_hashes\[0\]/);
 

@@ -7,6 +7,7 @@ dispatch, count every outcome per status and per rejection field.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 from typing import Any, Dict, List, Optional
 
@@ -48,6 +49,15 @@ def duplicate_ack(cid: str, first: dict) -> Ack:
     return Ack(type=first["type"], status="duplicate", id=cid, requested=first["requested"],
                affected=first["affected"], skipped=first["skipped"], missing=list(first["missing"]),
                reason=reason, tiers=dict(first["tiers"]), lease=first["lease"], epoch=first["epoch"])
+
+
+@dataclasses.dataclass
+class Purged:
+    """What a purge did: blocks removed and skipped, each counted per tier."""
+    affected: int = 0
+    skipped: int = 0
+    tiers: Dict[str, int] = dataclasses.field(default_factory=dict)
+    skipped_tiers: Dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _bump(tiers: Dict[str, int], names) -> None:
@@ -166,11 +176,10 @@ class CommandHandler:
             nodes[id(n)] = n
         return found, missing, list(nodes.values())
 
-    def _purge(self, st, roots, include_self: bool, force: bool):
+    def _purge(self, st, roots, include_self: bool, force: bool) -> Purged:
         """Remove the subtrees under ``roots`` from every tier, leaves first; pinned/held nodes
         skipped unless ``force``; in-use nodes always skipped, and so are their ancestors (a
-        prefix never goes before its suffixes). Returns (affected blocks, skipped blocks, tiers
-        affected, tiers skipped)."""
+        prefix never goes before its suffixes)."""
         root = st.ops.root()
         affected = skipped = 0
         tiers_aff: Dict[str, int] = {}
@@ -211,7 +220,7 @@ class CommandHandler:
             affected += pages
             for t in gone:
                 tiers_aff[t] = tiers_aff.get(t, 0) + pages
-        return affected, skipped, tiers_aff, tiers_skip
+        return Purged(affected, skipped, tiers_aff, tiers_skip)
 
     @staticmethod
     def _status(affected: int, skipped: int, missing: List[int]) -> str:
@@ -227,7 +236,8 @@ class CommandHandler:
         if node is None:
             return Ack(type="Prune", status="noop", requested=1, missing=[h],
                        reason="after_block_hash: not held by this worker")
-        a, sk, ta, ts = self._purge(st, [node], include_self=False, force=bool(cmd.fields["force"]))
+        p = self._purge(st, [node], include_self=False, force=bool(cmd.fields["force"]))
+        a, sk, ta, ts = p.affected, p.skipped, p.tiers, p.skipped_tiers
         ack = Ack(type="Prune", status=self._status(a, sk, []), requested=1, affected=a, skipped=sk,
                   tiers=ta, detail={"skipped_tiers": ts})
         if sk:
@@ -269,7 +279,8 @@ class CommandHandler:
                        affected=affected, missing=missing, tiers=tiers,
                        reason=(f"{pending} node(s) held by an in-flight backup: their host copies go "
                                "as soon as it completes") if pending else None)
-        a, sk, ta, ts = self._purge(st, nodes, include_self=True, force=False)
+        p = self._purge(st, nodes, include_self=True, force=False)
+        a, sk, ta, ts = p.affected, p.skipped, p.tiers, p.skipped_tiers
         return Ack(type="Think", status=self._status(a, sk, missing), requested=len(hashes),
                    affected=a, skipped=sk, missing=missing, tiers=ta, detail={"skipped_tiers": ts},
                    reason=f"skipped {sk} pinned or in-use block(s)" if sk else None)
@@ -278,10 +289,10 @@ class CommandHandler:
         """Takes a transient node's KV off the host tier; False while an in-flight backup holds it."""
         if n.evicted:
             # only on host already: transient KV may not live there; it goes now
-            _, skipped, ta, _ = self._purge(st, [n], include_self=True, force=False)
-            for t, c in ta.items():
+            p = self._purge(st, [n], include_self=True, force=False)
+            for t, c in p.tiers.items():
                 tiers[t] = tiers.get(t, 0) + c
-            return skipped == 0
+            return p.skipped == 0
         if not n.backuped:
             return True
         if T.drop_host_copy(self.cache, n):  # already written through: take it back
@@ -360,7 +371,8 @@ class CommandHandler:
         hold = self._lease_or_reject(st, cmd.fields["lease_id"])
         st.sessions.end_lease(hold.key)
         found, missing, nodes = self._lookup_nodes(st, hold.hashes)
-        a, sk, ta, ts = self._purge(st, nodes, include_self=True, force=False)
+        p = self._purge(st, nodes, include_self=True, force=False)
+        a, sk, ta, ts = p.affected, p.skipped, p.tiers, p.skipped_tiers
         return Ack(type="RevokeLease", status="applied" if not sk else "partial",
                    requested=len(hold.hashes), affected=a, skipped=sk, missing=missing, tiers=ta,
                    lease={"lease_id": hold.key, "expires_at_ms": None}, detail={"skipped_tiers": ts},
