@@ -1,5 +1,5 @@
 // End to end, real parts only: a real nats-server, the TypeScript ControlPublisher, the Python
-// control subscriber inside the worker HARNESS (python -m sglang.srt.kvctl.harness from a temp
+// control subscriber inside the worker HARNESS (python -m kvctl_harness from a temp
 // copy of the venv's SGLang patched with `kvctl patch apply`), SGLang's real UnifiedRadixCache +
 // HiCache (+ file storage) on CPU, and SGLang's own ZMQ KV-event publisher read back with
 // src/events' consumer. The harness's own NATS channel (kvctl-harness-{id}) simulates requests.
@@ -105,11 +105,11 @@ describe.skipIf(!hasVenv || !findNatsServer().path)("e2e: ControlPublisher -> NA
     const a1 = await raw("{not json");
     expect(a1).toMatchObject({ status: "rejected", worker_id: W, type: null });
     expect(a1.reason).toMatch(/^body/);
-    const a2 = await raw(JSON.stringify({ version: 1, id: "bad-1", command: { type: "Cache", block_hashes: [1], pin: true, ttl_second: 5 } }));
+    const a2 = await raw(JSON.stringify({ version: 1, id: "bad-1", issued_at_ms: 1, command: { type: "Cache", block_hashes: [1], pin: true, ttl_second: 5 } }));
     expect(a2.status).toBe("rejected");
     expect(a2.id).toBe("bad-1");
     expect(a2.reason).toMatch(/ttl_second/);
-    const a3 = await raw(`{"version":1,"id":"bad-2","command":{"type":"Cache","block_hashes":[9223372036854775808123],"pin":true}}`);
+    const a3 = await raw(`{"version":1,"id":"bad-2","issued_at_ms":1,"command":{"type":"Cache","block_hashes":[9223372036854775808123],"pin":true}}`);
     expect(a3.status).toBe("rejected");
     expect(a3.reason).toMatch(/block_hashes\[0\]/);
 

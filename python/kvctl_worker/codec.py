@@ -1,17 +1,33 @@
-"""Int64-exact decoding of bare commands and envelopes (commands.md, "Body")."""
+"""Int64-exact decoding of bare commands and envelopes (commands.md, "Body").
+
+The second reading of the contract beside src/protocol/ (zod): both run the conformance corpus of
+test/fixtures/protocol/ and must give the same answer and name the same field for every body.
+Checks run in the zod schemas' order (shape fields in declaration order, unknown fields last), so
+that a body with several problems is refused naming the same first one on both sides.
+"""
 from __future__ import annotations
 
 import dataclasses
-import json
+import re
 from typing import Any, List, Optional
+
+from .strict_json import HugeInt, JsonError, field_path, loads
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
-UINT64_MAX = (1 << 64) - 1
+SAFE_INT_MAX = (1 << 53) - 1
 MAX_HASHES = 65536
+MAX_TOKENS = 65536 * 64
+MAX_ID_LENGTH = 128
+TTL_MIN, TTL_MAX = 1, 30 * 24 * 3600
+TOKEN_MAX = (1 << 31) - 1
 KNOWN_VERSIONS = (1,)
-KNOWN_TYPES = ("Cache", "Inspect", "Prune", "Think", "Pause", "RenewLease", "RevokeLease",
-               "Warm", "ToolStart", "ToolEnd")
+KNOWN_TYPES = ("Cache", "Prune", "Think", "Pause", "RenewLease", "RevokeLease", "Warm", "ToolStart",
+               "ToolEnd", "Inspect")
+TARGET_TIERS = ("GPU", "CPU_TIER1")
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)")
+_ID = re.compile(r"[\x21-\x7e]+")
+_STORAGE_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 class CommandError(ValueError):
@@ -30,203 +46,232 @@ class Command:
     issued_at_ms: Optional[int] = None
 
 
+def _whole(v: Any) -> Optional[int]:
+    """A JSON number that is a whole number exact as a double (what the TypeScript side reads as
+    an integer: ``1.0`` and ``1e2`` are integers there), else None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer() and abs(v) <= SAFE_INT_MAX:
+        return int(v)
+    return None
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float, HugeInt)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(v), type(v).__name__)
+
+
 def to_int64(value: Any, field: str) -> int:
-    """Accept an int or a decimal string; fold uint64 into int64; reject the rest."""
-    if isinstance(value, bool):
-        raise CommandError(field, "expected an integer, got a boolean")
+    """An int64 from an integer literal or a decimal string; anything outside int64 is refused."""
+    if isinstance(value, HugeInt):
+        raise CommandError(field, f"{value[:40]}... is outside the signed 64-bit range")
     if isinstance(value, str):
-        s = value.strip()
-        if not s or not (s.lstrip("+-").isdigit()):
-            raise CommandError(field, f"not a decimal integer: {value!r}")
-        value = int(s, 10)
-    if not isinstance(value, int):
-        raise CommandError(field, f"expected an integer, got {type(value).__name__}")
-    if INT64_MIN <= value <= INT64_MAX:
-        return value
-    if INT64_MAX < value <= UINT64_MAX:
-        return value - (1 << 64)
-    raise CommandError(field, f"out of int64 range: {value}")
+        if len(value) > 40 or not _DECIMAL.fullmatch(value):
+            raise CommandError(field, f"expected a decimal int64 string, got {value[:40]!r}")
+        v = int(value, 10)
+    elif isinstance(value, float):
+        w = _whole(value)
+        if w is None:
+            raise CommandError(field, f"expected an int64, got {value!r}")
+        v = w
+    elif isinstance(value, int) and not isinstance(value, bool):
+        v = value
+    else:
+        raise CommandError(field, f"expected an int64, got {_kind(value)}")
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise CommandError(field, f"{v} is outside the signed 64-bit range")
+    return v
 
 
 def hash_list(value: Any, field: str, limit: int = MAX_HASHES) -> List[int]:
     if not isinstance(value, list):
-        raise CommandError(field, "expected a list of int64")
+        raise CommandError(field, f"expected an array of int64, got {_kind(value)}")
     if len(value) > limit:
-        raise CommandError(field, f"list of {len(value)} over the limit {limit}")
+        raise CommandError(field, f"{len(value)} entries is over the limit of {limit}")
     return [to_int64(v, f"{field}[{i}]") for i, v in enumerate(value)]
 
 
-MAX_TOKENS = 65536 * 64
-TTL_MIN, TTL_MAX = 1, 30 * 24 * 3600
-TOKEN_MAX = (1 << 31) - 1
-SAFE_INT_MAX = (1 << 53) - 1
-TARGET_TIERS = ("GPU", "CPU_TIER1")
-
-# type -> {field: required?}  (strict objects: anything else is an unknown field)
-SCHEMA = {
-    "Cache": {"block_hashes": True, "pin": True, "ttl_seconds": False},
-    "Prune": {"after_block_hash": True, "force": False},
-    "Think": {"block_hashes": True, "transient": True},
-    "Pause": {"block_hashes": True, "ttl_seconds": True, "lease_id": True},
-    "RenewLease": {"lease_id": True, "new_ttl_seconds": True},
-    "RevokeLease": {"lease_id": True},
-    "Warm": {"block_keys": True, "token_ids": False, "target_tier": True},
-    "ToolStart": {"session_id": True, "block_hashes": True},
-    "ToolEnd": {"session_id": True, "epoch": True},
-    "Inspect": {"block_hashes": False, "session_id": False, "lease_id": False},
-}
-ENVELOPE_FIELDS = ("version", "id", "issued_at_ms", "command")
-
-
 def _int(v: Any, field: str, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise CommandError(field, f"expected an integer, got {type(v).__name__}")
-    if not lo <= v <= hi:
-        raise CommandError(field, f"out of range {lo}..{hi}: {v}")
-    return v
+    w = _whole(v)
+    if w is None:
+        raise CommandError(field, f"expected an integer, got {_kind(v)}")
+    if not lo <= w <= hi:
+        raise CommandError(field, f"out of range {lo}..{hi}: {w}")
+    return w
 
 
 def _ttl(v: Any, field: str) -> int:
     return _int(v, field, TTL_MIN, TTL_MAX)
 
 
-def _opt_int(body: dict, key: str) -> Optional[int]:
-    v = body.get(key)
-    return None if v is None else _int(v, key, 0, SAFE_INT_MAX)
-
-
 def ident(v: Any, field: str) -> str:
-    """ids: 1-128 printable ASCII without spaces (src/protocol/README.md)."""
+    """ids: 1-128 printable ASCII without spaces (src/protocol/fields.ts idString)."""
     if not isinstance(v, str):
-        raise CommandError(field, "expected a string")
-    if not 1 <= len(v) <= 128 or any(not (33 <= ord(c) <= 126) for c in v):
+        raise CommandError(field, f"expected a string, got {_kind(v)}")
+    if not 1 <= len(v) <= MAX_ID_LENGTH or not _ID.fullmatch(v):
         raise CommandError(field, "expected 1-128 printable ASCII characters without spaces")
     return v
 
 
 def _bool(v: Any, field: str) -> bool:
     if not isinstance(v, bool):
-        raise CommandError(field, "missing or not a boolean")
+        raise CommandError(field, f"expected a boolean, got {_kind(v)}")
     return v
 
 
 def storage_key(v: Any, field: str) -> str:
-    if not isinstance(v, str) or len(v) != 64 or any(c not in "0123456789abcdef" for c in v):
+    if not isinstance(v, str) or not _STORAGE_KEY.fullmatch(v):
         raise CommandError(field, "expected a storage key (64 lowercase hex)")
     return v
 
 
+def _storage_keys(v: Any, field: str) -> List[str]:
+    if not isinstance(v, list):
+        raise CommandError(field, f"expected an array of storage keys, got {_kind(v)}")
+    if len(v) > MAX_HASHES:
+        raise CommandError(field, f"{len(v)} entries is over the limit of {MAX_HASHES}")
+    return [storage_key(k, f"{field}[{i}]") for i, k in enumerate(v)]
+
+
+def _token_ids(v: Any, field: str) -> List[int]:
+    if not isinstance(v, list):
+        raise CommandError(field, f"expected an array of token ids, got {_kind(v)}")
+    if len(v) > MAX_TOKENS:
+        raise CommandError(field, f"{len(v)} entries is over the limit of {MAX_TOKENS}")
+    return [_int(x, f"{field}[{i}]", 0, TOKEN_MAX) for i, x in enumerate(v)]
+
+
+def _tier(v: Any, field: str) -> str:
+    if v not in TARGET_TIERS or not isinstance(v, str):
+        raise CommandError(field, f"expected one of {', '.join(TARGET_TIERS)}")
+    return v
+
+
+def _count(v: Any, field: str) -> int:
+    return _int(v, field, 0, SAFE_INT_MAX)
+
+
+# Presence, as in src/protocol/commands.ts: required; nullable (key required, null allowed);
+# nullish (may be absent or null); optional (may be absent, never null).
+REQUIRED, NULLABLE, NULLISH, OPTIONAL = "required", "nullable", "nullish", "optional"
+_CHECKS = {"int64[]": hash_list, "int64": to_int64, "bool": _bool, "ttl": _ttl, "id": ident,
+           "count": _count, "keys": _storage_keys, "tokens": _token_ids, "tier": _tier}
+SCHEMA = {
+    "Cache": (("block_hashes", "int64[]", REQUIRED), ("pin", "bool", REQUIRED), ("ttl_seconds", "ttl", NULLISH)),
+    "Prune": (("after_block_hash", "int64", REQUIRED), ("force", "bool", NULLISH)),
+    "Think": (("block_hashes", "int64[]", REQUIRED), ("transient", "bool", REQUIRED)),
+    "Pause": (("block_hashes", "int64[]", REQUIRED), ("ttl_seconds", "ttl", NULLABLE), ("lease_id", "id", REQUIRED)),
+    "RenewLease": (("lease_id", "id", REQUIRED), ("new_ttl_seconds", "ttl", REQUIRED)),
+    "RevokeLease": (("lease_id", "id", REQUIRED),),
+    "Warm": (("block_keys", "keys", REQUIRED), ("token_ids", "tokens", NULLISH), ("target_tier", "tier", REQUIRED)),
+    "ToolStart": (("session_id", "id", REQUIRED), ("block_hashes", "int64[]", REQUIRED)),
+    "ToolEnd": (("session_id", "id", REQUIRED), ("epoch", "count", REQUIRED)),
+    "Inspect": (("block_hashes", "int64[]", OPTIONAL), ("session_id", "id", NULLISH), ("lease_id", "id", NULLISH)),
+}
+ENVELOPE_FIELDS = ("version", "id", "issued_at_ms", "command")
+
+
 def _validate(cmd: Any, prefix: str = "") -> Command:
+    """A command object -> Command with every schema field present (absent -> None)."""
     if not isinstance(cmd, dict):
-        raise CommandError(prefix.rstrip(".") or "body", "expected an object")
+        raise CommandError(prefix.rstrip(".") or "body", f"expected an object, got {_kind(cmd)}")
     t = cmd.get("type")
-    if t not in KNOWN_TYPES:
-        raise CommandError(prefix + "type", f"unknown command type {t!r}")
-    schema = SCHEMA[t]
+    if not isinstance(t, str) or t not in KNOWN_TYPES:
+        shown = "(missing)" if "type" not in cmd else repr(t)
+        raise CommandError(prefix + "type", f"unknown command type {shown} (expected one of {', '.join(KNOWN_TYPES)})")
+    fields: dict = {}
+    for name, kind, presence in SCHEMA[t]:
+        if name not in cmd:
+            if presence in (REQUIRED, NULLABLE):
+                raise CommandError(prefix + name, "missing")
+            fields[name] = None
+            continue
+        v = cmd[name]
+        if v is None and presence in (NULLABLE, NULLISH):
+            fields[name] = None
+            continue
+        fields[name] = _CHECKS[kind](v, prefix + name)
     for k in cmd:
-        if k != "type" and k not in schema:
+        if k != "type" and k not in fields:
             raise CommandError(prefix + str(k), "unknown field")
-    for k, required in schema.items():
-        if required and k not in cmd:  # Pause's ttl_seconds must be present (null = until revoked)
-            raise CommandError(prefix + k, "missing")
-    f: dict = {}
-    P = prefix
-    if t == "Cache":
-        f["block_hashes"] = hash_list(cmd["block_hashes"], P + "block_hashes")
-        f["pin"] = _bool(cmd["pin"], P + "pin")
-        f["ttl_seconds"] = None if cmd.get("ttl_seconds") is None else _ttl(cmd["ttl_seconds"], P + "ttl_seconds")
-    elif t == "Prune":
-        f["after_block_hash"] = to_int64(cmd["after_block_hash"], P + "after_block_hash")
-        f["force"] = False if cmd.get("force") is None else _bool(cmd["force"], P + "force")
-    elif t == "Think":
-        f["block_hashes"] = hash_list(cmd["block_hashes"], P + "block_hashes")
-        f["transient"] = _bool(cmd["transient"], P + "transient")
-    elif t == "Pause":
-        f["block_hashes"] = hash_list(cmd["block_hashes"], P + "block_hashes")
-        f["ttl_seconds"] = None if cmd["ttl_seconds"] is None else _ttl(cmd["ttl_seconds"], P + "ttl_seconds")
-        f["lease_id"] = ident(cmd["lease_id"], P + "lease_id")
-    elif t == "RenewLease":
-        f["lease_id"] = ident(cmd["lease_id"], P + "lease_id")
-        f["new_ttl_seconds"] = _ttl(cmd["new_ttl_seconds"], P + "new_ttl_seconds")
-    elif t == "RevokeLease":
-        f["lease_id"] = ident(cmd["lease_id"], P + "lease_id")
-    elif t == "Warm":
-        keys = cmd["block_keys"]
-        if not isinstance(keys, list):
-            raise CommandError(P + "block_keys", "expected a list of storage keys")
-        if len(keys) > MAX_HASHES:
-            raise CommandError(P + "block_keys", f"list of {len(keys)} over the limit {MAX_HASHES}")
-        f["block_keys"] = [storage_key(k, f"{P}block_keys[{i}]") for i, k in enumerate(keys)]
-        toks = cmd.get("token_ids")
-        if toks is not None:
-            if not isinstance(toks, list):
-                raise CommandError(P + "token_ids", "expected a list of token ids")
-            if len(toks) > MAX_TOKENS:
-                raise CommandError(P + "token_ids", f"list of {len(toks)} over the limit {MAX_TOKENS}")
-            toks = [_int(x, f"{P}token_ids[{i}]", 0, TOKEN_MAX) for i, x in enumerate(toks)]
-        f["token_ids"] = toks
-        if cmd["target_tier"] not in TARGET_TIERS:
-            raise CommandError(P + "target_tier", f"expected one of {', '.join(TARGET_TIERS)}")
-        f["target_tier"] = cmd["target_tier"]
-    elif t == "ToolStart":
-        f["session_id"] = ident(cmd["session_id"], P + "session_id")
-        f["block_hashes"] = hash_list(cmd["block_hashes"], P + "block_hashes")
-    elif t == "ToolEnd":
-        f["session_id"] = ident(cmd["session_id"], P + "session_id")
-        f["epoch"] = _int(cmd["epoch"], P + "epoch", 0, SAFE_INT_MAX)
-    elif t == "Inspect":
-        f["block_hashes"] = None if cmd.get("block_hashes") is None else hash_list(cmd["block_hashes"], P + "block_hashes")
-        f["session_id"] = None if cmd.get("session_id") is None else ident(cmd["session_id"], P + "session_id")
-        f["lease_id"] = None if cmd.get("lease_id") is None else ident(cmd["lease_id"], P + "lease_id")
-    return Command(type=t, fields=f)
+    return Command(type=t, fields=fields)
 
 
 def peek_id_type(body: Any):
     """Best-effort (id, type) of an undecodable body, for the rejection ack; never raises."""
     try:
         if isinstance(body, (bytes, bytearray)):
-            body = json.loads(bytes(body).decode("utf-8"))
-        elif isinstance(body, str):
-            body = json.loads(body)
+            body = bytes(body).decode("utf-8")
+        if isinstance(body, str):
+            body = loads(body)
         if not isinstance(body, dict):
             return None, None
         cid = body.get("id") if isinstance(body.get("id"), str) else None
+        if cid is not None:
+            try:
+                ident(cid, "id")
+            except CommandError:
+                cid = None
         inner = body.get("command", body)
         t = inner.get("type") if isinstance(inner, dict) else None
-        return cid, (t if t in KNOWN_TYPES else None)
+        return cid, (t if isinstance(t, str) and t in KNOWN_TYPES else None)
     except Exception:
         return None, None
 
 
-def decode(body: Any) -> Command:
-    """Decode bytes / str / parsed JSON into a Command; raise CommandError naming the field."""
+def parse_body(body: Any) -> Any:
+    """bytes / str -> the JSON value (a dict passes through); CommandError naming ``body`` or
+    the repeated key."""
     if isinstance(body, (bytes, bytearray)):
         try:
-            body = body.decode("utf-8")
+            body = bytes(body).decode("utf-8")
         except UnicodeDecodeError:
-            raise CommandError("body", "not UTF-8") from None
+            raise CommandError("body", "not JSON: body is not valid UTF-8") from None
     if isinstance(body, str):
         try:
-            body = json.loads(body)  # Python ints are exact: no float rounding of int64
-        except (ValueError, RecursionError) as e:
-            raise CommandError("body", f"not JSON ({type(e).__name__}: {e})") from None
+            return loads(body)
+        except JsonError as e:
+            if e.path:
+                raise CommandError(field_path(e.path), "duplicate key") from None
+            raise CommandError("body", f"not JSON: {e}") from None
+    return body
+
+
+def decode(body: Any) -> Command:
+    """Decode bytes / str / parsed JSON into a Command; raise CommandError naming the field."""
+    body = parse_body(body)
     if not isinstance(body, dict):
         raise CommandError("body", "expected a JSON object")
-    if "command" in body or "version" in body:
-        v = body.get("version")
-        if isinstance(v, bool) or v not in KNOWN_VERSIONS:
-            raise CommandError("version", f"unknown version {v!r}")
-        for k in body:
-            if k not in ENVELOPE_FIELDS:
-                raise CommandError(str(k), "unknown field")
-        cid = body.get("id")
-        if cid is not None:
-            cid = ident(cid, "id")
-        issued = _opt_int(body, "issued_at_ms")
-        if "command" not in body:
-            raise CommandError("command", "missing")
-        out = _validate(body.get("command"), "command.")
-        out.id = cid
-        out.issued_at_ms = issued
-        return out
-    return _validate(body)
+    if "command" not in body and "version" not in body:
+        return _validate(body)
+    v = body.get("version")
+    if "version" not in body or isinstance(v, bool) or v not in KNOWN_VERSIONS:
+        raise CommandError("version", f"unsupported envelope version {v!r} (this side speaks 1)")
+    if "id" not in body:
+        raise CommandError("id", "missing")
+    cid = ident(body["id"], "id")
+    if "issued_at_ms" not in body:
+        raise CommandError("issued_at_ms", "missing")
+    issued = _count(body["issued_at_ms"], "issued_at_ms")
+    if "command" not in body:
+        raise CommandError("command", "missing")
+    out = _validate(body["command"], "command.")
+    for k in body:
+        if k not in ENVELOPE_FIELDS:
+            raise CommandError(str(k), "unknown field")
+    out.id = cid
+    out.issued_at_ms = issued
+    return out
+
+
+def normalised(cmd: Command) -> dict:
+    """The corpus's normalised form: envelope parts and every schema field in schema order."""
+    return {"id": cmd.id, "issued_at_ms": cmd.issued_at_ms,
+            "command": {"type": cmd.type, **{name: cmd.fields[name] for name, _k, _p in SCHEMA[cmd.type]}}}

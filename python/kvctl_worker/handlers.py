@@ -7,7 +7,7 @@ dispatch, count every outcome per status and per rejection field.
 from __future__ import annotations
 
 import collections
-import os
+import dataclasses
 import time
 from typing import Any, Dict, List, Optional
 
@@ -17,14 +17,12 @@ from .codec import Command, CommandError, decode, peek_id_type
 from .hooks import state_for_cache
 from .identity import get_worker_id
 
-DEDUPE_WINDOW_S = float(os.environ.get("KVCTL_DEDUPE_WINDOW_S", "600"))
-DEDUPE_MAX_IDS = int(os.environ.get("KVCTL_DEDUPE_MAX_IDS", "100000"))
 
 
 class Dedupe:
     """Envelope ids seen within the window (time and count bounded, oldest dropped first)."""
 
-    def __init__(self, window_s: float = DEDUPE_WINDOW_S, max_ids: int = DEDUPE_MAX_IDS,
+    def __init__(self, window_s: float = 600.0, max_ids: int = 100_000,
                  clock=time.monotonic):
         self.window_s, self.max_ids, self.clock = window_s, max_ids, clock
         self.seen: "collections.OrderedDict[str, tuple]" = collections.OrderedDict()
@@ -53,6 +51,15 @@ def duplicate_ack(cid: str, first: dict) -> Ack:
                reason=reason, tiers=dict(first["tiers"]), lease=first["lease"], epoch=first["epoch"])
 
 
+@dataclasses.dataclass
+class Purged:
+    """What a purge did: blocks removed and skipped, each counted per tier."""
+    affected: int = 0
+    skipped: int = 0
+    tiers: Dict[str, int] = dataclasses.field(default_factory=dict)
+    skipped_tiers: Dict[str, int] = dataclasses.field(default_factory=dict)
+
+
 def _bump(tiers: Dict[str, int], names) -> None:
     for t in names:
         tiers[t] = tiers.get(t, 0) + 1
@@ -61,8 +68,9 @@ def _bump(tiers: Dict[str, int], names) -> None:
 class CommandHandler:
     def __init__(self, cache: Any, worker_id: Optional[str] = None):
         self.cache = cache
-        self.worker_id = worker_id
-        self.dedupe = Dedupe()
+        cfg = state_for_cache(cache).config
+        self.worker_id = worker_id or cfg.worker_id
+        self.dedupe = Dedupe(cfg.dedupe_window_s, cfg.dedupe_max_ids)
         self.metrics: Dict[str, Any] = {"rejected": 0, "by_status": {}, "rejected_by_field": {},
                                         "by_type": {}}
 
@@ -76,10 +84,10 @@ class CommandHandler:
             cmd = body if isinstance(body, Command) else decode(body)
         except CommandError as e:
             cid, ctype = peek_id_type(body)
-            ack = Ack(type=ctype or _type_of(body), status="rejected", id=cid, reason=str(e))
+            ack = Ack(type=ctype, status="rejected", id=cid, reason=str(e))
             return self._count(self._done(ack, t0), e.field)
         except Exception as e:  # the decoder must never take the worker down
-            return self._count(self._done(Ack(type="unknown", status="rejected",
+            return self._count(self._done(Ack(type=None, status="rejected",
                                               reason=f"body: undecodable ({e})"), t0), "body")
         if cmd.id is not None:
             first = self.dedupe.get(cmd.id)
@@ -168,11 +176,10 @@ class CommandHandler:
             nodes[id(n)] = n
         return found, missing, list(nodes.values())
 
-    def _purge(self, st, roots, include_self: bool, force: bool):
+    def _purge(self, st, roots, include_self: bool, force: bool) -> Purged:
         """Remove the subtrees under ``roots`` from every tier, leaves first; pinned/held nodes
         skipped unless ``force``; in-use nodes always skipped, and so are their ancestors (a
-        prefix never goes before its suffixes). Returns (affected blocks, skipped blocks, tiers
-        affected, tiers skipped)."""
+        prefix never goes before its suffixes)."""
         root = st.ops.root()
         affected = skipped = 0
         tiers_aff: Dict[str, int] = {}
@@ -213,7 +220,7 @@ class CommandHandler:
             affected += pages
             for t in gone:
                 tiers_aff[t] = tiers_aff.get(t, 0) + pages
-        return affected, skipped, tiers_aff, tiers_skip
+        return Purged(affected, skipped, tiers_aff, tiers_skip)
 
     @staticmethod
     def _status(affected: int, skipped: int, missing: List[int]) -> str:
@@ -229,7 +236,8 @@ class CommandHandler:
         if node is None:
             return Ack(type="Prune", status="noop", requested=1, missing=[h],
                        reason="after_block_hash: not held by this worker")
-        a, sk, ta, ts = self._purge(st, [node], include_self=False, force=cmd.fields["force"])
+        p = self._purge(st, [node], include_self=False, force=bool(cmd.fields["force"]))
+        a, sk, ta, ts = p.affected, p.skipped, p.tiers, p.skipped_tiers
         ack = Ack(type="Prune", status=self._status(a, sk, []), requested=1, affected=a, skipped=sk,
                   tiers=ta, detail={"skipped_tiers": ts})
         if sk:
@@ -256,13 +264,12 @@ class CommandHandler:
         if cmd.fields["transient"]:
             tiers: Dict[str, int] = {}
             affected = 0
-            core = self.cache.tree_core
             # the marked blocks and everything below them (their suffixes)
             nodes = list({id(x): x for n in nodes for x in T.subtree_leaves_first(n)}.values())
             for n in nodes:
                 n.kvctl_transient = True
             if nodes:
-                core.__dict__["_kvctl_has_transient"] = True
+                st.has_transient = True
             for n in sorted(nodes, key=lambda n: -_depth(n)):
                 if st.index.reachable(n, st.ops.root()) and not self._release_transient_host(st, n, tiers):
                     st.transient_host_pending[id(n)] = n
@@ -272,7 +279,8 @@ class CommandHandler:
                        affected=affected, missing=missing, tiers=tiers,
                        reason=(f"{pending} node(s) held by an in-flight backup: their host copies go "
                                "as soon as it completes") if pending else None)
-        a, sk, ta, ts = self._purge(st, nodes, include_self=True, force=False)
+        p = self._purge(st, nodes, include_self=True, force=False)
+        a, sk, ta, ts = p.affected, p.skipped, p.tiers, p.skipped_tiers
         return Ack(type="Think", status=self._status(a, sk, missing), requested=len(hashes),
                    affected=a, skipped=sk, missing=missing, tiers=ta, detail={"skipped_tiers": ts},
                    reason=f"skipped {sk} pinned or in-use block(s)" if sk else None)
@@ -281,10 +289,10 @@ class CommandHandler:
         """Takes a transient node's KV off the host tier; False while an in-flight backup holds it."""
         if n.evicted:
             # only on host already: transient KV may not live there; it goes now
-            _, skipped, ta, _ = self._purge(st, [n], include_self=True, force=False)
-            for t, c in ta.items():
+            p = self._purge(st, [n], include_self=True, force=False)
+            for t, c in p.tiers.items():
                 tiers[t] = tiers.get(t, 0) + c
-            return skipped == 0
+            return p.skipped == 0
         if not n.backuped:
             return True
         if T.drop_host_copy(self.cache, n):  # already written through: take it back
@@ -363,7 +371,8 @@ class CommandHandler:
         hold = self._lease_or_reject(st, cmd.fields["lease_id"])
         st.sessions.end_lease(hold.key)
         found, missing, nodes = self._lookup_nodes(st, hold.hashes)
-        a, sk, ta, ts = self._purge(st, nodes, include_self=True, force=False)
+        p = self._purge(st, nodes, include_self=True, force=False)
+        a, sk, ta, ts = p.affected, p.skipped, p.tiers, p.skipped_tiers
         return Ack(type="RevokeLease", status="applied" if not sk else "partial",
                    requested=len(hold.hashes), affected=a, skipped=sk, missing=missing, tiers=ta,
                    lease={"lease_id": hold.key, "expires_at_ms": None}, detail={"skipped_tiers": ts},
@@ -481,7 +490,7 @@ class CommandHandler:
         st.pins.reap()
         evicted = st.ops.flush_unpinned()
         kept = sum(1 for pins in st.pins.records.values() if pins)
-        return self._done(Ack(type="Flush", status="applied", affected=evicted, skipped=kept,
+        return self._done(Ack(type=None, status="applied", affected=evicted, skipped=kept,
                               reason=f"kept {kept} pinned block(s)"), t0)
 
 
@@ -492,12 +501,3 @@ def _depth(node) -> int:
         node = node.parent
     return d
 
-
-def _type_of(body: Any) -> str:
-    try:
-        if isinstance(body, dict):
-            inner = body.get("command", body)
-            return str(inner.get("type", "unknown"))
-    except Exception:
-        pass
-    return "unknown"

@@ -5,11 +5,12 @@ then requires the admin API key when one is set."""
 
 import json
 from http import HTTPStatus
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
+from .ack import contract_ack, encode_ack, merge_rank_acks
 from .io import KvctlCommandReqInput
 
-# path -> op. "pin"/"unpin"/"inspect" are the issue-4 routes; "type:<T>" posts a commands.md body
+# path -> op. "pin"/"unpin"/"inspect" are shorthands; "type:<T>" posts a commands.md body
 # (bare or enveloped) whose "type" may be left out (the path names it). Every route answers the Ack.
 ROUTES = {
     "/hicache/pin_blocks": "pin",
@@ -30,16 +31,11 @@ ROUTES = {
 
 
 async def kvctl_command(tokenizer_manager: Any, op: str, body: str) -> dict:
-    """Tokenizer side: send to every DP scheduler, merge their Acks (first one, with the
-    others' counts added)."""
+    """Tokenizer side: send to every DP scheduler and merge their Acks into one contract-shaped
+    ack (ack.merge_rank_acks: every rank's outcome kept)."""
     tokenizer_manager.auto_create_handle_loop()
     results = await tokenizer_manager.kvctl_command_communicator(KvctlCommandReqInput(op=op, body=body))
-    acks = [json.loads(r.ack_json) for r in results]
-    ack = acks[0]
-    for other in acks[1:]:
-        for k in ("requested", "affected", "skipped"):
-            ack[k] += other[k]
-    return ack
+    return merge_rank_acks([contract_ack(json.loads(r.ack_json)) for r in results])
 
 
 async def send_command(tokenizer_manager: Any, body: Any) -> dict:
@@ -56,18 +52,28 @@ def _status_code(ack: dict) -> int:
     return HTTPStatus.BAD_REQUEST if ack["status"] == "rejected" else HTTPStatus.OK
 
 
-def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any]) -> None:
+def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any], worker_id: Optional[str] = None) -> None:
+    """Adds ROUTES to the FastAPI app (lifespan.start, only while kvctl is on). ``worker_id``
+    stamps every ack, as the NATS subscriber stamps its replies: one command, the same bytes."""
     from fastapi import Request
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import Response
 
     from sglang.srt.utils.auth import AuthLevel, auth_level
 
     def make(op: str):
         @auth_level(AuthLevel.ADMIN_OPTIONAL)
         async def endpoint(request: Request):
-            body = (await request.body()).decode("utf-8", "replace")
+            raw = await request.body()
+            try:
+                body = raw.decode("utf-8")
+            except UnicodeDecodeError:  # refused here, as the NATS subscriber refuses it: nothing sent
+                ack = contract_ack({"status": "rejected", "reason": "body: not JSON: body is not valid UTF-8"}, worker_id)
+                return Response(encode_ack(ack), status_code=HTTPStatus.BAD_REQUEST, media_type="application/json")
             ack = await kvctl_command(get_tokenizer_manager(), op, body)
-            return JSONResponse(ack, status_code=_status_code(ack))
+            if worker_id:
+                ack = contract_ack(ack, worker_id)
+            # The very bytes the NATS subscriber replies with for the same command.
+            return Response(encode_ack(ack), status_code=_status_code(ack), media_type="application/json")
 
         endpoint.__name__ = f"kvctl_{op}"
         return endpoint

@@ -2,26 +2,24 @@
 and safety net) and the pin-aware flush."""
 from __future__ import annotations
 
-import json
 import logging
-import os
 from typing import Any
 
+from . import observer
+from .ack import contract_ack, encode_ack
 from .handlers import CommandHandler
+from .strict_json import JsonError, loads
 from .hooks import state_for_cache
 
 logger = logging.getLogger(__name__)
 
 
 def handler_of(scheduler: Any) -> CommandHandler:
-    h = scheduler.__dict__.get("_kvctl_handler")
-    if h is None or h.cache is not scheduler.tree_cache:
-        # --kv-control-worker-id reaches the scheduler processes with their server_args (they are
-        # spawned before the HTTP lifespan starts the subscriber); None -> identity / env
-        sa_id = getattr(getattr(scheduler, "server_args", None), "kv_control_worker_id", None)
-        h = CommandHandler(scheduler.tree_cache, worker_id=sa_id if isinstance(sa_id, str) and sa_id else None)
-        scheduler.__dict__["_kvctl_handler"] = h
-    return h
+    """The command handler of the scheduler's cache, kept by the cache's kvctl state."""
+    st = state_for_cache(scheduler.tree_cache)
+    if st.handler is None:
+        st.handler = CommandHandler(scheduler.tree_cache)
+    return st.handler
 
 
 def _as_command(op: str, body: str):
@@ -29,9 +27,9 @@ def _as_command(op: str, body: str):
         return body
     if op in ("pin", "unpin"):
         try:
-            obj = json.loads(body) if body else {}
-        except (ValueError, RecursionError):
-            return body  # the codec rejects it, naming the body
+            obj = loads(body) if body else {}
+        except JsonError:
+            return body  # the codec rejects it, naming the body or the repeated key
         if isinstance(obj, dict):
             obj = dict(obj)
             inner = obj.get("command", obj)
@@ -47,9 +45,9 @@ def _as_command(op: str, body: str):
     if op.startswith("type:"):
         ctype = op[5:]
         try:
-            obj = json.loads(body) if body.strip() else {}
-        except (ValueError, RecursionError):
-            return body  # the codec rejects it, naming the body
+            obj = loads(body) if body.strip() else {}
+        except JsonError:
+            return body  # the codec rejects it, naming the body or the repeated key
         if isinstance(obj, dict):
             if "command" in obj and isinstance(obj["command"], dict):
                 obj = {**obj, "command": {"type": ctype, **obj["command"]}}
@@ -58,9 +56,9 @@ def _as_command(op: str, body: str):
         return obj
     if op == "inspect":
         try:
-            obj = json.loads(body) if body else {}
-        except (ValueError, RecursionError):
-            return body  # the codec rejects it, naming the body
+            obj = loads(body) if body else {}
+        except JsonError:
+            return body  # the codec rejects it, naming the body or the repeated key
         if isinstance(obj, dict) and "command" not in obj:
             obj = {**obj, "type": "Inspect"}
         return obj
@@ -89,14 +87,14 @@ def scheduler_command(scheduler: Any, req: Any):
         ack = h.flush()
     else:
         ack = h.handle(_as_command(req.op, req.body))
-    return KvctlCommandReqOutput(ack_json=json.dumps(ack.to_dict()))
+    return KvctlCommandReqOutput(ack_json=encode_ack(contract_ack(ack.to_dict(), h.worker_id)).decode("utf-8"))
 
 
 def on_scheduler_tick(scheduler: Any) -> None:
     """Once per scheduler loop iteration: expire TTL pins; if the head of the waiting queue
     could not fit because of pins, release the oldest ones (lessons.md #4)."""
     cache = getattr(scheduler, "tree_cache", None)
-    if cache is None:
+    if cache is None or not observer.of(cache).enabled:
         return
     st = state_for_cache(cache)
     if st.sessions.leases or st.sessions.tools:
@@ -118,6 +116,8 @@ def flush_keeping_pins(tree_cache: Any) -> bool:
     """Pin-aware flush_cache: with live pins, evict every unpinned block and keep the pinned
     ones (on host under HiCache) instead of resetting the tree. Returns True when it did so
     (the scheduler then skips its reset); False when there are no pins (a plain reset)."""
+    if not observer.of(tree_cache).enabled:
+        return False
     st = state_for_cache(tree_cache)
     st.pins.reap()
     if not any(st.pins.records.values()):

@@ -8,11 +8,10 @@ every command, with no caller needed (lessons.md tool defect 6).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Callable, Dict, List, Optional
 
-TOOL_TTL_S = float(os.environ.get("KVCTL_TOOL_TTL_S", "900"))
+TOOL_TTL_S = 900.0  # default of KvctlConfig.tool_ttl_s
 
 
 @dataclasses.dataclass
@@ -26,8 +25,9 @@ class Hold:
 
 class Sessions:
     def __init__(self, pins, clock: Callable[[], float] = time.monotonic,
-                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000), tool_ttl_s: float = TOOL_TTL_S):
         self.pins = pins
+        self.tool_ttl_s = tool_ttl_s
         self.clock = clock
         self.wall_ms = wall_ms
         self.leases: Dict[str, Hold] = {}
@@ -59,11 +59,11 @@ class Sessions:
         return h
 
     # ---- tool offloads ----------------------------------------------------------------------
-    def start_tool(self, session_id: str, hashes: List[int], ttl: float = TOOL_TTL_S) -> Hold:
+    def start_tool(self, session_id: str, hashes: List[int], ttl: Optional[float] = None) -> Hold:
         self.end_tool(session_id)
         epoch = self.epochs.get(session_id, 0) + 1  # increases on every offload
         self.epochs[session_id] = epoch
-        exp, exp_ms = self._expiry(ttl)
+        exp, exp_ms = self._expiry(self.tool_ttl_s if ttl is None else ttl)
         h = self.tools[session_id] = Hold(session_id, list(hashes), exp, exp_ms, epoch)
         return h
 

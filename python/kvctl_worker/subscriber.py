@@ -36,43 +36,14 @@ import time
 from typing import Any, Awaitable, Callable, Dict, Optional
 
 from . import identity
-from .ack import STATUSES
-from .codec import KNOWN_TYPES, CommandError, decode, peek_id_type
+from .ack import contract_ack, encode_ack
+from .codec import CommandError, decode, peek_id_type
 from .server_args import ControlArgs
 
 logger = logging.getLogger(__name__)
 
 SendFn = Callable[[str], Awaitable[dict]]
 MAX_QUEUE = 65536
-
-
-def contract_ack(ack: Dict[str, Any], worker_id: str, fallback_id: Optional[str] = None,
-                 fallback_type: Optional[str] = None) -> Dict[str, Any]:
-    """Make an ack dict contract-shaped (commands.md "Ack"; src/protocol/ack.ts): this worker's
-    id, a known type or null, every field present and typed. Extra keys (Inspect detail) stay."""
-    out = dict(ack)
-    out["worker_id"] = worker_id
-    if out.get("id") is None:
-        out["id"] = fallback_id
-    t = out.get("type")
-    out["type"] = t if t in KNOWN_TYPES else (fallback_type if fallback_type in KNOWN_TYPES else None)
-    if out.get("status") not in STATUSES:
-        out["reason"] = f"worker returned status {out.get('status')!r}; {out.get('reason') or ''}".strip("; ")
-        out["status"] = "error"
-    for k in ("requested", "affected", "skipped", "elapsed_us"):
-        v = out.get(k)
-        out[k] = int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else 0
-    out["missing"] = [int(h) for h in (out.get("missing") or [])]
-    out.setdefault("reason", None)
-    tiers = out.get("tiers") or {}
-    out["tiers"] = {str(k): int(v) for k, v in tiers.items()} if isinstance(tiers, dict) else {}
-    lease = out.get("lease")
-    if isinstance(lease, str):  # an older handler's bare lease id
-        lease = {"lease_id": lease, "expires_at_ms": None}
-    out["lease"] = lease if isinstance(lease, dict) else None
-    ep = out.get("epoch")
-    out["epoch"] = ep if isinstance(ep, int) and not isinstance(ep, bool) and ep >= 0 else None
-    return out
 
 
 class ControlSubscriber:
@@ -214,7 +185,7 @@ class ControlSubscriber:
                 if isinstance(e, CommandError):
                     reason = str(e)
                 elif isinstance(e, UnicodeDecodeError):
-                    reason = "body: not UTF-8"
+                    reason = "body: not JSON: body is not valid UTF-8"
                 else:
                     reason = f"body: undecodable ({type(e).__name__})"
                 self.metrics["rejected_invalid"] += 1
@@ -273,7 +244,7 @@ class ControlSubscriber:
             return
         nc = self.nc
         try:
-            await nc.publish(reply, json.dumps(ack, separators=(",", ":")).encode("utf-8"))
+            await nc.publish(reply, encode_ack(ack))
             self.metrics["replied"] += 1
         except Exception as e:
             self.metrics["reply_failures"] += 1

@@ -9,12 +9,20 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # kvctl_harness: ours, never placed
 import sglang_tree  # noqa: E402
 
 _TREE = os.environ.get("KVCTL_TEST_SGLANG_TREE") or sglang_tree.build_patched_tree()
 sglang_tree.activate(_TREE)
 
 import pytest  # noqa: E402
+
+# kvctl is off unless configured; the tests build caches outside a server (no published server
+# args), so they turn it on for the process, as a --kv-control-config flag would. The off = pristine
+# test switches it off explicitly.
+from sglang.srt.kvctl import config as _kvctl_config  # noqa: E402
+
+_kvctl_config.use(_kvctl_config.KvctlConfig())
 
 
 @pytest.fixture(scope="session")

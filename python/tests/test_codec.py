@@ -1,59 +1,67 @@
+"""What the shared corpus (test_conformance.py) cannot say case by case: properties over the whole
+int64 range, and the DP-rank merge of acks."""
 import json
 
 import pytest
+from hypothesis import given, strategies as st
 
-from sglang.srt.kvctl.ack import Ack
-from sglang.srt.kvctl.codec import CommandError, decode, to_int64
-
-
-def test_int64_literals_exact_over_whole_range():
-    body = '{"type":"Cache","block_hashes":[-9223372036854775808,9223372036854775807,-6917529027641081856],"pin":true}'
-    cmd = decode(body)
-    assert cmd.fields["block_hashes"] == [-(2**63), 2**63 - 1, -6917529027641081856]
+from sglang.srt.kvctl.ack import ACK_KEYS, Ack, contract_ack, decode_ack, encode_ack, merge_rank_acks
+from sglang.srt.kvctl.codec import CommandError, decode
 
 
-def test_decimal_strings_and_uint64_are_normalised():
-    cmd = decode({"type": "Cache", "block_hashes": ["15310707395893867146", "-5", 18446744073709551615], "pin": False})
-    assert cmd.fields["block_hashes"] == [15310707395893867146 - 2**64, -5, -1]
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_every_int64_survives_as_literal_and_as_string(v):
+    for text in (str(v), json.dumps(str(v))):
+        assert decode(f'{{"type":"Cache","block_hashes":[{text}],"pin":true}}').fields["block_hashes"] == [v]
 
 
-@pytest.mark.parametrize("bad", [2**64, -(2**63) - 1, "12x", True, 1.5])
-def test_out_of_range_or_mistyped_is_rejected_naming_the_field(bad):
+@given(st.one_of(st.integers(min_value=2**63, max_value=2**70), st.integers(max_value=-(2**63) - 1, min_value=-(2**70))))
+def test_everything_outside_int64_is_refused_naming_the_entry(v):
     with pytest.raises(CommandError) as e:
-        decode({"type": "Cache", "block_hashes": [1, bad], "pin": True})
+        decode(f'{{"type":"Cache","block_hashes":[0,{v}],"pin":true}}')
     assert e.value.field == "block_hashes[1]"
 
 
-def test_envelope_and_errors():
-    cmd = decode(json.dumps({"version": 1, "id": "abc", "issued_at_ms": 5,
-                             "command": {"type": "Cache", "block_hashes": [1], "pin": True, "ttl_seconds": 30}}))
-    assert (cmd.id, cmd.type, cmd.fields["ttl_seconds"]) == ("abc", "Cache", 30)
-    for body, field in [("{", "body"), ({"version": 2, "command": {}}, "version"),
-                        ({"type": "Nope"}, "type"), ({"type": "Cache", "block_hashes": [1]}, "pin"),
-                        ({"type": "Cache", "pin": True}, "block_hashes"),
-                        ({"type": "Cache", "block_hashes": [0] * 65537, "pin": True}, "block_hashes")]:
-        with pytest.raises(CommandError) as e:
-            decode(body)
-        assert e.value.field == field
-
-
-def test_to_int64_direct():
-    assert to_int64("  42 ", "f") == 42
-
-
-def test_ack_shape_matches_commands_md():
+def test_ack_dict_and_bytes_follow_the_contract_order():
     d = Ack(type="Cache", status="partial").to_dict()
-    assert list(d) == ["type", "status", "id", "worker_id", "requested", "affected", "skipped",
-                       "missing", "reason", "tiers", "lease", "epoch", "elapsed_us"]
+    assert list(d) == list(ACK_KEYS)
+    assert list(json.loads(encode_ack(contract_ack(d, "w0")))) == list(ACK_KEYS)
     with pytest.raises(ValueError):
         Ack(type="Cache", status="weird")
 
 
-from hypothesis import given, strategies as st
+def _rank(status, affected=0, missing=(), reason=None, tiers=None, **kw):
+    return contract_ack({"id": "c1", "type": "Cache", "status": status, "requested": 3, "affected": affected,
+                         "missing": list(missing), "reason": reason, "tiers": tiers or {}, **kw}, "w0")
 
 
-@given(st.integers(min_value=-(2**63), max_value=2**64 - 1))
-def test_every_int64_or_uint64_maps_to_the_same_64_bits(v):
-    out = to_int64(v, "h")
-    assert -(2**63) <= out < 2**63 and out % 2**64 == v % 2**64
-    assert decode(json.dumps({"type": "Cache", "block_hashes": [str(v)], "pin": True})).fields["block_hashes"] == [out]
+def test_merge_of_one_rank_is_that_ack():
+    a = _rank("applied", 3)
+    assert merge_rank_acks([a]) is a
+
+
+def test_merge_sums_counts_and_keeps_only_hashes_no_rank_holds():
+    m = merge_rank_acks([_rank("partial", 1, [2, 3], tiers={"GPU": 1}), _rank("partial", 1, [1, 3], tiers={"GPU": 1, "CPU_PINNED": 1})])
+    assert (m["status"], m["requested"], m["affected"], m["missing"]) == ("partial", 3, 2, [3])
+    assert m["tiers"] == {"GPU": 2, "CPU_PINNED": 1}
+    assert [r["status"] for r in m["ranks"]] == ["partial", "partial"]
+    decode_ack(encode_ack(m))  # still a contract ack
+
+
+def test_merge_of_complementary_ranks_is_applied():
+    m = merge_rank_acks([_rank("partial", 2, [3]), _rank("noop", 0, [1, 2, 3])])
+    assert (m["status"], m["missing"]) == ("partial", [3])
+    m = merge_rank_acks([_rank("applied", 3), _rank("noop", 0, [1, 2, 3])])
+    assert (m["status"], m["missing"], m["affected"]) == ("applied", [], 3)
+
+
+def test_merge_keeps_every_error_and_says_which_rank():
+    m = merge_rank_acks([_rank("applied", 3), _rank("error", 0, reason="failed midway: boom"), _rank("rejected", reason="lease_id: unknown")])
+    assert m["status"] == "error"
+    assert "rank 1: failed midway: boom" in m["reason"] and "rank 2: lease_id: unknown" in m["reason"]
+    assert [r["status"] for r in m["ranks"]] == ["applied", "error", "rejected"]
+
+
+def test_merge_of_agreeing_ranks_keeps_their_status_and_reason():
+    m = merge_rank_acks([_rank("rejected", reason="x: bad"), _rank("rejected", reason="x: bad")])
+    assert (m["status"], m["reason"]) == ("rejected", "x: bad")

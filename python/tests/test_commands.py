@@ -19,7 +19,7 @@ _ids = itertools.count()
 
 
 def env(cmd):
-    return {"version": 1, "id": f"t-{next(_ids)}", "command": cmd}
+    return {"version": 1, "id": f"t-{next(_ids)}", "issued_at_ms": 1, "command": cmd}
 
 
 def events(cache):
@@ -274,7 +274,7 @@ def test_duplicate_id_is_not_applied_again_and_repeats_the_first_outcome():
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     ha = hashes_of(cache, A)
-    body = {"version": 1, "id": "dup-1", "command": {"type": "Cache", "block_hashes": ha + [7], "pin": True}}
+    body = {"version": 1, "id": "dup-1", "issued_at_ms": 1, "command": {"type": "Cache", "block_hashes": ha + [7], "pin": True}}
     first = h.handle(body)
     again = h.handle(body)
     assert first.status == "partial" and again.status == "duplicate"
@@ -319,7 +319,7 @@ def test_bad_input_rejected_naming_the_field_state_unchanged_and_counted(cmd, fi
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     before = (len(state_for_cache(cache).index), alloc.available_size())
-    ack = h.handle({"version": 1, "id": "bad-1", "command": cmd})
+    ack = h.handle({"version": 1, "id": "bad-1", "issued_at_ms": 1, "command": cmd})
     assert ack.status == "rejected" and ack.reason.startswith(field + ":"), ack.reason
     assert ack.id == "bad-1" and ack.type == cmd["type"]
     assert (len(state_for_cache(cache).index), alloc.available_size()) == before
@@ -328,9 +328,9 @@ def test_bad_input_rejected_naming_the_field_state_unchanged_and_counted(cmd, fi
 
 def test_envelope_unknown_field_and_bad_id():
     h = CommandHandler(make_unified()[0])
-    assert h.handle({"version": 1, "id": "a", "extra": 1, "command": {"type": "Inspect"}}).reason.startswith("extra:")
-    assert h.handle({"version": 1, "id": "a b", "command": {"type": "Inspect"}}).reason.startswith("id:")
-    assert h.handle({"version": 1, "id": "ok"}).reason.startswith("command:")
+    assert h.handle({"version": 1, "id": "a", "issued_at_ms": 1, "extra": 1, "command": {"type": "Inspect"}}).reason.startswith("extra:")
+    assert h.handle({"version": 1, "id": "a b", "issued_at_ms": 1, "command": {"type": "Inspect"}}).reason.startswith("id:")
+    assert h.handle({"version": 1, "id": "ok", "issued_at_ms": 1}).reason.startswith("command:")
 
 
 from hypothesis import HealthCheck, given, settings, strategies as st_
@@ -356,7 +356,7 @@ def test_fuzz_decoder_never_raises_only_rejects(raw, obj, t, env_):
     bodies = [raw]
     if isinstance(obj, dict):
         cmd = dict(obj, type=t)
-        bodies.append(json.dumps({"version": 1, "id": "f", "command": cmd} if env_ else cmd, default=str))
+        bodies.append(json.dumps({"version": 1, "id": "f", "issued_at_ms": 1, "command": cmd} if env_ else cmd, default=str))
         bodies.append(cmd)
     bodies.append(json.dumps(obj, default=str) if not isinstance(obj, float) else b"1e999")
     for b in bodies:
@@ -431,9 +431,9 @@ def test_worker_id_from_one_place_and_the_scheduler_entry_point(monkeypatch):
     assert scheduler_side.handle_command(s, b'{"type":"Inspect"}').worker_id == "from-env"
     identity.set_worker_id("w7")
     try:
-        ack = scheduler_side.handle_command(s, '{"version":1,"id":"e1","command":{"type":"Inspect"}}')
+        ack = scheduler_side.handle_command(s, '{"version":1,"id":"e1","issued_at_ms":1,"command":{"type":"Inspect"}}')
         assert ack.worker_id == "w7" and ack.id == "e1" and ack.status == "applied"
-        again = scheduler_side.handle_command(s, {"version": 1, "id": "e1", "command": {"type": "Inspect"}})
+        again = scheduler_side.handle_command(s, {"version": 1, "id": "e1", "issued_at_ms": 1, "command": {"type": "Inspect"}})
         assert again.status == "duplicate"   # one handler (and dedupe window) per scheduler
         scheduler_side.handle_command(s, b"not json")
         m = scheduler_side.metrics(s)["commands"]

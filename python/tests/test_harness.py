@@ -10,8 +10,8 @@ import time
 import msgspec
 import zmq
 
-from sglang.srt.kvctl.harness.cache import CacheConfig, build_cache
-from sglang.srt.kvctl.harness.worker import SchedulerThread, Serving
+from kvctl_harness.cache import CacheConfig, build_cache
+from kvctl_harness.worker import SchedulerThread, Serving
 
 
 def _free_port():

@@ -72,8 +72,17 @@ def server():
     import sglang.srt.entrypoints.http_server as hs
     from sglang.srt.utils.auth import add_api_key_middleware
 
+    import asyncio
+
+    from sglang.srt.kvctl import lifespan
+
     cache, alloc = make_radix()
-    hs._global_state = types.SimpleNamespace(tokenizer_manager=_wire(cache))
+    tm = _wire(cache)
+    hs._global_state = types.SimpleNamespace(tokenizer_manager=tm)
+    # what patch 0011's lifespan hook does with --kv-control-config '{"worker_id":"http-w0"}'
+    sa = types.SimpleNamespace(kv_control_config='{"worker_id":"http-w0"}')
+    running = asyncio.run(lifespan.start(sa, tm, hs.app))
+    assert running is not None and running.subscriber is None
     add_api_key_middleware(hs.app, api_key=None, admin_api_key="admin-secret")
     client = TestClient(hs.app)
     return client, cache, alloc
@@ -99,7 +108,7 @@ def test_pin_unpin_inspect_round_trip_with_int64_literals(server):
     client, cache, alloc = server
     insert(cache, alloc, list(range(1, 9)))
     hs = stored_hashes(cache)
-    body = '{"version":1,"id":"r1","command":{"block_hashes":[%s,%s,-9223372036854775808]}}' % tuple(hs)
+    body = '{"version":1,"id":"r1","issued_at_ms":1,"command":{"block_hashes":[%s,%s,-9223372036854775808]}}' % tuple(hs)
     r = client.post("/hicache/pin_blocks", content=body, headers=H)
     ack = r.json()
     assert r.status_code == 200 and ack["status"] == "partial" and ack["id"] == "r1", ack
@@ -136,10 +145,10 @@ def test_every_command_has_its_route_answering_the_ack(server):
     r = client.post("/hicache/pause", content=json.dumps({"block_hashes": [1], "ttl_seconds": 5, "lease_id": "L"}), headers=H)
     assert r.status_code == 400 and "UnifiedRadixCache" in r.json()["reason"]
     r = client.post("/hicache/renew_lease", content=json.dumps(
-        {"version": 1, "id": "h-1", "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
+        {"version": 1, "id": "h-1", "issued_at_ms": 1, "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
     assert r.status_code == 400 and r.json()["reason"].startswith("command.lease_id") and r.json()["id"] == "h-1"
     r = client.post("/hicache/renew_lease", content=json.dumps(
-        {"version": 1, "id": "h-1", "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
+        {"version": 1, "id": "h-1", "issued_at_ms": 1, "command": {"lease_id": "nope", "new_ttl_seconds": 5}}), headers=H)
     assert r.json()["status"] == "duplicate" and r.json()["reason"].startswith("duplicate of h-1; first outcome: rejected (")
     r = client.post("/session/tool_end", content=json.dumps({"session_id": "s", "epoch": 0}), headers=H)
     assert r.status_code == 400 and r.json()["type"] == "ToolEnd"
@@ -157,3 +166,68 @@ def test_malformed_bodies_on_every_route_are_rejections_not_crashes(server):
         for body in ("{", "[" * 100000, '"x"', "[]", '{"version":1}'):
             r = client.post(path, content=body, headers=H)
             assert r.status_code == 400 and r.json()["status"] == "rejected", (path, body[:10], r.text[:200])
+
+
+def test_no_route_and_nothing_started_while_kvctl_is_off(monkeypatch):
+    import asyncio
+
+    from fastapi import FastAPI
+
+    from sglang.srt.kvctl import lifespan
+
+    monkeypatch.delenv("KVCTL_NATS_URL", raising=False)
+    app = FastAPI()
+    before = len(app.routes)
+    assert asyncio.run(lifespan.start(types.SimpleNamespace(kv_control_config=None, kv_control_nats_url=None), object(), app)) is None
+    assert len(app.routes) == before
+
+
+def test_acks_are_the_contract_bytes_stamped_with_the_worker_id(server):
+    from sglang.srt.kvctl.ack import ACK_KEYS, decode_ack, encode_ack
+
+    client, _, _ = server
+    r = client.post("/hicache/command", content='{"type":"Inspect","block_hashes":[5]}', headers=H)
+    ack = decode_ack(r.content)
+    assert list(ack)[: len(ACK_KEYS)] == list(ACK_KEYS) and ack["worker_id"] == "http-w0"
+    assert r.content == encode_ack(ack)
+
+
+def _corpus_rejections():
+    from test_conformance import COMMANDS, _body
+
+    return [(c["name"], _body(c), c["field"]) for c in COMMANDS if not c["valid"]]
+
+
+def _inspect_state(client, hs):
+    """Everything a rejected command could have changed, as Inspect reports it."""
+    r = client.post("/hicache/command", content=json.dumps({"type": "Inspect", "block_hashes": hs}), headers=H)
+    d = r.json()
+    counters = d["detail"]["pool"].pop("commands")  # rejections are counted: the one change allowed
+    return d["detail"], d["missing"], counters["rejected"]
+
+
+def test_every_corpus_rejection_over_http_names_the_field_and_changes_nothing(server):
+    client, cache, alloc = server
+    insert(cache, alloc, list(range(101, 117)))
+    hs = stored_hashes(cache)
+    before = _inspect_state(client, hs)
+    cases = _corpus_rejections()
+    for name, body, field in cases:
+        r = client.post("/hicache/command", content=body, headers=H)
+        assert r.status_code == 400, (name, r.text[:200])
+        ack = r.json()
+        assert ack["status"] == "rejected" and ack["reason"].startswith(field + ":"), (name, field, ack["reason"][:200])
+    after = _inspect_state(client, hs)
+    assert after[:2] == before[:2]
+    # counted by the scheduler-side layer, except bodies that are not UTF-8: the route refuses
+    # those itself, as the NATS subscriber does, before anything is sent to the scheduler
+    reached = [c for c in cases if not isinstance(c[1], bytes) or _is_utf8(c[1])]
+    assert after[2] == before[2] + len(reached)
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False

@@ -120,7 +120,7 @@ def test_trap08_the_interpreter_imports_the_patched_tree(patched_tree):
     assert os.path.realpath(sglang.__file__).startswith(os.path.realpath(patched_tree))
     for mod in (rc, utc):
         assert os.path.realpath(mod.__file__).startswith(os.path.realpath(patched_tree))
-        assert "kvctl_hooks" in open(mod.__file__).read()
+        assert "KvctlObserver.create(self)" in open(mod.__file__).read()
     assert os.path.exists(os.path.join(patched_tree, "sglang", ".kvctl-patches.json"))
 
 
@@ -167,3 +167,11 @@ def test_trap11_host_pin_is_its_own_counter_and_forces_backup():
     assert node.evicted and node.backuped
     cache.evict_host(10_000)                      # never leaves the host
     assert umatch(cache, list(range(1, 17))).host_hit_length == 16
+
+
+def test_only_the_worker_is_placed_into_the_sglang_tree(patched_tree):
+    """patch apply places sglang.srt.kvctl and nothing of the test/demo harness."""
+    placed = os.path.join(patched_tree, "sglang", "srt", "kvctl")
+    assert os.path.exists(os.path.join(placed, "observer.py"))
+    assert not os.path.exists(os.path.join(placed, "harness"))
+    assert not any(d != "__pycache__" for _root, dirs, _files in os.walk(placed) for d in dirs)

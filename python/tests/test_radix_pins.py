@@ -23,7 +23,7 @@ def _pin(h, hashes, pin=True, ttl=None):
     cmd = {"type": "Cache", "block_hashes": hashes, "pin": pin}
     if ttl:
         cmd["ttl_seconds"] = ttl
-    return h.handle({"version": 1, "id": f"x{next(_ids)}", "command": cmd})  # fresh id: no dedupe
+    return h.handle({"version": 1, "id": f"x{next(_ids)}", "issued_at_ms": 1, "command": cmd})  # fresh id: no dedupe
 
 
 def test_pinned_blocks_survive_eviction_unpinned_do_not():
@@ -56,13 +56,17 @@ def test_double_pin_needs_double_unpin_and_unpin_of_unpinned_is_noop():
     assert match(c, list(range(1, 9))).device_prefix_len == 0
 
 
-def test_unknown_hashes_are_missing_and_uint64_is_normalised():
+def test_unknown_hashes_are_missing_and_uint64_is_refused():
     c, a, h = _setup()
     insert(c, a, list(range(1, 9)))
     hs = stored_hashes(c)
-    as_u64 = [x + 2**64 if x < 0 else x for x in hs]
-    ack = _pin(h, [str(x) for x in as_u64] + [12345])
+    ack = _pin(h, [str(x) for x in hs] + [12345])
     assert ack.status == "partial" and ack.affected == 2 and ack.missing == [12345]
+    assert all(state_of(c).pins.pin_count_of_hash(x) == 1 for x in hs)
+    # the uint64 reading of a negative hash is outside int64: refused, nothing pinned again
+    neg = [x for x in hs if x < 0] or [hs[0] - 2**63 if hs[0] >= 0 else hs[0]]
+    ack = _pin(h, [hs[0], str(neg[0] + 2**64)])
+    assert ack.status == "rejected" and ack.reason.startswith("command.block_hashes[1]:")
     assert all(state_of(c).pins.pin_count_of_hash(x) == 1 for x in hs)
 
 

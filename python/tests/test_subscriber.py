@@ -166,13 +166,13 @@ def test_fire_and_forget_is_applied_and_counted(nats_server):
     (b"\xff\xfe", "body"),
     (b"[1,2]", "body"),
     (json.dumps({"version": 9, "id": "x1", "command": {"type": "Cache"}}).encode(), "version"),
-    (json.dumps({"version": 1, "id": "x2", "command": {"type": "Nope"}}).encode(), "type"),
-    (json.dumps({"version": 1, "id": "x3", "command": {"type": "Cache", "pin": True}}).encode(), "block_hashes"),
-    (json.dumps({"version": 1, "id": "x4", "command": {"type": "Cache", "block_hashes": [1 << 64], "pin": True}}).encode(),
+    (json.dumps({"version": 1, "id": "x2", "issued_at_ms": 1, "command": {"type": "Nope"}}).encode(), "type"),
+    (json.dumps({"version": 1, "id": "x3", "issued_at_ms": 1, "command": {"type": "Cache", "pin": True}}).encode(), "block_hashes"),
+    (json.dumps({"version": 1, "id": "x4", "issued_at_ms": 1, "command": {"type": "Cache", "block_hashes": [1 << 64], "pin": True}}).encode(),
      "block_hashes[0]"),
     (json.dumps({"type": "Cache", "block_hashes": ["12a"], "pin": True}).encode(), "block_hashes[0]"),
-    (json.dumps({"version": 1, "id": "x5", "command": {"type": "Cache", "block_hashes": [1], "pin": "yes"}}).encode(), "pin"),
-    (json.dumps({"version": 1, "id": "x6", "command": {"type": "Cache", "block_hashes": [7] * 65537, "pin": True}}).encode(),
+    (json.dumps({"version": 1, "id": "x5", "issued_at_ms": 1, "command": {"type": "Cache", "block_hashes": [1], "pin": "yes"}}).encode(), "pin"),
+    (json.dumps({"version": 1, "id": "x6", "issued_at_ms": 1, "command": {"type": "Cache", "block_hashes": [7] * 65537, "pin": True}}).encode(),
      "block_hashes"),
     (b"[" * 200000 + b"]" * 200000, "body"),  # nesting deeper than the parser's recursion limit
 ])

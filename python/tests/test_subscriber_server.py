@@ -19,7 +19,7 @@ def test_lifespan_hook_is_in_the_patched_http_server():
     import sglang.srt.entrypoints.http_server as hs
 
     src = inspect.getsource(hs.lifespan)
-    assert "kvctl_subscriber.start_for_server(" in src and "kvctl_subscriber.stop_for_server(" in src
+    assert "kvctl_lifespan.start(" in src and "kvctl_lifespan.stop(" in src
 
 
 def test_off_without_a_nats_url(monkeypatch):
@@ -43,7 +43,7 @@ def test_nats_command_reaches_the_scheduler_through_the_communicator(nats_server
         sub = await kvctl_subscriber.start_for_server(sa, tm)
         await sub.wait_connected()
         nc = await _client(nats_server.url)
-        body = json.dumps({"version": 1, "id": "srv-1", "command": {"type": "Cache", "block_hashes": hs, "pin": True}})
+        body = json.dumps({"version": 1, "id": "srv-1", "issued_at_ms": 1, "command": {"type": "Cache", "block_hashes": hs, "pin": True}})
         replies = await _collect_replies(nc, "kv-control-srv-w1", body.encode(), wait=0.1)
         assert len(replies) == 1
         ack = replies[0]
@@ -65,12 +65,51 @@ def test_nats_command_reaches_the_scheduler_through_the_communicator(nats_server
 def test_scheduler_acks_carry_the_worker_id_from_server_args(monkeypatch):
     """Schedulers are spawned before the HTTP lifespan starts the subscriber, so the id reaches
     them with their server_args (HTTP acks then say which worker answered, like NATS acks)."""
-    from sglang.srt.kvctl import identity, scheduler_side
+    from sglang.srt.kvctl import config, identity, scheduler_side
 
     monkeypatch.delenv("KVCTL_WORKER_ID", raising=False)
     monkeypatch.setattr(identity, "_worker_id", None)
-    cache, _ = make_radix()
-    sched = types.SimpleNamespace(tree_cache=cache, waiting_queue=[],
-                                  server_args=types.SimpleNamespace(kv_control_worker_id="sa-w7"))
+    try:
+        config.use(config.from_server_args(types.SimpleNamespace(kv_control_config='{"worker_id":"sa-w7"}')))
+        cache, _ = make_radix()
+    finally:
+        config.use(config.KvctlConfig())
+    sched = types.SimpleNamespace(tree_cache=cache, waiting_queue=[])
     ack = scheduler_side.handle_command(sched, {"type": "Inspect", "block_hashes": []})
     assert ack.worker_id == "sa-w7"
+
+
+def test_every_corpus_rejection_over_nats_names_the_field_and_changes_nothing(nats_server):
+    """The same rejections as over HTTP (test_http_endpoints), through the real subscriber; bodies
+    over NATS's 1 MiB payload limit cannot be sent and are left to the HTTP test."""
+    from test_http_endpoints import _corpus_rejections
+
+    cache, alloc = make_radix()
+    insert(cache, alloc, list(range(1, 17)))
+    hs = stored_hashes(cache)
+    inspect_body = json.dumps({"type": "Inspect", "block_hashes": hs}).encode()
+
+    async def main():
+        tm = _wire(cache)
+        sa = types.SimpleNamespace(kv_control_nats_url=nats_server.url, kv_control_worker_id="corpus-w")
+        sub = await kvctl_subscriber.start_for_server(sa, tm)
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        before = (await _collect_replies(nc, "kv-control-corpus-w", inspect_body, wait=0.02))[0]
+        sent = 0
+        for name, body, field in _corpus_rejections():
+            data = body if isinstance(body, bytes) else body.encode("utf-8")
+            if len(data) > 1_000_000:
+                continue
+            ack = (await _collect_replies(nc, "kv-control-corpus-w", data, wait=0.0))[0]
+            assert ack["status"] == "rejected" and ack["reason"].startswith(field + ":"), (name, field, ack["reason"][:200])
+            sent += 1
+        after = (await _collect_replies(nc, "kv-control-corpus-w", inspect_body, wait=0.02))[0]
+        for d in (before, after):
+            d["detail"]["pool"].pop("commands")  # counters of the scheduler-side layer
+        assert (after["detail"], after["missing"]) == (before["detail"], before["missing"])
+        assert sent > 150
+        await nc.close()
+        await kvctl_subscriber.stop_for_server(sub)
+
+    run(main())

@@ -1,7 +1,7 @@
 // Launchers for the demo and the end-to-end tests: a nats-server, a patched copy of the venv's
 // SGLang (kvctl patch apply, in process), and the CPU worker HARNESS
-// (`python -m sglang.srt.kvctl.harness`, a test/demo stand-in for an SGLang server: see
-// python/kvctl_worker/harness/__init__.py), plus a client for its harness-only NATS channel
+// (`python -m kvctl_harness`, a test/demo stand-in for an SGLang server: see
+// python/kvctl_harness/__init__.py), plus a client for its harness-only NATS channel
 // (`kvctl-harness-{worker_id}`) and a recorder of its KV events.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
@@ -87,7 +87,7 @@ export interface HarnessProcess {
 export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
   const eventsPort = await freePort();
   const args = [
-    "-m", "sglang.srt.kvctl.harness",
+    "-m", "kvctl_harness",
     "--kv-control-nats-url", o.natsUrl, "--kv-control-worker-id", o.workerId,
     "--events-port", String(eventsPort),
     "--page-size", String(o.pageSize ?? 4), "--device-tokens", String(o.deviceTokens ?? 256),
@@ -97,7 +97,8 @@ export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
   if (o.storageDir) args.push("--storage-dir", o.storageDir);
   const env = {
     ...process.env,
-    PYTHONPATH: [join(packageRoot, "python", "tests", "stand_ins"), o.tree, process.env.PYTHONPATH ?? ""].join(delimiter),
+    // the harness lives in our package (python/kvctl_harness), never in the patched SGLang tree
+    PYTHONPATH: [join(packageRoot, "python", "tests", "stand_ins"), join(packageRoot, "python"), o.tree, process.env.PYTHONPATH ?? ""].join(delimiter),
     PYTHONWARNINGS: "ignore",
     KVCTL_WORKER_ID: o.workerId,
   };

@@ -30,7 +30,16 @@ export interface StatusOptions extends CommonOptions {
   /** Interpreter to ask which sglang it imports; default: the project venv, else python3. false: skip. */
   python?: string | false;
   env?: NodeJS.ProcessEnv;
+  /** A running server's resolved server args (its /server_info): whether kvctl is on there. */
+  serverArgs?: Record<string, unknown>;
 }
+
+/**
+ * Whether kvctl does anything in a patched tree: a patched SGLang with no kvctl setting serves
+ * exactly like an unpatched one ("applied, inactive"); --kv-control-nats-url or
+ * --kv-control-config (or KVCTL_NATS_URL in the server's environment) turn it on ("active").
+ */
+export type KvctlActivation = "not applied" | "applied, inactive" | "active";
 
 export interface StatusResult {
   tree: TreeInfo;
@@ -45,6 +54,8 @@ export interface StatusResult {
   recovered: string | null;
   /** Applied, no drift, placed files current, interpreter imports this tree (when asked). */
   clean: boolean;
+  /** What the patches do at run time (from `serverArgs` when given, else the environment). */
+  kvctl: KvctlActivation;
   messages: string[];
 }
 
@@ -144,6 +155,8 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
   const applied = state?.status === "applied" && patches.length > 0 && patches.every((p) => p.state === "applied");
   const clean =
     applied && drift.length === 0 && placed.every((p) => p.state === "ok") && (interpreter === null || interpreter.importsThisTree);
+  const kvctl = activation(applied, opts.serverArgs, opts.env ?? process.env);
+  messages.push(`kvctl: ${kvctl.state} (${kvctl.why})`);
   return {
     tree: treeInfo(tree),
     series: series ? { name: series.name, dir: series.dir } : null,
@@ -157,6 +170,26 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
     interpreter,
     recovered,
     clean,
+    kvctl: kvctl.state,
     messages,
+  };
+}
+
+function setting(v: unknown): boolean {
+  return v !== undefined && v !== null && v !== "";
+}
+
+function activation(applied: boolean, serverArgs: Record<string, unknown> | undefined, env: NodeJS.ProcessEnv): { state: KvctlActivation; why: string } {
+  if (!applied) return { state: "not applied", why: "SGLang runs unpatched" };
+  const on = (args: Record<string, unknown>) => setting(args.kv_control_nats_url) || setting(args.kv_control_config);
+  if (serverArgs) {
+    return on(serverArgs)
+      ? { state: "active", why: "the server runs with --kv-control-nats-url or --kv-control-config" }
+      : { state: "applied, inactive", why: "the server has no kvctl setting: it serves exactly like unpatched SGLang" };
+  }
+  if (setting(env.KVCTL_NATS_URL)) return { state: "active", why: "KVCTL_NATS_URL is set in this environment" };
+  return {
+    state: "applied, inactive",
+    why: "inert until a server starts with --kv-control-nats-url or --kv-control-config; --server URL asks a running one",
   };
 }

@@ -2,10 +2,10 @@
 // order are exactly the contract's; `missing` holds int64 hashes written as JSON number literals.
 import { z } from "zod";
 import { CommandTypeSchema, type CommandType } from "./commands.js";
-import { fromZodError } from "./errors.js";
+import { fieldPath, fromZodError } from "./errors.js";
 import { count, idString, int64List } from "./fields.js";
 import { int64ListOf, isCount, isId } from "./fast-validate.js";
-import { parseJson, stringifyInt64List, stringifyJson } from "./json.js";
+import { JsonDuplicateKeyError, parseJson, stringifyInt64List, stringifyJson } from "./json.js";
 
 export const ACK_STATUSES = ["applied", "partial", "noop", "duplicate", "rejected", "error"] as const;
 export const AckStatusSchema = z.enum(ACK_STATUSES);
@@ -59,9 +59,12 @@ export function encodeAck(ack: Ack): string {
 const ACK_KEYS = new Set(["id", "worker_id", "type", "status", "requested", "affected", "skipped", "missing", "reason", "tiers", "lease", "epoch", "elapsed_us"]);
 
 export class AckDecodeError extends Error {
-  constructor(message: string) {
+  /** The offending field's dotted path (`lease.lease_id`), or `body` when it is not JSON. */
+  readonly field: string;
+  constructor(message: string, field = "body") {
     super(message);
     this.name = "AckDecodeError";
+    this.field = field;
   }
 }
 
@@ -71,12 +74,20 @@ export function decodeAck(body: string | Uint8Array): Ack {
   try {
     raw = parseJson(body);
   } catch (e) {
+    // Acks follow the commands' rule: a repeated key is refused, naming it (`lease.lease_id`).
+    if (e instanceof JsonDuplicateKeyError) {
+      const field = fieldPath(e.path);
+      throw new AckDecodeError(`invalid ack: ${field}: duplicate key`, field);
+    }
     throw new AckDecodeError(`ack is not JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
   const fast = fastAck(raw);
   if (fast) return fast;
   const r = AckSchema.safeParse(raw);
-  if (!r.success) throw new AckDecodeError(`invalid ack: ${fromZodError(r.error).message}`);
+  if (!r.success) {
+    const err = fromZodError(r.error);
+    throw new AckDecodeError(`invalid ack: ${err.message}`, err.field);
+  }
   return r.data;
 }
 

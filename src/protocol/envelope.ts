@@ -3,10 +3,10 @@
 // command or a validation error that names the field, ready to become a `rejected` ack.
 import { z } from "zod";
 import { type Command, CommandSchema, type CommandType, COMMAND_TYPES } from "./commands.js";
-import { CommandValidationError, fromZodError } from "./errors.js";
+import { CommandValidationError, fieldPath, fromZodError } from "./errors.js";
 import { fastCommand, fastEnvelope } from "./fast-validate.js";
 import { count, idString } from "./fields.js";
-import { JsonSyntaxError, parseJson, stringifyJson } from "./json.js";
+import { JsonDuplicateKeyError, JsonSyntaxError, parseJson, stringifyJson } from "./json.js";
 import { ENVELOPE_VERSION } from "./limits.js";
 import { uuidv7 } from "./uuidv7.js";
 
@@ -48,6 +48,9 @@ export function decodeBody(body: string | Uint8Array): DecodedBody {
   try {
     raw = parseJson(body);
   } catch (e) {
+    if (e instanceof JsonDuplicateKeyError) {
+      return { ok: false, bare: false, id: null, type: null, error: new CommandValidationError([{ field: fieldPath(e.path), message: "duplicate key" }]) };
+    }
     const msg = e instanceof JsonSyntaxError ? e.message : String(e);
     return { ok: false, bare: false, id: null, type: null, error: new CommandValidationError([{ field: "body", message: `not JSON: ${msg}` }]) };
   }

@@ -1,7 +1,7 @@
 // Public API of the protocol layer: schemas, the int64-exact codec, envelopes, acks and subject
 // names. Nothing here knows about NATS (src/control/ plugs the transport in).
 export { INT64_MAX, INT64_MIN, isInt64, toInt64 } from "./int64.js";
-export { JsonSyntaxError, parseJson, stringifyInt64List, stringifyJson } from "./json.js";
+export { JsonDuplicateKeyError, JsonSyntaxError, parseJson, stringifyInt64List, stringifyJson } from "./json.js";
 export { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
 export { CommandValidationError, fieldPath, fromZodError } from "./errors.js";
 export {

@@ -8,7 +8,7 @@
 import { INT64_MAX, INT64_MIN } from "./int64.js";
 import { int64FromHeadTail, int64ToDecimal } from "./int64-decimal.js";
 // Module-local copies: the hot loops use them per hash, and a loader or bundler may turn an
-// imported binding into a getter call (tsx does: about 1 us per 64-hash command).
+// imported binding into a getter call (tsx does).
 const MIN = INT64_MIN;
 const MAX = INT64_MAX;
 const fromHeadTail = int64FromHeadTail;
@@ -22,7 +22,23 @@ export class JsonSyntaxError extends SyntaxError {
 }
 
 const MAX_DEPTH = 64;
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM: a byte-order mark stays in the text and is refused like any stray character
+// (the Python codec refuses it too; two codecs must never disagree on what a body says).
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * The same key twice in one object. Refused rather than "last one wins": a router-side check and
+ * the worker could otherwise read different commands out of one body. `path` names the repeated
+ * key from the top (`["command", "type"]`); see fieldPath in errors.ts for its dotted form.
+ */
+export class JsonDuplicateKeyError extends SyntaxError {
+  readonly path: PropertyKey[];
+  constructor(key: string) {
+    super(`duplicate key ${JSON.stringify(key)}`);
+    this.name = "JsonDuplicateKeyError";
+    this.path = [key];
+  }
+}
 
 /** Parses JSON text (or UTF-8 bytes) keeping every integer exact. */
 export function parseJson(input: string | Uint8Array): unknown {
@@ -80,27 +96,40 @@ class Parser {
     this.i++;
     this.ws();
     if (this.s.charCodeAt(this.i) === 0x7d) return this.i++, out;
-    for (;;) {
-      if (this.s.charCodeAt(this.i) !== 0x22) this.fail("expected a string key");
-      const key = this.string();
-      this.ws();
-      if (this.s.charCodeAt(this.i) !== 0x3a) this.fail("expected ':'");
-      this.i++;
-      this.ws();
-      const v = this.value(depth);
-      // A plain assignment of "__proto__" would replace the prototype instead of adding a key.
-      if (key === "__proto__") Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
-      else out[key] = v;
-      this.ws();
-      const c = this.s.charCodeAt(this.i++);
-      if (c === 0x2c) {
+    // A repeated key is reported when its object closes (a syntax error before that wins), the
+    // order in which Python's object_pairs_hook sees it: both codecs name the same first problem.
+    let duplicate: string | undefined;
+    let key = "";
+    try {
+      for (;;) {
+        if (this.s.charCodeAt(this.i) !== 0x22) this.fail("expected a string key");
+        key = this.string();
         this.ws();
-        continue;
+        if (this.s.charCodeAt(this.i) !== 0x3a) this.fail("expected ':'");
+        this.i++;
+        this.ws();
+        const v = this.value(depth);
+        if (duplicate === undefined && Object.hasOwn(out, key)) duplicate = key;
+        // A plain assignment of "__proto__" would replace the prototype instead of adding a key.
+        if (key === "__proto__") Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+        else out[key] = v;
+        this.ws();
+        const c = this.s.charCodeAt(this.i++);
+        if (c === 0x2c) {
+          this.ws();
+          continue;
+        }
+        if (c === 0x7d) break;
+        this.i--;
+        this.fail("expected ',' or '}'");
       }
-      if (c === 0x7d) return out;
-      this.i--;
-      this.fail("expected ',' or '}'");
+    } catch (e) {
+      // A duplicate found further in: prefix this object's key to its path on the way out.
+      if (e instanceof JsonDuplicateKeyError) e.path.unshift(key);
+      throw e;
     }
+    if (duplicate !== undefined) throw new JsonDuplicateKeyError(duplicate);
+    return out;
   }
 
   array(depth: number): unknown[] {
@@ -109,6 +138,15 @@ class Parser {
     this.i++;
     this.ws();
     if (this.s.charCodeAt(this.i) === 0x5d) return this.i++, out;
+    try {
+      return this.items(depth, out);
+    } catch (e) {
+      if (e instanceof JsonDuplicateKeyError) e.path.unshift(out.length);
+      throw e;
+    }
+  }
+
+  items(depth: number, out: unknown[]): unknown[] {
     for (;;) {
       // Numbers (the hash lists) skip the generic dispatch; `,` with no space is the common case.
       const f = this.s.charCodeAt(this.i);

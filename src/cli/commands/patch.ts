@@ -23,6 +23,7 @@ options:
   --force                 apply/revert over hand edits of the patched tree (they are discarded)
   --python <interp>       status: interpreter to ask (default: the project .venv, else python3)
   --no-python             status: skip the interpreter check
+  --server <url>          status: ask a running server's /server_info whether kvctl is active there
   --json                  machine-readable output on stdout
   -h, --help              this text
 
@@ -56,6 +57,7 @@ async function run(argv: string[]): Promise<number> {
         force: { type: "boolean", default: false },
         python: { type: "string" },
         "no-python": { type: "boolean", default: false },
+        server: { type: "string" },
         json: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
         "fail-after-writes": { type: "string" }, // test hook, undocumented
@@ -103,7 +105,13 @@ async function run(argv: string[]): Promise<number> {
         return r.ok ? 0 : 1;
       }
       case "status": {
-        const r = seriesStatus(path, { ...common, python: values["no-python"] ? false : values.python });
+        let serverArgs: Record<string, unknown> | undefined;
+        if (values.server !== undefined) {
+          const res = await fetch(new URL("/server_info", values.server));
+          if (!res.ok) return usage(`--server ${values.server}: /server_info answered ${res.status}`);
+          serverArgs = (await res.json()) as Record<string, unknown>;
+        }
+        const r = seriesStatus(path, { ...common, python: values["no-python"] ? false : values.python, serverArgs });
         out(json, r, r.messages);
         return r.clean ? 0 : 1;
       }

@@ -1,9 +1,10 @@
-"""kvctl WORKER HARNESS: a test / demo stand-in for an SGLang server process, not part of SGLang.
+"""kvctl WORKER HARNESS: a test / demo stand-in for an SGLang server process, not part of SGLang
+and never placed into an SGLang tree (``kvctl patch apply`` places only sglang.srt.kvctl).
 
-Run from a patched SGLang tree (``kvctl patch apply``), with the CPU stand-ins of
-python/tests/stand_ins on PYTHONPATH (the e2e test and ``kvctl demo`` set this up):
+Run with a patched SGLang tree (``kvctl patch apply``), this package's parent (python/) and the CPU
+stand-ins of python/tests/stand_ins on PYTHONPATH (the e2e test and ``kvctl demo`` set this up):
 
-    python -m sglang.srt.kvctl.harness --nats-url nats://127.0.0.1:4222 --worker-id w0 \
+    python -m kvctl_harness --kv-control-nats-url nats://127.0.0.1:4222 --kv-control-worker-id w0 \
         --events-port 5557 [--storage-dir DIR] [--page-size 4 --device-tokens 512 ...]
 
 What is real: SGLang 0.5.23's UnifiedRadixCache (Python tree core) with HiCache

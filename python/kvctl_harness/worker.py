@@ -26,9 +26,10 @@ import types
 from array import array
 from typing import Any, Callable, Dict, List, Optional
 
-from .. import identity
-from ..server_args import ControlArgs, add_cli_args, from_server_args
-from ..subscriber import ControlSubscriber
+from sglang.srt.kvctl import config as kvctl_config
+from sglang.srt.kvctl import identity
+from sglang.srt.kvctl.server_args import ControlArgs, add_cli_args, from_server_args
+from sglang.srt.kvctl.subscriber import ControlSubscriber
 from .cache import BuiltCache, CacheConfig, build_cache
 
 logger = logging.getLogger("kvctl.harness")
@@ -85,7 +86,7 @@ class SchedulerThread:
                 loop.call_soon_threadsafe(_settle, fut, result, error)
 
     def _tick(self) -> None:
-        from .. import scheduler_side
+        from sglang.srt.kvctl import scheduler_side
 
         try:
             scheduler_side.on_scheduler_tick(self.scheduler)
@@ -165,7 +166,7 @@ class Serving:
 
     def path_keys(self, tokens):
         """(published block hashes, storage keys) of the cached path of these tokens."""
-        from ..hooks import state_for_cache
+        from sglang.srt.kvctl.hooks import state_for_cache
 
         st = state_for_cache(self.cache)
         m = self.match(tokens)
@@ -284,7 +285,7 @@ class Serving:
         """KV rows of blocks, read from the tier that holds them (GPU first, then host)."""
         from sglang.srt.mem_cache.unified_cache.components.base import ComponentType
 
-        from ..hooks import state_for_cache
+        from sglang.srt.kvctl.hooks import state_for_cache
 
         st = state_for_cache(self.cache)
         root = st.ops.root()
@@ -341,8 +342,8 @@ class Harness:
 
     # the subscriber's path to the scheduler (the real server's is tokenizer -> communicator)
     async def send_to_scheduler(self, body: str) -> dict:
-        from .. import scheduler_side
-        from ..io import KvctlCommandReqInput
+        from sglang.srt.kvctl import scheduler_side
+        from sglang.srt.kvctl.io import KvctlCommandReqInput
 
         req = KvctlCommandReqInput(op="command", body=body)
         out = await self.sched.call(lambda: scheduler_side.scheduler_command(self.sched.scheduler, req))
@@ -405,7 +406,7 @@ class Harness:
             return await self.sched.call(lambda: s.evict(int(req["tokens"])))
         if op == "stats":
             def stats():
-                from ..hooks import state_for_cache
+                from sglang.srt.kvctl.hooks import state_for_cache
 
                 b = self.built
                 st = state_for_cache(b.cache)
@@ -432,7 +433,7 @@ class Harness:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m sglang.srt.kvctl.harness",
+    ap = argparse.ArgumentParser(prog="python -m kvctl_harness",
                                  description="kvctl worker HARNESS (test/demo stand-in; CPU cache, no model)")
     add_cli_args(ap)  # --kv-control-nats-url, --kv-control-worker-id, ... (the server's flags)
     ap.add_argument("--events-port", type=int, required=True, help="ZMQ PUB port for KV events (127.0.0.1)")
@@ -456,6 +457,8 @@ async def amain(args: argparse.Namespace) -> int:
         print("kvctl harness: --kv-control-nats-url (or KVCTL_NATS_URL) is required", file=sys.stderr)
         return 2
     identity.set_worker_id(control.worker_id)  # the acks' worker_id; also exports KVCTL_WORKER_ID
+    # kvctl on for the cache the harness builds, from the same flags a server would get
+    kvctl_config.use(kvctl_config.from_server_args(args))
     h = Harness(args, control)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

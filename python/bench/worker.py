@@ -1,0 +1,97 @@
+"""npm run bench:worker [-- --json] [--requests N] [--rounds R] [--pool-tokens T]
+
+What kvctl costs the worker, on SGLang's real cache (UnifiedRadixCache, FULL component, KV events
+on), for one seeded request workload (workload.py: match_prefix + insert + evict at a full pool):
+
+  pristine_rust    unpatched SGLang, its default Rust tree core
+  pristine_python  unpatched SGLang, its Python tree core (the one kvctl's hooks live in)
+  patched_off      patched SGLang, no kvctl flag (must pick the Rust core and cost nothing)
+  patched_on       patched SGLang, kvctl on, with live TTL pins from the command layer
+
+Each runs in its own process (a pristine and a patched SGLang cannot share one), rounds
+alternate between them and each reports its fastest pass; the median over rounds is printed.
+Ratios: off_ratio = patched_off / pristine_rust (bar <= 1.05), on_ratio_vs_python = patched_on /
+pristine_python (bar <= 1.10), on_ratio_vs_rust = patched_on / pristine_rust (what choosing
+kvctl costs today). With --json the last line is one JSON object of these figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.join(HERE, "..", "tests")
+sys.path.insert(0, TESTS)
+import sglang_tree  # noqa: E402  (builds the patched tree the way the tests do)
+
+CONFIGS = {
+    "pristine_rust": (False, ["--core", "auto"]),
+    "pristine_python": (False, ["--core", "python"]),
+    "patched_off": (True, []),
+    "patched_on": (True, ["--kvctl", "on", "--pins", "16"]),
+}
+
+
+def run_one(tree, name, args, a):
+    patched, extra = CONFIGS[name]
+    env = dict(os.environ)
+    env.pop("KVCTL_NATS_URL", None)
+    env["PYTHONPATH"] = os.pathsep.join([sglang_tree.STAND_INS] + ([tree] if patched else []))
+    env["PYTHONWARNINGS"] = "ignore"
+    cmd = [sys.executable, os.path.join(HERE, "workload.py"), "--requests", str(a.requests), "--seed", str(a.seed),
+           "--pool-tokens", str(a.pool_tokens), "--repeat", str(a.repeat), "--no-events-out", *extra]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=HERE)
+    if out.returncode != 0:
+        raise SystemExit(f"bench:worker: {name} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--pool-tokens", type=int, default=2048)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kvctl-bench-worker-") as tmp:
+        tree = sglang_tree.build_patched_tree(tmp)
+        samples = {name: [] for name in CONFIGS}
+        cores = {}
+        for r in range(a.rounds):
+            for name in CONFIGS:
+                res = run_one(tree, name, None, a)
+                samples[name].append(res["us_per_req"])
+                cores[name] = res["core"].rsplit(".", 1)[-1]
+                print(f"round {r + 1}/{a.rounds} {name:16s} {res['us_per_req']:9.1f} us/request ({cores[name]})", file=sys.stderr)
+    us = {name: statistics.median(v) for name, v in samples.items()}
+    if cores["patched_off"] != cores["pristine_rust"]:
+        raise SystemExit(f"bench:worker: patched_off ran {cores['patched_off']}, pristine {cores['pristine_rust']}")
+    result = {
+        "bench": "worker",
+        "requests": a.requests,
+        "pool_tokens": a.pool_tokens,
+        "us_per_req": {k: round(v, 2) for k, v in us.items()},
+        "off_ratio": round(us["patched_off"] / us["pristine_rust"], 4),
+        "on_ratio_vs_python": round(us["patched_on"] / us["pristine_python"], 4),
+        "on_ratio_vs_rust": round(us["patched_on"] / us["pristine_rust"], 4),
+    }
+    print(f"{'config':16s} {'us/request':>11s}  core")
+    for name in CONFIGS:
+        print(f"{name:16s} {us[name]:11.1f}  {cores[name]}")
+    print(f"off_ratio          {result['off_ratio']:.3f}  (patched_off / pristine_rust; bar <= 1.05)")
+    print(f"on_ratio_vs_python {result['on_ratio_vs_python']:.3f}  (patched_on / pristine_python; bar <= 1.10)")
+    print(f"on_ratio_vs_rust   {result['on_ratio_vs_rust']:.3f}  (patched_on / pristine_rust: what kvctl costs today)")
+    if a.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The kvctl observer: the one object a patched SGLang tree holds and its hooks call, in the
+pattern of SGLang's own KVCacheEventRecorder (mem_cache/events.py): the tree owns it, it needs
+nothing back from its owner, and it is a no-op when kvctl is off.
+
+``Observer.create(tree)`` runs in the tree's constructor: it reads the config in effect
+(config.current(): SGLang's server args, or what a test set) and returns the shared no-op ``OFF``
+when kvctl is off, else an ``ActiveObserver`` holding the tree's kvctl state (block-hash index,
+pins, sessions, the command handler).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Optional
+
+from . import config as kvctl_config
+from .hashes import published_hashes
+from .index import BlockHashIndex
+from .pins import PinManager
+from .sessions import Sessions
+from .trees import RadixOps, UnifiedOps
+
+logger = logging.getLogger(__name__)
+
+
+class KvctlState:
+    """What the command layer works on: one per tree."""
+
+    def __init__(self, tree: Any, cfg: kvctl_config.KvctlConfig):
+        self.tree = tree
+        self.config = cfg
+        self.index = BlockHashIndex(tree.page_size)
+        ops = UnifiedOps(tree) if hasattr(tree, "node_by_id") else RadixOps(tree)
+        self.pins = PinManager(self.index, ops, budget_fraction=cfg.pin_budget_fraction)
+        self.sessions = Sessions(self.pins, tool_ttl_s=cfg.tool_ttl_s)
+        # Transient nodes whose host copy could not go yet (an in-flight write-through or storage
+        # backup held it when Think arrived): the scheduler tick retries until it is gone.
+        self.transient_host_pending: Dict[int, Any] = {}
+        # Whether any node may be transient: device eviction skips its transient scan otherwise.
+        self.has_transient = False
+        # The scheduler's command handler, made on first use (scheduler_side.handler_of).
+        self.handler: Optional[Any] = None
+
+    @property
+    def ops(self):
+        return self.pins.ops
+
+
+class Observer:
+    """kvctl off: every hook returns at once and nothing is stored."""
+
+    enabled = False
+    state: Optional[KvctlState] = None
+
+    @staticmethod
+    def create(tree: Any) -> "Observer":
+        cfg = kvctl_config.current()
+        return OFF if cfg is None else ActiveObserver(tree, cfg)
+
+    def on_node_added(self, tree: Any, node: Any) -> None:
+        pass
+
+    def on_split(self, tree: Any, new_node: Any, child: Any, split_len: int) -> None:
+        pass
+
+    def on_node_removed(self, tree: Any, node: Any) -> None:
+        pass
+
+    def on_reset(self, tree: Any) -> None:
+        pass
+
+    def is_transient(self, node: Any) -> bool:
+        return False
+
+
+OFF = Observer()
+
+
+class ActiveObserver(Observer):
+    """kvctl on: keeps the block-hash index, pins and transient marks right through every tree
+    mutation (index.py), never raising into SGLang for bookkeeping it cannot do."""
+
+    enabled = True
+
+    def __init__(self, tree: Any, cfg: kvctl_config.KvctlConfig):
+        self.state = KvctlState(tree, cfg)
+
+    def on_node_added(self, tree: Any, node: Any) -> None:
+        try:
+            # published_hashes fills SGLang's own lazily computed node.hash_value (the recorder
+            # then reuses it): a block is hashed once whether or not KV events are on.
+            self.state.index.add(node, published_hashes(tree.kv_events, node))
+        except Exception:  # pragma: no cover - never break the serving path
+            logger.exception("kvctl: could not index node %s", getattr(node, "id", "?"))
+        parent = getattr(node, "parent", None)
+        if parent is not None and getattr(parent, "kvctl_transient", False):
+            node.kvctl_transient = True  # what follows transient KV is unusable without it too
+
+    def on_split(self, tree: Any, new_node: Any, child: Any, split_len: int) -> None:
+        st = self.state
+        st.index.split(new_node, child, split_len)
+        new_node.kvctl_receipt = None
+        new_node.pin_count = 0
+        # a transient node's halves are both transient (split slices, never rehashes)
+        new_node.kvctl_transient = getattr(child, "kvctl_transient", False)
+        st.pins.recount(new_node)
+        st.pins.recount(child)
+
+    def on_node_removed(self, tree: Any, node: Any) -> None:
+        st = self.state
+        st.index.remove(node)
+        if node.pin_count:
+            st.pins.forget(node)
+
+    def on_reset(self, tree: Any) -> None:
+        st = self.state
+        st.index.clear()
+        st.pins.clear()
+        st.sessions.clear()
+
+    def is_transient(self, node: Any) -> bool:
+        return bool(getattr(node, "kvctl_transient", False))
+
+
+def of(cache_or_tree: Any) -> Observer:
+    """The observer of a RadixCache, a UnifiedRadixCache (its tree core's) or a tree core; OFF
+    for a tree without one (SGLang's Rust tree core, selected while kvctl is off)."""
+    core = getattr(cache_or_tree, "tree_core", None)
+    return getattr(core if core is not None else cache_or_tree, "kvctl", OFF)
