@@ -2,13 +2,7 @@
 // responder (the test stand-in for the worker) -> ack.
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  AckTimeoutError,
-  ControlPublisher,
-  NoRespondersError,
-  ReferenceResponder,
-  WindowFullError,
-} from "../src/control/index.js";
+import { AckTimeoutError, ControlPublisher, NoRespondersError, WindowFullError } from "../src/control/index.js";
 import {
   type Ack,
   type Command,
@@ -19,6 +13,7 @@ import {
   MAX_LIST_ENTRIES,
   uuidv7,
 } from "../src/protocol/index.js";
+import { ReferenceResponder } from "../src/testing/index.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 
 let server: NatsServer;

@@ -7,7 +7,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NatsConnection, NoRespondersError, RequestError, TimeoutError } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connectControlPlane, ControlPublisher, DeliveryError, ReferenceResponder, ReplyMux } from "../src/control/index.js";
+import { connectControlPlane, ControlPublisher, DeliveryError } from "../src/control/index.js";
+import { ReplyMux } from "../src/control/reply-mux.js";
+import { ReferenceResponder } from "../src/testing/index.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 import { repoRoot } from "./helpers/python.js";
 

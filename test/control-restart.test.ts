@@ -3,7 +3,8 @@
 // applied twice.
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ControlError, ControlPublisher, ReferenceResponder } from "../src/control/index.js";
+import { ControlError, ControlPublisher } from "../src/control/index.js";
+import { ReferenceResponder } from "../src/testing/index.js";
 import type { Ack } from "../src/protocol/index.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 

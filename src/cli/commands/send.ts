@@ -1,15 +1,8 @@
 // `kvctl send <worker|--broadcast> <Command> [--field value ...]`: build one command from flags,
 // validate it with the protocol schemas, send it over NATS and print the ack(s).
 import { parseArgs } from "node:util";
-import {
-  connectControlPlane,
-  connectOptionsFromFlags,
-  ControlError,
-  ControlPublisher,
-  joinNegativeValues,
-  NATS_FLAGS,
-  NATS_FLAGS_HELP,
-} from "../../control/index.js";
+import { connectOptionsFromFlags, joinNegativeValues, NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import { connectControlPlane, ControlError, ControlPublisher } from "../../control/index.js";
 import {
   type Ack,
   COMMAND_FIELDS,
