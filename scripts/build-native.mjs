@@ -44,10 +44,13 @@ function newestSourceMtime() {
   return newest;
 }
 
-function hasPrebuild() {
+function prebuildMtime() {
   const dir = join(root, "prebuilds", `${process.platform}-${process.arch}`);
-  return existsSync(dir) && readdirSync(dir).some((f) => f.endsWith(".node"));
+  if (!existsSync(dir)) return null;
+  const files = readdirSync(dir).filter((f) => f.endsWith(".node"));
+  return files.length > 0 ? Math.max(...files.map((f) => statSync(join(dir, f)).mtimeMs)) : null;
 }
+const hasPrebuild = () => prebuildMtime() !== null;
 
 function findNvcc() {
   if (process.env.CUDACXX && existsSync(process.env.CUDACXX)) return process.env.CUDACXX;
@@ -58,7 +61,11 @@ function findNvcc() {
 
 if (flag("if-missing")) {
   const addon = join(root, out, "Release", "kvctl.node");
-  if (hasPrebuild()) {
+  // An installed package uses its prebuild; in a clone (.git), a prebuild older than an edited
+  // native source is stale and the addon is built.
+  const prebuilt = prebuildMtime();
+  const clone = existsSync(join(root, ".git"));
+  if (prebuilt !== null && (!clone || prebuilt >= newestSourceMtime())) {
     console.log("build-native: a prebuild for this platform exists in prebuilds/; skipping the build");
     process.exit(0);
   }
