@@ -133,9 +133,11 @@ export const command: CliCommand = {
       throw e;
     }
 
-    const nc = await connectControlPlane({ ...connectOptionsFromFlags(v, "kvctl send"), maxReconnectAttempts: 0 });
+    const connectOptions = connectOptionsFromFlags(v, "kvctl send");
+    const nc = await connectControlPlane({ ...connectOptions, maxReconnectAttempts: 0 });
     try {
       const pub = new ControlPublisher(nc, {
+        inboxPrefix: connectOptions.inboxPrefix,
         subjectPrefix: (v["subject-prefix"] as string | undefined) ?? undefined,
         timeoutMs: (timeoutMs as number | undefined) ?? 1000,
         retries: (retries as number | undefined) ?? 2,
