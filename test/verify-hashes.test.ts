@@ -27,6 +27,7 @@ function cli(args: string[]) {
   cleanup.push(async () => void (p.exitCode === null && p.kill()));
   return {
     lines,
+    interrupt: () => p.kill("SIGINT"),
     stderr: () => err,
     code: async () => {
       const c = await done;
@@ -57,7 +58,7 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     cleanup.push(() => py.stop());
     const v = cli(["verify-hashes", "--zmq", `tcp://127.0.0.1:${port}`, "--events", "5"]);
     await v.waitLine(/listening/);
-    await sleep(700);
+    await py.waitSubscribers(); // the CLI's subscription reached the publisher: nothing is dropped
     await py.publish([{ type: "BlockStored", tokens: range(1, 193), page: 64 }]); // 3 pages, coalesced
     await py.publish([{ type: "BlockStored", tokens: range(5000, 5064), page: 64, parent: A0.toString() }]); // child of page 0
     await py.publish([{ type: "BlockStored", tokens: range(1, 65), page: 64, cache_salt: "tenant-a" }]); // salted chain
@@ -81,7 +82,7 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     cleanup.push(() => py.stop());
     const v = cli(["verify-hashes", "--zmq", `tcp://127.0.0.1:${port}`, "--events", "1", "--quiet"]);
     await v.waitLine(/listening/);
-    await sleep(700);
+    await py.waitSubscribers(); // the CLI's subscription reached the publisher: nothing is dropped
     await py.publish([{ type: "BlockStored", tokens: range(1, 129), page: 64, medium: "CPU_PINNED" }]);
     expect(await v.code()).toBe(0);
     expect(v.lines.at(-1)).toBe("verdict: MATCH");
@@ -96,10 +97,12 @@ describe.skipIf(!hasVenv)("kvctl watch", () => {
     const port = await freePort();
     const py = await new SglangPublisher(`tcp://127.0.0.1:${port}`).start();
     cleanup.push(() => py.stop());
-    const w = cli(["watch", "--zmq", `w1=tcp://127.0.0.1:${port}`, "--duration", "3", "--interval", "0.5", "--json"]);
-    await sleep(1200);
+    const w = cli(["watch", "--zmq", `w1=tcp://127.0.0.1:${port}`, "--interval", "0.2", "--json"]);
+    await py.waitSubscribers(); // the watcher's subscription reached the publisher
     await py.publish([{ type: "BlockStored", tokens: range(1, 193), page: 64 }]);
     await py.publish([{ type: "BlockStored", tokens: range(1, 129), page: 64, medium: "CPU_PINNED" }]);
+    await w.waitLine(/"events":2\b/); // a table that has both batches
+    w.interrupt(); // SIGINT: one last table, then exit 0
     expect(await w.code()).toBe(0);
     const last = JSON.parse(w.lines.at(-1) as string);
     expect(last.workers[0]).toMatchObject({ worker: "w1", GPU: 3, CPU_PINNED: 2, DISK: 0, EXTERNAL: 0, events: 2, seq: 1, gaps: 0 });
