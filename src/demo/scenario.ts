@@ -1,7 +1,7 @@
 // The scripted agent session of `kvctl demo`: every command goes through the real ControlPublisher
 // over NATS to the worker harness (real SGLang cache on CPU), and after each one the session's
 // tier residency is read back with Inspect. Then the pin-vs-flood table.
-import { ControlPublisher } from "../control/index.js";
+import type { ControlPublisher } from "../control/index.js";
 import type { Ack, AckStatus, Command } from "../protocol/index.js";
 import { type EventRecorder, type HarnessClient, summarize } from "./harness.js";
 import type { KvEvent } from "../events/index.js";
