@@ -6,12 +6,12 @@
 // src/events/decode.ts. Validation of each event is complete before its columns are appended,
 // so a bad event is reported (index + reason) and contributes nothing.
 #define MSGPACK_NO_BOOST 1
-#include <msgpack.hpp>
 #include <napi.h>
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <msgpack.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,21 +44,32 @@ struct Columns {
   std::vector<std::pair<uint32_t, std::string>> bad;
 };
 
-std::string_view sv(const object& o) { return {o.via.str.ptr, o.via.str.size}; }
+std::string_view sv(const object& o) {
+  return {o.via.str.ptr, o.via.str.size};
+}
 
 const char* typeName(const object& o) {
   switch (o.type) {
-    case mt::NIL: return "nil";
-    case mt::BOOLEAN: return "bool";
+    case mt::NIL:
+      return "nil";
+    case mt::BOOLEAN:
+      return "bool";
     case mt::POSITIVE_INTEGER:
-    case mt::NEGATIVE_INTEGER: return "int";
+    case mt::NEGATIVE_INTEGER:
+      return "int";
     case mt::FLOAT32:
-    case mt::FLOAT64: return "float";
-    case mt::STR: return "str";
-    case mt::BIN: return "bytes";
-    case mt::ARRAY: return "array";
-    case mt::MAP: return "map";
-    default: return "ext";
+    case mt::FLOAT64:
+      return "float";
+    case mt::STR:
+      return "str";
+    case mt::BIN:
+      return "bytes";
+    case mt::ARRAY:
+      return "array";
+    case mt::MAP:
+      return "map";
+    default:
+      return "ext";
   }
 }
 
@@ -68,7 +79,9 @@ int64_t hashOf(const object& o, const char* field) {
   throw EventError{std::string("non-integer hash (") + typeName(o) + ") in " + field};
 }
 
-bool isNil(const object* o) { return o == nullptr || o->type == mt::NIL; }
+bool isNil(const object* o) {
+  return o == nullptr || o->type == mt::NIL;
+}
 
 std::optional<std::string> optStr(const object* o, const char* field) {
   if (isNil(o)) return std::nullopt;
@@ -116,7 +129,8 @@ const object* mapGet(const object& m, std::string_view key) {
 }
 
 void checkHashes(const object* h) {
-  if (h == nullptr || h->type != mt::ARRAY) throw EventError{std::string("block_hashes is ") + (h ? typeName(*h) : "missing") + ", not an array"};
+  if (h == nullptr || h->type != mt::ARRAY)
+    throw EventError{std::string("block_hashes is ") + (h ? typeName(*h) : "missing") + ", not an array"};
   for (uint32_t i = 0; i < h->via.array.size; i++) hashOf(h->via.array.ptr[i], "block_hashes");
 }
 
@@ -125,7 +139,9 @@ void appendHashes(Columns& c, const object& h) {
   c.hashOffsets.push_back(static_cast<uint32_t>(c.hashes.size()));
 }
 
-bool isU32(const object& t) { return t.type == mt::POSITIVE_INTEGER && t.via.u64 <= 0xffffffffULL; }
+bool isU32(const object& t) {
+  return t.type == mt::POSITIVE_INTEGER && t.via.u64 <= 0xffffffffULL;
+}
 
 void stored(Columns& c, const Fields& f, bool wantTokens) {
   // --- validate everything first ---
@@ -244,9 +260,15 @@ void event(Columns& c, const object& e, bool wantTokens) {
         if (kv.key.type != mt::STR) continue;
         auto k = sv(kv.key);
         switch (k.size()) {
-          case 7: if (k == "lora_id") f.loraId = &kv.val; break;
-          case 6: if (k == "medium") f.medium = &kv.val; break;
-          case 8: if (k == "metadata") meta = &kv.val; break;
+          case 7:
+            if (k == "lora_id") f.loraId = &kv.val;
+            break;
+          case 6:
+            if (k == "medium") f.medium = &kv.val;
+            break;
+          case 8:
+            if (k == "metadata") meta = &kv.val;
+            break;
           case 9:
             if (k == "token_ids") f.tokens = &kv.val;
             else if (k == "lora_name") f.loraName = &kv.val;
@@ -256,9 +278,14 @@ void event(Columns& c, const object& e, bool wantTokens) {
             else if (k == "cache_salt") f.cacheSalt = &kv.val;
             else if (k == "session_id") f.sessionId = &kv.val;
             break;
-          case 12: if (k == "block_hashes") f.hashes = &kv.val; break;
-          case 9 + 8: if (k == "parent_block_hash") f.parent = &kv.val; break;
-          default: break;
+          case 12:
+            if (k == "block_hashes") f.hashes = &kv.val;
+            break;
+          case 9 + 8:
+            if (k == "parent_block_hash") f.parent = &kv.val;
+            break;
+          default:
+            break;
         }
       }
       if (meta && meta->type == mt::MAP) {
@@ -282,7 +309,9 @@ Napi::Value optStrValue(Napi::Env env, const std::optional<std::string>& s) {
   return s ? Napi::String::New(env, *s) : env.Null();
 }
 
-size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
+size_t align8(size_t n) {
+  return (n + 7) & ~size_t(7);
+}
 
 // decodeKvEventBatchInto(payload: Uint8Array, out: Uint8Array, wantTokens: boolean)
 //   -> bytes written (>= 0) | -(bytes needed) when `out` is too small
@@ -297,7 +326,9 @@ size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
 // One addon call and no allocation on the JavaScript heap per batch.
 Napi::Value DecodeKvEventBatchInto(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto isU8 = [](const Napi::Value& v) { return v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array; };
+  auto isU8 = [](const Napi::Value& v) {
+    return v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array;
+  };
   if (info.Length() < 2 || !isU8(info[0]) || !isU8(info[1])) {
     throw Napi::TypeError::New(env, "decodeKvEventBatchInto: payload and out must be Uint8Arrays");
   }
@@ -345,7 +376,8 @@ Napi::Value DecodeKvEventBatchInto(const Napi::CallbackInfo& info) {
   else if (ts && ts->type == mt::POSITIVE_INTEGER) tsv = static_cast<double>(ts->via.u64);
   else if (ts && ts->type == mt::NEGATIVE_INTEGER) tsv = static_cast<double>(ts->via.i64);
   else return fail(std::string("batch ts is ") + (ts ? typeName(*ts) : "missing"));
-  if (events == nullptr || events->type != mt::ARRAY) return fail(std::string("batch events is ") + (events ? typeName(*events) : "missing"));
+  if (events == nullptr || events->type != mt::ARRAY)
+    return fail(std::string("batch events is ") + (events ? typeName(*events) : "missing"));
   double dpv = std::nan("");
   if (!isNil(dp)) {
     if (dp->type == mt::POSITIVE_INTEGER) dpv = static_cast<double>(dp->via.u64);
@@ -354,9 +386,18 @@ Napi::Value DecodeKvEventBatchInto(const Napi::CallbackInfo& info) {
   }
 
   thread_local Columns c;
-  c.kinds.clear(); c.tiers.clear(); c.hasParent.clear(); c.bigram.clear(); c.blockSizes.clear();
-  c.hashOffsets.assign(1, 0); c.tokenOffsets.assign(1, 0); c.hashes.clear(); c.parents.clear(); c.tokens.clear();
-  c.extras.clear(); c.bad.clear();
+  c.kinds.clear();
+  c.tiers.clear();
+  c.hasParent.clear();
+  c.bigram.clear();
+  c.blockSizes.clear();
+  c.hashOffsets.assign(1, 0);
+  c.tokenOffsets.assign(1, 0);
+  c.hashes.clear();
+  c.parents.clear();
+  c.tokens.clear();
+  c.extras.clear();
+  c.bad.clear();
   const auto& evs = events->via.array;
   for (uint32_t i = 0; i < evs.size; i++) {
     try {
@@ -367,27 +408,47 @@ Napi::Value DecodeKvEventBatchInto(const Napi::CallbackInfo& info) {
   }
   const size_t n = c.kinds.size();
   size_t need = 64;
-  const size_t oKinds = need; need += align8(n);
-  const size_t oTiers = need; need += align8(n);
-  const size_t oHasParent = need; need += align8(n);
-  const size_t oFlags = need; need += align8(n);
-  const size_t oBlockSizes = need; need += align8(n * 4);
-  const size_t oHashOffsets = need; need += align8((n + 1) * 4);
-  const size_t oTokenOffsets = need; need += align8((n + 1) * 4);
-  const size_t oParents = need; need += n * 8;
-  const size_t oHashes = need; need += c.hashes.size() * 8;
-  const size_t oTokens = need; need += align8(c.tokens.size() * 4);
+  const size_t oKinds = need;
+  need += align8(n);
+  const size_t oTiers = need;
+  need += align8(n);
+  const size_t oHasParent = need;
+  need += align8(n);
+  const size_t oFlags = need;
+  need += align8(n);
+  const size_t oBlockSizes = need;
+  need += align8(n * 4);
+  const size_t oHashOffsets = need;
+  need += align8((n + 1) * 4);
+  const size_t oTokenOffsets = need;
+  need += align8((n + 1) * 4);
+  const size_t oParents = need;
+  need += n * 8;
+  const size_t oHashes = need;
+  need += c.hashes.size() * 8;
+  const size_t oTokens = need;
+  need += align8(c.tokens.size() * 4);
   if (need > outArr.ByteLength()) return Napi::Number::New(env, -static_cast<double>(need));
   uint8_t* out = outArr.Data();
-  double header[8] = {tsv, dpv, form, static_cast<double>(n), static_cast<double>(c.hashes.size()), static_cast<double>(c.tokens.size()), 0, 0};
+  double header[8] = {tsv,
+                      dpv,
+                      form,
+                      static_cast<double>(n),
+                      static_cast<double>(c.hashes.size()),
+                      static_cast<double>(c.tokens.size()),
+                      0,
+                      0};
   std::memcpy(out, header, sizeof header);
-  auto put = [&](size_t off, const void* src, size_t bytes) { if (bytes) std::memcpy(out + off, src, bytes); };
+  auto put = [&](size_t off, const void* src, size_t bytes) {
+    if (bytes) std::memcpy(out + off, src, bytes);
+  };
   put(oKinds, c.kinds.data(), n);
   put(oTiers, c.tiers.data(), n);
   put(oHasParent, c.hasParent.data(), n);
   // flags: bit0 bigram; bit1 medium present (set below from extras)
   std::vector<uint8_t>& flags = c.bigram;
-  for (const auto& [idx, x] : c.extras) if (x.medium) flags[idx] |= 2;
+  for (const auto& [idx, x] : c.extras)
+    if (x.medium) flags[idx] |= 2;
   put(oFlags, flags.data(), n);
   put(oBlockSizes, c.blockSizes.data(), n * 4);
   put(oHashOffsets, c.hashOffsets.data(), (n + 1) * 4);
