@@ -50,7 +50,7 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     expect(await r.code()).toBe(0);
     expect(r.lines.at(-1)).toBe("verdict: MATCH");
     expect(r.lines.join("\n")).toMatch(/SGLang 0\.5\.23 vs addon: \d+ cases, \d+ pages, 0 mismatching/);
-  }, 60000);
+  }, 180_000);
 
   it("live: matches coalesced and chained stores, flags a tampered one with its first differing page (exit 1)", async () => {
     const port = await freePort();
@@ -74,7 +74,7 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     expect(out).toMatch(/seq 4 .*MISMATCH at page 1: worker 42, tokens give -1602537780942439135/);
     expect(out).toMatch(/3 matched, 1 mismatched, 1 unverifiable/);
     expect(v.lines.at(-1)).toBe("verdict: MISMATCH");
-  }, 60000);
+  }, 180_000);
 
   it("live: all matching -> exit 0; nothing received -> exit 2", async () => {
     const port = await freePort();
@@ -89,7 +89,7 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     const empty = cli(["verify-hashes", "--zmq", `tcp://127.0.0.1:${await freePort()}`, "--duration", "1"]);
     expect(await empty.code()).toBe(2);
     expect(empty.lines.at(-1)).toBe("verdict: NOTHING RECEIVED");
-  }, 60000);
+  }, 180_000);
 });
 
 describe.skipIf(!hasVenv)("kvctl watch", () => {
@@ -109,7 +109,7 @@ describe.skipIf(!hasVenv)("kvctl watch", () => {
     const text = cli(["watch", "--zmq", `tcp://127.0.0.1:${port}`, "--once", "--interval", "0.2"]);
     expect(await text.code()).toBe(0);
     expect(text.lines[1]).toMatch(/^worker\s+GPU\s+CPU_PINNED\s+DISK\s+EXTERNAL\s+ev\/s/);
-  }, 60000);
+  }, 180_000);
 });
 
 describe("index dual key with the addon's hasher", () => {
