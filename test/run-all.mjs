@@ -77,8 +77,9 @@ if (want("vitest")) {
   if (existsSync(out)) {
     const j = JSON.parse(readFileSync(out, "utf8"));
     const skipped = (j.numPendingTests ?? 0) + (j.numTodoTests ?? 0);
-    // Files that fail to load count as failures even though they ran no test.
-    const broken = (j.testResults ?? []).filter((f) => f.status === "failed" && (f.assertionResults ?? []).length === 0).length;
+    // A file that failed without a failed test (it did not load, or a hook failed and its tests
+    // were skipped) counts as one failure.
+    const broken = (j.testResults ?? []).filter((f) => f.status === "failed" && !(f.assertionResults ?? []).some((a) => a.status === "failed")).length;
     record("vitest", j.numPassedTests ?? 0, (j.numFailedTests ?? 0) + broken, skipped);
   } else record("vitest", 0, 1, 0, `vitest exited ${status} without a report`);
 }
