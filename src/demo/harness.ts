@@ -110,7 +110,7 @@ export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
   });
   const ready = await new Promise<HarnessReady>((resolve, reject) => {
     let out = "";
-    const timer = setTimeout(() => reject(new Error(`harness not ready within ${o.readyTimeoutMs ?? 60000} ms:\n${tail}`)), o.readyTimeoutMs ?? 60_000);
+    const timer = setTimeout(() => reject(new Error(`harness not ready within ${o.readyTimeoutMs ?? 240_000} ms:\n${tail}`)), o.readyTimeoutMs ?? 240_000);
     child.stdout!.on("data", (d: Buffer) => {
       out += d.toString();
       const nl = out.indexOf("\n");
