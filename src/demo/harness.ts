@@ -165,7 +165,7 @@ export class HarnessClient {
   constructor(
     private readonly nc: NatsConnection,
     readonly workerId: string,
-    private readonly timeoutMs = 30_000,
+    private readonly timeoutMs = 120_000, // a deadline for a hang: the first serve warms torch up on a loaded machine
   ) {}
 
   async op(req: Record<string, unknown>): Promise<Record<string, unknown>> {
