@@ -10,7 +10,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { connectControlPlane, ControlPublisher, ReferenceResponder, ReplyMux } from "../src/control/index.js";
+import { connectControlPlane, ControlPublisher } from "../src/control/index.js";
+import { ReplyMux } from "../src/control/reply-mux.js";
+import { ReferenceResponder } from "../src/testing/index.js";
 import { type Cache, encodeEnvelope, makeEnvelope, validateCommand } from "../src/protocol/index.js";
 import { startNatsServer } from "../test/helpers/nats-server.js";
 

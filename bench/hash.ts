@@ -70,7 +70,7 @@ function benchNodeCrypto(): number {
   return (seqs * TOKENS_PER_SEQ) / best(3, run);
 }
 
-const PY = String.raw`
+const PY = `
 import random, sys, time, json
 sys.path.insert(0, sys.argv[1])
 import sglang_release

@@ -9,7 +9,7 @@
 // run; the scale (pool, page, prompt and flood sizes) is printed.
 import { parseArgs } from "node:util";
 import { connectControlPlane, ControlPublisher } from "../src/control/index.js";
-import { startNatsServer } from "../src/control/nats-server.js";
+import { startNatsServer } from "../src/testing/index.js";
 import { flood, generate, randomTokens, type RealServer, startRealServer } from "../src/demo/real-server.js";
 import { blockHashes } from "../src/hash/index.js";
 

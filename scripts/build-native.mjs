@@ -5,8 +5,13 @@
 // --if-missing: do nothing when a prebuild for this platform exists in prebuilds/, or the built
 //               addon is newer than every native source (what `npm install` runs).
 // --cuda=auto (default): CUDA kernels when nvcc is found; require: fail without nvcc; off.
+// Everything the build needs besides cmake and a compiler comes from npm (devDependencies:
+// cmake-js, node-addon-api, node-api-headers, and xxhash-addon for xxhash.h). An installed
+// package with no prebuild for its platform lands here too; when a tool is missing it prints one
+// message naming all of them and fails.
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -39,10 +44,13 @@ function newestSourceMtime() {
   return newest;
 }
 
-function hasPrebuild() {
+function prebuildMtime() {
   const dir = join(root, "prebuilds", `${process.platform}-${process.arch}`);
-  return existsSync(dir) && readdirSync(dir).some((f) => f.endsWith(".node"));
+  if (!existsSync(dir)) return null;
+  const files = readdirSync(dir).filter((f) => f.endsWith(".node"));
+  return files.length > 0 ? Math.max(...files.map((f) => statSync(join(dir, f)).mtimeMs)) : null;
 }
+const hasPrebuild = () => prebuildMtime() !== null;
 
 function findNvcc() {
   if (process.env.CUDACXX && existsSync(process.env.CUDACXX)) return process.env.CUDACXX;
@@ -53,7 +61,11 @@ function findNvcc() {
 
 if (flag("if-missing")) {
   const addon = join(root, out, "Release", "kvctl.node");
-  if (hasPrebuild()) {
+  // An installed package uses its prebuild; in a clone (.git), a prebuild older than an edited
+  // native source is stale and the addon is built.
+  const prebuilt = prebuildMtime();
+  const clone = existsSync(join(root, ".git"));
+  if (prebuilt !== null && (!clone || prebuilt >= newestSourceMtime())) {
     console.log("build-native: a prebuild for this platform exists in prebuilds/; skipping the build");
     process.exit(0);
   }
@@ -70,12 +82,33 @@ if ((cuda === "require" || cuda === "on") && !nvcc) {
 }
 const cudaMode = cuda === "off" ? "off" : cuda === "auto" ? (nvcc ? "auto" : "off") : "on";
 
-const cmakeJs = join(root, "node_modules", "cmake-js", "bin", "cmake-js");
+const onPath = (cmd) => spawnSync(cmd, ["--version"], { stdio: "ignore" }).status === 0;
+const require = createRequire(join(root, "package.json"));
+const resolves = (pkg) => {
+  try {
+    return require.resolve(`${pkg}/package.json`);
+  } catch {
+    return null;
+  }
+};
+// The build packages are resolved from the package root (hoisted or nested), like CMakeLists.txt does.
+const buildPackages = ["cmake-js", "node-addon-api", "node-api-headers", "xxhash-addon"];
+const missingPackages = buildPackages.filter((p) => !resolves(p));
+const compiler = process.env.CXX ?? ["c++", "g++", "clang++"].find(onPath);
+const missingTools = [onPath("cmake") ? null : "cmake (>= 3.18)", compiler && onPath(compiler) ? null : "a C++17 compiler (g++ or clang++)"].filter(Boolean);
+if (missingPackages.length > 0 || missingTools.length > 0) {
+  const what = [...missingTools];
+  if (missingPackages.length > 0) what.push(`the npm build packages (npm install --no-save ${missingPackages.join(" ")})`);
+  const prebuild = hasPrebuild() ? "" : ` There is no prebuilt addon for ${process.platform}-${process.arch} in prebuilds/, so it must be built from source.`;
+  console.error(`build-native: cannot build the kvctl native addon.${prebuild} Install ${what.join(", ")}, then run \`npm rebuild kvctl\` (or \`npm run build:native\` in a clone).`);
+  process.exit(1);
+}
+
+const cmakeJs = join(dirname(resolves("cmake-js")), "bin", "cmake-js");
 const common = ["--out", out, `--CDKVCTL_CUDA=${cudaMode}`];
 if (nvcc) common.push(`--CDCMAKE_CUDA_COMPILER=${nvcc}`);
 if (flag("debug")) common.push("--debug");
-const hasNinja = spawnSync("ninja", ["--version"], { stdio: "ignore" }).status === 0;
-if (hasNinja) common.push("--generator", "Ninja");
+if (onPath("ninja")) common.push("--generator", "Ninja");
 
 // Configure every time (quick on an existing tree) so a changed --cuda reaches the CMake cache;
 // `cmake-js compile` alone would reuse the old configuration.
@@ -84,7 +117,7 @@ const env = { ...process.env, CMAKE_BUILD_PARALLEL_LEVEL: "2" };
 for (const step of [["configure", ...common], ["build", ...common, "--parallel", "2"]]) {
   const r = spawnSync(process.execPath, [cmakeJs, ...step], { cwd: root, stdio: "inherit", env });
   if (r.status !== 0) {
-    console.error(`build-native: cmake-js ${step[0]} failed (needs cmake >= 3.18, a C++17 compiler and xxhash.h from libxxhash-dev)`);
+    console.error(`build-native: cmake-js ${step[0]} failed (see the compiler output above)`);
     process.exit(r.status ?? 1);
   }
 }

@@ -62,7 +62,7 @@ export function loadAddon(): NativeAddon {
     const why = err instanceof Error ? err.message : String(err);
     throw new Error(
       `kvctl native addon not found or not loadable (${why.split("\n")[0]}). ` +
-        "Build it with `npm run build:native` (needs cmake, a C++17 compiler and libxxhash-dev).",
+        "Build it with `npm run build:native` (needs cmake and a C++17 compiler; the rest comes from npm).",
       { cause: err },
     );
   }

@@ -6,7 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { nkeys } from "@nats-io/transport-node";
 import { afterAll, describe, expect, it } from "vitest";
-import { type ControlConnectOptions, connectControlPlane, ControlPublisher, natsOptions, ReferenceResponder } from "../src/control/index.js";
+import { type ControlConnectOptions, connectControlPlane, ControlPublisher, natsOptions } from "../src/control/index.js";
+import { ReferenceResponder } from "../src/testing/index.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 
 const dir = mkdtempSync(join(tmpdir(), "kvctl-auth-"));

@@ -1,7 +1,7 @@
 // The reference worker model (the test stand-in's state): TTL pins and leases expire on their own,
 // the dedupe window forgets old ids, the pin budget yields `partial`. No NATS needed.
 import { describe, expect, it } from "vitest";
-import { ReferenceWorkerModel } from "../src/control/index.js";
+import { ReferenceWorkerModel } from "../src/testing/index.js";
 
 function model(extra: ConstructorParameters<typeof ReferenceWorkerModel>[0] = {}) {
   let now = 1_000_000;

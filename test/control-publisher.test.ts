@@ -2,13 +2,7 @@
 // responder (the test stand-in for the worker) -> ack.
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  AckTimeoutError,
-  ControlPublisher,
-  NoRespondersError,
-  ReferenceResponder,
-  WindowFullError,
-} from "../src/control/index.js";
+import { AckTimeoutError, ControlPublisher, NoRespondersError, WindowFullError } from "../src/control/index.js";
 import {
   type Ack,
   type Command,
@@ -19,6 +13,7 @@ import {
   MAX_LIST_ENTRIES,
   uuidv7,
 } from "../src/protocol/index.js";
+import { ReferenceResponder } from "../src/testing/index.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 
 let server: NatsServer;
@@ -144,8 +139,8 @@ describe("send", () => {
     const pub = new ControlPublisher(pubConn);
     const id = pub.publish("f0", { type: "Cache", block_hashes: [42n], pin: true });
     await pubConn.flush();
-    await workerConn.flush();
-    await new Promise((res) => setTimeout(res, 50));
+    // No ack to wait for: wait until the responder has handled it.
+    for (const end = Date.now() + 30_000; r.stats.unanswered < 1 && Date.now() < end; ) await workerConn.flush();
     expect(r.stats.unanswered).toBe(1);
     expect(r.received.at(-1)!.id).toBe(id);
     expect(r.model.blocks.get(42n)!.pins).toBe(1);

@@ -7,7 +7,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NatsConnection, NoRespondersError, RequestError, TimeoutError } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connectControlPlane, ControlPublisher, DeliveryError, ReferenceResponder, ReplyMux } from "../src/control/index.js";
+import { connectControlPlane, ControlPublisher, DeliveryError } from "../src/control/index.js";
+import { ReplyMux } from "../src/control/reply-mux.js";
+import { ReferenceResponder } from "../src/testing/index.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 import { repoRoot } from "./helpers/python.js";
 
@@ -98,7 +100,27 @@ describe("reply inboxes on an account that restricts subscriptions", () => {
     const granted = await connectControlPlane({ servers: server.url, user: "router", pass: "r", inboxPrefix: "_KVCTL_ROUTER", maxReconnectAttempts: 0 });
     const plain = await connectControlPlane({ servers: server.url, user: "router", pass: "r", maxReconnectAttempts: 0 });
     try {
-      expect((await new ControlPublisher(granted).send("p0", { type: "Inspect" })).status).toBe("applied");
+      const publisher = new ControlPublisher(granted, { inboxPrefix: "_KVCTL_ROUTER" });
+      expect((await publisher.send("p0", { type: "Inspect" })).status).toBe("applied");
+      // Broadcast acks come back through the same mux, under the same granted prefix.
+      const all = await publisher.broadcast({ type: "Inspect" }, { workers: ["p0"], deadlineMs: 30_000 });
+      expect(all.acks.map((a) => [a.worker_id, a.status])).toEqual([["p0", "applied"]]);
+      expect(all.silent).toEqual([]);
+
+      // The prefix is the publisher's to name: one given to the connection alone is not used.
+      const t1 = Date.now();
+      const unprefixed = await new ControlPublisher(granted, { timeoutMs: 5000, retries: 0 }).send("p0", { type: "Inspect" }).catch((e: unknown) => e);
+      expect(unprefixed).toBeInstanceOf(DeliveryError);
+      expect(String((unprefixed as Error).message)).toMatch(/permissions violation for subscription to "_INBOX\./i);
+      expect(Date.now() - t1).toBeLessThan(4000);
+
+      // A broadcast whose inbox subscription is refused fails at once, naming the permission,
+      // instead of reporting every worker silent at the deadline.
+      const t2 = Date.now();
+      const refusedBroadcast = await new ControlPublisher(plain).broadcast({ type: "Inspect" }, { workers: ["p0"], deadlineMs: 20_000 }).catch((e: unknown) => e);
+      expect(refusedBroadcast).toBeInstanceOf(DeliveryError);
+      expect(String((refusedBroadcast as Error).message)).toMatch(/permissions violation for subscription/i);
+      expect(Date.now() - t2).toBeLessThan(10_000);
 
       const t0 = Date.now();
       const err = await new ControlPublisher(plain, { timeoutMs: 5000, retries: 0 }).send("p0", { type: "Inspect" }).catch((e: unknown) => e);

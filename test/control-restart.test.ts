@@ -3,7 +3,8 @@
 // applied twice.
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ControlError, ControlPublisher, ReferenceResponder } from "../src/control/index.js";
+import { ControlError, ControlPublisher } from "../src/control/index.js";
+import { ReferenceResponder } from "../src/testing/index.js";
 import type { Ack } from "../src/protocol/index.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 
@@ -25,10 +26,15 @@ afterAll(async () => {
   await server?.stop();
 });
 
-async function watchReconnects(nc: NatsConnection): Promise<{ count: number }> {
-  const seen = { count: 0 };
+async function watchReconnects(nc: NatsConnection): Promise<{ count: number; first: Promise<void> }> {
+  let reconnected = () => {};
+  const seen = { count: 0, first: new Promise<void>((r) => (reconnected = r)) };
   void (async () => {
-    for await (const s of nc.status()) if (s.type === "reconnect") seen.count++;
+    for await (const s of nc.status()) {
+      if (s.type !== "reconnect") continue;
+      seen.count++;
+      reconnected();
+    }
   })();
   return seen;
 }
@@ -43,8 +49,19 @@ it("commands queued across a server restart are delivered or reported failed, ne
   const outcomes: Promise<Outcome>[] = [];
   let down = false;
   const N = 150;
+  let outage: Promise<void> | null = null;
   const stream = (async () => {
     for (let n = 0; n < N; n++) {
+      if (n === N / 3) {
+        // The outage starts once a third of the commands are out, and ends when both clients
+        // have reconnected to the restarted server (their own reconnect signal, not a timer).
+        down = true;
+        outage = (async () => {
+          await server.restart(); // stop, then start again on the same port
+          await Promise.all([pubReconnects.first, workerReconnects.first]);
+          down = false;
+        })();
+      }
       const issuedWhileDown = down;
       outcomes.push(
         pub.send("r0", { type: "Cache", block_hashes: [1n, 2n, 3n, BigInt(-n)], pin: n % 2 === 0 }).then(
@@ -52,16 +69,12 @@ it("commands queued across a server restart are delivered or reported failed, ne
           (error: unknown) => ({ n, issuedWhileDown, error }),
         ),
       );
-      await new Promise((r) => setTimeout(r, 5));
+      await new Promise((r) => setTimeout(r, 5)); // a steady stream, not synchronisation
     }
   })();
 
-  await new Promise((r) => setTimeout(r, 200));
-  down = true;
-  await server.restart(); // stop, then start again on the same port
-  await new Promise((r) => setTimeout(r, 100));
-  down = false;
   await stream;
+  await outage;
   const results = await Promise.all(outcomes);
 
   // Every command has an outcome, and it is one of the two allowed ones.

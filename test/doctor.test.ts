@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { packageRoot } from "../src/addon.js";
 import { doctor } from "../src/cli/commands/doctor.js";
-import { findNatsServer } from "../src/control/nats-server.js";
+import { findNatsServer } from "../src/testing/index.js";
 
 const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
   spawnSync(process.execPath, ["--import", "tsx", join(packageRoot, "src/cli/bin.ts"), ...args], {

@@ -61,6 +61,17 @@ export class SglangPublisher {
     return this.next();
   }
 
+  /**
+   * Resolves once `count` subscriptions have reached the publisher (it runs on an XPUB socket):
+   * from then on those subscribers get every batch. ZMQ drops what a publisher sends before a
+   * subscription arrives, so tests wait for this instead of sleeping.
+   */
+  async waitSubscribers(count = 1, timeoutS = 60): Promise<void> {
+    this.proc.stdin.write(JSON.stringify({ op: "wait_subscribers", count, timeout_s: timeoutS }) + "\n");
+    const reply = await this.next((timeoutS + 10) * 1000);
+    if (!reply.startsWith("OK")) throw new Error(`publisher: ${reply}`);
+  }
+
   publish(events: object[], ts?: number): Promise<string> {
     return this.cmd({ op: "publish", events, ...(ts === undefined ? {} : { ts }) });
   }

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { Publisher } from "zeromq";
+import { XPublisher } from "zeromq";
 import { decodeBatch, decodeSeq, encodeSeq } from "../src/events/decode.js";
 import { encodeBatch } from "../src/events/encode.js";
 import { KvEventConsumer } from "../src/events/consumer.js";
@@ -13,7 +13,7 @@ import { KvEventPublisher } from "../src/events/publisher.js";
 import type { BlockStoredEvent, KvEventBatch } from "../src/events/types.js";
 import { InMemoryKvIndex, indexSink, InstrumentedKvIndex } from "../src/index/index.js";
 import { hasVenv, repoRoot, venvPython } from "./helpers/python.js";
-import { freePort, range, sleep, SglangPublisher, waitFor } from "./events-helpers.js";
+import { freePort, range, SglangPublisher, waitFor } from "./events-helpers.js";
 
 const fixtureDir = join(repoRoot, "test/fixtures/kv-events");
 const A0 = 905019192701563378n; // tokens 1..64, page 64 (hashing.md vector)
@@ -138,7 +138,7 @@ describe.skipIf(!hasVenv)("live: SGLang's ZmqEventPublisher -> KvEventConsumer o
     c.on("gap", (g) => gaps.push(g));
     c.on("replay", (r) => replays.push(r));
     await c.start();
-    await sleep(500); // ZMQ slow joiner
+    await py.waitSubscribers(); // ZMQ drops what is sent before the subscription arrives
 
     expect(await py.publish([{ type: "BlockStored", tokens: range(1, 65), page: 64 }])).toBe("SENT 0");
     await waitFor(() => c.metrics.batches === 1, 5000, "first batch");
@@ -166,7 +166,7 @@ describe.skipIf(!hasVenv)("live: SGLang's ZmqEventPublisher -> KvEventConsumer o
     cleanup.push(() => py.stop());
     const { c, index } = consumerWithIndex(`tcp://127.0.0.1:${port}`, `tcp://127.0.0.1:${rport}`);
     await c.start();
-    await sleep(500);
+    await py.waitSubscribers();
     await py.publish([{ type: "AllBlocksCleared" }]); // seq 0
     await waitFor(() => c.metrics.batches === 1);
     await py.cmd({ op: "drop" });
@@ -187,13 +187,13 @@ describe.skipIf(!hasVenv)("live: SGLang's ZmqEventPublisher -> KvEventConsumer o
     const restarts: unknown[] = [];
     c.on("restart", (r) => restarts.push(r));
     await c.start();
-    await sleep(500);
+    await py.waitSubscribers();
     await py.publish([{ type: "BlockStored", tokens: range(1, 129), page: 64 }]);
     await py.publish([{ type: "BlockStored", tokens: range(500, 564), page: 64 }]);
     await waitFor(() => c.metrics.batches === 2);
     expect(index.stats().workers.w0.GPU).toBe(3);
     await py.cmd({ op: "restart" });
-    await sleep(700); // the consumer's SUB reconnects to the new PUB socket
+    await py.waitSubscribers(); // the consumer's SUB reconnects and subscribes to the new socket
     await py.publish([{ type: "BlockStored", tokens: range(900, 964), page: 64 }]);
     await waitFor(() => c.metrics.batches === 3, 8000, "post-restart batch");
     expect(c.metrics.restarts).toBe(1);
@@ -245,7 +245,7 @@ describe("KvEventPublisher -> KvEventConsumer with replay", () => {
     const c = new KvEventConsumer({ endpoint: pub.endpoint, replayEndpoint: pub.replayEndpoint ?? undefined, topic: "kv", worker: "eng", sink: indexSink(index), log: () => {} });
     cleanup.push(() => c.close());
     await c.start();
-    await sleep(400);
+    await pub.waitForSubscribers(1);
     expect(await pub.blockStored({ blockHashes: [1n, 2n], tokenIds: range(0, 8), blockSize: 4 }).flush()).toBe(0n);
     await waitFor(() => c.metrics.batches === 1);
     // Simulate loss: close the consumer's view by publishing while it ignores (pretend drop) —
@@ -259,7 +259,7 @@ describe("KvEventPublisher -> KvEventConsumer with replay", () => {
     cleanup.push(() => c2.close());
     c2.seq.accept(1n); // it had seen 0 and 1
     await c2.start();
-    await sleep(400);
+    await pub.waitForSubscribers(2); // the first consumer's subscription counted too
     await pub.blockRemoved([1n]).flush(); // seq 8
     await waitFor(() => c2.metrics.batches >= 4, 5000, "replayed batches");
     await c2.settled();
@@ -275,7 +275,7 @@ describe("KvEventPublisher -> KvEventConsumer with replay", () => {
 
 describe("bad input over a real socket", () => {
   it("counts and skips truncated frames, wrong frame counts and bad events, and keeps consuming", async () => {
-    const pub = new Publisher({ linger: 0 });
+    const pub = new XPublisher({ linger: 0 });
     await pub.bind("tcp://127.0.0.1:0");
     cleanup.push(async () => pub.close());
     const index = new InstrumentedKvIndex(new InMemoryKvIndex());
@@ -283,7 +283,9 @@ describe("bad input over a real socket", () => {
     const c = new KvEventConsumer({ endpoint: pub.lastEndpoint as string, worker: "wX", sink: indexSink(index), log: (l) => logs.push(l) });
     cleanup.push(() => c.close());
     await c.start();
-    await sleep(400);
+    // An XPUB sees the subscription arrive: from then on nothing sent is dropped.
+    const [subscription] = await pub.receive();
+    expect(subscription[0]).toBe(1);
     const good = (seq: bigint, h: bigint) =>
       pub.send([Buffer.alloc(0), encodeSeq(seq), encodeBatch({ ts: 1, dpRank: 0, events: [{ type: "BlockStored", blockHashes: [h], parentBlockHash: null, tokenIds: [1, 2], blockSize: 2, loraId: null, medium: "GPU", tier: "GPU", cacheSalt: null, sessionId: null, loraName: null, bigram: false }] })]);
     await good(0n, 100n);

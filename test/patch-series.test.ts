@@ -5,7 +5,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, cpSync, mkdirSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { applySeries, checkSeries, loadSeries, placedDrift, revertSeries, PatchError } from "../src/patch/index.js";
+import { applySeries, checkSeries, loadSeries, placedDrift, revertSeries, } from "../src/patch/index.js";
 import { repoRoot } from "./helpers/python.js";
 import { cli, copySglang, fingerprint, fixtureSeries, hasInstalledSglang, installedSglang, makeSitePackages, tempDir, removeTempDirs } from "./fixtures/patch-series/trees.js";
 

@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { applySeries, checkSeries, locateSglang, revertSeries, seriesStatus, placedDrift, PatchError } from "../src/patch/index.js";
+import { applySeries, locateSglang, revertSeries, seriesStatus, placedDrift, PatchError } from "../src/patch/index.js";
 import { hasVenv, venvPython } from "./helpers/python.js";
 import { cli, copySglang, fingerprint, fixtureRoot, fixtureSeries, hasInstalledSglang, makeSitePackages, tempDir, removeTempDirs } from "./fixtures/patch-series/trees.js";
 
@@ -158,7 +158,7 @@ d("kvctl patch on a site-packages copy", () => {
     const p1 = r.json.patches[0];
     expect(p1.status).toBe("conflict");
     expect(p1.conflict).toMatchObject({ file: EVICT, hunk: 2, line: 18 });
-    expect(p1.message).toMatch(/hunk #2 @@ -18,6 \+20,12 @@ does not apply: line 18: expected "        return node.last_access_time", found ".*# local change"/);
+    expect(p1.message).toMatch(/hunk #2 @@ -18,6 \+20,12 @@ does not apply: line 18: expected " {8}return node.last_access_time", found ".*# local change"/);
     const text = cli(["check", tree, ...S]);
     expect(text.stdout).toMatch(/CONFLICT 0001-pin-aware-evict\.patch: sglang\/srt\/mem_cache\/evict_policy\.py: hunk #2/);
     expect(fingerprint(tree)).toEqual(before);

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { ReferenceResponder } from "../src/control/reference-responder.js";
+import { ReferenceResponder } from "../src/testing/index.js";
 import { createGateway, type Gateway } from "../src/gateway/index.js";
 import type { SessionRecord } from "../src/gateway/session-record.js";
 import { blockHashes } from "../src/hash/index.js";

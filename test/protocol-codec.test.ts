@@ -93,7 +93,7 @@ describe("int64 JSON codec", () => {
 describe.skipIf(!hasVenv)("Python json reads what the codec writes", () => {
   // Python reads our bytes, checks values against its own big integers, and writes them back with
   // compact separators; the bytes must be identical both ways.
-  const script = String.raw`
+  const script = `
 import json, sys
 data = sys.stdin.buffer.read()
 obj = json.loads(data)
@@ -120,7 +120,7 @@ sys.stdout.buffer.write(out)
   });
 
   it("Python-written envelopes with big ints and decimal strings decode exactly", () => {
-    const py = String.raw`
+    const py = `
 import json
 cmd = {"type": "Cache", "block_hashes": [-2**63, 2**63 - 1, "-6917529027641081856", 111], "pin": True}
 print(json.dumps({"version": 1, "id": "0193a6c8-5a7e-7c1e-9a61-3b9f8f1f2a10", "issued_at_ms": 1732230000000, "command": cmd}))

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
-// `npm test`: every suite of the project in one run (native C++ core, vitest, pytest), then one
-// closing line `N passed, N failed, N skipped` summed over all of them. Prepares what a fresh
-// clone lacks first: the Python venv (python/setup_venv.sh) and the native addon build.
+// `npm test`: the static checks (scripts/lint.mjs: tsc, Biome, ruff, clang-format; one result
+// each), then every suite of the project in one run (native C++ core, vitest, pytest), then one
+// closing line `N passed, N failed, N skipped` summed over all of them. A lint finding fails the
+// run; the suites still run. Prepares what a fresh clone lacks first: the Python venv
+// (python/setup_venv.sh) and the native addon build.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,7 +12,7 @@ import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const work = mkdtempSync(join(tmpdir(), "kvctl-test-"));
-const only = process.argv.slice(2); // optional suite names: native vitest pytest
+const only = process.argv.slice(2); // optional suite names: lint native vitest pytest
 const want = (s) => only.length === 0 || only.includes(s);
 
 function run(cmd, args, opts = {}) {
@@ -43,9 +45,22 @@ if (!existsSync(join(root, "build/Release/kvctl.node"))) {
   if (run(process.execPath, [join(root, "scripts/build-native.mjs")]) !== 0) record("setup", 0, 1, 0, "native build failed");
 }
 
+// 2. Static checks: types, lint and formatting, before anything runs.
+if (want("lint")) {
+  const r = capture(process.execPath, [join(root, "scripts/lint.mjs"), "--json"]);
+  const last = r.out.trim().split("\n").filter((l) => l.startsWith("{")).at(-1);
+  try {
+    const j = JSON.parse(last ?? "");
+    const failedChecks = Object.entries(j.checks).filter(([, v]) => v === "failed").map(([k]) => k);
+    record("lint", j.passed, j.failed, 0, failedChecks.length ? `failed: ${failedChecks.join(", ")}` : "");
+  } catch {
+    record("lint", 0, 1, 0, `scripts/lint.mjs exited ${r.status} without a summary`);
+  }
+}
+
 // Every Python process of the run (pytest, the worker harnesses, the real SGLang servers) records
 // coverage.py data of the files the patch series touches (COVERAGE_PROCESS_START; coverage's .pth
-// starts it); step 5 checks that every line the series adds ran somewhere.
+// starts it); step 6 checks that every line the series adds ran somewhere.
 const py = process.env.KVCTL_PYTHON ?? join(root, ".venv/bin/python");
 const covDir = join(work, "coverage");
 const pyEnv = { ...process.env, PYTHONPATH: [join(root, "python"), process.env.PYTHONPATH].filter(Boolean).join(":") };
@@ -56,7 +71,7 @@ if (hunks) {
   else record("hunks", 0, 1, 0, `coverage rcfile: ${(r.stderr || r.stdout).trim().split("\n").at(-1)}`);
 }
 
-// 2. The native core's own unit tests (C++, registered with ctest by CMakeLists.txt).
+// 3. The native core's own unit tests (C++, registered with ctest by CMakeLists.txt).
 if (want("native")) {
   const r = capture("ctest", ["--test-dir", join(root, "build"), "--output-on-failure"]);
   const m = /(\d+)% tests passed, (\d+) tests failed out of (\d+)/.exec(r.out);
@@ -68,20 +83,21 @@ if (want("native")) {
   } else record("native", 0, 1, 0, "ctest printed no summary");
 }
 
-// 3. vitest: TypeScript, addon bindings, NATS/ZMQ/python integration.
+// 4. vitest: TypeScript, addon bindings, NATS/ZMQ/python integration.
 if (want("vitest")) {
   const out = join(work, "vitest.json");
   const status = run(join(root, "node_modules/.bin/vitest"), ["run", "--reporter=default", "--reporter=json", `--outputFile=${out}`]);
   if (existsSync(out)) {
     const j = JSON.parse(readFileSync(out, "utf8"));
     const skipped = (j.numPendingTests ?? 0) + (j.numTodoTests ?? 0);
-    // Files that fail to load count as failures even though they ran no test.
-    const broken = (j.testResults ?? []).filter((f) => f.status === "failed" && (f.assertionResults ?? []).length === 0).length;
+    // A file that failed without a failed test (it did not load, or a hook failed and its tests
+    // were skipped) counts as one failure.
+    const broken = (j.testResults ?? []).filter((f) => f.status === "failed" && !(f.assertionResults ?? []).some((a) => a.status === "failed")).length;
     record("vitest", j.numPassedTests ?? 0, (j.numFailedTests ?? 0) + broken, skipped);
   } else record("vitest", 0, 1, 0, `vitest exited ${status} without a report`);
 }
 
-// 4. pytest: the worker-side patch kit and the python oracles.
+// 5. pytest: the worker-side patch kit and the python oracles.
 if (want("pytest")) {
   const xml = join(work, "pytest.xml");
   const status = run(py, ["-m", "pytest", "python/tests", "-q", `--junitxml=${xml}`]);
@@ -96,7 +112,7 @@ if (want("pytest")) {
   else record("pytest", 0, 1, 0, `pytest exited ${status} without a report`);
 }
 
-// 5. Every line the patch series adds was executed by the harness tests or the real servers.
+// 6. Every line the patch series adds was executed by the harness tests or the real servers.
 if (hunks && process.env.COVERAGE_PROCESS_START) {
   delete process.env.COVERAGE_PROCESS_START;
   const status = run(py, ["-m", "kvctl_testbed.hunk_coverage", "check", "--data-dir", covDir], { env: pyEnv });

@@ -28,6 +28,7 @@ function cli(args: string[]) {
   cleanup.push(async () => void (p.exitCode === null && p.kill()));
   return {
     lines,
+    interrupt: () => p.kill("SIGINT"),
     stderr: () => err,
     code: async () => {
       const c = await done;
@@ -50,7 +51,7 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     expect(await r.code()).toBe(0);
     expect(r.lines.at(-1)).toBe("verdict: MATCH");
     expect(r.lines.join("\n")).toMatch(/SGLang 0\.5\.23 vs addon: \d+ cases, \d+ pages, 0 mismatching/);
-  }, 60000);
+  }, 180_000);
 
   it("live: matches coalesced and chained stores, flags a tampered one with its first differing page (exit 1)", async () => {
     const port = await freePort();
@@ -58,7 +59,7 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     cleanup.push(() => py.stop());
     const v = cli(["verify-hashes", "--zmq", `tcp://127.0.0.1:${port}`, "--events", "5"]);
     await v.waitLine(/listening/);
-    await sleep(700);
+    await py.waitSubscribers(); // the CLI's subscription reached the publisher: nothing is dropped
     await py.publish([{ type: "BlockStored", tokens: range(1, 193), page: 64 }]); // 3 pages, coalesced
     await py.publish([{ type: "BlockStored", tokens: range(5000, 5064), page: 64, parent: A0.toString() }]); // child of page 0
     await py.publish([{ type: "BlockStored", tokens: range(1, 65), page: 64, cache_salt: "tenant-a" }]); // salted chain
@@ -74,7 +75,7 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     expect(out).toMatch(/seq 4 .*MISMATCH at page 1: worker 42, tokens give -1602537780942439135/);
     expect(out).toMatch(/3 matched, 1 mismatched, 1 unverifiable/);
     expect(v.lines.at(-1)).toBe("verdict: MISMATCH");
-  }, 60000);
+  }, 180_000);
 
   it("live: all matching -> exit 0; nothing received -> exit 2", async () => {
     const port = await freePort();
@@ -82,14 +83,14 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     cleanup.push(() => py.stop());
     const v = cli(["verify-hashes", "--zmq", `tcp://127.0.0.1:${port}`, "--events", "1", "--quiet"]);
     await v.waitLine(/listening/);
-    await sleep(700);
+    await py.waitSubscribers(); // the CLI's subscription reached the publisher: nothing is dropped
     await py.publish([{ type: "BlockStored", tokens: range(1, 129), page: 64, medium: "CPU_PINNED" }]);
     expect(await v.code()).toBe(0);
     expect(v.lines.at(-1)).toBe("verdict: MATCH");
     const empty = cli(["verify-hashes", "--zmq", `tcp://127.0.0.1:${await freePort()}`, "--duration", "1"]);
     expect(await empty.code()).toBe(2);
     expect(empty.lines.at(-1)).toBe("verdict: NOTHING RECEIVED");
-  }, 60000);
+  }, 180_000);
 });
 
 describe.skipIf(!hasVenv)("kvctl watch", () => {
@@ -97,17 +98,19 @@ describe.skipIf(!hasVenv)("kvctl watch", () => {
     const port = await freePort();
     const py = await new SglangPublisher(`tcp://127.0.0.1:${port}`).start();
     cleanup.push(() => py.stop());
-    const w = cli(["watch", "--zmq", `w1=tcp://127.0.0.1:${port}`, "--duration", "3", "--interval", "0.5", "--json"]);
-    await sleep(1200);
+    const w = cli(["watch", "--zmq", `w1=tcp://127.0.0.1:${port}`, "--interval", "0.2", "--json"]);
+    await py.waitSubscribers(); // the watcher's subscription reached the publisher
     await py.publish([{ type: "BlockStored", tokens: range(1, 193), page: 64 }]);
     await py.publish([{ type: "BlockStored", tokens: range(1, 129), page: 64, medium: "CPU_PINNED" }]);
+    await w.waitLine(/"events":2\b/); // a table that has both batches
+    w.interrupt(); // SIGINT: one last table, then exit 0
     expect(await w.code()).toBe(0);
     const last = JSON.parse(w.lines.at(-1) as string);
     expect(last.workers[0]).toMatchObject({ worker: "w1", GPU: 3, CPU_PINNED: 2, DISK: 0, EXTERNAL: 0, events: 2, seq: 1, gaps: 0 });
     const text = cli(["watch", "--zmq", `tcp://127.0.0.1:${port}`, "--once", "--interval", "0.2"]);
     expect(await text.code()).toBe(0);
     expect(text.lines[1]).toMatch(/^worker\s+GPU\s+CPU_PINNED\s+DISK\s+EXTERNAL\s+ev\/s/);
-  }, 60000);
+  }, 180_000);
 });
 
 describe("index dual key, verified natively", () => {

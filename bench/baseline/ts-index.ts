@@ -544,7 +544,9 @@ export class TsKvIndex {
     for (let s = 0; s < this.names.length; s++) {
       const c = this.counts[s];
       const t = zeroTiers();
-      TIERS.forEach((tier, i) => (t[tier] = c[i]));
+      TIERS.forEach((tier, i) => {
+        t[tier] = c[i];
+      });
       workers[this.names[s]] = t;
     }
     return { blocks: this.live, workers, hashMismatches: this.mismatches };

@@ -47,25 +47,24 @@ inline View<const uint8_t> BytesArg(const Napi::CallbackInfo& info, size_t i, co
   return TypedArg<const uint8_t>(info, i, name, napi_uint8_array, "Uint8Array or Buffer");
 }
 
-inline std::optional<View<const uint8_t>> OptionalBytesArg(const Napi::CallbackInfo& info, size_t i,
-                                                           const char* name, size_t exact_len) {
+inline std::optional<View<const uint8_t>> OptionalBytesArg(const Napi::CallbackInfo& info, size_t i, const char* name,
+                                                           size_t exact_len) {
   if (info[i].IsNull() || info[i].IsUndefined()) return std::nullopt;
   auto v = BytesArg(info, i, name);
   if (v.length != exact_len) {
-    ThrowRange(info.Env(), std::string(name) + " must be exactly " + std::to_string(exact_len) +
-                               " bytes (got " + std::to_string(v.length) + ")");
+    ThrowRange(info.Env(), std::string(name) + " must be exactly " + std::to_string(exact_len) + " bytes (got " +
+                               std::to_string(v.length) + ")");
   }
   return v;
 }
 
-inline uint32_t UintArg(const Napi::CallbackInfo& info, size_t i, const char* name, uint32_t min,
-                        uint32_t max) {
+inline uint32_t UintArg(const Napi::CallbackInfo& info, size_t i, const char* name, uint32_t min, uint32_t max) {
   Napi::Env env = info.Env();
   if (!info[i].IsNumber()) ThrowType(env, std::string(name) + " must be a number");
   const double d = info[i].As<Napi::Number>().DoubleValue();
   if (!(d >= min && d <= max) || d != static_cast<double>(static_cast<uint64_t>(d))) {
-    ThrowRange(env, std::string(name) + " must be an integer in [" + std::to_string(min) + ", " +
-                        std::to_string(max) + "] (got " + info[i].ToString().Utf8Value() + ")");
+    ThrowRange(env, std::string(name) + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                        "] (got " + info[i].ToString().Utf8Value() + ")");
   }
   return static_cast<uint32_t>(d);
 }
@@ -76,8 +75,7 @@ inline bool BoolArg(const Napi::CallbackInfo& info, size_t i, const char* name) 
   return info[i].As<Napi::Boolean>().Value();
 }
 
-inline std::optional<std::string> OptionalStringArg(const Napi::CallbackInfo& info, size_t i,
-                                                    const char* name) {
+inline std::optional<std::string> OptionalStringArg(const Napi::CallbackInfo& info, size_t i, const char* name) {
   if (info[i].IsNull() || info[i].IsUndefined()) return std::nullopt;
   if (!info[i].IsString()) ThrowType(info.Env(), std::string(name) + " must be a string or null");
   return info[i].As<Napi::String>().Utf8Value();
@@ -93,8 +91,7 @@ inline uint64_t BigUintArg(const Napi::CallbackInfo& info, size_t i, const char*
 
 // Sequence boundaries: offsets (Uint32Array, nseq + 1 entries, non-decreasing, last <= ntokens)
 // or null/undefined for one sequence over all tokens.
-inline std::vector<uint64_t> OffsetsArg(const Napi::CallbackInfo& info, size_t i, const char* name,
-                                        size_t ntokens) {
+inline std::vector<uint64_t> OffsetsArg(const Napi::CallbackInfo& info, size_t i, const char* name, size_t ntokens) {
   Napi::Env env = info.Env();
   if (info[i].IsNull() || info[i].IsUndefined()) return {0, ntokens};
   auto v = TypedArg<const uint32_t>(info, i, name, napi_uint32_array, "Uint32Array");
@@ -132,7 +129,8 @@ inline Napi::Uint32Array ToUint32Array(Napi::Env env, const std::vector<uint64_t
 // Output sizes are checked before allocating so a huge request is a RangeError, not an abort.
 inline void CheckOutputBytes(Napi::Env env, uint64_t bytes, const char* what) {
   constexpr uint64_t kMax = uint64_t(1) << 32;  // Node's Buffer limit on 64-bit hosts
-  if (bytes > kMax) ThrowRange(env, std::string(what) + " output would be " + std::to_string(bytes) + " bytes; split the batch");
+  if (bytes > kMax)
+    ThrowRange(env, std::string(what) + " output would be " + std::to_string(bytes) + " bytes; split the batch");
 }
 
 }  // namespace kvglue

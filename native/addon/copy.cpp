@@ -73,8 +73,12 @@ Napi::Error MakeError(Napi::Env env, const Status& st) {
   return e;
 }
 
-[[noreturn]] void Throw(Napi::Env env, const Status& st) { throw MakeError(env, st); }
-[[noreturn]] void Throw(Napi::Env env, ErrCode c, const std::string& m) { Throw(env, Status::Error(c, m)); }
+[[noreturn]] void Throw(Napi::Env env, const Status& st) {
+  throw MakeError(env, st);
+}
+[[noreturn]] void Throw(Napi::Env env, ErrCode c, const std::string& m) {
+  Throw(env, Status::Error(c, m));
+}
 
 // A job on a worker thread: `work` runs there, `result` builds the resolved value on the JS thread.
 class Job : public Napi::AsyncWorker {
@@ -140,7 +144,8 @@ uint32_t LayoutField(Napi::Env env, Napi::Object o, const char* name, uint32_t d
   if (!v.IsNumber()) Throw(env, ErrCode::Layout, std::string("layout.") + name + " must be a number");
   const double d = v.As<Napi::Number>().DoubleValue();
   if (!(d >= 0 && d <= 4294967295.0) || d != double(uint64_t(d))) {
-    Throw(env, ErrCode::Layout, std::string("layout.") + name + " must be an integer in [0, 2^32) (got " + v.ToString().Utf8Value() + ")");
+    Throw(env, ErrCode::Layout,
+          std::string("layout.") + name + " must be an integer in [0, 2^32) (got " + v.ToString().Utf8Value() + ")");
   }
   return uint32_t(d);
 }
@@ -234,11 +239,13 @@ Napi::Value CreatePoolFn(const Napi::CallbackInfo& info) {
   mem->bytes = pages * L.page_bytes();
   if (kind == PoolKind::Cpu) {
     mem->ptr = static_cast<uint8_t*>(std::calloc(1, mem->bytes));
-    if (!mem->ptr) Throw(env, ErrCode::NoMemory, "cannot allocate a cpu pool of " + std::to_string(mem->bytes) + " bytes");
+    if (!mem->ptr)
+      Throw(env, ErrCode::NoMemory, "cannot allocate a cpu pool of " + std::to_string(mem->bytes) + " bytes");
   } else {
 #ifdef KVCTL_WITH_CUDA
     void* p = nullptr;
-    st = kind == PoolKind::CudaDevice ? cuda::alloc_device(device, mem->bytes, &p) : cuda::alloc_pinned(device, mem->bytes, &p);
+    st = kind == PoolKind::CudaDevice ? cuda::alloc_device(device, mem->bytes, &p)
+                                      : cuda::alloc_pinned(device, mem->bytes, &p);
     if (!st.ok()) Throw(env, st);
     mem->ptr = static_cast<uint8_t*>(p);
 #else
@@ -289,7 +296,8 @@ Status CheckPair(const PoolMem& s, const PoolMem& d) {
   const bool sc = s.kind == PoolKind::Cpu, dc = d.kind == PoolKind::Cpu;
   if (sc != dc) {
     return Status::Error(ErrCode::Device, std::string("cannot copy between a ") + kind_name(s.kind) + " pool and a " +
-                                              kind_name(d.kind) + " pool: cpu pools (the CPU twin) copy only to cpu pools");
+                                              kind_name(d.kind) +
+                                              " pool: cpu pools (the CPU twin) copy only to cpu pools");
   }
   if (s.kind == PoolKind::CudaDevice && d.kind == PoolKind::CudaDevice && s.device != d.device) {
     return Status::Error(ErrCode::Device, "pools are on different CUDA devices (" + std::to_string(s.device) + " and " +
@@ -298,7 +306,9 @@ Status CheckPair(const PoolMem& s, const PoolMem& d) {
   return {};
 }
 
-const char* gran_name(Gran g) { return g == Gran::Native ? "native" : g == Gran::Row ? "row" : "token"; }
+const char* gran_name(Gran g) {
+  return g == Gran::Native ? "native" : g == Gran::Row ? "row" : "token";
+}
 
 // copyPages(src, dst, srcPages, dstPages, coalesceMinPages) -> Promise<stats>
 Napi::Value CopyPagesFn(const Napi::CallbackInfo& info) {
@@ -309,7 +319,8 @@ Napi::Value CopyPagesFn(const Napi::CallbackInfo& info) {
   auto sp = PagesArg(info, 2, "srcPages");
   auto dp = PagesArg(info, 3, "dstPages");
   PlanOptions opt;
-  if (info.Length() > 4 && !info[4].IsUndefined()) opt.coalesce_min_pages = uint32_t(U64Arg(info, 4, "coalesceMinPages"));
+  if (info.Length() > 4 && !info[4].IsUndefined())
+    opt.coalesce_min_pages = uint32_t(U64Arg(info, 4, "coalesceMinPages"));
   Status st = CheckPair(*src, *dst);
   if (!st.ok()) Throw(env, st);
   auto plan = std::make_shared<CopyPlan>();
@@ -356,7 +367,8 @@ Napi::Value DigestsFn(const Napi::CallbackInfo& info) {
   auto pages = std::make_shared<std::vector<uint32_t>>(PagesArg(info, 1, "pages"));
   std::string engine = "auto";
   if (info.Length() > 2 && info[2].IsString()) engine = info[2].As<Napi::String>().Utf8Value();
-  if (engine != "auto" && engine != "cpu" && engine != "gpu") Throw(env, ErrCode::Arg, "engine must be 'auto', 'cpu' or 'gpu'");
+  if (engine != "auto" && engine != "cpu" && engine != "gpu")
+    Throw(env, ErrCode::Arg, "engine must be 'auto', 'cpu' or 'gpu'");
   Status st = check_pages(pages->data(), pages->size(), pool->pages, "pages");
   if (!st.ok()) Throw(env, st);
   kvglue::CheckOutputBytes(env, uint64_t(pages->size()) * 32, "copyDigests");
@@ -426,8 +438,9 @@ Status RawCopy(const PoolMem& pool, void* dst, const void* src, uint64_t n) {
 
 void CheckSpan(Napi::Env env, const PoolMem& pool, uint64_t off, uint64_t len) {
   if (off > pool.bytes || len > pool.bytes - off) {
-    Throw(env, ErrCode::Range, "bytes [" + std::to_string(off) + ", " + std::to_string(off + len) + ") are past the pool (" +
-                                   std::to_string(pool.bytes) + " bytes)");
+    Throw(env, ErrCode::Range,
+          "bytes [" + std::to_string(off) + ", " + std::to_string(off + len) + ") are past the pool (" +
+              std::to_string(pool.bytes) + " bytes)");
   }
 }
 

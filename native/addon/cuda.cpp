@@ -41,9 +41,9 @@ Napi::Value SglangChainCudaFn(const Napi::CallbackInfo& info) {
   const ChainArgs a(info, "sglangChainCuda");
 #ifdef KVCTL_WITH_CUDA
   auto digests = Napi::Buffer<uint8_t>::New(env, a.pages * 32);
-  kv::CudaStatus st = kv::cuda_sglang_chain(a.tokens.data, a.tokens.length, a.offsets.data(), a.batch.nseq,
-                                            a.page_offsets.data(), a.batch.page_size, a.batch.bigram,
-                                            a.batch.prior, digests.Data());
+  kv::CudaStatus st =
+      kv::cuda_sglang_chain(a.tokens.data, a.tokens.length, a.offsets.data(), a.batch.nseq, a.page_offsets.data(),
+                            a.batch.page_size, a.batch.bigram, a.batch.prior, digests.Data());
   if (!st.ok()) {
     throw Napi::Error::New(env, "CUDA unavailable: " + st.name + " (" + std::to_string(st.code) + "): " + st.message);
   }

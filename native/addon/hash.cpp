@@ -34,8 +34,8 @@ Napi::Value SetSha256BackendFn(const Napi::CallbackInfo& info) {
   if (!name || (*name != "portable" && *name != "sha-ni")) {
     ThrowRange(info.Env(), "backend must be \"portable\" or \"sha-ni\"");
   }
-  return Napi::Boolean::New(info.Env(), kv::sha256_set_backend(*name == "sha-ni" ? kv::Sha256Backend::ShaNi
-                                                                                  : kv::Sha256Backend::Portable));
+  return Napi::Boolean::New(
+      info.Env(), kv::sha256_set_backend(*name == "sha-ni" ? kv::Sha256Backend::ShaNi : kv::Sha256Backend::Portable));
 }
 
 // sglangChain(tokens: Uint32Array, offsets: Uint32Array|null, pageSize, bigram, prior: 32 B|null)
@@ -114,8 +114,10 @@ Napi::Value NamespaceSeedFn(const Napi::CallbackInfo& info) {
   auto kind = OptionalStringArg(info, 0, "kind");
   auto extra_key = OptionalStringArg(info, 1, "extraKey");
   auto cache_salt = OptionalStringArg(info, 2, "cacheSalt");
-  if (kind == std::optional<std::string>("storage")) return DigestOrNull(env, kv::storage_namespace_seed(extra_key, cache_salt));
-  if (kind == std::optional<std::string>("event")) return DigestOrNull(env, kv::event_namespace_seed(extra_key, cache_salt));
+  if (kind == std::optional<std::string>("storage"))
+    return DigestOrNull(env, kv::storage_namespace_seed(extra_key, cache_salt));
+  if (kind == std::optional<std::string>("event"))
+    return DigestOrNull(env, kv::event_namespace_seed(extra_key, cache_salt));
   ThrowRange(env, "kind must be \"storage\" or \"event\"");
 }
 

@@ -14,24 +14,36 @@ namespace copy {
 
 const char* err_code_name(ErrCode c) {
   switch (c) {
-    case ErrCode::Ok: return "OK";
-    case ErrCode::Arg: return "E_ARG";
-    case ErrCode::Range: return "E_RANGE";
-    case ErrCode::Duplicate: return "E_DUPLICATE";
-    case ErrCode::Layout: return "E_LAYOUT";
-    case ErrCode::Device: return "E_DEVICE";
-    case ErrCode::Freed: return "E_FREED";
-    case ErrCode::Cuda: return "E_CUDA";
-    case ErrCode::NoMemory: return "E_NOMEM";
+    case ErrCode::Ok:
+      return "OK";
+    case ErrCode::Arg:
+      return "E_ARG";
+    case ErrCode::Range:
+      return "E_RANGE";
+    case ErrCode::Duplicate:
+      return "E_DUPLICATE";
+    case ErrCode::Layout:
+      return "E_LAYOUT";
+    case ErrCode::Device:
+      return "E_DEVICE";
+    case ErrCode::Freed:
+      return "E_FREED";
+    case ErrCode::Cuda:
+      return "E_CUDA";
+    case ErrCode::NoMemory:
+      return "E_NOMEM";
   }
   return "E_UNKNOWN";
 }
 
 const char* layout_kind_name(LayoutKind k) {
   switch (k) {
-    case LayoutKind::LayerFirst: return "layer_first";
-    case LayoutKind::PageFirst: return "page_first";
-    case LayoutKind::PageFirstDirect: return "page_first_direct";
+    case LayoutKind::LayerFirst:
+      return "layer_first";
+    case LayoutKind::PageFirst:
+      return "page_first";
+    case LayoutKind::PageFirstDirect:
+      return "page_first_direct";
   }
   return "?";
 }
@@ -55,18 +67,25 @@ Status validate_layout(const Layout& L) {
   struct F {
     const char* name;
     uint32_t v;
-  } fields[] = {{"pageSize", L.page_size}, {"layers", L.layers}, {"heads", L.heads},
-                {"headDim", L.head_dim}, {"dtypeSize", L.dtype_size}};
+  } fields[] = {{"pageSize", L.page_size},
+                {"layers", L.layers},
+                {"heads", L.heads},
+                {"headDim", L.head_dim},
+                {"dtypeSize", L.dtype_size}};
   for (auto& f : fields) {
-    if (f.v == 0) return Status::Error(ErrCode::Layout, std::string("layout.") + f.name + " must be >= 1 (zero-sized layout)");
+    if (f.v == 0)
+      return Status::Error(ErrCode::Layout, std::string("layout.") + f.name + " must be >= 1 (zero-sized layout)");
   }
-  if (L.kv != 1 && L.kv != 2) return Status::Error(ErrCode::Layout, "layout.kv must be 1 (MLA) or 2 (K and V), got " + std::to_string(L.kv));
-  if (L.dtype_size > 16) return Status::Error(ErrCode::Layout, "layout.dtypeSize must be <= 16, got " + std::to_string(L.dtype_size));
+  if (L.kv != 1 && L.kv != 2)
+    return Status::Error(ErrCode::Layout, "layout.kv must be 1 (MLA) or 2 (K and V), got " + std::to_string(L.kv));
+  if (L.dtype_size > 16)
+    return Status::Error(ErrCode::Layout, "layout.dtypeSize must be <= 16, got " + std::to_string(L.dtype_size));
   if (L.kind != LayoutKind::LayerFirst && L.kind != LayoutKind::PageFirst && L.kind != LayoutKind::PageFirstDirect)
     return Status::Error(ErrCode::Layout, "unknown layout kind");
   // Products of u32 dims: check in 128-bit to reject overflow.
   const unsigned __int128 pb = (unsigned __int128)L.kv * L.layers * L.page_size * L.heads * L.head_dim * L.dtype_size;
-  if (pb >= ((unsigned __int128)1 << 40)) return Status::Error(ErrCode::Layout, "page of " + describe_layout(L) + " would exceed 2^40 bytes");
+  if (pb >= ((unsigned __int128)1 << 40))
+    return Status::Error(ErrCode::Layout, "page of " + describe_layout(L) + " would exceed 2^40 bytes");
   return {};
 }
 
@@ -103,8 +122,9 @@ uint64_t CopyPlan::coalesced_pages() const {
 Status check_pages(const uint32_t* idx, size_t n, uint64_t pages, const char* what) {
   for (size_t i = 0; i < n; ++i) {
     if (idx[i] >= pages) {
-      return Status::Error(ErrCode::Range, std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
-                                               " is past the pool (" + std::to_string(pages) + " pages)");
+      return Status::Error(ErrCode::Range, std::string(what) + "[" + std::to_string(i) +
+                                               "] = " + std::to_string(idx[i]) + " is past the pool (" +
+                                               std::to_string(pages) + " pages)");
     }
   }
   return {};
@@ -126,13 +146,13 @@ static bool find_duplicate(const uint32_t* idx, size_t n, uint32_t* value, size_
   return false;
 }
 
-Status plan_copy(const Layout& src, uint64_t src_pages, const Layout& dst, uint64_t dst_pages,
-                 const uint32_t* src_idx, size_t n_src, const uint32_t* dst_idx, size_t n_dst,
-                 bool same_pool, const PlanOptions& opt, CopyPlan* out) {
+Status plan_copy(const Layout& src, uint64_t src_pages, const Layout& dst, uint64_t dst_pages, const uint32_t* src_idx,
+                 size_t n_src, const uint32_t* dst_idx, size_t n_dst, bool same_pool, const PlanOptions& opt,
+                 CopyPlan* out) {
   *out = CopyPlan{};
   if (!src.same_dims(dst)) {
-    return Status::Error(ErrCode::Layout, "mismatched layouts: " + dims_mismatch(src, dst) + " (src " + describe_layout(src) +
-                                              ", dst " + describe_layout(dst) + ")");
+    return Status::Error(ErrCode::Layout, "mismatched layouts: " + dims_mismatch(src, dst) + " (src " +
+                                              describe_layout(src) + ", dst " + describe_layout(dst) + ")");
   }
   if (n_src != n_dst) {
     return Status::Error(ErrCode::Arg, "srcPages and dstPages differ in length (" + std::to_string(n_src) + " vs " +
@@ -145,8 +165,9 @@ Status plan_copy(const Layout& src, uint64_t src_pages, const Layout& dst, uint6
   uint32_t v;
   size_t a, b;
   if (find_duplicate(dst_idx, n_dst, &v, &a, &b)) {
-    return Status::Error(ErrCode::Duplicate, "dstPages has page " + std::to_string(v) + " twice (at " + std::to_string(a) +
-                                                 " and " + std::to_string(b) + "): the result would depend on copy order");
+    return Status::Error(ErrCode::Duplicate, "dstPages has page " + std::to_string(v) + " twice (at " +
+                                                 std::to_string(a) + " and " + std::to_string(b) +
+                                                 "): the result would depend on copy order");
   }
   if (same_pool && n_src) {
     std::vector<uint32_t> ss(src_idx, src_idx + n_src), dd(dst_idx, dst_idx + n_dst);
@@ -182,8 +203,8 @@ Status plan_copy(const Layout& src, uint64_t src_pages, const Layout& dst, uint6
   return {};
 }
 
-void cpu_execute(const CopyPlan& plan, const uint8_t* src, const Layout& sl, uint64_t src_pages,
-                 uint8_t* dst, const Layout& dl, uint64_t dst_pages) {
+void cpu_execute(const CopyPlan& plan, const uint8_t* src, const Layout& sl, uint64_t src_pages, uint8_t* dst,
+                 const Layout& dl, uint64_t dst_pages) {
   for (const Run& r : plan.runs) {
     const RunGeom g = run_geom(sl, src_pages, dst_pages, r.src_page, r.dst_page, r.count);
     for (uint64_t row = 0; row < g.rows; ++row) {
@@ -202,8 +223,7 @@ void cpu_execute(const CopyPlan& plan, const uint8_t* src, const Layout& sl, uin
   }
 }
 
-void cpu_digests(const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx, size_t n,
-                 uint8_t* out) {
+void cpu_digests(const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx, size_t n, uint8_t* out) {
   for (size_t i = 0; i < n; ++i) {
     Sha256 h;
     feed_page(L, base, pages, idx[i], h);
@@ -211,8 +231,8 @@ void cpu_digests(const Layout& L, const uint8_t* base, uint64_t pages, const uin
   }
 }
 
-void cpu_digests_portable(const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx,
-                          size_t n, uint8_t* out) {
+void cpu_digests_portable(const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx, size_t n,
+                          uint8_t* out) {
   for (size_t i = 0; i < n; ++i) page_digest_stream(L, base, pages, idx[i], out + 32 * i);
 }
 

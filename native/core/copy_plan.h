@@ -81,22 +81,21 @@ struct PlanOptions {
 
 // Checks a batch (lengths equal, indices in range, no duplicate destination page, and for a copy
 // within one pool no page both read and written) and plans it.
-Status plan_copy(const Layout& src, uint64_t src_pages, const Layout& dst, uint64_t dst_pages,
-                 const uint32_t* src_idx, size_t n_src, const uint32_t* dst_idx, size_t n_dst,
-                 bool same_pool, const PlanOptions& opt, CopyPlan* out);
+Status plan_copy(const Layout& src, uint64_t src_pages, const Layout& dst, uint64_t dst_pages, const uint32_t* src_idx,
+                 size_t n_src, const uint32_t* dst_idx, size_t n_dst, bool same_pool, const PlanOptions& opt,
+                 CopyPlan* out);
 
 // Page indices in range (for digests).
 Status check_pages(const uint32_t* idx, size_t n, uint64_t pages, const char* what);
 
 // ---- The CPU twin --------------------------------------------------------------------------
-void cpu_execute(const CopyPlan& plan, const uint8_t* src, const Layout& sl, uint64_t src_pages,
-                 uint8_t* dst, const Layout& dl, uint64_t dst_pages);
+void cpu_execute(const CopyPlan& plan, const uint8_t* src, const Layout& sl, uint64_t src_pages, uint8_t* dst,
+                 const Layout& dl, uint64_t dst_pages);
 // Digests of the given pages (32 bytes each, canonical order, kv::Sha256: SHA-NI when present).
-void cpu_digests(const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx, size_t n,
-                 uint8_t* out);
+void cpu_digests(const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx, size_t n, uint8_t* out);
 // Same through the portable streaming hasher the GPU kernel uses (tests compare the two).
-void cpu_digests_portable(const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx,
-                          size_t n, uint8_t* out);
+void cpu_digests_portable(const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx, size_t n,
+                          uint8_t* out);
 void cpu_fill(uint8_t* base, uint64_t bytes, uint64_t seed);
 
 // A contiguous memcpy of `bytes`, `iters` times: the CPU twin's baseline; returns seconds (best).

@@ -42,8 +42,8 @@ struct Layout {
   KV_HD bool segments_canonical() const { return kind != LayoutKind::PageFirst; }
   // Same model dims (a copy between two pools needs these equal; the kind may differ).
   KV_HD bool same_dims(const Layout& o) const {
-    return page_size == o.page_size && layers == o.layers && kv == o.kv && heads == o.heads &&
-           head_dim == o.head_dim && dtype_size == o.dtype_size;
+    return page_size == o.page_size && layers == o.layers && kv == o.kv && heads == o.heads && head_dim == o.head_dim &&
+           dtype_size == o.dtype_size;
   }
 };
 
@@ -53,9 +53,12 @@ KV_HD KV_INLINE uint64_t unit_offset(const Layout& L, uint64_t pages, uint64_t p
   const uint64_t t = u % ps, cl = u / ps, l = cl % L.layers, c = cl / L.layers;
   const uint64_t tb = L.token_bytes();
   switch (L.kind) {
-    case LayoutKind::LayerFirst: return ((c * L.layers + l) * pages * ps + p * ps + t) * tb;
-    case LayoutKind::PageFirst: return (((c * pages + p) * ps + t) * L.layers + l) * tb;
-    default: return (((c * pages + p) * L.layers + l) * ps + t) * tb;  // PageFirstDirect
+    case LayoutKind::LayerFirst:
+      return ((c * L.layers + l) * pages * ps + p * ps + t) * tb;
+    case LayoutKind::PageFirst:
+      return (((c * pages + p) * ps + t) * L.layers + l) * tb;
+    default:
+      return (((c * pages + p) * L.layers + l) * ps + t) * tb;  // PageFirstDirect
   }
 }
 
@@ -122,8 +125,8 @@ struct CopyArgs {
 struct RunGeom {
   uint64_t src_off, dst_off, width, rows, src_pitch, dst_pitch;
 };
-KV_HD KV_INLINE RunGeom run_geom(const Layout& L, uint64_t src_pages, uint64_t dst_pages,
-                                 uint64_t src_page, uint64_t dst_page, uint64_t count) {
+KV_HD KV_INLINE RunGeom run_geom(const Layout& L, uint64_t src_pages, uint64_t dst_pages, uint64_t src_page,
+                                 uint64_t dst_page, uint64_t count) {
   RunGeom g;
   const uint64_t seg = L.segment_bytes();
   g.src_off = segment_offset(L, src_pages, src_page, 0);

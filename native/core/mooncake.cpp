@@ -2,8 +2,7 @@
 
 namespace kv {
 
-void mooncake_object_keys(const std::string& hex, const MooncakeLayout& l,
-                          std::vector<std::string>& out) {
+void mooncake_object_keys(const std::string& hex, const MooncakeLayout& l, std::vector<std::string>& out) {
   const std::string key = l.prefix.empty() ? hex : l.prefix + "_" + hex;
   const bool pp = l.pp_size > 1;
   if (l.mla) {

@@ -20,7 +20,6 @@ struct MooncakeLayout {
 };
 
 // Object keys of one page, in SGLang's order.
-void mooncake_object_keys(const std::string& hex, const MooncakeLayout& l,
-                          std::vector<std::string>& out);
+void mooncake_object_keys(const std::string& hex, const MooncakeLayout& l, std::vector<std::string>& out);
 
 }  // namespace kv

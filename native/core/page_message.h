@@ -23,9 +23,7 @@ struct PageMessage {
   KV_HD uint64_t length() const { return prefix_len() + uint64_t(units) * (bigram ? 8u : 4u); }
   KV_HD uint64_t blocks() const { return (length() + 8) / 64 + 1; }
 
-  KV_HD uint32_t body_word(uint64_t k) const {
-    return bigram ? tokens[(k >> 1) + (k & 1)] : tokens[k];
-  }
+  KV_HD uint32_t body_word(uint64_t k) const { return bigram ? tokens[(k >> 1) + (k & 1)] : tokens[k]; }
 
   // Block i of the padded message: a pointer straight into the tokens when the block lies
   // wholly inside them (most blocks), else assembled into `scratch` (16-byte aligned, 64 B).
@@ -79,9 +77,8 @@ KV_HD KV_INLINE uint64_t sglang_full_pages(uint64_t raw_tokens, uint32_t page_si
 // The SGLang chain over one sequence with a per-page digest function: page p chains from page
 // p-1's raw digest, page 0 from `prior` (nullptr: the unseeded chain at the tree root).
 template <class PageFn>
-KV_HD inline void sglang_chain_one(const uint32_t* tokens, uint64_t pages, uint32_t page_size,
-                                   bool bigram, const uint8_t* prior, uint8_t* out,
-                                   PageFn page_fn) {
+KV_HD inline void sglang_chain_one(const uint32_t* tokens, uint64_t pages, uint32_t page_size, bool bigram,
+                                   const uint8_t* prior, uint8_t* out, PageFn page_fn) {
   for (uint64_t p = 0; p < pages; ++p) {
     PageMessage m{p == 0 ? prior : out + 32 * (p - 1), tokens + p * page_size, page_size, bigram};
     page_fn(m, out + 32 * p);

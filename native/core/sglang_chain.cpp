@@ -33,8 +33,8 @@ void sglang_chain_batch(const ChainBatch& b, const uint64_t* page_offsets, uint8
     sglang_chain_one(tb + p * P, nb - p, P, b.bigram, p == 0 ? b.prior : ob + 32 * (p - 1), ob + 32 * p, digest);
   }
   if (s < b.nseq) {
-    sglang_chain_one(b.tokens + b.offsets[s], page_offsets[s + 1] - page_offsets[s], P, b.bigram,
-                     b.prior, out + 32 * page_offsets[s], digest);
+    sglang_chain_one(b.tokens + b.offsets[s], page_offsets[s + 1] - page_offsets[s], P, b.bigram, b.prior,
+                     out + 32 * page_offsets[s], digest);
   }
 }
 

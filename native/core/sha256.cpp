@@ -22,8 +22,12 @@ std::atomic<Sha256Backend>& active() {
 
 }  // namespace
 
-bool sha256_shani_supported() { return detail::shani_cpu_has(); }
-Sha256Backend sha256_backend() { return active().load(std::memory_order_relaxed); }
+bool sha256_shani_supported() {
+  return detail::shani_cpu_has();
+}
+Sha256Backend sha256_backend() {
+  return active().load(std::memory_order_relaxed);
+}
 
 bool sha256_set_backend(Sha256Backend b) {
   if (b == Sha256Backend::ShaNi && !detail::shani_cpu_has()) return false;
@@ -45,8 +49,7 @@ void sha256_page_digest(const PageMessage& m, uint8_t out[32]) {
   page_digest_portable(m, out);
 }
 
-void sha256_page_digest2(const PageMessage& a, uint8_t out_a[32], const PageMessage& b,
-                         uint8_t out_b[32]) {
+void sha256_page_digest2(const PageMessage& a, uint8_t out_a[32], const PageMessage& b, uint8_t out_b[32]) {
   if (sha256_backend() == Sha256Backend::ShaNi) return detail::shani_page_digest2(a, out_a, b, out_b);
   page_digest_portable(a, out_a);
   page_digest_portable(b, out_b);
@@ -58,7 +61,9 @@ Sha256& Sha256::update(const void* data, size_t len) {
   if (buffered_) {
     size_t take = 64 - buffered_ < len ? 64 - buffered_ : len;
     std::memcpy(buf_ + buffered_, p, take);
-    buffered_ += take; p += take; len -= take;
+    buffered_ += take;
+    p += take;
+    len -= take;
     if (buffered_ < 64) return *this;
     sha256_compress(h_, buf_, 1);
     buffered_ = 0;
@@ -87,6 +92,8 @@ void Sha256::final(uint8_t out[32]) {
   sha256_store_digest(h_, out);
 }
 
-void sha256(const void* data, size_t len, uint8_t out[32]) { Sha256().update(data, len).final(out); }
+void sha256(const void* data, size_t len, uint8_t out[32]) {
+  Sha256().update(data, len).final(out);
+}
 
 }  // namespace kv

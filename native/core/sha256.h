@@ -21,8 +21,7 @@ void sha256_compress(uint32_t h[8], const uint8_t* blocks, size_t nblocks);
 
 // One page digest, and two independent ones interleaved (hides SHA-NI latency).
 void sha256_page_digest(const PageMessage& m, uint8_t out[32]);
-void sha256_page_digest2(const PageMessage& a, uint8_t out_a[32], const PageMessage& b,
-                         uint8_t out_b[32]);
+void sha256_page_digest2(const PageMessage& a, uint8_t out_a[32], const PageMessage& b, uint8_t out_b[32]);
 
 // Streaming hash for small messages (namespace seeds, tests).
 class Sha256 {

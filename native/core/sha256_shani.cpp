@@ -42,20 +42,19 @@ KV_SHANI_TARGET inline State initial_state() {
 }
 
 // Four rounds with message words w (already byte-swapped).
-#define KV_QROUND(S, W, I)                                                              \
-  do {                                                                                  \
+#define KV_QROUND(S, W, I)                                                                         \
+  do {                                                                                             \
     __m128i m_ = _mm_add_epi32(W, _mm_load_si128(reinterpret_cast<const __m128i*>(kK + 4 * (I)))); \
-    S.cdgh = _mm_sha256rnds2_epu32(S.cdgh, S.abef, m_);                                 \
-    m_ = _mm_shuffle_epi32(m_, 0x0E);                                                   \
-    S.abef = _mm_sha256rnds2_epu32(S.abef, S.cdgh, m_);                                 \
+    S.cdgh = _mm_sha256rnds2_epu32(S.cdgh, S.abef, m_);                                            \
+    m_ = _mm_shuffle_epi32(m_, 0x0E);                                                              \
+    S.abef = _mm_sha256rnds2_epu32(S.abef, S.cdgh, m_);                                            \
   } while (0)
 
 // Message schedule: W[4i..4i+3] from the previous four groups (ring of 4).
-#define KV_SCHED(W, I)                                                                  \
-  W[(I) & 3] = _mm_sha256msg2_epu32(                                                    \
-      _mm_add_epi32(_mm_sha256msg1_epu32(W[(I) & 3], W[((I) + 1) & 3]),                 \
-                    _mm_alignr_epi8(W[((I) + 3) & 3], W[((I) + 2) & 3], 4)),            \
-      W[((I) + 3) & 3])
+#define KV_SCHED(W, I)                                                                                     \
+  W[(I) & 3] = _mm_sha256msg2_epu32(_mm_add_epi32(_mm_sha256msg1_epu32(W[(I) & 3], W[((I) + 1) & 3]),      \
+                                                  _mm_alignr_epi8(W[((I) + 3) & 3], W[((I) + 2) & 3], 4)), \
+                                    W[((I) + 3) & 3])
 
 KV_SHANI_TARGET inline void compress1(State& s, const uint8_t* blk) {
   const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
@@ -132,8 +131,7 @@ KV_SHANI_TARGET void shani_page_digest(const PageMessage& m, uint8_t out[32]) {
   finish(s, out);
 }
 
-KV_SHANI_TARGET void shani_page_digest2(const PageMessage& ma, uint8_t* out_a,
-                                        const PageMessage& mb, uint8_t* out_b) {
+KV_SHANI_TARGET void shani_page_digest2(const PageMessage& ma, uint8_t* out_a, const PageMessage& mb, uint8_t* out_b) {
   State a = initial_state(), b = initial_state();
   alignas(16) uint8_t sa[64], sb[64];
   const uint64_t na = ma.blocks(), nb = mb.blocks(), both = na < nb ? na : nb;
@@ -152,11 +150,15 @@ KV_SHANI_TARGET void shani_page_digest2(const PageMessage& ma, uint8_t* out_a,
 
 namespace kv {
 namespace detail {
-bool shani_cpu_has() { return false; }
+bool shani_cpu_has() {
+  return false;
+}
 void shani_compress(uint32_t h[8], const uint8_t* blocks, size_t n) {
   for (size_t i = 0; i < n; ++i) sha256_compress_portable(h, blocks + 64 * i);
 }
-void shani_page_digest(const PageMessage& m, uint8_t out[32]) { page_digest_portable(m, out); }
+void shani_page_digest(const PageMessage& m, uint8_t out[32]) {
+  page_digest_portable(m, out);
+}
 void shani_page_digest2(const PageMessage& a, uint8_t* oa, const PageMessage& b, uint8_t* ob) {
   page_digest_portable(a, oa);
   page_digest_portable(b, ob);

@@ -22,18 +22,19 @@ Status cuda_status(cudaError_t e, const char* what) {
   const char* name = cudaGetErrorName(e);
   const char* str = cudaGetErrorString(e);
   s.cuda_name = name ? name : "cudaErrorUnknown";
-  s.message = "CUDA error " + s.cuda_name + " (" + std::to_string(int(e)) + "): " + (str ? str : "") + " [in " + what + "]";
+  s.message =
+      "CUDA error " + s.cuda_name + " (" + std::to_string(int(e)) + "): " + (str ? str : "") + " [in " + what + "]";
   if (e == cudaErrorMemoryAllocation) s.code = ErrCode::NoMemory;
   return s;
 }
 
-#define KV_CK(call)                                              \
-  do {                                                           \
-    cudaError_t e_ = (call);                                     \
-    if (e_ != cudaSuccess) {                                     \
-      (void)cudaGetLastError(); /* clear a non-sticky error */   \
-      return cuda_status(e_, #call);                             \
-    }                                                            \
+#define KV_CK(call)                                            \
+  do {                                                         \
+    cudaError_t e_ = (call);                                   \
+    if (e_ != cudaSuccess) {                                   \
+      (void)cudaGetLastError(); /* clear a non-sticky error */ \
+      return cuda_status(e_, #call);                           \
+    }                                                          \
   } while (0)
 
 struct StreamGuard {
@@ -148,8 +149,8 @@ Status check_device(int dev) {
   int n = 0;
   KV_CK(cudaGetDeviceCount(&n));
   if (dev < 0 || dev >= n) {
-    return Status::Error(ErrCode::Device, "CUDA device " + std::to_string(dev) + " does not exist (" + std::to_string(n) +
-                                              " device(s))");
+    return Status::Error(ErrCode::Device, "CUDA device " + std::to_string(dev) + " does not exist (" +
+                                              std::to_string(n) + " device(s))");
   }
   KV_CK(cudaSetDevice(dev));
   return {};
@@ -183,8 +184,8 @@ void free_pinned(void* p) {
   (void)cudaGetLastError();
 }
 
-Status execute(int dev, const CopyPlan& plan, const uint8_t* src, const Layout& sl, uint64_t src_pages,
-               uint8_t* dst, const Layout& dl, uint64_t dst_pages) {
+Status execute(int dev, const CopyPlan& plan, const uint8_t* src, const Layout& sl, uint64_t src_pages, uint8_t* dst,
+               const Layout& dl, uint64_t dst_pages) {
   if (plan.pages == 0) return {};
   Status s = check_device(dev);
   if (!s.ok()) return s;

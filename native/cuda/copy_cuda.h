@@ -41,8 +41,8 @@ void free_pinned(void* p);
 // Executes a plan on `dev`: coalesced runs as cudaMemcpy2DAsync, scattered pages with the copy
 // kernel, on a stream of its own; returns once the stream has completed (call it from a worker
 // thread, never the JS thread).
-Status execute(int dev, const CopyPlan& plan, const uint8_t* src, const Layout& sl, uint64_t src_pages,
-               uint8_t* dst, const Layout& dl, uint64_t dst_pages);
+Status execute(int dev, const CopyPlan& plan, const uint8_t* src, const Layout& sl, uint64_t src_pages, uint8_t* dst,
+               const Layout& dl, uint64_t dst_pages);
 // Page digests computed on the GPU (one thread per page, the core's portable SHA-256).
 Status digests(int dev, const Layout& L, const uint8_t* base, uint64_t pages, const uint32_t* idx, size_t n,
                uint8_t* out);

@@ -9,13 +9,12 @@ namespace kv {
 namespace {
 
 __global__ void sglang_chain_kernel(const uint32_t* tokens, const uint64_t* offsets, size_t nseq,
-                                    const uint64_t* page_offsets, uint32_t page_size, bool bigram,
-                                    const uint8_t* prior, uint8_t* out) {
+                                    const uint64_t* page_offsets, uint32_t page_size, bool bigram, const uint8_t* prior,
+                                    uint8_t* out) {
   const size_t s = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (s >= nseq) return;
-  sglang_chain_one(tokens + offsets[s], page_offsets[s + 1] - page_offsets[s], page_size, bigram,
-                   prior, out + 32 * page_offsets[s],
-                   [](const PageMessage& m, uint8_t* o) { page_digest_portable(m, o); });
+  sglang_chain_one(tokens + offsets[s], page_offsets[s + 1] - page_offsets[s], page_size, bigram, prior,
+                   out + 32 * page_offsets[s], [](const PageMessage& m, uint8_t* o) { page_digest_portable(m, o); });
 }
 
 CudaStatus status_of(cudaError_t e) {
@@ -32,7 +31,8 @@ CudaStatus status_of(cudaError_t e) {
 struct DeviceBuffers {
   void* ptrs[5] = {};
   ~DeviceBuffers() {
-    for (void* p : ptrs) if (p) cudaFree(p);
+    for (void* p : ptrs)
+      if (p) cudaFree(p);
   }
 };
 
@@ -45,9 +45,9 @@ CudaStatus cuda_device_count(int* count) {
   return status_of(e);
 }
 
-CudaStatus cuda_sglang_chain(const uint32_t* tokens, size_t ntokens, const uint64_t* offsets,
-                             size_t nseq, const uint64_t* page_offsets, uint32_t page_size,
-                             bool bigram, const uint8_t* prior, uint8_t* out) {
+CudaStatus cuda_sglang_chain(const uint32_t* tokens, size_t ntokens, const uint64_t* offsets, size_t nseq,
+                             const uint64_t* page_offsets, uint32_t page_size, bool bigram, const uint8_t* prior,
+                             uint8_t* out) {
   int count = 0;
   CudaStatus st = cuda_device_count(&count);
   if (!st.ok()) return st;

@@ -19,8 +19,8 @@ CudaStatus cuda_device_count(int* count);
 
 // Hash `nseq` sequences on the GPU: one thread per sequence, pages sequential in the thread
 // (the same page_digest_portable the CPU build tests). Inputs/outputs are host memory.
-CudaStatus cuda_sglang_chain(const uint32_t* tokens, size_t ntokens, const uint64_t* offsets,
-                             size_t nseq, const uint64_t* page_offsets, uint32_t page_size,
-                             bool bigram, const uint8_t* prior /* 32 B or null */, uint8_t* out);
+CudaStatus cuda_sglang_chain(const uint32_t* tokens, size_t ntokens, const uint64_t* offsets, size_t nseq,
+                             const uint64_t* page_offsets, uint32_t page_size, bool bigram,
+                             const uint8_t* prior /* 32 B or null */, uint8_t* out);
 
 }  // namespace kv

@@ -25,26 +25,25 @@ struct Registrar {
 
 #define KV_CAT2(a, b) a##b
 #define KV_CAT(a, b) KV_CAT2(a, b)
-#define TEST_CASE(suite, name)                                                       \
-  static void KV_CAT(test_, name)();                                                 \
-  static kvtest::Registrar KV_CAT(reg_, name)(#suite, #name, KV_CAT(test_, name));   \
+#define TEST_CASE(suite, name)                                                     \
+  static void KV_CAT(test_, name)();                                               \
+  static kvtest::Registrar KV_CAT(reg_, name)(#suite, #name, KV_CAT(test_, name)); \
   static void KV_CAT(test_, name)()
 
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      ++kvtest::failures;                                                            \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
-    }                                                                                \
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      ++kvtest::failures;                                                           \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                               \
   } while (0)
 
-#define CHECK_EQ(a, b)                                                               \
-  do {                                                                               \
-    auto va_ = (a);                                                                  \
-    auto vb_ = (b);                                                                  \
-    if (!(va_ == vb_)) {                                                             \
-      ++kvtest::failures;                                                            \
-      std::fprintf(stderr, "%s:%d: CHECK_EQ failed: %s != %s\n", __FILE__, __LINE__, \
-                   #a, #b);                                                          \
-    }                                                                                \
+#define CHECK_EQ(a, b)                                                                        \
+  do {                                                                                        \
+    auto va_ = (a);                                                                           \
+    auto vb_ = (b);                                                                           \
+    if (!(va_ == vb_)) {                                                                      \
+      ++kvtest::failures;                                                                     \
+      std::fprintf(stderr, "%s:%d: CHECK_EQ failed: %s != %s\n", __FILE__, __LINE__, #a, #b); \
+    }                                                                                         \
   } while (0)

@@ -4,8 +4,8 @@
 
 namespace kvtest {
 
-inline kv::copy::Layout make_layout(kv::copy::LayoutKind k, uint32_t ps, uint32_t layers, uint32_t kvn,
-                                    uint32_t heads, uint32_t hd, uint32_t dt) {
+inline kv::copy::Layout make_layout(kv::copy::LayoutKind k, uint32_t ps, uint32_t layers, uint32_t kvn, uint32_t heads,
+                                    uint32_t hd, uint32_t dt) {
   kv::copy::Layout L;
   L.kind = k;
   L.page_size = ps;

@@ -18,8 +18,7 @@ int main(int argc, char** argv) {
     const int before = kvtest::failures;
     c.fn();
     ++ran;
-    std::printf("%s %s.%s\n", kvtest::failures == before ? "ok  " : "FAIL", c.suite.c_str(),
-                c.name.c_str());
+    std::printf("%s %s.%s\n", kvtest::failures == before ? "ok  " : "FAIL", c.suite.c_str(), c.name.c_str());
   }
   if (ran == 0) {
     std::fprintf(stderr, "no test cases in suite '%s'\n", suite ? suite : "(all)");

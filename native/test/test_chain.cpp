@@ -15,8 +15,7 @@ using namespace kv;
 namespace {
 
 // The spec written the slow, obvious way: digest[i] = SHA256(digest[i-1] || le32 tokens).
-std::vector<Digest> reference_chain(const uint32_t* t, size_t n, uint32_t P, bool bigram,
-                                    const uint8_t* prior) {
+std::vector<Digest> reference_chain(const uint32_t* t, size_t n, uint32_t P, bool bigram, const uint8_t* prior) {
   std::vector<Digest> out;
   const size_t units = bigram ? (n ? n - 1 : 0) : n;
   for (size_t p = 0; p < units / P; ++p) {
@@ -62,8 +61,7 @@ void check_batch(std::mt19937_64& rng, uint32_t P, bool bigram, bool with_prior)
   std::vector<uint8_t> out(pages * 32);
   sglang_chain_batch(b, po.data(), out.data());
   for (size_t s = 0; s < nseq; ++s) {
-    auto ref = reference_chain(tokens.data() + offsets[s], offsets[s + 1] - offsets[s], P, bigram,
-                               b.prior);
+    auto ref = reference_chain(tokens.data() + offsets[s], offsets[s + 1] - offsets[s], P, bigram, b.prior);
     CHECK_EQ(ref.size(), size_t(po[s + 1] - po[s]));
     for (size_t p = 0; p < ref.size(); ++p) {
       CHECK(std::memcmp(ref[p].data(), out.data() + 32 * (po[s] + p), 32) == 0);

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "check.h"
-#include "layout_fixtures.h"
 #include "copy_digest.h"
 #include "copy_plan.h"
+#include "layout_fixtures.h"
 #include "sha256.h"
 
 using namespace kv::copy;
@@ -55,7 +55,8 @@ TEST_CASE(copy_cpu, random_batches_match_the_reference_for_every_layout_pair) {
         if (n >= 3 && sp >= 3 && dp >= 3) {  // make a run at the front
           s[0] = 0, s[1] = 1, s[2] = 2;
           std::vector<uint32_t> rest;
-          for (uint32_t x = 0; x < dp; ++x) if (x > 2) rest.push_back(x);
+          for (uint32_t x = 0; x < dp; ++x)
+            if (x > 2) rest.push_back(x);
           std::shuffle(rest.begin(), rest.end(), rng);
           d.assign({0, 1, 2});
           for (size_t i = 3; i < n; ++i) d.push_back(rest[i - 3]);

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "check.h"
-#include "layout_fixtures.h"
 #include "copy_digest.h"
 #include "copy_plan.h"
+#include "layout_fixtures.h"
 #include "sha256.h"
 
 using namespace kv::copy;

@@ -15,6 +15,9 @@ Modes:
         {"op": "publish", "events": [EVENT...], "ts": float?}  -> prints `SENT <seq>` once sent
         {"op": "drop"}      the next publish is numbered and kept for replay but not sent (a gap)
         {"op": "restart"}   a new ZmqEventPublisher on the same endpoints (seq starts at 0 again)
+        {"op": "wait_subscribers", "count": 1, "timeout_s": 60}
+                            -> `OK <n>` once n >= count subscriptions reached the publisher
+                               (from then on the subscribers get every batch), else `ERR ...`
         {"op": "quit"}
       EVENT: {"type": "BlockStored", "tokens": [...], "page": 64, "parent": int|null,
               "hashes": [int...]? (default: computed from tokens, chained from the parent's digest
@@ -164,8 +167,50 @@ class Builder:
         return kv.KVEventBatch(ts=float(cmd.get("ts", time.time())), events=[self.event(e) for e in cmd["events"]])
 
 
+class _XpubContext:
+    """Hands out an XPUB where SGLang's publisher asks for a PUB: the same frames on the wire, but
+    subscriptions become visible. ZMQ silently drops what a PUB sends before a subscriber's
+    subscription has reached it, and a plain PUB cannot tell when that happened; with XPUB a test
+    waits for the subscription instead of sleeping."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def socket(self, kind, *args, **kwargs):
+        import zmq
+
+        if kind != zmq.PUB:
+            return self.real.socket(kind, *args, **kwargs)
+        sock = self.real.socket(zmq.XPUB, *args, **kwargs)
+        sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # every subscriber's subscription, not only new topics
+        return sock
+
+
+class ObservablePublisher(kv.ZmqEventPublisher):
+    """SGLang's ZmqEventPublisher, unchanged but for the XPUB socket (see _XpubContext)."""
+
+    subscriptions = 0
+
+    def _socket_setup(self) -> None:
+        real = self._ctx
+        self._ctx = _XpubContext(real)
+        try:
+            super()._socket_setup()
+        finally:
+            self._ctx = real
+
+    def wait_subscribers(self, count: int, timeout_s: float) -> bool:
+        # Only between publishes (wait_sent ran): the publisher thread is not using the socket.
+        deadline = time.monotonic() + timeout_s
+        while self.subscriptions < count and time.monotonic() < deadline:
+            if self._pub.poll(100):
+                if self._pub.recv()[:1] == b"\x01":
+                    self.subscriptions += 1
+        return self.subscriptions >= count
+
+
 def make_publisher(endpoint: str, replay: Optional[str], topic: str):
-    return kv.ZmqEventPublisher(attn_dp_rank=0, endpoint=endpoint, replay_endpoint=replay, topic=topic, bind=True)
+    return ObservablePublisher(attn_dp_rank=0, endpoint=endpoint, replay_endpoint=replay, topic=topic, bind=True)
 
 
 def wait_sent(pub) -> None:
@@ -193,6 +238,12 @@ def serve(args: argparse.Namespace) -> int:
             time.sleep(0.2)
             pub = make_publisher(args.endpoint, args.replay, args.topic)
             print("OK", flush=True)
+        elif op == "wait_subscribers":
+            want = int(cmd.get("count", 1))
+            if pub.wait_subscribers(want, float(cmd.get("timeout_s", 60))):
+                print(f"OK {pub.subscriptions}", flush=True)
+            else:
+                print(f"ERR {pub.subscriptions} of {want} subscription(s) before the timeout", flush=True)
         elif op == "publish":
             batch = builder.batch(cmd)
             if drop_next:

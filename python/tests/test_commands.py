@@ -278,7 +278,7 @@ def test_duplicate_id_is_not_applied_again_and_repeats_the_first_outcome():
     first = h.handle(body)
     again = h.handle(body)
     assert first.status == "partial" and again.status == "duplicate"
-    assert again.reason == f"duplicate of dup-1; first outcome: partial" + (f" ({first.reason})" if first.reason else "")
+    assert again.reason == "duplicate of dup-1; first outcome: partial" + (f" ({first.reason})" if first.reason else "")
     assert (again.affected, again.missing, again.tiers, again.id) == (first.affected, first.missing, first.tiers, "dup-1")
     assert state_for_cache(cache).pins.pin_count_of_hash(ha[0]) == 1
     # bare commands have no id: never deduplicated

@@ -33,7 +33,14 @@ def test_scheduler_thread_owns_the_cache_and_ticks_the_reaper():
     sub = ctx.socket(zmq.SUB)
     sub.connect(f"tcp://127.0.0.1:{port}")
     sub.setsockopt(zmq.SUBSCRIBE, b"")
-    time.sleep(0.2)  # slow joiner
+    # ZMQ drops what a PUB sends before the SUB's subscription reaches it: publish empty probe
+    # batches until one arrives (the subscription is live from then on) instead of sleeping.
+    from sglang.srt.disaggregation.kv_events import KVEventBatch
+
+    joined_by = time.time() + 30
+    while not sub.poll(100):
+        assert time.time() < joined_by, "the SUB never received a probe batch"
+        pub.publish(KVEventBatch(ts=time.time(), events=[]))
     sched = SchedulerThread(built, pub, tick_s=0.01).start()
     serving = Serving(built)
 
@@ -67,7 +74,9 @@ def test_scheduler_thread_owns_the_cache_and_ticks_the_reaper():
         deadline = time.time() + 5
         while time.time() < deadline and not frames:
             if sub.poll(100):
-                frames = sub.recv_multipart()
+                f = sub.recv_multipart()
+                if msgspec.msgpack.decode(f[2])[1]:  # skip the empty probe batches
+                    frames = f
         assert len(frames) == 3  # [topic, seq, payload]: SGLang's own framing
         batch = msgspec.msgpack.decode(frames[2])
         assert batch and sched.batches_published >= 1

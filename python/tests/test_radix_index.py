@@ -1,5 +1,5 @@
 """BlockHashIndex on SGLang's real RadixCache (patched): keyed by the published event hashes."""
-from helpers import insert, make_radix, match, stored_hashes
+from helpers import insert, make_radix, stored_hashes
 
 from sglang.srt.kvctl.hooks import state_of
 

@@ -196,7 +196,7 @@ def test_prune_and_think_purge_on_plain_radix_cache_skip_pins_and_requests():
     assert removed == hs[2:]
     st = state_for_cache(c)
     node = st.index.get(hs[1], st.ops.root())
-    lock = c.inc_lock_ref(node)                      # a running request on pages 1-2
+    c.inc_lock_ref(node)                      # a running request on pages 1-2
     ack = h.handle({"type": "Think", "block_hashes": [hs[1]], "transient": False})
     assert ack.affected == 0 and ack.skipped == 1
     c.dec_lock_ref(node)

@@ -3,7 +3,6 @@
 communicators are built by the patched TokenizerControlMixin (real FanOutCommunicator) and a
 scheduler side routed by the patched Scheduler.init_request_dispatcher (test_http_endpoints._wire:
 only the ZMQ hop is replaced, by SGLang's msgpack IPC codec). NATS is a real nats-server."""
-import asyncio
 import inspect
 import json
 import types

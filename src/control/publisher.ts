@@ -6,7 +6,6 @@
 //   publish()   fire-and-forget (no reply subject): still applied and counted by the worker.
 // Validation and encoding happen once per command, never per retry.
 import {
-  createInbox,
   type Msg,
   type NatsConnection,
   NoRespondersError as NatsNoRespondersError,
@@ -48,6 +47,11 @@ export interface PublisherOptions {
   maxQueued?: number;
   /** The workers a broadcast expects to hear from (can be overridden per broadcast). */
   workers?: readonly string[];
+  /**
+   * Prefix of the reply inboxes for acks (default `_INBOX`), for `send` and `broadcast` alike.
+   * Accounts that restrict subscriptions grant the router one (say `_KVCTL_ROUTER`).
+   */
+  inboxPrefix?: string;
 }
 
 export interface SendOptions {
@@ -90,7 +94,8 @@ export class ControlPublisher {
   private readonly workers: readonly string[] | undefined;
   private readonly stats: ControlCounters = newCounters();
   private readonly subjects = new Map<string, string>();
-  /** Created on the first send, so a publisher that only broadcasts or publishes never subscribes. */
+  private readonly inboxPrefix: string | undefined;
+  /** Created on the first send or broadcast, so a publisher that only publishes never subscribes. */
   private mux: ReplyMux | null = null;
 
   constructor(
@@ -104,6 +109,7 @@ export class ControlPublisher {
     this.backoff = { baseMs: opts.backoffMs ?? 50, maxMs: opts.maxBackoffMs ?? 1000 };
     this.window = new InFlightWindow(opts.maxInFlight ?? 1024, opts.maxQueued ?? 65_536);
     this.workers = opts.workers;
+    this.inboxPrefix = opts.inboxPrefix;
   }
 
   /** A snapshot of the counters. */
@@ -215,7 +221,7 @@ export class ControlPublisher {
       }
       let msg: Msg;
       try {
-        msg = await (this.mux ??= new ReplyMux(this.nc)).request(subject, bytes, timeoutMs);
+        msg = await this.replies().request(subject, bytes, timeoutMs);
       } catch (e) {
         const kind = classify(e);
         if (kind !== "other" && attempt <= retries) continue;
@@ -250,57 +256,51 @@ export class ControlPublisher {
     return ack;
   }
 
-  private collect(subject: string, id: string, bytes: Uint8Array, deadlineMs: number, expected: readonly string[] | undefined): Promise<BroadcastResult> {
-    return new Promise<BroadcastResult>((resolve, reject) => {
-      const byWorker = new Map<string, Ack>();
-      const want = expected ? new Set(expected) : null;
-      let invalidReplies = 0;
-      let noResponders = false;
-      const inbox = createInbox();
-      const finish = () => {
-        clearTimeout(timer);
-        sub.unsubscribe();
-        const acks = [...byWorker.values()];
-        const silent = want ? [...want].filter((w) => !byWorker.has(w)) : [];
-        const unexpected = want ? acks.map((a) => a.worker_id).filter((w) => !want.has(w)) : [];
-        this.stats.silentWorkers += silent.length;
-        if (noResponders) this.stats.noResponders++;
-        resolve({ id, acks, silent, unexpected, noResponders, invalidReplies });
-      };
-      const sub = this.nc.subscribe(inbox, {
-        callback: (err, msg) => {
-          if (err) return;
-          if (isNoResponders(msg)) {
-            noResponders = true;
-            return finish();
-          }
-          let ack: Ack;
-          try {
-            ack = decodeAck(msg.data);
-          } catch {
-            invalidReplies++;
-            this.stats.invalidAcks++;
-            return;
-          }
-          if (ack.id !== id || byWorker.has(ack.worker_id)) {
-            if (ack.id !== id) (invalidReplies++, this.stats.invalidAcks++);
-            return;
-          }
-          byWorker.set(ack.worker_id, ack);
-          this.stats.acked[ack.status]++;
-          if (want && [...want].every((w) => byWorker.has(w))) finish();
-        },
-      });
-      const timer = setTimeout(finish, deadlineMs);
-      try {
-        this.nc.publish(subject, bytes, { reply: inbox });
-      } catch (e) {
-        clearTimeout(timer);
-        sub.unsubscribe();
-        this.stats.failed++;
-        reject(new DeliveryError(`broadcast failed: ${errorText(e)}`, id, null, 1, { cause: e }));
+  /** The one reply mux of this publisher (acks of sends and broadcasts). */
+  private replies(): ReplyMux {
+    return (this.mux ??= new ReplyMux(this.nc, { inboxPrefix: this.inboxPrefix }));
+  }
+
+  private async collect(subject: string, id: string, bytes: Uint8Array, deadlineMs: number, expected: readonly string[] | undefined): Promise<BroadcastResult> {
+    const byWorker = new Map<string, Ack>();
+    const want = expected ? new Set(expected) : null;
+    let invalidReplies = 0;
+    let noResponders = false;
+    const onReply = (msg: Msg): boolean => {
+      if (isNoResponders(msg)) {
+        noResponders = true;
+        return true;
       }
-    });
+      let ack: Ack;
+      try {
+        ack = decodeAck(msg.data);
+      } catch {
+        invalidReplies++;
+        this.stats.invalidAcks++;
+        return false;
+      }
+      if (ack.id !== id) {
+        invalidReplies++;
+        this.stats.invalidAcks++;
+        return false;
+      }
+      if (byWorker.has(ack.worker_id)) return false;
+      byWorker.set(ack.worker_id, ack);
+      this.stats.acked[ack.status]++;
+      return want !== null && byWorker.size >= want.size && [...want].every((w) => byWorker.has(w));
+    };
+    try {
+      await this.replies().collect(subject, bytes, deadlineMs, onReply);
+    } catch (e) {
+      this.stats.failed++;
+      throw new DeliveryError(`broadcast on ${subject} failed: ${errorText(e)}`, id, null, 1, { cause: e });
+    }
+    const acks = [...byWorker.values()];
+    const silent = want ? [...want].filter((w) => !byWorker.has(w)) : [];
+    const unexpected = want ? acks.map((a) => a.worker_id).filter((w) => !want.has(w)) : [];
+    this.stats.silentWorkers += silent.length;
+    if (noResponders) this.stats.noResponders++;
+    return { id, acks, silent, unexpected, noResponders, invalidReplies };
   }
 }
 

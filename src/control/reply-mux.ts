@@ -1,5 +1,6 @@
-// Request/reply for the publisher: one wildcard inbox subscription, replies matched to callers by
-// the last inbox token. nats.js's own `request()` does the same, but on every SUCCESSFUL request
+// Request/reply for the publisher, for `send` (first reply) and `broadcast` (every reply until a
+// deadline) alike: one wildcard inbox subscription under the inbox prefix the caller names,
+// replies matched to callers by the last inbox token. nats.js's own `request()` does the same, but on every SUCCESSFUL request
 // it also builds a `RequestError("cancelled")` with a stack trace (RequestOne.cancel) plus a
 // deferred and a timer wrapper: about 8 us of a 40 us loopback round trip on this machine.
 // Failures come back as nats.js's own error classes: TimeoutError, NoRespondersError (bare, not
@@ -15,10 +16,20 @@ import {
 } from "@nats-io/transport-node";
 
 interface Pending {
-  resolve: (m: Msg) => void;
+  /** Takes one reply; true when the caller wants no more. */
+  deliver: (m: Msg) => boolean;
+  /** The deadline passed. */
+  expire: () => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout;
-  subject: string;
+}
+
+export interface ReplyMuxOptions {
+  /**
+   * Prefix of the reply inboxes (default `_INBOX`). Accounts that restrict subscriptions grant
+   * the router one prefix (say `_KVCTL_ROUTER`); replies come back under it.
+   */
+  inboxPrefix?: string;
 }
 
 export class ReplyMux {
@@ -27,10 +38,11 @@ export class ReplyMux {
   private sub: Subscription | null = null;
   private seq = 0;
 
-  constructor(private readonly nc: NatsConnection) {
-    // The connection's inbox prefix, when it was given one (accounts often restrict _INBOX).
-    const prefix = (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
-    this.base = `${createInbox(prefix)}.`;
+  constructor(
+    private readonly nc: NatsConnection,
+    opts: ReplyMuxOptions = {},
+  ) {
+    this.base = `${createInbox(opts.inboxPrefix)}.`;
     // A closed connection answers nothing more: fail what is still waiting, now.
     // (nats.js resolves closed() with the Error that closed it, if one did.)
     const closedBy = (e: unknown) =>
@@ -46,21 +58,46 @@ export class ReplyMux {
   /** Publishes `data` on `subject` with a fresh reply token; resolves with the first reply. */
   request(subject: string, data: Uint8Array, timeoutMs: number): Promise<Msg> {
     return new Promise<Msg>((resolve, reject) => {
-      if (this.nc.isClosed()) return reject(new RequestError("connection closed"));
-      this.subscribe();
-      const token = (this.seq++).toString(36);
-      const timer = setTimeout(() => {
-        if (this.pending.delete(token)) reject(new TimeoutError());
-      }, timeoutMs);
-      this.pending.set(token, { resolve, reject, timer, subject });
-      try {
-        this.nc.publish(subject, data, { reply: this.base + token });
-      } catch (e) {
-        clearTimeout(timer);
-        this.pending.delete(token);
-        reject(e instanceof Error ? e : new RequestError(String(e)));
-      }
+      const deliver = (m: Msg) => {
+        if (isNoResponders(m)) reject(new NoRespondersError(subject));
+        else resolve(m);
+        return true;
+      };
+      this.start(subject, data, timeoutMs, { deliver, expire: () => reject(new TimeoutError()), reject });
     });
+  }
+
+  /**
+   * Publishes `data` on `subject` with a fresh reply token and hands every reply to `onReply`
+   * until it returns true or `deadlineMs` passes; resolves then. Rejects at once when the inbox
+   * subscription is refused, the connection closes or the publish fails.
+   */
+  collect(subject: string, data: Uint8Array, deadlineMs: number, onReply: (m: Msg) => boolean): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const deliver = (m: Msg) => {
+        const done = onReply(m);
+        if (done) resolve();
+        return done;
+      };
+      this.start(subject, data, deadlineMs, { deliver, expire: resolve, reject });
+    });
+  }
+
+  private start(subject: string, data: Uint8Array, timeoutMs: number, p: Omit<Pending, "timer">): void {
+    if (this.nc.isClosed()) return p.reject(new RequestError("connection closed"));
+    this.subscribe();
+    const token = (this.seq++).toString(36);
+    const timer = setTimeout(() => {
+      if (this.pending.delete(token)) p.expire();
+    }, timeoutMs);
+    this.pending.set(token, { ...p, timer });
+    try {
+      this.nc.publish(subject, data, { reply: this.base + token });
+    } catch (e) {
+      clearTimeout(timer);
+      this.pending.delete(token);
+      p.reject(e instanceof Error ? e : new RequestError(String(e)));
+    }
   }
 
   /** Stops listening; anything still waiting fails. */
@@ -87,10 +124,9 @@ export class ReplyMux {
     const token = msg.subject.slice(this.base.length);
     const p = this.pending.get(token);
     if (!p) return; // late reply to a request that already timed out
+    if (!p.deliver(msg)) return; // a collector waiting for more
     this.pending.delete(token);
     clearTimeout(p.timer);
-    if (isNoResponders(msg)) p.reject(new NoRespondersError(p.subject));
-    else p.resolve(msg);
   }
 
   private failAll(e: Error): void {

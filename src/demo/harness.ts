@@ -111,7 +111,7 @@ export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
   });
   const ready = await new Promise<HarnessReady>((resolve, reject) => {
     let out = "";
-    const timer = setTimeout(() => reject(new Error(`harness not ready within ${o.readyTimeoutMs ?? 60000} ms:\n${tail}`)), o.readyTimeoutMs ?? 60_000);
+    const timer = setTimeout(() => reject(new Error(`harness not ready within ${o.readyTimeoutMs ?? 240_000} ms:\n${tail}`)), o.readyTimeoutMs ?? 240_000);
     child.stdout!.on("data", (d: Buffer) => {
       out += d.toString();
       const nl = out.indexOf("\n");
@@ -166,7 +166,7 @@ export class HarnessClient {
   constructor(
     private readonly nc: NatsConnection,
     readonly workerId: string,
-    private readonly timeoutMs = 30_000,
+    private readonly timeoutMs = 120_000, // a deadline for a hang: the first serve warms torch up on a loaded machine
   ) {}
 
   async op(req: Record<string, unknown>): Promise<Record<string, unknown>> {

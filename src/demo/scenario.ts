@@ -1,7 +1,7 @@
 // The scripted agent session of `kvctl demo`: every command goes through the real ControlPublisher
 // over NATS to the worker (a real patched SGLang server on CPU, or the harness: workers.ts), and
 // after each one the session's tier residency is read back with Inspect. Then the pin-vs-flood table.
-import { ControlPublisher } from "../control/index.js";
+import type { ControlPublisher } from "../control/index.js";
 import type { Ack, AckStatus, Command } from "../protocol/index.js";
 import { type EventRecorder, summarize } from "./harness.js";
 import type { DemoWorker } from "./workers.js";

@@ -3,8 +3,10 @@
 // 0, 1, 2, ... per publisher, payload byte-identical to SGLang 0.5.23's msgspec encoding
 // (encode.ts), and an optional ROUTER replay socket answering [client, "", start_seq] with
 // [client, "", topic, seq, payload] per buffered batch and [client, "", "", END_SEQ, ""] at the end,
-// from a bounded buffer of the last `bufferSteps` batches.
-import { Publisher, Router } from "zeromq";
+// from a bounded buffer of the last `bufferSteps` batches. The socket is an XPUB (same frames as
+// a PUB) so `waitForSubscribers` can tell when a subscriber has joined: ZMQ drops what is sent
+// before a subscription arrives, and a PUB cannot see that moment.
+import { Router, XPublisher } from "zeromq";
 import { decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
 import { encodeBatch } from "./encode.js";
 import type { KvEvent, KvEventBatch } from "./types.js";
@@ -35,7 +37,10 @@ export interface StoreArgs {
 
 export class KvEventPublisher {
   private readonly opts: PublisherOptions;
-  private pub: Publisher | null = null;
+  private pub: XPublisher | null = null;
+  private subscriptions = 0;
+  private subscriptionWaiters: { count: number; resolve: () => void }[] = [];
+  private subscriptionLoop: Promise<void> | null = null;
   private router: Router | null = null;
   private seqNext = 0n;
   private readonly buffer: { seq: bigint; payload: Buffer }[] = [];
@@ -52,9 +57,11 @@ export class KvEventPublisher {
   }
 
   async bind(): Promise<this> {
-    const pub = new Publisher({ linger: 0, sendHighWaterMark: this.opts.hwm ?? 100_000 });
+    const pub = new XPublisher({ linger: 0, sendHighWaterMark: this.opts.hwm ?? 100_000 });
+    pub.verbosity = "allSubs"; // every subscriber's subscription, not only new topics
     await pub.bind(this.opts.endpoint);
     this.pub = pub;
+    this.subscriptionLoop = this.countSubscriptions(pub);
     this.endpoint = pub.lastEndpoint ?? this.opts.endpoint;
     if (this.opts.replayEndpoint) {
       const router = new Router({ linger: 0 });
@@ -122,6 +129,47 @@ export class KvEventPublisher {
     return seq;
   }
 
+  /**
+   * Resolves once `count` subscriptions (every subscriber's, each of its topics) have reached the
+   * socket: from then on those subscribers receive every batch. Rejects after `timeoutMs`.
+   */
+  waitForSubscribers(count = 1, timeoutMs = 30_000): Promise<void> {
+    if (this.subscriptions >= count) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.subscriptionWaiters = this.subscriptionWaiters.filter((w) => w !== waiter);
+        reject(new Error(`${this.subscriptions} of ${count} subscription(s) reached ${this.endpoint} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const waiter = {
+        count,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      };
+      this.subscriptionWaiters.push(waiter);
+    });
+  }
+
+  /** Subscriptions that have reached the socket so far. */
+  get subscriberCount(): number {
+    return this.subscriptions;
+  }
+
+  private async countSubscriptions(pub: XPublisher): Promise<void> {
+    try {
+      for await (const [msg] of pub) {
+        if (msg?.[0] !== 1) continue; // 0 = unsubscribe
+        this.subscriptions++;
+        const ready = this.subscriptionWaiters.filter((w) => w.count <= this.subscriptions);
+        this.subscriptionWaiters = this.subscriptionWaiters.filter((w) => w.count > this.subscriptions);
+        for (const w of ready) w.resolve();
+      }
+    } catch {
+      // closed
+    }
+  }
+
   /** Next seq this publisher will use. */
   get nextSeq(): bigint {
     return this.seqNext;
@@ -150,5 +198,6 @@ export class KvEventPublisher {
     this.pub?.close();
     this.router?.close();
     await this.replayLoop;
+    await this.subscriptionLoop;
   }
 }

@@ -74,7 +74,7 @@ export function revertSeries(path: string, opts: RevertOptions = {}): RevertResu
         }
       }
       const have = readRel(parent, f.path);
-      const same = original === null ? have === null : have !== null && have.equals(original);
+      const same = original === null ? have === null : have?.equals(original);
       if (!same) {
         ops.push({ path: join(parent, f.path), content: original, mode: f.originalMode ?? 0o644 });
         (original === null ? result.removed : result.restored).push(f.path);

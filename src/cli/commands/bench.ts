@@ -13,7 +13,7 @@ options:
   --layout <kind>          host pool layout: layer_first (default), page_first, page_first_direct
   --device-layout <kind>   device pool layout (default: same as --layout; a different one measures
                            the layout conversion SGLang does between device and host)
-  --model-dims <dims>      a preset (${"${PRESETS}"}) or
+  --model-dims <dims>      a preset (%PRESETS%) or
                            layers=32,heads=8,headDim=128,dtype=bf16[,kv=2]  (heads: KV heads per rank;
                            kv=1 for MLA). Default llama-3.1-8b
   --page-size <n>          tokens per page (default 64)
@@ -262,7 +262,7 @@ async function copyMain(argv: string[]): Promise<number> {
     return 2;
   }
   if (values.help) {
-    console.log(HELP.replace("${PRESETS}", Object.keys(PRESETS).join(", ")));
+    console.log(HELP.replace("%PRESETS%", Object.keys(PRESETS).join(", ")));
     return 0;
   }
   let opts: Parameters<typeof benchCopy>[0];
@@ -306,7 +306,7 @@ export const command: Command = {
   async run(argv: string[]): Promise<number> {
     const [sub, ...rest] = argv;
     if (!sub || sub === "-h" || sub === "--help") {
-      console.log(`usage: kvctl bench <${Object.keys(SUBCOMMANDS).join("|")}> [options]\n\n${HELP.replace("${PRESETS}", Object.keys(PRESETS).join(", "))}`);
+      console.log(`usage: kvctl bench <${Object.keys(SUBCOMMANDS).join("|")}> [options]\n\n${HELP.replace("%PRESETS%", Object.keys(PRESETS).join(", "))}`);
       return sub ? 0 : 2;
     }
     const fn = SUBCOMMANDS[sub];

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connectControlPlane, ControlPublisher } from "../../control/index.js";
 import { buildPatchedTree, ensureVenv, EventRecorder, HarnessClient, startHarness, summarize } from "../../demo/harness.js";
-import { startNatsServer } from "../../control/nats-server.js";
+import { startNatsServer } from "../../testing/index.js";
 import { startRealServer } from "../../demo/real-server.js";
 import { runAgentSession } from "../../demo/scenario.js";
 import { type DemoWorker, HarnessWorker, SglangWorker } from "../../demo/workers.js";

@@ -4,7 +4,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { findNatsServer } from "../../control/nats-server.js";
+import { findNatsServer } from "../../testing/nats-server.js";
 import { seriesStatus } from "../../patch/index.js";
 import { venvPython } from "../../paths.js";
 import type { Command } from "../main.js";

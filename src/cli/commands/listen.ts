@@ -2,7 +2,8 @@
 // back), for debugging. Read-only: it never answers, so it cannot be mistaken for a worker.
 import { parseArgs } from "node:util";
 import type { Msg } from "@nats-io/transport-node";
-import { connectControlPlane, connectOptionsFromFlags, NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/index.js";
+import { connectOptionsFromFlags, NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import { connectControlPlane } from "../../control/index.js";
 import {
   broadcastSubject,
   checkSubjectPrefix,

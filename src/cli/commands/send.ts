@@ -1,15 +1,8 @@
 // `kvctl send <worker|--broadcast> <Command> [--field value ...]`: build one command from flags,
 // validate it with the protocol schemas, send it over NATS and print the ack(s).
 import { parseArgs } from "node:util";
-import {
-  connectControlPlane,
-  connectOptionsFromFlags,
-  ControlError,
-  ControlPublisher,
-  joinNegativeValues,
-  NATS_FLAGS,
-  NATS_FLAGS_HELP,
-} from "../../control/index.js";
+import { connectOptionsFromFlags, joinNegativeValues, NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import { connectControlPlane, ControlError, ControlPublisher } from "../../control/index.js";
 import {
   type Ack,
   COMMAND_FIELDS,
@@ -140,9 +133,11 @@ export const command: CliCommand = {
       throw e;
     }
 
-    const nc = await connectControlPlane({ ...connectOptionsFromFlags(v, "kvctl send"), maxReconnectAttempts: 0 });
+    const connectOptions = connectOptionsFromFlags(v, "kvctl send");
+    const nc = await connectControlPlane({ ...connectOptions, maxReconnectAttempts: 0 });
     try {
       const pub = new ControlPublisher(nc, {
+        inboxPrefix: connectOptions.inboxPrefix,
         subjectPrefix: (v["subject-prefix"] as string | undefined) ?? undefined,
         timeoutMs: (timeoutMs as number | undefined) ?? 1000,
         retries: (retries as number | undefined) ?? 2,

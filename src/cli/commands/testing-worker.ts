@@ -2,13 +2,9 @@
 // for a worker's control subscriber, so `kvctl send` can be demonstrated without SGLang. It is not
 // the worker: it holds no KV cache and says so when it starts.
 import { parseArgs } from "node:util";
-import {
-  connectControlPlane,
-  connectOptionsFromFlags,
-  NATS_FLAGS,
-  NATS_FLAGS_HELP,
-  ReferenceResponder,
-} from "../../control/index.js";
+import { connectOptionsFromFlags, NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import { connectControlPlane } from "../../control/index.js";
+import { ReferenceResponder } from "../../testing/index.js";
 import { checkSubjectPrefix, checkWorkerId, parseFieldText } from "../../protocol/index.js";
 import type { Command as CliCommand } from "../main.js";
 

@@ -135,7 +135,9 @@ async function live(v: Record<string, string | boolean | undefined>): Promise<nu
       } else {
         // Remember every page digest (even of a mismatching event: its children chain from what
         // the worker published, so key them by the published hash).
-        e.blockHashes.forEach((h, i) => digests.set(h, r.digests.subarray(i * 32, i * 32 + 32)));
+        e.blockHashes.forEach((h, i) => {
+          digests.set(h, r.digests.subarray(i * 32, i * 32 + 32));
+        });
         if (r.firstMismatch === null) {
           n.matched++;
           if (!quiet) say(`${head}: match`);
