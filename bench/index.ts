@@ -177,7 +177,7 @@ const frames = (f: (buf: Buffer, w: number) => number) => () => {
 
 // --- requests for the scoring runs (same for both indexes) -------------------------------------
 let tsRate = 0;
-let tsScore: number[] = [];
+const tsScore: number[] = [];
 const requests: bigint[][] = [];
 const shares: { w: number; len: number; tier: Tier }[][] = [];
 const chains = Math.floor(batchesPerWorker / BATCHES_PER_CHAIN);
@@ -195,7 +195,7 @@ let rate = 0;
 let rateWall = 0;
 let bytesPerBlock = 0;
 let residentPerBlock = 0;
-let score: number[] = [];
+const score: number[] = [];
 const scoreWall: number[] = [];
 {
   gc();

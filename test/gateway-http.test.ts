@@ -102,7 +102,6 @@ async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolic
   return g;
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
 const json = async (r: Response): Promise<any> => r.json();
 
 const post = (url: string, body: string, headers: Record<string, string> = {}) =>

@@ -87,7 +87,9 @@ async function post(url: string, body: unknown, headers: Record<string, string> 
 
 function chat(turn: string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
   const messages = [{ role: "system", content: "You are a terse test assistant. ".repeat(6) }];
-  turn.forEach((t, i) => messages.push({ role: i % 2 ? "assistant" : "user", content: t }));
+  turn.forEach((t, i) => {
+    messages.push({ role: i % 2 ? "assistant" : "user", content: t });
+  });
   return { messages, max_tokens: 8, temperature: 0, ignore_eos: true, ...extra };
 }
 

@@ -69,7 +69,9 @@ class MapModel {
     const t = { GPU: 0, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 };
     for (const n of this.nodes.values()) {
       const m = n.masks.get(w) ?? 0;
-      TIERS.forEach((tier, i) => (t[tier] += (m >> i) & 1));
+      TIERS.forEach((tier, i) => {
+        t[tier] += (m >> i) & 1;
+      });
     }
     return t;
   }

@@ -45,7 +45,6 @@ afterAll(async () => {
   if (jsDir) rmSync(jsDir, { recursive: true, force: true });
 }, 120_000);
 
-// biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
 const post = async (path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> => {
   const r = await fetch(`${g.url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
   return { status: r.status, json: await r.json() };

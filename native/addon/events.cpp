@@ -13,7 +13,9 @@ namespace {
 
 using kv::events::Batch;
 
-size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
+size_t align8(size_t n) {
+  return (n + 7) & ~size_t(7);
+}
 
 Napi::Value OptStrValue(Napi::Env env, const kv::events::OptStr& s) {
   return s.present ? Napi::String::New(env, std::string(s.value)) : env.Null();
@@ -45,21 +47,36 @@ Napi::Value DecodeKvEventBatchInto(const Napi::CallbackInfo& info) {
   }
   const size_t n = b.events.size();
   size_t need = 64;
-  const size_t o_kinds = need; need += align8(n);
-  const size_t o_tiers = need; need += align8(n);
-  const size_t o_has_parent = need; need += align8(n);
-  const size_t o_flags = need; need += align8(n);
-  const size_t o_block_sizes = need; need += align8(n * 4);
-  const size_t o_hash_offsets = need; need += align8((n + 1) * 4);
-  const size_t o_token_offsets = need; need += align8((n + 1) * 4);
-  const size_t o_parents = need; need += n * 8;
-  const size_t o_hashes = need; need += b.hashes.size() * 8;
-  const size_t o_tokens = need; need += align8(b.tokens.size() * 4);
+  const size_t o_kinds = need;
+  need += align8(n);
+  const size_t o_tiers = need;
+  need += align8(n);
+  const size_t o_has_parent = need;
+  need += align8(n);
+  const size_t o_flags = need;
+  need += align8(n);
+  const size_t o_block_sizes = need;
+  need += align8(n * 4);
+  const size_t o_hash_offsets = need;
+  need += align8((n + 1) * 4);
+  const size_t o_token_offsets = need;
+  need += align8((n + 1) * 4);
+  const size_t o_parents = need;
+  need += n * 8;
+  const size_t o_hashes = need;
+  need += b.hashes.size() * 8;
+  const size_t o_tokens = need;
+  need += align8(b.tokens.size() * 4);
   if (need > out_arr.length) return Napi::Number::New(env, -static_cast<double>(need));
   uint8_t* out = out_arr.data;
-  double header[8] = {b.ts, b.has_dp ? static_cast<double>(b.dp) : std::nan(""), b.map_form ? 1.0 : 0.0,
-                      static_cast<double>(n), static_cast<double>(b.hashes.size()),
-                      static_cast<double>(b.tokens.size()), 0, 0};
+  double header[8] = {b.ts,
+                      b.has_dp ? static_cast<double>(b.dp) : std::nan(""),
+                      b.map_form ? 1.0 : 0.0,
+                      static_cast<double>(n),
+                      static_cast<double>(b.hashes.size()),
+                      static_cast<double>(b.tokens.size()),
+                      0,
+                      0};
   std::memcpy(out, header, sizeof header);
   bool any_extras = false;
   static const char* canon[] = {"GPU", "CPU_PINNED", "DISK", "EXTERNAL"};

@@ -18,24 +18,22 @@ using kv::index::BlockIndex;
 constexpr size_t kCountFields = 16;
 
 void WriteCounts(const ApplyCounts& c, double* o) {
-  const uint64_t v[] = {c.events,         c.stored_events,   c.removed_events,  c.cleared_events,
-                        c.stored_blocks,  c.removed_blocks,  c.added,           c.removed,
-                        c.unknown_removals, c.orphan_stores, c.hash_mismatches, c.verified,
-                        c.unverifiable,   c.bad_events};
+  const uint64_t v[] = {c.events,          c.stored_events, c.removed_events, c.cleared_events,   c.stored_blocks,
+                        c.removed_blocks,  c.added,         c.removed,        c.unknown_removals, c.orphan_stores,
+                        c.hash_mismatches, c.verified,      c.unverifiable,   c.bad_events};
   for (size_t i = 0; i < sizeof v / sizeof *v; ++i) o[i] = static_cast<double>(v[i]);
 }
 
 class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "KvBlockIndex",
-                       {InstanceMethod("applyFrame", &IndexWrap::ApplyFrame), InstanceMethod("store", &IndexWrap::Store),
-                        InstanceMethod("remove", &IndexWrap::Remove), InstanceMethod("clear", &IndexWrap::Clear),
-                        InstanceMethod("overlapInto", &IndexWrap::OverlapInto),
-                        InstanceMethod("scoreInto", &IndexWrap::ScoreInto), InstanceMethod("lookup", &IndexWrap::Lookup),
-                        InstanceMethod("workerStats", &IndexWrap::WorkerStatsFn),
-                        InstanceMethod("blocks", &IndexWrap::Blocks),
-                        InstanceMethod("memoryBytes", &IndexWrap::MemoryBytes)});
+    return DefineClass(
+        env, "KvBlockIndex",
+        {InstanceMethod("applyFrame", &IndexWrap::ApplyFrame), InstanceMethod("store", &IndexWrap::Store),
+         InstanceMethod("remove", &IndexWrap::Remove), InstanceMethod("clear", &IndexWrap::Clear),
+         InstanceMethod("overlapInto", &IndexWrap::OverlapInto), InstanceMethod("scoreInto", &IndexWrap::ScoreInto),
+         InstanceMethod("lookup", &IndexWrap::Lookup), InstanceMethod("workerStats", &IndexWrap::WorkerStatsFn),
+         InstanceMethod("blocks", &IndexWrap::Blocks), InstanceMethod("memoryBytes", &IndexWrap::MemoryBytes)});
   }
 
   explicit IndexWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IndexWrap>(info) {
@@ -178,7 +176,8 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     auto loads = kvglue::TypedArg<const double>(info, 4, "loads", napi_float64_array, "Float64Array");
     auto out = kvglue::TypedArg<double>(info, 5, "out", napi_float64_array, "Float64Array");
     const size_t nc = cand.length;
-    if (cfg.length < 9 || loads.length < nc * 4 || out.length < nc * 6) kvglue::ThrowRange(env, "scoreInto: short arrays");
+    if (cfg.length < 9 || loads.length < nc * 4 || out.length < nc * 6)
+      kvglue::ThrowRange(env, "scoreInto: short arrays");
     kv::index::ScoringConfig c;
     c.overlap_score_credit = cfg.data[0];
     c.overlap_score_credit_decay = cfg.data[1];

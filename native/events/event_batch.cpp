@@ -83,9 +83,13 @@ bool tier_of_medium(std::string_view m, uint8_t& tier) {
 
 namespace {
 
-bool absent(const mp::Reader& r) { return r.remaining() == 0 || r.peek() == mp::Type::Nil; }
+bool absent(const mp::Reader& r) {
+  return r.remaining() == 0 || r.peek() == mp::Type::Nil;
+}
 
-const char* tname(const mp::Reader& r) { return r.remaining() == 0 ? "missing" : mp::type_name(r.peek()); }
+const char* tname(const mp::Reader& r) {
+  return r.remaining() == 0 ? "missing" : mp::type_name(r.peek());
+}
 
 struct Fail {
   EventError e;
@@ -115,7 +119,8 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
   const mp::Reader hashes_at = h;
   for (uint32_t i = 0; i < nh; ++i) {
     int64_t v;
-    if (!h.read_hash(v)) throw Fail{{BadKind::Hash, std::string("non-integer hash (") + tname(h) + ") in block_hashes"}};
+    if (!h.read_hash(v))
+      throw Fail{{BadKind::Hash, std::string("non-integer hash (") + tname(h) + ") in block_hashes"}};
   }
   opt_str(f.medium, "medium", e.medium);
   if (!tier_of_medium(e.medium.value, e.tier))
@@ -134,7 +139,8 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
     toks_at = t;
     e.bigram = nt > 0 && t.peek() == mp::Type::Array;
     if (f.tokens_checked) {
-      if (f.token_bad >= 0) throw Fail{{BadKind::Tokens, "token_ids[" + std::to_string(f.token_bad) + "] is not a uint32"}};
+      if (f.token_bad >= 0)
+        throw Fail{{BadKind::Tokens, "token_ids[" + std::to_string(f.token_bad) + "] is not a uint32"}};
     } else if (e.bigram) {
       for (uint32_t i = 0; i < nt; ++i) {
         uint32_t m, a, c;
@@ -143,7 +149,8 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
       }
     } else {
       uint32_t bad = 0;
-      if (!t.skip_uint32s(nt, bad)) throw Fail{{BadKind::Tokens, "token_ids[" + std::to_string(bad) + "] is not a uint32"}};
+      if (!t.skip_uint32s(nt, bad))
+        throw Fail{{BadKind::Tokens, "token_ids[" + std::to_string(bad) + "] is not a uint32"}};
     }
     int64_t bs = 0;
     mp::Reader r = f.block_size;
@@ -152,7 +159,8 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
     e.block_size = static_cast<int32_t>(bs);
     if (!absent(f.lora_id)) {
       mp::Reader l = f.lora_id;
-      if (!l.read_int(e.lora_id)) throw Fail{{BadKind::Fields, std::string("lora_id is ") + tname(f.lora_id) + ", not an int"}};
+      if (!l.read_int(e.lora_id))
+        throw Fail{{BadKind::Fields, std::string("lora_id is ") + tname(f.lora_id) + ", not an int"}};
       e.has_lora_id = true;
     }
     opt_str(f.cache_salt, "cache_salt", e.cache_salt);
@@ -204,7 +212,8 @@ bool decode_event(mp::Reader& r, uint32_t index, bool want_tokens, int max_depth
     b.bad.push_back({index, kind, std::move(reason)});
     return true;
   };
-  if (t != mp::Type::Array && t != mp::Type::Map) return skip_bad(BadKind::NotAnEvent, std::string("event is ") + mp::type_name(t));
+  if (t != mp::Type::Array && t != mp::Type::Map)
+    return skip_bad(BadKind::NotAnEvent, std::string("event is ") + mp::type_name(t));
   for (const EventAdapter* const* a = all_adapters(); *a; ++a) {
     if (!(*a)->claims(r)) continue;
     RawFields f;
@@ -238,11 +247,16 @@ bool batch_fail(Batch& b, BatchError e, std::string text) {
 
 const char* reader_failure(const mp::Reader& r) {
   switch (r.failure()) {
-    case mp::Fail::Truncated: return "msgpack: truncated payload";
-    case mp::Fail::Length: return "msgpack: a length exceeds the bytes that remain";
-    case mp::Fail::TooDeep: return "msgpack: nested too deep";
-    case mp::Fail::BadByte: return "msgpack: invalid type byte";
-    default: return "msgpack: malformed payload";
+    case mp::Fail::Truncated:
+      return "msgpack: truncated payload";
+    case mp::Fail::Length:
+      return "msgpack: a length exceeds the bytes that remain";
+    case mp::Fail::TooDeep:
+      return "msgpack: nested too deep";
+    case mp::Fail::BadByte:
+      return "msgpack: invalid type byte";
+    default:
+      return "msgpack: malformed payload";
   }
 }
 
@@ -262,7 +276,8 @@ bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch&
                       "batch: " + std::to_string(n) + " events, over the maximum " + std::to_string(limits.max_events));
   b.events.reserve(std::min<uint32_t>(n, 4096));
   for (uint32_t i = 0; i < n; ++i)
-    if (!decode_event(r, i, want_tokens, limits.max_depth, b)) return batch_fail(b, BatchError::Msgpack, reader_failure(r));
+    if (!decode_event(r, i, want_tokens, limits.max_depth, b))
+      return batch_fail(b, BatchError::Msgpack, reader_failure(r));
   return true;
 }
 
@@ -271,8 +286,9 @@ bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch&
 bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool want_tokens, Batch& b) {
   b.clear();
   if (size > limits.max_bytes)
-    return batch_fail(b, BatchError::TooLarge,
-                      "batch: " + std::to_string(size) + " bytes, over the maximum " + std::to_string(limits.max_bytes));
+    return batch_fail(
+        b, BatchError::TooLarge,
+        "batch: " + std::to_string(size) + " bytes, over the maximum " + std::to_string(limits.max_bytes));
   if (size == 0) return batch_fail(b, BatchError::Msgpack, "msgpack: empty payload");
   mp::Reader r(data, size);
   mp::Reader ts, dp;

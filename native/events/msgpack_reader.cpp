@@ -4,17 +4,27 @@ namespace kv::mp {
 
 const char* type_name(Type t) {
   switch (t) {
-    case Type::Nil: return "nil";
-    case Type::Bool: return "bool";
+    case Type::Nil:
+      return "nil";
+    case Type::Bool:
+      return "bool";
     case Type::UInt:
-    case Type::Int: return "int";
-    case Type::Float: return "float";
-    case Type::Str: return "str";
-    case Type::Bin: return "bytes";
-    case Type::Array: return "array";
-    case Type::Map: return "map";
-    case Type::Ext: return "ext";
-    default: return "invalid";
+    case Type::Int:
+      return "int";
+    case Type::Float:
+      return "float";
+    case Type::Str:
+      return "str";
+    case Type::Bin:
+      return "bytes";
+    case Type::Array:
+      return "array";
+    case Type::Map:
+      return "map";
+    case Type::Ext:
+      return "ext";
+    default:
+      return "invalid";
   }
 }
 
@@ -27,12 +37,15 @@ Type Reader::peek() const {
   if (b <= 0xbf) return Type::Str;
   if (b >= 0xe0) return Type::Int;
   switch (b) {
-    case 0xc0: return Type::Nil;
+    case 0xc0:
+      return Type::Nil;
     case 0xc2:
-    case 0xc3: return Type::Bool;
+    case 0xc3:
+      return Type::Bool;
     case 0xc4:
     case 0xc5:
-    case 0xc6: return Type::Bin;
+    case 0xc6:
+      return Type::Bin;
     case 0xc7:
     case 0xc8:
     case 0xc9:
@@ -40,25 +53,33 @@ Type Reader::peek() const {
     case 0xd5:
     case 0xd6:
     case 0xd7:
-    case 0xd8: return Type::Ext;
+    case 0xd8:
+      return Type::Ext;
     case 0xca:
-    case 0xcb: return Type::Float;
+    case 0xcb:
+      return Type::Float;
     case 0xcc:
     case 0xcd:
     case 0xce:
-    case 0xcf: return Type::UInt;
+    case 0xcf:
+      return Type::UInt;
     case 0xd0:
     case 0xd1:
     case 0xd2:
-    case 0xd3: return Type::Int;
+    case 0xd3:
+      return Type::Int;
     case 0xd9:
     case 0xda:
-    case 0xdb: return Type::Str;
+    case 0xdb:
+      return Type::Str;
     case 0xdc:
-    case 0xdd: return Type::Array;
+    case 0xdd:
+      return Type::Array;
     case 0xde:
-    case 0xdf: return Type::Map;
-    default: return Type::Invalid;  // 0xc1
+    case 0xdf:
+      return Type::Map;
+    default:
+      return Type::Invalid;  // 0xc1
   }
 }
 
@@ -72,15 +93,38 @@ bool Reader::read_nil() {
 static bool int_bits(const uint8_t* p, size_t avail, uint64_t& u, bool& is_signed, int& size) {
   if (avail < 1) return false;
   const uint8_t b = p[0];
-  if (b <= 0x7f) { u = b; is_signed = false; size = 1; return true; }
-  if (b >= 0xe0) { u = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(b))); is_signed = true; size = 1; return true; }
+  if (b <= 0x7f) {
+    u = b;
+    is_signed = false;
+    size = 1;
+    return true;
+  }
+  if (b >= 0xe0) {
+    u = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(b)));
+    is_signed = true;
+    size = 1;
+    return true;
+  }
   int n;
   switch (b) {
-    case 0xcc: case 0xd0: n = 1; break;
-    case 0xcd: case 0xd1: n = 2; break;
-    case 0xce: case 0xd2: n = 4; break;
-    case 0xcf: case 0xd3: n = 8; break;
-    default: return false;
+    case 0xcc:
+    case 0xd0:
+      n = 1;
+      break;
+    case 0xcd:
+    case 0xd1:
+      n = 2;
+      break;
+    case 0xce:
+    case 0xd2:
+      n = 4;
+      break;
+    case 0xcf:
+    case 0xd3:
+      n = 8;
+      break;
+    default:
+      return false;
   }
   if (avail < static_cast<size_t>(1 + n)) return false;
   uint64_t v = 0;
@@ -331,7 +375,9 @@ bool Reader::skip(int max_depth) {
     std::string_view s;
     switch (t) {
       case Type::Nil:
-      case Type::Bool: ++p_; break;
+      case Type::Bool:
+        ++p_;
+        break;
       case Type::UInt:
       case Type::Int: {
         int64_t v;
@@ -382,7 +428,8 @@ bool Reader::skip(int max_depth) {
         pending = items;
         break;
       }
-      default: return fail(Fail::BadByte);
+      default:
+        return fail(Fail::BadByte);
     }
   }
 }

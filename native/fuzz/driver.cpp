@@ -10,11 +10,11 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -143,7 +143,14 @@ size_t run(const std::vector<uint8_t>& d, std::vector<uint8_t>& seen) {
     if (!g_map[i]) continue;
     // AFL-style hit-count buckets: a new bucket of an edge counts as new coverage too.
     const uint8_t c = g_map[i];
-    const uint8_t bucket = c == 1 ? 1 : c == 2 ? 2 : c <= 3 ? 4 : c <= 7 ? 8 : c <= 15 ? 16 : c <= 31 ? 32 : c <= 127 ? 64 : 128;
+    const uint8_t bucket = c == 1     ? 1
+                           : c == 2   ? 2
+                           : c <= 3   ? 4
+                           : c <= 7   ? 8
+                           : c <= 15  ? 16
+                           : c <= 31  ? 32
+                           : c <= 127 ? 64
+                                      : 128;
     if (!(seen[i] & bucket)) {
       seen[i] |= bucket;
       ++fresh;
@@ -161,8 +168,12 @@ void __sanitizer_cov_trace_pc() {
   g_map[(pc ^ g_prev) & (kMapSize - 1)]++;
   g_prev = pc >> 1;
 }
-const char* __asan_default_options() { return "abort_on_error=1:detect_leaks=1"; }
-const char* __ubsan_default_options() { return "abort_on_error=1:halt_on_error=1:print_stacktrace=1"; }
+const char* __asan_default_options() {
+  return "abort_on_error=1:detect_leaks=1";
+}
+const char* __ubsan_default_options() {
+  return "abort_on_error=1:halt_on_error=1:print_stacktrace=1";
+}
 }
 
 int main(int argc, char** argv) {
@@ -214,8 +225,7 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> d;
   for (;;) {
     if (max_runs >= 0 && execs >= max_runs) break;
-    if ((execs & 63) == 0 &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= max_time)
+    if ((execs & 63) == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= max_time)
       break;
     // Favour small inputs (the 1 MiB seed is expensive to run over and over).
     size_t pick = m.below(corpus.size());
@@ -230,14 +240,17 @@ int main(int argc, char** argv) {
       if (!out.empty()) {
         char name[64];
         std::snprintf(name, sizeof name, "/new-%zu-%ld", added, execs);
-        std::ofstream(out + name, std::ios::binary).write(reinterpret_cast<const char*>(d.data()), static_cast<long>(d.size()));
+        std::ofstream(out + name, std::ios::binary)
+            .write(reinterpret_cast<const char*>(d.data()), static_cast<long>(d.size()));
       }
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   size_t edges = 0;
   for (uint8_t s : seen) edges += s != 0;
-  std::printf("fuzz_decoder: %ld execs in %.1f s (%.0f/s, %.1f cpu-s), corpus %zu seeds (%zu on disk) + %zu found, %zu edges, no crash\n",
-              execs, secs, execs / std::max(secs, 1e-9), double(clock()) / CLOCKS_PER_SEC, seeds, from_disk, added, edges);
+  std::printf(
+      "fuzz_decoder: %ld execs in %.1f s (%.0f/s, %.1f cpu-s), corpus %zu seeds (%zu on disk) + %zu found, %zu edges, "
+      "no crash\n",
+      execs, secs, execs / std::max(secs, 1e-9), double(clock()) / CLOCKS_PER_SEC, seeds, from_disk, added, edges);
   return 0;
 }

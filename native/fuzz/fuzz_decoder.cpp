@@ -41,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (const auto& x : a.bad) require(!x.reason.empty(), "bad event without a reason");
   } else {
-    require(a.events.empty() && a.hashes.empty() && !a.error_text.empty(), "refused batch kept events or has no reason");
+    require(a.events.empty() && a.hashes.empty() && !a.error_text.empty(),
+            "refused batch kept events or has no reason");
   }
   for (bool verify : {false, true}) {
     index::Options o;

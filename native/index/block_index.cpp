@@ -1,11 +1,11 @@
 #include "block_index.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <new>
-
-#include <sys/mman.h>
 
 #include "sglang_chain.h"
 #include "sglang_namespace.h"
@@ -21,7 +21,9 @@ BlockIndex::BlockIndex(const Options& o) : opt_(o) {
   rebuild(cap, 1);
 }
 
-BlockIndex::~BlockIndex() { unmap_table(table_, table_bytes_); }
+BlockIndex::~BlockIndex() {
+  unmap_table(table_, table_bytes_);
+}
 
 uint64_t* BlockIndex::map_table(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -438,7 +440,8 @@ void BlockIndex::score(const Overlap& o, const uint32_t* candidates, size_t nc, 
     const double rb = static_cast<double>(o.request_blocks);
     double decay = 1;
     if (cfg.track_prefill_tokens && cfg.overlap_score_credit_decay > 0 && rb > 0)
-      decay = 1 / (1 + (cfg.overlap_score_credit_decay * ((load.active_prefill_tokens - min_prefill) / block_size)) / rb);
+      decay =
+          1 / (1 + (cfg.overlap_score_credit_decay * ((load.active_prefill_tokens - min_prefill) / block_size)) / rb);
     // hits_beyond(round(device)): shared positions >= n
     const int32_t from = static_cast<int32_t>(std::round(device));
     double beyond = 0;
@@ -450,9 +453,10 @@ void BlockIndex::score(const Overlap& o, const uint32_t* candidates, size_t nc, 
                           cfg.disk_cache_hit_weight * disk + cfg.shared_cache_multiplier * beyond;
     const double raw_prefill = rb + (cfg.track_prefill_tokens ? load.active_prefill_tokens / block_size : 0);
     const double req_cost = cfg.decode_active_request_weight * load.active_requests;
-    const double logit = load.decode_only && credit > 0 && !cfg.track_prefill_tokens
-                             ? std::max(0.0, load.decode_blocks - credit) + req_cost
-                             : cfg.prefill_load_scale * std::max(0.0, raw_prefill - credit) + load.decode_blocks + req_cost;
+    const double logit =
+        load.decode_only && credit > 0 && !cfg.track_prefill_tokens
+            ? std::max(0.0, load.decode_blocks - credit) + req_cost
+            : cfg.prefill_load_scale * std::max(0.0, raw_prefill - credit) + load.decode_blocks + req_cost;
     out[k] = {logit, credit, device, host, disk, beyond};
   }
 }
@@ -482,8 +486,8 @@ LookupResult BlockIndex::lookup(int64_t hash) const {
 }
 
 size_t BlockIndex::memory_bytes() const {
-  return table_bytes_ + dual_.capacity() * sizeof(Dual) + dual_free_.capacity() * 4 +
-         by_token_hash_.size() * 48 + stats_.capacity() * sizeof(WorkerStats);
+  return table_bytes_ + dual_.capacity() * sizeof(Dual) + dual_free_.capacity() * 4 + by_token_hash_.size() * 48 +
+         stats_.capacity() * sizeof(WorkerStats);
 }
 
 }  // namespace kv::index

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from typing import Any, Awaitable, Callable, Dict, Optional

@@ -234,9 +234,13 @@ export class InMemoryKvIndex implements FrameIndex {
     if (s === undefined) w.fill(0);
     else this.idx.workerStats(s, w);
     const badEvents: Record<string, number> = {};
-    BAD_EVENT_KINDS.forEach((k, i) => (badEvents[k] = w[4 + i]));
+    BAD_EVENT_KINDS.forEach((k, i) => {
+      badEvents[k] = w[4 + i];
+    });
     const badBatches: Record<string, number> = {};
-    BAD_BATCH_KINDS.forEach((k, i) => i > 0 && (badBatches[k] = w[11 + i]));
+    BAD_BATCH_KINDS.forEach((k, i) => {
+      if (i > 0) badBatches[k] = w[11 + i];
+    });
     return {
       tiers: { GPU: w[0], CPU_PINNED: w[1], DISK: w[2], EXTERNAL: w[3] },
       badEvents,

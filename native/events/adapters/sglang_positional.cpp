@@ -49,6 +49,8 @@ const EventAdapter kAdapter{"sglang-positional", claims, fields};
 
 }  // namespace
 
-const EventAdapter& sglang_positional_adapter() { return kAdapter; }
+const EventAdapter& sglang_positional_adapter() {
+  return kAdapter;
+}
 
 }  // namespace kv::events

@@ -5,7 +5,9 @@
 namespace kv::events {
 namespace {
 
-bool claims(const mp::Reader& ev) { return ev.peek() == mp::Type::Map; }
+bool claims(const mp::Reader& ev) {
+  return ev.peek() == mp::Type::Map;
+}
 
 bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
   uint32_t n;
@@ -55,7 +57,8 @@ bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
       case 17:
         if (k == "parent_block_hash") f.parent = v;
         break;
-      default: break;
+      default:
+        break;
     }
   }
   if (!has_tag) {
@@ -93,6 +96,8 @@ const EventAdapter kAdapter{"tagged-map", claims, fields};
 
 }  // namespace
 
-const EventAdapter& tagged_map_adapter() { return kAdapter; }
+const EventAdapter& tagged_map_adapter() {
+  return kAdapter;
+}
 
 }  // namespace kv::events

@@ -5,7 +5,9 @@
 namespace kv::events {
 namespace {
 
-bool claims(const mp::Reader& ev) { return ev.peek() == mp::Type::Array; }
+bool claims(const mp::Reader& ev) {
+  return ev.peek() == mp::Type::Array;
+}
 
 bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
   Positional p;
@@ -18,6 +20,8 @@ const EventAdapter kAdapter{"vllm-positional", claims, fields};
 
 }  // namespace
 
-const EventAdapter& vllm_positional_adapter() { return kAdapter; }
+const EventAdapter& vllm_positional_adapter() {
+  return kAdapter;
+}
 
 }  // namespace kv::events

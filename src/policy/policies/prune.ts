@@ -24,7 +24,7 @@ function prune(ctx: PolicyContext, s: SessionView, old: bigint[], worker: string
 function onFinished(o: TurnFinished, ctx: PolicyContext): void {
   if (!o.sessionId || o.status !== 200) return;
   const s = ctx.sessions.get(o.sessionId);
-  if (!s || !s.prevChain.length || s.prevWorker !== o.worker || !o.chain.length) return;
+  if (!s?.prevChain.length || s.prevWorker !== o.worker || !o.chain.length) return;
   const k = commonBlocks(s.prevChain, o.chain);
   if (k >= s.prevChain.length) return;
   prune(ctx, s, s.prevChain, o.worker, k, k < s.prevPromptBlocks ? "history rewritten" : "previous output not replayed");
