@@ -3,7 +3,8 @@
 // until the series exists. Also: recovery from an interrupted apply, malformed patches, permissions.
 import { spawnSync } from "node:child_process";
 import { chmodSync, cpSync, mkdirSync, existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
+import { buildSync } from "esbuild";
 import { afterAll, describe, expect, it } from "vitest";
 import { applySeries, checkSeries, loadSeries, placedDrift, revertSeries, } from "../src/patch/index.js";
 import { repoRoot } from "./helpers/python.js";
@@ -33,6 +34,48 @@ describe.skipIf(!hasInstalledSglang || !hasRepoSeries)("the repo's series patche
     expect(fingerprint(tree)).toEqual(before);
   });
 });
+
+// As root, the permission check runs the CLI as nobody, who may not be able to read the checkout
+// (a clone under a 0700 temp dir): the CLI goes as a bundle, with a package.json naming kvctl (its
+// package root) and a copy of the fixture series at the same relative place, into a folder nobody
+// can read.
+// As root, permission bits do not stop writes: run the CLI as 'nobody' through setpriv instead.
+const isRoot = process.getuid?.() === 0;
+const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((p) => existsSync(p));
+let nobodyDir: string | null = null;
+function nobodyReadable(src?: string): string {
+  if (!nobodyDir) {
+    nobodyDir = tempDir("kvctl-patch-nobody-");
+    chmodSync(nobodyDir, 0o755);
+    writeFileSync(join(nobodyDir, "package.json"), JSON.stringify({ name: "kvctl", version: "0.0.0", type: "module" }));
+    buildSync({
+      entryPoints: [join(repoRoot, "src", "cli", "bin.ts")],
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      // one chunk per subcommand, as the CLI loads them: `patch` never reaches the native parts
+      splitting: true,
+      external: ["*.node", "zeromq", "node-gyp-build"],
+      banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+      outExtension: { ".js": ".mjs" },
+      outdir: nobodyDir,
+      logLevel: "error",
+    });
+  }
+  if (!src) return join(nobodyDir, "bin.mjs");
+  const fixtures = join(repoRoot, "test", "fixtures", "patch-series");
+  const copy = join(nobodyDir, "test", "fixtures", "patch-series");
+  if (!existsSync(copy)) cpSync(fixtures, copy, { recursive: true });
+  return join(copy, relative(fixtures, src));
+}
+
+function asNobody(args: string[]): { status: number | null; stderr: string } {
+  const x = spawnSync(setpriv as string, ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, nobodyReadable(), "patch", ...args], {
+    cwd: nobodyDir as string,
+    encoding: "utf8",
+  });
+  return { status: x.status, stderr: x.stderr };
+}
 
 describe.skipIf(!hasInstalledSglang)("patch kit failure modes", () => {
   it("an apply killed midway (state left at 'applying') is refused by apply and undone by revert", () => {
@@ -89,9 +132,6 @@ describe.skipIf(!hasInstalledSglang)("patch kit failure modes", () => {
     expect(fingerprint(tree)).toEqual(before);
   });
 
-  // As root, permission bits do not stop writes: run the CLI as 'nobody' through setpriv instead.
-  const isRoot = process.getuid?.() === 0;
-  const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((p) => existsSync(p));
   it.skipIf(isRoot && !setpriv)("permission denied is reported before anything is written", () => {
     const tree = makeSitePackages();
     chmodSync(tree, 0o755);
@@ -102,16 +142,7 @@ describe.skipIf(!hasInstalledSglang)("patch kit failure modes", () => {
     chmodSync(mc, 0o555);
     const before = fingerprint(tree);
     try {
-      const args = ["apply", tree, "--series", fixtureSeries];
-      const r = isRoot
-        ? (() => {
-            const x = spawnSync(setpriv as string, ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "--import", "tsx", "src/cli/bin.ts", "patch", ...args], {
-              cwd: repoRoot,
-              encoding: "utf8",
-            });
-            return { status: x.status, stderr: x.stderr };
-          })()
-        : cli(args);
+      const r = isRoot ? asNobody(["apply", tree, "--series", nobodyReadable(fixtureSeries)]) : cli(["apply", tree, "--series", fixtureSeries]);
       expect(r.status).toBe(1);
       expect(r.stderr).toMatch(/permission denied: cannot write into .*mem_cache \(EACCES\)/);
     } finally {
