@@ -16,6 +16,10 @@ from urllib.parse import urlsplit
 from real_server import nats, sglang_server  # noqa: F401  (pytest fixtures)
 
 RUN = f"{os.getpid()}-{int(time.time())}"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 API_KEY = "front-door-api-key"
 ADMIN_KEY = "front-door-admin-key"
 # "<field>: <why>", the field as commands.md paths name it (command.block_hashes[3], body, ...).
@@ -108,7 +112,7 @@ def test_every_kvctl_route_refuses_requests_without_the_admin_key(sglang_server)
     routes = kvctl_routes(sglang_server)
     assert len(routes) >= 10
     for path in routes:
-        body = json.dumps({"version": 1, "id": f"noauth-{RUN}-{path.strip('/').replace('/', '-')}",
+        body = json.dumps({"version": 1, "issued_at_ms": now_ms(), "id": f"noauth-{RUN}-{path.strip('/').replace('/', '-')}",
                            "command": {"type": "Inspect"}}).encode()
         for auth in (None, f"Bearer {API_KEY}", "Bearer wrong-key", f"Basic {ADMIN_KEY}", f"Bearer {ADMIN_KEY}x", "Bearer"):
             status, _ = post(sglang_server, path, body, auth)
@@ -118,7 +122,7 @@ def test_every_kvctl_route_refuses_requests_without_the_admin_key(sglang_server)
         assert status == 401, (path, status)
     # None of them reached the worker: the same ids are fresh when sent with the key.
     status, ack = post(sglang_server, "/hicache/command",
-                       json.dumps({"version": 1, "id": f"noauth-{RUN}-hicache-command", "command": {"type": "Inspect"}}).encode())
+                       json.dumps({"version": 1, "issued_at_ms": now_ms(), "id": f"noauth-{RUN}-hicache-command", "command": {"type": "Inspect"}}).encode())
     assert status == 200 and ack["status"] == "applied" and ack["id"] == f"noauth-{RUN}-hicache-command", ack
     # Generation still needs the plain API key (the admin key is not it) and works with it.
     status, _ = request(sglang_server.base_url, "POST", "/generate", b'{"input_ids":[1,2],"sampling_params":{"max_new_tokens":1}}')
@@ -133,13 +137,15 @@ def garbage() -> list[tuple[str, bytes, str]]:
     return [
         # Empty on the generic route only: the typed routes read an empty body as {} (Inspect: all).
         ("empty", b"", "body"),
-        # The route decodes the body with errors replaced: the id is then refused as not ASCII.
-        ("invalid UTF-8", b'{"type":"Inspect","session_id":"s\xff\xfe"}', "session_id"),
+        # Bytes that are not UTF-8 are refused as a body, before any field is read (never repaired).
+        ("invalid UTF-8", b'{"type":"Inspect","session_id":"s\xff\xfe"}', "body"),
         ("invalid UTF-8 (bare)", b"\xff\xfe\xfd", "body"),
         ("100000-deep nesting", b'{"type":"Inspect","block_hashes":' + b"[" * deep + b"]" * deep + b"}", "body"),
         ("1e400", b'{"type":"Cache","block_hashes":[1],"pin":true,"ttl_seconds":1e400}', "ttl_seconds"),
-        ("NaN", b'{"type":"Cache","block_hashes":[1],"pin":true,"ttl_seconds":NaN}', "ttl_seconds"),
-        ("1000000-digit integer", b'{"type":"Inspect","block_hashes":[1' + b"0" * 999_999 + b"]}", "body"),
+        # NaN is not JSON (both codecs refuse it as a body, as JSON.parse does).
+        ("NaN", b'{"type":"Cache","block_hashes":[1],"pin":true,"ttl_seconds":NaN}', "body"),
+        # A huge literal is kept as text by the reader, then refused as out of int64 where it stands.
+        ("1000000-digit integer", b'{"type":"Inspect","block_hashes":[1' + b"0" * 999_999 + b"]}", "block_hashes[0]"),
         ("70000 hashes", json.dumps({"type": "Inspect", "block_hashes": list(range(1, 70_001))}).encode(), "block_hashes"),
         ("oversized (4 MiB of hashes)", b'{"type":"Inspect","block_hashes":[' + b"1," * (2 << 20) + b"1]}", "block_hashes"),
         ("not an object", b'"x"', "body"),
@@ -160,8 +166,8 @@ def test_garbage_on_every_route_is_rejected_naming_the_field_while_generation_go
                 if path == "/hicache/command":
                     assert named.group(1) == field, (name, ack["reason"][:300])
         # Reused ids: the second command with an id is a duplicate, never applied a second time.
-        first = json.dumps({"version": 1, "id": f"reused-{RUN}", "command": {"type": "Inspect"}}).encode()
-        other = json.dumps({"version": 1, "id": f"reused-{RUN}", "command": {"type": "Cache", "block_hashes": [7], "pin": True,
+        first = json.dumps({"version": 1, "issued_at_ms": now_ms(), "id": f"reused-{RUN}", "command": {"type": "Inspect"}}).encode()
+        other = json.dumps({"version": 1, "issued_at_ms": now_ms(), "id": f"reused-{RUN}", "command": {"type": "Cache", "block_hashes": [7], "pin": True,
                                                                          "ttl_seconds": 30}}).encode()
         status, ack = post(sglang_server, "/hicache/command", first)
         assert status == 200 and ack["status"] == "applied", ack
