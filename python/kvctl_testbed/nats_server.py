@@ -3,10 +3,9 @@ test bed: start, stop, restart on the same port (clients reconnect to the same U
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
+import threading
 
 from .server import free_port
 
@@ -19,8 +18,9 @@ def nats_binary() -> str:
 
 
 class NatsServer:
-    def __init__(self, port: int | None = None):
+    def __init__(self, port: int | None = None, flags: tuple[str, ...] = ()):
         self.port = port or free_port()
+        self.flags = tuple(flags)
         self.url = f"nats://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
@@ -28,17 +28,26 @@ class NatsServer:
         binary = nats_binary()
         if not os.path.exists(binary):
             raise RuntimeError(f"nats-server not found at {binary} (run python/setup_venv.sh)")
-        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return self
-            except OSError:
-                time.sleep(0.02)
+        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port), *self.flags],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # Ready = the server's own "Server is ready" log line; the rest of its log is drained so the
+        # pipe never fills.
+        ready = threading.Event()
+        log: list[str] = []
+
+        def read(stream=self.proc.stderr):
+            for line in stream:
+                if len(log) < 50:
+                    log.append(line.rstrip())
+                if "Server is ready" in line:
+                    ready.set()
+            ready.set()  # exited: start() reports it
+
+        threading.Thread(target=read, daemon=True).start()
+        if ready.wait(timeout_s) and self.proc.poll() is None:
+            return self
         self.stop()
-        raise RuntimeError(f"nats-server did not listen on {self.url} within {timeout_s} s")
+        raise RuntimeError(f"nats-server did not become ready on {self.url} within {timeout_s} s: {log[-5:]}")
 
     def stop(self) -> None:
         if self.proc is not None:

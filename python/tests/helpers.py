@@ -166,5 +166,8 @@ def wait_storage_written(cache, directory, n_files, timeout=10.0):
         if len([f for f in os.listdir(directory) if f.endswith(".bin")]) >= n_files \
                 and not cache.ongoing_backup:
             return
+        # Not a wait for a signal: each pass is a scheduler tick (writing_check + drain are what
+        # move the backup on, as the scheduler loop does), and the storage thread offers no
+        # completion event to wait on; the pause only spaces the ticks.
         time.sleep(0.05)
     raise AssertionError(f"storage backend wrote {os.listdir(directory)}")

@@ -80,6 +80,7 @@ class Generator:
         self.server = server
         self.ok = 0
         self.failures: list[str] = []
+        self._changed = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -90,9 +91,18 @@ class Generator:
             try:
                 out = generate(self.server, [300 + (i % 50), 301, 302, 303])
                 assert len(out["output_ids"]) == 2
-                self.ok += 1
+                with self._changed:
+                    self.ok += 1
+                    self._changed.notify_all()
             except Exception as e:  # noqa: BLE001 (recorded and asserted on)
-                self.failures.append(f"{type(e).__name__}: {e}")
+                with self._changed:
+                    self.failures.append(f"{type(e).__name__}: {e}")
+                    self._changed.notify_all()
+
+    def wait_ok(self, n: int, timeout_s: float) -> None:
+        """Until n generations succeeded, one failed, or the deadline passed."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.ok >= n or self.failures, timeout_s)
 
     def __enter__(self):
         self._thread.start()
@@ -174,9 +184,7 @@ def test_garbage_on_every_route_is_rejected_naming_the_field_while_generation_go
         for path in ("/hicache/command", "/hicache/cache", "/hicache/inspect"):
             status, ack = post(sglang_server, path, other)
             assert ack["status"] == "duplicate" and ack["id"] == f"reused-{RUN}", (path, ack)
-        deadline = time.time() + 120
-        while gen.ok < 3 and time.time() < deadline and not gen.failures:
-            time.sleep(0.05)
+        gen.wait_ok(3, 120)
     print(f"generation during the barrage: {gen.ok} requests ok, {len(gen.failures)} failed")
     assert gen.failures == [], gen.failures[:5]
     assert gen.ok >= 3

@@ -6,50 +6,17 @@ server that comes up after the subscriber."""
 import asyncio
 import json
 import os
-import socket
-import subprocess
 import time
 
 import pytest
+from kvctl_testbed.nats_server import NatsServer, nats_binary
 
 from sglang.srt.kvctl.server_args import ControlArgs, from_server_args
 from sglang.srt.kvctl.subscriber import ControlSubscriber, contract_ack
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NATS_BIN = os.environ.get("KVCTL_NATS_SERVER") or os.path.join(REPO, ".venv", "bin", "nats-server")
+NATS_BIN = nats_binary()
 ENVELOPE = {"version": 1, "id": "0193a6c8-5a7e-7c1e-9a61-3b9f8f1f2a10", "issued_at_ms": 1,
             "command": {"type": "Cache", "block_hashes": [-6917529027641081856, 222], "pin": True}}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class NatsServer:
-    def __init__(self):
-        self.port = _free_port()
-        self.url = f"nats://127.0.0.1:{self.port}"
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen([NATS_BIN, "-a", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return self
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("nats-server did not start")
-
-    def stop(self):
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(5)
-            self.proc = None
 
 
 @pytest.fixture
@@ -384,10 +351,8 @@ def test_patched_server_args_carry_the_flags():
 def test_auth_token_and_user_password(server_flags, args):
     if not os.path.exists(NATS_BIN):
         pytest.fail(f"nats-server not found at {NATS_BIN}")
-    port = _free_port()
-    proc = subprocess.Popen([NATS_BIN, "-a", "127.0.0.1", "-p", str(port), *server_flags],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"nats://127.0.0.1:{port}"
+    server = NatsServer(flags=tuple(server_flags))
+    url = server.url
 
     async def main():
         import nats
@@ -401,15 +366,8 @@ def test_auth_token_and_user_password(server_flags, args):
         await nc.close()
         await sub.stop()
 
+    server.start()
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.02)
         run(main())
     finally:
-        proc.terminate()
-        proc.wait(5)
+        server.stop()
