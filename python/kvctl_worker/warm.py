@@ -15,6 +15,7 @@ through ``load_back`` (BlockStored GPU). Runs synchronously on the scheduler thr
 """
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from typing import List, Optional
 
@@ -68,16 +69,86 @@ def _walk(core, tokens: List[int], page_size: int):
     return node, pos
 
 
-def warm(handler, st, cmd) -> Ack:
-    from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
+@dataclasses.dataclass
+class Fetched:
+    """What a storage read placed on the host tier and in the tree."""
+    got: int = 0
+    missing_keys: List[str] = dataclasses.field(default_factory=list)
+    inserted: Optional[int] = None  # the tree core's id of the inserted host node
+    reason: Optional[str] = None
+    host_full: bool = False
+
+
+def _checked_tokens(core, f, page_size: int) -> List[int]:
+    """The tokens of ``block_keys``, given or known, checked against the keys (nothing changes on
+    a mismatch: it is rejected naming the first bad key)."""
+    keys, toks = f["block_keys"], f["token_ids"]
+    if toks is None:
+        toks = _known_tokens(core, keys, page_size)
+        if toks is None:
+            raise CommandError("command.token_ids", "missing, and this worker does not know the "
+                               "block_keys: pages cannot be placed in the prefix tree without tokens")
+    if len(toks) != len(keys) * page_size:
+        raise CommandError("command.token_ids", f"expected {len(keys)} x {page_size} = "
+                           f"{len(keys) * page_size} tokens for {len(keys)} block_keys, got {len(toks)}")
+    for i, (k, e) in enumerate(zip(keys, _chain(toks, page_size))):
+        if k != e:
+            raise CommandError(f"command.block_keys[{i}]", "does not match token_ids (the storage key "
+                               "recomputed from the tokens differs)")
+    return toks
+
+
+def _fetch(cache, anchor, toks: List[int], have: int, need: List[str], ps: int) -> Fetched:
+    """Reads the pages ``need`` (after ``have`` tokens already in the tree) from storage into host
+    pages and inserts them under ``anchor``; every host page not kept is freed."""
     from sglang.srt.mem_cache.hicache_storage import PoolName, PoolTransfer
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    ctrl = cache.cache_controller
+    backend, host, core = ctrl.storage_backend, ctrl.mem_pool_host, cache.tree_core
+    avail = backend.batch_exists(need)
+    out = Fetched(missing_keys=need[avail:])
+    if not avail:
+        return out
+    idx = host.alloc(avail * ps)
+    if idx is None:
+        cache.evict_host(avail * ps)
+        idx = host.alloc(avail * ps)
+    if idx is None:
+        out.host_full = True
+        return out
+    try:
+        res = backend.batch_get_v2([PoolTransfer(name=PoolName.KV, host_indices=idx, keys=need[:avail])])
+        oks = next(iter(res.values())) if res else []
+        while out.got < avail and out.got < len(oks) and oks[out.got]:
+            out.got += 1
+        out.missing_keys = need[out.got:]
+        if out.got:
+            ins = core.insert_host(anchor.id, RadixKey(array("q", toks[have:have + out.got * ps])),
+                                   idx[: out.got * ps], list(need[:out.got]))
+            cache._apply_cache_actions(ins.cache_actions)
+            if ins.host_insert_dropped:
+                out.reason = "the tree refused the host pages (un-backed-up prefix under write-through)"
+                host.free(idx[: out.got * ps])
+                out.got = 0
+            else:
+                if ins.prefix_len:
+                    host.free(idx[: ins.prefix_len])
+                out.inserted = ins.inserted_host_node
+    finally:
+        if out.got * ps < len(idx):
+            host.free(idx[out.got * ps:])
+    return out
+
+
+def warm(cache, st, cmd) -> Ack:
+    from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
     from sglang.srt.mem_cache.radix_cache import RadixKey
     from sglang.srt.mem_cache.utils import hash_str_to_int64
 
-    cache = handler.cache
     core = cache.tree_core
     f = cmd.fields
-    keys, toks, target = f["block_keys"], f["token_ids"], f["target_tier"]
+    keys, target = f["block_keys"], f["target_tier"]
     ctrl = getattr(cache, "cache_controller", None)
     backend = getattr(ctrl, "storage_backend", None) if ctrl is not None else None
     if backend is None or not getattr(cache, "enable_storage", False):
@@ -85,79 +156,29 @@ def warm(handler, st, cmd) -> Ack:
     ps = st.index.page_size
     if not keys:
         return Ack(type="Warm", status="noop")
-    if toks is None:
-        toks = _known_tokens(core, keys, ps)
-        if toks is None:
-            raise CommandError("command.token_ids", "missing, and this worker does not know the "
-                               "block_keys: pages cannot be placed in the prefix tree without tokens")
-    if len(toks) != len(keys) * ps:
-        raise CommandError("command.token_ids", f"expected {len(keys)} x {ps} = {len(keys) * ps} "
-                           f"tokens for {len(keys)} block_keys, got {len(toks)}")
-    expected = _chain(toks, ps)
-    for i, (k, e) in enumerate(zip(keys, expected)):
-        if k != e:
-            raise CommandError(f"command.block_keys[{i}]", "does not match token_ids (the storage key "
-                               "recomputed from the tokens differs)")
-
+    toks = _checked_tokens(core, f, ps)
     # what the tree already holds (any tier) is not fetched again
     cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", toks))))  # splits at page edges
     anchor, have = _walk(core, toks, ps)
     have_pages = have // ps
-    need = keys[have_pages:]
-    tiers: dict = {}
-    got = 0
-    missing_keys: List[str] = []
-    inserted = None
-    reason = None
-    if need:
-        avail = backend.batch_exists(need)
-        missing_keys = need[avail:]
-        if avail:
-            host = ctrl.mem_pool_host
-            idx = host.alloc(avail * ps)
-            if idx is None:
-                cache.evict_host(avail * ps)
-                idx = host.alloc(avail * ps)
-            if idx is None:
-                return Ack(type="Warm", status="error", requested=len(keys), skipped=have_pages,
-                           reason="host pool full: nothing fetched, state unchanged")
-            try:
-                res = backend.batch_get_v2([PoolTransfer(name=PoolName.KV, host_indices=idx,
-                                                         keys=need[:avail])])
-                oks = next(iter(res.values())) if res else []
-                while got < avail and got < len(oks) and oks[got]:
-                    got += 1
-                missing_keys = need[got:]
-                if got:
-                    ins = core.insert_host(anchor.id, RadixKey(array("q", toks[have:have + got * ps])),
-                                           idx[: got * ps], list(need[:got]))
-                    cache._apply_cache_actions(ins.cache_actions)
-                    if ins.host_insert_dropped:
-                        reason = "the tree refused the host pages (un-backed-up prefix under write-through)"
-                        host.free(idx[: got * ps])
-                        got = 0
-                    else:
-                        if ins.prefix_len:
-                            host.free(idx[: ins.prefix_len])
-                        inserted = ins.inserted_host_node
-            finally:
-                if got * ps < len(idx):
-                    host.free(idx[got * ps:])
-    if got:
-        tiers["CPU_PINNED"] = got
-    if inserted is not None and target == "GPU":
-        if T.load_path(cache, core.node_by_id(inserted)):
-            tiers["GPU"] = got
+    got = _fetch(cache, anchor, toks, have, keys[have_pages:], ps) if keys[have_pages:] else Fetched()
+    if got.host_full:
+        return Ack(type="Warm", status="error", requested=len(keys), skipped=have_pages,
+                   reason="host pool full: nothing fetched, state unchanged")
+    tiers: dict = {"CPU_PINNED": got.got} if got.got else {}
+    reason = got.reason
+    if got.inserted is not None and target == "GPU":
+        if T.load_path(cache, core.node_by_id(got.inserted)):
+            tiers["GPU"] = got.got
         else:
             reason = "fetched to host; load to GPU refused (device pool full?)"
-    missing = [hash_str_to_int64(k) for k in missing_keys]
-    if got == 0:
+    if got.got == 0:
         status = "noop"
-    elif missing_keys or reason:
+    elif got.missing_keys or reason:
         status = "partial"
     else:
         status = "applied"
-    return Ack(type="Warm", status=status, requested=len(keys), affected=got, skipped=have_pages,
-               missing=missing, tiers=tiers, reason=reason,
-               detail={"found_pages": got, "already_cached_pages": have_pages,
-                       "missing_keys": missing_keys})
+    return Ack(type="Warm", status=status, requested=len(keys), affected=got.got, skipped=have_pages,
+               missing=[hash_str_to_int64(k) for k in got.missing_keys], tiers=tiers, reason=reason,
+               detail={"found_pages": got.got, "already_cached_pages": have_pages,
+                       "missing_keys": got.missing_keys})

@@ -174,4 +174,9 @@ def test_only_the_worker_is_placed_into_the_sglang_tree(patched_tree):
     placed = os.path.join(patched_tree, "sglang", "srt", "kvctl")
     assert os.path.exists(os.path.join(placed, "observer.py"))
     assert not os.path.exists(os.path.join(placed, "harness"))
-    assert not any(d != "__pycache__" for _root, dirs, _files in os.walk(placed) for d in dirs)
+    def subdirs(top):
+        return sorted(os.path.relpath(os.path.join(r, d), top) for r, dirs, _ in os.walk(top)
+                      for d in dirs if d != "__pycache__" and "__pycache__" not in r)
+
+    source = os.path.join(os.path.dirname(__file__), "..", "kvctl_worker")
+    assert subdirs(placed) == subdirs(source) == ["commands"]  # the worker's own package, no more
