@@ -5,6 +5,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { COMMAND_FIELDS } from "../src/protocol/command-fields.js";
 import { AckDecodeError, decodeAck, decodeBody, encodeAck, encodeAckBytes, stringifyJson } from "../src/protocol/index.js";
 
 const dir = join(import.meta.dirname, "fixtures", "protocol");
@@ -31,19 +32,14 @@ function bodyOf(c: Case): string | Uint8Array {
   return c.body_base64 !== undefined ? new Uint8Array(Buffer.from(c.body_base64, "base64")) : expand(c.body!, c.repeat);
 }
 
-/** The corpus's normalised form: envelope parts and every schema field, absent ones null. */
-const FIELDS: Record<string, string[]> = {
-  Cache: ["block_hashes", "pin", "ttl_seconds"],
-  Prune: ["after_block_hash", "force"],
-  Think: ["block_hashes", "transient"],
-  Pause: ["block_hashes", "ttl_seconds", "lease_id"],
-  RenewLease: ["lease_id", "new_ttl_seconds"],
-  RevokeLease: ["lease_id"],
-  Warm: ["block_keys", "token_ids", "target_tier"],
-  ToolStart: ["session_id", "block_hashes"],
-  ToolEnd: ["session_id", "epoch"],
-  Inspect: ["block_hashes", "session_id", "lease_id"],
+/** The corpus's normalised form: envelope parts and every schema field, absent ones null, in the
+ * contract schema's order (docs/protocol.schema.json, the one the generator reads too). */
+const schema = JSON.parse(readFileSync(join(dir, "../../../docs/protocol.schema.json"), "utf8")) as {
+  $defs: { Command: { oneOf: { properties: Record<string, { const?: string }> }[] } };
 };
+const FIELDS: Record<string, string[]> = Object.fromEntries(
+  schema.$defs.Command.oneOf.map((c) => [c.properties.type!.const!, Object.keys(c.properties).filter((k) => k !== "type")]),
+);
 function normalised(id: string | null, issuedAtMs: number | null, command: Record<string, unknown>): string {
   const cmd: Record<string, unknown> = { type: command.type };
   for (const k of FIELDS[command.type as string]!) cmd[k] = command[k] ?? null;
@@ -51,6 +47,11 @@ function normalised(id: string | null, issuedAtMs: number | null, command: Recor
 }
 
 describe("protocol conformance corpus", () => {
+  it("reads field order from the schema, which the CLI's field table follows too", () => {
+    expect(Object.keys(FIELDS).sort()).toEqual(Object.keys(COMMAND_FIELDS).sort());
+    for (const [type, fields] of Object.entries(FIELDS)) expect(Object.keys(COMMAND_FIELDS[type as keyof typeof COMMAND_FIELDS])).toEqual(fields);
+  });
+
   it("is fresh (generate.mjs --check) and large enough to mean something", () => {
     execFileSync(process.execPath, [join(dir, "generate.mjs"), "--check"], { stdio: "pipe" });
     expect(commands.length + acks.length).toBeGreaterThanOrEqual(150);
