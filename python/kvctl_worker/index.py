@@ -1,9 +1,9 @@
 """BlockHashIndex: published int64 block hash -> tree node.
 
 Every node carries ``kvctl_hashes`` (its pages' published hashes, in order). The index is kept
-right on insert, split (the prefix's hashes are re-pointed to the new parent: lessons.md #10),
+right on insert, split (the prefix's hashes are re-pointed to the new parent),
 removal from the tree (GPU eviction that keeps a host copy keeps the node, so the entry stays) and
-reset. A lookup also checks that the node is still reachable from the root (lessons.md #1: a
+reset. A lookup also checks that the node is still reachable from the root (a
 deleted node's ``value`` is not reset, so its flags lie).
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ One pin record per pin (so a double pin needs a double unpin). A node's ``pin_co
 number of records on its pages; while it is > 0 the node holds exactly one protection taken
 through the tree ops (host lock under HiCache, device lock otherwise), separate from the
 requests' ``lock_ref``. Records are keyed by hash, never by node, so a split needs only a recount
-of both halves (lessons.md #10).
+of both halves.
 """
 from __future__ import annotations
 
@@ -224,7 +224,7 @@ class PinManager:
         return len(expired)
 
     def relieve(self, required_tokens: int) -> int:
-        """Safety net (lessons.md #4): release the oldest pins, as few as needed, until the
+        """Safety net: release the oldest pins, as few as needed, until the
         protected tokens leave room for ``required_tokens``. Returns pins released."""
         total = self.ops.pool_tokens()
         if self.ops.protected_tokens(self.protected.values()) <= total - required_tokens:

@@ -92,13 +92,13 @@ def scheduler_command(scheduler: Any, req: Any):
 
 def on_scheduler_tick(scheduler: Any) -> None:
     """Once per scheduler loop iteration: expire TTL pins; if the head of the waiting queue
-    could not fit because of pins, release the oldest ones (lessons.md #4)."""
+    could not fit because of pins, release the oldest ones."""
     cache = getattr(scheduler, "tree_cache", None)
     if cache is None or not observer.of(cache).enabled:
         return
     st = state_for_cache(cache)
     if st.sessions.leases or st.sessions.tools:
-        st.sessions.reap()  # leases and tool offloads expire with no caller (tool defect 6)
+        st.sessions.reap()  # leases and tool offloads expire with no caller
     if st.transient_host_pending:
         handler_of(scheduler).retry_transient_host_releases()
     if not st.pins.records:

@@ -3,7 +3,7 @@
 A hold is a PinManager record with an ``owner`` ("lease:<id>", "tool:<session>"), so it shares the
 pins' single per-node host protection, their split/removal/reset handling and their budget. Both
 kinds expire by themselves: ``reap`` runs on the scheduler loop tick (scheduler_side) and before
-every command, with no caller needed (lessons.md tool defect 6).
+every command, with no caller needed.
 """
 from __future__ import annotations
 

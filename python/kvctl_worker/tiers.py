@@ -4,7 +4,7 @@ same move during its own eviction (``_demote`` -> BlockRemoved GPU, ``_evict_hos
 BlockRemoved CPU, ``_delete_unbacked_device_leaf`` -> BlockRemoved GPU, ``_release_full_host_duplicate``
 -> BlockRemoved CPU, ``commit_backup``+``finish_write_through`` -> BlockStored CPU,
 ``commit_load_back`` -> BlockStored GPU). Freed device/host values are drained by the cache's own
-``_free_values`` / ``_apply_cache_actions`` (no host buffer is ever left behind: defect 3).
+``_free_values`` / ``_apply_cache_actions`` (no host buffer is ever left behind).
 
 Everything here runs on the scheduler thread, synchronously (backup acks drained by
 ``backup_node_for_write_back``; loads completed by ``loading_check`` before returning), so no other

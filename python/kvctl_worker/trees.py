@@ -6,7 +6,7 @@
   protection is the core's existing host lock (``host_lock_ref``): it is checked in
   ``_is_host_leaf`` (host eviction) and NOT in ``_is_device_leaf``, so a pinned node can still be
   demoted GPU->host but never leaves the host. A pinned node is backed up first, whatever the
-  write policy (lessons.md #11). Without HiCache it falls back to the device lock.
+  write policy. Without HiCache it falls back to the device lock.
 """
 from __future__ import annotations
 

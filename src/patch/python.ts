@@ -1,4 +1,4 @@
-// Which sglang a Python interpreter would import (lessons.md trap 8: a server can silently run
+// Which sglang a Python interpreter would import (a server can silently run
 // another installed copy than the patched tree). find_spec locates the package exactly as
 // `import sglang` would, without running sglang/__init__.py (which needs torch, numpy, ...).
 import { spawnSync } from "node:child_process";

@@ -1,5 +1,5 @@
 // `kvctl patch status`: what is applied, what drifted (hand edits in the tree, placed files out of
-// date with python/), and which sglang the interpreter actually imports (lessons.md trap 8).
+// date with python/), and which sglang the interpreter actually imports.
 import { readFileSync } from "node:fs";
 import { sha256 } from "./bytes.js";
 import { readRel, resolveSeriesDir, treeDrift, treeInfo, type CommonOptions, type TreeInfo } from "./context.js";
