@@ -88,3 +88,75 @@ def test_http_and_nats_answer_one_command_with_the_same_bytes(sglang_server, nat
     assert json.loads(via_http[tags.index("hash-out-of-int64")])["reason"].startswith("command.block_hashes[0]")
     for t, h, n in zip(tags, via_http, via_nats):
         assert blank(h) == blank(n), f"{t}:\n http {h!r}\n nats {n!r}"
+
+
+def _corpus_rejections() -> list[tuple[str, bytes, str]]:
+    import base64
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "test", "fixtures", "protocol", "commands.json")
+    with open(path, encoding="utf-8") as f:
+        cases = json.load(f)["cases"]
+    out = []
+    for c in cases:
+        if c["valid"]:
+            continue
+        if "body_base64" in c:
+            body = base64.b64decode(c["body_base64"])
+        else:
+            text = c["body"]
+            for marker, item, count, sep in c.get("repeat") or []:
+                text = text.replace(marker, sep.join([item] * count))
+            body = text.encode()
+        out.append((c["name"], body, c["field"]))
+    return out
+
+
+def _state(server) -> bytes:
+    """Inspect's answer with what a rejection may change blanked: the command counters (a
+    rejection is counted), the ack's id and elapsed_us."""
+    ack = json.loads(over_http(server, envelope("state", {"type": "Inspect"})))
+    ack["detail"]["pool"].pop("commands")
+    ack["id"] = ack["elapsed_us"] = None
+    return json.dumps(ack, sort_keys=True).encode()
+
+
+async def _nats_rejections(url: str, subject: str, bodies: list[bytes]) -> tuple[list, int]:
+    import nats as nats_py
+
+    nc = await nats_py.connect(servers=[url])
+    try:
+        out = []
+        for b in bodies:
+            # a body over the server's max_payload never leaves the client: NATS refuses it
+            out.append(None if len(b) > nc.max_payload else (await nc.request(subject, b, timeout=120)).data)
+        return out, nc.max_payload
+    finally:
+        await nc.close()
+
+
+def test_every_corpus_rejection_names_its_field_on_both_front_doors_and_changes_nothing(sglang_server, nats):
+    generate(sglang_server.base_url, list(range(400, 448)), 2)
+    first = json.loads(over_http(sglang_server, envelope("list", {"type": "Inspect"})))["detail"]["blocks"][0]
+    pinned = json.loads(over_http(sglang_server, envelope("pin", {"type": "Cache", "block_hashes": [first["block_hash"]],
+                                                                  "pin": True})))
+    assert pinned["status"] == "applied", pinned
+    before = _state(sglang_server)
+    assert b'"pin_count": 1' in before, before  # a state with a pin in it: "unchanged" means something
+    cases = _corpus_rejections()
+    assert len(cases) > 100
+    subject = f"kv-control-{sglang_server.info.worker_id}"
+    via_nats, max_payload = asyncio.run(_nats_rejections(nats.url, subject, [b for _, b, _ in cases]))
+    unsent = []
+    for (name, body, field), n in zip(cases, via_nats):
+        h = over_http(sglang_server, body)
+        ack = json.loads(h)
+        assert ack["status"] == "rejected", (name, ack)
+        assert ack["reason"].startswith(field + ": "), (name, field, ack["reason"])
+        if n is None:
+            unsent.append(name)
+        else:
+            assert blank(h) == blank(n), f"{name}:\n http {h!r}\n nats {n!r}"
+    assert all(len(b) > max_payload for name, b, _ in cases if name in unsent)
+    assert len(unsent) <= 2, unsent  # only the multi-megabyte bodies exceed NATS's payload limit
+    assert _state(sglang_server) == before
