@@ -287,6 +287,21 @@ describe("idle, leases and pressure", () => {
     // 13 + 4 = 17: over low but under high: not tripped again.
     expect(p.observe(finished(5, "e", chainOf(4, 500n)))).toEqual([]);
   });
+
+  it("reads the working set from the worker's KV events when they show more than its own sessions", () => {
+    const { p } = policy({ ...ONLY("idle"), idle: { enabled: true, deviceBlocks: 20 } });
+    p.observe(finished(0, "a", chainOf(6, 100n), { workerDeviceBlocks: 6 }));
+    p.observe(finished(1, "b", chainOf(2, 200n), { workerDeviceBlocks: 8 }));
+    // Own sessions hold 8 blocks; the index saw 19 on the GPU (other replicas, sessionless
+    // requests): over 0.95 * 20, so the largest idle session pauses; 19 - 6 = 13 <= 16.
+    const out = p.observe(finished(2, "c", chainOf(1, 300n), { workerDeviceBlocks: 19 }));
+    expect(out.map((c) => [c.command.type, c.sessionId])).toEqual([["Pause", "a"]]);
+    expect(out[0].reason).toMatch(/^pressure: working set 19\/20/);
+    // Without events (null) the own view (3 blocks unpaused) decides: nothing to do.
+    const { p: p2 } = policy({ ...ONLY("idle"), idle: { enabled: true, deviceBlocks: 20 } });
+    p2.observe(finished(0, "a", chainOf(6, 100n), { workerDeviceBlocks: null }));
+    expect(p2.observe(finished(1, "c", chainOf(1, 300n), { workerDeviceBlocks: null }))).toEqual([]);
+  });
 });
 
 describe("rewrite -> prune", () => {

@@ -109,6 +109,10 @@ export interface TurnFinished {
   /** Prompt-cache markers of the request (Anthropic cache_control, OpenAI prompt_cache_retention). */
   cacheMarkers?: CacheMarkers | null;
   model?: string | null;
+  /** Blocks the index holds on the worker's GPU tier as the turn ends (from its KV events: every
+   * session's and sessionless request's, whichever replica served them); null when the gateway
+   * reads no events from that worker. */
+  workerDeviceBlocks?: number | null;
 }
 
 export interface SessionIdle {

@@ -148,5 +148,6 @@ export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void>
     durationMs: now - a.started,
     cacheMarkers: prompt && outcome.status === 200 && worker.healthy ? await cacheMarkersOf(ctx, worker, a.route, a.body, prompt) : null,
     model: typeof a.body.model === "string" ? a.body.model : null,
+    workerDeviceBlocks: worker.events ? (ctx.index.stats().workers[worker.id]?.GPU ?? 0) : null,
   });
 }

@@ -2,10 +2,12 @@
 // A session idle past the gateway's idle threshold is demoted to host under a lease (Pause); a
 // returning turn renews that lease (RenewLease); close revokes it (RevokeLease: the worker frees
 // the blocks, keeping any another session still holds), as does a rewrite that keeps nothing.
-// Under pressure - the worker's working set, as this replica sees it (the blocks of its sessions
-// not paused), past the high watermark of its device blocks - the idle sessions holding the most
-// blocks of their own are paused first until it is back under the low watermark (hysteresis: the
-// rule trips again only past the high one).
+// Under pressure - the worker's device working set past the high watermark of its device blocks -
+// the idle sessions holding the most blocks of their own are paused first until it is back under
+// the low watermark (hysteresis: the rule trips again only past the high one). The working set is
+// the larger of what the worker's KV events put on its GPU (the index: every session's blocks and
+// sessionless requests', whichever replica served them) and what this replica's own sessions hold
+// unpaused (ahead of the events, which arrive after the turn).
 import type { Observation } from "../../gateway/observations.js";
 import { type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
 import type { AgentRule } from "./policy.js";
@@ -82,7 +84,7 @@ function workingSet(ctx: PolicyContext, worker: string): Map<bigint, number> {
   return users;
 }
 
-function checkPressure(ctx: PolicyContext, worker: string): void {
+function checkPressure(ctx: PolicyContext, worker: string, indexed: number | null | undefined): void {
   const cap = ctx.cfg.idle.deviceBlocks;
   if (!cap) return;
   let set = tripped.get(ctx);
@@ -91,17 +93,18 @@ function checkPressure(ctx: PolicyContext, worker: string): void {
     tripped.set(ctx, set);
   }
   const users = workingSet(ctx, worker);
+  const seen = Math.max(users.size, indexed ?? 0);
   const high = ctx.cfg.idle.highWatermark * cap;
   const low = ctx.cfg.idle.lowWatermark * cap;
-  if (users.size < high) {
-    if (users.size <= low) set.delete(worker);
+  if (seen < high) {
+    if (seen <= low) set.delete(worker);
     if (!set.has(worker)) return;
   }
   set.add(worker);
   const own = (s: SessionView) => s.chain.filter((h) => users.get(h) === 1).length;
   const idle = [...ctx.sessions.values()].filter((s) => s.worker === worker && !s.inFlight && !s.paused && s.chain.length && s.tool?.mode !== "offload");
   idle.sort((a, b) => own(b) - own(a));
-  let size = users.size;
+  let size = seen;
   for (const s of idle) {
     if (size <= low) break;
     const freed = own(s);
@@ -131,7 +134,7 @@ export const idleRule: AgentRule = {
           const s = ctx.sessions.get(o.sessionId);
           if (s?.lease && s.prevChain.length && s.chain[0] !== s.prevChain[0]) revoke(ctx, s, "rewrite kept nothing of the leased blocks");
         }
-        checkPressure(ctx, o.worker);
+        checkPressure(ctx, o.worker, o.workerDeviceBlocks);
         break;
       case "SessionHint": {
         const s = ctx.sessions.get(o.sessionId);
