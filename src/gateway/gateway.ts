@@ -66,6 +66,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const nats = new NatsLink(config, metrics, log);
   const sessions = new SessionStore({ kv: () => nats.kv(), configured: nats.configured, opTimeoutMs: config.nats?.opTimeoutMs ?? 500, metrics, clock, log });
 
+  // Session-record updates for command outcomes still in flight (settled() waits for them).
+  const commandRecords = new Set<Promise<unknown>>();
   const recordCommand = (pc: PolicyCommand, outcome: CommandOutcome) => {
     const now = clock.now();
     if (decisionLog) {
@@ -113,7 +115,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       ackedMs: outcome.state === "acked" ? now : null,
       detail,
     });
-    void sessions
+    const recorded = sessions
       .update(pc.sessionId, (rec: SessionRecord) => {
         if (outcome.state === "acked") {
           for (const a of outcome.acks) {
@@ -125,6 +127,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         if (rec.commands.length > max) rec.commands.splice(0, rec.commands.length - max);
       })
       .catch((e) => log(`gateway: recording a command in session ${pc.sessionId}: ${(e as Error).message}`));
+    commandRecords.add(recorded);
+    void recorded.finally(() => commandRecords.delete(recorded));
   };
 
   const commands = new CommandSink({
@@ -233,8 +237,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     sweepIdle,
     checkHealth: () => workers.checkHealth(),
     async settled() {
-      while (ctx.recording.size > 0) await Promise.all([...ctx.recording.values()]);
-      await commands.settled();
+      do {
+        await Promise.all([...ctx.recording.values()]);
+        await commands.settled();
+        await Promise.all([...commandRecords]);
+      } while (ctx.recording.size > 0 || commandRecords.size > 0);
     },
     async close() {
       if (idleTimer) clearInterval(idleTimer);
