@@ -175,6 +175,33 @@ describe("gateway in front of real SGLang workers", () => {
     expect(reasons[1]).toBe("session");
   }, 120_000);
 
+  it("learns an Anthropic /v1/messages prompt's token ids from the worker and records the hashes it published", async () => {
+    const h = { "x-session-id": "sess-M" };
+    const body = {
+      model: "default",
+      max_tokens: 4,
+      temperature: 0,
+      system: "You are a terse test assistant. ".repeat(6),
+      messages: [{ role: "user", content: [{ type: "text", text: "An Anthropic-shaped turn about radix trees and pages." }] }],
+    };
+    const r = await post(`${gwA.url}/v1/messages`, body, h);
+    expect(r.status).toBe(200);
+    // Anthropic's input_tokens leaves out what the cache served: the prompt is both together.
+    const usage = (JSON.parse(r.text) as { usage: { input_tokens: number; cache_read_input_tokens?: number } }).usage;
+    const inputTokens = usage.input_tokens + (usage.cache_read_input_tokens ?? 0);
+    await gwA.settled();
+    const rec = await gwA.sessions.get("sess-M");
+    expect(rec?.worker).toBe(r.worker);
+    // As many full pages as the worker counted prompt tokens: the ids are the ones it served.
+    expect(rec?.turns[0].promptBlocks).toBe(Math.floor(inputTokens / 16));
+    expect(rec?.turns[0].promptBlocks).toBeGreaterThan(2);
+    const mine = published.get(r.worker as string) as Set<bigint>;
+    const chain = (rec?.chain ?? []).map((x) => BigInt(x)).slice(0, rec?.turns[0].promptBlocks);
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && !chain.every((x) => mine.has(x))) await new Promise((res) => setTimeout(res, 50));
+    for (const x of chain) expect(mine.has(x)).toBe(true);
+  }, 120_000);
+
   it("routes a returning sessionless conversation to the worker holding its blocks (index overlap)", async () => {
     for (let i = 0; i < 3; i++) {
       const first = [`Conversation ${i} opens with a question about hashing pages of tokens, number ${i}.`];

@@ -6,7 +6,7 @@ import { routeRequest, type RoutingOptions, type WorkerState } from "../src/gate
 import { sessionIdOf } from "../src/gateway/session-id.js";
 import { applyAckToRecord, newSessionRecord } from "../src/gateway/session-record.js";
 import { sessionKey } from "../src/gateway/session-store.js";
-import { stripTokenFields, turnResultOf, withTokenIds } from "../src/gateway/token-truth.js";
+import { stripTokenFields, tokenizeRequestFor, turnResultOf, usageOf, withTokenIds } from "../src/gateway/token-truth.js";
 import { schemeFromServerInfo, WorkerSchemeError } from "../src/gateway/worker-scheme.js";
 import { applyEvent, InMemoryKvIndex } from "../src/index/index.js";
 import { blankAck } from "../src/protocol/index.js";
@@ -170,6 +170,17 @@ describe("token ids from the worker", () => {
     const { added } = withTokenIds("chat", Buffer.from(JSON.stringify(body)), body);
     expect(added).toMatchObject({ prompt: false, response: true });
     expect(stripTokenFields('{"prompt_token_ids":[1],"response_token_ids":[2]}', added)).toBe('{"prompt_token_ids":[1]}');
+  });
+  it("reads Anthropic usage: the prompt is input_tokens plus what the cache read or wrote", () => {
+    expect(usageOf({ input_tokens: 5, cache_read_input_tokens: 32, output_tokens: 4 })).toEqual({ promptTokens: 37, completionTokens: 4, cachedTokens: 32 });
+    expect(usageOf({ input_tokens: 5, output_tokens: 4 })).toEqual({ promptTokens: 5, completionTokens: 4, cachedTokens: null });
+    expect(usageOf({ prompt_tokens: 9, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 8 } })).toEqual({ promptTokens: 9, completionTokens: 1, cachedTokens: 8 });
+  });
+  it("tokenizes Anthropic messages through the worker's own conversion, the rest through /v1/tokenize", () => {
+    const m = tokenizeRequestFor("messages", { messages: [{ role: "user", content: "hi" }], max_tokens: 4, stream: true });
+    expect(m).toEqual({ path: "/kvctl/v1/messages/tokenize", body: { messages: [{ role: "user", content: "hi" }], max_tokens: 4 } });
+    expect(tokenizeRequestFor("chat", { messages: [], model: "m" })).toEqual({ path: "/v1/tokenize", body: { messages: [], model: "m" } });
+    expect(tokenizeRequestFor("messages", { prompt: "x" })).toBeNull();
   });
 });
 

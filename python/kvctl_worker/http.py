@@ -80,3 +80,6 @@ def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any], worker_i
 
     for path, op in ROUTES.items():
         app.add_api_route(path, make(op), methods=["POST"])
+    from .tokenize import register as register_tokenize
+
+    register_tokenize(app)

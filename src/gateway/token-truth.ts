@@ -4,7 +4,10 @@
 //     client did not ask for out of the response bytes, leaving every other byte as the worker sent it;
 //   streaming requests (SGLang refuses the flags with stream=true): /v1/tokenize on the same
 //     worker with the request's messages (or prompt);
-//   /generate: the request's input_ids, or /v1/tokenize of its text; output_ids from the answer.
+//   /generate: the request's input_ids, or /v1/tokenize of its text; output_ids from the answer;
+//   /v1/messages (Anthropic): the worker's own conversion to chat and chat template, through the
+//     kvctl worker's /kvctl/v1/messages/tokenize (SGLang 0.5.23 returns no token ids there and its
+//     /v1/tokenize does not read Anthropic messages); the answer carries no output ids.
 import type { Pool } from "undici";
 import type { RouteKind, ToolCallInfo, Usage } from "./observations.js";
 import { callJson } from "./upstream.js";
@@ -79,8 +82,10 @@ function num(v: unknown): number | null {
 export function usageOf(u: unknown): Usage {
   const o = obj(u);
   const details = obj(o?.prompt_tokens_details);
+  // Anthropic's input_tokens leaves out the tokens read from (or written to) the cache.
+  const anthropicPrompt = num(o?.input_tokens) === null ? null : (num(o?.input_tokens) ?? 0) + (num(o?.cache_read_input_tokens) ?? 0) + (num(o?.cache_creation_input_tokens) ?? 0);
   return {
-    promptTokens: num(o?.prompt_tokens ?? o?.input_tokens),
+    promptTokens: num(o?.prompt_tokens) ?? anthropicPrompt,
     completionTokens: num(o?.completion_tokens ?? o?.output_tokens),
     cachedTokens: num(details?.cached_tokens ?? o?.cache_read_input_tokens),
   };
@@ -144,8 +149,31 @@ export function promptTokensInRequest(route: RouteKind, body: Record<string, unk
   return null;
 }
 
-/** The /v1/tokenize request that renders this request's prompt exactly as the worker will, or null. */
-export function tokenizeRequestFor(route: RouteKind, body: Record<string, unknown>): Record<string, unknown> | null {
+/** A tokenize call to a worker: SGLang's /v1/tokenize, or the kvctl worker's Anthropic route. */
+export interface TokenizeCall {
+  path: "/v1/tokenize" | "/kvctl/v1/messages/tokenize";
+  body: Record<string, unknown>;
+}
+
+export const MESSAGES_TOKENIZE_PATH = "/kvctl/v1/messages/tokenize";
+
+/** SGLang's /v1/tokenize with this body. */
+export function tokenizeCall(body: Record<string, unknown>): TokenizeCall {
+  return { path: "/v1/tokenize", body };
+}
+
+/** The tokenize call that renders this request's prompt exactly as the worker will, or null. */
+export function tokenizeRequestFor(route: RouteKind, body: Record<string, unknown>): TokenizeCall | null {
+  if (route === "messages") {
+    if (!Array.isArray(body.messages)) return null;
+    const { stream: _stream, ...rest } = body;
+    return { path: MESSAGES_TOKENIZE_PATH, body: rest };
+  }
+  const b = tokenizeBodyFor(route, body);
+  return b ? tokenizeCall(b) : null;
+}
+
+function tokenizeBodyFor(route: RouteKind, body: Record<string, unknown>): Record<string, unknown> | null {
   if (route === "chat") {
     if (!Array.isArray(body.messages)) return null;
     const t: Record<string, unknown> = { messages: body.messages };
@@ -160,10 +188,10 @@ export function tokenizeRequestFor(route: RouteKind, body: Record<string, unknow
 }
 
 /** Asks the worker to tokenize; throws saying why when it cannot. */
-export async function tokenizeOn(pool: Pool, req: Record<string, unknown>, timeoutMs: number): Promise<number[]> {
-  const r = await callJson(pool, "POST", "/v1/tokenize", req, timeoutMs);
-  if (r.status !== 200) throw new Error(`/v1/tokenize answered ${r.status}: ${r.text.slice(0, 200)}`);
+export async function tokenizeOn(pool: Pool, call: TokenizeCall, timeoutMs: number): Promise<number[]> {
+  const r = await callJson(pool, "POST", call.path, call.body, timeoutMs);
+  if (r.status !== 200) throw new Error(`${call.path} answered ${r.status}: ${r.text.slice(0, 200)}`);
   const tokens = obj(r.json)?.tokens;
-  if (!isIntArray(tokens)) throw new Error("/v1/tokenize answered without a token list");
+  if (!isIntArray(tokens)) throw new Error(`${call.path} answered without a token list`);
   return tokens;
 }

@@ -5,7 +5,7 @@ import type { FastifyRequest } from "fastify";
 import { HINT_HEADER, HintError, parseHintHeader } from "../policy/hints.js";
 import { parseCacheMarkers, prefixTokenizeRequest } from "../policy/markers.js";
 import type { CacheMarkers, RouteKind, SessionHint } from "./observations.js";
-import { tokenizeOn } from "./token-truth.js";
+import { tokenizeCall, tokenizeOn } from "./token-truth.js";
 import type { TurnContext } from "./turn-context.js";
 import type { GatewayWorker } from "./workers.js";
 
@@ -47,7 +47,7 @@ export async function cacheMarkersOf(ctx: TurnContext, worker: GatewayWorker, ro
       continue;
     }
     try {
-      const t = await tokenizeOn(worker.pool, req, ctx.config.health.timeoutMs * 5);
+      const t = await tokenizeOn(worker.pool, tokenizeCall(req), ctx.config.health.timeoutMs * 5);
       let n = 0;
       while (n < t.length && n < prompt.length && t[n] === prompt[n]) n++;
       out.breakpoints.push({ tokens: n, ttlSeconds: spec.ttlSeconds, at: spec.at });

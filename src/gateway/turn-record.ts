@@ -4,7 +4,7 @@ import { type HashNamespace, requestBlockHashes } from "./block-hashes.js";
 import type { RouteKind, TurnRanges } from "./observations.js";
 import type { SessionIdSource } from "./session-id.js";
 import { MAX_TURNS_KEPT, type SessionRecord, type TurnSummary } from "./session-record.js";
-import { tokenizeOn } from "./token-truth.js";
+import { type TokenizeCall, tokenizeCall, tokenizeOn } from "./token-truth.js";
 import { cacheMarkersOf } from "./turn-hints.js";
 import { isObject, type TurnContext } from "./turn-context.js";
 import type { DoneOutcome } from "./worker-call.js";
@@ -33,7 +33,7 @@ async function systemRange(ctx: TurnContext, worker: GatewayWorker, body: Record
   let n = systemLengths.get(key);
   if (n === undefined) {
     try {
-      const sys = await tokenizeOn(worker.pool, req, ctx.config.health.timeoutMs * 5);
+      const sys = await tokenizeOn(worker.pool, tokenizeCall(req), ctx.config.health.timeoutMs * 5);
       n = sys.length <= prompt.length && sys.every((t, i) => t === prompt[i]) ? sys.length : null;
     } catch {
       n = null;
@@ -53,7 +53,7 @@ export interface FinishArgs {
   body: Record<string, unknown>;
   ns: HashNamespace;
   promptTokens: number[] | null;
-  tokenizeReq: Record<string, unknown> | null;
+  tokenizeReq: TokenizeCall | null;
   started: number;
   outcome: DoneOutcome;
 }
@@ -86,7 +86,7 @@ export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void>
     let reasoning: TurnRanges["reasoning"] = null;
     if (r?.reasoningText && output && worker.healthy) {
       try {
-        const n = (await tokenizeOn(worker.pool, { prompt: r.reasoningText, add_special_tokens: false }, ctx.config.health.timeoutMs * 5)).length;
+        const n = (await tokenizeOn(worker.pool, tokenizeCall({ prompt: r.reasoningText, add_special_tokens: false }), ctx.config.health.timeoutMs * 5)).length;
         reasoning = { start: prompt.length, end: Math.min(prompt.length + n, prompt.length + output.length) };
       } catch {
         reasoning = null;
