@@ -1,7 +1,7 @@
 // STAND-IN, NOT THE WORKER. An in-memory model of a worker's cache state (blocks, pins, leases,
-// tool-offload epochs, dedupe window) that answers commands honestly enough for tests and demos of
-// the router side until the SGLang subscriber exists. It has no GPU, no radix tree, no scheduler:
-// every "tier" here is a label. Never deploy it as a worker.
+// tool-offload epochs, dedupe window) that answers commands honestly enough for tests of the router
+// side that need no SGLang server (the real one is python/kvctl_worker). It has no GPU, no radix
+// tree, no scheduler: every "tier" here is a label. Never deploy it as a worker.
 import type { Ack, AckStatus, Command } from "../protocol/index.js";
 import { blankAck } from "../protocol/index.js";
 
