@@ -9,7 +9,8 @@
 // streaming) and /v1/tokenize. Three processes: the gateway, the stub and the load generator,
 // placed by the OS on the machine's cores; with --pin (taskset) the gateway gets CPU 0 and the stub
 // and load generator CPU 1 (on a machine shared with other work, a pinned CPU's neighbours decide
-// the figures).
+// the figures). Pinned is the split the throughput bar is read on: unpinned, the direct run has
+// both cores for the stub and load generator, while through the gateway they give one up to it.
 // Bars: added p50 <= 1 ms; requests/s through the gateway >= 0.5x direct at concurrency 64.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";

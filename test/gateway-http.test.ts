@@ -129,17 +129,40 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     const big = await post(`${g.url}/v1/chat/completions`, JSON.stringify({ messages: [{ role: "user", content: "x".repeat(2000) }] }));
     expect(big.status).toBe(413);
     expect((await json(big)).error.message).toBe("request body is larger than the limit of 1024 bytes");
+    // A body sent in chunks without a length is cut off at the limit just the same.
+    const chunked = await fetch(`${g.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: new ReadableStream({
+        start(c) {
+          for (let i = 0; i < 4; i++) c.enqueue(new TextEncoder().encode(`{"pad":"${"y".repeat(400)}",`));
+          c.close();
+        },
+      }),
+      duplex: "half",
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    expect((await json(chunked)).error.message).toBe("request body is larger than the limit of 1024 bytes");
     const anthropic = await post(`${g.url}/v1/messages`, "{oops");
     expect(await json(anthropic)).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+    // The inference routes have their own front door (node:http); the hints route goes through
+    // fastify. Both answer malformed and oversized bodies alike.
+    const hintsBad = await post(`${g.url}/kvctl/v1/sessions/s1/events`, '{"messages": [');
+    const chatBad = await post(`${g.url}/v1/chat/completions`, '{"messages": [');
+    expect(hintsBad.status).toBe(400);
+    expect(await json(hintsBad)).toEqual(await json(chatBad));
+    const hintsBig = await post(`${g.url}/kvctl/v1/sessions/s1/events`, JSON.stringify({ event: "x".repeat(2000) }));
+    expect(hintsBig.status).toBe(413);
+    expect((await json(hintsBig)).error).toEqual({ message: "request body is larger than the limit of 1024 bytes", type: "invalid_request_error", param: null, code: null });
     expect(upstreams.reduce((n, u) => n + u.requests, 0)).toBe(0);
     const counted = await metric(g, "kvctl_gateway_bad_requests_total");
     expect(counted).toEqual(
       expect.arrayContaining([
-        'kvctl_gateway_bad_requests_total{reason="bad_json"} 2',
+        'kvctl_gateway_bad_requests_total{reason="bad_json"} 4',
         'kvctl_gateway_bad_requests_total{reason="not_object"} 1',
         'kvctl_gateway_bad_requests_total{reason="bad_session_id"} 1',
         'kvctl_gateway_bad_requests_total{reason="unknown_route"} 1',
-        'kvctl_gateway_bad_requests_total{reason="body_too_large"} 1',
+        'kvctl_gateway_bad_requests_total{reason="body_too_large"} 3',
       ]),
     );
   });

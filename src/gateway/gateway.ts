@@ -1,7 +1,6 @@
 // createGateway(): the library entry behind `kvctl gateway`. Wires the parts: config -> workers
 // (probed, subscribed to their KV events feeding one index) -> NATS link (session bucket,
 // control publisher) -> session store -> policy and command sink -> HTTP server.
-import type { FastifyInstance } from "fastify";
 import { InMemoryKvIndex, type KvIndex } from "../index/index.js";
 import { CommandSink, type CommandOutcome } from "./command-sink.js";
 import { type GatewayConfig, type GatewayConfigInput, parseGatewayConfig } from "./config.js";
@@ -38,7 +37,6 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   readonly index: KvIndex;
   readonly sessions: SessionStore;
-  readonly app: FastifyInstance;
   /** Reports sessions idle past sessions.idleAfterSeconds to the policy (a timer calls it too). */
   sweepIdle(): Promise<void>;
   /** One round of worker health checks now. */
@@ -196,7 +194,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     throw e;
   }
 
-  const app = buildServer(
+  const { app, front } = buildServer(
     {
       ctx,
       workers,
@@ -207,6 +205,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         for (const r of sessions.localRecords()) if (now - r.lastActivityMs < activeWindowMs) active++;
         metrics.sessionsActive.set(active);
         metrics.commandsQueued.set(commands.queued);
+        for (const w of workers.workers) metrics.inFlight.set({ worker: w.id }, w.inFlight);
       },
     },
     config.limits.bodyLimitBytes,
@@ -233,7 +232,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     metrics,
     index,
     sessions,
-    app,
     sweepIdle,
     checkHealth: () => workers.checkHealth(),
     async settled() {
@@ -245,6 +243,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
     async close() {
       if (idleTimer) clearInterval(idleTimer);
+      front.close();
       await app.close();
       await Promise.all([...ctx.recording.values()]).catch(() => undefined);
       await commands.settled().catch(() => undefined);

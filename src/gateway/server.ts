@@ -1,13 +1,15 @@
-// The HTTP front (fastify): the inference routes go through serveTurn; /v1/models is passed to a
-// worker; /health and /metrics are the gateway's own. Bodies are kept as the bytes the client
-// sent (forwarded unchanged unless token ids are asked for) and parsed once; malformed JSON,
-// oversized bodies and unknown routes get an error body naming the problem.
+// The HTTP server: the inference routes go through the node:http front (inference-front.ts,
+// serveTurn); everything else through fastify: /v1/models is passed to a worker; /health, /metrics
+// and the hints route are the gateway's own. Bodies are kept as the bytes the client sent
+// (forwarded unchanged unless token ids are asked for) and parsed once; malformed JSON, oversized
+// bodies and unknown routes get an error body naming the problem.
+import { createServer } from "node:http";
 import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
 import { errorBody } from "./errors.js";
 import { registerHintsRoute } from "./hints-route.js";
+import { badJsonMessage, createInferenceFront, type InferenceFront, tooLargeMessage } from "./inference-front.js";
 import type { GatewayMetrics } from "./metrics.js";
-import type { RouteKind } from "./observations.js";
-import { serveTurn, type ParsedBody, type TurnContext } from "./turn.js";
+import type { ParsedBody, TurnContext } from "./turn-context.js";
 import { callJson } from "./upstream.js";
 import type { WorkerSet } from "./workers.js";
 
@@ -19,27 +21,37 @@ export interface ServerParts {
   beforeScrape: () => void;
 }
 
-const ROUTES: [string, RouteKind][] = [
-  ["/v1/chat/completions", "chat"],
-  ["/v1/completions", "completions"],
-  ["/v1/messages", "messages"],
-  ["/generate", "generate"],
-];
-
 function parseBody(_req: unknown, raw: Buffer, done: (err: Error | null, body?: ParsedBody) => void): void {
   if (raw.length === 0) return done(null, { raw, json: undefined });
   try {
     done(null, { raw, json: JSON.parse(raw.toString("utf8")) });
   } catch (e) {
-    const err = new Error(`request body is not valid JSON: ${(e as Error).message}`) as Error & { statusCode: number; code: string };
+    const err = new Error(badJsonMessage(e)) as Error & { statusCode: number; code: string };
     err.statusCode = 400;
     err.code = "KVCTL_BAD_JSON";
     done(err);
   }
 }
 
-export function buildServer(p: ServerParts, bodyLimit: number): FastifyInstance {
-  const app = Fastify({ bodyLimit, logger: false, return503OnClosing: true, forceCloseConnections: true });
+// fastify's own defaults for a server it creates itself.
+const KEEP_ALIVE_MS = 72_000;
+
+export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyInstance; front: InferenceFront } {
+  const front = createInferenceFront(p.ctx, bodyLimit);
+  const app = Fastify({
+    bodyLimit,
+    logger: false,
+    return503OnClosing: true,
+    forceCloseConnections: true,
+    serverFactory: (handler) => {
+      const server = createServer((req, res) => {
+        if (!front.handle(req, res)) handler(req, res);
+      });
+      server.keepAliveTimeout = KEEP_ALIVE_MS;
+      server.requestTimeout = 0;
+      return server;
+    },
+  });
   app.removeAllContentTypeParsers();
   // Clients (curl -d) often send JSON under another content type: every body is read as JSON.
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, parseBody);
@@ -49,7 +61,7 @@ export function buildServer(p: ServerParts, bodyLimit: number): FastifyInstance 
     const reason = err.code === "FST_ERR_CTP_BODY_TOO_LARGE" ? "body_too_large" : err.code === "KVCTL_BAD_JSON" ? "bad_json" : status >= 500 ? "internal" : "bad_request";
     if (status < 500) p.metrics.badRequests.inc({ reason });
     const flavor = req.url.startsWith("/v1/messages") ? "anthropic" : "openai";
-    const message = reason === "body_too_large" ? `request body is larger than the limit of ${bodyLimit} bytes` : err.message;
+    const message = reason === "body_too_large" ? tooLargeMessage(bodyLimit) : err.message;
     if (status >= 500) p.ctx.log(`gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`);
     reply.code(status).header("content-type", "application/json").send(errorBody(flavor, status >= 500 ? "internal_error" : "invalid_request_error", message));
   });
@@ -59,7 +71,6 @@ export function buildServer(p: ServerParts, bodyLimit: number): FastifyInstance 
     reply.code(404).header("content-type", "application/json").send(errorBody("openai", "not_found", `no route ${req.method} ${req.url.split("?")[0]}`));
   });
 
-  for (const [path, route] of ROUTES) app.post(path, (req, reply) => serveTurn(p.ctx, route, req, reply));
   registerHintsRoute(app, p.ctx);
 
   app.get("/v1/models", async (_req, reply) => {
@@ -67,10 +78,10 @@ export function buildServer(p: ServerParts, bodyLimit: number): FastifyInstance 
     if (!w) return reply.code(503).header("content-type", "application/json").send(errorBody("openai", "service_unavailable", "no worker is taking traffic"));
     try {
       const r = await callJson(w.pool, "GET", "/v1/models", undefined, p.ctx.config.health.timeoutMs * 5);
-      p.metrics.requests.inc({ route: "models", worker: w.id, status: r.status });
+      p.metrics.countRequest("models", w.id, r.status);
       return reply.code(r.status).header("content-type", "application/json").send(r.text);
     } catch (e) {
-      p.metrics.requests.inc({ route: "models", worker: w.id, status: 502 });
+      p.metrics.countRequest("models", w.id, 502);
       return reply.code(502).header("content-type", "application/json").send(errorBody("openai", "upstream_error", `worker ${w.id}: ${(e as Error).message}`));
     }
   });
@@ -86,5 +97,5 @@ export function buildServer(p: ServerParts, bodyLimit: number): FastifyInstance 
     const text = await p.metrics.registry.metrics();
     return reply.header("content-type", p.metrics.registry.contentType).send(text);
   });
-  return app;
+  return { app, front };
 }

@@ -1,7 +1,7 @@
 // What a turn tells the agent policy beyond routing: the x-kvctl-hint header (explicit hints from
 // the harness) and the token positions of the request's prompt-cache markers, measured with the
 // worker's own tokenizer (the prefix up to each marker rendered by its template).
-import type { FastifyRequest } from "fastify";
+import type { IncomingHttpHeaders } from "node:http";
 import { HINT_HEADER, HintError, parseHintHeader } from "../policy/hints.js";
 import { parseCacheMarkers, prefixTokenizeRequest } from "../policy/markers.js";
 import type { CacheMarkers, RouteKind, SessionHint } from "./observations.js";
@@ -10,8 +10,8 @@ import type { TurnContext } from "./turn-context.js";
 import type { GatewayWorker } from "./workers.js";
 
 /** The x-kvctl-hint header as observations; a bad one is counted and logged, the request still served. */
-export function headerHints(ctx: TurnContext, req: FastifyRequest, sessionId: string | null, known: boolean): SessionHint[] {
-  const v = req.headers[HINT_HEADER];
+export function headerHints(ctx: TurnContext, headers: IncomingHttpHeaders, sessionId: string | null, known: boolean): SessionHint[] {
+  const v = headers[HINT_HEADER];
   const value = Array.isArray(v) ? v.join(",") : v;
   if (value === undefined || value.trim() === "") return [];
   if (sessionId === null) {

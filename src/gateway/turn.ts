@@ -1,11 +1,12 @@
 // One inference request through the gateway: session id, prompt hashes (when the index has
 // anything to match them against), the routing decision, then the worker call (worker-call.ts)
 // and, off the client's path, the turn's record (turn-record.ts).
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { OverlapResult } from "../index/index.js";
 import { promptTailOf } from "../policy/prompt-tail.js";
 import { type HashNamespace, namespaceOf, requestBlockHashes } from "./block-hashes.js";
 import { errorBody } from "./errors.js";
+import { sendJson } from "./inference-front.js";
 import type { RouteKind } from "./observations.js";
 import { NoWorkerError, routeRequest, type RouteDecision } from "./router.js";
 import { SessionIdError, type SessionIdSource, sessionIdOf } from "./session-id.js";
@@ -13,7 +14,7 @@ import { promptTokensInRequest, tokenizeOn, tokenizeRequestFor } from "./token-t
 import { flavorOf, isObject, type ParsedBody, type TurnContext } from "./turn-context.js";
 import { headerHints } from "./turn-hints.js";
 import { finishTurn } from "./turn-record.js";
-import { callWorker } from "./worker-call.js";
+import { ClientLink, callWorker } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
 
 export type { ParsedBody, TurnContext } from "./turn-context.js";
@@ -40,22 +41,19 @@ function overlapFor(ctx: TurnContext, workers: readonly GatewayWorker[], tokens:
   return { overlap: merged, hashes };
 }
 
-export async function serveTurn(ctx: TurnContext, route: RouteKind, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+export async function serveTurn(ctx: TurnContext, route: RouteKind, req: IncomingMessage, res: ServerResponse, parsed: ParsedBody): Promise<void> {
   const { metrics, config, clock } = ctx;
   const flavor = flavorOf(route);
-  const parsed = req.body as ParsedBody | undefined;
-  const fail = (status: number, type: string, message: string, param: string | null = null) => {
-    reply.code(status).header("content-type", "application/json").send(errorBody(flavor, type, message, param));
-  };
-  if (!parsed || !isObject(parsed.json)) {
+  const fail = (status: number, type: string, message: string, param: string | null = null) => sendJson(res, status, errorBody(flavor, type, message, param));
+  if (!isObject(parsed.json)) {
     metrics.badRequests.inc({ reason: "not_object" });
-    metrics.requests.inc({ route, worker: "none", status: 400 });
+    metrics.countRequest(route, "none", 400);
     return fail(400, "invalid_request_error", "request body must be a JSON object");
   }
   const body = parsed.json;
   if (body.stream !== undefined && typeof body.stream !== "boolean") {
     metrics.badRequests.inc({ reason: "bad_field" });
-    metrics.requests.inc({ route, worker: "none", status: 400 });
+    metrics.countRequest(route, "none", 400);
     return fail(400, "invalid_request_error", "stream must be a boolean", "stream");
   }
   const stream = body.stream === true;
@@ -65,13 +63,13 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Fastify
   } catch (e) {
     if (!(e instanceof SessionIdError)) throw e;
     metrics.badRequests.inc({ reason: "bad_session_id" });
-    metrics.requests.inc({ route, worker: "none", status: 400 });
+    metrics.countRequest(route, "none", 400);
     return fail(400, "invalid_request_error", e.message, e.field);
   }
   for (const k of ["cache_salt", "extra_key"]) {
     if (body[k] !== undefined && body[k] !== null && typeof body[k] !== "string") {
       metrics.badRequests.inc({ reason: "bad_field" });
-      metrics.requests.inc({ route, worker: "none", status: 400 });
+      metrics.countRequest(route, "none", 400);
       return fail(400, "invalid_request_error", `${k} must be a string`, k);
     }
   }
@@ -80,7 +78,7 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Fastify
   if (sid) await ctx.recording.get(sid.id);
   const session = sid ? await ctx.sessions.get(sid.id) : null;
   const ns = namespaceOf(body);
-  for (const h of headerHints(ctx, req, sid?.id ?? null, session !== null)) ctx.observe(h);
+  for (const h of headerHints(ctx, req.headers, sid?.id ?? null, session !== null)) ctx.observe(h);
 
   // Prompt tokens before routing: carried by the request, or from a worker's tokenizer when the
   // index holds blocks to match them against (with an empty index every overlap is zero anyway).
@@ -97,14 +95,7 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Fastify
   }
   const { overlap, hashes } = promptTokens ? overlapFor(ctx, available, promptTokens, ns) : { overlap: null, hashes: new Map<GatewayWorker, bigint[]>() };
 
-  const abort = new AbortController();
-  let clientGone = false;
-  reply.raw.on("close", () => {
-    if (!reply.raw.writableFinished) {
-      clientGone = true;
-      abort.abort();
-    }
-  });
+  const client = new ClientLink(res);
 
   // At most two tries: a worker that refuses the connection has seen nothing of the request, so
   // the request goes to the next choice (and the refusing worker is drained).
@@ -124,7 +115,7 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Fastify
       );
     } catch (e) {
       if (!(e instanceof NoWorkerError)) throw e;
-      metrics.requests.inc({ route, worker: "none", status: 503 });
+      metrics.countRequest(route, "none", 503);
       return fail(503, "service_unavailable", e.message);
     }
     const worker = ctx.workers.get(decision.worker) as GatewayWorker;
@@ -164,10 +155,10 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Fastify
       tail: promptTailOf(route, body),
       stored: session ? { worker: session.worker, pins: session.pins, leases: session.leases, tool: session.tool } : null,
     });
-    let outcome = await callWorker(ctx, route, worker, req, reply, parsed, body, stream, abort.signal, () => clientGone, promptTokens?.length ?? 0);
+    let outcome = await callWorker(ctx, route, worker, req.headers, res, parsed, body, stream, client, promptTokens?.length ?? 0);
     if (outcome.kind === "retry" && attempt === 0 && ctx.workers.available().length > 0) continue;
     if (outcome.kind === "retry") {
-      metrics.requests.inc({ route, worker: worker.id, status: 502 });
+      metrics.countRequest(route, worker.id, 502);
       fail(502, "upstream_error", `worker ${worker.id} refused the connection: ${outcome.error}`);
       outcome = { kind: "done", status: 0, error: outcome.error, result: null };
     }

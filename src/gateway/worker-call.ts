@@ -1,9 +1,12 @@
 // The call to the chosen worker: the request bytes (token ids asked for when the answer is not
 // streamed), then the answer passed back whole or streamed through with backpressure; a worker
-// that fails is told apart (timeout, refused, reset) and drained when it is gone.
-import { PassThrough } from "node:stream";
-import type { FastifyReply, FastifyRequest } from "fastify";
+// that fails is told apart (timeout, refused, reset) and drained when it is gone. The call is an
+// undici dispatch handler writing straight to the client's response: no body stream, no abort
+// signal and no intermediate copy per request.
+import type { IncomingHttpHeaders, ServerResponse } from "node:http";
+import { type Dispatcher, errors as undiciErrors } from "undici";
 import { type ApiFlavor, errorBody, streamErrorEvent } from "./errors.js";
+import { sendJson } from "./inference-front.js";
 import type { RouteKind } from "./observations.js";
 import { StreamScan } from "./stream-scan.js";
 import { stripTokenFields, type TokenFieldsAdded, type TurnResult, turnResultOf, withTokenIds } from "./token-truth.js";
@@ -22,14 +25,42 @@ const PATHS: Record<RouteKind, string> = {
 const DROP_REQUEST_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade", "expect", "te", "proxy-connection"]);
 const PASS_RESPONSE_HEADERS = ["content-type", "cache-control", "x-request-id"];
 
-function forwardHeaders(req: FastifyRequest): Record<string, string> {
+function forwardHeaders(headers: IncomingHttpHeaders): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.headers)) {
+  for (const k in headers) {
+    const v = headers[k];
     if (v === undefined || DROP_REQUEST_HEADERS.has(k)) continue;
     out[k] = Array.isArray(v) ? v.join(", ") : v;
   }
   out["content-type"] = "application/json";
   return out;
+}
+
+function passHeaders(workerId: string, upstream: Record<string, string | string[] | undefined>): Record<string, string | number> {
+  const out: Record<string, string | number> = { "x-kvctl-worker": workerId };
+  for (const h of PASS_RESPONSE_HEADERS) {
+    const v = upstream[h];
+    if (v !== undefined) out[h] = Array.isArray(v) ? v.join(", ") : v;
+  }
+  return out;
+}
+
+/** The client's side of a turn: whether it went away, and the worker call to abort when it does. */
+export class ClientLink {
+  gone = false;
+  private abortCall: (() => void) | null = null;
+  constructor(res: ServerResponse) {
+    res.once("close", () => {
+      if (res.writableFinished) return;
+      this.gone = true;
+      this.abortCall?.();
+    });
+  }
+  /** The abort of the call now under way (aborted at once when the client is already gone). */
+  onGone(abort: (() => void) | null): void {
+    this.abortCall = abort;
+    if (abort && this.gone) abort();
+  }
 }
 
 export interface DoneOutcome {
@@ -40,17 +71,16 @@ export interface DoneOutcome {
 }
 export type CallOutcome = DoneOutcome | { kind: "retry"; error: string };
 
-export async function callWorker(
+export function callWorker(
   ctx: TurnContext,
   route: RouteKind,
   worker: GatewayWorker,
-  req: FastifyRequest,
-  reply: FastifyReply,
+  headers: IncomingHttpHeaders,
+  res: ServerResponse,
   parsed: ParsedBody,
   body: Record<string, unknown>,
   stream: boolean,
-  signal: AbortSignal,
-  clientGone: () => boolean,
+  client: ClientLink,
   promptTokenCount: number,
 ): Promise<CallOutcome> {
   const { metrics } = ctx;
@@ -60,104 +90,119 @@ export async function callWorker(
   if (!stream && (route === "chat" || route === "completions")) ({ raw, added } = withTokenIds(route, parsed.raw, body));
   worker.inFlight++;
   worker.inFlightPromptTokens += promptTokenCount;
-  metrics.inFlight.set({ worker: worker.id }, worker.inFlight);
   const endTimer = metrics.duration.startTimer({ route });
+  let counted = false;
   const done = () => {
+    if (counted) return;
+    counted = true;
     worker.inFlight--;
     worker.inFlightPromptTokens -= promptTokenCount;
-    metrics.inFlight.set({ worker: worker.id }, worker.inFlight);
     endTimer();
   };
-  let res;
-  try {
-    res = await worker.pool.request({ method: "POST", path: PATHS[route], headers: forwardHeaders(req), body: raw, signal });
-  } catch (e) {
-    done();
-    return upstreamFailed(ctx, route, worker, reply, e, clientGone(), flavor);
-  }
-  const status = res.statusCode;
-  const contentType = String(res.headers["content-type"] ?? "");
-  const isSse = contentType.includes("text/event-stream");
-  reply.code(status);
-  reply.header("x-kvctl-worker", worker.id);
-  for (const h of PASS_RESPONSE_HEADERS) {
-    const v = res.headers[h];
-    if (v !== undefined) reply.header(h, Array.isArray(v) ? v.join(", ") : v);
-  }
-  if (!isSse) {
-    let buf: Buffer;
-    try {
-      buf = Buffer.from(await res.body.arrayBuffer());
-    } catch (e) {
-      done();
-      reply.removeHeader("content-type");
-      return upstreamFailed(ctx, route, worker, reply, e, clientGone(), flavor);
-    }
-    done();
-    let result: TurnResult | null = null;
-    let out: Buffer | string = buf;
-    if (status === 200 && contentType.includes("json")) {
-      const text = buf.toString("utf8");
-      let json: unknown = null;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = null;
-      }
-      result = turnResultOf(route, json);
-      if (added && (added.prompt || added.response)) out = stripTokenFields(text, added);
-    }
-    metrics.requests.inc({ route, worker: worker.id, status });
-    reply.send(out);
-    return { kind: "done", status, error: null, result };
-  }
 
-  // Streaming: bytes go to the client as they come; a full client buffer pauses the worker's
-  // stream (backpressure). The scan only looks for the closing usage/finish_reason.
-  const pass = new PassThrough();
-  const scan = new StreamScan(route);
-  const upstream = res.body;
-  return await new Promise<CallOutcome>((resolve) => {
+  return new Promise<CallOutcome>((resolve) => {
+    let status = 0;
+    let sse = false;
+    let json = false;
+    let scan: StreamScan | null = null;
+    let answerHeaders: Record<string, string | number> = {};
+    const chunks: Buffer[] = [];
     let settled = false;
-    const finish = (o: DoneOutcome) => {
+    const finish = (o: CallOutcome) => {
       if (settled) return;
       settled = true;
+      client.onGone(null);
       done();
-      metrics.requests.inc({ route, worker: worker.id, status: o.error ? 502 : status });
       resolve(o);
     };
-    upstream.on("data", (chunk: Buffer) => {
-      scan.push(chunk);
-      if (!pass.destroyed && !pass.write(chunk)) upstream.pause();
-    });
-    pass.on("drain", () => upstream.resume());
-    upstream.on("end", () => {
-      pass.end();
-      finish({ kind: "done", status, error: null, result: scan.result() });
-    });
-    upstream.on("error", (e: Error) => {
-      if (clientGone()) {
-        metrics.clientAborts.inc({ route });
-        pass.destroy();
-        finish({ kind: "done", status, error: "client disconnected", result: null });
-        return;
-      }
-      const kind = classifyUpstreamError(e);
-      metrics.upstreamErrors.inc({ worker: worker.id, kind });
-      if (kind === "reset" || kind === "connect") ctx.workers.drain(worker, `its stream broke: ${e.message}`);
-      ctx.log(`gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message}); client told`);
-      pass.end(streamErrorEvent(flavor, "upstream_error", `worker ${worker.id} failed mid-stream (${kind}); retry the request`));
-      finish({ kind: "done", status, error: `worker failed mid-stream: ${e.message}`, result: null });
-    });
-    reply.send(pass);
+
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(controller) {
+        client.onGone(() => controller.abort(new undiciErrors.RequestAbortedError()));
+      },
+      onResponseStart(controller, statusCode, upstream) {
+        status = statusCode;
+        const contentType = String(upstream["content-type"] ?? "");
+        sse = contentType.includes("text/event-stream");
+        json = contentType.includes("json");
+        answerHeaders = passHeaders(worker.id, upstream);
+        // Not streamed: sent whole at the end (token fields cut out first).
+        if (!sse) return;
+        // Streaming: bytes go to the client as they come; a full client buffer pauses the worker's
+        // stream (backpressure). The scan only looks for the closing usage/finish_reason.
+        scan = new StreamScan(route);
+        res.writeHead(status, answerHeaders);
+        res.on("drain", () => controller.resume());
+      },
+      onResponseData(controller, chunk) {
+        if (!sse) {
+          chunks.push(chunk);
+          return;
+        }
+        scan?.push(chunk);
+        if (!res.destroyed && !res.write(chunk)) controller.pause();
+      },
+      onResponseEnd() {
+        if (sse) {
+          res.end();
+          metrics.countRequest(route, worker.id, status);
+          finish({ kind: "done", status, error: null, result: scan?.result() ?? null });
+          return;
+        }
+        done();
+        const buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+        let result: TurnResult | null = null;
+        let out: Buffer | string = buf;
+        if (status === 200 && json) {
+          const text = buf.toString("utf8");
+          let parsedAnswer: unknown = null;
+          try {
+            parsedAnswer = JSON.parse(text);
+          } catch {
+            parsedAnswer = null;
+          }
+          result = turnResultOf(route, parsedAnswer);
+          out = added && (added.prompt || added.response) ? stripTokenFields(text, added) : text;
+        }
+        metrics.countRequest(route, worker.id, status);
+        if (!res.destroyed) {
+          answerHeaders["content-length"] = typeof out === "string" ? Buffer.byteLength(out) : out.length;
+          res.writeHead(status, answerHeaders);
+          res.end(out);
+        }
+        finish({ kind: "done", status, error: null, result });
+      },
+      onResponseError(_controller, e) {
+        if (!sse) {
+          // Nothing has gone to the client yet: it gets a clean error answer (or a retry elsewhere).
+          finish(upstreamFailed(ctx, route, worker, res, e, client.gone, flavor));
+          return;
+        }
+        if (client.gone) {
+          metrics.clientAborts.inc({ route });
+          res.destroy();
+          metrics.countRequest(route, worker.id, status);
+          finish({ kind: "done", status, error: "client disconnected", result: null });
+          return;
+        }
+        const kind = classifyUpstreamError(e);
+        metrics.upstreamErrors.inc({ worker: worker.id, kind });
+        if (kind === "reset" || kind === "connect") ctx.workers.drain(worker, `its stream broke: ${e.message}`);
+        ctx.log(`gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message}); client told`);
+        res.end(streamErrorEvent(flavor, "upstream_error", `worker ${worker.id} failed mid-stream (${kind}); retry the request`));
+        metrics.countRequest(route, worker.id, 502);
+        finish({ kind: "done", status, error: `worker failed mid-stream: ${e.message}`, result: null });
+      },
+    };
+    worker.pool.dispatch({ method: "POST", path: PATHS[route], headers: forwardHeaders(headers), body: raw }, handler);
   });
 }
 
-function upstreamFailed(ctx: TurnContext, route: RouteKind, worker: GatewayWorker, reply: FastifyReply, e: unknown, clientGone: boolean, flavor: ApiFlavor): CallOutcome {
+function upstreamFailed(ctx: TurnContext, route: RouteKind, worker: GatewayWorker, res: ServerResponse, e: unknown, clientGone: boolean, flavor: ApiFlavor): CallOutcome {
   const { metrics } = ctx;
   if (clientGone) {
     metrics.clientAborts.inc({ route });
-    metrics.requests.inc({ route, worker: worker.id, status: 499 });
+    metrics.countRequest(route, worker.id, 499);
     return { kind: "done", status: 0, error: "client disconnected", result: null };
   }
   const kind = classifyUpstreamError(e);
@@ -169,7 +214,7 @@ function upstreamFailed(ctx: TurnContext, route: RouteKind, worker: GatewayWorke
   if (kind === "reset") ctx.workers.drain(worker, `connection reset: ${(e as Error).message}`);
   const status = kind === "timeout" ? 504 : 502;
   const msg = kind === "timeout" ? `worker ${worker.id} timed out` : `worker ${worker.id} failed: ${(e as Error).message}`;
-  metrics.requests.inc({ route, worker: worker.id, status });
-  reply.code(status).header("content-type", "application/json").send(errorBody(flavor, kind === "timeout" ? "upstream_timeout" : "upstream_error", msg));
+  metrics.countRequest(route, worker.id, status);
+  sendJson(res, status, errorBody(flavor, kind === "timeout" ? "upstream_timeout" : "upstream_error", msg));
   return { kind: "done", status, error: msg, result: null };
 }
