@@ -1,0 +1,278 @@
+// Agentic workload bench (`npm run bench:agent [-- --json] [--ablation] [--sessions N]
+// [--time-scale X] [--configs a,b]`): BFCL multi-turn sessions (bench/agent/README.md) replayed
+// through each configuration against two real patched SGLang servers on CPU (small device pools,
+// HiCache host tier, file L3), the same seeded trace each time, servers started fresh per
+// configuration:
+//   lru            the workers in turn (round robin per request), SGLang's default LRU
+//   cache_aware    kvctl gateway, KV-aware and session routing, no commands (no-op policy)
+//   session_radix  as cache_aware, the servers with --enable-session-radix-cache and priority eviction
+//   sgl_router     SGLang's model gateway (PyPI smg) with its cache-aware policy
+//   kvctl          kvctl gateway with the agent policy, every rule on, NATS to the workers
+//   kvctl_<rule>   (--ablation) the agent policy with that rule alone
+// Measured per configuration: prompt tokens, tokens served from cache, recomputed prefill tokens,
+// host-tier hits, TTFT p50/p99 of returning turns, commands by type and outcome, pin budget peak,
+// and whether a flood of unrelated prompts after the trace is served in full.
+// Bar: kvctl recomputes >= 1.5x fewer prefill tokens than the best of lru/cache_aware/
+// session_radix/sgl_router and improves returning-turn TTFT p99 over it.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { packageRoot, venvPython } from "../src/paths.js";
+import type { RealServer } from "../src/demo/real-server.js";
+import { drive, type RequestRecord, type Target } from "./agent/driver.js";
+import { agentModel, startKvctlGateway, startNats, startSmg, startWorkers, type ServerShape } from "./agent/stack.js";
+import { type BfclWorkload, DEFAULT_SHAPE, planWorkload, rng } from "./agent/workload.js";
+
+const argv = process.argv.slice(2);
+const JSON_OUT = argv.includes("--json");
+const opt = (name: string, dflt: string) => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : dflt;
+};
+const SESSIONS = Number(opt("sessions", "16"));
+const SEED = Number(opt("seed", "7"));
+const TIME_SCALE = Number(opt("time-scale", String(DEFAULT_SHAPE.timeScale)));
+const TOOLS_PER_CLASS = Number(opt("tools-per-class", "5"));
+const FLOOD = Number(opt("flood", "24"));
+const BFCL_VERSION = "2026.3.23";
+const SHAPE: ServerShape = { model: "", pageSize: 16, deviceTokens: Number(opt("device-tokens", "6144")), hostRatio: 2 };
+const log = (s: string) => process.stderr.write(`${s}\n`);
+
+/** The bfcl-eval wheel from PyPI, unpacked under .cache (its data files and executable backends). */
+function bfclWheel(): string {
+  const dir = join(packageRoot, ".cache", "bfcl", BFCL_VERSION);
+  if (existsSync(join(dir, "bfcl_eval", "data"))) return dir;
+  const dl = mkdtempSync(join(tmpdir(), "kvctl-bfcl-"));
+  try {
+    execFileSync(venvPython, ["-m", "pip", "download", "-q", "--no-deps", `bfcl-eval==${BFCL_VERSION}`, "-d", dl], { stdio: "inherit" });
+    const wheel = join(dl, readdirSync(dl).find((f) => f.endsWith(".whl")) as string);
+    mkdirSync(dir, { recursive: true });
+    execFileSync(venvPython, ["-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])", wheel, dir]);
+  } finally {
+    rmSync(dl, { recursive: true, force: true });
+  }
+  return dir;
+}
+
+function loadWorkload(): BfclWorkload {
+  const out = execFileSync(venvPython, [join(packageRoot, "bench", "agent", "bfcl.py"), bfclWheel(), String(SESSIONS), String(SEED), String(TOOLS_PER_CLASS)], {
+    encoding: "utf8",
+    maxBuffer: 64 << 20,
+    cwd: tmpdir(),
+  });
+  return JSON.parse(out) as BfclWorkload;
+}
+
+interface ConfigSpec {
+  name: string;
+  front: "round_robin" | "gateway" | "smg";
+  serverArgs: string[];
+  policy: "noop" | "agent";
+  /** Agent policy rules switched on (all when unset). */
+  rules?: string[];
+}
+
+const RULES = ["pins", "tools", "think", "idle", "prune", "warm"] as const;
+
+function policiesFor(rules: readonly string[] | undefined): Record<string, unknown> {
+  const on = (r: string) => !rules || rules.includes(r);
+  const scaled = (s: number) => Math.max(1, Math.round(s / TIME_SCALE));
+  return {
+    pins: { enabled: on("pins") },
+    tools: { enabled: on("tools"), priorMeanSeconds: 5 / TIME_SCALE, prefillTokensPerSecond: 2000 },
+    think: { enabled: on("think") },
+    idle: { enabled: on("idle"), leaseSeconds: scaled(300), deviceBlocks: Math.floor(SHAPE.deviceTokens / SHAPE.pageSize) },
+    prune: { enabled: on("prune") },
+    warm: { enabled: on("warm"), storage: true },
+  };
+}
+
+interface ConfigResult {
+  requests: number;
+  errors: number;
+  prompt_tokens: number;
+  cached_tokens: number;
+  recomputed_tokens: number;
+  host_hit_tokens: number;
+  storage_hit_tokens: number;
+  ttft_returning_p50_ms: number | null;
+  ttft_returning_p99_ms: number | null;
+  returning_turns: number;
+  flood_served: string;
+  commands: Record<string, number> | null;
+  pin_budget_peak_blocks: number | null;
+  wall_s: number;
+}
+
+function pct(xs: number[], p: number): number | null {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(p * s.length))];
+}
+
+async function flood(url: string, n: number, model: string): Promise<number> {
+  const r = rng(SEED + 1);
+  let ok = 0;
+  const words = "alpha beta gamma delta token block page cache host device plan step result".split(" ");
+  await Promise.all(
+    Array.from({ length: 4 }, async (_, lane) => {
+      for (let i = lane; i < n; i += 4) {
+        const text = Array.from({ length: 600 }, () => words[Math.floor(r() * words.length)]).join(" ");
+        const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, messages: [{ role: "user", content: text }], max_tokens: 4 }) });
+        await res.text();
+        if (res.status === 200) ok++;
+      }
+    }),
+  );
+  return ok;
+}
+
+async function scrape(url: string): Promise<{ commands: Record<string, number>; pinPeak: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const commands: Record<string, number> = {};
+  let pinPeak = 0;
+  for (const line of text.split("\n")) {
+    const m = /^kvctl_gateway_commands_(sent|acked|failed|dropped)_total\{([^}]*)\} (\S+)/.exec(line);
+    if (m) {
+      const labels = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+      const key = `${labels.type ?? "?"}:${m[1]}${labels.status ? `:${labels.status}` : ""}`;
+      commands[key] = (commands[key] ?? 0) + Number(m[3]);
+    }
+    const p = /^kvctl_policy_pin_budget_peak_blocks(\{[^}]*\})? (\S+)/.exec(line);
+    if (p) pinPeak = Math.max(pinPeak, Number(p[2]));
+  }
+  return { commands, pinPeak };
+}
+
+async function runConfig(spec: ConfigSpec, workload: BfclWorkload): Promise<ConfigResult> {
+  const t0 = performance.now();
+  const scratch = mkdtempSync(join(tmpdir(), `kvctl-agent-${spec.name}-`));
+  const cleanup: (() => Promise<void>)[] = [];
+  try {
+    const nats = spec.policy === "agent" ? await startNats(join(scratch, "js")) : null;
+    if (nats) cleanup.push(() => nats.stop());
+    const workers: RealServer[] = await startWorkers(SHAPE, spec.serverArgs, nats?.url);
+    cleanup.push(async () => {
+      await Promise.all(workers.map((w) => w.stop()));
+    });
+    let target: Target;
+    let metricsUrl: string | null = null;
+    if (spec.front === "round_robin") {
+      target = { name: spec.name, url: (seq) => workers[seq % workers.length].baseUrl, sessionHeader: false };
+    } else if (spec.front === "smg") {
+      const smg = await startSmg(workers, join(scratch, "smg.log"));
+      cleanup.push(() => smg.stop());
+      target = { name: spec.name, url: () => smg.url, sessionHeader: false };
+    } else {
+      const g = await startKvctlGateway(workers, nats, spec.policy, spec.policy === "agent" ? policiesFor(spec.rules) : undefined, Math.max(0.05, 10 / TIME_SCALE));
+      cleanup.push(() => g.close());
+      target = { name: spec.name, url: () => g.url, sessionHeader: true };
+      metricsUrl = g.url;
+    }
+    // The served model's name (a peer router routes on it).
+    const models = (await (await fetch(`${workers[0].baseUrl}/v1/models`)).json()) as { data: { id: string }[] };
+    const model = models.data[0].id;
+    const sessions = planWorkload(workload, { ...DEFAULT_SHAPE, timeScale: TIME_SCALE }, SEED);
+    const records: RequestRecord[] = await drive(target, sessions, { system: workload.system_prompt, model, maxTokens: 1024 });
+    if (records.every((r) => !r.ok)) throw new Error(`every request failed, first: ${records[0]?.error}`);
+    const served = await flood(target.url(0), FLOOD, model);
+    const scraped = metricsUrl ? await scrape(metricsUrl) : null;
+    const ok = records.filter((r) => r.ok);
+    const errs = records.filter((r) => !r.ok);
+    if (errs.length) log(`  ${spec.name}: ${errs.length} failed requests, first: ${errs[0].error}`);
+    const prompt = ok.reduce((n, r) => n + r.promptTokens, 0);
+    const cached = ok.reduce((n, r) => n + r.cachedTokens, 0);
+    const ret = ok.filter((r) => r.returning).map((r) => r.ttftMs);
+    return {
+      requests: records.length,
+      errors: errs.length,
+      prompt_tokens: prompt,
+      cached_tokens: cached,
+      recomputed_tokens: prompt - cached,
+      host_hit_tokens: ok.reduce((n, r) => n + r.hostTokens, 0),
+      storage_hit_tokens: ok.reduce((n, r) => n + r.storageTokens, 0),
+      ttft_returning_p50_ms: pct(ret, 0.5),
+      ttft_returning_p99_ms: pct(ret, 0.99),
+      returning_turns: ret.length,
+      flood_served: `${served}/${FLOOD}`,
+      commands: scraped?.commands ?? null,
+      pin_budget_peak_blocks: scraped ? scraped.pinPeak : null,
+      wall_s: (performance.now() - t0) / 1000,
+    };
+  } finally {
+    for (const c of cleanup.reverse()) await c().catch((e) => log(`  ${spec.name}: cleanup: ${(e as Error).message}`));
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  SHAPE.model = agentModel();
+  const workload = loadWorkload();
+  const turns = workload.sessions.reduce((n, s) => n + s.turns.length, 0);
+  const calls = workload.sessions.reduce((n, s) => n + s.turns.reduce((m, t) => m + t.calls.length, 0), 0);
+  log(`bench:agent  ${workload.sessions.length} BFCL sessions (seed ${SEED}), ${turns} user turns, ${calls} tool calls; time scale 1/${TIME_SCALE}; ` +
+    `2 workers x ${SHAPE.deviceTokens} device tokens (page ${SHAPE.pageSize}), host ratio ${SHAPE.hostRatio}, file L3`);
+  const base: ConfigSpec[] = [
+    { name: "lru", front: "round_robin", serverArgs: [], policy: "noop" },
+    { name: "cache_aware", front: "gateway", serverArgs: [], policy: "noop" },
+    { name: "session_radix", front: "gateway", serverArgs: ["--enable-session-radix-cache", "--radix-eviction-policy", "priority"], policy: "noop" },
+    { name: "sgl_router", front: "smg", serverArgs: [], policy: "noop" },
+    { name: "kvctl", front: "gateway", serverArgs: [], policy: "agent" },
+  ];
+  const ablation: ConfigSpec[] = argv.includes("--ablation") ? RULES.map((r) => ({ name: `kvctl_${r}`, front: "gateway", serverArgs: [], policy: "agent", rules: [r] })) : [];
+  const only = opt("configs", "");
+  const specs = [...base, ...ablation].filter((s) => !only || only.split(",").includes(s.name));
+  const results: Record<string, ConfigResult | null> = {};
+  const notes: Record<string, string> = {};
+  for (const spec of specs) {
+    log(`-- ${spec.name}`);
+    try {
+      results[spec.name] = await runConfig(spec, workload);
+      log(`   ${JSON.stringify(results[spec.name])}`);
+    } catch (e) {
+      results[spec.name] = null;
+      notes[spec.name] = (e as Error).message.split("\n").slice(0, 3).join(" ");
+      log(`   ${spec.name} did not run: ${notes[spec.name]}`);
+    }
+  }
+  const peers = ["lru", "cache_aware", "session_radix", "sgl_router"].filter((n) => results[n]);
+  const best = peers.reduce<string | null>((b, n) => (b === null || (results[n] as ConfigResult).recomputed_tokens < (results[b] as ConfigResult).recomputed_tokens ? n : b), null);
+  const k = results.kvctl;
+  const recomputeRatio = best && k ? (results[best] as ConfigResult).recomputed_tokens / Math.max(1, k.recomputed_tokens) : null;
+  const ttftRatio = best && k && k.ttft_returning_p99_ms !== null && results[best]?.ttft_returning_p99_ms ? k.ttft_returning_p99_ms / (results[best] as ConfigResult).ttft_returning_p99_ms! : null;
+
+  const f = (x: number | null, d = 0) => (x === null ? "-" : x.toFixed(d));
+  console.log(`bench:agent (${workload.sessions.length} BFCL multi-turn sessions, time scale 1/${TIME_SCALE}, same trace per configuration)`);
+  console.log("config           requests  prompt tok  cached tok  recomputed  host hits  TTFT ret p50/p99 ms  flood   commands");
+  for (const [name, r] of Object.entries(results)) {
+    if (!r) {
+      console.log(`${name.padEnd(16)} did not run: ${notes[name]}`);
+      continue;
+    }
+    const cmds = r.commands ? Object.entries(r.commands).map(([c, n]) => `${c}=${n}`).join(" ") : "-";
+    console.log(
+      `${name.padEnd(16)} ${String(r.requests).padStart(8)}  ${String(r.prompt_tokens).padStart(10)}  ${String(r.cached_tokens).padStart(10)}  ${String(r.recomputed_tokens).padStart(10)}  ${String(r.host_hit_tokens).padStart(9)}  ${`${f(r.ttft_returning_p50_ms)}/${f(r.ttft_returning_p99_ms)}`.padStart(19)}  ${r.flood_served.padStart(6)}  ${cmds}`,
+    );
+  }
+  if (best && k) {
+    console.log(`best peer by recomputed tokens: ${best}; kvctl recomputes ${f(recomputeRatio, 2)}x fewer (bar >= 1.5x: ${recomputeRatio !== null && recomputeRatio >= 1.5 ? "PASS" : "FAIL"}), ` +
+      `returning-turn TTFT p99 ${f(ttftRatio, 2)}x of it (bar < 1: ${ttftRatio !== null && ttftRatio < 1 ? "PASS" : "FAIL"})`);
+  }
+  if (JSON_OUT) {
+    const pick = (n: string) => results[n] ?? null;
+    console.log(
+      JSON.stringify({
+        bench: "agent",
+        time_scale: TIME_SCALE,
+        configs: { lru: pick("lru"), cache_aware: pick("cache_aware"), session_radix: pick("session_radix"), sgl_router: pick("sgl_router"), kvctl: pick("kvctl"), ...Object.fromEntries(ablation.map((a) => [a.name, pick(a.name)])) },
+        not_run: notes,
+        best_peer: best,
+        recompute_ratio_vs_best: recomputeRatio === null ? null : +recomputeRatio.toFixed(3),
+        ttft_p99_ratio_vs_best: ttftRatio === null ? null : +ttftRatio.toFixed(3),
+      }),
+    );
+  }
+}
+
+await main();

@@ -1,0 +1,155 @@
+// Replays planned sessions against one target (a gateway, a router, or the workers in turn) the
+// way an agent harness does: each step a streamed chat request, tool calls and reasoning produced
+// by the real server under a constraint (the ground-truth call as a regex the worker's tool parser
+// reads back; `<think>…</think>answer` for the final reply), tool results from BFCL's backends fed
+// back after the tool's duration, reasoning left out of the history (as templates of separated-
+// thinking models do). Per request: prompt and cached tokens, host-tier hits, time to first token.
+import type { PlannedSession } from "./workload.js";
+
+export interface Target {
+  name: string;
+  /** Where request `seq` of the run goes. */
+  url(seq: number): string;
+  /** Send x-session-id (gateways); a peer router routes on the prompt alone. */
+  sessionHeader: boolean;
+}
+
+export interface RequestRecord {
+  session: string;
+  kind: "tool" | "answer";
+  /** First request of a user turn after a human idle gap. */
+  returning: boolean;
+  promptTokens: number;
+  cachedTokens: number;
+  hostTokens: number;
+  storageTokens: number;
+  ttftMs: number;
+  ok: boolean;
+  error?: string;
+}
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Usage {
+  prompt_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number } | null;
+}
+interface CachedDetails {
+  device?: number;
+  host?: number;
+  storage?: number;
+}
+
+interface StreamResult {
+  ttftMs: number;
+  usage: Usage | null;
+  /** SGLang's cached_tokens_details (device / host / storage) when it sends them. */
+  details: CachedDetails | null;
+  text: string;
+  toolCallIds: string[];
+  status: number;
+}
+
+async function streamChat(url: string, body: unknown, headers: Record<string, string>): Promise<StreamResult> {
+  const t0 = performance.now();
+  const r = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  if (r.status !== 200 || !r.body) return { ttftMs: performance.now() - t0, usage: null, details: null, text: await r.text(), toolCallIds: [], status: r.status };
+  let ttft = -1;
+  let tail = "";
+  let text = "";
+  let usage: Usage | null = null;
+  let details: CachedDetails | null = null;
+  const ids: string[] = [];
+  const dec = new TextDecoder();
+  for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
+    tail += dec.decode(chunk, { stream: true });
+    let k: number;
+    while ((k = tail.indexOf("\n\n")) >= 0) {
+      const ev = tail.slice(0, k).trim();
+      tail = tail.slice(k + 2);
+      if (!ev.startsWith("data:")) continue;
+      const data = ev.slice(5).trim();
+      if (data === "[DONE]") continue;
+      const j = JSON.parse(data);
+      if (j.usage) usage = j.usage;
+      if (j.sglext?.cached_tokens_details) details = j.sglext.cached_tokens_details;
+      if (j.choices?.[0]?.sglext?.cached_tokens_details) details = j.choices[0].sglext.cached_tokens_details;
+      if (j.usage && process.env.KVCTL_BENCH_DEBUG) process.stderr.write(`usage ${JSON.stringify(j.usage)} ${JSON.stringify(details)}\n`);
+      const d = j.choices?.[0]?.delta;
+      if (!d) continue;
+      // The first event of the answer (the worker sends it with the first token; a tool call's
+      // parsed deltas come later, once the parser has read the call).
+      if (ttft < 0) ttft = performance.now() - t0;
+      if (typeof d.content === "string") text += d.content;
+      for (const c of d.tool_calls ?? []) if (c.id) ids.push(c.id);
+    }
+  }
+  return { ttftMs: ttft < 0 ? performance.now() - t0 : ttft, usage, details, text, toolCallIds: ids, status: 200 };
+}
+
+export interface DriveOptions {
+  system: string;
+  model: string;
+  maxTokens: number;
+}
+
+export async function drive(target: Target, sessions: PlannedSession[], o: DriveOptions): Promise<RequestRecord[]> {
+  const records: RequestRecord[] = [];
+  let seq = 0;
+  const t0 = performance.now();
+  const system = { role: "system", content: [{ type: "text", text: o.system, cache_control: { type: "ephemeral", ttl: "1h" } }] };
+
+  const runSession = async (s: PlannedSession) => {
+    await sleep(Math.max(0, s.startMs - (performance.now() - t0)));
+    let history: Record<string, unknown>[] = [];
+    const asked: string[] = [];
+    for (const turn of s.turns) {
+      if (turn.idleMs) await sleep(turn.idleMs);
+      if (turn.compact) history = [{ role: "user", content: `Earlier requests, summarised: ${asked.join(" ")}` }, { role: "assistant", content: "Noted." }];
+      asked.push(turn.user);
+      history.push({ role: "user", content: turn.user });
+      let first = true;
+      const send = async (kind: RequestRecord["kind"], regex: string): Promise<StreamResult | null> => {
+        const body = { model: o.model, messages: [system, ...history], tools: s.tools, max_tokens: o.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, return_cached_tokens_details: true, regex };
+        const headers: Record<string, string> = target.sessionHeader ? { "x-session-id": s.id } : {};
+        const rec: RequestRecord = { session: s.id, kind, returning: first && turn.idleMs > 0, promptTokens: 0, cachedTokens: 0, hostTokens: 0, storageTokens: 0, ttftMs: 0, ok: false };
+        first = false;
+        try {
+          const res = await streamChat(target.url(seq++), body, headers);
+          rec.ttftMs = res.ttftMs;
+          rec.ok = res.status === 200 && res.usage !== null;
+          if (!rec.ok) rec.error = `HTTP ${res.status}: ${res.text.slice(0, 200)}`;
+          const u: Usage = res.usage ?? {};
+          rec.promptTokens = u.prompt_tokens ?? 0;
+          rec.cachedTokens = u.prompt_tokens_details?.cached_tokens ?? 0;
+          rec.hostTokens = res.details?.host ?? 0;
+          rec.storageTokens = res.details?.storage ?? 0;
+          records.push(rec);
+          return rec.ok ? res : null;
+        } catch (e) {
+          rec.error = (e as Error).message;
+          records.push(rec);
+          return null;
+        }
+      };
+      for (const [i, call] of turn.calls.entries()) {
+        const fn = { name: call.name, arguments: call.arguments };
+        const res = await send("tool", `<tool_call>${escapeRegex(JSON.stringify(fn))}</tool_call>`);
+        const id = res?.toolCallIds[0] ?? `call_${s.id}_${history.length}_${i}`;
+        history.push({ role: "assistant", content: "", tool_calls: [{ id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.arguments) } }] });
+        await sleep(call.toolMs);
+        history.push({ role: "tool", tool_call_id: id, content: call.result });
+      }
+      const res = await send("answer", `<think>[a-z ]{${turn.reasoningChars}}</think>[a-z ]{${turn.answerChars}}`);
+      // The reasoning is not sent back: the answer alone joins the history.
+      const answer = res ? res.text.replace(/^[\s\S]*<\/think>/, "") : "";
+      history.push({ role: "assistant", content: answer });
+    }
+  };
+  await Promise.all(sessions.map(runSession));
+  return records;
+}

@@ -1,0 +1,133 @@
+// What one bench:agent configuration runs on: two real patched SGLang servers on CPU (the agent
+// model: the tiny local model with a chat template that renders tools and tool calls), and in
+// front of them the workers in turn, a kvctl gateway (with or without NATS and policies), or
+// SGLang's own model gateway (smg) as a peer router.
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startRealServer, type RealServer } from "../../src/demo/real-server.js";
+import { createGateway, type Gateway } from "../../src/gateway/index.js";
+import { packageRoot, venvPython } from "../../src/paths.js";
+import { type NatsServer, startNatsServer } from "../../src/testing/index.js";
+import { waitExit } from "../../src/util/process.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** The tiny model with the agent chat template and a longer context, built once under .cache. */
+export function agentModel(): string {
+  const out = execFileSync(venvPython, ["-m", "kvctl_testbed.tiny_model"], { env: { ...process.env, PYTHONPATH: join(packageRoot, "python") }, encoding: "utf8" });
+  const base = JSON.parse(out.trim().split("\n").pop() as string).model as string;
+  const template = readFileSync(join(here, "chat_template.jinja"), "utf8");
+  const dir = join(packageRoot, ".cache", "agent-model", `${base.split("/").pop()}-${Buffer.from(template).toString("base64url").length}`);
+  if (existsSync(join(dir, "config.json"))) return dir;
+  const tmp = `${dir}.tmp-${process.pid}`;
+  mkdirSync(tmp, { recursive: true });
+  for (const f of readdirSync(base)) copyFileSync(join(base, f), join(tmp, f));
+  writeFileSync(join(tmp, "chat_template.jinja"), template);
+  const cfg = JSON.parse(readFileSync(join(tmp, "config.json"), "utf8"));
+  cfg.max_position_embeddings = 32768;
+  writeFileSync(join(tmp, "config.json"), JSON.stringify(cfg, null, 2));
+  renameSync(tmp, dir);
+  return dir;
+}
+
+export interface ServerShape {
+  model: string;
+  pageSize: number;
+  deviceTokens: number;
+  hostRatio: number;
+}
+
+export async function startWorkers(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined): Promise<RealServer[]> {
+  const args = ["--enable-cache-report", "--tool-call-parser", "hermes", "--context-length", "32768", ...extraArgs];
+  const start = (id: string) =>
+    startRealServer({ model: shape.model, workerId: id, natsUrl, pageSize: shape.pageSize, maxTotalTokens: shape.deviceTokens, hostRatio: shape.hostRatio, warmup: false, extraArgs: args, readyTimeoutS: 600 });
+  const settled = await Promise.allSettled([start("w0"), start("w1")]);
+  const ok = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+  const failed = settled.find((s) => s.status === "rejected") as PromiseRejectedResult | undefined;
+  if (failed) {
+    await Promise.all(ok.map((s) => s.stop()));
+    throw failed.reason;
+  }
+  return ok;
+}
+
+export async function startNats(dir: string): Promise<NatsServer> {
+  mkdirSync(dir, { recursive: true });
+  return startNatsServer(["-js", "-sd", dir]);
+}
+
+export async function startKvctlGateway(workers: RealServer[], nats: NatsServer | null, policy: "noop" | "agent", policies: Record<string, unknown> | undefined, idleAfterSeconds: number): Promise<Gateway> {
+  return createGateway({
+    config: {
+      listen: { host: "127.0.0.1", port: 0 },
+      workers: workers.map((w) => ({ id: w.info.worker_id, url: w.baseUrl })),
+      ...(nats ? { nats: { url: nats.url, opTimeoutMs: 5000 } } : {}),
+      sessions: { bucket: `bench_agent_${process.pid}_${Date.now()}`, idleAfterSeconds },
+      health: { intervalMs: 5000, timeoutMs: 30_000, failures: 5 },
+      policy,
+      ...(policies ? { policies } : {}),
+    },
+    log: () => undefined,
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+export interface PeerRouter {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** SGLang's model gateway (PyPI `smg`) with its cache-aware policy; throws when it cannot run here. */
+export async function startSmg(workers: RealServer[], logPath: string): Promise<PeerRouter> {
+  try {
+    execFileSync(venvPython, ["-c", "import smg"], { stdio: "ignore" });
+  } catch {
+    execFileSync(venvPython, ["-m", "pip", "install", "-q", "smg==1.13.0"], { stdio: "inherit" });
+  }
+  const port = await freePort();
+  const child: ChildProcess = spawn(
+    venvPython,
+    ["-m", "smg.launch_router", "--host", "127.0.0.1", "--port", String(port), "--policy", "cache_aware", "--worker-urls", ...workers.map((w) => w.baseUrl), "--log-dir", dirname(logPath)],
+    { stdio: ["ignore", "ignore", "pipe"], detached: true },
+  );
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`smg exited ${child.exitCode}: ${stderr}`);
+    try {
+      const r = await fetch(`${url}/v1/models`);
+      if (r.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`smg did not answer /v1/models within 120 s: ${stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return {
+    url,
+    async stop() {
+      if (child.exitCode === null && child.pid) process.kill(-child.pid, "SIGTERM");
+      await waitExit(child, 30_000);
+    },
+  };
+}
