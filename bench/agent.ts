@@ -35,6 +35,7 @@ const SEED = Number(opt("seed", "7"));
 const TIME_SCALE = Number(opt("time-scale", String(DEFAULT_SHAPE.timeScale)));
 const TOOLS_PER_CLASS = Number(opt("tools-per-class", "5"));
 const FLOOD = Number(opt("flood", "24"));
+const PIN_BUDGET_SHARE = Number(opt("pin-budget-share", "0.25"));
 const BFCL_VERSION = "2026.3.23";
 const SHAPE: ServerShape = { model: "", pageSize: 16, deviceTokens: Number(opt("device-tokens", "6144")), hostRatio: 2 };
 const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -79,7 +80,9 @@ function policiesFor(rules: readonly string[] | undefined): Record<string, unkno
   const on = (r: string) => !rules || rules.includes(r);
   const scaled = (s: number) => Math.max(1, Math.round(s / TIME_SCALE));
   return {
-    pins: { enabled: on("pins") },
+    // The gateway's view of each worker's pin budget: a quarter of its host pool (the worker's own
+    // cap is half), so pinned prefixes leave the host tier room to cache everything else.
+    pins: { enabled: on("pins"), budgetBlocks: Math.floor((PIN_BUDGET_SHARE * SHAPE.deviceTokens * SHAPE.hostRatio) / SHAPE.pageSize) },
     tools: { enabled: on("tools"), priorMeanSeconds: 5 / TIME_SCALE, prefillTokensPerSecond: 2000 },
     think: { enabled: on("think") },
     idle: { enabled: on("idle"), leaseSeconds: scaled(300), deviceBlocks: Math.floor(SHAPE.deviceTokens / SHAPE.pageSize) },

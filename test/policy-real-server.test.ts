@@ -103,4 +103,31 @@ describe("agent policy on a real SGLang server", () => {
     expect(again.json.usage.prompt_tokens_details.cached_tokens).toBeGreaterThanOrEqual(pinnedBlocks * page);
     expect(decisions.some((d) => d.event === "command" && d.type === "Cache" && d.state === "acked")).toBe(true);
   }, 600_000);
+
+  it("an Anthropic cache_control breakpoint on /v1/messages pins the system prompt as the worker renders it", async () => {
+    const MESSAGES_SYSTEM = "You answer through the Messages API, briefly and to the point. ".repeat(8);
+    const body = {
+      model: "m",
+      max_tokens: 1,
+      temperature: 0,
+      system: [{ type: "text", text: MESSAGES_SYSTEM, cache_control: { type: "ephemeral", ttl: "1h" } }],
+      messages: [{ role: "user", content: "Hello from the Messages API." }],
+    };
+    const r = await post("/v1/messages", body, { "x-session-id": "anthropic" });
+    expect(r.status).toBe(200);
+    expect(r.json.type).toBe("message");
+    const rec = await recordWhen("anthropic", (x) => x.commands.some((c) => c.type === "Cache" && c.state === "applied"));
+    // The prompt as the worker renders it (its Anthropic -> chat conversion and template), and the
+    // system message alone: the pin ends at the last full page of the system part.
+    const tok = async (path: string, b: unknown) =>
+      ((await (await fetch(`${server.baseUrl}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(b) })).json()) as { tokens: number[] }).tokens;
+    const full = await tok("/kvctl/v1/messages/tokenize", body);
+    const sys = await tok("/v1/tokenize", { messages: [{ role: "system", content: MESSAGES_SYSTEM }], add_generation_prompt: false });
+    expect(full.slice(0, sys.length)).toEqual(sys);
+    const page = server.info.page_size;
+    expect(rec.pins.length).toBeGreaterThan(0);
+    expect(rec.pins[0].blockHashes.length).toBe(Math.floor(sys.length / page));
+    // Those are the first blocks of the session's chain (the prompt's hashes in the worker's scheme).
+    expect(rec.chain.slice(0, rec.pins[0].blockHashes.length)).toEqual(rec.pins[0].blockHashes);
+  }, 600_000);
 });
