@@ -36,17 +36,44 @@ export function withTokenIds(route: "chat" | "completions", raw: Buffer, body: R
   return { raw: Buffer.from(out, "utf8"), added };
 }
 
-// Inside a JSON string every `"` is escaped, so `,"name":[` with a bare quote only ever starts a key.
-const CUTTERS = new Map<string, RegExp>();
+// Inside a JSON string every `"` is escaped, so `"name"` with bare quotes only ever starts a key.
+// Cuts every `,"key": [ ... ]` (the comma before it and the whitespace between), or, for a key that
+// opens its object, `"key": [ ... ]` with the whitespace and the comma after it.
+const isSpace = (c: number) => c === 32 || c === 9 || c === 10 || c === 13;
 
 function cut(text: string, key: string): string {
-  if (!text.includes(`"${key}"`)) return text;
-  let re = CUTTERS.get(key);
-  if (!re) {
-    re = new RegExp(`,\\s*"${key}"\\s*:\\s*\\[[^\\]]*\\]|"${key}"\\s*:\\s*\\[[^\\]]*\\]\\s*,?`, "g");
-    CUTTERS.set(key, re);
+  const needle = `"${key}"`;
+  let at = text.indexOf(needle);
+  if (at < 0) return text;
+  let out = "";
+  let from = 0;
+  while (at >= 0) {
+    let j = at + needle.length;
+    while (isSpace(text.charCodeAt(j))) j++;
+    let close = -1;
+    if (text.charCodeAt(j) === 58 /* : */) {
+      j++;
+      while (isSpace(text.charCodeAt(j))) j++;
+      if (text.charCodeAt(j) === 91 /* [ */) close = text.indexOf("]", j);
+    }
+    if (close < 0) {
+      at = text.indexOf(needle, at + 1);
+      continue;
+    }
+    let start = at;
+    let end = close + 1;
+    let b = at;
+    while (b > from && isSpace(text.charCodeAt(b - 1))) b--;
+    if (b > from && text.charCodeAt(b - 1) === 44 /* , */) start = b - 1;
+    else {
+      while (isSpace(text.charCodeAt(end))) end++;
+      if (text.charCodeAt(end) === 44) end++;
+    }
+    out += text.slice(from, start);
+    from = end;
+    at = text.indexOf(needle, end);
   }
-  return text.replace(re, "");
+  return out + text.slice(from);
 }
 
 /** Removes the token-id fields the gateway added from a response body, leaving all other bytes. */

@@ -56,6 +56,16 @@ export interface FinishArgs {
   tokenizeReq: TokenizeCall | null;
   started: number;
   outcome: DoneOutcome;
+  /** The body may carry prompt-cache markers (mayCarryMarkers); without them none are looked for. */
+  markers: boolean;
+}
+
+/**
+ * Whether a request body can hold a prompt-cache marker, from its bytes: a key spelled with JSON
+ * escapes (the only way to write "cache_control" other than plainly) sends it the long way.
+ */
+export function mayCarryMarkers(raw: Buffer): boolean {
+  return raw.includes("cache_control") || raw.includes("prompt_cache_retention") || raw.includes("\\u");
 }
 
 export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void> {
@@ -146,7 +156,7 @@ export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void>
     ranges,
     toolCalls: r?.toolCalls ?? [],
     durationMs: now - a.started,
-    cacheMarkers: prompt && outcome.status === 200 && worker.healthy ? await cacheMarkersOf(ctx, worker, a.route, a.body, prompt) : null,
+    cacheMarkers: a.markers && prompt && outcome.status === 200 && worker.healthy ? await cacheMarkersOf(ctx, worker, a.route, a.body, prompt) : null,
     model: typeof a.body.model === "string" ? a.body.model : null,
     workerDeviceBlocks: worker.events ? (ctx.index.stats().workers[worker.id]?.GPU ?? 0) : null,
   });

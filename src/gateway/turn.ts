@@ -13,7 +13,7 @@ import { SessionIdError, type SessionIdSource, sessionIdOf } from "./session-id.
 import { promptTokensInRequest, tokenizeOn, tokenizeRequestFor } from "./token-truth.js";
 import { flavorOf, isObject, type ParsedBody, type TurnContext } from "./turn-context.js";
 import { headerHints } from "./turn-hints.js";
-import { finishTurn } from "./turn-record.js";
+import { finishTurn, mayCarryMarkers } from "./turn-record.js";
 import { ClientLink, callWorker } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
 
@@ -163,7 +163,7 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Incomin
       outcome = { kind: "done", status: 0, error: outcome.error, result: null };
     }
     // The turn's record is kept after the response went out (off the client's path).
-    const recording = finishTurn(ctx, { route, worker, requestId, sid, session, body, ns, promptTokens, tokenizeReq, started, outcome }).catch((e) =>
+    const recording = finishTurn(ctx, { route, worker, requestId, sid, session, body, ns, promptTokens, tokenizeReq, started, outcome, markers: mayCarryMarkers(parsed.raw) }).catch((e) =>
       ctx.log(`gateway: recording turn ${requestId} failed: ${(e as Error).message}`),
     );
     if (sid) {
