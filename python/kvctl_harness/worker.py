@@ -341,11 +341,11 @@ class Harness:
         self.done = asyncio.Event()
 
     # the subscriber's path to the scheduler (the real server's is tokenizer -> communicator)
-    async def send_to_scheduler(self, body: str) -> dict:
+    async def send_to_scheduler(self, bodies: list) -> list:
         from sglang.srt.kvctl import scheduler_side
         from sglang.srt.kvctl.io import KvctlCommandReqInput
 
-        req = KvctlCommandReqInput(op="command", body=body)
+        req = KvctlCommandReqInput(op="batch", body=json.dumps(bodies))
         out = await self.sched.call(lambda: scheduler_side.scheduler_command(self.sched.scheduler, req))
         return json.loads(out.ack_json)
 

@@ -5,7 +5,7 @@ then requires the admin API key when one is set."""
 
 import json
 from http import HTTPStatus
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from .ack import contract_ack, encode_ack, merge_rank_acks
 from .io import KvctlCommandReqInput
@@ -36,6 +36,17 @@ async def kvctl_command(tokenizer_manager: Any, op: str, body: str) -> dict:
     tokenizer_manager.auto_create_handle_loop()
     results = await tokenizer_manager.kvctl_command_communicator(KvctlCommandReqInput(op=op, body=body))
     return merge_rank_acks([contract_ack(json.loads(r.ack_json)) for r in results])
+
+
+async def send_commands(tokenizer_manager: Any, bodies: List[str]) -> List[dict]:
+    """The NATS subscriber's entry point: several commands.md bodies in one trip to every DP
+    scheduler (applied in order in one scheduler turn) -> one merged Ack per body, in order."""
+    if len(bodies) == 1:
+        return [await send_command(tokenizer_manager, bodies[0])]
+    tokenizer_manager.auto_create_handle_loop()
+    results = await tokenizer_manager.kvctl_command_communicator(KvctlCommandReqInput(op="batch", body=json.dumps(bodies)))
+    per_rank = [json.loads(r.ack_json) for r in results]
+    return [merge_rank_acks([contract_ack(rank[i]) for rank in per_rank]) for i in range(len(bodies))]
 
 
 async def send_command(tokenizer_manager: Any, body: Any) -> dict:

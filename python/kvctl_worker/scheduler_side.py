@@ -83,6 +83,18 @@ def scheduler_command(scheduler: Any, req: Any):
     from .io import KvctlCommandReqOutput
 
     h = handler_of(scheduler)
+    if req.op == "batch":
+        # Commands queued behind one another on the tokenizer side, applied in their order in one
+        # scheduler turn (the communicator carries one request per turn): the ack of each is the
+        # one it would have had alone, and ack_json is their JSON array.
+        try:
+            bodies = loads(req.body)
+        except JsonError:
+            bodies = None
+        if not isinstance(bodies, list) or not all(isinstance(b, str) for b in bodies):
+            raise ValueError("kvctl batch: body must be a JSON array of command bodies")
+        acks = [encode_ack(contract_ack(h.handle(b).to_dict(), h.worker_id)) for b in bodies]
+        return KvctlCommandReqOutput(ack_json=(b"[" + b",".join(acks) + b"]").decode("utf-8"))
     if req.op == "flush":
         ack = h.flush()
     else:

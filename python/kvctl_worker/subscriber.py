@@ -1,10 +1,13 @@
 """The control subscriber: NATS (nats-py) -> the scheduler's command path -> Ack reply.
 
 Lives beside the HTTP server, in the tokenizer process (design decision 1). It never touches the
-radix tree: every command goes to the scheduler through ``send(body_text) -> ack dict``, which in
-SGLang is the very call the /hicache/* HTTP endpoints make (``kvctl.http.kvctl_command`` over the
+radix tree: every command goes to the scheduler through ``send([body_text, ...]) -> [ack dict,
+...]``, which in SGLang is the path the /hicache/* HTTP endpoints take (``kvctl.http`` over the
 tokenizer manager's ``kvctl_command_communicator``: tokenizer -> every DP scheduler -> scheduler
-thread). The worker harness passes a callable that queues the command to its scheduler thread.
+thread). The worker harness passes a callable that queues the commands to its scheduler thread.
+The communicator carries one request per scheduler turn, and a busy scheduler's turn lasts a whole
+batch: commands that queued up meanwhile travel together, applied in order in the next turn, so a
+busy worker's command latency stays one turn instead of growing with the queue.
 
 Per message:
   1. decode + validate with the same codec the scheduler uses (``codec.decode``); a malformed body
@@ -32,7 +35,7 @@ import asyncio
 import functools
 import logging
 import time
-from typing import Any, Awaitable, Callable, Dict, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Optional
 
 from . import identity
 from .ack import contract_ack, encode_ack
@@ -41,8 +44,9 @@ from .server_args import ControlArgs
 
 logger = logging.getLogger(__name__)
 
-SendFn = Callable[[str], Awaitable[dict]]
+SendFn = Callable[[List[str]], Awaitable[List[dict]]]
 MAX_QUEUE = 65536
+MAX_BATCH = 256  # commands per trip to the scheduler
 
 
 class ControlSubscriber:
@@ -57,13 +61,14 @@ class ControlSubscriber:
         self.metrics: Dict[str, Any] = {
             "received": 0, "replied": 0, "fire_and_forget": 0, "rejected_invalid": 0,
             "errors": 0, "reply_failures": 0, "connects": 0, "disconnects": 0, "reconnects": 0,
-            "by_status": {}, "by_type": {},
+            "by_status": {}, "by_type": {}, "batches": 0, "batched_commands": 0,
         }
         self._queue: Optional[asyncio.Queue] = None
         self._tasks = []
         self._connected = asyncio.Event()
         self._closing = False
         self._unreachable_said = False  # one clear line per outage, not one per retry
+        self._batching_said = False
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def start(self) -> "ControlSubscriber":
@@ -205,38 +210,59 @@ class ControlSubscriber:
 
     async def _serve(self) -> None:
         while True:
-            text, cid, ctype, reply, t0 = await self._queue.get()
+            batch = [await self._queue.get()]
+            while len(batch) < MAX_BATCH and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            self.metrics["batches"] += 1
+            self.metrics["batched_commands"] += len(batch)
+            if len(batch) > 1 and not self._batching_said:
+                self._batching_said = True
+                logger.info("kvctl subscriber: %d commands queued behind a busy scheduler go in one "
+                            "trip (said once)", len(batch))
             try:
-                try:
-                    ack = await asyncio.wait_for(self.send(text), self.send_timeout_s)
-                    if not isinstance(ack, dict):
-                        raise TypeError(f"scheduler answered {type(ack).__name__}, not an ack")
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:
-                    self.metrics["errors"] += 1
-                    logger.exception("kvctl subscriber: sending %s %s to the scheduler failed", ctype, cid)
-                    ack = {"id": cid, "type": ctype, "status": "error",
-                           "reason": f"scheduler path failed: {type(e).__name__}: {e}; the command "
-                                     "may or may not have been applied (retry with the same id)",
-                           "elapsed_us": int((time.perf_counter() - t0) * 1e6)}
-                try:
-                    ack = contract_ack(ack, self.args.worker_id, fallback_id=cid, fallback_type=ctype)
-                except Exception as e:  # still exactly one (error) reply
-                    self.metrics["errors"] += 1
-                    ack = contract_ack({"id": cid, "type": ctype, "status": "error",
-                                        "reason": f"worker returned a malformed ack ({type(e).__name__}: {e})"},
-                                       self.args.worker_id)
-                by = self.metrics["by_status"]
-                by[ack["status"]] = by.get(ack["status"], 0) + 1
-                bt = self.metrics["by_type"]
-                bt[ctype] = bt.get(ctype, 0) + 1
-                await self._reply(reply, ack)
+                acks = await self._send_batch(batch)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as e:
                 self.metrics["errors"] += 1
-                logger.exception("kvctl subscriber: serving a command failed")
+                logger.exception("kvctl subscriber: sending %d command(s) to the scheduler failed", len(batch))
+                acks = [{"id": cid, "type": ctype, "status": "error",
+                         "reason": f"scheduler path failed: {type(e).__name__}: {e}; the command "
+                                   "may or may not have been applied (retry with the same id)",
+                         "elapsed_us": int((time.perf_counter() - t0) * 1e6)}
+                        for _text, cid, ctype, _reply, t0 in batch]
+            for (_text, cid, ctype, reply, _t0), ack in zip(batch, acks):
+                await self._answer(cid, ctype, reply, ack)
+
+    async def _send_batch(self, batch: list) -> List[dict]:
+        acks = await asyncio.wait_for(self.send([item[0] for item in batch]), self.send_timeout_s)
+        if not isinstance(acks, list) or len(acks) != len(batch):
+            raise TypeError(f"scheduler answered {type(acks).__name__}, not {len(batch)} acks")
+        for ack in acks:
+            if not isinstance(ack, dict):
+                raise TypeError(f"scheduler answered {type(ack).__name__}, not an ack")
+        return acks
+
+    async def _answer(self, cid, ctype, reply, ack: dict) -> None:
+        """Exactly one contract-shaped reply per command, whatever the scheduler answered."""
+        try:
+            try:
+                ack = contract_ack(ack, self.args.worker_id, fallback_id=cid, fallback_type=ctype)
+            except Exception as e:  # still exactly one (error) reply
+                self.metrics["errors"] += 1
+                ack = contract_ack({"id": cid, "type": ctype, "status": "error",
+                                    "reason": f"worker returned a malformed ack ({type(e).__name__}: {e})"},
+                                   self.args.worker_id)
+            by = self.metrics["by_status"]
+            by[ack["status"]] = by.get(ack["status"], 0) + 1
+            bt = self.metrics["by_type"]
+            bt[ctype] = bt.get(ctype, 0) + 1
+            await self._reply(reply, ack)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.metrics["errors"] += 1
+            logger.exception("kvctl subscriber: serving a command failed")
 
     async def _reply(self, reply: Optional[str], ack: dict) -> None:
         if reply is None:
@@ -254,9 +280,9 @@ class ControlSubscriber:
 
 def tokenizer_send(tokenizer_manager: Any) -> SendFn:
     """The HTTP endpoints' path: tokenizer manager communicator -> every DP scheduler."""
-    from .http import send_command
+    from .http import send_commands
 
-    return functools.partial(send_command, tokenizer_manager)
+    return functools.partial(send_commands, tokenizer_manager)
 
 
 async def start_for_server(server_args: Any, tokenizer_manager: Any) -> Optional[ControlSubscriber]:

@@ -160,3 +160,35 @@ def test_every_corpus_rejection_names_its_field_on_both_front_doors_and_changes_
     assert all(len(b) > max_payload for name, b, _ in cases if name in unsent)
     assert len(unsent) <= 2, unsent  # only the multi-megabyte bodies exceed NATS's payload limit
     assert _state(sglang_server) == before
+
+
+def test_commands_sent_together_get_the_acks_they_get_one_by_one(sglang_server, nats):
+    """Commands that queue up behind a busy scheduler travel to it together and are applied in
+    order: each ack is byte for byte the one the command gets alone (id and elapsed_us blanked)."""
+    generate(sglang_server.base_url, list(range(500, 548)), 2)
+    listed = json.loads(over_http(sglang_server, envelope("list", {"type": "Inspect"})))
+    held = [b["block_hash"] for b in listed["detail"]["blocks"]][:3]
+    absent = 4343434343434343
+    commands = [
+        ("pin", {"type": "Cache", "block_hashes": held, "pin": True, "ttl_seconds": 600}),
+        ("unpin", {"type": "Cache", "block_hashes": held, "pin": False}),
+        ("pin-absent", {"type": "Cache", "block_hashes": [absent], "pin": True}),
+        ("prune-absent", {"type": "Prune", "after_block_hash": absent}),
+        ("renew-unknown", {"type": "RenewLease", "lease_id": "never-issued", "new_ttl_seconds": 5}),
+        ("missing-field", {"type": "Prune"}),
+    ] * 6
+    subject = f"kv-control-{sglang_server.info.worker_id}"
+    alone = [blank(asyncio.run(over_nats(nats.url, subject, [envelope(t, c)]))[0]) for t, c in commands]
+
+    async def together() -> list[bytes]:
+        import nats as nats_py
+
+        nc = await nats_py.connect(servers=[nats.url])
+        try:
+            pending = [nc.request(subject, envelope(t, c), timeout=120) for t, c in commands]
+            return [blank(m.data) for m in await asyncio.gather(*pending)]
+        finally:
+            await nc.close()
+
+    assert asyncio.run(together()) == alone
+    assert "commands queued behind a busy scheduler go in one trip" in sglang_server.log_text()

@@ -36,12 +36,17 @@ class FakeScheduler:
         self.fail = fail
         self.delay = delay
 
-    async def __call__(self, body: str) -> dict:
+    async def __call__(self, bodies: list) -> list:
+        self.trips = getattr(self, "trips", []) + [len(bodies)]
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.fail:
             raise RuntimeError("scheduler unreachable")
-        self.bodies.append(body)
+        self.bodies.extend(bodies)
+        return [self._ack(b) for b in bodies]
+
+    @staticmethod
+    def _ack(body: str) -> dict:
         obj = json.loads(body)
         cmd = obj.get("command", obj)
         return {"id": obj.get("id"), "worker_id": "ignored", "type": cmd["type"], "status": "applied",
@@ -211,6 +216,66 @@ def test_order_is_kept_per_subject(nats_server):
     run(main())
 
 
+def test_commands_queued_behind_a_busy_scheduler_travel_together_one_reply_each(nats_server):
+    """A scheduler turn carries one trip: what queued meanwhile goes in the next one, in order."""
+    async def main():
+        fake = FakeScheduler(delay=0.3)
+        sub = await ControlSubscriber(_args(nats_server.url), fake).start()
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        inbox = nc.new_inbox()
+        got = {}
+
+        async def on_reply(m):
+            a = json.loads(m.data)
+            got.setdefault(a["id"], []).append(a)
+
+        await nc.subscribe(inbox, cb=on_reply)
+        ids = [f"id-{i:03d}" for i in range(40)]
+        for cid in ids:
+            await nc.publish("kv-control-w0", json.dumps({**ENVELOPE, "id": cid}).encode(), reply=inbox)
+        await nc.flush()
+        deadline = time.time() + 10
+        while len(got) < len(ids) and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert sorted(got) == ids and all(len(v) == 1 and v[0]["status"] == "applied" for v in got.values())
+        assert [json.loads(b)["id"] for b in fake.bodies] == ids  # applied in publish order
+        assert sum(fake.trips) == 40 and len(fake.trips) < 40 and max(fake.trips) > 1
+        assert sub.metrics["batches"] == len(fake.trips) and sub.metrics["batched_commands"] == 40
+        await nc.close()
+        await sub.stop()
+
+    run(main())
+
+
+def test_a_failed_trip_answers_every_command_in_it_with_an_error(nats_server):
+    async def main():
+        fake = FakeScheduler(fail=True, delay=0.2)
+        sub = await ControlSubscriber(_args(nats_server.url), fake).start()
+        await sub.wait_connected()
+        nc = await _client(nats_server.url)
+        inbox = nc.new_inbox()
+        got = []
+
+        async def on_reply(m):
+            got.append(json.loads(m.data))
+
+        await nc.subscribe(inbox, cb=on_reply)
+        for i in range(10):
+            await nc.publish("kv-control-w0", json.dumps({**ENVELOPE, "id": f"f{i}"}).encode(), reply=inbox)
+        await nc.flush()
+        deadline = time.time() + 10
+        while len(got) < 10 and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        assert sorted(a["id"] for a in got) == [f"f{i}" for i in range(10)]
+        assert all(a["status"] == "error" and "scheduler path failed" in a["reason"] for a in got)
+        await nc.close()
+        await sub.stop()
+
+    run(main())
+
+
 def test_two_tokenizer_processes_one_worker_one_ack(nats_server):
     async def main():
         a, b = FakeScheduler(), FakeScheduler()
@@ -269,8 +334,8 @@ def test_reconnects_after_nats_restart_and_waits_for_a_late_server():
 
 
 def test_malformed_ack_from_the_scheduler_is_an_error_reply(nats_server):
-    async def bad_send(body):
-        return {"type": "Cache", "status": "applied", "tiers": {"GPU": "many"}}
+    async def bad_send(bodies):
+        return [{"type": "Cache", "status": "applied", "tiers": {"GPU": "many"}} for _ in bodies]
 
     async def main():
         sub = await ControlSubscriber(_args(nats_server.url), bad_send).start()
