@@ -215,3 +215,25 @@ def test_tool_defect7_no_offload_evict_race_host_copy_held_before_gpu_copy_freed
     assert n.evicted and n.backuped and n.write_through_pending_id is None
     assert cache.ongoing_write_through == {} if isinstance(cache.ongoing_write_through, dict) else True
     cache.sanity_check()
+
+
+def test_offload_frees_the_sessions_own_branch_and_leaves_shared_ancestors_on_the_gpu():
+    """A (4 pages) and B (A's first 2 pages, then its own) share a prefix: offloading A must not
+    take B's GPU copies with it (a device node never sits below a host-only one)."""
+    from test_commands import B
+
+    cache, alloc, pool, h = setup()
+    insert_kv(cache, alloc, pool, A)
+    insert_kv(cache, alloc, pool, B)
+    ha, hb = hashes_of(cache, A), hashes_of(cache, B)
+    assert ha[:2] == hb[:2]
+    for cmd in ({"type": "ToolStart", "session_id": "s1", "block_hashes": ha},
+                {"type": "Pause", "block_hashes": ha, "ttl_seconds": 60, "lease_id": "l1"}):
+        ack = h.handle(env(cmd))
+        assert ack.status in ("applied", "noop"), ack
+        assert all(node_of(cache, x).evicted for x in ha[2:])  # A's own pages left the GPU
+        assert not any(node_of(cache, x).evicted for x in hb)  # B's path (shared prefix too) did not
+        assert len(device_indices(cache, umatch(cache, B))) == len(B)
+        h.handle(env({"type": "ToolEnd", "session_id": "s1", "epoch": 1}))
+        insert_kv(cache, alloc, pool, A)  # back on the GPU for the next command
+    cache.sanity_check()
