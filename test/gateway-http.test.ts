@@ -14,7 +14,9 @@ import { Publisher, Router } from "zeromq";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { encodeSeq, END_SEQ } from "../src/events/decode.js";
 import { encodeBatch } from "../src/events/encode.js";
+import { connect } from "@nats-io/transport-node";
 import { createGateway, type Gateway, type GatewayConfigInput, type GatewayPolicy } from "../src/gateway/index.js";
+import { blankAck, type CommandType, encodeAck } from "../src/protocol/index.js";
 import { freePort } from "../src/util/net.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 
@@ -276,6 +278,45 @@ describe("gateway: NATS down", () => {
     while (Date.now() < deadline && (await metric(g, "kvctl_gateway_commands_sent_total")).length === 0) await new Promise((r) => setTimeout(r, 50));
     expect(await metric(g, "kvctl_gateway_commands_sent_total")).toEqual(['kvctl_gateway_commands_sent_total{type="Inspect"} 2']);
     expect(await metric(g, "kvctl_gateway_commands_queued")).toEqual(["kvctl_gateway_commands_queued 0"]);
+  }, 60_000);
+});
+
+describe("gateway: command timeout", () => {
+  it("a worker slower than commandTimeoutMs gets the command again under the same id; within it, once", async () => {
+    const nc = await connect({ servers: nats.url });
+    const seen: string[] = [];
+    const sub = nc.subscribe("kv-control-w0");
+    void (async () => {
+      for await (const m of sub) {
+        const env = JSON.parse(m.string()) as { id: string; command: { type: CommandType } };
+        seen.push(env.id);
+        // A busy scheduler: the ack comes a while after the command.
+        setTimeout(() => m.respond(encodeAck(blankAck("w0", env.id, env.command.type, "applied"))), 300);
+      }
+    })();
+    const policy: GatewayPolicy = {
+      name: "inspect-each-turn",
+      observe: (o) => (o.type === "TurnFinished" ? [{ worker: "w0", reason: "test", sessionId: o.sessionId, command: { type: "Inspect", session_id: "s" } }] : []),
+    };
+    try {
+      // 5 s: one send, acked. 100 ms with one resend: two sends under the same id, both answered
+      // after the gateway gave up (counted failed; the worker dedupes the resend).
+      for (const [timeoutMs, sends, outcome] of [[5000, 1, "acked"], [100, 2, "failed"]] as const) {
+        seen.length = 0;
+        const g = await gw({ nats: { url: nats.url, opTimeoutMs: 2000, commandTimeoutMs: timeoutMs, commandRetries: 1 } }, policy);
+        expect((await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', { "x-session-id": `slow-${timeoutMs}` })).status).toBe(200);
+        await g.settled();
+        expect(seen.length).toBe(sends);
+        expect(new Set(seen).size).toBe(1);
+        expect(await metric(g, "kvctl_gateway_commands_acked_total")).toEqual(outcome === "acked" ? ['kvctl_gateway_commands_acked_total{type="Inspect",status="applied"} 1'] : []);
+        expect((await metric(g, "kvctl_gateway_commands_failed_total")).length).toBe(outcome === "failed" ? 1 : 0);
+        await g.close();
+        gateways.splice(gateways.indexOf(g), 1);
+      }
+    } finally {
+      sub.unsubscribe();
+      await nc.close();
+    }
   }, 60_000);
 });
 

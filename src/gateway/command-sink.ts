@@ -6,9 +6,10 @@ import { type Ack, CommandValidationError, validateCommand } from "../protocol/i
 import type { GatewayMetrics } from "./metrics.js";
 import type { PolicyCommand } from "./policy.js";
 
+/** What became of a policy command; `elapsedMs`: from its hand-over to the outcome (sent ones). */
 export type CommandOutcome =
-  | { state: "acked"; id: string | null; acks: Ack[] }
-  | { state: "failed"; id: string | null; error: string }
+  | { state: "acked"; id: string | null; acks: Ack[]; elapsedMs?: number }
+  | { state: "failed"; id: string | null; error: string; elapsedMs?: number }
   | { state: "dropped"; id: null; error: string };
 
 export interface CommandSinkOptions {
@@ -28,6 +29,11 @@ export class CommandSink {
 
   get queued(): number {
     return this.queue.length;
+  }
+
+  /** Commands sent and not answered yet. */
+  get inFlight(): number {
+    return this.pending.size;
   }
 
   submit(pc: PolicyCommand): void {
@@ -70,23 +76,25 @@ export class CommandSink {
     const publisher = this.o.publisher() as ControlPublisher;
     const type = pc.command.type;
     metrics.commandsSent.inc({ type });
+    const t0 = performance.now();
+    const elapsed = () => Math.round((performance.now() - t0) * 10) / 10;
     const p = (async () => {
       try {
         if (pc.worker === "broadcast") {
           const r = await publisher.broadcast(pc.command);
           for (const a of r.acks) metrics.commandsAcked.inc({ type, status: a.status });
           if (r.silent.length) metrics.commandsFailed.inc({ type, error: "silent" }, r.silent.length);
-          this.o.onOutcome(pc, { state: "acked", id: r.id, acks: r.acks });
+          this.o.onOutcome(pc, { state: "acked", id: r.id, acks: r.acks, elapsedMs: elapsed() });
         } else {
           const ack = await publisher.send(pc.worker, pc.command);
           metrics.commandsAcked.inc({ type, status: ack.status });
-          this.o.onOutcome(pc, { state: "acked", id: ack.id, acks: [ack] });
+          this.o.onOutcome(pc, { state: "acked", id: ack.id, acks: [ack], elapsedMs: elapsed() });
         }
       } catch (e) {
         const err = e as Error & { id?: string };
         metrics.commandsFailed.inc({ type, error: err.name || "Error" });
         this.o.log(`gateway: command ${type} to ${pc.worker} failed: ${err.message}`);
-        this.o.onOutcome(pc, { state: "failed", id: typeof err.id === "string" ? err.id : null, error: err.message });
+        this.o.onOutcome(pc, { state: "failed", id: typeof err.id === "string" ? err.id : null, error: err.message, elapsedMs: elapsed() });
       }
     })();
     this.pending.add(p);

@@ -57,6 +57,11 @@ export const natsConfigSchema = z.strictObject({
   inboxPrefix: z.string().optional(),
   /** Time one NATS operation (KV get/put) may take before the gateway goes on without it (ms). */
   opTimeoutMs: positiveInt.default(500),
+  /** Time a worker has to ack a command before it is sent again under the same id (ms): a worker
+   * applies commands between scheduler turns, so this should exceed its longest turn. */
+  commandTimeoutMs: positiveInt.default(1000),
+  /** Resends of an unanswered command (the worker answers a resend of an applied one `duplicate`). */
+  commandRetries: z.number().int().min(0).default(2),
 });
 
 export const routingConfigSchema = z.strictObject({

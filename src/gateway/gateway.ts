@@ -79,6 +79,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           reason: pc.reason,
           state: outcome.state,
           id: outcome.id,
+          elapsed_ms: outcome.state === "dropped" ? undefined : outcome.elapsedMs,
           acks: outcome.state === "acked" ? outcome.acks.map((a) => ({ worker: a.worker_id, status: a.status, affected: a.affected })) : undefined,
           error: outcome.state === "acked" ? undefined : outcome.error,
         }),
@@ -239,7 +240,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         await Promise.all([...ctx.recording.values()]);
         await commands.settled();
         await Promise.all([...commandRecords]);
-      } while (ctx.recording.size > 0 || commandRecords.size > 0);
+        // A turn that finished meanwhile may have sent commands after the wait above began.
+      } while (ctx.recording.size > 0 || commandRecords.size > 0 || commands.inFlight > 0);
     },
     async close() {
       if (idleTimer) clearInterval(idleTimer);

@@ -109,6 +109,8 @@ export class NatsLink {
     this.publisher = new ControlPublisher(nc, {
       subjectPrefix: n.subjectPrefix,
       workers: this.cfg.workers.map((w) => w.id),
+      timeoutMs: n.commandTimeoutMs,
+      retries: n.commandRetries,
     });
     this.setUp(true);
     void (async () => {
