@@ -23,7 +23,7 @@ function policy(config: AgentPolicyOptions["config"] = {}, extra: Partial<AgentP
 }
 
 const TTLS = { inMemoryTtlSeconds: 600, longTtlSeconds: 86_400 };
-const ONLY = (name: string) => Object.fromEntries(["pins", "tools", "think", "idle", "prune", "warm"].map((k) => [k, { enabled: k === name }]));
+const ONLY = (name: string) => Object.fromEntries(["pins", "inflight", "tools", "think", "idle", "prune", "warm"].map((k) => [k, { enabled: k === name }]));
 
 describe("prompt-cache markers", () => {
   it("finds Anthropic breakpoints in prefix order and OpenAI retention", () => {
@@ -201,6 +201,44 @@ describe("tool calls: keep or offload", () => {
     expect(back.map((c) => c.command)).toEqual([{ type: "ToolEnd", session_id: ts.session_id, epoch: 7 }]);
   });
 
+  it("tool results that arrive before ToolStart's ack: ToolEnd goes out with the epoch when the ack comes", () => {
+    const { p } = policy({ ...ONLY("tools"), tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1, 5] } });
+    const out = p.observe(toolTurn(0, "s", chainOf(8)));
+    const ts = cmd(out, "ToolStart");
+    // The worker is busy: the next request (with the tool results) is here first.
+    expect(p.observe(started(200, "s", { tail: tail("tool", ["c1"]) }))).toEqual([]);
+    expect(p.durations.count("search")).toBe(1);
+    const late = p.observe(ack(5_000, out[0], "partial", { epoch: 3 }));
+    expect(late.map((c) => c.command)).toEqual([{ type: "ToolEnd", session_id: ts.session_id, epoch: 3 }]);
+    // The wait is over: a later tool result sends nothing more; the next call starts a new wait
+    // (kept: the 0.2 s return it learned from).
+    expect(p.observe(started(6_000, "s", { tail: tail("tool", ["c1"]) }))).toEqual([]);
+    expect(types(p.observe(toolTurn(7_000, "s", chainOf(8), "search", "c2")))).toEqual(["Cache"]);
+  });
+
+  it("a new tool call before a pending ToolEnd could go out supersedes it (the worker ends the old offload)", () => {
+    const { p } = policy({ ...ONLY("tools"), tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1] } });
+    const first = p.observe(toolTurn(0, "s", chainOf(8)));
+    p.observe(started(100, "s", { tail: tail("tool", ["c1"]) }));
+    const second = p.observe(toolTurn(200, "s", chainOf(9), "slow_search", "c2"));
+    expect(types(second)).toEqual(["ToolStart"]);
+    // The first ack arriving now belongs to a wait that is gone: no ToolEnd for it.
+    expect(p.observe(ack(300, first[0], "applied", { epoch: 1 }))).toEqual([]);
+    p.observe(ack(310, second[0], "applied", { epoch: 2 }));
+    expect(p.observe(started(400, "s", { tail: tail("tool", ["c2"]) })).map((c) => c.command)).toEqual([{ type: "ToolEnd", session_id: "s", epoch: 2 }]);
+  });
+
+  it("keep and offload hold from the pin budget: a wait that does not fit holds nothing; an offload is counted until ToolEnd", () => {
+    const { p } = policy({ ...ONLY("tools"), pins: { enabled: false, budgetBlocks: 10 }, tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1] } });
+    expect(p.observe(toolTurn(0, "big", chainOf(12, 9000n)))).toEqual([]);
+    const out = p.observe(toolTurn(1, "s", chainOf(8)));
+    expect(types(out)).toEqual(["ToolStart"]);
+    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+    p.observe(ack(2, out[0], "applied", { epoch: 1 }));
+    expect(types(p.observe(started(3, "s", { tail: tail("tool", ["c1"]) })))).toEqual(["ToolEnd"]);
+    expect(p.context.budget.used("w0")).toBe(0);
+  });
+
   it("the distribution learns: after enough fast returns a tool that the prior would offload is kept", () => {
     const { p } = policy({ ...ONLY("tools"), tools: { enabled: true, priorMeanSeconds: 600, minSamples: 3, tauCandidatesSeconds: [2, 5] } });
     const chain = chainOf(8);
@@ -222,6 +260,50 @@ describe("tool calls: keep or offload", () => {
     expect(p.context.sessions.get("s")?.tool).toBeNull();
     expect(p.observe(started(3, "s", { tail: tail("tool", ["c1"]) }))).toEqual([]);
     expect(await metric("kvctl_policy_bad_input_total")).toEqual(['kvctl_policy_bad_input_total{kind="tool_result_unknown_call"} 2']);
+  });
+});
+
+describe("queued requests hold their cached prefix", () => {
+  const overlap = (gpu: number, host = 0) => ({ GPU: gpu, CPU_PINNED: host, DISK: 0, EXTERNAL: 0 });
+
+  it("pins the blocks the worker holds from arrival until the turn ends, then releases exactly those", async () => {
+    const { p, metric } = policy(ONLY("inflight"));
+    const prompt = chainOf(10);
+    const out = p.observe(started(0, "s", { requestId: "q1", promptBlocks: prompt, overlap: overlap(4, 3) }));
+    expect(out.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: prompt.slice(0, 7), pin: true, ttl_seconds: 120 }]);
+    expect(out[0].reason).toMatch(/^request queued: hold 7 cached prefix blocks/);
+    expect(await metric("kvctl_policy_pin_budget_used_blocks")).toEqual(['kvctl_policy_pin_budget_used_blocks{worker="w0"} 7']);
+    const done = p.observe(finished(9_000, "s", prompt, { requestId: "q1" }));
+    expect(done.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: prompt.slice(0, 7), pin: false }]);
+    expect(p.context.budget.used("w0")).toBe(0);
+  });
+
+  it("without an index it holds what the session's last turn left on that worker; nothing known, nothing held", () => {
+    const { p } = policy(ONLY("inflight"));
+    const chain = chainOf(6);
+    expect(p.observe(started(0, "s", { requestId: "a", promptBlocks: chain }))).toEqual([]);
+    p.observe(finished(10, "s", chain, { requestId: "a" }));
+    const next = [...chain, 2000n, 2001n];
+    expect(p.observe(started(20, "s", { requestId: "b", promptBlocks: next })).map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: chain, pin: true, ttl_seconds: 120 }]);
+    // Another worker holds nothing of it: no hold there.
+    expect(p.observe(started(30, "s", { requestId: "c", promptBlocks: next, worker: "w1" }))).toEqual([]);
+  });
+
+  it("stays within the budget view (shared blocks once); a partial ack keeps only what was pinned; an expired hold is not unpinned", () => {
+    const { p } = policy({ ...ONLY("inflight"), pins: { enabled: false, budgetBlocks: 8 } });
+    const shared = chainOf(4);
+    const a = [...shared, ...chainOf(3, 5000n)];
+    const b = [...shared, ...chainOf(3, 6000n)];
+    const outA = p.observe(started(0, "a", { requestId: "ra", promptBlocks: a, overlap: overlap(7) }));
+    expect(cmd(outA, "Cache").block_hashes).toEqual(a);
+    // 8 - 7 = 1 block of room, the 4 shared ones are already held: b gets its first 5.
+    const outB = p.observe(started(1, "b", { requestId: "rb", promptBlocks: b, overlap: overlap(7) }));
+    expect(cmd(outB, "Cache").block_hashes).toEqual(b.slice(0, 5));
+    p.observe(ack(2, outB[0], "partial", { affected: 4 }));
+    expect(p.observe(finished(3, "b", b, { requestId: "rb" })).map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: b.slice(0, 4), pin: false }]);
+    // a's hold outlives its TTL: the worker dropped it, the gateway sends nothing for it.
+    expect(p.observe(finished(121_000, "a", a, { requestId: "ra" }))).toEqual([]);
+    expect(p.context.budget.used("w0")).toBe(0);
   });
 });
 
@@ -261,6 +343,30 @@ describe("idle, leases and pressure", () => {
     expect(p.observe(started(40_000, "s")).map((c) => c.command)).toEqual([{ type: "RenewLease", lease_id: "s.1", new_ttl_seconds: 300 }]);
     const close = p.observe({ type: "SessionHint", at: 41_000, sessionId: "s", event: "close", toolName: null, toolCallId: null, keepTokens: null });
     expect(close.map((c) => c.command)).toEqual([{ type: "RevokeLease", lease_id: "s.1" }]);
+  });
+
+  it("a pause holds the session's own tail within the paused share of the budget; renew and revoke keep the view", () => {
+    const { p } = policy({ ...ONLY("idle"), pins: { enabled: false, budgetBlocks: 20 }, idle: { enabled: true, budgetShare: 0.5 } });
+    const shared = chainOf(6);
+    const a = [...shared, ...chainOf(4, 5000n)];
+    const b = [...shared, ...chainOf(8, 6000n)];
+    const c = [...shared, ...chainOf(3, 7000n)];
+    for (const [sid, chain] of [["a", a], ["b", b], ["c", c]] as const) {
+      p.observe(started(0, sid));
+      p.observe(finished(1, sid, chain));
+    }
+    // a's own tail (the shared prefix stays by the others' turns): 4 blocks of the 10 allowed.
+    expect(p.observe(idle(30_000, "a")).map((c) => c.command)).toEqual([{ type: "Pause", block_hashes: a.slice(6), ttl_seconds: 300, lease_id: "a.1" }]);
+    expect(p.context.budget.usedBy("w0", "lease")).toBe(4);
+    // b's 8 would pass the share (4 + 8 > 10): no pause, the session stays as it is.
+    expect(p.observe(idle(30_000, "b"))).toEqual([]);
+    expect(types(p.observe(idle(30_000, "c")))).toEqual(["Pause"]);
+    expect(p.context.budget.usedBy("w0", "lease")).toBe(7);
+    // A return renews a's lease (its hold in the view too); close revokes it and frees the view.
+    expect(types(p.observe(started(40_000, "a")))).toEqual(["RenewLease"]);
+    expect(p.context.budget.holdsOf("w0", "a", "lease").get(a[6])?.[0].expiresAt).toBe(40_000 + 300_000);
+    p.observe({ type: "SessionHint", at: 41_000, sessionId: "a", event: "close", toolName: null, toolCallId: null, keepTokens: null });
+    expect(p.context.budget.usedBy("w0", "lease")).toBe(3);
   });
 
   it("a lease in the session store is re-issued by a replica that never saw it", () => {

@@ -14,6 +14,7 @@ import { CommandGuards } from "./guards.js";
 import { PolicyMetrics } from "./metrics.js";
 import { PinBudget } from "./pin-budget.js";
 import { idleRule } from "./policies/idle.js";
+import { inflightRule } from "./policies/inflight.js";
 import { pinsRule } from "./policies/pins.js";
 import type { AgentRule } from "./policies/policy.js";
 import { pruneRule } from "./policies/prune.js";
@@ -47,6 +48,8 @@ function restore(ctx: PolicyContext, s: SessionView, st: StoredSessionState): vo
   const l = live[live.length - 1];
   if (l) {
     s.lease = { id: l.leaseId, worker: l.worker, blocks: l.blockHashes.map((h) => BigInt(h)), restored: true };
+    const expiresAt = l.ttlSeconds === null ? null : l.atMs + l.ttlSeconds * 1000;
+    ctx.budget.hold(l.worker, s.lease.blocks, { session: s.id, kind: "lease", ttlSeconds: l.ttlSeconds, expiresAt });
     const seq = Number(l.leaseId.slice(l.leaseId.lastIndexOf(".") + 1));
     if (Number.isInteger(seq)) s.leaseSeq = seq;
   }
@@ -97,6 +100,8 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
     acks,
   );
   const rules: AgentRule[] = [];
+  // First, so a turn's hold is asked for before the tool rule releases the keep pin it replaces.
+  if (cfg.inflight.enabled) rules.push(inflightRule());
   if (cfg.prune.enabled) rules.push(pruneRule);
   if (cfg.tools.enabled) rules.push(toolsRule(durations));
   if (cfg.think.enabled) rules.push(thinkRule);
@@ -128,6 +133,10 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
           break;
         case "WorkerJoined":
           ctx.pageSizes.set(ob.worker, ob.pageSize);
+          break;
+        case "WorkerCleared":
+          // A restarted worker holds no pins: nothing of the budget view is left there.
+          if (ob.reason === "restart") ctx.budget.forgetWorker(ob.worker);
           break;
         case "CommandAcked": {
           const e = ob.command ? acks.get(ob.command) : undefined;

@@ -20,6 +20,14 @@ export const pinsConfigSchema = z.strictObject({
   refreshBelow: fraction.default(0.5),
 });
 
+export const inflightConfigSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  /** Requests whose cached prefix is shorter than this (in blocks) are not held. */
+  minBlocks: positiveInt.default(1),
+  /** TTL of the hold: released when the turn ends, or by the worker after this at the latest. */
+  maxHoldSeconds: positiveInt.default(120),
+});
+
 export const toolsConfigSchema = z.strictObject({
   enabled: z.boolean().default(true),
   /** Mean tool duration assumed before a tool has samples (exponential prior). */
@@ -36,6 +44,9 @@ export const toolsConfigSchema = z.strictObject({
   prefillTokensPerSecond: z.number().positive().default(4000),
   /** Exchange rate: seconds of prefill one device block held for one second is worth. */
   holdCostPerBlockSecond: nonNegative.default(0.0001),
+  /** How long a worker holds an offload whose ToolEnd never comes (its tool_ttl_s): the budget
+   * view counts the hold that long at most. */
+  offloadHoldSeconds: positiveInt.default(900),
 });
 
 export const thinkConfigSchema = z.strictObject({
@@ -48,6 +59,9 @@ export const idleConfigSchema = z.strictObject({
   enabled: z.boolean().default(true),
   /** Lease on a paused session's blocks. */
   leaseSeconds: positiveInt.default(300),
+  /** Most of a worker's pin budget paused sessions may hold (the rest stays for requests in flight,
+   * tool calls and prompt-cache markers, whose blocks come back sooner or surely). */
+  budgetShare: fraction.default(0.5),
   /** Device blocks per worker; with it the pressure rule pauses idle sessions (without it: idle only). */
   deviceBlocks: positiveInt.optional(),
   /** Pause the largest idle sessions once the worker's working set passes this fraction ... */
@@ -83,6 +97,7 @@ function defaults<T extends z.ZodType>(s: T): z.output<T> {
 
 export const policiesConfigSchema = z.strictObject({
   pins: pinsConfigSchema.default(defaults(pinsConfigSchema)),
+  inflight: inflightConfigSchema.default(defaults(inflightConfigSchema)),
   tools: toolsConfigSchema.default(defaults(toolsConfigSchema)),
   think: thinkConfigSchema.default(defaults(thinkConfigSchema)),
   idle: idleConfigSchema.default(defaults(idleConfigSchema)),

@@ -22,6 +22,8 @@ export interface ToolWait {
   blocks: bigint[];
   /** ToolStart's epoch once acked (offload). */
   epoch: number | null;
+  /** The tool returned before ToolStart's ack brought the epoch: ToolEnd goes out when it does. */
+  ending?: string;
 }
 
 export interface SessionView {

@@ -4,8 +4,10 @@
 // as the worker's do, so the view frees budget without waiting for any message.
 export interface PinHold {
   session: string;
-  /** Why it was pinned: "marker" (prompt-cache breakpoint) or "tool" (kept through a tool call). */
-  kind: "marker" | "tool";
+  /** Why it was pinned: "marker" (prompt-cache breakpoint), "tool" (kept through a tool call),
+   * "inflight" (a routed request's cached prefix, held until it is served) or "lease" (an idle
+   * session paused on host). The worker counts them all against one budget. */
+  kind: "marker" | "tool" | "inflight" | "lease";
   ttlSeconds: number | null;
   expiresAt: number | null;
 }
@@ -54,10 +56,21 @@ export class PinBudget {
     return n;
   }
 
-  /** How many of `hashes` (in order) may be pinned on `worker` now: blocks already pinned there are free. */
-  admit(worker: string, hashes: readonly bigint[]): number {
+  /** Blocks of `worker` held for this kind only (counted once however many holds of it). */
+  usedBy(worker: string, kind: PinHold["kind"]): number {
+    let n = 0;
+    for (const l of this.byWorker.get(worker)?.values() ?? []) if (l.some((p) => p.kind === kind)) n++;
+    return n;
+  }
+
+  /**
+   * How many of `hashes` (in order) may be pinned on `worker` now: blocks already pinned there are
+   * free. `share` caps what one kind may hold of the per-worker budget (default: all of it).
+   */
+  admit(worker: string, hashes: readonly bigint[], limit?: { kind: PinHold["kind"]; share: number }): number {
     const m = this.byWorker.get(worker);
     let room = this.full.has(worker) ? 0 : this.perWorker - this.used(worker);
+    if (limit) room = Math.min(room, Math.floor(this.perWorker * limit.share) - this.usedBy(worker, limit.kind));
     let groom = this.global === null ? Number.POSITIVE_INFINITY : this.global - this.usedGlobal();
     for (let i = 0; i < hashes.length; i++) {
       if (m?.has(hashes[i])) continue;

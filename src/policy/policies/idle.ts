@@ -9,10 +9,26 @@
 // sessionless requests', whichever replica served them) and what this replica's own sessions hold
 // unpaused (ahead of the events, which arrive after the turn).
 import type { Observation } from "../../gateway/observations.js";
-import { type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
+import { commonBlocks, type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
 import type { AgentRule } from "./policy.js";
 
 const NAME = "idle";
+
+/**
+ * The session's own blocks on the worker: its chain after the longest prefix another session of
+ * this replica shares there (system prompt, tools). That prefix stays on host by others' turns and
+ * prompt-cache markers; the own tail is what only a lease keeps.
+ */
+function ownTail(ctx: PolicyContext, s: SessionView, worker: string): bigint[] {
+  let k = 0;
+  for (const o of ctx.sessions.values()) if (o !== s && o.worker === worker) k = Math.max(k, commonBlocks(s.chain, o.chain));
+  return s.chain.slice(Math.min(k, s.chain.length - 1));
+}
+
+function holdLease(ctx: PolicyContext, s: SessionView, worker: string, blocks: readonly bigint[]): void {
+  const ttl = ctx.cfg.idle.leaseSeconds;
+  ctx.budget.hold(worker, blocks, { session: s.id, kind: "lease", ttlSeconds: ttl, expiresAt: ctx.now + ttl * 1000 });
+}
 
 function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
   if (!s.worker || !s.chain.length) return false;
@@ -21,16 +37,30 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
     ctx.note(NAME, "skip", "already offloaded for a tool call", { session: s.id });
     return false;
   }
+  const worker = s.worker;
+  const blocks = ownTail(ctx, s, worker);
+  // A lease on part of the tail keeps nothing the session can use (its prefix match stops at the
+  // first missing block): all of it, or no pause.
+  const fit = ctx.budget.admit(worker, blocks, { kind: "lease", share: ctx.cfg.idle.budgetShare });
+  if (fit < blocks.length) {
+    ctx.note(NAME, "skip", `pin budget: paused sessions hold their share, no room for ${blocks.length} blocks`, { session: s.id, worker, used: ctx.budget.usedBy(worker, "lease") });
+    return false;
+  }
   s.leaseSeq++;
   const leaseId = `${SAFE_ID(s.id)}.${s.leaseSeq}`;
-  const worker = s.worker;
-  const blocks = s.chain;
   const sent = ctx.emit(
     NAME,
     { worker, sessionId: s.id, reason: why, command: { type: "Pause", block_hashes: blocks, ttl_seconds: ctx.cfg.idle.leaseSeconds, lease_id: leaseId } },
     {
       onAck: (a) => {
-        if (a.status === "applied" || a.status === "partial" || a.status === "duplicate" || a.status === "noop") return;
+        if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
+        if (a.status === "partial") {
+          // What the worker did not hold (gone meanwhile, or past its budget) is not the view's.
+          ctx.budget.release(worker, blocks.slice(a.affected ?? 0), s.id, "lease");
+          if ((a.detail ?? "").includes("budget")) ctx.budget.markFull(worker);
+          return;
+        }
+        ctx.budget.release(worker, blocks, s.id, "lease");
         if (s.lease?.id === leaseId) {
           s.lease = null;
           s.paused = false;
@@ -40,6 +70,7 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
     },
   );
   if (!sent) return false;
+  holdLease(ctx, s, worker, blocks);
   s.lease = { id: leaseId, worker, blocks, restored: false };
   s.paused = true;
   return true;
@@ -48,6 +79,7 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
 function revoke(ctx: PolicyContext, s: SessionView, why: string): void {
   if (!s.lease) return;
   ctx.emit(NAME, { worker: s.lease.worker, sessionId: s.id, reason: why, command: { type: "RevokeLease", lease_id: s.lease.id } }, { essential: true });
+  ctx.budget.release(s.lease.worker, s.lease.blocks, s.id, "lease");
   s.lease = null;
   s.paused = false;
 }
@@ -56,6 +88,8 @@ function renew(ctx: PolicyContext, s: SessionView): void {
   const l = s.lease;
   if (!l) return;
   s.paused = false;
+  ctx.budget.release(l.worker, l.blocks, s.id, "lease");
+  holdLease(ctx, s, l.worker, l.blocks);
   ctx.emit(
     NAME,
     { worker: l.worker, sessionId: s.id, reason: l.restored ? "session returned: lease re-issued from the session store" : "session returned", command: { type: "RenewLease", lease_id: l.id, new_ttl_seconds: ctx.cfg.idle.leaseSeconds } },
@@ -63,6 +97,7 @@ function renew(ctx: PolicyContext, s: SessionView): void {
       coalesce: l.id,
       onAck: (a) => {
         if (a.status === "rejected" && s.lease?.id === l.id) {
+          ctx.budget.release(l.worker, l.blocks, s.id, "lease");
           s.lease = null;
           ctx.note(NAME, "forget", `lease gone on the worker: ${l.id} ${a.detail ?? ""}`, { session: s.id });
         }

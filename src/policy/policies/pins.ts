@@ -5,11 +5,12 @@
 // worker (longer TTLs, earlier blocks first); a `partial` ack marks the worker full.
 import type { Observation, TurnFinished } from "../../gateway/observations.js";
 import type { PolicyContext } from "../context.js";
+import type { PinHold } from "../pin-budget.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
 const NAME = "cache_markers";
 
-function releaseAll(ctx: PolicyContext, session: string, reason: string, kind?: "marker" | "tool"): void {
+function releaseAll(ctx: PolicyContext, session: string, reason: string, kind?: PinHold["kind"]): void {
   for (const worker of ctx.budget.workersOf(session)) {
     const holds = ctx.budget.holdsOf(worker, session, kind);
     // One unpin per hold: layer j unpins the blocks holding at least j pins.
@@ -94,7 +95,6 @@ export const pinsRule: AgentRule = {
   observe(o: Observation, ctx: PolicyContext) {
     if (o.type === "TurnFinished") onTurn(o, ctx);
     else if (o.type === "SessionHint" && o.event === "close") releaseAll(ctx, o.sessionId, "session closed", "marker");
-    else if (o.type === "WorkerCleared" && o.reason === "restart") ctx.budget.forgetWorker(o.worker);
   },
 };
 

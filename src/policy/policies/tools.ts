@@ -6,7 +6,7 @@
 // ends the wait: unpin, or ToolEnd with the epoch ToolStart returned; the actual duration feeds
 // the distribution and is recorded beside the prediction.
 import type { Observation, SessionHint, TurnFinished, TurnStarted } from "../../gateway/observations.js";
-import { type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
+import { type PolicyContext, SAFE_ID, type SessionView, type ToolWait } from "../context.js";
 import { bestKeep, type DurationModel } from "../duration-model.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
@@ -14,6 +14,12 @@ const NAME = "tool_calls";
 const TOOL_FINISH = new Set(["tool_calls", "tool_use", "function_call"]);
 
 function startWait(ctx: PolicyContext, model: DurationModel, s: SessionView, worker: string, names: (string | null)[], callIds: string[], why: string): void {
+  if (s.tool?.ending) {
+    // The worker ends the old offload itself when the new ToolStart arrives.
+    ctx.note(NAME, "skip", "ToolEnd of the previous wait superseded by the next ToolStart", { session: s.id });
+    ctx.budget.release(s.tool.worker, s.tool.blocks, s.id, "tool");
+    s.tool = null;
+  }
   if (s.tool) {
     ctx.note(NAME, "skip", "tool wait already open", { session: s.id });
     return;
@@ -29,7 +35,13 @@ function startWait(ctx: PolicyContext, model: DurationModel, s: SessionView, wor
   const predicted = Math.max(...(names.length ? names : [null]).map((n) => model.median(n)));
   const detail = `P(<=${best.tauSeconds}s)=${best.p.toFixed(2)} x ${best.benefitSeconds.toFixed(3)}s vs hold ${best.costSeconds.toFixed(3)}s`;
   const wait = { worker, names, callIds, startedAt: ctx.now, predictedSeconds: predicted, blocks, epoch: null as number | null };
-  if (best.net > 0 && ctx.budget.admit(worker, blocks) === blocks.length) {
+  // Keep and offload both hold the host copies, from the same pin budget: past it the worker would
+  // hold part of the path (useless to a prefix match) and an offload would still free the GPU.
+  if (ctx.budget.admit(worker, blocks) < blocks.length) {
+    ctx.note(NAME, "skip", `pin budget: no room to hold ${blocks.length} blocks through the tool call`, { session: s.id, worker, used: ctx.budget.used(worker) });
+    return;
+  }
+  if (best.net > 0) {
     const sent = ctx.emit(
       NAME,
       { worker, sessionId: s.id, reason: `keep (${why}): ${detail}`, command: { type: "Cache", block_hashes: blocks, pin: true, ttl_seconds: best.tauSeconds } },
@@ -48,33 +60,53 @@ function startWait(ctx: PolicyContext, model: DurationModel, s: SessionView, wor
     }
     return;
   }
-  const reason = best.net > 0 ? `offload (${why}): pin budget has no room for ${blocks.length} blocks` : `offload (${why}): ${detail}`;
   const sent = ctx.emit(
     NAME,
-    { worker, sessionId: s.id, reason, command: { type: "ToolStart", session_id: SAFE_ID(s.id), block_hashes: blocks } },
+    { worker, sessionId: s.id, reason: `offload (${why}): ${detail}`, command: { type: "ToolStart", session_id: SAFE_ID(s.id), block_hashes: blocks } },
     {
       onAck: (a) => {
-        if (s.tool?.blocks !== blocks) return;
-        if ((a.status === "applied" || a.status === "partial" || a.status === "duplicate") && a.epoch != null) s.tool.epoch = a.epoch;
-        else if (a.status !== "applied" && a.status !== "partial") {
+        const t = s.tool;
+        if (a.status !== "applied" && a.status !== "partial" && a.status !== "duplicate") ctx.budget.release(a.worker, blocks, s.id, "tool");
+        if (t?.blocks !== blocks) return;
+        if ((a.status === "applied" || a.status === "partial" || a.status === "duplicate") && a.epoch != null) {
+          t.epoch = a.epoch;
+          if (t.ending !== undefined) {
+            s.tool = null;
+            sendToolEnd(ctx, s, t, t.ending);
+          }
+        } else if (a.status !== "applied" && a.status !== "partial") {
           s.tool = null;
           ctx.note(NAME, "undo", `ToolStart ${a.status}: ${a.detail ?? ""}`, { session: s.id });
         }
       },
     },
   );
-  if (sent) s.tool = { mode: "offload", ...wait };
+  if (!sent) return;
+  s.tool = { mode: "offload", ...wait };
+  ctx.budget.hold(worker, blocks, { session: s.id, kind: "tool", ttlSeconds: cfg.offloadHoldSeconds, expiresAt: ctx.now + cfg.offloadHoldSeconds * 1000 });
+}
+
+function sendToolEnd(ctx: PolicyContext, s: SessionView, t: ToolWait, why: string): void {
+  ctx.budget.release(t.worker, t.blocks, s.id, "tool");
+  ctx.emit(NAME, { worker: t.worker, sessionId: s.id, reason: `tool returned (${why})`, command: { type: "ToolEnd", session_id: SAFE_ID(s.id), epoch: t.epoch as number } }, { essential: true });
 }
 
 function endWait(ctx: PolicyContext, model: DurationModel, s: SessionView, why: string): void {
   const t = s.tool;
-  if (!t) return;
-  s.tool = null;
+  if (!t || t.ending !== undefined) return;
   const actual = (ctx.now - t.startedAt) / 1000;
   for (const n of t.names.length ? t.names : [null]) model.record(n, actual);
   ctx.metrics.toolWait.observe({ kind: "predicted" }, t.predictedSeconds);
   ctx.metrics.toolWait.observe({ kind: "actual" }, actual);
   const fields = { session: s.id, tools: t.names, predicted_s: t.predictedSeconds, actual_s: actual };
+  if (t.mode === "offload" && t.epoch === null) {
+    // Without the epoch the worker would refuse ToolEnd, and its hold would last until its own
+    // expiry: end the wait as soon as the ack arrives.
+    t.ending = why;
+    ctx.note(NAME, "returned", "offloaded; ToolEnd waits for ToolStart's epoch", fields);
+    return;
+  }
+  s.tool = null;
   if (t.mode === "keep") {
     const held = ctx.budget.holdsOf(t.worker, s.id, "tool");
     const still = t.blocks.filter((h) => held.has(h));
@@ -87,11 +119,7 @@ function endWait(ctx: PolicyContext, model: DurationModel, s: SessionView, why: 
     ctx.note(NAME, "returned", "kept", fields);
     return;
   }
-  if (t.epoch === null) {
-    ctx.note(NAME, "skip", `tool returned (${why}) before ToolStart was acked with an epoch`, fields);
-    return;
-  }
-  ctx.emit(NAME, { worker: t.worker, sessionId: s.id, reason: `tool returned (${why})`, command: { type: "ToolEnd", session_id: SAFE_ID(s.id), epoch: t.epoch } }, { essential: true });
+  sendToolEnd(ctx, s, t, why);
   ctx.note(NAME, "returned", "offloaded", fields);
 }
 
