@@ -1,5 +1,7 @@
 #include "msgpack_reader.h"
 
+#include "int_runs.h"
+
 namespace kv::mp {
 
 const char* type_name(Type t) {
@@ -292,13 +294,14 @@ const IntTables kInt;
 
 bool Reader::skip_uint32s(uint32_t n, uint32_t& bad) {
   const uint8_t* p = p_;
-  uint32_t i = 0;
+  // The SIMD path takes what it can (int_runs.h); the loops below check the rest.
+  uint32_t i = skip_u32_forms(p, end_, n);
   // While 5 bytes remain: the size from the type byte by arithmetic, not a table load, so the
   // dependency from one id to the next is one load and a few ALU operations; forms other than
-  // fixint/uint8/16/32 only set a flag, and the general loop below re-reads from the first id.
+  // fixint/uint8/16/32 only set a flag, and the general loop below re-reads from where it began.
   {
     const uint8_t* q = p;
-    uint32_t j = 0;
+    uint32_t j = i;
     uint32_t odd = 0;
     for (; j < n && end_ - q >= 5; ++j) {
       const uint32_t b = q[0];

@@ -3,13 +3,15 @@
 // drives it with driver.cpp (g++, ASan + UBSan, GCC's trace-pc edge coverage).
 // Besides "no crash, no sanitizer report", it checks: decoding with and without token ids gives
 // the same verdict and events; every event's ranges lie inside the batch; applying the frame
-// and then clearing every worker leaves the index empty (the deletion path).
+// and then clearing every worker leaves the index empty (the deletion path); the SIMD and scalar
+// paths over token-id runs decode it alike.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 #include "block_index.h"
 #include "event_batch.h"
+#include "int_runs.h"
 
 namespace {
 
@@ -43,6 +45,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     require(a.events.empty() && a.hashes.empty() && !a.error_text.empty(),
             "refused batch kept events or has no reason");
+  }
+  if (mp::int_runs_avx512_supported()) {
+    // The token-id runs' SIMD path (the default here) against the scalar one.
+    static events::Batch s;
+    mp::set_int_run_path(mp::IntRunPath::Scalar);
+    const bool ok_s = events::decode_batch(data, size, limits, true, s);
+    mp::set_int_run_path(mp::IntRunPath::Avx512);
+    require(ok_s == ok_a && s.error == a.error && s.events.size() == a.events.size() && s.hashes == a.hashes &&
+                s.tokens == a.tokens && s.bad.size() == a.bad.size(),
+            "the SIMD and scalar integer-run paths disagree");
   }
   for (bool verify : {false, true}) {
     index::Options o;
