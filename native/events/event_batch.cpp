@@ -111,17 +111,18 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
     b.events.push_back(e);
     return;
   }
-  // block_hashes: validate all before appending any.
+  // block_hashes, read straight into the batch (the caller trims them off if anything throws;
+  // nh is bounded by the payload's size).
   mp::Reader h = f.hashes;
   uint32_t nh;
   if (h.peek() != mp::Type::Array || !h.read_array(nh))
     throw Fail{{BadKind::Hash, std::string("block_hashes is ") + tname(f.hashes) + ", not an array"}};
-  const mp::Reader hashes_at = h;
-  for (uint32_t i = 0; i < nh; ++i) {
-    int64_t v;
-    if (!h.read_hash(v))
+  e.hash_begin = static_cast<uint32_t>(b.hashes.size());
+  b.hashes.resize(e.hash_begin + size_t(nh));
+  int64_t* hv = b.hashes.data() + e.hash_begin;
+  for (uint32_t i = 0; i < nh; ++i)
+    if (!h.read_hash(hv[i]))
       throw Fail{{BadKind::Hash, std::string("non-integer hash (") + tname(h) + ") in block_hashes"}};
-  }
   opt_str(f.medium, "medium", e.medium);
   if (!tier_of_medium(e.medium.value, e.tier))
     throw Fail{{BadKind::Medium, "unknown medium '" + std::string(e.medium.value.substr(0, 40)) + "'"}};
@@ -169,13 +170,6 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
     e.units = nt;
   }
   // Everything is valid: append.
-  h = hashes_at;
-  e.hash_begin = static_cast<uint32_t>(b.hashes.size());
-  for (uint32_t i = 0; i < nh; ++i) {
-    int64_t v;
-    h.read_hash(v);
-    b.hashes.push_back(v);
-  }
   e.hash_end = static_cast<uint32_t>(b.hashes.size());
   e.tok_begin = static_cast<uint32_t>(b.tokens.size());
   if (want_tokens && nt && !e.bigram) {
