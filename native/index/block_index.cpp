@@ -31,6 +31,12 @@ uint64_t* BlockIndex::map_table(size_t bytes) {
 #ifdef MADV_HUGEPAGE
   if (bytes >= (size_t(2) << 20)) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
+#ifdef MADV_POPULATE_WRITE
+  // Fault the whole table in now, in one call: hashed inserts land all over it, so within the
+  // first few thousand blocks nearly every page is touched anyway, each touch a page fault taken
+  // on the event path. A kernel without it (before 5.14) faults pages in as they are touched.
+  madvise(p, bytes, MADV_POPULATE_WRITE);
+#endif
   return static_cast<uint64_t*>(p);
 }
 
@@ -83,6 +89,26 @@ int64_t BlockIndex::find(int64_t key) const {
     if (static_cast<int64_t>(s[0]) == key) return static_cast<int64_t>(i);
     i = (i + 1) & mask_;
   }
+}
+
+uint64_t BlockIndex::find_or_insert(int64_t key, bool has_parent, int64_t parent) {
+  uint64_t i = mix(key) & mask_;
+  for (;;) {
+    const uint64_t* s = slot(i);
+    if (!(s[2] & kUsed)) break;
+    if (static_cast<int64_t>(s[0]) == key) return i;
+    i = (i + 1) & mask_;
+  }
+  // Absent: `i` is the empty slot ending its probe run, where insert() would put it, unless the
+  // table has to grow first.
+  if ((live_ + 1) * 10 > cap_ * 7) return insert(key, has_parent, parent);
+  uint64_t* s = slot(i);
+  s[0] = static_cast<uint64_t>(key);
+  s[1] = static_cast<uint64_t>(parent);
+  s[2] = kUsed | (has_parent ? kHasParent : 0);
+  for (uint32_t g = 0; g < groups_; ++g) s[3 + g] = 0;
+  ++live_;
+  return i;
 }
 
 uint64_t BlockIndex::insert(int64_t key, bool has_parent, int64_t parent) {
@@ -140,9 +166,14 @@ uint32_t BlockIndex::new_dual(int64_t token_hash, const uint8_t* digest) {
 
 void BlockIndex::store(uint32_t w, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
                        ApplyCounts& c) {
+  store_run(w, tier, hashes, n, has_parent, parent, false, c);
+}
+
+void BlockIndex::store_run(uint32_t w, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
+                           bool parent_held, ApplyCounts& c) {
   ensure_worker(w);
   WorkerStats& ws = stats_[w];
-  if (has_parent && find(parent) < 0) {
+  if (has_parent && !parent_held && find(parent) < 0) {
     ++c.orphan_stores;
     ++ws.orphan_stores;
   }
@@ -150,12 +181,10 @@ void BlockIndex::store(uint32_t w, uint8_t tier, const int64_t* hashes, size_t n
   bool hp = has_parent;
   int64_t p = parent;
   constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < n && i < kAhead; ++i) __builtin_prefetch(slot(mix(hashes[i]) & mask_));
+  for (size_t i = 0; i < n && i < kAhead; ++i) prefetch(hashes[i]);
   for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) __builtin_prefetch(slot(mix(hashes[i + kAhead]) & mask_));
-    int64_t at = find(hashes[i]);
-    if (at < 0) at = static_cast<int64_t>(insert(hashes[i], hp, p));
-    uint64_t* s = slot(static_cast<uint64_t>(at));
+    if (i + kAhead < n) prefetch(hashes[i + kAhead]);
+    uint64_t* s = slot(find_or_insert(hashes[i], hp, p));
     const uint8_t m = mask_of(s, w);
     if (!(m & bit)) {
       set_mask(s, w, m | bit);
@@ -209,7 +238,7 @@ uint64_t BlockIndex::clear(uint32_t w) {
   return removed;
 }
 
-void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, ApplyCounts& c) {
+void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, bool parent_held, ApplyCounts& c) {
   const int64_t* hs = b.hashes.data() + e.hash_begin;
   const size_t n = e.hash_end - e.hash_begin;
   const uint8_t* prior = nullptr;
@@ -227,7 +256,7 @@ void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, Appl
   if (!ok) {
     ++c.unverifiable;
     ++stats_[w].unverifiable;
-    store(w, e.tier, hs, n, e.has_parent, e.parent, c);
+    store_run(w, e.tier, hs, n, e.has_parent, e.parent, parent_held, c);
     return;
   }
   const uint32_t* tokens = b.tokens.data() + e.tok_begin;
@@ -253,13 +282,13 @@ void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, Appl
   if (pages != n) {
     ++c.unverifiable;
     ++stats_[w].unverifiable;
-    store(w, e.tier, hs, n, e.has_parent, e.parent, c);
+    store_run(w, e.tier, hs, n, e.has_parent, e.parent, parent_held, c);
     return;
   }
   digests_.resize(32 * n);
   sglang_chain_batch(cb, po, digests_.data());
   ensure_worker(w);
-  store(w, e.tier, hs, n, e.has_parent, e.parent, c);
+  store_run(w, e.tier, hs, n, e.has_parent, e.parent, parent_held, c);
   c.verified += n;
   stats_[w].verified += n;
   for (size_t i = 0; i < n; ++i) {
@@ -285,15 +314,33 @@ bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, Apply
   }
   for (const auto& b : batch_.bad) ++stats_[w].bad_events[static_cast<size_t>(b.kind)];
   c.bad_events += batch_.bad.size();
+  const int64_t* hashes = batch_.hashes.data();
+  const size_t nhashes = batch_.hashes.size();
+  size_t prefetched = 0;
+  // The last block the previous event stored: present in the table (nothing ran in between), so
+  // an event that chains from it needs no orphan probe.
+  bool held = false;
+  int64_t held_hash = 0;
   for (const Event& e : batch_.events) {
     ++c.events;
     const size_t n = e.hash_end - e.hash_begin;
+    // Slots a few events ahead are requested before this one's are read: a frame's blocks land
+    // all over the table, and their cache misses then overlap instead of coming one event at a
+    // time.
+    for (const size_t to = std::min(nhashes, size_t(e.hash_end) + kFrameAhead); prefetched < to; ++prefetched)
+      prefetch(hashes[prefetched]);
+    const bool parent_held = held && e.has_parent && e.parent == held_hash;
+    held = false;
     switch (e.kind) {
       case events::kStored:
         ++c.stored_events;
         c.stored_blocks += n;
-        if (opt_.verify) store_verified(w, e, batch_, c);
-        else store(w, e.tier, batch_.hashes.data() + e.hash_begin, n, e.has_parent, e.parent, c);
+        if (opt_.verify) store_verified(w, e, batch_, parent_held, c);
+        else store_run(w, e.tier, hashes + e.hash_begin, n, e.has_parent, e.parent, parent_held, c);
+        if (n) {
+          held = true;
+          held_hash = hashes[e.hash_end - 1];
+        }
         break;
       case events::kRemoved:
         ++c.removed_events;

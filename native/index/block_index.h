@@ -130,8 +130,22 @@ class BlockIndex {
     x ^= x >> 33;
     return x;
   }
+  // Requests the key's home slot and the cache line after it: a probe run goes on past the
+  // home slot often enough (half the runs start in a line's last slot) that a second, serial
+  // miss would otherwise follow the first.
+  void prefetch(int64_t key) const {
+    const char* s = reinterpret_cast<const char*>(slot(mix(key) & mask_));
+    __builtin_prefetch(s);
+    __builtin_prefetch(s + 64);
+  }
   int64_t find(int64_t key) const;  // slot index or -1
   uint64_t insert(int64_t key, bool has_parent, int64_t parent);
+  // The key's slot, inserted (with that parent) when absent: one probe run for both.
+  uint64_t find_or_insert(int64_t key, bool has_parent, int64_t parent);
+  // store() for a caller that knows the parent is held (no orphan probe then).
+  void store_run(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
+                 bool parent_held, ApplyCounts& c);
+  static constexpr size_t kFrameAhead = 32;  // blocks whose slots apply_frame requests ahead
   void erase_at(uint64_t i);
   void rebuild(uint64_t cap, uint32_t groups);
   void ensure_worker(uint32_t w);
@@ -148,7 +162,8 @@ class BlockIndex {
       if (s[3 + g]) return false;
     return true;
   }
-  void store_verified(uint32_t worker, const events::Event& e, const events::Batch& b, ApplyCounts& c);
+  void store_verified(uint32_t worker, const events::Event& e, const events::Batch& b, bool parent_held,
+                      ApplyCounts& c);
   uint32_t new_dual(int64_t token_hash, const uint8_t* digest);
 
   Options opt_;
