@@ -366,26 +366,47 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
   o.shared_hits = 0;
   const uint64_t shared_bit = opt_.shared_tier >= 0 ? (uint64_t(1) << opt_.shared_tier) : 0;
   const uint64_t shared_lanes = shared_bit * 0x1111111111111111ULL;
-  o.at.assign(n, nullptr);
-  const uint64_t** at = o.at.data();
+  const uint32_t G = groups_;
+  o.masks.resize(n * G);
+  uint64_t* masks = o.masks.data();
   // Phase 1: every block looked up, home slots prefetched a few blocks ahead so that the cache
-  // misses overlap (as many as the core keeps in flight).
-  constexpr size_t kAhead = 12;
-  for (size_t i = 0; i < n && i < kAhead; ++i) __builtin_prefetch(slot(mix(hashes[i]) & mask_));
+  // misses overlap (as many as the core keeps in flight). Each block's mask words are copied out
+  // (zero for a missing block), so the passes below read one small array instead of the slots
+  // again; the shared pool's positions are gathered on the way.
+  size_t held = n;  // blocks before the first missing one
+  int32_t run = -1;
+  constexpr size_t kAhead = 12, kRing = 16;  // home slots computed once, kAhead blocks early
+  uint64_t home[kRing];
+  for (size_t i = 0; i < n && i < kAhead; ++i) __builtin_prefetch(slot(home[i] = mix(hashes[i]) & mask_));
   for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) __builtin_prefetch(slot(mix(hashes[i + kAhead]) & mask_));
-    const int64_t s = find(hashes[i]);
-    if (s < 0) {
-      if (!shared_bit) break;
-      continue;
+    if (i + kAhead < n) __builtin_prefetch(slot(home[(i + kAhead) % kRing] = mix(hashes[i + kAhead]) & mask_));
+    const int64_t key = hashes[i];
+    uint64_t j = home[i % kRing];
+    const uint64_t* s = slot(j);
+    while ((s[2] & kUsed) && static_cast<int64_t>(s[0]) != key) s = slot(j = (j + 1) & mask_);
+    const bool found = s[2] & kUsed;
+    uint64_t* m = masks + i * G;
+    uint64_t shared = 0;
+    if (!found) {
+      for (uint32_t g = 0; g < G; ++g) m[g] = 0;
+      if (held == n) held = i;
+    } else {
+      for (uint32_t g = 0; g < G; ++g) shared |= (m[g] = s[3 + g]) & shared_lanes;
     }
-    at[i] = slot(static_cast<uint64_t>(s));
+    if (shared) {
+      ++o.shared_hits;
+      if (run < 0) run = static_cast<int32_t>(i);
+    } else if (run >= 0) {
+      o.shared_ranges.emplace_back(run, static_cast<int32_t>(i));
+      run = -1;
+    }
+    if (!found && !shared_bit) break;  // nothing past a missing block counts then
   }
+  if (run >= 0) o.shared_ranges.emplace_back(run, static_cast<int32_t>(n));
   // Phase 2: 16 workers a mask word at a time. alive: the tiers each worker still holds from the
   // request's start (per_tier is where a bit drops); cur: the tier of each worker's Dynamo
   // continuation, one-hot (tiered counts a stage's run when it ends). Per block that is an AND and
   // two compares per word; per-worker work happens only at the few places something changes.
-  const uint32_t G = groups_;
   o.alive.assign(G, 0);
   o.cur.assign(G, 0);
   o.run_start.assign(nw, 0);
@@ -400,25 +421,23 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
     alive[g] = lane_mask;
     cur[g] = 0x1111111111111111ULL & lane_mask;
   }
-  size_t reach = n;  // blocks the prefixes can extend over
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t* s = at[i];
-    if (!s) {
-      reach = i;  // chained hashes: a missing block ends every worker's prefix
-      break;
-    }
-    uint64_t active = 0;
-    for (uint32_t g = 0; g < G; ++g) {
-      const uint64_t m = s[3 + g];
-      const uint64_t a = alive[g], na = a & m;
+  // Groups are independent: each runs over the blocks with its state in registers, until it has
+  // nothing left (or the held blocks end). The prefixes extend over the blocks up to where the
+  // last group stopped.
+  size_t reach = 0;
+  for (uint32_t g = 0; g < G; ++g) {
+    uint64_t a = alive[g], c = cur[g];
+    size_t i = 0;
+    for (; i < held && (a | c); ++i) {
+      const uint64_t m = masks[i * G + g];
+      const uint64_t na = a & m;
       if (na != a) {
         for (uint64_t d = a & ~na; d; d &= d - 1) {
           const int b = __builtin_ctzll(d);
           per_tier[size_t(16 * g + b / 4) * 4 + b % 4] = static_cast<int32_t>(i);
         }
-        alive[g] = na;
+        a = na;
       }
-      uint64_t c = cur[g];
       if ((m & c) != c) {
         for (uint64_t miss = c & ~m; miss; miss &= miss - 1) {
           const int b = __builtin_ctzll(miss);
@@ -432,14 +451,11 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
             run_start[w] = static_cast<int32_t>(i);
           }
         }
-        cur[g] = c;
       }
-      active |= alive[g] | cur[g];
     }
-    if (!active) {
-      reach = i + 1;
-      break;
-    }
+    alive[g] = a;
+    cur[g] = c;
+    reach = std::max(reach, i);
   }
   for (uint32_t g = 0; g < G; ++g) {
     for (uint64_t d = alive[g]; d; d &= d - 1) {
@@ -451,24 +467,6 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
       const uint32_t w = 16 * g + b / 4;
       tiered[size_t(w) * 4 + b % 4] += static_cast<int32_t>(reach) - run_start[w];
     }
-  }
-  // The shared pool: every position held in the shared tier by any worker.
-  if (shared_bit) {
-    int32_t run = -1;
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t* s = at[i];
-      bool shared = false;
-      for (uint32_t g = 0; s && g < G && !shared; ++g)
-        if (s[3 + g] & shared_lanes) shared = true;
-      if (shared) {
-        ++o.shared_hits;
-        if (run < 0) run = static_cast<int32_t>(i);
-      } else if (run >= 0) {
-        o.shared_ranges.emplace_back(run, static_cast<int32_t>(i));
-        run = -1;
-      }
-    }
-    if (run >= 0) o.shared_ranges.emplace_back(run, static_cast<int32_t>(n));
   }
 }
 

@@ -64,7 +64,7 @@ struct Overlap {
   std::vector<std::pair<int32_t, int32_t>> shared_ranges;
   int32_t shared_hits = 0;
   // Scratch reused across queries by whoever owns this Overlap.
-  std::vector<const uint64_t*> at;
+  std::vector<uint64_t> masks;       // per request block: its mask words
   std::vector<uint64_t> alive, cur;  // per mask word: tiers still unbroken, current stage (one-hot)
   std::vector<int32_t> run_start;    // per worker: where its current stage began
 };
