@@ -54,4 +54,9 @@ uint32_t skip_u32_forms(const uint8_t*& p, const uint8_t* end, uint32_t n) {
   return 0;
 }
 
+uint32_t decode_u32_forms(const uint8_t*& p, const uint8_t* end, uint32_t n, uint32_t* out) {
+  if (int_run_path() == IntRunPath::Avx512) return detail::decode_u32_forms_avx512(p, end, n, out);
+  return 0;
+}
+
 }  // namespace kv::mp

@@ -287,7 +287,7 @@ bool Reader::skip_uint32s(uint32_t n, uint32_t& bad) {
 
 void Reader::read_checked_uint32s(uint32_t n, uint32_t* out) {
   const uint8_t* p = p_;
-  uint32_t i = 0;
+  uint32_t i = decode_u32_forms(p, end_, n, out);  // the SIMD path's share (int_runs.h)
   // Fast path while 5 bytes remain: every form decoded without data-dependent branches.
   for (; i < n && end_ - p >= 5; ++i) {
     const uint8_t b = p[0];

@@ -135,6 +135,40 @@ TEST_CASE(int_runs, random_runs_agree) {
   }
 }
 
+TEST_CASE(int_runs, checked_runs_read_alike) {
+  PathGuard g;
+  const auto ps = paths();
+  std::mt19937 rng(99);
+  for (int iter = 0; iter < 20000; ++iter) {
+    // Runs that skip_uint32s accepts (the four forms, and other int forms holding a uint32),
+    // read by read_checked_uint32s on each path; sometimes ending right at the buffer's end.
+    const uint32_t n = rng() % 300;
+    std::vector<uint8_t> buf;
+    for (uint32_t i = 0; i < n; ++i) {
+      const int r = static_cast<int>(rng() % 100);
+      put_value(buf, r < 2 ? 4 : r < 4 ? 6 : r < 6 ? 8 : r < 8 ? 10 : static_cast<int>(rng() % 4), rng());
+    }
+    if (iter % 3)
+      for (uint32_t t = rng() % 140; t; --t) buf.push_back(static_cast<uint8_t>(rng()));
+    mp::set_int_run_path(mp::IntRunPath::Scalar);
+    mp::Reader check(buf.data(), buf.size());
+    uint32_t bad = 0;
+    CHECK(check.skip_uint32s(n, bad));
+    std::vector<uint32_t> ref(n + 1, 0xdeadbeef);
+    mp::Reader r0(buf.data(), buf.size());
+    r0.read_checked_uint32s(n, ref.data());
+    CHECK(r0.pos() == check.pos());
+    for (auto p : ps) {
+      mp::set_int_run_path(p);
+      std::vector<uint32_t> got(n + 1, 0xdeadbeef);
+      mp::Reader r(buf.data(), buf.size());
+      r.read_checked_uint32s(n, got.data());
+      CHECK(got == ref);
+      CHECK(r.pos() == r0.pos());
+    }
+  }
+}
+
 TEST_CASE(int_runs, batches_decode_alike) {
   PathGuard g;
   const auto ps = paths();
