@@ -8,6 +8,7 @@
 
 #include "../events/event_batch.h"
 #include "args.h"
+#include "batch_js.h"
 
 namespace {
 
@@ -39,12 +40,8 @@ Napi::Value DecodeKvEventBatchInto(const Napi::CallbackInfo& info) {
   const bool want_tokens = info.Length() > 2 && info[2].ToBoolean().Value();
   thread_local Batch b;
   kv::events::Limits limits;
-  if (!kv::events::decode_batch(payload.data, payload.length, limits, want_tokens, b)) {
-    auto r = Napi::Object::New(env);
-    r.Set("error", b.error_text);
-    r.Set("kind", kv::events::batch_error_name(b.error));
-    return r;
-  }
+  if (!kv::events::decode_batch(payload.data, payload.length, limits, want_tokens, b))
+    return kvglue::BatchErrorObject(env, b);
   const size_t n = b.events.size();
   size_t need = 64;
   const size_t o_kinds = need;
@@ -119,15 +116,7 @@ Napi::Value DecodeKvEventBatchInto(const Napi::CallbackInfo& info) {
     extras[k++] = o;
   }
   r.Set("extras", extras);
-  auto bad = Napi::Array::New(env, b.bad.size());
-  for (size_t i = 0; i < b.bad.size(); ++i) {
-    auto o = Napi::Object::New(env);
-    o.Set("index", static_cast<double>(b.bad[i].index));
-    o.Set("kind", kv::events::bad_kind_name(b.bad[i].kind));
-    o.Set("reason", b.bad[i].reason);
-    bad[i] = o;
-  }
-  r.Set("bad", bad);
+  r.Set("bad", kvglue::BadEventsArray(env, b));
   return r;
 }
 

@@ -8,6 +8,7 @@
 
 #include "../index/block_index.h"
 #include "args.h"
+#include "batch_js.h"
 #include "register.h"
 
 namespace {
@@ -87,23 +88,15 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     WriteCounts(c, out.data);
     out.data[14] = b.ts;
     out.data[15] = b.has_dp ? static_cast<double>(b.dp) : NAN;
-    if (!ok) {
-      auto r = Napi::Object::New(env);
-      r.Set("error", b.error_text);
-      r.Set("kind", kv::events::batch_error_name(b.error));
-      return r;
-    }
+    return FrameVerdict(env, ok, b);
+  }
+
+  // null when the frame applied with no bad event, else {error, kind} or {bad: [...]}.
+  static Napi::Value FrameVerdict(Napi::Env env, bool ok, const kv::events::Batch& b) {
+    if (!ok) return kvglue::BatchErrorObject(env, b);
     if (b.bad.empty()) return env.Null();
     auto r = Napi::Object::New(env);
-    auto bad = Napi::Array::New(env, b.bad.size());
-    for (size_t i = 0; i < b.bad.size(); ++i) {
-      auto o = Napi::Object::New(env);
-      o.Set("index", static_cast<double>(b.bad[i].index));
-      o.Set("kind", kv::events::bad_kind_name(b.bad[i].kind));
-      o.Set("reason", b.bad[i].reason);
-      bad[i] = o;
-    }
-    r.Set("bad", bad);
+    r.Set("bad", kvglue::BadEventsArray(env, b));
     return r;
   }
 
