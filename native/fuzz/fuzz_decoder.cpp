@@ -69,13 +69,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size > 8) {
       // The same frame for a second worker, a store/remove pair through the key-level API, then
       // everything cleared: the table must come back empty.
-      index::ApplyCounts d;
+      index::ApplyCounts d, two[2];
       idx.apply_frame(7, data, size, d);
+      // Two workers' copies in one call (with verification: the SHA lanes' scheduling).
+      const index::BlockIndex::FrameIn in[2] = {{7, data, size}, {8, data, size}};
+      bool oks[2];
+      idx.apply_frames(in, 2, two, oks);
+      require(oks[0] == ok_a && oks[1] == ok_a, "apply_frames verdict differs from the decoder's");
       int64_t h[2] = {static_cast<int64_t>(size), static_cast<int64_t>(data[0]) << 56};
       idx.store(20, static_cast<uint8_t>(data[1] & 3), h, 2, (data[2] & 1) != 0, h[1], d);
       idx.remove(20, static_cast<uint8_t>(data[1] & 3), h, 1, d);
     }
-    for (uint32_t w : {static_cast<uint32_t>(size % 3), 7u, 20u}) idx.clear(w);
+    for (uint32_t w : {static_cast<uint32_t>(size % 3), 7u, 8u, 20u}) idx.clear(w);
     require(idx.blocks() == 0, "blocks left after clearing every worker");
     index::Overlap ov;
     idx.overlap(a.hashes.data(), a.hashes.size(), ov);

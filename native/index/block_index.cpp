@@ -9,6 +9,7 @@
 
 #include "sglang_chain.h"
 #include "sglang_namespace.h"
+#include "sha256.h"
 
 namespace kv::index {
 
@@ -129,7 +130,7 @@ void BlockIndex::erase_at(uint64_t i) {
   const uint32_t d = static_cast<uint32_t>(s[2] >> 32);
   if (d) {
     const int64_t th = dual_[d - 1].token_hash;
-    if (th != static_cast<int64_t>(s[0])) by_token_hash_.erase(th);
+    if (th != static_cast<int64_t>(s[0])) erase_token_key(th);
     dual_free_.push_back(d - 1);
   }
   // Backward-shift deletion: pull later members of the probe run into the hole.
@@ -238,90 +239,116 @@ uint64_t BlockIndex::clear(uint32_t w) {
   return removed;
 }
 
-void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, bool parent_held, ApplyCounts& c) {
+void BlockIndex::set_token_key(int64_t token_hash, int64_t hash) {
+  if (token_ops_) token_ops_->push_back({false, token_hash, hash});
+  else by_token_hash_[token_hash] = hash;
+}
+
+void BlockIndex::erase_token_key(int64_t token_hash) {
+  if (token_ops_) token_ops_->push_back({true, token_hash, 0});
+  else by_token_hash_.erase(token_hash);
+}
+
+bool BlockIndex::begin_verified(uint32_t w, const Event& e, const Batch& b, bool parent_held, ApplyCounts& c,
+                                ChainJob& job) {
   const int64_t* hs = b.hashes.data() + e.hash_begin;
   const size_t n = e.hash_end - e.hash_begin;
-  const uint8_t* prior = nullptr;
-  Digest salt_seed;
+  job.seeded = false;
   bool ok = !e.lora_name.present && uint64_t(e.units) == uint64_t(n) * uint64_t(e.block_size) && n > 0;
   if (ok && e.has_parent) {
     const int64_t at = find(e.parent);
     const uint32_t d = at < 0 ? 0 : static_cast<uint32_t>(slot(static_cast<uint64_t>(at))[2] >> 32);
-    if (d) prior = dual_[d - 1].digest.data();
+    // Copied: dual_ may grow (and move) while the chain is hashed beside another.
+    if (d) job.prior = dual_[d - 1].digest, job.seeded = true;
     else ok = false;  // the parent's digest is unknown: the chain cannot be recomputed
   } else if (ok && e.cache_salt.present && !e.cache_salt.value.empty()) {
-    salt_seed = cache_salt_seed(std::string(e.cache_salt.value));
-    prior = salt_seed.data();
-  }
-  if (!ok) {
-    ++c.unverifiable;
-    ++stats_[w].unverifiable;
-    store_run(w, e.tier, hs, n, e.has_parent, e.parent, parent_held, c);
-    return;
+    job.prior = cache_salt_seed(std::string(e.cache_salt.value));
+    job.seeded = true;
   }
   const uint32_t* tokens = b.tokens.data() + e.tok_begin;
   uint64_t raw = e.units;
-  if (e.bigram) {
+  if (ok && e.bigram) {
     // Pairs (t_i, t_i+1) -> the raw sequence t_0..t_N the chain reads.
-    raw_tokens_.resize(e.units + 1);
-    for (uint32_t i = 0; i < e.units; ++i) raw_tokens_[i] = tokens[2 * i];
-    raw_tokens_[e.units] = tokens[2 * e.units - 1];
-    tokens = raw_tokens_.data();
+    job.raw.resize(e.units + 1);
+    for (uint32_t i = 0; i < e.units; ++i) job.raw[i] = tokens[2 * i];
+    job.raw[e.units] = tokens[2 * e.units - 1];
+    tokens = job.raw.data();
     raw = e.units + 1;
   }
-  const uint64_t offsets[2] = {0, raw};
-  ChainBatch cb;
-  cb.tokens = tokens;
-  cb.offsets = offsets;
-  cb.nseq = 1;
-  cb.page_size = static_cast<uint32_t>(e.block_size);
-  cb.bigram = e.bigram;
-  cb.prior = prior;
-  uint64_t po[2];
-  const uint64_t pages = sglang_page_offsets(cb, po);
-  if (pages != n) {
+  if (!ok || sglang_full_pages(raw, static_cast<uint32_t>(e.block_size), e.bigram) != n) {
     ++c.unverifiable;
     ++stats_[w].unverifiable;
     store_run(w, e.tier, hs, n, e.has_parent, e.parent, parent_held, c);
-    return;
+    return false;
   }
-  digests_.resize(32 * n);
-  sglang_chain_batch(cb, po, digests_.data());
-  ensure_worker(w);
-  store_run(w, e.tier, hs, n, e.has_parent, e.parent, parent_held, c);
+  job.worker = w;
+  job.e = &e;
+  job.hashes = hs;
+  job.pages = n;
+  job.parent_held = parent_held;
+  job.c = &c;
+  job.tokens = tokens;
+  job.page_size = static_cast<uint32_t>(e.block_size);
+  job.bigram = e.bigram;
+  job.digests.resize(32 * n);
+  return true;
+}
+
+void BlockIndex::finish_verified(ChainJob& job) {
+  const uint32_t w = job.worker;
+  const Event& e = *job.e;
+  const int64_t* hs = job.hashes;
+  const size_t n = job.pages;
+  ApplyCounts& c = *job.c;
+  store_run(w, e.tier, hs, n, e.has_parent, e.parent, job.parent_held, c);
   c.verified += n;
   stats_[w].verified += n;
   for (size_t i = 0; i < n; ++i) {
-    const int64_t at = find(hs[i]);
-    uint64_t* s = slot(static_cast<uint64_t>(at));
+    uint64_t* s = slot(static_cast<uint64_t>(find(hs[i])));
     if (s[2] >> 32) continue;  // already has its dual key
-    const uint8_t* d = digests_.data() + 32 * i;
+    const uint8_t* d = job.digests.data() + 32 * i;
     const int64_t th = digest_to_int64(d);
     s[2] |= uint64_t(new_dual(th, d)) << 32;
     if (th != hs[i]) {
       ++c.hash_mismatches;
       ++stats_[w].hash_mismatches;
-      by_token_hash_[th] = hs[i];
+      set_token_key(th, hs[i]);
     }
   }
 }
 
-bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, ApplyCounts& c) {
+void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, bool parent_held, ApplyCounts& c) {
+  if (!begin_verified(w, e, b, parent_held, c, job_)) return;
+  for (size_t p = 0; p < job_.pages; ++p) sha256_page_digest(job_.page(p), job_.digests.data() + 32 * p);
+  finish_verified(job_);
+}
+
+bool BlockIndex::decode_frame(uint32_t w, const uint8_t* data, size_t size, Batch& b, ApplyCounts& c) {
   ensure_worker(w);
-  if (!events::decode_batch(data, size, opt_.limits, opt_.verify, batch_)) {
-    ++stats_[w].bad_batches[static_cast<size_t>(batch_.error)];
+  if (!events::decode_batch(data, size, opt_.limits, opt_.verify, b)) {
+    ++stats_[w].bad_batches[static_cast<size_t>(b.error)];
     return false;
   }
-  for (const auto& b : batch_.bad) ++stats_[w].bad_events[static_cast<size_t>(b.kind)];
-  c.bad_events += batch_.bad.size();
-  const int64_t* hashes = batch_.hashes.data();
-  const size_t nhashes = batch_.hashes.size();
+  for (const auto& x : b.bad) ++stats_[w].bad_events[static_cast<size_t>(x.kind)];
+  c.bad_events += b.bad.size();
+  return true;
+}
+
+bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, ApplyCounts& c) {
+  if (!decode_frame(w, data, size, batch_, c)) return false;
+  apply_events(w, batch_, c);
+  return true;
+}
+
+void BlockIndex::apply_events(uint32_t w, const Batch& b, ApplyCounts& c) {
+  const int64_t* hashes = b.hashes.data();
+  const size_t nhashes = b.hashes.size();
   size_t prefetched = 0;
   // The last block the previous event stored: present in the table (nothing ran in between), so
   // an event that chains from it needs no orphan probe.
   bool held = false;
   int64_t held_hash = 0;
-  for (const Event& e : batch_.events) {
+  for (const Event& e : b.events) {
     ++c.events;
     const size_t n = e.hash_end - e.hash_begin;
     // Slots a few events ahead are requested before this one's are read: a frame's blocks land
@@ -335,7 +362,7 @@ bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, Apply
       case events::kStored:
         ++c.stored_events;
         c.stored_blocks += n;
-        if (opt_.verify) store_verified(w, e, batch_, parent_held, c);
+        if (opt_.verify) store_verified(w, e, b, parent_held, c);
         else store_run(w, e.tier, hashes + e.hash_begin, n, e.has_parent, e.parent, parent_held, c);
         if (n) {
           held = true;
@@ -345,7 +372,7 @@ bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, Apply
       case events::kRemoved:
         ++c.removed_events;
         c.removed_blocks += n;
-        remove(w, e.tier, batch_.hashes.data() + e.hash_begin, n, c);
+        remove(w, e.tier, hashes + e.hash_begin, n, c);
         break;
       default:
         ++c.cleared_events;
@@ -353,7 +380,6 @@ bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, Apply
         break;
     }
   }
-  return true;
 }
 
 void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {

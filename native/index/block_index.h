@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "event_batch.h"
+#include "page_message.h"
 
 namespace kv::index {
 
@@ -97,6 +98,18 @@ class BlockIndex {
   // The decoded batch of the last apply_frame (its bad events and batch error).
   const events::Batch& last_batch() const { return batch_; }
 
+  // Frames of several workers (a consumer's event-loop turn), applied as apply_frame would
+  // apply them one after the other: ok[i] and counts[i] per frame, frame_batch(i) its batch.
+  // With verification on, the chains of two frames that cannot affect each other (other
+  // workers, no block in common) are hashed together in two SHA lanes.
+  struct FrameIn {
+    uint32_t worker;
+    const uint8_t* data;
+    size_t size;
+  };
+  void apply_frames(const FrameIn* frames, size_t k, ApplyCounts* counts, bool* ok);
+  const events::Batch& frame_batch(size_t i) const { return frames_[i].batch; }
+
   void store(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
              ApplyCounts& c);
   void remove(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, ApplyCounts& c);
@@ -162,9 +175,49 @@ class BlockIndex {
       if (s[3 + g]) return false;
     return true;
   }
+  // Decodes a frame into `b` and counts what it refused; false when the batch is refused whole.
+  bool decode_frame(uint32_t worker, const uint8_t* data, size_t size, events::Batch& b, ApplyCounts& c);
+  // A decoded frame's events, one after the other (apply_frame after decoding).
+  void apply_events(uint32_t worker, const events::Batch& b, ApplyCounts& c);
+
+  // A BlockStored whose chain is being recomputed: the chain's input and the digests so far.
+  struct ChainJob {
+    uint32_t worker = 0;
+    const events::Event* e = nullptr;
+    const int64_t* hashes = nullptr;
+    size_t pages = 0;
+    bool parent_held = false;
+    ApplyCounts* c = nullptr;
+    const uint32_t* tokens = nullptr;  // raw token ids (bigram pairs unpacked into `raw`)
+    uint32_t page_size = 0;
+    bool bigram = false;
+    bool seeded = false;  // the first page chains from `prior`
+    std::array<uint8_t, 32> prior{};
+    std::vector<uint8_t> digests;  // 32 bytes a page
+    std::vector<uint32_t> raw;
+    PageMessage page(size_t p) const {
+      return {p == 0 ? (seeded ? prior.data() : nullptr) : digests.data() + 32 * (p - 1), tokens + p * page_size,
+              page_size, bigram};
+    }
+  };
+  // Everything store_verified does before hashing: true with `job` ready to hash, or false when
+  // the event was stored as unverifiable.
+  bool begin_verified(uint32_t worker, const events::Event& e, const events::Batch& b, bool parent_held, ApplyCounts& c,
+                      ChainJob& job);
+  // After every page is hashed: the blocks stored, their dual keys set, mismatches counted.
+  void finish_verified(ChainJob& job);
   void store_verified(uint32_t worker, const events::Event& e, const events::Batch& b, bool parent_held,
                       ApplyCounts& c);
   uint32_t new_dual(int64_t token_hash, const uint8_t* digest);
+  // by_token_hash_ changes, in order; while two frames run in lanes, the later frame's are held
+  // back in `token_ops_` until the earlier one is done, so they land in frame order.
+  void set_token_key(int64_t token_hash, int64_t hash);
+  void erase_token_key(int64_t token_hash);
+  struct TokenOp {
+    bool erase;
+    int64_t token_hash, hash;
+  };
+  std::vector<TokenOp>* token_ops_ = nullptr;
 
   Options opt_;
   uint64_t* table_ = nullptr;
@@ -182,8 +235,17 @@ class BlockIndex {
   std::vector<uint32_t> dual_free_;
   std::unordered_map<int64_t, int64_t> by_token_hash_;
   events::Batch batch_;
-  std::vector<uint8_t> digests_;
-  std::vector<uint32_t> raw_tokens_;
+  ChainJob job_, lane_jobs_[2];
+  // apply_frames: each frame's batch, and what the lanes need to know to pair frames.
+  struct Frame {
+    events::Batch batch;
+    std::vector<int64_t> keys;  // every hash its events name, sorted
+    std::vector<int64_t> parents;
+    bool clears = false;
+  };
+  std::vector<Frame> frames_;
+  bool independent(size_t i, size_t j, const FrameIn* in) const;
+  struct Lane;
 };
 
 }  // namespace kv::index
