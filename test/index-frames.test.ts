@@ -46,6 +46,9 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
           const hashes = c >= 6 ? real.map((_, i) => BigInt.asIntN(64, (BigInt(c) << 40n) | BigInt(i + 1))) : real;
           chains.push({ tokens, hashes, salt });
         }
+        // chain 10: chain 6's engine hashes over other tokens (a worker that disagrees): which
+        // digest a block keeps depends on which frame stored it first
+        chains.push({ tokens: Array.from({ length: LEN * PAGE }, () => Math.floor(rand() * 50_000)), hashes: chains[6].hashes, salt: null });
         const workers = ["w0", "w1", "w2", "w3"];
         const stored = (ch: Chain, s: number, len: number, tier: Tier): KvEvent => ({
           type: "BlockStored", blockHashes: ch.hashes.slice(s, s + len), parentBlockHash: s > 0 ? ch.hashes[s - 1] : null,
@@ -114,5 +117,26 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
     const th = one.lookup(1000n)?.tokenHash as bigint;
     expect(one.lookup(th)?.hash).toBe(2000n);
     expect(many.lookup(th)).toEqual(one.lookup(th));
+  });
+
+  it("two frames that name one block are applied one after the other, whatever their lengths", () => {
+    // Both store block 0 from other tokens; frame 1's one page would be hashed first beside frame 0.
+    const t0 = Array.from({ length: 4 * PAGE }, (_, i) => 5000 + i);
+    const t1 = Array.from({ length: PAGE }, (_, i) => 9000 + i);
+    const hashes = Array.from(blockHashes(Uint32Array.from(t0), { pageSize: PAGE }));
+    const ev = (hs: bigint[], tokens: number[]): KvEvent => ({
+      type: "BlockStored", blockHashes: hs, parentBlockHash: null, tokenIds: tokens, blockSize: PAGE,
+      loraId: null, medium: "GPU", tier: "GPU", cacheSalt: null, sessionId: null, loraName: null, bigram: false,
+    });
+    const frames = [
+      { worker: "a", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(hashes, t0)] }) },
+      { worker: "b", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(hashes.slice(0, 1), t1)] }) },
+    ];
+    const one = new InMemoryKvIndex({ verify: true });
+    const many = new InMemoryKvIndex({ verify: true });
+    const want = frames.map((f) => one.applyFrame(f.worker, f.payload));
+    expect(many.applyFrames(frames)).toEqual(want);
+    expect(one.lookup(hashes[0])?.tokenHash).toBe(hashes[0]);
+    expect(many.lookup(hashes[0])).toEqual(one.lookup(hashes[0]));
   });
 });

@@ -236,16 +236,34 @@ class BlockIndex {
   std::unordered_map<int64_t, int64_t> by_token_hash_;
   events::Batch batch_;
   ChainJob job_, lane_jobs_[2];
-  // apply_frames: each frame's batch, and what the lanes need to know to pair frames.
+  // apply_frames: each frame's batch; per lane, the hashes its frame names (to pair frames).
   struct Frame {
     events::Batch batch;
-    std::vector<int64_t> keys;  // every hash its events name, sorted
-    std::vector<int64_t> parents;
-    bool clears = false;
   };
   std::vector<Frame> frames_;
-  bool independent(size_t i, size_t j, const FrameIn* in) const;
-  struct Lane;
+  struct KeySet {
+    std::vector<int64_t> keys;
+    std::vector<uint32_t> stamp;  // slot in use when it equals `now` (no clearing between frames)
+    uint32_t now = 0;
+    uint64_t mask = 0;
+    void reset(size_t n);
+    void add(int64_t k);
+    bool has(int64_t k) const;
+  };
+  // One frame in progress on a lane: its next event, and whether a chain is being hashed.
+  struct Lane {
+    long frame = -1;  // -1: idle
+    size_t event = 0, prefetched = 0;
+    bool held = false;  // as in apply_events
+    int64_t held_hash = 0;
+    bool hashing = false;
+    size_t page = 0;
+    std::vector<TokenOp> ops;  // token-hash map changes held back (the later frame)
+    KeySet keys;               // the hashes the frame's events name
+    bool clears = false;       // the frame has an AllBlocksCleared
+  };
+  Lane lanes_[2];
+  bool independent(const Lane& running, Lane& candidate, const FrameIn* in) const;
 };
 
 }  // namespace kv::index

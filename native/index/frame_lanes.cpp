@@ -20,37 +20,54 @@ namespace kv::index {
 using events::Batch;
 using events::Event;
 
-namespace {
-
-bool has(const std::vector<int64_t>& sorted, int64_t h) {
-  return std::binary_search(sorted.begin(), sorted.end(), h);
+void BlockIndex::KeySet::reset(size_t n) {
+  size_t cap = 64;
+  while (cap < 2 * n) cap *= 2;
+  if (keys.size() < cap) {
+    keys.assign(cap, 0);
+    stamp.assign(cap, 0);
+    now = 0;
+  }
+  mask = cap - 1;
+  if (++now == 0) {  // stamps wrapped: clear them once
+    std::fill(stamp.begin(), stamp.end(), 0);
+    now = 1;
+  }
 }
 
-}  // namespace
+void BlockIndex::KeySet::add(int64_t k) {
+  uint64_t i = mix(k) & mask;
+  while (stamp[i] == now && keys[i] != k) i = (i + 1) & mask;
+  keys[i] = k;
+  stamp[i] = now;
+}
 
-bool BlockIndex::independent(size_t i, size_t j, const FrameIn* in) const {
-  const Frame& a = frames_[i];
-  const Frame& b = frames_[j];
-  if (in[i].worker == in[j].worker || a.clears || b.clears) return false;
-  for (int64_t h : b.keys)
-    if (has(a.keys, h)) return false;
-  for (int64_t h : b.parents)
-    if (has(a.keys, h)) return false;
-  for (int64_t h : a.parents)
-    if (has(b.keys, h)) return false;
+bool BlockIndex::KeySet::has(int64_t k) const {
+  for (uint64_t i = mix(k) & mask;; i = (i + 1) & mask) {
+    if (stamp[i] != now) return false;
+    if (keys[i] == k) return true;
+  }
+}
+
+// Whether `candidate`'s frame (its keys not yet built) can run beside `running`'s: other workers,
+// no AllBlocksCleared, no hash of one among the other's hashes or parents. Builds the candidate's
+// keys on the way.
+bool BlockIndex::independent(const Lane& running, Lane& candidate, const FrameIn* in) const {
+  if (in[running.frame].worker == in[candidate.frame].worker || running.clears) return false;
+  const Batch& b = frames_[candidate.frame].batch;
+  candidate.keys.reset(b.hashes.size());
+  for (int64_t h : b.hashes) {
+    if (running.keys.has(h)) return false;
+    candidate.keys.add(h);
+  }
+  for (const Event& e : b.events) {
+    if (e.kind == events::kCleared) return false;
+    if (e.has_parent && running.keys.has(e.parent)) return false;
+  }
+  for (const Event& e : frames_[running.frame].batch.events)
+    if (e.has_parent && candidate.keys.has(e.parent)) return false;
   return true;
 }
-
-// One frame in progress on a lane: its next event, and the chain being hashed (if any).
-struct BlockIndex::Lane {
-  long frame = -1;  // -1: idle
-  size_t event = 0, prefetched = 0;
-  bool held = false;  // as in apply_events
-  int64_t held_hash = 0;
-  bool hashing = false;
-  size_t page = 0;
-  std::vector<TokenOp> ops;  // token-hash map changes held back (the later frame)
-};
 
 void BlockIndex::apply_frames(const FrameIn* in, size_t k, ApplyCounts* counts, bool* ok) {
   if (frames_.size() < k) frames_.resize(k);
@@ -61,18 +78,12 @@ void BlockIndex::apply_frames(const FrameIn* in, size_t k, ApplyCounts* counts, 
       if (ok[i]) apply_events(in[i].worker, frames_[i].batch, counts[i]);
     return;
   }
-  for (size_t i = 0; i < k; ++i) {
-    Frame& f = frames_[i];
-    f.keys.assign(f.batch.hashes.begin(), f.batch.hashes.end());
-    std::sort(f.keys.begin(), f.keys.end());
-    f.parents.clear();
-    f.clears = false;
-    for (const Event& e : f.batch.events) {
-      if (e.has_parent) f.parents.push_back(e.parent);
-      if (e.kind == events::kCleared) f.clears = true;
-    }
+  Lane* lane = lanes_;  // kept across calls: their buffers are reused
+  for (int l = 0; l < 2; ++l) {
+    lane[l].frame = -1;
+    lane[l].hashing = false;
+    lane[l].ops.clear();
   }
-  Lane lane[2];
   ChainJob* jobs = lane_jobs_;
   size_t next = 0;
   // Runs `l`'s frame until a chain is to be hashed or the frame is done (apply_events' loop body).
@@ -139,8 +150,22 @@ void BlockIndex::apply_frames(const FrameIn* in, size_t k, ApplyCounts* counts, 
       while (!a.hashing) {
         if (a.frame < 0) {
           while (next < k && !ok[next]) ++next;  // a refused frame applies nothing
-          if (next >= k || (o.frame >= 0 && !independent(o.frame, next, in))) break;
-          a = Lane{static_cast<long>(next++), 0, 0, false, 0, false, 0, std::move(a.ops)};
+          if (next >= k) break;
+          a.frame = static_cast<long>(next);
+          if (o.frame >= 0 && !independent(o, a, in)) {
+            a.frame = -1;  // waits for the other lane's frame
+            break;
+          }
+          if (o.frame < 0) {  // nothing to check against: its keys, for the frames that come beside it
+            const Batch& b = frames_[next].batch;
+            a.keys.reset(b.hashes.size());
+            for (int64_t h : b.hashes) a.keys.add(h);
+          }
+          a.clears = false;
+          for (const Event& e : frames_[next].batch.events) a.clears = a.clears || e.kind == events::kCleared;
+          ++next;
+          a.event = a.prefetched = 0;
+          a.held = a.hashing = false;
         }
         run(l, [&] { step(l); });
         if (a.frame < 0 && o.frame >= 0) flush(1 - l);  // the earlier frame is done
