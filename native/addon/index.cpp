@@ -31,11 +31,11 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     return DefineClass(
         env, "KvBlockIndex",
         {InstanceMethod("applyFrame", &IndexWrap::ApplyFrame), InstanceMethod("applyFrames", &IndexWrap::ApplyFrames),
-         InstanceMethod("store", &IndexWrap::Store), InstanceMethod("remove", &IndexWrap::Remove),
-         InstanceMethod("clear", &IndexWrap::Clear), InstanceMethod("overlapInto", &IndexWrap::OverlapInto),
-         InstanceMethod("scoreInto", &IndexWrap::ScoreInto), InstanceMethod("lookup", &IndexWrap::Lookup),
-         InstanceMethod("workerStats", &IndexWrap::WorkerStatsFn), InstanceMethod("blocks", &IndexWrap::Blocks),
-         InstanceMethod("memoryBytes", &IndexWrap::MemoryBytes)});
+         InstanceMethod("applyFrameColumns", &IndexWrap::ApplyFrameColumns), InstanceMethod("store", &IndexWrap::Store),
+         InstanceMethod("remove", &IndexWrap::Remove), InstanceMethod("clear", &IndexWrap::Clear),
+         InstanceMethod("overlapInto", &IndexWrap::OverlapInto), InstanceMethod("scoreInto", &IndexWrap::ScoreInto),
+         InstanceMethod("lookup", &IndexWrap::Lookup), InstanceMethod("workerStats", &IndexWrap::WorkerStatsFn),
+         InstanceMethod("blocks", &IndexWrap::Blocks), InstanceMethod("memoryBytes", &IndexWrap::MemoryBytes)});
   }
 
   explicit IndexWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IndexWrap>(info) {
@@ -90,6 +90,26 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     out.data[14] = b.ts;
     out.data[15] = b.has_dp ? static_cast<double>(b.dp) : NAN;
     return FrameVerdict(env, ok, b);
+  }
+
+  // applyFrameColumns(slot, payload, out: Float64Array(16), columns: Uint8Array) applies the frame
+  // as applyFrame does and returns its events as decodeKvEventBatchInto(payload, columns, true)
+  // would (batch_js.h), from the one decode: for a consumer whose listeners want the events too.
+  // -(bytes needed) when `columns` is too small: the frame is applied all the same.
+  Napi::Value ApplyFrameColumns(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const uint32_t w = SlotArg(info, 0);
+    auto payload = kvglue::BytesArg(info, 1, "payload");
+    auto out = CountsArg(info, 2, kCountFields);
+    auto cols = kvglue::TypedArg<uint8_t>(info, 3, "columns", napi_uint8_array, "Uint8Array");
+    ApplyCounts c;
+    const bool ok = index_->apply_frame(w, payload.data, payload.length, c, true);
+    const auto& b = index_->last_batch();
+    WriteCounts(c, out.data);
+    out.data[14] = b.ts;
+    out.data[15] = b.has_dp ? static_cast<double>(b.dp) : NAN;
+    if (!ok) return kvglue::BatchErrorObject(env, b);
+    return kvglue::WriteBatchColumns(env, b, cols.data, cols.length);
   }
 
   // null when the frame applied with no bad event, else {error, kind} or {bad: [...]}.

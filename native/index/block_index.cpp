@@ -323,9 +323,10 @@ void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, bool
   finish_verified(job_);
 }
 
-bool BlockIndex::decode_frame(uint32_t w, const uint8_t* data, size_t size, Batch& b, ApplyCounts& c) {
+bool BlockIndex::decode_frame(uint32_t w, const uint8_t* data, size_t size, Batch& b, ApplyCounts& c,
+                              bool want_tokens) {
   ensure_worker(w);
-  if (!events::decode_batch(data, size, opt_.limits, opt_.verify, b)) {
+  if (!events::decode_batch(data, size, opt_.limits, opt_.verify || want_tokens, b)) {
     ++stats_[w].bad_batches[static_cast<size_t>(b.error)];
     return false;
   }
@@ -334,8 +335,8 @@ bool BlockIndex::decode_frame(uint32_t w, const uint8_t* data, size_t size, Batc
   return true;
 }
 
-bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, ApplyCounts& c) {
-  if (!decode_frame(w, data, size, batch_, c)) return false;
+bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, ApplyCounts& c, bool want_tokens) {
+  if (!decode_frame(w, data, size, batch_, c, want_tokens)) return false;
   apply_events(w, batch_, c);
   return true;
 }

@@ -93,8 +93,9 @@ class BlockIndex {
   BlockIndex& operator=(const BlockIndex&) = delete;
 
   // Decodes a payload, verifies (when on) and applies every valid event; bad events are
-  // counted and skipped whole. Returns false when the batch as a whole was refused.
-  bool apply_frame(uint32_t worker, const uint8_t* data, size_t size, ApplyCounts& c);
+  // counted and skipped whole. Returns false when the batch as a whole was refused. With
+  // `want_tokens` the last batch keeps the token ids even when verification is off.
+  bool apply_frame(uint32_t worker, const uint8_t* data, size_t size, ApplyCounts& c, bool want_tokens = false);
   // The decoded batch of the last apply_frame (its bad events and batch error).
   const events::Batch& last_batch() const { return batch_; }
 
@@ -176,7 +177,8 @@ class BlockIndex {
     return true;
   }
   // Decodes a frame into `b` and counts what it refused; false when the batch is refused whole.
-  bool decode_frame(uint32_t worker, const uint8_t* data, size_t size, events::Batch& b, ApplyCounts& c);
+  bool decode_frame(uint32_t worker, const uint8_t* data, size_t size, events::Batch& b, ApplyCounts& c,
+                    bool want_tokens);
   // A decoded frame's events, one after the other (apply_frame after decoding).
   void apply_events(uint32_t worker, const events::Batch& b, ApplyCounts& c);
 

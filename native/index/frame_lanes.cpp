@@ -72,7 +72,7 @@ bool BlockIndex::independent(const Lane& running, Lane& candidate, const FrameIn
 void BlockIndex::apply_frames(const FrameIn* in, size_t k, ApplyCounts* counts, bool* ok) {
   if (frames_.size() < k) frames_.resize(k);
   for (size_t i = 0; i < k; ++i)
-    ok[i] = decode_frame(in[i].worker, in[i].data, in[i].size, frames_[i].batch, counts[i]);
+    ok[i] = decode_frame(in[i].worker, in[i].data, in[i].size, frames_[i].batch, counts[i], false);
   if (!opt_.verify || k < 2) {
     for (size_t i = 0; i < k; ++i)
       if (ok[i]) apply_events(in[i].worker, frames_[i].batch, counts[i]);

@@ -3,7 +3,8 @@
 // hash beside the engine hash. KV-event frames are applied in one addon call each
 // (decode + verify + apply); TypeScript sees counts, never per-block objects.
 import { loadAddon } from "../addon.js";
-import { TIER_INDEX, TIERS, type Tier } from "../events/types.js";
+import { columnsOf, columnsToBatch, type NativeResult } from "../events/native.js";
+import { BatchDecodeError, type DecodedBatch, TIER_INDEX, TIERS, type Tier } from "../events/types.js";
 import { DEFAULT_SCORING, type ScoringConfig, type WorkerLoad, type WorkerScore } from "./scoring.js";
 import type {
   ApplyResult,
@@ -22,6 +23,7 @@ type NativeVerdict = null | { error: string; kind: string } | { bad: FrameResult
 interface NativeBlockIndex {
   applyFrame(slot: number, payload: Uint8Array, out: Float64Array): NativeVerdict;
   applyFrames(slots: Uint32Array, payloads: Uint8Array[], out: Float64Array): null | NativeVerdict[];
+  applyFrameColumns(slot: number, payload: Uint8Array, out: Float64Array, columns: Uint8Array): NativeResult;
   store(slot: number, tier: number, hashes: BigInt64Array, hasParent: boolean, parent: bigint, out: Float64Array): void;
   remove(slot: number, tier: number, hashes: BigInt64Array, out: Float64Array): void;
   clear(slot: number): number;
@@ -133,6 +135,30 @@ export class InMemoryKvIndex implements FrameIndex {
 
   applyFrame(worker: string, payload: Uint8Array): FrameResult {
     return frameResult(this.idx.applyFrame(this.slot(worker), payload, this.counts), this.counts, 0);
+  }
+
+  /**
+   * applyFrame, and the frame's events as decodeBatch would return them (null for a refused
+   * frame), from the one decode: for a consumer whose listeners want the events as well.
+   */
+  applyFrameDecoded(worker: string, payload: Uint8Array): { result: FrameResult; batch: DecodedBatch | null } {
+    const slot = this.slot(worker);
+    let refused: NativeVerdict = null;
+    let batch: DecodedBatch | null = null;
+    try {
+      const cols = columnsOf(payload, true, (out) => {
+        const r = this.idx.applyFrameColumns(slot, payload, this.counts, out);
+        if (typeof r === "object" && "error" in r) refused = r;
+        return r;
+      });
+      batch = columnsToBatch(cols);
+    } catch (e) {
+      // A refused frame; or (scratch too small, the decoder alone refusing what the index's
+      // limits let through) applied but without its events: then bad lists only what is counted.
+      if (!(e instanceof BatchDecodeError)) throw e;
+    }
+    const bad = batch?.bad ?? [];
+    return { result: frameResult(refused ?? (bad.length > 0 ? { bad } : null), this.counts, 0), batch };
   }
 
   /**
