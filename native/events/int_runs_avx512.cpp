@@ -180,7 +180,9 @@ KV_AVX512_TARGET uint32_t decode_u32_forms_avx512(const uint8_t*& p, const uint8
                            _mm512_cmpeq_epi8_mask(ch.tags, _mm512_set1_epi8(static_cast<char>(0xcc))) |
                            _mm512_cmpeq_epi8_mask(ch.tags, _mm512_set1_epi8(static_cast<char>(0xcd))) |
                            _mm512_cmpeq_epi8_mask(ch.tags, _mm512_set1_epi8(static_cast<char>(0xce)));
-    const uint32_t take = std::min<uint32_t>(std::min<uint32_t>(__builtin_ctzll(~(inside & good)), 63), n - done);
+    const uint64_t run = inside & good;  // all 64 lanes: 64 values of one byte
+    const uint32_t take =
+        std::min<uint32_t>(run == ~uint64_t(0) ? 63 : std::min<uint32_t>(__builtin_ctzll(~run), 63), n - done);
     for (uint32_t g = 0; 16 * g < take; ++g) values(ch, 16 * g, take - 16 * g, v, v2, out + done + 16 * g);
     alignas(64) uint8_t pos[64];
     _mm512_store_si512(pos, ch.pos);

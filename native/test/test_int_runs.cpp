@@ -169,6 +169,29 @@ TEST_CASE(int_runs, checked_runs_read_alike) {
   }
 }
 
+TEST_CASE(int_runs, windows_full_of_one_byte_values) {
+  PathGuard g;
+  const auto ps = paths();
+  // 64 fixints fill a SIMD window; runs of them, then a few other forms, then the end.
+  for (uint32_t n : {63u, 64u, 65u, 128u, 200u}) {
+    std::vector<uint8_t> buf;
+    for (uint32_t i = 0; i < n; ++i) put_value(buf, i % 97 == 96 ? 2 : 0, i * 7);
+    for (int t = 0; t < 130; ++t) buf.push_back(0xa5);
+    const Outcome ref = skip_with(mp::IntRunPath::Scalar, buf, 0, n);
+    std::vector<uint32_t> want(n);
+    mp::Reader r0(buf.data(), buf.size());
+    r0.read_checked_uint32s(n, want.data());
+    for (auto p : ps) {
+      CHECK(skip_with(p, buf, 0, n) == ref);
+      mp::set_int_run_path(p);
+      std::vector<uint32_t> got(n);
+      mp::Reader r(buf.data(), buf.size());
+      r.read_checked_uint32s(n, got.data());
+      CHECK(got == want && r.pos() == r0.pos());
+    }
+  }
+}
+
 TEST_CASE(int_runs, batches_decode_alike) {
   PathGuard g;
   const auto ps = paths();
