@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "adapters/adapter.h"
+#include "sglang_stored.h"
 
 namespace kv::events {
 
@@ -197,7 +198,7 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
 
 // Decodes the event `r` is positioned at and steps over it. False only when the payload itself
 // is broken there (truncated, too deep): the whole batch is then refused.
-bool decode_event(mp::Reader& r, uint32_t index, bool want_tokens, int max_depth, Batch& b) {
+bool decode_event(mp::Reader& r, uint32_t index, bool want_tokens, int max_depth, bool fast_path, Batch& b) {
   const mp::Reader start = r;
   const mp::Type t = r.peek();
   auto skip_bad = [&](BadKind kind, std::string reason) {
@@ -208,6 +209,7 @@ bool decode_event(mp::Reader& r, uint32_t index, bool want_tokens, int max_depth
   };
   if (t != mp::Type::Array && t != mp::Type::Map)
     return skip_bad(BadKind::NotAnEvent, std::string("event is ") + mp::type_name(t));
+  if (fast_path && t == mp::Type::Map && decode_sglang_stored(r, want_tokens, b)) return true;
   for (const EventAdapter* const* a = all_adapters(); *a; ++a) {
     if (!(*a)->claims(r)) continue;
     RawFields f;
@@ -270,7 +272,7 @@ bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch&
                       "batch: " + std::to_string(n) + " events, over the maximum " + std::to_string(limits.max_events));
   b.events.reserve(std::min<uint32_t>(n, 4096));
   for (uint32_t i = 0; i < n; ++i)
-    if (!decode_event(r, i, want_tokens, limits.max_depth, b))
+    if (!decode_event(r, i, want_tokens, limits.max_depth, limits.fast_path, b))
       return batch_fail(b, BatchError::Msgpack, reader_failure(r));
   return true;
 }

@@ -4,7 +4,7 @@
 // Besides "no crash, no sanitizer report", it checks: decoding with and without token ids gives
 // the same verdict and events; every event's ranges lie inside the batch; applying the frame
 // and then clearing every worker leaves the index empty (the deletion path); the SIMD and scalar
-// paths over token-id runs decode it alike.
+// paths over token-id runs decode it alike, and so do the BlockStored fast path and the adapters.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +45,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     require(a.events.empty() && a.hashes.empty() && !a.error_text.empty(),
             "refused batch kept events or has no reason");
+  }
+  {
+    // SGLang's BlockStored fast path against the adapters alone.
+    static events::Batch g;
+    events::Limits general = limits;
+    general.fast_path = false;
+    const bool ok_g = events::decode_batch(data, size, general, true, g);
+    require(ok_g == ok_a && g.error == a.error && g.error_text == a.error_text && g.hashes == a.hashes &&
+                g.tokens == a.tokens && g.events.size() == a.events.size() && g.bad.size() == a.bad.size(),
+            "the BlockStored fast path and the adapters disagree");
+    for (size_t i = 0; i < g.events.size() && i < a.events.size(); ++i) {
+      const events::Event &x = g.events[i], &y = a.events[i];
+      require(x.kind == y.kind && x.tier == y.tier && x.has_parent == y.has_parent && x.parent == y.parent &&
+                  x.block_size == y.block_size && x.hash_begin == y.hash_begin && x.hash_end == y.hash_end &&
+                  x.tok_begin == y.tok_begin && x.tok_end == y.tok_end && x.units == y.units && x.bigram == y.bigram &&
+                  x.medium.present == y.medium.present && x.medium.value == y.medium.value &&
+                  x.cache_salt.present == y.cache_salt.present && x.session_id.present == y.session_id.present &&
+                  x.lora_name.present == y.lora_name.present && x.has_lora_id == y.has_lora_id &&
+                  x.lora_id == y.lora_id,
+              "the BlockStored fast path and the adapters decode an event differently");
+    }
+    for (size_t i = 0; i < g.bad.size() && i < a.bad.size(); ++i)
+      require(g.bad[i].index == a.bad[i].index && g.bad[i].kind == a.bad[i].kind && g.bad[i].reason == a.bad[i].reason,
+              "the BlockStored fast path and the adapters report a bad event differently");
   }
   if (mp::int_runs_avx512_supported()) {
     // The token-id runs' SIMD path (the default here) against the scalar one.
