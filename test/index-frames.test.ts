@@ -119,6 +119,29 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
     expect(many.lookup(th)).toEqual(one.lookup(th));
   });
 
+  it("a later frame's held-back token-hash changes land before a frame that starts after the earlier one ends", () => {
+    // Frame 1 finishes first and holds its change back; frame 2 (frame 0's worker) waits for frame
+    // 0, then runs on its lane: frame 1's change must land before frame 2's.
+    const tokens = Array.from({ length: 8 * PAGE }, (_, i) => 3000 + i);
+    const ev = (base: bigint, pages: number): KvEvent => ({
+      type: "BlockStored", blockHashes: Array.from({ length: pages }, (_, i) => base + BigInt(i)), parentBlockHash: null,
+      tokenIds: tokens.slice(0, pages * PAGE), blockSize: PAGE, loraId: null, medium: "GPU", tier: "GPU",
+      cacheSalt: null, sessionId: null, loraName: null, bigram: false,
+    });
+    const frames = [
+      { worker: "a", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(1000n, 8)] }) },
+      { worker: "b", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(2000n, 1)] }) },
+      { worker: "a", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(3000n, 1)] }) },
+    ];
+    const one = new InMemoryKvIndex({ verify: true });
+    const many = new InMemoryKvIndex({ verify: true });
+    const want = frames.map((f) => one.applyFrame(f.worker, f.payload));
+    expect(many.applyFrames(frames)).toEqual(want);
+    const th = one.lookup(1000n)?.tokenHash as bigint;
+    expect(one.lookup(th)?.hash).toBe(3000n);
+    expect(many.lookup(th)).toEqual(one.lookup(th));
+  });
+
   it("two frames that name one block are applied one after the other, whatever their lengths", () => {
     // Both store block 0 from other tokens; frame 1's one page would be hashed first beside frame 0.
     const t0 = Array.from({ length: 4 * PAGE }, (_, i) => 5000 + i);

@@ -168,7 +168,9 @@ void BlockIndex::apply_frames(const FrameIn* in, size_t k, ApplyCounts* counts, 
           a.held = a.hashing = false;
         }
         run(l, [&] { step(l); });
-        if (a.frame < 0 && o.frame >= 0) flush(1 - l);  // the earlier frame is done
+        // This lane's frame is done (or it had none): whatever the other lane held back lands now,
+        // before this lane starts a frame that comes after the other's.
+        if (a.frame < 0) flush(1 - l);
       }
     }
     const bool h0 = lane[0].hashing, h1 = lane[1].hashing;
