@@ -81,6 +81,35 @@ describe("captured fixtures (bytes from SGLang's ZmqEventPublisher)", () => {
     expect(c.metrics).toMatchObject({ batches: 3, gaps: 0, badEvents: 0 });
   });
 
+  it("a batch listener gets the events from the index's one decode of the payload", () => {
+    const f = fixture("sglang-tiers");
+    const idx = new InMemoryKvIndex();
+    const calls = { frame: 0, decoded: 0 };
+    const applyFrame = idx.applyFrame.bind(idx);
+    const applyFrameDecoded = idx.applyFrameDecoded.bind(idx);
+    idx.applyFrame = (w, p) => (calls.frame++, applyFrame(w, p));
+    idx.applyFrameDecoded = (w, p) => (calls.decoded++, applyFrameDecoded(w, p));
+    const c = new KvEventConsumer({ endpoint: "unused", worker: "w0", sink: indexSink(idx), log: () => {} });
+    c.onFrames(frames(f.messages[0])); // nobody listens: the plain path
+    const got: KvEventBatch[] = [];
+    c.on("batch", ({ batch }) => got.push(batch));
+    c.onFrames(frames(f.messages[1]));
+    c.onFrames([Buffer.from("kv"), frames(f.messages[2])[1], Buffer.from([0x93, 0xc1])]); // refused whole
+    expect(calls).toEqual({ frame: 1, decoded: 2 });
+    expect(got).toEqual([decodeBatch(frames(f.messages[1])[2]).batch]);
+    expect(idx.stats().workers.w0).toEqual({ GPU: 0, CPU_PINNED: 2, DISK: 0, EXTERNAL: 0 });
+    expect(c.metrics).toMatchObject({ batches: 2, badBatches: 1 });
+    expect(idx.counters("w0").badBatches.msgpack).toBe(1);
+    // through the metrics decorator too
+    const inst = new InstrumentedKvIndex(new InMemoryKvIndex());
+    const c2 = new KvEventConsumer({ endpoint: "unused", worker: "w0", sink: indexSink(inst), log: () => {} });
+    const got2: KvEventBatch[] = [];
+    c2.on("batch", ({ batch }) => got2.push(batch));
+    c2.onFrames(frames(f.messages[0]));
+    expect(got2).toEqual([decodeBatch(frames(f.messages[0])[2]).batch]);
+    expect(inst.metrics.eventsApplied.BlockStored).toBe(got2[0].events.filter((e) => e.type === "BlockStored").length);
+  });
+
   it("every committed fixture decodes cleanly", () => {
     for (const name of readdirSync(fixtureDir).filter((n) => n.endsWith(".json"))) {
       for (const m of fixture(name.replace(/\.json$/, "")).messages) expect(decodeBatch(frames(m)[2]).bad).toEqual([]);

@@ -199,10 +199,16 @@ describe("native index vs a Map model (randomised, differential)", () => {
           // tier move: host copy stored, device copy removed, in one batch
           events = [stored(c, s, len, "CPU_PINNED", false), removed(chains[c].slice(s, s + len), "GPU")];
         } else if (r < 0.88 && history.length) events = pick(history); // duplicate of an earlier batch
-        else if (r < 0.95) {
+        else if (r < 0.92) {
           // out of order: a child before its parent
           const s2 = Math.min(s + len, LEN - 1);
           events = [stored(c, s2, 1, tier, false), stored(c, s, Math.max(1, s2 - s), tier, false)];
+        } else if (r < 0.95 && s + len < LEN) {
+          // one chain over several events, as SGLang batches it (each event's parent is the block the
+          // one before stored); sometimes that block is removed in between, which can orphan the next
+          const rest = 1 + Math.floor(rand() * Math.min(8, LEN - s - len));
+          const between = rand() < 0.5 ? [removed([chains[c][s + len - 1]], tier)] : [];
+          events = [stored(c, s, len, tier, false), ...between, stored(c, s + len, rest, tier, false)];
         } else if (r < 0.97) events = [{ type: "AllBlocksCleared" }];
         else events = [removed([BigInt(op) << 20n], tier)]; // a block never stored
         history.push(events);

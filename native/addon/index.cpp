@@ -8,6 +8,7 @@
 
 #include "../index/block_index.h"
 #include "args.h"
+#include "batch_js.h"
 #include "register.h"
 
 namespace {
@@ -29,7 +30,8 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(
         env, "KvBlockIndex",
-        {InstanceMethod("applyFrame", &IndexWrap::ApplyFrame), InstanceMethod("store", &IndexWrap::Store),
+        {InstanceMethod("applyFrame", &IndexWrap::ApplyFrame), InstanceMethod("applyFrames", &IndexWrap::ApplyFrames),
+         InstanceMethod("applyFrameColumns", &IndexWrap::ApplyFrameColumns), InstanceMethod("store", &IndexWrap::Store),
          InstanceMethod("remove", &IndexWrap::Remove), InstanceMethod("clear", &IndexWrap::Clear),
          InstanceMethod("overlapInto", &IndexWrap::OverlapInto), InstanceMethod("scoreInto", &IndexWrap::ScoreInto),
          InstanceMethod("lookup", &IndexWrap::Lookup), InstanceMethod("workerStats", &IndexWrap::WorkerStatsFn),
@@ -87,23 +89,73 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     WriteCounts(c, out.data);
     out.data[14] = b.ts;
     out.data[15] = b.has_dp ? static_cast<double>(b.dp) : NAN;
-    if (!ok) {
-      auto r = Napi::Object::New(env);
-      r.Set("error", b.error_text);
-      r.Set("kind", kv::events::batch_error_name(b.error));
-      return r;
-    }
+    return FrameVerdict(env, ok, b);
+  }
+
+  // applyFrameColumns(slot, payload, out: Float64Array(16), columns: Uint8Array) applies the frame
+  // as applyFrame does and returns its events as decodeKvEventBatchInto(payload, columns, true)
+  // would (batch_js.h), from the one decode: for a consumer whose listeners want the events too.
+  // -(bytes needed) when `columns` is too small: the frame is applied all the same.
+  Napi::Value ApplyFrameColumns(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const uint32_t w = SlotArg(info, 0);
+    auto payload = kvglue::BytesArg(info, 1, "payload");
+    auto out = CountsArg(info, 2, kCountFields);
+    auto cols = kvglue::TypedArg<uint8_t>(info, 3, "columns", napi_uint8_array, "Uint8Array");
+    ApplyCounts c;
+    const bool ok = index_->apply_frame(w, payload.data, payload.length, c, true);
+    const auto& b = index_->last_batch();
+    WriteCounts(c, out.data);
+    out.data[14] = b.ts;
+    out.data[15] = b.has_dp ? static_cast<double>(b.dp) : NAN;
+    if (!ok) return kvglue::BatchErrorObject(env, b);
+    return kvglue::WriteBatchColumns(env, b, cols.data, cols.length);
+  }
+
+  // null when the frame applied with no bad event, else {error, kind} or {bad: [...]}.
+  static Napi::Value FrameVerdict(Napi::Env env, bool ok, const kv::events::Batch& b) {
+    if (!ok) return kvglue::BatchErrorObject(env, b);
     if (b.bad.empty()) return env.Null();
     auto r = Napi::Object::New(env);
-    auto bad = Napi::Array::New(env, b.bad.size());
-    for (size_t i = 0; i < b.bad.size(); ++i) {
-      auto o = Napi::Object::New(env);
-      o.Set("index", static_cast<double>(b.bad[i].index));
-      o.Set("kind", kv::events::bad_kind_name(b.bad[i].kind));
-      o.Set("reason", b.bad[i].reason);
-      bad[i] = o;
+    r.Set("bad", kvglue::BadEventsArray(env, b));
+    return r;
+  }
+
+  // applyFrames(slots: Uint32Array, payloads: Uint8Array[], out: Float64Array(16 per frame))
+  //   -> null when every frame applied with no bad event, else an array of applyFrame's verdicts.
+  Napi::Value ApplyFrames(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    auto slots = kvglue::TypedArg<const uint32_t>(info, 0, "slots", napi_uint32_array, "Uint32Array");
+    if (!info[1].IsArray()) kvglue::ThrowType(env, "payloads must be an array of Uint8Array");
+    auto list = info[1].As<Napi::Array>();
+    const size_t k = slots.length;
+    if (list.Length() != k) kvglue::ThrowRange(env, "payloads and slots differ in length");
+    auto out = CountsArg(info, 2, kCountFields * k);
+    frames_in_.resize(k);
+    for (size_t i = 0; i < k; ++i) {
+      const uint32_t w = slots.data[i];
+      if (w >= 4096) kvglue::ThrowRange(env, "worker slot must be 0..4095");
+      Napi::Value v = list[i];
+      if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+        kvglue::ThrowType(env, "payloads[" + std::to_string(i) + "] must be a Uint8Array or Buffer");
+      auto u8 = v.As<Napi::Uint8Array>();
+      frames_in_[i] = {w, u8.Data(), u8.ByteLength()};
     }
-    r.Set("bad", bad);
+    counts_.assign(k, ApplyCounts{});
+    if (k > ok_size_) ok_.reset(new bool[ok_size_ = k]);
+    index_->apply_frames(frames_in_.data(), k, counts_.data(), ok_.get());
+    bool plain = true;
+    for (size_t i = 0; i < k; ++i) {
+      const auto& b = index_->frame_batch(i);
+      double* o = out.data + kCountFields * i;
+      WriteCounts(counts_[i], o);
+      o[14] = b.ts;
+      o[15] = b.has_dp ? static_cast<double>(b.dp) : NAN;
+      plain = plain && ok_[i] && b.bad.empty();
+    }
+    if (plain) return env.Null();
+    auto r = Napi::Array::New(env, k);
+    for (size_t i = 0; i < k; ++i) r[i] = FrameVerdict(env, ok_[i], index_->frame_batch(i));
     return r;
   }
 
@@ -251,6 +303,10 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
   }
 
   std::unique_ptr<BlockIndex> index_;
+  std::vector<BlockIndex::FrameIn> frames_in_;
+  std::vector<ApplyCounts> counts_;
+  std::unique_ptr<bool[]> ok_;
+  size_t ok_size_ = 0;
   kv::index::Overlap ov_;
   std::vector<kv::index::WorkerLoad> lw_;
   std::vector<kv::index::WorkerScore> sc_;

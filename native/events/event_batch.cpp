@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "adapters/adapter.h"
+#include "sglang_stored.h"
 
 namespace kv::events {
 
@@ -111,17 +112,18 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
     b.events.push_back(e);
     return;
   }
-  // block_hashes: validate all before appending any.
+  // block_hashes, read straight into the batch (the caller trims them off if anything throws;
+  // nh is bounded by the payload's size).
   mp::Reader h = f.hashes;
   uint32_t nh;
   if (h.peek() != mp::Type::Array || !h.read_array(nh))
     throw Fail{{BadKind::Hash, std::string("block_hashes is ") + tname(f.hashes) + ", not an array"}};
-  const mp::Reader hashes_at = h;
-  for (uint32_t i = 0; i < nh; ++i) {
-    int64_t v;
-    if (!h.read_hash(v))
+  e.hash_begin = static_cast<uint32_t>(b.hashes.size());
+  b.hashes.resize(e.hash_begin + size_t(nh));
+  int64_t* hv = b.hashes.data() + e.hash_begin;
+  for (uint32_t i = 0; i < nh; ++i)
+    if (!h.read_hash(hv[i]))
       throw Fail{{BadKind::Hash, std::string("non-integer hash (") + tname(h) + ") in block_hashes"}};
-  }
   opt_str(f.medium, "medium", e.medium);
   if (!tier_of_medium(e.medium.value, e.tier))
     throw Fail{{BadKind::Medium, "unknown medium '" + std::string(e.medium.value.substr(0, 40)) + "'"}};
@@ -169,13 +171,6 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
     e.units = nt;
   }
   // Everything is valid: append.
-  h = hashes_at;
-  e.hash_begin = static_cast<uint32_t>(b.hashes.size());
-  for (uint32_t i = 0; i < nh; ++i) {
-    int64_t v;
-    h.read_hash(v);
-    b.hashes.push_back(v);
-  }
   e.hash_end = static_cast<uint32_t>(b.hashes.size());
   e.tok_begin = static_cast<uint32_t>(b.tokens.size());
   if (want_tokens && nt && !e.bigram) {
@@ -203,7 +198,7 @@ void append(const RawFields& f, bool want_tokens, Batch& b) {
 
 // Decodes the event `r` is positioned at and steps over it. False only when the payload itself
 // is broken there (truncated, too deep): the whole batch is then refused.
-bool decode_event(mp::Reader& r, uint32_t index, bool want_tokens, int max_depth, Batch& b) {
+bool decode_event(mp::Reader& r, uint32_t index, bool want_tokens, int max_depth, bool fast_path, Batch& b) {
   const mp::Reader start = r;
   const mp::Type t = r.peek();
   auto skip_bad = [&](BadKind kind, std::string reason) {
@@ -214,6 +209,7 @@ bool decode_event(mp::Reader& r, uint32_t index, bool want_tokens, int max_depth
   };
   if (t != mp::Type::Array && t != mp::Type::Map)
     return skip_bad(BadKind::NotAnEvent, std::string("event is ") + mp::type_name(t));
+  if (fast_path && t == mp::Type::Map && decode_sglang_stored(r, want_tokens, b)) return true;
   for (const EventAdapter* const* a = all_adapters(); *a; ++a) {
     if (!(*a)->claims(r)) continue;
     RawFields f;
@@ -276,7 +272,7 @@ bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch&
                       "batch: " + std::to_string(n) + " events, over the maximum " + std::to_string(limits.max_events));
   b.events.reserve(std::min<uint32_t>(n, 4096));
   for (uint32_t i = 0; i < n; ++i)
-    if (!decode_event(r, i, want_tokens, limits.max_depth, b))
+    if (!decode_event(r, i, want_tokens, limits.max_depth, limits.fast_path, b))
       return batch_fail(b, BatchError::Msgpack, reader_failure(r));
   return true;
 }

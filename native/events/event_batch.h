@@ -65,6 +65,9 @@ struct Limits {
   size_t max_bytes = 64u << 20;    // payload size
   uint32_t max_events = 1u << 16;  // events in one batch
   int max_depth = 16;              // msgpack nesting inside one event
+  // SGLang's BlockStored through the fast path (sglang_stored.h); off, every event goes through
+  // the adapters (tests compare the two).
+  bool fast_path = true;
 };
 
 struct Batch {

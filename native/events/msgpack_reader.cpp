@@ -1,5 +1,7 @@
 #include "msgpack_reader.h"
 
+#include "int_runs.h"
+
 namespace kv::mp {
 
 const char* type_name(Type t) {
@@ -25,61 +27,6 @@ const char* type_name(Type t) {
       return "ext";
     default:
       return "invalid";
-  }
-}
-
-Type Reader::peek() const {
-  if (p_ >= end_) return Type::Invalid;
-  const uint8_t b = *p_;
-  if (b <= 0x7f) return Type::UInt;
-  if (b <= 0x8f) return Type::Map;
-  if (b <= 0x9f) return Type::Array;
-  if (b <= 0xbf) return Type::Str;
-  if (b >= 0xe0) return Type::Int;
-  switch (b) {
-    case 0xc0:
-      return Type::Nil;
-    case 0xc2:
-    case 0xc3:
-      return Type::Bool;
-    case 0xc4:
-    case 0xc5:
-    case 0xc6:
-      return Type::Bin;
-    case 0xc7:
-    case 0xc8:
-    case 0xc9:
-    case 0xd4:
-    case 0xd5:
-    case 0xd6:
-    case 0xd7:
-    case 0xd8:
-      return Type::Ext;
-    case 0xca:
-    case 0xcb:
-      return Type::Float;
-    case 0xcc:
-    case 0xcd:
-    case 0xce:
-    case 0xcf:
-      return Type::UInt;
-    case 0xd0:
-    case 0xd1:
-    case 0xd2:
-    case 0xd3:
-      return Type::Int;
-    case 0xd9:
-    case 0xda:
-    case 0xdb:
-      return Type::Str;
-    case 0xdc:
-    case 0xdd:
-      return Type::Array;
-    case 0xde:
-    case 0xdf:
-      return Type::Map;
-    default:
-      return Type::Invalid;  // 0xc1
   }
 }
 
@@ -150,7 +97,7 @@ bool Reader::read_int(int64_t& v) {
   return true;
 }
 
-bool Reader::read_hash(int64_t& v) {
+bool Reader::read_hash_slow(int64_t& v) {
   uint64_t u;
   bool s;
   int size;
@@ -216,7 +163,7 @@ bool Reader::read_len_prefixed(uint8_t b, std::string_view& s, bool str) {
   return true;
 }
 
-bool Reader::read_str(std::string_view& s) {
+bool Reader::read_str_slow(std::string_view& s) {
   if (peek() != Type::Str) return false;
   return read_len_prefixed(*p_, s, true);
 }
@@ -292,13 +239,14 @@ const IntTables kInt;
 
 bool Reader::skip_uint32s(uint32_t n, uint32_t& bad) {
   const uint8_t* p = p_;
-  uint32_t i = 0;
+  // The SIMD path takes what it can (int_runs.h); the loops below check the rest.
+  uint32_t i = skip_u32_forms(p, end_, n);
   // While 5 bytes remain: the size from the type byte by arithmetic, not a table load, so the
   // dependency from one id to the next is one load and a few ALU operations; forms other than
-  // fixint/uint8/16/32 only set a flag, and the general loop below re-reads from the first id.
+  // fixint/uint8/16/32 only set a flag, and the general loop below re-reads from where it began.
   {
     const uint8_t* q = p;
-    uint32_t j = 0;
+    uint32_t j = i;
     uint32_t odd = 0;
     for (; j < n && end_ - q >= 5; ++j) {
       const uint32_t b = q[0];
@@ -339,7 +287,7 @@ bool Reader::skip_uint32s(uint32_t n, uint32_t& bad) {
 
 void Reader::read_checked_uint32s(uint32_t n, uint32_t* out) {
   const uint8_t* p = p_;
-  uint32_t i = 0;
+  uint32_t i = decode_u32_forms(p, end_, n, out);  // the SIMD path's share (int_runs.h)
   // Fast path while 5 bytes remain: every form decoded without data-dependent branches.
   for (; i < n && end_ - p >= 5; ++i) {
     const uint8_t b = p[0];
@@ -355,7 +303,7 @@ void Reader::read_checked_uint32s(uint32_t n, uint32_t* out) {
   for (; i < n; ++i) read_uint32(out[i]);
 }
 
-bool Reader::skip(int max_depth) {
+bool Reader::skip_slow(int max_depth) {
   // Iterative: `pending` counts the values still to skip at this point of the walk; nesting is
   // bounded by max_depth through a small stack of counts.
   uint64_t stack[64];
@@ -432,13 +380,6 @@ bool Reader::skip(int max_depth) {
         return fail(Fail::BadByte);
     }
   }
-}
-
-bool Reader::take(Reader& value, int max_depth) {
-  const uint8_t* start = p_;
-  if (!skip(max_depth)) return false;
-  value = Reader(start, static_cast<size_t>(p_ - start));
-  return true;
 }
 
 }  // namespace kv::mp

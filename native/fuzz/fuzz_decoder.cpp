@@ -3,13 +3,15 @@
 // drives it with driver.cpp (g++, ASan + UBSan, GCC's trace-pc edge coverage).
 // Besides "no crash, no sanitizer report", it checks: decoding with and without token ids gives
 // the same verdict and events; every event's ranges lie inside the batch; applying the frame
-// and then clearing every worker leaves the index empty (the deletion path).
+// and then clearing every worker leaves the index empty (the deletion path); the SIMD and scalar
+// paths over token-id runs decode it alike, and so do the BlockStored fast path and the adapters.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 #include "block_index.h"
 #include "event_batch.h"
+#include "int_runs.h"
 
 namespace {
 
@@ -44,6 +46,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     require(a.events.empty() && a.hashes.empty() && !a.error_text.empty(),
             "refused batch kept events or has no reason");
   }
+  {
+    // SGLang's BlockStored fast path against the adapters alone.
+    static events::Batch g;
+    events::Limits general = limits;
+    general.fast_path = false;
+    const bool ok_g = events::decode_batch(data, size, general, true, g);
+    require(ok_g == ok_a && g.error == a.error && g.error_text == a.error_text && g.hashes == a.hashes &&
+                g.tokens == a.tokens && g.events.size() == a.events.size() && g.bad.size() == a.bad.size(),
+            "the BlockStored fast path and the adapters disagree");
+    for (size_t i = 0; i < g.events.size() && i < a.events.size(); ++i) {
+      const events::Event &x = g.events[i], &y = a.events[i];
+      require(x.kind == y.kind && x.tier == y.tier && x.has_parent == y.has_parent && x.parent == y.parent &&
+                  x.block_size == y.block_size && x.hash_begin == y.hash_begin && x.hash_end == y.hash_end &&
+                  x.tok_begin == y.tok_begin && x.tok_end == y.tok_end && x.units == y.units && x.bigram == y.bigram &&
+                  x.medium.present == y.medium.present && x.medium.value == y.medium.value &&
+                  x.cache_salt.present == y.cache_salt.present && x.session_id.present == y.session_id.present &&
+                  x.lora_name.present == y.lora_name.present && x.has_lora_id == y.has_lora_id &&
+                  x.lora_id == y.lora_id,
+              "the BlockStored fast path and the adapters decode an event differently");
+    }
+    for (size_t i = 0; i < g.bad.size() && i < a.bad.size(); ++i)
+      require(g.bad[i].index == a.bad[i].index && g.bad[i].kind == a.bad[i].kind && g.bad[i].reason == a.bad[i].reason,
+              "the BlockStored fast path and the adapters report a bad event differently");
+  }
+  if (mp::int_runs_avx512_supported()) {
+    // The token-id runs' SIMD path (the default here) against the scalar one.
+    static events::Batch s;
+    mp::set_int_run_path(mp::IntRunPath::Scalar);
+    const bool ok_s = events::decode_batch(data, size, limits, true, s);
+    mp::set_int_run_path(mp::IntRunPath::Avx512);
+    require(ok_s == ok_a && s.error == a.error && s.events.size() == a.events.size() && s.hashes == a.hashes &&
+                s.tokens == a.tokens && s.bad.size() == a.bad.size(),
+            "the SIMD and scalar integer-run paths disagree");
+  }
   for (bool verify : {false, true}) {
     index::Options o;
     o.verify = verify;
@@ -57,13 +93,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size > 8) {
       // The same frame for a second worker, a store/remove pair through the key-level API, then
       // everything cleared: the table must come back empty.
-      index::ApplyCounts d;
+      index::ApplyCounts d, two[2];
       idx.apply_frame(7, data, size, d);
+      // Two workers' copies in one call (with verification: the SHA lanes' scheduling).
+      const index::BlockIndex::FrameIn in[2] = {{7, data, size}, {8, data, size}};
+      bool oks[2];
+      idx.apply_frames(in, 2, two, oks);
+      require(oks[0] == ok_a && oks[1] == ok_a, "apply_frames verdict differs from the decoder's");
       int64_t h[2] = {static_cast<int64_t>(size), static_cast<int64_t>(data[0]) << 56};
       idx.store(20, static_cast<uint8_t>(data[1] & 3), h, 2, (data[2] & 1) != 0, h[1], d);
       idx.remove(20, static_cast<uint8_t>(data[1] & 3), h, 1, d);
     }
-    for (uint32_t w : {static_cast<uint32_t>(size % 3), 7u, 20u}) idx.clear(w);
+    for (uint32_t w : {static_cast<uint32_t>(size % 3), 7u, 8u, 20u}) idx.clear(w);
     require(idx.blocks() == 0, "blocks left after clearing every worker");
     index::Overlap ov;
     idx.overlap(a.hashes.data(), a.hashes.size(), ov);

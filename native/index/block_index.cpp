@@ -9,6 +9,7 @@
 
 #include "sglang_chain.h"
 #include "sglang_namespace.h"
+#include "sha256.h"
 
 namespace kv::index {
 
@@ -30,6 +31,12 @@ uint64_t* BlockIndex::map_table(size_t bytes) {
   if (p == MAP_FAILED) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
   if (bytes >= (size_t(2) << 20)) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_WRITE
+  // Fault the whole table in now, in one call: hashed inserts land all over it, so within the
+  // first few thousand blocks nearly every page is touched anyway, each touch a page fault taken
+  // on the event path. A kernel without it (before 5.14) faults pages in as they are touched.
+  madvise(p, bytes, MADV_POPULATE_WRITE);
 #endif
   return static_cast<uint64_t*>(p);
 }
@@ -85,6 +92,26 @@ int64_t BlockIndex::find(int64_t key) const {
   }
 }
 
+uint64_t BlockIndex::find_or_insert(int64_t key, bool has_parent, int64_t parent) {
+  uint64_t i = mix(key) & mask_;
+  for (;;) {
+    const uint64_t* s = slot(i);
+    if (!(s[2] & kUsed)) break;
+    if (static_cast<int64_t>(s[0]) == key) return i;
+    i = (i + 1) & mask_;
+  }
+  // Absent: `i` is the empty slot ending its probe run, where insert() would put it, unless the
+  // table has to grow first.
+  if ((live_ + 1) * 10 > cap_ * 7) return insert(key, has_parent, parent);
+  uint64_t* s = slot(i);
+  s[0] = static_cast<uint64_t>(key);
+  s[1] = static_cast<uint64_t>(parent);
+  s[2] = kUsed | (has_parent ? kHasParent : 0);
+  for (uint32_t g = 0; g < groups_; ++g) s[3 + g] = 0;
+  ++live_;
+  return i;
+}
+
 uint64_t BlockIndex::insert(int64_t key, bool has_parent, int64_t parent) {
   if ((live_ + 1) * 10 > cap_ * 7) rebuild(cap_ * 2, groups_);
   uint64_t i = mix(key) & mask_;
@@ -103,7 +130,7 @@ void BlockIndex::erase_at(uint64_t i) {
   const uint32_t d = static_cast<uint32_t>(s[2] >> 32);
   if (d) {
     const int64_t th = dual_[d - 1].token_hash;
-    if (th != static_cast<int64_t>(s[0])) by_token_hash_.erase(th);
+    if (th != static_cast<int64_t>(s[0])) erase_token_key(th);
     dual_free_.push_back(d - 1);
   }
   // Backward-shift deletion: pull later members of the probe run into the hole.
@@ -140,9 +167,14 @@ uint32_t BlockIndex::new_dual(int64_t token_hash, const uint8_t* digest) {
 
 void BlockIndex::store(uint32_t w, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
                        ApplyCounts& c) {
+  store_run(w, tier, hashes, n, has_parent, parent, false, c);
+}
+
+void BlockIndex::store_run(uint32_t w, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
+                           bool parent_held, ApplyCounts& c) {
   ensure_worker(w);
   WorkerStats& ws = stats_[w];
-  if (has_parent && find(parent) < 0) {
+  if (has_parent && !parent_held && find(parent) < 0) {
     ++c.orphan_stores;
     ++ws.orphan_stores;
   }
@@ -150,12 +182,10 @@ void BlockIndex::store(uint32_t w, uint8_t tier, const int64_t* hashes, size_t n
   bool hp = has_parent;
   int64_t p = parent;
   constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < n && i < kAhead; ++i) __builtin_prefetch(slot(mix(hashes[i]) & mask_));
+  for (size_t i = 0; i < n && i < kAhead; ++i) prefetch(hashes[i]);
   for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) __builtin_prefetch(slot(mix(hashes[i + kAhead]) & mask_));
-    int64_t at = find(hashes[i]);
-    if (at < 0) at = static_cast<int64_t>(insert(hashes[i], hp, p));
-    uint64_t* s = slot(static_cast<uint64_t>(at));
+    if (i + kAhead < n) prefetch(hashes[i + kAhead]);
+    uint64_t* s = slot(find_or_insert(hashes[i], hp, p));
     const uint8_t m = mask_of(s, w);
     if (!(m & bit)) {
       set_mask(s, w, m | bit);
@@ -209,96 +239,141 @@ uint64_t BlockIndex::clear(uint32_t w) {
   return removed;
 }
 
-void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, ApplyCounts& c) {
+void BlockIndex::set_token_key(int64_t token_hash, int64_t hash) {
+  if (token_ops_) token_ops_->push_back({false, token_hash, hash});
+  else by_token_hash_[token_hash] = hash;
+}
+
+void BlockIndex::erase_token_key(int64_t token_hash) {
+  if (token_ops_) token_ops_->push_back({true, token_hash, 0});
+  else by_token_hash_.erase(token_hash);
+}
+
+bool BlockIndex::begin_verified(uint32_t w, const Event& e, const Batch& b, bool parent_held, ApplyCounts& c,
+                                ChainJob& job) {
   const int64_t* hs = b.hashes.data() + e.hash_begin;
   const size_t n = e.hash_end - e.hash_begin;
-  const uint8_t* prior = nullptr;
-  Digest salt_seed;
+  job.seeded = false;
   bool ok = !e.lora_name.present && uint64_t(e.units) == uint64_t(n) * uint64_t(e.block_size) && n > 0;
   if (ok && e.has_parent) {
     const int64_t at = find(e.parent);
     const uint32_t d = at < 0 ? 0 : static_cast<uint32_t>(slot(static_cast<uint64_t>(at))[2] >> 32);
-    if (d) prior = dual_[d - 1].digest.data();
+    // Copied: dual_ may grow (and move) while the chain is hashed beside another.
+    if (d) job.prior = dual_[d - 1].digest, job.seeded = true;
     else ok = false;  // the parent's digest is unknown: the chain cannot be recomputed
   } else if (ok && e.cache_salt.present && !e.cache_salt.value.empty()) {
-    salt_seed = cache_salt_seed(std::string(e.cache_salt.value));
-    prior = salt_seed.data();
-  }
-  if (!ok) {
-    ++c.unverifiable;
-    ++stats_[w].unverifiable;
-    store(w, e.tier, hs, n, e.has_parent, e.parent, c);
-    return;
+    job.prior = cache_salt_seed(std::string(e.cache_salt.value));
+    job.seeded = true;
   }
   const uint32_t* tokens = b.tokens.data() + e.tok_begin;
   uint64_t raw = e.units;
-  if (e.bigram) {
+  if (ok && e.bigram) {
     // Pairs (t_i, t_i+1) -> the raw sequence t_0..t_N the chain reads.
-    raw_tokens_.resize(e.units + 1);
-    for (uint32_t i = 0; i < e.units; ++i) raw_tokens_[i] = tokens[2 * i];
-    raw_tokens_[e.units] = tokens[2 * e.units - 1];
-    tokens = raw_tokens_.data();
+    job.raw.resize(e.units + 1);
+    for (uint32_t i = 0; i < e.units; ++i) job.raw[i] = tokens[2 * i];
+    job.raw[e.units] = tokens[2 * e.units - 1];
+    tokens = job.raw.data();
     raw = e.units + 1;
   }
-  const uint64_t offsets[2] = {0, raw};
-  ChainBatch cb;
-  cb.tokens = tokens;
-  cb.offsets = offsets;
-  cb.nseq = 1;
-  cb.page_size = static_cast<uint32_t>(e.block_size);
-  cb.bigram = e.bigram;
-  cb.prior = prior;
-  uint64_t po[2];
-  const uint64_t pages = sglang_page_offsets(cb, po);
-  if (pages != n) {
+  if (!ok || sglang_full_pages(raw, static_cast<uint32_t>(e.block_size), e.bigram) != n) {
     ++c.unverifiable;
     ++stats_[w].unverifiable;
-    store(w, e.tier, hs, n, e.has_parent, e.parent, c);
-    return;
+    store_run(w, e.tier, hs, n, e.has_parent, e.parent, parent_held, c);
+    return false;
   }
-  digests_.resize(32 * n);
-  sglang_chain_batch(cb, po, digests_.data());
-  ensure_worker(w);
-  store(w, e.tier, hs, n, e.has_parent, e.parent, c);
+  job.worker = w;
+  job.e = &e;
+  job.hashes = hs;
+  job.pages = n;
+  job.parent_held = parent_held;
+  job.c = &c;
+  job.tokens = tokens;
+  job.page_size = static_cast<uint32_t>(e.block_size);
+  job.bigram = e.bigram;
+  job.digests.resize(32 * n);
+  return true;
+}
+
+void BlockIndex::finish_verified(ChainJob& job) {
+  const uint32_t w = job.worker;
+  const Event& e = *job.e;
+  const int64_t* hs = job.hashes;
+  const size_t n = job.pages;
+  ApplyCounts& c = *job.c;
+  store_run(w, e.tier, hs, n, e.has_parent, e.parent, job.parent_held, c);
   c.verified += n;
   stats_[w].verified += n;
   for (size_t i = 0; i < n; ++i) {
-    const int64_t at = find(hs[i]);
-    uint64_t* s = slot(static_cast<uint64_t>(at));
+    uint64_t* s = slot(static_cast<uint64_t>(find(hs[i])));
     if (s[2] >> 32) continue;  // already has its dual key
-    const uint8_t* d = digests_.data() + 32 * i;
+    const uint8_t* d = job.digests.data() + 32 * i;
     const int64_t th = digest_to_int64(d);
     s[2] |= uint64_t(new_dual(th, d)) << 32;
     if (th != hs[i]) {
       ++c.hash_mismatches;
       ++stats_[w].hash_mismatches;
-      by_token_hash_[th] = hs[i];
+      set_token_key(th, hs[i]);
     }
   }
 }
 
-bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, ApplyCounts& c) {
+void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, bool parent_held, ApplyCounts& c) {
+  if (!begin_verified(w, e, b, parent_held, c, job_)) return;
+  for (size_t p = 0; p < job_.pages; ++p) sha256_page_digest(job_.page(p), job_.digests.data() + 32 * p);
+  finish_verified(job_);
+}
+
+bool BlockIndex::decode_frame(uint32_t w, const uint8_t* data, size_t size, Batch& b, ApplyCounts& c,
+                              bool want_tokens) {
   ensure_worker(w);
-  if (!events::decode_batch(data, size, opt_.limits, opt_.verify, batch_)) {
-    ++stats_[w].bad_batches[static_cast<size_t>(batch_.error)];
+  if (!events::decode_batch(data, size, opt_.limits, opt_.verify || want_tokens, b)) {
+    ++stats_[w].bad_batches[static_cast<size_t>(b.error)];
     return false;
   }
-  for (const auto& b : batch_.bad) ++stats_[w].bad_events[static_cast<size_t>(b.kind)];
-  c.bad_events += batch_.bad.size();
-  for (const Event& e : batch_.events) {
+  for (const auto& x : b.bad) ++stats_[w].bad_events[static_cast<size_t>(x.kind)];
+  c.bad_events += b.bad.size();
+  return true;
+}
+
+bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, ApplyCounts& c, bool want_tokens) {
+  if (!decode_frame(w, data, size, batch_, c, want_tokens)) return false;
+  apply_events(w, batch_, c);
+  return true;
+}
+
+void BlockIndex::apply_events(uint32_t w, const Batch& b, ApplyCounts& c) {
+  const int64_t* hashes = b.hashes.data();
+  const size_t nhashes = b.hashes.size();
+  size_t prefetched = 0;
+  // The last block the previous event stored: present in the table (nothing ran in between), so
+  // an event that chains from it needs no orphan probe.
+  bool held = false;
+  int64_t held_hash = 0;
+  for (const Event& e : b.events) {
     ++c.events;
     const size_t n = e.hash_end - e.hash_begin;
+    // Slots a few events ahead are requested before this one's are read: a frame's blocks land
+    // all over the table, and their cache misses then overlap instead of coming one event at a
+    // time.
+    for (const size_t to = std::min(nhashes, size_t(e.hash_end) + kFrameAhead); prefetched < to; ++prefetched)
+      prefetch(hashes[prefetched]);
+    const bool parent_held = held && e.has_parent && e.parent == held_hash;
+    held = false;
     switch (e.kind) {
       case events::kStored:
         ++c.stored_events;
         c.stored_blocks += n;
-        if (opt_.verify) store_verified(w, e, batch_, c);
-        else store(w, e.tier, batch_.hashes.data() + e.hash_begin, n, e.has_parent, e.parent, c);
+        if (opt_.verify) store_verified(w, e, b, parent_held, c);
+        else store_run(w, e.tier, hashes + e.hash_begin, n, e.has_parent, e.parent, parent_held, c);
+        if (n) {
+          held = true;
+          held_hash = hashes[e.hash_end - 1];
+        }
         break;
       case events::kRemoved:
         ++c.removed_events;
         c.removed_blocks += n;
-        remove(w, e.tier, batch_.hashes.data() + e.hash_begin, n, c);
+        remove(w, e.tier, hashes + e.hash_begin, n, c);
         break;
       default:
         ++c.cleared_events;
@@ -306,7 +381,6 @@ bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, Apply
         break;
     }
   }
-  return true;
 }
 
 void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
@@ -319,26 +393,47 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
   o.shared_hits = 0;
   const uint64_t shared_bit = opt_.shared_tier >= 0 ? (uint64_t(1) << opt_.shared_tier) : 0;
   const uint64_t shared_lanes = shared_bit * 0x1111111111111111ULL;
-  o.at.assign(n, nullptr);
-  const uint64_t** at = o.at.data();
+  const uint32_t G = groups_;
+  o.masks.resize(n * G);
+  uint64_t* masks = o.masks.data();
   // Phase 1: every block looked up, home slots prefetched a few blocks ahead so that the cache
-  // misses overlap (as many as the core keeps in flight).
-  constexpr size_t kAhead = 12;
-  for (size_t i = 0; i < n && i < kAhead; ++i) __builtin_prefetch(slot(mix(hashes[i]) & mask_));
+  // misses overlap (as many as the core keeps in flight). Each block's mask words are copied out
+  // (zero for a missing block), so the passes below read one small array instead of the slots
+  // again; the shared pool's positions are gathered on the way.
+  size_t held = n;  // blocks before the first missing one
+  int32_t run = -1;
+  constexpr size_t kAhead = 12, kRing = 16;  // home slots computed once, kAhead blocks early
+  uint64_t home[kRing];
+  for (size_t i = 0; i < n && i < kAhead; ++i) __builtin_prefetch(slot(home[i] = mix(hashes[i]) & mask_));
   for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) __builtin_prefetch(slot(mix(hashes[i + kAhead]) & mask_));
-    const int64_t s = find(hashes[i]);
-    if (s < 0) {
-      if (!shared_bit) break;
-      continue;
+    if (i + kAhead < n) __builtin_prefetch(slot(home[(i + kAhead) % kRing] = mix(hashes[i + kAhead]) & mask_));
+    const int64_t key = hashes[i];
+    uint64_t j = home[i % kRing];
+    const uint64_t* s = slot(j);
+    while ((s[2] & kUsed) && static_cast<int64_t>(s[0]) != key) s = slot(j = (j + 1) & mask_);
+    const bool found = s[2] & kUsed;
+    uint64_t* m = masks + i * G;
+    uint64_t shared = 0;
+    if (!found) {
+      for (uint32_t g = 0; g < G; ++g) m[g] = 0;
+      if (held == n) held = i;
+    } else {
+      for (uint32_t g = 0; g < G; ++g) shared |= (m[g] = s[3 + g]) & shared_lanes;
     }
-    at[i] = slot(static_cast<uint64_t>(s));
+    if (shared) {
+      ++o.shared_hits;
+      if (run < 0) run = static_cast<int32_t>(i);
+    } else if (run >= 0) {
+      o.shared_ranges.emplace_back(run, static_cast<int32_t>(i));
+      run = -1;
+    }
+    if (!found && !shared_bit) break;  // nothing past a missing block counts then
   }
+  if (run >= 0) o.shared_ranges.emplace_back(run, static_cast<int32_t>(n));
   // Phase 2: 16 workers a mask word at a time. alive: the tiers each worker still holds from the
   // request's start (per_tier is where a bit drops); cur: the tier of each worker's Dynamo
   // continuation, one-hot (tiered counts a stage's run when it ends). Per block that is an AND and
   // two compares per word; per-worker work happens only at the few places something changes.
-  const uint32_t G = groups_;
   o.alive.assign(G, 0);
   o.cur.assign(G, 0);
   o.run_start.assign(nw, 0);
@@ -353,25 +448,23 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
     alive[g] = lane_mask;
     cur[g] = 0x1111111111111111ULL & lane_mask;
   }
-  size_t reach = n;  // blocks the prefixes can extend over
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t* s = at[i];
-    if (!s) {
-      reach = i;  // chained hashes: a missing block ends every worker's prefix
-      break;
-    }
-    uint64_t active = 0;
-    for (uint32_t g = 0; g < G; ++g) {
-      const uint64_t m = s[3 + g];
-      const uint64_t a = alive[g], na = a & m;
+  // Groups are independent: each runs over the blocks with its state in registers, until it has
+  // nothing left (or the held blocks end). The prefixes extend over the blocks up to where the
+  // last group stopped.
+  size_t reach = 0;
+  for (uint32_t g = 0; g < G; ++g) {
+    uint64_t a = alive[g], c = cur[g];
+    size_t i = 0;
+    for (; i < held && (a | c); ++i) {
+      const uint64_t m = masks[i * G + g];
+      const uint64_t na = a & m;
       if (na != a) {
         for (uint64_t d = a & ~na; d; d &= d - 1) {
           const int b = __builtin_ctzll(d);
           per_tier[size_t(16 * g + b / 4) * 4 + b % 4] = static_cast<int32_t>(i);
         }
-        alive[g] = na;
+        a = na;
       }
-      uint64_t c = cur[g];
       if ((m & c) != c) {
         for (uint64_t miss = c & ~m; miss; miss &= miss - 1) {
           const int b = __builtin_ctzll(miss);
@@ -385,14 +478,11 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
             run_start[w] = static_cast<int32_t>(i);
           }
         }
-        cur[g] = c;
       }
-      active |= alive[g] | cur[g];
     }
-    if (!active) {
-      reach = i + 1;
-      break;
-    }
+    alive[g] = a;
+    cur[g] = c;
+    reach = std::max(reach, i);
   }
   for (uint32_t g = 0; g < G; ++g) {
     for (uint64_t d = alive[g]; d; d &= d - 1) {
@@ -404,24 +494,6 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
       const uint32_t w = 16 * g + b / 4;
       tiered[size_t(w) * 4 + b % 4] += static_cast<int32_t>(reach) - run_start[w];
     }
-  }
-  // The shared pool: every position held in the shared tier by any worker.
-  if (shared_bit) {
-    int32_t run = -1;
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t* s = at[i];
-      bool shared = false;
-      for (uint32_t g = 0; s && g < G && !shared; ++g)
-        if (s[3 + g] & shared_lanes) shared = true;
-      if (shared) {
-        ++o.shared_hits;
-        if (run < 0) run = static_cast<int32_t>(i);
-      } else if (run >= 0) {
-        o.shared_ranges.emplace_back(run, static_cast<int32_t>(i));
-        run = -1;
-      }
-    }
-    if (run >= 0) o.shared_ranges.emplace_back(run, static_cast<int32_t>(n));
   }
 }
 

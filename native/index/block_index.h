@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "event_batch.h"
+#include "page_message.h"
 
 namespace kv::index {
 
@@ -64,7 +65,7 @@ struct Overlap {
   std::vector<std::pair<int32_t, int32_t>> shared_ranges;
   int32_t shared_hits = 0;
   // Scratch reused across queries by whoever owns this Overlap.
-  std::vector<const uint64_t*> at;
+  std::vector<uint64_t> masks;       // per request block: its mask words
   std::vector<uint64_t> alive, cur;  // per mask word: tiers still unbroken, current stage (one-hot)
   std::vector<int32_t> run_start;    // per worker: where its current stage began
 };
@@ -92,10 +93,23 @@ class BlockIndex {
   BlockIndex& operator=(const BlockIndex&) = delete;
 
   // Decodes a payload, verifies (when on) and applies every valid event; bad events are
-  // counted and skipped whole. Returns false when the batch as a whole was refused.
-  bool apply_frame(uint32_t worker, const uint8_t* data, size_t size, ApplyCounts& c);
+  // counted and skipped whole. Returns false when the batch as a whole was refused. With
+  // `want_tokens` the last batch keeps the token ids even when verification is off.
+  bool apply_frame(uint32_t worker, const uint8_t* data, size_t size, ApplyCounts& c, bool want_tokens = false);
   // The decoded batch of the last apply_frame (its bad events and batch error).
   const events::Batch& last_batch() const { return batch_; }
+
+  // Frames of several workers (a consumer's event-loop turn), applied as apply_frame would
+  // apply them one after the other: ok[i] and counts[i] per frame, frame_batch(i) its batch.
+  // With verification on, the chains of two frames that cannot affect each other (other
+  // workers, no block in common) are hashed together in two SHA lanes.
+  struct FrameIn {
+    uint32_t worker;
+    const uint8_t* data;
+    size_t size;
+  };
+  void apply_frames(const FrameIn* frames, size_t k, ApplyCounts* counts, bool* ok);
+  const events::Batch& frame_batch(size_t i) const { return frames_[i].batch; }
 
   void store(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
              ApplyCounts& c);
@@ -130,8 +144,22 @@ class BlockIndex {
     x ^= x >> 33;
     return x;
   }
+  // Requests the key's home slot and the cache line after it: a probe run goes on past the
+  // home slot often enough (half the runs start in a line's last slot) that a second, serial
+  // miss would otherwise follow the first.
+  void prefetch(int64_t key) const {
+    const char* s = reinterpret_cast<const char*>(slot(mix(key) & mask_));
+    __builtin_prefetch(s);
+    __builtin_prefetch(s + 64);
+  }
   int64_t find(int64_t key) const;  // slot index or -1
   uint64_t insert(int64_t key, bool has_parent, int64_t parent);
+  // The key's slot, inserted (with that parent) when absent: one probe run for both.
+  uint64_t find_or_insert(int64_t key, bool has_parent, int64_t parent);
+  // store() for a caller that knows the parent is held (no orphan probe then).
+  void store_run(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
+                 bool parent_held, ApplyCounts& c);
+  static constexpr size_t kFrameAhead = 32;  // blocks whose slots apply_frame requests ahead
   void erase_at(uint64_t i);
   void rebuild(uint64_t cap, uint32_t groups);
   void ensure_worker(uint32_t w);
@@ -148,8 +176,50 @@ class BlockIndex {
       if (s[3 + g]) return false;
     return true;
   }
-  void store_verified(uint32_t worker, const events::Event& e, const events::Batch& b, ApplyCounts& c);
+  // Decodes a frame into `b` and counts what it refused; false when the batch is refused whole.
+  bool decode_frame(uint32_t worker, const uint8_t* data, size_t size, events::Batch& b, ApplyCounts& c,
+                    bool want_tokens);
+  // A decoded frame's events, one after the other (apply_frame after decoding).
+  void apply_events(uint32_t worker, const events::Batch& b, ApplyCounts& c);
+
+  // A BlockStored whose chain is being recomputed: the chain's input and the digests so far.
+  struct ChainJob {
+    uint32_t worker = 0;
+    const events::Event* e = nullptr;
+    const int64_t* hashes = nullptr;
+    size_t pages = 0;
+    bool parent_held = false;
+    ApplyCounts* c = nullptr;
+    const uint32_t* tokens = nullptr;  // raw token ids (bigram pairs unpacked into `raw`)
+    uint32_t page_size = 0;
+    bool bigram = false;
+    bool seeded = false;  // the first page chains from `prior`
+    std::array<uint8_t, 32> prior{};
+    std::vector<uint8_t> digests;  // 32 bytes a page
+    std::vector<uint32_t> raw;
+    PageMessage page(size_t p) const {
+      return {p == 0 ? (seeded ? prior.data() : nullptr) : digests.data() + 32 * (p - 1), tokens + p * page_size,
+              page_size, bigram};
+    }
+  };
+  // Everything store_verified does before hashing: true with `job` ready to hash, or false when
+  // the event was stored as unverifiable.
+  bool begin_verified(uint32_t worker, const events::Event& e, const events::Batch& b, bool parent_held, ApplyCounts& c,
+                      ChainJob& job);
+  // After every page is hashed: the blocks stored, their dual keys set, mismatches counted.
+  void finish_verified(ChainJob& job);
+  void store_verified(uint32_t worker, const events::Event& e, const events::Batch& b, bool parent_held,
+                      ApplyCounts& c);
   uint32_t new_dual(int64_t token_hash, const uint8_t* digest);
+  // by_token_hash_ changes, in order; while two frames run in lanes, the later frame's are held
+  // back in `token_ops_` until the earlier one is done, so they land in frame order.
+  void set_token_key(int64_t token_hash, int64_t hash);
+  void erase_token_key(int64_t token_hash);
+  struct TokenOp {
+    bool erase;
+    int64_t token_hash, hash;
+  };
+  std::vector<TokenOp>* token_ops_ = nullptr;
 
   Options opt_;
   uint64_t* table_ = nullptr;
@@ -167,8 +237,35 @@ class BlockIndex {
   std::vector<uint32_t> dual_free_;
   std::unordered_map<int64_t, int64_t> by_token_hash_;
   events::Batch batch_;
-  std::vector<uint8_t> digests_;
-  std::vector<uint32_t> raw_tokens_;
+  ChainJob job_, lane_jobs_[2];
+  // apply_frames: each frame's batch; per lane, the hashes its frame names (to pair frames).
+  struct Frame {
+    events::Batch batch;
+  };
+  std::vector<Frame> frames_;
+  struct KeySet {
+    std::vector<int64_t> keys;
+    std::vector<uint32_t> stamp;  // slot in use when it equals `now` (no clearing between frames)
+    uint32_t now = 0;
+    uint64_t mask = 0;
+    void reset(size_t n);
+    void add(int64_t k);
+    bool has(int64_t k) const;
+  };
+  // One frame in progress on a lane: its next event, and whether a chain is being hashed.
+  struct Lane {
+    long frame = -1;  // -1: idle
+    size_t event = 0, prefetched = 0;
+    bool held = false;  // as in apply_events
+    int64_t held_hash = 0;
+    bool hashing = false;
+    size_t page = 0;
+    std::vector<TokenOp> ops;  // token-hash map changes held back (the later frame)
+    KeySet keys;               // the hashes the frame's events name
+    bool clears = false;       // the frame has an AllBlocksCleared
+  };
+  Lane lanes_[2];
+  bool independent(const Lane& running, Lane& candidate, const FrameIn* in) const;
 };
 
 }  // namespace kv::index

@@ -28,12 +28,18 @@ export interface FrameVerdict {
   removedBlocks: number;
   badEvents: number;
   bad: BadEvent[];
+  /** The frame's events, when they were asked for and the sink decoded them (null: refused). */
+  decoded?: DecodedBatch | null;
 }
 
 /** Where batches go (the index implements this through `indexSink`). */
 export interface EventSink {
-  /** The hot path: the sink decodes and applies the payload itself, in one call. */
-  applyFrame?(worker: string, payload: Uint8Array, seq: bigint): FrameVerdict;
+  /**
+   * The hot path: the sink decodes and applies the payload itself, in one call. With
+   * `withEvents` (someone listens for batches) it may hand the decoded events back in the
+   * verdict, so that the payload is decoded once.
+   */
+  applyFrame?(worker: string, payload: Uint8Array, seq: bigint, withEvents?: boolean): FrameVerdict;
   /** Decoded events, for sinks without applyFrame. */
   applyBatch?(worker: string, batch: KvEventBatch, seq: bigint): void;
   /** The worker restarted: forget everything it had. */
@@ -107,6 +113,15 @@ function newMetrics(): ConsumerMetrics {
     gaps: 0, missedBatches: 0, duplicates: 0, restarts: 0, replays: 0, replayedBatches: 0,
     replayFailures: 0, unrecoveredBatches: 0, badFrames: 0, badBatches: 0, badEvents: 0, problems: {},
   };
+}
+
+function decodeOrNull(payload: Uint8Array): DecodedBatch | null {
+  try {
+    return decodeBatch(payload);
+  } catch (e) {
+    if (!(e instanceof BatchDecodeError)) throw e;
+    return null;
+  }
 }
 
 /** How long the receive loop may run before letting timers and I/O in. */
@@ -292,8 +307,9 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     const sink = this.opts.sink;
     const m = this.metrics;
     // Per-event objects only when someone listens for them (tools, debugging): not the hot path.
+    const listened = this.listenerCount("batch") > 0;
     let decoded: DecodedBatch | null = null;
-    if (!sink?.applyFrame || this.listenerCount("batch") > 0) {
+    if (!sink?.applyFrame) {
       try {
         decoded = decodeBatch(payload);
       } catch (e) {
@@ -303,11 +319,13 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       }
     }
     if (sink?.applyFrame) {
-      const v = sink.applyFrame(this.worker, payload, seq);
+      const v = sink.applyFrame(this.worker, payload, seq, listened);
       if (!v.ok) {
         this.bad("badBatches", seq, v.error ?? "batch refused");
         return;
       }
+      // A sink that did not hand the events back: decoded apart for the listeners.
+      if (listened) decoded = v.decoded !== undefined ? v.decoded : decodeOrNull(payload);
       m.events += v.events;
       m.blocksStored += v.storedBlocks;
       m.blocksRemoved += v.removedBlocks;

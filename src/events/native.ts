@@ -32,7 +32,7 @@ export interface EventColumns {
   bad: BadEvent[];
 }
 
-type NativeResult = number | { error: string; kind: string } | { bytes: number; extras: EventColumns["extras"]; bad: BadEvent[] };
+export type NativeResult = number | { error: string; kind: string } | { bytes: number; extras: EventColumns["extras"]; bad: BadEvent[] };
 
 interface NativeEvents {
   decodeKvEventBatchInto(payload: Uint8Array, out: Uint8Array, wantTokens: boolean): NativeResult;
@@ -69,11 +69,21 @@ const al8 = (n: number) => (n + 7) & ~7;
 export function decodeBatchColumns(payload: Uint8Array, wantTokens = false): EventColumns {
   const a = addon();
   if (!a) throw new Error("the loaded kvctl addon has no decodeKvEventBatchInto (rebuild it: npm run build:native)");
-  let r = a.decodeKvEventBatchInto(payload, scratchU8, wantTokens);
+  return columnsOf(payload, wantTokens, (out) => a.decodeKvEventBatchInto(payload, out, wantTokens));
+}
+
+/**
+ * Columns from `write`, an addon call that fills the scratch buffer as decodeKvEventBatchInto
+ * does (the index's applyFrameColumns decodes and applies in one go, for instance): when the
+ * buffer is too small it grows, and the payload is decoded again by the decoder alone, so
+ * `write` runs exactly once. Same views and errors as decodeBatchColumns.
+ */
+export function columnsOf(payload: Uint8Array, wantTokens: boolean, write: (out: Uint8Array) => NativeResult): EventColumns {
+  let r = write(scratchU8);
   if (typeof r === "number" && r < 0) {
     scratch = new ArrayBuffer(al8(-r) * 2);
     scratchU8 = new Uint8Array(scratch);
-    r = a.decodeKvEventBatchInto(payload, scratchU8, wantTokens);
+    r = (addon() as NativeEvents).decodeKvEventBatchInto(payload, scratchU8, wantTokens);
   }
   if (typeof r === "object" && "error" in r) throw new BatchDecodeError(r.error, r.kind);
   const head = new Float64Array(scratch, 0, 8);

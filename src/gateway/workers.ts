@@ -143,9 +143,9 @@ export class WorkerSet {
           sink.applyBatch?.(worker, batch, seq);
         },
         applyFrame: sink.applyFrame
-          ? (worker, payload, seq) => {
+          ? (worker, payload, seq, withEvents) => {
               metrics.zmqEvents.inc({ worker });
-              return (sink.applyFrame as NonNullable<typeof sink.applyFrame>)(worker, payload, seq);
+              return (sink.applyFrame as NonNullable<typeof sink.applyFrame>)(worker, payload, seq, withEvents);
             }
           : undefined,
         resetWorker: (worker) => {

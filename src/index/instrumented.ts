@@ -1,6 +1,7 @@
 // Metrics as a decorator over any KvIndex (llm-d's instrumented_index.go): counts what was
 // applied and times queries, without the wrapped index knowing.
-import type { KvEvent, Tier } from "../events/types.js";
+import { decodeBatch } from "../events/decode.js";
+import type { DecodedBatch, KvEvent, Tier } from "../events/types.js";
 import type { ApplyResult, BlockInfo, FrameIndex, FrameResult, IndexStats, KvIndex, OverlapResult } from "./types.js";
 
 export interface IndexMetrics {
@@ -41,7 +42,22 @@ export class InstrumentedKvIndex implements FrameIndex {
   applyFrame(worker: string, payload: Uint8Array): FrameResult {
     const inner = this.inner as Partial<FrameIndex>;
     if (!inner.applyFrame) throw new Error("the wrapped index does not apply frames");
-    const r = inner.applyFrame.call(this.inner, worker, payload);
+    return this.frame(inner.applyFrame.call(this.inner, worker, payload));
+  }
+
+  applyFrameDecoded(worker: string, payload: Uint8Array): { result: FrameResult; batch: DecodedBatch | null } {
+    const inner = this.inner as Partial<FrameIndex>;
+    if (!inner.applyFrameDecoded) {
+      // An index that cannot hand its decode back: the events decoded apart.
+      const result = this.applyFrame(worker, payload);
+      return { result, batch: result.ok ? decodeBatch(payload) : null };
+    }
+    const r = inner.applyFrameDecoded.call(this.inner, worker, payload);
+    this.frame(r.result);
+    return r;
+  }
+
+  private frame(r: FrameResult): FrameResult {
     const m = this.metrics;
     if (!r.ok) m.badFrames++;
     m.badEvents += r.badEvents;

@@ -3,7 +3,8 @@
 // hash beside the engine hash. KV-event frames are applied in one addon call each
 // (decode + verify + apply); TypeScript sees counts, never per-block objects.
 import { loadAddon } from "../addon.js";
-import { TIER_INDEX, TIERS, type Tier } from "../events/types.js";
+import { columnsOf, columnsToBatch, type NativeResult } from "../events/native.js";
+import { BatchDecodeError, type DecodedBatch, TIER_INDEX, TIERS, type Tier } from "../events/types.js";
 import { DEFAULT_SCORING, type ScoringConfig, type WorkerLoad, type WorkerScore } from "./scoring.js";
 import type {
   ApplyResult,
@@ -17,8 +18,12 @@ import type {
   WorkerOverlap,
 } from "./types.js";
 
+type NativeVerdict = null | { error: string; kind: string } | { bad: FrameResult["bad"] };
+
 interface NativeBlockIndex {
-  applyFrame(slot: number, payload: Uint8Array, out: Float64Array): null | { error: string; kind: string } | { bad: FrameResult["bad"] };
+  applyFrame(slot: number, payload: Uint8Array, out: Float64Array): NativeVerdict;
+  applyFrames(slots: Uint32Array, payloads: Uint8Array[], out: Float64Array): null | NativeVerdict[];
+  applyFrameColumns(slot: number, payload: Uint8Array, out: Float64Array, columns: Uint8Array): NativeResult;
   store(slot: number, tier: number, hashes: BigInt64Array, hasParent: boolean, parent: bigint, out: Float64Array): void;
   remove(slot: number, tier: number, hashes: BigInt64Array, out: Float64Array): void;
   clear(slot: number): number;
@@ -58,11 +63,40 @@ function words(hashes: readonly bigint[] | BigInt64Array, scratch: { a: BigInt64
   return b.subarray(0, hashes.length);
 }
 
+/** A frame's FrameResult from the addon's verdict and its 16 counts at c[o..o+15]. */
+function frameResult(r: NativeVerdict, c: Float64Array, o: number): FrameResult {
+  const refused = r !== null && "error" in r;
+  return {
+    ok: !refused,
+    error: refused ? r.error : null,
+    errorKind: refused ? r.kind : null,
+    ts: c[o + 14],
+    dpRank: Number.isNaN(c[o + 15]) ? null : c[o + 15],
+    events: c[o],
+    storedEvents: c[o + 1],
+    removedEvents: c[o + 2],
+    clearedEvents: c[o + 3],
+    storedBlocks: c[o + 4],
+    removedBlocks: c[o + 5],
+    added: c[o + 6],
+    removed: c[o + 7],
+    unknownRemovals: c[o + 8],
+    orphanStores: c[o + 9],
+    hashMismatches: c[o + 10],
+    verified: c[o + 11],
+    unverifiable: c[o + 12],
+    badEvents: c[o + 13],
+    bad: r !== null && "bad" in r ? r.bad : [],
+  };
+}
+
 export class InMemoryKvIndex implements FrameIndex {
   private readonly idx: NativeBlockIndex;
   private readonly slots = new Map<string, number>();
   private readonly names: string[] = [];
   private readonly counts = new Float64Array(16);
+  private frameSlots = new Uint32Array(16);
+  private frameCounts = new Float64Array(256);
   private readonly req = { a: new BigInt64Array(256) };
   private ov = new Int32Array(1024);
   private cand = new Uint32Array(16);
@@ -100,27 +134,54 @@ export class InMemoryKvIndex implements FrameIndex {
   }
 
   applyFrame(worker: string, payload: Uint8Array): FrameResult {
-    const r = this.idx.applyFrame(this.slot(worker), payload, this.counts);
-    const c = this.counts;
-    const refused = r !== null && "error" in r;
-    return {
-      ok: !refused,
-      error: refused ? r.error : null,
-      errorKind: refused ? r.kind : null,
-      ts: c[14],
-      dpRank: Number.isNaN(c[15]) ? null : c[15],
-      events: c[0],
-      storedEvents: c[1],
-      removedEvents: c[2],
-      clearedEvents: c[3],
-      storedBlocks: c[4],
-      removedBlocks: c[5],
-      ...this.result(),
-      verified: c[11],
-      unverifiable: c[12],
-      badEvents: c[13],
-      bad: r !== null && "bad" in r ? r.bad : [],
-    };
+    return frameResult(this.idx.applyFrame(this.slot(worker), payload, this.counts), this.counts, 0);
+  }
+
+  /**
+   * applyFrame, and the frame's events as decodeBatch would return them (null for a refused
+   * frame), from the one decode: for a consumer whose listeners want the events as well.
+   */
+  applyFrameDecoded(worker: string, payload: Uint8Array): { result: FrameResult; batch: DecodedBatch | null } {
+    const slot = this.slot(worker);
+    let refused: NativeVerdict = null;
+    let batch: DecodedBatch | null = null;
+    try {
+      const cols = columnsOf(payload, true, (out) => {
+        const r = this.idx.applyFrameColumns(slot, payload, this.counts, out);
+        if (typeof r === "object" && "error" in r) refused = r;
+        return r;
+      });
+      batch = columnsToBatch(cols);
+    } catch (e) {
+      // A refused frame; or (scratch too small, the decoder alone refusing what the index's
+      // limits let through) applied but without its events: then bad lists only what is counted.
+      if (!(e instanceof BatchDecodeError)) throw e;
+    }
+    const bad = batch?.bad ?? [];
+    return { result: frameResult(refused ?? (bad.length > 0 ? { bad } : null), this.counts, 0), batch };
+  }
+
+  /**
+   * Frames of several workers at once (what a consumer read from its sockets in one event-loop
+   * turn), applied as applyFrame would apply them one after the other. With verification on, the
+   * hash chains of two frames that cannot affect each other (other workers, no block in common)
+   * are recomputed side by side in two SHA-256 lanes.
+   */
+  applyFrames(frames: readonly { worker: string; payload: Uint8Array }[]): FrameResult[] {
+    const k = frames.length;
+    if (this.frameSlots.length < k) {
+      this.frameSlots = new Uint32Array(k * 2);
+      this.frameCounts = new Float64Array(k * 32);
+    }
+    const payloads: Uint8Array[] = new Array(k);
+    for (let i = 0; i < k; i++) {
+      this.frameSlots[i] = this.slot(frames[i].worker);
+      payloads[i] = frames[i].payload;
+    }
+    const r = this.idx.applyFrames(this.frameSlots.subarray(0, k), payloads, this.frameCounts);
+    const out: FrameResult[] = new Array(k);
+    for (let i = 0; i < k; i++) out[i] = frameResult(r === null ? null : r[i], this.frameCounts, 16 * i);
+    return out;
   }
 
   add(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array, parent: bigint | null = null): ApplyResult {

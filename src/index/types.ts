@@ -2,7 +2,7 @@
 // overlap the scoring needs); it knows no event format. `InMemoryKvIndex` (src/index/native.ts)
 // holds the data in native code and also applies whole KV-event frames; `InstrumentedKvIndex`
 // adds metrics around any KvIndex without touching it.
-import type { BadEvent, Tier } from "../events/types.js";
+import type { BadEvent, DecodedBatch, Tier } from "../events/types.js";
 
 export type { Tier } from "../events/types.js";
 export type TierCounts = Record<Tier, number>;
@@ -120,6 +120,8 @@ export interface KvIndex {
 /** An index that applies whole KV-event frames (msgpack payloads) itself, in one call. */
 export interface FrameIndex extends KvIndex {
   applyFrame(worker: string, payload: Uint8Array): FrameResult;
+  /** applyFrame, and the frame's events (null when it was refused), from the one decode. */
+  applyFrameDecoded?(worker: string, payload: Uint8Array): { result: FrameResult; batch: DecodedBatch | null };
 }
 
 export function zeroTiers(): TierCounts {

@@ -9,13 +9,47 @@ bool claims(const mp::Reader& ev) {
   return ev.peek() == mp::Type::Map;
 }
 
+// msgspec writes a struct's fields in declaration order, so SGLang's BlockStored always opens
+// with these six keys in this order (the optional fields follow). Matching each key's bytes at
+// once replaces reading and dispatching it; an event laid out any other way (or broken inside
+// these six) is read by the general loop from its start.
+constexpr std::string_view kStoredHead(
+    "\xa4type\xab"
+    "BlockStored\xac"
+    "block_hashes");
+constexpr std::string_view kParentKey("\xb1parent_block_hash");
+constexpr std::string_view kTokensKey("\xa9token_ids");
+constexpr std::string_view kBlockSizeKey(
+    "\xaa"
+    "block_size");
+constexpr std::string_view kLoraIdKey("\xa7lora_id");
+constexpr uint32_t kInOrder = 6;
+
+bool stored_in_order(mp::Reader& ev, RawFields& f) {
+  return ev.consume(kStoredHead) && ev.take(f.hashes) && ev.consume(kParentKey) && ev.take(f.parent) &&
+         ev.consume(kTokensKey) && take_tokens(ev, f) && ev.consume(kBlockSizeKey) && ev.take(f.block_size) &&
+         ev.consume(kLoraIdKey) && ev.take(f.lora_id);
+}
+
 bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
   uint32_t n;
   ev.read_map(n);
   std::string_view tag;
   bool has_tag = false;
   mp::Reader meta;
-  for (uint32_t i = 0; i < n; ++i) {
+  uint32_t i = 0;
+  if (n >= kInOrder) {
+    const mp::Reader start = ev;
+    if (stored_in_order(ev, f)) {
+      tag = "BlockStored";
+      has_tag = true;
+      i = kInOrder;
+    } else {
+      ev = start;
+      f = RawFields();
+    }
+  }
+  for (; i < n; ++i) {
     std::string_view k;
     const bool is_str = ev.read_str(k);
     if (!is_str && !ev.skip()) break;

@@ -1,0 +1,32 @@
+// Runs of msgpack integers in the forms that always hold a uint32 (positive fixint, uint8, uint16,
+// uint32): a batch's token ids, thousands of them. Stepping over such a run is a chain of
+// dependent loads one value at a time in scalar code; the AVX-512 VBMI path finds every value's
+// start in 64 bytes at once. The path is chosen at run time (CPUID and the OS's AVX-512 state)
+// and can be switched, so tests run both over the same inputs.
+#pragma once
+#include <cstdint>
+
+namespace kv::mp {
+
+enum class IntRunPath { Scalar, Avx512 };
+
+bool int_runs_avx512_supported();
+IntRunPath int_run_path();
+// Returns false (and changes nothing) when the CPU lacks the instructions.
+bool set_int_run_path(IntRunPath p);
+
+// Steps `p` over up to `n` values of those four forms and returns how many it stepped over. It
+// may stop early, at a value of any other form (valid or not) or within 72 bytes of `end`; the
+// caller checks the rest. Every value it steps over lies wholly before `end`.
+uint32_t skip_u32_forms(const uint8_t*& p, const uint8_t* end, uint32_t n);
+
+// The same for values already known to be of those forms (skip_u32_forms checked them): reads
+// up to `n` of them into `out`, and may stop early the same way.
+uint32_t decode_u32_forms(const uint8_t*& p, const uint8_t* end, uint32_t n, uint32_t* out);
+
+namespace detail {
+uint32_t skip_u32_forms_avx512(const uint8_t*& p, const uint8_t* end, uint32_t n);
+uint32_t decode_u32_forms_avx512(const uint8_t*& p, const uint8_t* end, uint32_t n, uint32_t* out);
+}  // namespace detail
+
+}  // namespace kv::mp
