@@ -271,7 +271,7 @@ describe("queued requests hold their cached prefix", () => {
     const prompt = chainOf(10);
     const out = p.observe(started(0, "s", { requestId: "q1", promptBlocks: prompt, overlap: overlap(4, 3) }));
     expect(out.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: prompt.slice(0, 7), pin: true, ttl_seconds: 120 }]);
-    expect(out[0].reason).toMatch(/^request queued: hold 7 cached prefix blocks/);
+    expect(out[0].reason).toMatch(/^request queued: hold 7 of its 7 cached prefix blocks/);
     expect(await metric("kvctl_policy_pin_budget_used_blocks")).toEqual(['kvctl_policy_pin_budget_used_blocks{worker="w0"} 7']);
     const done = p.observe(finished(9_000, "s", prompt, { requestId: "q1" }));
     expect(done.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: prompt.slice(0, 7), pin: false }]);
@@ -304,6 +304,31 @@ describe("queued requests hold their cached prefix", () => {
     // a's hold outlives its TTL: the worker dropped it, the gateway sends nothing for it.
     expect(p.observe(finished(121_000, "a", a, { requestId: "ra" }))).toEqual([]);
     expect(p.context.budget.used("w0")).toBe(0);
+  });
+});
+
+describe("queued requests: budget that comes free goes to the oldest request still short of its prefix", () => {
+  it("tops up in arrival order when a turn ends", () => {
+    const { p } = policy({ ...ONLY("inflight"), pins: { enabled: false, budgetBlocks: 8 } });
+    const shared = chainOf(4);
+    const own = (base: bigint) => [...shared, ...chainOf(3, base)];
+    const [a, b, c] = [own(5000n), own(6000n), own(7000n)];
+    const at = (o: { GPU: number }) => ({ ...o, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 });
+    expect(cmd(p.observe(started(0, "a", { requestId: "ra", promptBlocks: a, overlap: at({ GPU: 7 }) })), "Cache").block_hashes).toEqual(a);
+    // One block of room: b holds the shared four (free, a holds them) and one of its own.
+    expect(cmd(p.observe(started(1, "b", { requestId: "rb", promptBlocks: b, overlap: at({ GPU: 7 }) })), "Cache").block_hashes).toEqual(b.slice(0, 5));
+    expect(cmd(p.observe(started(2, "c", { requestId: "rc", promptBlocks: c, overlap: at({ GPU: 7 }) })), "Cache").block_hashes).toEqual(c.slice(0, 4));
+    // a is served: its own three blocks free up; b (older) gets its last two, then c one.
+    const out = p.observe(finished(3, "a", a, { requestId: "ra" }));
+    expect(out.map((x) => x.command)).toEqual([
+      { type: "Cache", block_hashes: a, pin: false },
+      { type: "Cache", block_hashes: b.slice(5), pin: true, ttl_seconds: 120 },
+      { type: "Cache", block_hashes: c.slice(4, 5), pin: true, ttl_seconds: 120 },
+    ]);
+    expect(out[1].reason).toMatch(/hold 2 more of its 7/);
+    expect(p.context.budget.used("w0")).toBe(8);
+    // b's release: exactly what it holds.
+    expect(p.observe(finished(4, "b", b, { requestId: "rb" }))[0].command).toEqual({ type: "Cache", block_hashes: b, pin: false });
   });
 });
 

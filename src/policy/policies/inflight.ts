@@ -14,8 +14,12 @@ const NAME = "in_flight";
 
 interface Held {
   worker: string;
+  sessionId: string | null;
   owner: string;
-  blocks: bigint[];
+  /** The prompt's blocks the worker held when the request arrived (what the hold is for). */
+  want: bigint[];
+  /** The first `held` of them are pinned (the rest wait for budget). */
+  held: number;
 }
 
 /** The prompt's blocks the worker is known to hold: its overlap there, else the session's own. */
@@ -32,53 +36,72 @@ function knownBlocks(o: TurnStarted, ctx: PolicyContext): bigint[] {
 }
 
 export function inflightRule(): AgentRule {
-  const held = new Map<string, Held>();
+  // Requests in flight with a hold, or waiting for budget to hold (more of) their prefix; a Map
+  // keeps arrival order, which is the order SGLang's queue serves them in.
+  const inFlight = new Map<string, Held>();
 
-  const start = (o: TurnStarted, ctx: PolicyContext) => {
+  /** Pins as much of h's prefix as the budget allows beyond what it holds already. */
+  const grant = (h: Held, ctx: PolicyContext) => {
     const cfg = ctx.cfg.inflight;
-    const blocks = knownBlocks(o, ctx);
-    if (blocks.length < cfg.minBlocks) return;
-    // The hold is the request's own (a session may have turns in flight on two replicas' views).
-    const owner = `req:${o.requestId}`;
-    const fit = ctx.budget.admit(o.worker, blocks);
-    if (fit < cfg.minBlocks) {
-      ctx.note(NAME, "skip", `pin budget: room for ${fit} of ${blocks.length} blocks`, { session: o.sessionId, worker: o.worker });
-      return;
-    }
-    const pin = blocks.slice(0, fit);
+    const rest = h.want.slice(h.held);
+    const fit = ctx.budget.admit(h.worker, rest);
+    if (fit === 0 || (h.held === 0 && fit < cfg.minBlocks)) return false;
+    const pin = rest.slice(0, fit);
+    const from = h.held;
     const sent = ctx.emit(
       NAME,
-      { worker: o.worker, sessionId: o.sessionId, reason: `request queued: hold ${pin.length} cached prefix blocks until it is served`, command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: cfg.maxHoldSeconds } },
+      {
+        worker: h.worker,
+        sessionId: h.sessionId,
+        reason: `request queued: hold ${from ? `${pin.length} more of its ${h.want.length}` : `${pin.length} of its ${h.want.length}`} cached prefix blocks until it is served`,
+        command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: cfg.maxHoldSeconds },
+      },
       {
         onAck: (a) => {
           if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
-          const h = held.get(o.requestId);
-          if (a.status === "partial") {
-            const kept = a.affected ?? 0;
-            ctx.budget.release(a.worker, pin.slice(kept), owner, "inflight");
-            if (h) h.blocks = pin.slice(0, kept);
-            ctx.budget.markFull(a.worker);
-            return;
-          }
-          ctx.budget.release(a.worker, pin, owner, "inflight");
-          held.delete(o.requestId);
-          ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: o.sessionId, worker: a.worker });
+          // What the worker did not pin is not held (past its budget, or gone meanwhile).
+          const kept = a.status === "partial" ? (a.affected ?? 0) : 0;
+          ctx.budget.release(a.worker, pin.slice(kept), h.owner, "inflight");
+          if (inFlight.get(h.owner) === h && h.held === from + pin.length) h.held = from + kept;
+          if (a.status === "partial") ctx.budget.markFull(a.worker);
+          else ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: h.sessionId, worker: a.worker });
         },
       },
     );
-    if (!sent) return;
-    ctx.budget.hold(o.worker, pin, { session: owner, kind: "inflight", ttlSeconds: cfg.maxHoldSeconds, expiresAt: ctx.now + cfg.maxHoldSeconds * 1000 });
-    held.set(o.requestId, { worker: o.worker, owner, blocks: pin });
+    if (!sent) return false;
+    ctx.budget.hold(h.worker, pin, { session: h.owner, kind: "inflight", ttlSeconds: cfg.maxHoldSeconds, expiresAt: ctx.now + cfg.maxHoldSeconds * 1000 });
+    h.held += pin.length;
+    return true;
+  };
+
+  /** Budget came free: the oldest requests still short of their prefix get it first. */
+  const topUp = (ctx: PolicyContext, worker: string) => {
+    for (const h of inFlight.values()) {
+      if (h.worker !== worker || h.held >= h.want.length) continue;
+      if (!grant(h, ctx) && ctx.budget.admit(worker, h.want.slice(h.held, h.held + 1)) === 0) break;
+    }
+  };
+
+  const start = (o: TurnStarted, ctx: PolicyContext) => {
+    const want = knownBlocks(o, ctx);
+    if (want.length < ctx.cfg.inflight.minBlocks) return;
+    // The hold is the request's own (a session may have turns in flight on two replicas' views).
+    const h: Held = { worker: o.worker, sessionId: o.sessionId, owner: `req:${o.requestId}`, want, held: 0 };
+    inFlight.set(h.owner, h);
+    if (!grant(h, ctx)) ctx.note(NAME, "skip", `pin budget: no room yet for ${want.length} blocks; waits for the turns ahead of it`, { session: o.sessionId, worker: o.worker });
   };
 
   const finish = (o: TurnFinished, ctx: PolicyContext) => {
-    const h = held.get(o.requestId);
+    const owner = `req:${o.requestId}`;
+    const h = inFlight.get(owner);
     if (!h) return;
-    held.delete(o.requestId);
+    inFlight.delete(owner);
     // Blocks whose hold already ran out (TTL) are not the gateway's to unpin any more.
-    const still = ctx.budget.release(h.worker, h.blocks, h.owner, "inflight");
-    if (!still.length) return;
-    ctx.emit(NAME, { worker: h.worker, sessionId: o.sessionId, reason: `request served (${o.status || o.error || "no answer"}): release its prefix`, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
+    const still = h.held ? ctx.budget.release(h.worker, h.want.slice(0, h.held), h.owner, "inflight") : [];
+    if (still.length) {
+      ctx.emit(NAME, { worker: h.worker, sessionId: o.sessionId, reason: `request served (${o.status || o.error || "no answer"}): release its prefix`, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
+    }
+    topUp(ctx, h.worker);
   };
 
   return {
@@ -87,7 +110,7 @@ export function inflightRule(): AgentRule {
       if (o.type === "TurnStarted") start(o, ctx);
       else if (o.type === "TurnFinished") finish(o, ctx);
       else if (o.type === "WorkerCleared" && o.reason === "restart") {
-        for (const [id, h] of held) if (h.worker === o.worker) held.delete(id);
+        for (const [id, h] of inFlight) if (h.worker === o.worker) inFlight.delete(id);
       }
     },
   };
