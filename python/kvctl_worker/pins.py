@@ -224,14 +224,20 @@ class PinManager:
         return len(expired)
 
     def relieve(self, required_tokens: int) -> int:
-        """Safety net: release the oldest pins, as few as needed, until the
-        protected tokens leave room for ``required_tokens``. Returns pins released."""
-        total = self.ops.pool_tokens()
-        if self.ops.protected_tokens(self.protected.values()) <= total - required_tokens:
+        """Safety net: release the oldest pins, as few as needed, until the GPU tokens the pins
+        hold leave room for ``required_tokens``. Only GPU memory can wedge the scheduler: a
+        host-tier pin whose GPU copy can be demoted holds none, so it is never released here
+        (the pin budget bounds the host share). Returns pins released."""
+        total = self.ops.device_pool_tokens()
+
+        def fits() -> bool:
+            return self.ops.device_held_tokens(self.protected.values()) <= total - required_tokens
+
+        if fits():
             return 0
         released = 0
         for pin in sorted((p for ps in self.records.values() for p in ps), key=lambda p: p.seq):
-            if self.ops.protected_tokens(self.protected.values()) <= total - required_tokens:
+            if fits():
                 break
             self._drop(pin)
             released += 1
@@ -240,8 +246,8 @@ class PinManager:
             self.metrics["safety_net_released"] += released
             logger.warning(
                 "kvctl safety net: released %d oldest pin(s) so a request of %d tokens can be "
-                "scheduled (protected %d of %d tokens)", released, required_tokens,
-                self.ops.protected_tokens(self.protected.values()), total)
+                "scheduled (pins hold %d of %d GPU tokens)", released, required_tokens,
+                self.ops.device_held_tokens(self.protected.values()), total)
         return released
 
     def forget(self, node: Any) -> None:

@@ -32,6 +32,12 @@ class RadixOps:
     def protected_tokens(self, _protected: Iterable[Any]) -> int:
         return self.cache.protected_size()
 
+    # A device lock: every pinned token holds GPU memory.
+    device_pool_tokens = pool_tokens
+
+    def device_held_tokens(self, protected: Iterable[Any]) -> int:
+        return self.protected_tokens(protected)
+
     def protect(self, node):
         self.cache.inc_lock_ref(node)
         return True
@@ -71,6 +77,18 @@ class UnifiedOps:
         """``protected``: the nodes holding a pin protection (PinManager.protected)."""
         if self.tier_aware:
             return sum(len(n.key) for n in protected)
+        return self.core.protected_size()
+
+    def device_pool_tokens(self) -> int:
+        alloc = getattr(self.cache, "token_to_kv_pool_allocator", None)
+        return int(alloc.size) if alloc is not None else 0
+
+    def device_held_tokens(self, protected: Iterable[Any]) -> int:
+        """GPU tokens the pins keep from the scheduler. Under HiCache a pinned node with a host
+        copy holds none (its GPU copy is demoted like any other); one still waiting for its
+        backup does."""
+        if self.tier_aware:
+            return sum(len(n.key) for n in protected if not n.evicted and not getattr(n, "backuped", False))
         return self.core.protected_size()
 
     def _backup_path(self, node) -> None:

@@ -107,3 +107,32 @@ def test_pin_aware_flush_keeps_pinned_blocks_on_host():
     m = umatch(cache, VIP)
     assert m.device_prefix_len == 0 and m.host_hit_length == 16
     assert umatch(cache, OTHER).host_hit_length == 0
+
+
+def test_safety_net_leaves_host_tier_pins_alone_they_hold_no_gpu_memory():
+    """Backed-up pins never keep a request from the GPU (their GPU copies demote like any other),
+    so a request nearly as large as the GPU pool releases none of them, even with more pinned
+    tokens than the host pool has room for beside it."""
+    from sglang.srt.kvctl.scheduler_side import on_scheduler_tick
+    import types
+
+    cache, alloc, pool = make_unified(page_size=4, size=256)
+    st = state_for_cache(cache)
+    st.pins.budget_fraction = 1.0
+    host = cache.cache_controller.mem_pool_host.size
+    h = CommandHandler(cache, worker_id="w0")
+    pinned = 0
+    for start in range(1000, 1000 + 10 * 32, 32):          # 320 tokens, more than the GPU pool
+        insert_kv(cache, alloc, pool, list(range(start, start + 32)))
+        hs = list(_gpu_and_host_hashes(cache))
+        assert h.handle({"type": "Cache", "block_hashes": hs, "pin": True}).status == "applied"
+        pinned += 32
+        cache.evict(EvictParams(num_tokens=10_000))
+    need = 250
+    assert pinned + need > host, "the old host-pool arithmetic would have released pins here"
+    req = types.SimpleNamespace(origin_input_ids=list(range(need)))
+    sched = types.SimpleNamespace(tree_cache=cache, waiting_queue=[req])
+    on_scheduler_tick(sched)
+    assert st.pins.metrics["safety_net_triggers"] == 0 and st.pins.metrics["safety_net_released"] == 0
+    assert umatch(cache, list(range(1000, 1032))).host_hit_length == 32   # the oldest pin still holds
+    assert st.ops.device_held_tokens(st.pins.protected.values()) == 0
