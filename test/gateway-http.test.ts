@@ -28,11 +28,13 @@ interface StandIn {
   healthy: boolean;
   aborted: number;
   requests: number;
+  /** Requests to answer by closing the connection without a byte (a worker closing a kept-alive one). */
+  resetNext: number;
 }
 
 /** Stand-in for an SGLang worker's HTTP surface (see the file comment). */
 async function standIn(): Promise<StandIn> {
-  const s: StandIn = { url: "", info: {}, server: null as unknown as Server, healthy: true, aborted: 0, requests: 0 };
+  const s: StandIn = { url: "", info: {}, server: null as unknown as Server, healthy: true, aborted: 0, requests: 0, resetNext: 0 };
   s.server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -46,6 +48,11 @@ async function standIn(): Promise<StandIn> {
     if (req.url === "/v1/tokenize") return json(200, { tokens: [...JSON.stringify(body.messages ?? body.prompt)].map((c) => c.charCodeAt(0)), count: 0, max_model_len: 4096 });
     if (req.method === "GET") return json(404, {});
     s.requests++;
+    if (s.resetNext > 0) {
+      s.resetNext--;
+      req.socket.destroy();
+      return;
+    }
     if (req.url === "/generate") return; // never answers: the timeout test
     if (body.stream) {
       res.writeHead(200, { "content-type": "text/event-stream" });
@@ -198,6 +205,29 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     const r = await post(`${g.url}/generate`, '{"text":"hi"}');
     expect(r.status).toBe(504);
     expect((await json(r)).error).toMatchObject({ type: "upstream_timeout", message: expect.stringMatching(/^worker w\d timed out$/) });
+  });
+
+  it("a connection reset before any answer is sent again; the worker keeps its sessions and is not drained", async () => {
+    const g = await gw();
+    const h = { "x-session-id": "reset-once" };
+    const first = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', h);
+    const w = first.headers.get("x-kvctl-worker") as string;
+    await g.settled();
+    const up = upstreams[Number(w.slice(1))];
+    const before = up.requests;
+    up.resetNext = 1;
+    const r = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', h);
+    expect(r.status).toBe(200);
+    expect(r.headers.get("x-kvctl-worker")).toBe(w);
+    expect(up.requests - before).toBe(2); // the reset one, then the one answered
+    expect((await json(await fetch(`${g.url}/health`))).workers.every((x: { healthy: boolean }) => x.healthy)).toBe(true);
+    expect((await metric(g, "kvctl_gateway_upstream_errors_total")).join()).toContain(`worker="${w}",kind="reset"} 1`);
+    // a worker that resets every try is not retried forever: the client gets a clear 502
+    up.resetNext = 3;
+    const bad = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', h);
+    expect(bad.status).toBe(502);
+    expect((await json(bad)).error.message).toMatch(/^worker w\d failed before answering \(connection reset: /);
+    up.resetNext = 0;
   });
 
   it("a worker failing health is drained; its session re-routes", async () => {

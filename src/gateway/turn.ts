@@ -97,8 +97,9 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Incomin
 
   const client = new ClientLink(res);
 
-  // At most two tries: a worker that refuses the connection has seen nothing of the request, so
-  // the request goes to the next choice (and the refusing worker is drained).
+  // At most three tries: a worker that refuses the connection has seen nothing of the request, so
+  // the request goes to the next choice (and the refusing worker is drained); a connection reset
+  // before any answer sends it again (the worker may have died: the next try finds out).
   for (let attempt = 0; ; attempt++) {
     available = ctx.workers.available();
     let decision: RouteDecision;
@@ -156,10 +157,10 @@ export async function serveTurn(ctx: TurnContext, route: RouteKind, req: Incomin
       stored: session ? { worker: session.worker, pins: session.pins, leases: session.leases, tool: session.tool } : null,
     });
     let outcome = await callWorker(ctx, route, worker, req.headers, res, parsed, body, stream, client, promptTokens?.length ?? 0);
-    if (outcome.kind === "retry" && attempt === 0 && ctx.workers.available().length > 0) continue;
+    if (outcome.kind === "retry" && attempt < 2 && ctx.workers.available().length > 0) continue;
     if (outcome.kind === "retry") {
       metrics.countRequest(route, worker.id, 502);
-      fail(502, "upstream_error", `worker ${worker.id} refused the connection: ${outcome.error}`);
+      fail(502, "upstream_error", `worker ${worker.id} failed before answering (${outcome.error})`);
       outcome = { kind: "done", status: 0, error: outcome.error, result: null };
     }
     // The turn's record is kept after the response went out (off the client's path).

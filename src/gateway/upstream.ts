@@ -27,7 +27,9 @@ export function createUpstreamPool(url: string, o: UpstreamOptions): Pool {
     pipelining: 1,
     headersTimeout: o.headersTimeoutMs,
     bodyTimeout: o.bodyTimeoutMs,
-    keepAliveTimeout: 30_000,
+    // Below the 5 s SGLang's HTTP server keeps an idle connection (SGLANG_TIMEOUT_KEEP_ALIVE): a
+    // connection the worker is about to close is not picked for a request.
+    keepAliveTimeout: 4_000,
   });
 }
 

@@ -187,7 +187,8 @@ export function callWorker(
         }
         const kind = classifyUpstreamError(e);
         metrics.upstreamErrors.inc({ worker: worker.id, kind });
-        if (kind === "reset" || kind === "connect") ctx.workers.drain(worker, `its stream broke: ${e.message}`);
+        // Not drained here: a worker that died refuses the next connection and is drained then;
+        // one that only lost this connection keeps its sessions and its blocks in the index.
         ctx.log(`gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message}); client told`);
         res.end(streamErrorEvent(flavor, "upstream_error", `worker ${worker.id} failed mid-stream (${kind}); retry the request`));
         metrics.countRequest(route, worker.id, 502);
@@ -209,9 +210,12 @@ function upstreamFailed(ctx: TurnContext, route: RouteKind, worker: GatewayWorke
   metrics.upstreamErrors.inc({ worker: worker.id, kind });
   if (kind === "connect") {
     ctx.workers.drain(worker, `connection refused: ${(e as Error).message}`);
-    return { kind: "retry", error: (e as Error).message };
+    return { kind: "retry", error: `connection refused: ${(e as Error).message}` };
   }
-  if (kind === "reset") ctx.workers.drain(worker, `connection reset: ${(e as Error).message}`);
+  // A connection closed before any answer (most often a kept-alive one the worker closed as the
+  // request went out) says nothing about the worker: the request is sent again on a fresh one,
+  // and the worker is drained only if it then refuses connections.
+  if (kind === "reset") return { kind: "retry", error: `connection reset: ${(e as Error).message}` };
   const status = kind === "timeout" ? 504 : 502;
   const msg = kind === "timeout" ? `worker ${worker.id} timed out` : `worker ${worker.id} failed: ${(e as Error).message}`;
   metrics.countRequest(route, worker.id, status);
