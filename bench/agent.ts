@@ -18,6 +18,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { blockHashes } from "../src/hash/index.js";
 import { packageRoot, venvPython } from "../src/paths.js";
 import type { RealServer } from "../src/demo/real-server.js";
 import { drive, type RequestRecord, type Target } from "./agent/driver.js";
@@ -37,7 +38,7 @@ const TOOLS_PER_CLASS = Number(opt("tools-per-class", "5"));
 const FLOOD = Number(opt("flood", "24"));
 const PIN_BUDGET_SHARE = Number(opt("pin-budget-share", "0.25"));
 const BFCL_VERSION = "2026.3.23";
-const SHAPE: ServerShape = { model: "", pageSize: 16, deviceTokens: Number(opt("device-tokens", "6144")), hostRatio: 2 };
+const SHAPE: ServerShape = { model: "", pageSize: 16, deviceTokens: Number(opt("device-tokens", "8192")), hostRatio: 2 };
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 /** The bfcl-eval wheel from PyPI, unpacked under .cache (its data files and executable backends). */
@@ -74,15 +75,17 @@ interface ConfigSpec {
   rules?: string[];
 }
 
-const RULES = ["pins", "tools", "think", "idle", "prune", "warm"] as const;
+const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "warm"] as const;
 
 function policiesFor(rules: readonly string[] | undefined): Record<string, unknown> {
   const on = (r: string) => !rules || rules.includes(r);
   const scaled = (s: number) => Math.max(1, Math.round(s / TIME_SCALE));
   return {
-    // The gateway's view of each worker's pin budget: a quarter of its host pool (the worker's own
-    // cap is half), so pinned prefixes leave the host tier room to cache everything else.
+    // The gateway's view of each worker's pin budget: `--pin-budget-share` of its host pool, by
+    // default a quarter. Write-through keeps a copy of the whole device pool on the host (half of
+    // it at ratio 2); pins take at most half of the rest, so host-only history keeps room too.
     pins: { enabled: on("pins"), budgetBlocks: Math.floor((PIN_BUDGET_SHARE * SHAPE.deviceTokens * SHAPE.hostRatio) / SHAPE.pageSize) },
+    inflight: { enabled: on("inflight") },
     tools: { enabled: on("tools"), priorMeanSeconds: 5 / TIME_SCALE, prefillTokensPerSecond: 2000 },
     think: { enabled: on("think") },
     idle: { enabled: on("idle"), leaseSeconds: scaled(300), deviceBlocks: Math.floor(SHAPE.deviceTokens / SHAPE.pageSize) },
@@ -148,6 +151,32 @@ async function scrape(url: string): Promise<{ commands: Record<string, number>; 
   return { commands, pinPeak };
 }
 
+/**
+ * Prefill tokens an ideal cache would still compute: every earlier prompt of the trace kept
+ * forever on one worker, reuse at page granularity. Prompts are tokenized by a worker of the run
+ * (its chat template), each checked against the prompt_tokens the worker reported.
+ */
+async function idealRecompute(records: RequestRecord[], url: string, model: string): Promise<{ recomputed: number; mismatched: number }> {
+  const seen = new Set<bigint>();
+  let recomputed = 0;
+  let mismatched = 0;
+  for (const r of [...records].sort((a, b) => a.sentMs - b.sentMs)) {
+    if (!r.ok) continue;
+    const res = await fetch(`${url}/v1/tokenize`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, ...r.prompt }) });
+    const tokens = ((await res.json()) as { tokens: number[] }).tokens;
+    if (tokens.length !== r.promptTokens) mismatched++;
+    const hashes = blockHashes(tokens, { pageSize: SHAPE.pageSize });
+    let hit = 0;
+    while (hit < hashes.length && seen.has(hashes[hit])) hit++;
+    for (const h of hashes) seen.add(h);
+    r.idealCachedTokens = Math.min(hit * SHAPE.pageSize, tokens.length - 1);
+    recomputed += tokens.length - r.idealCachedTokens;
+  }
+  return { recomputed, mismatched };
+}
+
+let ideal: { recomputed: number; mismatched: number } | null = null;
+
 async function runConfig(spec: ConfigSpec, workload: BfclWorkload): Promise<ConfigResult> {
   const t0 = performance.now();
   const scratch = mkdtempSync(join(tmpdir(), `kvctl-agent-${spec.name}-`));
@@ -168,7 +197,7 @@ async function runConfig(spec: ConfigSpec, workload: BfclWorkload): Promise<Conf
       cleanup.push(() => smg.stop());
       target = { name: spec.name, url: () => smg.url, sessionHeader: false };
     } else {
-      const g = await startKvctlGateway(workers, nats, spec.policy, spec.policy === "agent" ? policiesFor(spec.rules) : undefined, Math.max(0.05, 10 / TIME_SCALE));
+      const g = await startKvctlGateway(workers, nats, spec.policy, spec.policy === "agent" ? policiesFor(spec.rules) : undefined, Math.max(0.05, 10 / TIME_SCALE), process.env.KVCTL_BENCH_TRACE ? `${process.env.KVCTL_BENCH_TRACE}.${spec.name}.decisions.jsonl` : undefined);
       cleanup.push(() => g.close());
       target = { name: spec.name, url: () => g.url, sessionHeader: true };
       metricsUrl = g.url;
@@ -179,6 +208,11 @@ async function runConfig(spec: ConfigSpec, workload: BfclWorkload): Promise<Conf
     const sessions = planWorkload(workload, { ...DEFAULT_SHAPE, timeScale: TIME_SCALE }, SEED);
     const records: RequestRecord[] = await drive(target, sessions, { system: workload.system_prompt, model, maxTokens: 1024 });
     if (records.every((r) => !r.ok)) throw new Error(`every request failed, first: ${records[0]?.error}`);
+    if (ideal === null || process.env.KVCTL_BENCH_TRACE) ideal = await idealRecompute(records, workers[0].baseUrl, model);
+    if (process.env.KVCTL_BENCH_TRACE) {
+      const { writeFileSync } = await import("node:fs");
+      writeFileSync(`${process.env.KVCTL_BENCH_TRACE}.${spec.name}.json`, JSON.stringify(records.map(({ prompt: _p, ...r }) => r)));
+    }
     const served = await flood(target.url(0), FLOOD, model);
     const scraped = metricsUrl ? await scrape(metricsUrl) : null;
     const ok = records.filter((r) => r.ok);
@@ -258,6 +292,7 @@ async function main(): Promise<void> {
       `${name.padEnd(16)} ${String(r.requests).padStart(8)}  ${String(r.prompt_tokens).padStart(10)}  ${String(r.cached_tokens).padStart(10)}  ${String(r.recomputed_tokens).padStart(10)}  ${String(r.host_hit_tokens).padStart(9)}  ${`${f(r.ttft_returning_p50_ms)}/${f(r.ttft_returning_p99_ms)}`.padStart(19)}  ${r.flood_served.padStart(6)}  ${cmds}`,
     );
   }
+  if (ideal) console.log(`ideal cache (every earlier prompt kept, page ${SHAPE.pageSize}): ${ideal.recomputed} recomputed tokens${ideal.mismatched ? ` (${ideal.mismatched} prompts tokenized to another length than served)` : ""}`);
   if (best && k) {
     console.log(`best peer by recomputed tokens: ${best}; kvctl recomputes ${f(recomputeRatio, 2)}x fewer (bar >= 1.5x: ${recomputeRatio !== null && recomputeRatio >= 1.5 ? "PASS" : "FAIL"}), ` +
       `returning-turn TTFT p99 ${f(ttftRatio, 2)}x of it (bar < 1: ${ttftRatio !== null && ttftRatio < 1 ? "PASS" : "FAIL"})`);
@@ -270,6 +305,7 @@ async function main(): Promise<void> {
         time_scale: TIME_SCALE,
         configs: { lru: pick("lru"), cache_aware: pick("cache_aware"), session_radix: pick("session_radix"), sgl_router: pick("sgl_router"), kvctl: pick("kvctl"), ...Object.fromEntries(ablation.map((a) => [a.name, pick(a.name)])) },
         not_run: notes,
+        ideal_recomputed_tokens: ideal?.recomputed ?? null,
         best_peer: best,
         recompute_ratio_vs_best: recomputeRatio === null ? null : +recomputeRatio.toFixed(3),
         ttft_p99_ratio_vs_best: ttftRatio === null ? null : +ttftRatio.toFixed(3),

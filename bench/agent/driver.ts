@@ -24,6 +24,14 @@ export interface RequestRecord {
   hostTokens: number;
   storageTokens: number;
   ttftMs: number;
+  /** When the request was sent and its answer ended (ms since the run began). */
+  sentMs: number;
+  doneMs: number;
+  /** What the prompt renders from (for tokenizing it afterwards: the ideal-cache figure). */
+  prompt: { messages: unknown[]; tools: unknown[] };
+  /** Tokens an ideal cache (every earlier prompt kept) would serve: filled in after the run. */
+  idealCachedTokens?: number;
+  worker: string | null;
   ok: boolean;
   error?: string;
 }
@@ -52,17 +60,23 @@ interface StreamResult {
   text: string;
   toolCallIds: string[];
   status: number;
+  /** The worker a kvctl gateway chose (its x-kvctl-worker header), or null. */
+  worker: string | null;
+  /** An error event inside the stream. */
+  error: string | null;
 }
 
 async function streamChat(url: string, body: unknown, headers: Record<string, string>): Promise<StreamResult> {
   const t0 = performance.now();
   const r = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
-  if (r.status !== 200 || !r.body) return { ttftMs: performance.now() - t0, usage: null, details: null, text: await r.text(), toolCallIds: [], status: r.status };
+  const worker = r.headers.get("x-kvctl-worker");
+  if (r.status !== 200 || !r.body) return { ttftMs: performance.now() - t0, usage: null, details: null, text: await r.text(), toolCallIds: [], status: r.status, worker, error: null };
   let ttft = -1;
   let tail = "";
   let text = "";
   let usage: Usage | null = null;
   let details: CachedDetails | null = null;
+  let error: string | null = null;
   const ids: string[] = [];
   const dec = new TextDecoder();
   for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
@@ -75,6 +89,9 @@ async function streamChat(url: string, body: unknown, headers: Record<string, st
       const data = ev.slice(5).trim();
       if (data === "[DONE]") continue;
       const j = JSON.parse(data);
+      // SGLang reports a refused request (say, a prompt longer than the pool) as an error event
+      // inside a 200 stream, followed by a usage of 1 prompt token.
+      if (j.error) error = typeof j.error.message === "string" ? j.error.message : JSON.stringify(j.error);
       if (j.usage) usage = j.usage;
       if (j.sglext?.cached_tokens_details) details = j.sglext.cached_tokens_details;
       if (j.choices?.[0]?.sglext?.cached_tokens_details) details = j.choices[0].sglext.cached_tokens_details;
@@ -88,7 +105,7 @@ async function streamChat(url: string, body: unknown, headers: Record<string, st
       for (const c of d.tool_calls ?? []) if (c.id) ids.push(c.id);
     }
   }
-  return { ttftMs: ttft < 0 ? performance.now() - t0 : ttft, usage, details, text, toolCallIds: ids, status: 200 };
+  return { ttftMs: ttft < 0 ? performance.now() - t0 : ttft, usage, details, text, toolCallIds: ids, status: 200, worker, error };
 }
 
 export interface DriveOptions {
@@ -116,13 +133,18 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
       const send = async (kind: RequestRecord["kind"], regex: string): Promise<StreamResult | null> => {
         const body = { model: o.model, messages: [system, ...history], tools: s.tools, max_tokens: o.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, return_cached_tokens_details: true, regex };
         const headers: Record<string, string> = target.sessionHeader ? { "x-session-id": s.id } : {};
-        const rec: RequestRecord = { session: s.id, kind, returning: first && turn.idleMs > 0, promptTokens: 0, cachedTokens: 0, hostTokens: 0, storageTokens: 0, ttftMs: 0, ok: false };
+        const rec: RequestRecord = {
+          session: s.id, kind, returning: first && turn.idleMs > 0, promptTokens: 0, cachedTokens: 0, hostTokens: 0, storageTokens: 0, ttftMs: 0,
+          sentMs: performance.now() - t0, doneMs: 0, prompt: { messages: body.messages, tools: s.tools }, worker: null, ok: false,
+        };
         first = false;
         try {
           const res = await streamChat(target.url(seq++), body, headers);
+          rec.doneMs = performance.now() - t0;
+          rec.worker = res.worker;
           rec.ttftMs = res.ttftMs;
-          rec.ok = res.status === 200 && res.usage !== null;
-          if (!rec.ok) rec.error = `HTTP ${res.status}: ${res.text.slice(0, 200)}`;
+          rec.ok = res.status === 200 && res.usage !== null && res.error === null;
+          if (!rec.ok) rec.error = res.error ?? `HTTP ${res.status}: ${res.text.slice(0, 200)}`;
           const u: Usage = res.usage ?? {};
           rec.promptTokens = u.prompt_tokens ?? 0;
           rec.cachedTokens = u.prompt_tokens_details?.cached_tokens ?? 0;
@@ -131,6 +153,7 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
           records.push(rec);
           return rec.ok ? res : null;
         } catch (e) {
+          rec.doneMs = performance.now() - t0;
           rec.error = (e as Error).message;
           records.push(rec);
           return null;

@@ -3,7 +3,7 @@
 // front of them the workers in turn, a kvctl gateway (with or without NATS and policies), or
 // SGLang's own model gateway (smg) as a peer router.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -59,18 +59,21 @@ export async function startNats(dir: string): Promise<NatsServer> {
   return startNatsServer(["-js", "-sd", dir]);
 }
 
-export async function startKvctlGateway(workers: RealServer[], nats: NatsServer | null, policy: "noop" | "agent", policies: Record<string, unknown> | undefined, idleAfterSeconds: number): Promise<Gateway> {
+export async function startKvctlGateway(workers: RealServer[], nats: NatsServer | null, policy: "noop" | "agent", policies: Record<string, unknown> | undefined, idleAfterSeconds: number, decisionLogPath?: string): Promise<Gateway> {
   return createGateway({
     config: {
       listen: { host: "127.0.0.1", port: 0 },
       workers: workers.map((w) => ({ id: w.info.worker_id, url: w.baseUrl })),
-      ...(nats ? { nats: { url: nats.url, opTimeoutMs: 5000 } } : {}),
+      // CPU workers run prefill turns of seconds: commands get that long to be acked.
+      ...(nats ? { nats: { url: nats.url, opTimeoutMs: 5000, commandTimeoutMs: 15_000 } } : {}),
       sessions: { bucket: `bench_agent_${process.pid}_${Date.now()}`, idleAfterSeconds },
       health: { intervalMs: 5000, timeoutMs: 30_000, failures: 5 },
       policy,
       ...(policies ? { policies } : {}),
+      jsonLog: decisionLogPath !== undefined,
     },
     log: () => undefined,
+    ...(decisionLogPath ? { decisionLog: (l: string) => appendFileSync(decisionLogPath, `${l}\n`) } : {}),
   });
 }
 
