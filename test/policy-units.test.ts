@@ -228,15 +228,23 @@ describe("tool calls: keep or offload", () => {
     expect(p.observe(started(400, "s", { tail: tail("tool", ["c2"]) })).map((c) => c.command)).toEqual([{ type: "ToolEnd", session_id: "s", epoch: 2 }]);
   });
 
-  it("keep and offload hold from the pin budget: a wait that does not fit holds nothing; an offload is counted until ToolEnd", () => {
-    const { p } = policy({ ...ONLY("tools"), pins: { enabled: false, budgetBlocks: 10 }, tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1] } });
+  it("keep and offload hold from the pin budget: a wait that does not fit holds nothing; an offload is counted until ToolEnd", async () => {
+    const { p, metric } = policy({ ...ONLY("tools"), pins: { enabled: false, budgetBlocks: 10 }, tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1] } });
     expect(p.observe(toolTurn(0, "big", chainOf(12, 9000n)))).toEqual([]);
+    expect(p.context.sessions.get("big")?.tool?.mode).toBe("none");
     const out = p.observe(toolTurn(1, "s", chainOf(8)));
     expect(types(out)).toEqual(["ToolStart"]);
     expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
     p.observe(ack(2, out[0], "applied", { epoch: 1 }));
     expect(types(p.observe(started(3, "s", { tail: tail("tool", ["c1"]) })))).toEqual(["ToolEnd"]);
     expect(p.context.budget.used("w0")).toBe(0);
+    // The wait that held nothing is still one: its results close it (no bad input) and its
+    // duration is learned and recorded beside the prediction.
+    expect(p.observe(started(4_000, "big", { tail: tail("tool", ["c1"]) }))).toEqual([]);
+    expect(p.context.sessions.get("big")?.tool).toBeNull();
+    expect(p.durations.count("search")).toBe(2);
+    expect(await metric("kvctl_policy_bad_input_total")).toEqual([]);
+    expect(await metric("kvctl_policy_tool_wait_seconds_count")).toEqual(['kvctl_policy_tool_wait_seconds_count{kind="predicted"} 2', 'kvctl_policy_tool_wait_seconds_count{kind="actual"} 2']);
   });
 
   it("the distribution learns: after enough fast returns a tool that the prior would offload is kept", () => {

@@ -13,7 +13,8 @@ import type { PolicyMetrics } from "./metrics.js";
 import type { PinBudget } from "./pin-budget.js";
 
 export interface ToolWait {
-  mode: "keep" | "offload";
+  /** none: the budget had no room, nothing is held; the wait is still timed and closed. */
+  mode: "keep" | "offload" | "none";
   worker: string;
   names: (string | null)[];
   callIds: string[];

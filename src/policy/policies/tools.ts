@@ -39,6 +39,8 @@ function startWait(ctx: PolicyContext, model: DurationModel, s: SessionView, wor
   // hold part of the path (useless to a prefix match) and an offload would still free the GPU.
   if (ctx.budget.admit(worker, blocks) < blocks.length) {
     ctx.note(NAME, "skip", `pin budget: no room to hold ${blocks.length} blocks through the tool call`, { session: s.id, worker, used: ctx.budget.used(worker) });
+    // Still a wait: the tool results close it, and its duration teaches the model.
+    s.tool = { mode: "none", ...wait };
     return;
   }
   if (best.net > 0) {
@@ -107,6 +109,10 @@ function endWait(ctx: PolicyContext, model: DurationModel, s: SessionView, why: 
     return;
   }
   s.tool = null;
+  if (t.mode === "none") {
+    ctx.note(NAME, "returned", "nothing was held", fields);
+    return;
+  }
   if (t.mode === "keep") {
     const held = ctx.budget.holdsOf(t.worker, s.id, "tool");
     const still = t.blocks.filter((h) => held.has(h));
