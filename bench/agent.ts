@@ -39,6 +39,7 @@ const FLOOD = Number(opt("flood", "24"));
 const PIN_BUDGET_SHARE = Number(opt("pin-budget-share", "0.25"));
 const BFCL_VERSION = "2026.3.23";
 const SHAPE: ServerShape = { model: "", pageSize: 16, deviceTokens: Number(opt("device-tokens", "8192")), hostRatio: 2 };
+const PIN_BUDGET_BLOCKS = Math.floor((PIN_BUDGET_SHARE * SHAPE.deviceTokens * SHAPE.hostRatio) / SHAPE.pageSize);
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 /** The bfcl-eval wheel from PyPI, unpacked under .cache (its data files and executable backends). */
@@ -84,7 +85,7 @@ function policiesFor(rules: readonly string[] | undefined): Record<string, unkno
     // The gateway's view of each worker's pin budget: `--pin-budget-share` of its host pool, by
     // default a quarter. Write-through keeps a copy of the whole device pool on the host (half of
     // it at ratio 2); pins take at most half of the rest, so host-only history keeps room too.
-    pins: { enabled: on("pins"), budgetBlocks: Math.floor((PIN_BUDGET_SHARE * SHAPE.deviceTokens * SHAPE.hostRatio) / SHAPE.pageSize) },
+    pins: { enabled: on("pins"), budgetBlocks: PIN_BUDGET_BLOCKS },
     inflight: { enabled: on("inflight") },
     tools: { enabled: on("tools"), priorMeanSeconds: 5 / TIME_SCALE, prefillTokensPerSecond: 2000 },
     think: { enabled: on("think") },
@@ -108,6 +109,10 @@ interface ConfigResult {
   flood_served: string;
   commands: Record<string, number> | null;
   pin_budget_peak_blocks: number | null;
+  /** The gateway's per-worker pin budget (kvctl configurations). */
+  pin_budget_blocks: number | null;
+  pinned_blocks_hit: number | null;
+  pinned_blocks_wasted: number | null;
   wall_s: number;
 }
 
@@ -134,10 +139,13 @@ async function flood(url: string, n: number, model: string): Promise<number> {
   return ok;
 }
 
-async function scrape(url: string): Promise<{ commands: Record<string, number>; pinPeak: number }> {
+async function scrape(url: string): Promise<{ commands: Record<string, number>; pinPeak: number; pinned: { hit: number; wasted: number } }> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const commands: Record<string, number> = {};
   let pinPeak = 0;
+  // Every block a policy pinned: served from cache while pinned (hit) or never (wasted), whether
+  // its pins went during the run or still hold at its end.
+  const pinned = { hit: 0, wasted: 0 };
   for (const line of text.split("\n")) {
     const m = /^kvctl_gateway_commands_(sent|acked|failed|dropped)_total\{([^}]*)\} (\S+)/.exec(line);
     if (m) {
@@ -147,8 +155,10 @@ async function scrape(url: string): Promise<{ commands: Record<string, number>; 
     }
     const p = /^kvctl_policy_pin_budget_peak_blocks(\{[^}]*\})? (\S+)/.exec(line);
     if (p) pinPeak = Math.max(pinPeak, Number(p[2]));
+    const o = /^kvctl_policy_pinned_blocks_(?:total|open)\{[^}]*outcome="(hit|wasted)"[^}]*\} (\S+)/.exec(line);
+    if (o) pinned[o[1] as "hit" | "wasted"] += Number(o[2]);
   }
-  return { commands, pinPeak };
+  return { commands, pinPeak, pinned };
 }
 
 /**
@@ -235,6 +245,9 @@ async function runConfig(spec: ConfigSpec, workload: BfclWorkload): Promise<Conf
       flood_served: `${served}/${FLOOD}`,
       commands: scraped?.commands ?? null,
       pin_budget_peak_blocks: scraped ? scraped.pinPeak : null,
+      pin_budget_blocks: spec.policy === "agent" ? PIN_BUDGET_BLOCKS : null,
+      pinned_blocks_hit: scraped ? scraped.pinned.hit : null,
+      pinned_blocks_wasted: scraped ? scraped.pinned.wasted : null,
       wall_s: (performance.now() - t0) / 1000,
     };
   } finally {
@@ -281,7 +294,7 @@ async function main(): Promise<void> {
 
   const f = (x: number | null, d = 0) => (x === null ? "-" : x.toFixed(d));
   console.log(`bench:agent (${workload.sessions.length} BFCL multi-turn sessions, time scale 1/${TIME_SCALE}, same trace per configuration)`);
-  console.log("config           requests  prompt tok  cached tok  recomputed  host hits  TTFT ret p50/p99 ms  flood   commands");
+  console.log("config           requests  prompt tok  cached tok  recomputed  host hits  TTFT ret p50/p99 ms  flood  pins peak/budget hit/wasted  commands");
   for (const [name, r] of Object.entries(results)) {
     if (!r) {
       console.log(`${name.padEnd(16)} did not run: ${notes[name]}`);
@@ -289,7 +302,7 @@ async function main(): Promise<void> {
     }
     const cmds = r.commands ? Object.entries(r.commands).map(([c, n]) => `${c}=${n}`).join(" ") : "-";
     console.log(
-      `${name.padEnd(16)} ${String(r.requests).padStart(8)}  ${String(r.prompt_tokens).padStart(10)}  ${String(r.cached_tokens).padStart(10)}  ${String(r.recomputed_tokens).padStart(10)}  ${String(r.host_hit_tokens).padStart(9)}  ${`${f(r.ttft_returning_p50_ms)}/${f(r.ttft_returning_p99_ms)}`.padStart(19)}  ${r.flood_served.padStart(6)}  ${cmds}`,
+      `${name.padEnd(16)} ${String(r.requests).padStart(8)}  ${String(r.prompt_tokens).padStart(10)}  ${String(r.cached_tokens).padStart(10)}  ${String(r.recomputed_tokens).padStart(10)}  ${String(r.host_hit_tokens).padStart(9)}  ${`${f(r.ttft_returning_p50_ms)}/${f(r.ttft_returning_p99_ms)}`.padStart(19)}  ${r.flood_served.padStart(6)}  ${(r.pin_budget_blocks === null ? "-" : `${r.pin_budget_peak_blocks}/${r.pin_budget_blocks} ${r.pinned_blocks_hit}/${r.pinned_blocks_wasted}`).padStart(26)}  ${cmds}`,
     );
   }
   if (ideal) console.log(`ideal cache (every earlier prompt kept, page ${SHAPE.pageSize}): ${ideal.recomputed} recomputed tokens${ideal.mismatched ? ` (${ideal.mismatched} prompts tokenized to another length than served)` : ""}`);

@@ -316,6 +316,20 @@ describe("queued requests hold their cached prefix", () => {
 });
 
 describe("queued requests: budget that comes free goes to the oldest request still short of its prefix", () => {
+  it("tells pins that paid off from wasted ones: served from cache while held, or never", async () => {
+    const { p, metric } = policy(ONLY("inflight"));
+    const prompt = chainOf(10);
+    p.observe(started(0, "s", { requestId: "q1", promptBlocks: prompt, overlap: { GPU: 6, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 } }));
+    expect(await metric("kvctl_policy_pinned_blocks_open")).toEqual(['kvctl_policy_pinned_blocks_open{kind="inflight",outcome="wasted"} 6']);
+    // served with 4 of the 6 held blocks from cache: those 4 were hit, the other 2 were held for nothing
+    p.observe(finished(9_000, "s", prompt, { requestId: "q1", usage: { promptTokens: 10 * PAGE, completionTokens: 1, cachedTokens: 4 * PAGE + 1 } }));
+    expect(await metric("kvctl_policy_pinned_blocks_total")).toEqual([
+      'kvctl_policy_pinned_blocks_total{kind="inflight",outcome="hit"} 4',
+      'kvctl_policy_pinned_blocks_total{kind="inflight",outcome="wasted"} 2',
+    ]);
+    expect(await metric("kvctl_policy_pinned_blocks_open")).toEqual([]);
+  });
+
   it("tops up in arrival order when a turn ends", () => {
     const { p } = policy({ ...ONLY("inflight"), pins: { enabled: false, budgetBlocks: 8 } });
     const shared = chainOf(4);

@@ -85,10 +85,12 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
   const durations = new DurationModel(cfg.tools);
   const out: PolicyCommand[] = [];
   const acks = new WeakMap<Command, { policy: string; cb?: (a: CommandAcked) => void }>();
+  const budget = new PinBudget(cfg.pins.budgetBlocks, cfg.pins.globalBudgetBlocks ?? null, (kind, outcome) => metrics.pinOutcomes.inc({ kind, outcome }));
+  metrics.openPins = () => budget.open();
   const ctx = createContext(
     {
       cfg,
-      budget: new PinBudget(cfg.pins.budgetBlocks, cfg.pins.globalBudgetBlocks ?? null),
+      budget,
       guards: new CommandGuards(cfg.guards),
       metrics,
       storageKeys: o.storageKeys ?? ((tokens, pageSize) => addonStorageKeys(tokens, { pageSize })),
@@ -129,6 +131,8 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
           }
           break;
         case "TurnFinished":
+          // Before the rules run: a hold this turn's end releases was still there when it was served.
+          if (ob.status === 200 && ob.usage.cachedTokens) ctx.budget.served(ob.worker, ob.chain.slice(0, Math.floor(ob.usage.cachedTokens / (ctx.pageSizes.get(ob.worker) ?? 1))));
           beginFinished(ctx, ob);
           break;
         case "WorkerJoined":

@@ -9,6 +9,10 @@ export class PolicyMetrics {
   readonly pinBlocks: Gauge<"worker">;
   readonly pinPeak: Gauge<"worker">;
   readonly toolWait: Histogram<"kind">;
+  readonly pinOutcomes: Counter<"kind" | "outcome">;
+  readonly pinOpen: Gauge<"kind" | "outcome">;
+  /** What is pinned now (the budget view), read when /metrics is scraped. */
+  openPins: () => { kind: string; outcome: string; blocks: number }[] = () => [];
 
   constructor(registry: Registry = new Registry()) {
     const registers = [registry];
@@ -47,6 +51,22 @@ export class PolicyMetrics {
       help: "Most blocks the gateway held pinned on each worker at once",
       labelNames: ["worker"],
       registers,
+    });
+    this.pinOutcomes = new Counter({
+      name: "kvctl_policy_pinned_blocks_total",
+      help: "Pinned blocks whose last hold went, by the kind of that hold and outcome: hit (served from the worker's cache while pinned) or wasted (never)",
+      labelNames: ["kind", "outcome"],
+      registers,
+    });
+    this.pinOpen = new Gauge({
+      name: "kvctl_policy_pinned_blocks_open",
+      help: "Blocks pinned now, by the kind of their newest hold and whether they were hit yet (outcome hit) or not (wasted so far)",
+      labelNames: ["kind", "outcome"],
+      registers,
+      collect: () => {
+        this.pinOpen.reset();
+        for (const o of this.openPins()) this.pinOpen.set({ kind: o.kind, outcome: o.outcome }, o.blocks);
+      },
     });
     this.toolWait = new Histogram({
       name: "kvctl_policy_tool_wait_seconds",

@@ -1,7 +1,9 @@
 // The gateway's own view of every worker's pin budget: which blocks it asked each worker to pin,
 // for whom, until when. A block counts once per worker however many holds it has (the worker's
 // pin_count is reference-counted; its budget counts pinned blocks). Holds expire with their TTL,
-// as the worker's do, so the view frees budget without waiting for any message.
+// as the worker's do, so the view frees budget without waiting for any message. It also tells
+// whether each pin paid off: a pinned block served from a worker's cache before its last hold
+// went was hit; one that was never is wasted (memory held for nothing).
 export interface PinHold {
   session: string;
   /** Why it was pinned: "marker" (prompt-cache breakpoint), "tool" (kept through a tool call),
@@ -12,15 +14,58 @@ export interface PinHold {
   expiresAt: number | null;
 }
 
+/** What became of a pinned block once its last hold went: served from cache meanwhile, or not. */
+export type PinOutcome = "hit" | "wasted";
+
 export class PinBudget {
   private readonly byWorker = new Map<string, Map<bigint, PinHold[]>>();
   /** Workers that answered `partial` (budget exhausted): treated as full until a hold goes. */
   private readonly full = new Set<string>();
+  /** Pinned blocks served from a worker's cache since they were pinned. */
+  private readonly hit = new Map<string, Set<bigint>>();
 
   constructor(
     private readonly perWorker: number,
     private readonly global: number | null,
+    /** Called once per pinned block as its last hold goes, with that hold's kind. */
+    private readonly onSettled: (kind: PinHold["kind"], outcome: PinOutcome) => void = () => undefined,
   ) {}
+
+  private settle(worker: string, hash: bigint, last: PinHold): void {
+    const hits = this.hit.get(worker);
+    this.onSettled(last.kind, hits?.delete(hash) ? "hit" : "wasted");
+  }
+
+  /** `cached` blocks were served from `worker`'s cache: the pinned ones among them paid off. */
+  served(worker: string, cached: readonly bigint[]): void {
+    const m = this.byWorker.get(worker);
+    if (!m) return;
+    let hits = this.hit.get(worker);
+    for (const h of cached) {
+      if (!m.has(h)) continue;
+      if (!hits) {
+        hits = new Set();
+        this.hit.set(worker, hits);
+      }
+      hits.add(h);
+    }
+  }
+
+  /** Blocks pinned now, by the kind of their newest hold and whether they were hit yet. */
+  open(): { kind: PinHold["kind"]; outcome: PinOutcome; blocks: number }[] {
+    const n = new Map<string, number>();
+    for (const [w, m] of this.byWorker) {
+      const hits = this.hit.get(w);
+      for (const [h, l] of m) {
+        const k = `${l[l.length - 1].kind}/${hits?.has(h) ? "hit" : "wasted"}`;
+        n.set(k, (n.get(k) ?? 0) + 1);
+      }
+    }
+    return [...n].map(([k, blocks]) => {
+      const [kind, outcome] = k.split("/") as [PinHold["kind"], PinOutcome];
+      return { kind, outcome, blocks };
+    });
+  }
 
   private blocks(worker: string): Map<bigint, PinHold[]> {
     let m = this.byWorker.get(worker);
@@ -41,6 +86,7 @@ export class PinBudget {
         else {
           m.delete(h);
           this.full.delete(w);
+          this.settle(w, h, holds[holds.length - 1]);
         }
       }
     }
@@ -99,8 +145,11 @@ export class PinBudget {
       const l = m.get(x);
       const i = l ? l.findIndex((p) => p.session === session && (!kind || p.kind === kind)) : -1;
       if (!l || i < 0) continue;
-      l.splice(i, 1);
-      if (l.length === 0) m.delete(x);
+      const [gone] = l.splice(i, 1);
+      if (l.length === 0) {
+        m.delete(x);
+        this.settle(worker, x, gone);
+      }
       out.push(x);
       this.full.delete(worker);
     }
@@ -136,7 +185,9 @@ export class PinBudget {
   }
 
   forgetWorker(worker: string): void {
+    for (const [h, l] of this.byWorker.get(worker) ?? []) this.settle(worker, h, l[l.length - 1]);
     this.byWorker.delete(worker);
     this.full.delete(worker);
+    this.hit.delete(worker);
   }
 }
