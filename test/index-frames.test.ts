@@ -10,18 +10,15 @@ import { encodeBatch } from "../src/events/encode.js";
 import type { KvEvent, Tier } from "../src/events/types.js";
 import { blockHashes } from "../src/hash/sglang.js";
 import { InMemoryKvIndex } from "../src/index/index.js";
+import { rng } from "./helpers/random.js";
 
 const PAGE = 4;
 const LEN = 12;
 
-function rng(seed: number) {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    return (s >>> 0) / 2 ** 32;
-  };
+/** Seeded uniform [0, 1) from the tests' xorshift32. */
+function uniform(seed: number): () => number {
+  const next = rng(seed);
+  return () => next() / 2 ** 32;
 }
 
 interface Chain {
@@ -34,7 +31,7 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
   for (const verify of [true, false]) {
     for (const seed of [1, 2, 3]) {
       it(`verify ${verify}, seed ${seed}: every frame's result, lookup, counter and overlap agrees`, () => {
-        const rand = rng(seed * 104729 + (verify ? 1 : 0));
+        const rand = uniform(seed * 104729 + (verify ? 1 : 0));
         const pick = <T>(a: readonly T[]) => a[Math.floor(rand() * a.length)];
         const chains: Chain[] = [];
         for (let c = 0; c < 10; c++) {
