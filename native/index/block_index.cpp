@@ -370,14 +370,8 @@ void BlockIndex::apply_events(uint32_t w, const Batch& b, ApplyCounts& c) {
           held_hash = hashes[e.hash_end - 1];
         }
         break;
-      case events::kRemoved:
-        ++c.removed_events;
-        c.removed_blocks += n;
-        remove(w, e.tier, hashes + e.hash_begin, n, c);
-        break;
-      default:
-        ++c.cleared_events;
-        c.removed += clear(w);
+      default:  // removed or cleared
+        apply_drop(w, e, hashes, n, c);
         break;
     }
   }

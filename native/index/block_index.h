@@ -160,6 +160,17 @@ class BlockIndex {
   void store_run(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
                  bool parent_held, ApplyCounts& c);
   static constexpr size_t kFrameAhead = 32;  // blocks whose slots apply_frame requests ahead
+  // A removal or a clear out of a frame (both event loops: one frame, and frames in SHA lanes).
+  void apply_drop(uint32_t w, const events::Event& e, const int64_t* hashes, size_t n, ApplyCounts& c) {
+    if (e.kind == events::kRemoved) {
+      ++c.removed_events;
+      c.removed_blocks += n;
+      remove(w, e.tier, hashes + e.hash_begin, n, c);
+    } else {
+      ++c.cleared_events;
+      c.removed += clear(w);
+    }
+  }
   void erase_at(uint64_t i);
   void rebuild(uint64_t cap, uint32_t groups);
   void ensure_worker(uint32_t w);

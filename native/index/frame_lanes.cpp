@@ -115,14 +115,8 @@ void BlockIndex::apply_frames(const FrameIn* in, size_t k, ApplyCounts* counts, 
             a.held_hash = hashes[e.hash_end - 1];
           }
           break;
-        case events::kRemoved:
-          ++c.removed_events;
-          c.removed_blocks += n;
-          remove(w, e.tier, hashes + e.hash_begin, n, c);
-          break;
-        default:
-          ++c.cleared_events;
-          c.removed += clear(w);
+        default:  // removed or cleared
+          apply_drop(w, e, hashes, n, c);
           break;
       }
     }
