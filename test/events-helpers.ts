@@ -13,6 +13,7 @@ export async function waitFor(cond: () => boolean, ms = 5000, what = "condition"
   const end = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    // The condition is the signal (state a socket callback sets); the pause only spaces the checks.
     await sleep(10);
   }
 }

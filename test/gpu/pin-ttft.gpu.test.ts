@@ -129,6 +129,8 @@ describe.skipIf(Boolean(why))(`pin under flood: TTFT with and without pin${why ?
       } catch {
         /* not up yet */
       }
+      // /health_generate answering 200 is the readiness signal; the pause only spaces the polls
+      // (each one runs a generation on a server that is still loading).
       await new Promise((r) => setTimeout(r, 2000));
     }
   }, 1_000_000);
