@@ -70,8 +70,7 @@ class UnifiedOps:
         ctrl = getattr(self.cache, "cache_controller", None) if self.cache is not None else None
         if self.tier_aware and ctrl is not None:
             return int(ctrl.mem_pool_host.size)
-        alloc = getattr(self.cache, "token_to_kv_pool_allocator", None)
-        return int(alloc.size) if alloc is not None else 0
+        return self.device_pool_tokens()
 
     def protected_tokens(self, protected: Iterable[Any]) -> int:
         """``protected``: the nodes holding a pin protection (PinManager.protected)."""
@@ -89,7 +88,7 @@ class UnifiedOps:
         backup does."""
         if self.tier_aware:
             return sum(len(n.key) for n in protected if not n.evicted and not getattr(n, "backuped", False))
-        return self.core.protected_size()
+        return self.protected_tokens(protected)
 
     def _backup_path(self, node) -> None:
         """Back up the root->node path parent-first (host-backed nodes must form a prefix from
