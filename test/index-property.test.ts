@@ -3,7 +3,9 @@
 // with parents, removes, clears, tier moves, duplicates, out-of-order and orphan stores), with
 // every apply's counts, every lookup and every request's overlap and Dynamo score compared. A
 // pool of ~2 000 hashes churning in tables of a few thousand slots exercises the probe runs and
-// the backward-shift deletion path.
+// the backward-shift deletion path; chains stored in short runs by several workers, with records
+// given back and reused, exercise every step of the request walk (the next record, the child
+// hint, stale hints, the hash index).
 import { describe, expect, it } from "vitest";
 import { encodeBatch } from "../src/events/encode.js";
 import type { KvEvent, Tier } from "../src/events/types.js";

@@ -216,34 +216,34 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     return Napi::Number::New(info.Env(), static_cast<double>(need));
   }
 
-  // scoreInto(hashes, candidates: Uint32Array (slots; 0xffffffff = unknown), blockSize,
-  //           config: Float64Array(9), loads: Float64Array(4 per candidate), out: Float64Array(6 per candidate))
+  // scoreInto(hashes, candidates: Uint32Array (slots; 0xffffffff = unknown),
+  //           params: Float64Array [blockSize, 9 config fields, 4 load fields per candidate],
+  //           out: Float64Array(6 per candidate)). Few arguments: it runs once per routed request.
   Napi::Value ScoreInto(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     auto h = HashesArg(info, 0);
     auto cand = kvglue::TypedArg<const uint32_t>(info, 1, "candidates", napi_uint32_array, "Uint32Array");
-    const double block_size = info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : 0;
-    if (!(block_size > 0)) kvglue::ThrowRange(env, "blockSize must be positive");
-    auto cfg = kvglue::TypedArg<const double>(info, 3, "config", napi_float64_array, "Float64Array");
-    auto loads = kvglue::TypedArg<const double>(info, 4, "loads", napi_float64_array, "Float64Array");
-    auto out = kvglue::TypedArg<double>(info, 5, "out", napi_float64_array, "Float64Array");
+    auto params = kvglue::TypedArg<const double>(info, 2, "params", napi_float64_array, "Float64Array");
+    auto out = kvglue::TypedArg<double>(info, 3, "out", napi_float64_array, "Float64Array");
     const size_t nc = cand.length;
-    if (cfg.length < 9 || loads.length < nc * 4 || out.length < nc * 6)
-      kvglue::ThrowRange(env, "scoreInto: short arrays");
+    if (params.length < 10 + nc * 4 || out.length < nc * 6) kvglue::ThrowRange(env, "scoreInto: short arrays");
+    const double block_size = params.data[0];
+    if (!(block_size > 0)) kvglue::ThrowRange(env, "blockSize must be positive");
+    const double* cfg = params.data + 1;
+    const double* loads = params.data + 10;
     kv::index::ScoringConfig c;
-    c.overlap_score_credit = cfg.data[0];
-    c.overlap_score_credit_decay = cfg.data[1];
-    c.prefill_load_scale = cfg.data[2];
-    c.host_cache_hit_weight = cfg.data[3];
-    c.disk_cache_hit_weight = cfg.data[4];
-    c.shared_cache_multiplier = cfg.data[5];
-    c.decode_active_request_weight = cfg.data[6];
-    c.track_prefill_tokens = cfg.data[7] != 0;
-    c.external_as_disk = cfg.data[8] != 0;
+    c.overlap_score_credit = cfg[0];
+    c.overlap_score_credit_decay = cfg[1];
+    c.prefill_load_scale = cfg[2];
+    c.host_cache_hit_weight = cfg[3];
+    c.disk_cache_hit_weight = cfg[4];
+    c.shared_cache_multiplier = cfg[5];
+    c.decode_active_request_weight = cfg[6];
+    c.track_prefill_tokens = cfg[7] != 0;
+    c.external_as_disk = cfg[8] != 0;
     lw_.resize(nc);
     sc_.resize(nc);
-    for (size_t k = 0; k < nc; ++k)
-      lw_[k] = {loads.data[4 * k], loads.data[4 * k + 1], loads.data[4 * k + 2], loads.data[4 * k + 3] != 0};
+    for (size_t k = 0; k < nc; ++k) lw_[k] = {loads[4 * k], loads[4 * k + 1], loads[4 * k + 2], loads[4 * k + 3] != 0};
     index_->overlap(h.data, h.length, ov_);
     index_->score(ov_, cand.data, nc, block_size, lw_.data(), c, sc_.data());
     for (size_t k = 0; k < nc; ++k) {

@@ -17,23 +17,27 @@ using events::Batch;
 using events::Event;
 
 BlockIndex::BlockIndex(const Options& o) : opt_(o) {
-  uint64_t cap = 1 << 8;
-  while (cap * 7 < o.expected_blocks * 10) cap *= 2;  // <= 70% full at the expected size
-  rebuild(cap, 1);
+  uint64_t icap = 1 << 8;
+  while (icap * 7 < o.expected_blocks * 10) icap *= 2;  // <= 70% full at the expected size
+  grow_index(icap);
+  // Room for the expected blocks and a partly filled chunk for each of 64 workers (or for a few
+  // workers, growing from there, when no size is given).
+  grow_arena(std::min(o.expected_blocks ? o.expected_blocks + 64 * kChunk : 4 * kChunk, kMaxRecords), 1);
 }
 
 BlockIndex::~BlockIndex() {
-  unmap_table(table_, table_bytes_);
+  unmap(index_, index_bytes_);
+  unmap(arena_, arena_bytes_);
 }
 
-uint64_t* BlockIndex::map_table(size_t bytes) {
+uint64_t* BlockIndex::map_zeroed(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
   if (bytes >= (size_t(2) << 20)) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
 #ifdef MADV_POPULATE_WRITE
-  // Fault the whole table in now, in one call: hashed inserts land all over it, so within the
+  // Fault it all in now, in one call: hashed inserts land all over the index, so within the
   // first few thousand blocks nearly every page is touched anyway, each touch a page fault taken
   // on the event path. A kernel without it (before 5.14) faults pages in as they are touched.
   madvise(p, bytes, MADV_POPULATE_WRITE);
@@ -41,40 +45,45 @@ uint64_t* BlockIndex::map_table(size_t bytes) {
   return static_cast<uint64_t*>(p);
 }
 
-void BlockIndex::unmap_table(uint64_t* t, size_t bytes) {
+void BlockIndex::unmap(uint64_t* t, size_t bytes) {
   if (t) munmap(t, bytes);
 }
 
-void BlockIndex::rebuild(uint64_t cap, uint32_t groups) {
-  uint64_t* old = table_;
-  const size_t old_bytes = table_bytes_;
-  const uint32_t old_groups = groups_;
-  const uint64_t old_cap = cap_;
-  const size_t old_stride = 3 + old_groups;
-  table_bytes_ = cap * (3 + groups) * 8;
-  table_ = map_table(table_bytes_);
+void BlockIndex::index_put(uint32_t fp, uint32_t r) {
+  uint64_t i = fp & imask_;
+  while (index_[i]) i = (i + 1) & imask_;
+  index_[i] = (uint64_t(fp) << 32) | (uint64_t(r) + 1);
+}
+
+void BlockIndex::grow_index(uint64_t icap) {
+  unmap(index_, index_bytes_);
+  index_bytes_ = icap * 8;
+  index_ = map_zeroed(index_bytes_);
+  icap_ = icap;
+  imask_ = icap - 1;
+  for (uint64_t r = 0; r < top_; ++r) {
+    const uint64_t* x = rec(r);
+    if (x[2] & kLive) index_put(fingerprint(static_cast<int64_t>(x[0])), static_cast<uint32_t>(r));
+  }
+}
+
+void BlockIndex::grow_arena(uint64_t cap, uint32_t groups) {
+  uint64_t* old = arena_;
+  const size_t old_bytes = arena_bytes_, old_stride = stride();
+  arena_bytes_ = cap * (3 + groups) * 8;
+  arena_ = map_zeroed(arena_bytes_);
   groups_ = groups;
   cap_ = cap;
-  mask_ = cap - 1;
-  for (uint64_t i = 0; i < old_cap; ++i) {
-    const uint64_t* s = &old[i * old_stride];
-    if (!(s[2] & kUsed)) continue;
-    uint64_t j = mix(static_cast<int64_t>(s[0])) & mask_;
-    while (slot(j)[2] & kUsed) j = (j + 1) & mask_;
-    uint64_t* d = slot(j);
-    d[0] = s[0];
-    d[1] = s[1];
-    d[2] = s[2];
-    for (uint32_t g = 0; g < old_groups; ++g) d[3 + g] = s[3 + g];
-  }
-  unmap_table(old, old_bytes);
+  for (uint64_t r = 0; r < top_; ++r) std::memcpy(rec(r), old + r * old_stride, old_stride * 8);
+  unmap(old, old_bytes);
 }
 
 void BlockIndex::ensure_worker(uint32_t w) {
   if (w < nworkers_) return;
   nworkers_ = w + 1;
   stats_.resize(nworkers_);
-  if (w >= 16 * groups_) rebuild(cap_, (w >> 4) + 1);
+  chunks_.resize(nworkers_);
+  if (w >= 16 * groups_) grow_arena(cap_, (w >> 4) + 1);
 }
 
 const WorkerStats& BlockIndex::worker_stats(uint32_t w) const {
@@ -82,72 +91,88 @@ const WorkerStats& BlockIndex::worker_stats(uint32_t w) const {
   return w < nworkers_ ? stats_[w] : none;
 }
 
-int64_t BlockIndex::find(int64_t key) const {
-  uint64_t i = mix(key) & mask_;
-  for (;;) {
-    const uint64_t* s = slot(i);
-    if (!(s[2] & kUsed)) return -1;
-    if (static_cast<int64_t>(s[0]) == key) return static_cast<int64_t>(i);
-    i = (i + 1) & mask_;
+uint32_t BlockIndex::find(int64_t key) const {
+  const uint32_t fp = fingerprint(key);
+  for (uint64_t i = fp & imask_;; i = (i + 1) & imask_) {
+    const uint64_t v = index_[i];
+    if (!v) return kNone;
+    if (static_cast<uint32_t>(v >> 32) == fp) {
+      const uint32_t r = static_cast<uint32_t>(v) - 1;
+      if (static_cast<int64_t>(rec(r)[0]) == key) return r;
+    }
   }
 }
 
-uint64_t BlockIndex::find_or_insert(int64_t key, bool has_parent, int64_t parent) {
-  uint64_t i = mix(key) & mask_;
-  for (;;) {
-    const uint64_t* s = slot(i);
-    if (!(s[2] & kUsed)) break;
-    if (static_cast<int64_t>(s[0]) == key) return i;
-    i = (i + 1) & mask_;
+uint32_t BlockIndex::new_record(uint32_t w) {
+  if (!free_.empty()) {
+    const uint32_t r = free_.back();
+    free_.pop_back();
+    return r;
   }
-  // Absent: `i` is the empty slot ending its probe run, where insert() would put it, unless the
-  // table has to grow first.
-  if ((live_ + 1) * 10 > cap_ * 7) return insert(key, has_parent, parent);
-  uint64_t* s = slot(i);
-  s[0] = static_cast<uint64_t>(key);
-  s[1] = static_cast<uint64_t>(parent);
-  s[2] = kUsed | (has_parent ? kHasParent : 0);
-  for (uint32_t g = 0; g < groups_; ++g) s[3 + g] = 0;
-  ++live_;
-  return i;
+  Chunk& k = chunks_[w];
+  if (k.next == k.end) {
+    if (top_ + kChunk > cap_) {
+      if (top_ + kChunk > kMaxRecords) throw std::bad_alloc();
+      grow_arena(std::min<uint64_t>(std::max(cap_ * 2, top_ + kChunk), kMaxRecords), groups_);
+    }
+    k.next = top_;
+    k.end = top_ += kChunk;
+  }
+  return static_cast<uint32_t>(k.next++);
 }
 
-uint64_t BlockIndex::insert(int64_t key, bool has_parent, int64_t parent) {
-  if ((live_ + 1) * 10 > cap_ * 7) rebuild(cap_ * 2, groups_);
-  uint64_t i = mix(key) & mask_;
-  while (slot(i)[2] & kUsed) i = (i + 1) & mask_;
-  uint64_t* s = slot(i);
-  s[0] = static_cast<uint64_t>(key);
-  s[1] = static_cast<uint64_t>(parent);
-  s[2] = kUsed | (has_parent ? kHasParent : 0);
-  for (uint32_t g = 0; g < groups_; ++g) s[3 + g] = 0;
+uint32_t BlockIndex::find_or_insert(int64_t key, bool has_parent, int64_t parent, uint32_t w) {
+  const uint32_t fp = fingerprint(key);
+  uint64_t i = fp & imask_;
+  for (;; i = (i + 1) & imask_) {
+    const uint64_t v = index_[i];
+    if (!v) break;
+    if (static_cast<uint32_t>(v >> 32) == fp) {
+      const uint32_t r = static_cast<uint32_t>(v) - 1;
+      if (static_cast<int64_t>(rec(r)[0]) == key) return r;
+    }
+  }
+  const uint32_t r = new_record(w);
+  uint64_t* x = rec(r);
+  x[0] = static_cast<uint64_t>(key);
+  x[1] = static_cast<uint64_t>(parent);
+  x[2] = kLive | (has_parent ? kHasParent : 0);
+  for (uint32_t g = 0; g < groups_; ++g) x[3 + g] = 0;
   ++live_;
-  return i;
+  // `i` is the empty entry ending the probe run, unless the index has to grow first.
+  if (live_ * 10 > icap_ * 7) grow_index(icap_ * 2);  // puts r (live now) in with the rest
+  else index_[i] = (uint64_t(fp) << 32) | (uint64_t(r) + 1);
+  return r;
 }
 
-void BlockIndex::erase_at(uint64_t i) {
-  uint64_t* s = slot(i);
-  const uint32_t d = static_cast<uint32_t>(s[2] >> 32);
+void BlockIndex::erase_record(uint32_t r) {
+  uint64_t* x = rec(r);
+  const uint32_t d = static_cast<uint32_t>(x[2] >> 32);
   if (d) {
     const int64_t th = dual_[d - 1].token_hash;
-    if (th != static_cast<int64_t>(s[0])) erase_token_key(th);
+    if (th != static_cast<int64_t>(x[0])) erase_token_key(th);
     dual_free_.push_back(d - 1);
   }
-  // Backward-shift deletion: pull later members of the probe run into the hole.
-  const size_t st = stride();
+  uint64_t i = fingerprint(static_cast<int64_t>(x[0])) & imask_;
+  while (static_cast<uint32_t>(index_[i]) != r + 1) i = (i + 1) & imask_;
+  // Backward-shift deletion: pull later members of the probe run into the hole; an entry's home
+  // is its fingerprint's low bits, so no record is read.
   uint64_t hole = i, j = i;
   for (;;) {
-    j = (j + 1) & mask_;
-    uint64_t* sj = slot(j);
-    if (!(sj[2] & kUsed)) break;
-    const uint64_t home = mix(static_cast<int64_t>(sj[0])) & mask_;
-    // sj may move to the hole unless its home lies cyclically in (hole, j].
+    j = (j + 1) & imask_;
+    const uint64_t v = index_[j];
+    if (!v) break;
+    const uint64_t home = (v >> 32) & imask_;
+    // v may move to the hole unless its home lies cyclically in (hole, j].
     const bool in_between = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
     if (in_between) continue;
-    std::memcpy(slot(hole), sj, st * 8);
+    index_[hole] = v;
     hole = j;
   }
-  std::memset(slot(hole), 0, st * 8);
+  index_[hole] = 0;
+  // Dead records keep nothing a walk could match (holds() checks kLive).
+  std::memset(x, 0, stride() * 8);
+  free_.push_back(r);
   --live_;
 }
 
@@ -174,24 +199,37 @@ void BlockIndex::store_run(uint32_t w, uint8_t tier, const int64_t* hashes, size
                            bool parent_held, ApplyCounts& c) {
   ensure_worker(w);
   WorkerStats& ws = stats_[w];
-  if (has_parent && !parent_held && find(parent) < 0) {
-    ++c.orphan_stores;
-    ++ws.orphan_stores;
+  uint32_t prev = kNone;  // the record of the block before, for its child hint
+  if (has_parent) {
+    prev = find(parent);
+    if (prev == kNone && !parent_held) {
+      ++c.orphan_stores;
+      ++ws.orphan_stores;
+    }
   }
   const uint8_t bit = static_cast<uint8_t>(1u << tier);
   bool hp = has_parent;
   int64_t p = parent;
   constexpr size_t kAhead = 8;
   for (size_t i = 0; i < n && i < kAhead; ++i) prefetch(hashes[i]);
+  run_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (i + kAhead < n) prefetch(hashes[i + kAhead]);
-    uint64_t* s = slot(find_or_insert(hashes[i], hp, p));
-    const uint8_t m = mask_of(s, w);
+    const uint32_t r = find_or_insert(hashes[i], hp, p, w);
+    run_[i] = r;
+    uint64_t* x = rec(r);
+    const uint8_t m = mask_of(x, w);
     if (!(m & bit)) {
-      set_mask(s, w, m | bit);
+      set_mask(x, w, m | bit);
       ++ws.tier_blocks[tier];
       ++c.added;
     }
+    // A walk looks for a block's child in the next record first, then in the child hint.
+    if (prev != kNone && r != prev + 1) {
+      uint64_t* px = rec(prev);
+      if (child_of(px) != r + 1) set_child(px, r);
+    }
+    prev = r;
     hp = true;
     p = hashes[i];
   }
@@ -202,38 +240,33 @@ void BlockIndex::remove(uint32_t w, uint8_t tier, const int64_t* hashes, size_t 
   WorkerStats& ws = stats_[w];
   const uint8_t bit = static_cast<uint8_t>(1u << tier);
   for (size_t i = 0; i < n; ++i) {
-    const int64_t at = find(hashes[i]);
-    uint64_t* s = at < 0 ? nullptr : slot(static_cast<uint64_t>(at));
-    const uint8_t m = s ? mask_of(s, w) : 0;
+    const uint32_t r = find(hashes[i]);
+    uint64_t* x = r == kNone ? nullptr : rec(r);
+    const uint8_t m = x ? mask_of(x, w) : 0;
     if (!(m & bit)) {
       ++c.unknown_removals;
       ++ws.unknown_removals;
       continue;
     }
-    set_mask(s, w, m & ~bit);
+    set_mask(x, w, m & ~bit);
     --ws.tier_blocks[tier];
     ++c.removed;
-    if (empty_masks(s)) erase_at(static_cast<uint64_t>(at));
+    if (empty_masks(x)) erase_record(r);
   }
 }
 
 uint64_t BlockIndex::clear(uint32_t w) {
   if (w >= nworkers_) return 0;
   uint64_t removed = 0;
-  std::vector<int64_t> gone;
-  for (uint64_t i = 0; i < cap_; ++i) {
-    uint64_t* s = slot(i);
-    if (!(s[2] & kUsed)) continue;
-    const uint8_t m = mask_of(s, w);
+  // Records never move, so blocks can be erased during the scan.
+  for (uint64_t r = 0; r < top_; ++r) {
+    uint64_t* x = rec(r);
+    if (!(x[2] & kLive)) continue;
+    const uint8_t m = mask_of(x, w);
     if (!m) continue;
     removed += static_cast<uint64_t>(__builtin_popcount(m));
-    set_mask(s, w, 0);
-    if (empty_masks(s)) gone.push_back(static_cast<int64_t>(s[0]));
-  }
-  // Erased after the scan: backward shifts would otherwise move unvisited slots behind it.
-  for (int64_t k : gone) {
-    const int64_t at = find(k);
-    if (at >= 0) erase_at(static_cast<uint64_t>(at));
+    set_mask(x, w, 0);
+    if (empty_masks(x)) erase_record(static_cast<uint32_t>(r));
   }
   std::fill(std::begin(stats_[w].tier_blocks), std::end(stats_[w].tier_blocks), 0);
   return removed;
@@ -256,8 +289,8 @@ bool BlockIndex::begin_verified(uint32_t w, const Event& e, const Batch& b, bool
   job.seeded = false;
   bool ok = !e.lora_name.present && uint64_t(e.units) == uint64_t(n) * uint64_t(e.block_size) && n > 0;
   if (ok && e.has_parent) {
-    const int64_t at = find(e.parent);
-    const uint32_t d = at < 0 ? 0 : static_cast<uint32_t>(slot(static_cast<uint64_t>(at))[2] >> 32);
+    const uint32_t at = find(e.parent);
+    const uint32_t d = at == kNone ? 0 : static_cast<uint32_t>(rec(at)[2] >> 32);
     // Copied: dual_ may grow (and move) while the chain is hashed beside another.
     if (d) job.prior = dual_[d - 1].digest, job.seeded = true;
     else ok = false;  // the parent's digest is unknown: the chain cannot be recomputed
@@ -304,7 +337,7 @@ void BlockIndex::finish_verified(ChainJob& job) {
   c.verified += n;
   stats_[w].verified += n;
   for (size_t i = 0; i < n; ++i) {
-    uint64_t* s = slot(static_cast<uint64_t>(find(hs[i])));
+    uint64_t* s = rec(run_[i]);  // store_run's records, in order
     if (s[2] >> 32) continue;  // already has its dual key
     const uint8_t* d = job.digests.data() + 32 * i;
     const int64_t th = digest_to_int64(d);
@@ -390,39 +423,74 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
   const uint32_t G = groups_;
   o.masks.resize(n * G);
   uint64_t* masks = o.masks.data();
-  // Phase 1: every block looked up, home slots prefetched a few blocks ahead so that the cache
-  // misses overlap (as many as the core keeps in flight). Each block's mask words are copied out
-  // (zero for a missing block), so the passes below read one small array instead of the slots
-  // again; the shared pool's positions are gathered on the way.
+  // Phase 1: the request's chain walked block by block. A block stored after its parent in one
+  // run sits in the record after it, and one stored later is the parent's child hint, so a walk
+  // over a stored chain mostly reads records in order; the hash index is asked only where both
+  // miss (a chain's first block, blocks some other run stored). Each block's mask words are copied
+  // out (zero for a missing block), so the passes below read one small array instead of the
+  // records again; the shared pool's positions are gathered on the way.
+  // Members in locals: the mask words written below are uint64_t, as some members are, so the
+  // compiler would otherwise reload those after every write.
+  const uint64_t* const arena = arena_;
+  const uint64_t top = top_, S = stride();
+  const auto holds_key = [&](uint64_t r, int64_t key) {
+    const uint64_t* x = arena + r * S;
+    return r < top && (x[2] & kLive) && static_cast<int64_t>(x[0]) == key;
+  };
   size_t held = n;  // blocks before the first missing one
-  int32_t run = -1;
-  constexpr size_t kAhead = 12, kRing = 16;  // home slots computed once, kAhead blocks early
-  uint64_t home[kRing];
-  for (size_t i = 0; i < n && i < kAhead; ++i) __builtin_prefetch(slot(home[i] = mix(hashes[i]) & mask_));
+  int32_t run = -1, shared_hits = 0;
+  uint32_t prev = kNone;
+  constexpr uint64_t kWalkAhead = 32;  // records requested ahead on a run
+  const uint64_t step = std::max<uint64_t>(1, 64 / (S * 8));  // records a cache line
+  uint64_t ahead_from = ~uint64_t(0), ahead_to = 0;
+  size_t asked = 0;  // index entries requested for blocks before this position
   for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) __builtin_prefetch(slot(home[(i + kAhead) % kRing] = mix(hashes[i + kAhead]) & mask_));
     const int64_t key = hashes[i];
-    uint64_t j = home[i % kRing];
-    const uint64_t* s = slot(j);
-    while ((s[2] & kUsed) && static_cast<int64_t>(s[0]) != key) s = slot(j = (j + 1) & mask_);
-    const bool found = s[2] & kUsed;
+    uint32_t r = kNone;
+    if (prev != kNone) {
+      if (holds_key(uint64_t(prev) + 1, key)) {
+        r = prev + 1;
+      } else {
+        const uint32_t c = child_of(arena + prev * S);
+        if (c && holds_key(c - 1, key)) r = c - 1;
+      }
+    }
+    if (r == kNone) {
+      // Off the chain: the next blocks may be too (a missing stretch the shared pool walks
+      // through), so their index entries are requested together.
+      asked = std::max(asked, i);
+      for (const size_t to = std::min(n, i + 8); asked < to; ++asked) prefetch(hashes[asked]);
+      r = find(key);
+    }
     uint64_t* m = masks + i * G;
     uint64_t shared = 0;
-    if (!found) {
+    if (r == kNone) {
       for (uint32_t g = 0; g < G; ++g) m[g] = 0;
       if (held == n) held = i;
     } else {
-      for (uint32_t g = 0; g < G; ++g) shared |= (m[g] = s[3 + g]) & shared_lanes;
+      const uint64_t* x = arena + r * S;
+      for (uint32_t g = 0; g < G; ++g) shared |= (m[g] = x[3 + g]) & shared_lanes;
+      // Records ahead on this run: the hardware's stream prefetcher needs a few lines to start,
+      // and a run is only a few lines.
+      if (r != ahead_from) ahead_to = r;  // a new run: nothing of it requested yet
+      ahead_from = r + 1;
+      for (const uint64_t to = std::min<uint64_t>(top, uint64_t(r) + kWalkAhead); ahead_to < to; ahead_to += step)
+        __builtin_prefetch(arena + (ahead_to + 1) * S);
+      // Where the chain goes on if the run ends here.
+      const uint32_t c = child_of(x);
+      if (c && c != r + 2) __builtin_prefetch(arena + (c - 1) * S);
     }
     if (shared) {
-      ++o.shared_hits;
+      ++shared_hits;
       if (run < 0) run = static_cast<int32_t>(i);
     } else if (run >= 0) {
       o.shared_ranges.emplace_back(run, static_cast<int32_t>(i));
       run = -1;
     }
-    if (!found && !shared_bit) break;  // nothing past a missing block counts then
+    if (r == kNone && !shared_bit) break;  // nothing past a missing block counts then
+    prev = r;
   }
+  o.shared_hits = shared_hits;
   if (run >= 0) o.shared_ranges.emplace_back(run, static_cast<int32_t>(n));
   // Phase 2: 16 workers a mask word at a time. alive: the tiers each worker still holds from the
   // request's start (per_tier is where a bit drops); cur: the tier of each worker's Dynamo
@@ -529,14 +597,14 @@ void BlockIndex::score(const Overlap& o, const uint32_t* candidates, size_t nc, 
 
 LookupResult BlockIndex::lookup(int64_t hash) const {
   LookupResult r;
-  int64_t at = find(hash);
-  if (at < 0) {
+  uint32_t at = find(hash);
+  if (at == kNone) {
     auto it = by_token_hash_.find(hash);
     if (it == by_token_hash_.end()) return r;
     at = find(it->second);
-    if (at < 0) return r;
+    if (at == kNone) return r;
   }
-  const uint64_t* s = slot(static_cast<uint64_t>(at));
+  const uint64_t* s = rec(at);
   r.found = true;
   r.hash = static_cast<int64_t>(s[0]);
   r.has_parent = s[2] & kHasParent;
@@ -552,7 +620,8 @@ LookupResult BlockIndex::lookup(int64_t hash) const {
 }
 
 size_t BlockIndex::memory_bytes() const {
-  return table_bytes_ + dual_.capacity() * sizeof(Dual) + dual_free_.capacity() * 4 + by_token_hash_.size() * 48 +
+  return index_bytes_ + arena_bytes_ + (free_.capacity() + run_.capacity()) * 4 + chunks_.capacity() * sizeof(Chunk) +
+         dual_.capacity() * sizeof(Dual) + dual_free_.capacity() * 4 + by_token_hash_.size() * 48 +
          stats_.capacity() * sizeof(WorkerStats);
 }
 

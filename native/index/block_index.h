@@ -2,10 +2,15 @@
 //
 // Block hashes are chained (a block's hash names its whole prefix), so the radix structure the
 // scoring needs is the parent link each block keeps; a request's overlap is a walk over its own
-// hashes. One open-addressing table (linear probing, backward-shift deletion: no tombstones)
-// holds every block inline: [key, parent, meta, masks...], where masks hold 4 tier bits per
-// worker, 16 workers a word. A lookup is one probe sequence in one array; the request path
-// prefetches every block's slot before reading any.
+// hashes. Each block is one record in an arena, [key, parent, meta, masks...], where masks hold
+// 4 tier bits per worker, 16 workers a word. A record keeps its number for the block's life, and a
+// worker's stored blocks get consecutive records, so a request walking a chain reads memory in
+// order: block i+1 is
+// looked for first in the record after block i's, then in block i's child hint (the record of the
+// last block stored with it as parent), and only then through the hash index. The index is open
+// addressing over 8-byte entries, (fingerprint << 32) | record + 1, linear probing with
+// backward-shift deletion: eight entries a cache line, and a probe run compares fingerprints
+// without touching records.
 //
 // With verification on, each BlockStored's hashes are recomputed from its token ids (SGLang's
 // page chain, SHA-256) from the parent's digest; the token-derived hash and digest are kept beside
@@ -126,17 +131,28 @@ class BlockIndex {
   const WorkerStats& worker_stats(uint32_t w) const;
   // Bytes held by the table and the dual-key records.
   size_t memory_bytes() const;
-  uint64_t capacity() const { return cap_; }
+  uint64_t capacity() const { return icap_; }
 
  private:
-  static constexpr uint64_t kUsed = 1, kHasParent = 2;
+  // meta: bit 0 live, bit 1 has parent, bits 2..31 child hint (record + 1, 0: none), 32..63 dual.
+  static constexpr uint64_t kLive = 1, kHasParent = 2, kChildMask = 0xfffffffcULL;
+  static constexpr uint64_t kMaxRecords = (uint64_t(1) << 30) - 2;  // a child hint holds record + 1
+  static constexpr uint32_t kNone = 0xffffffffu;
   size_t stride() const { return 3 + groups_; }
-  uint64_t* slot(uint64_t i) { return table_ + i * stride(); }
-  const uint64_t* slot(uint64_t i) const { return table_ + i * stride(); }
-  // Zeroed table memory straight from the kernel (huge pages where the kernel allows: one TLB
-  // entry covers 2 MiB of slots on the request path).
-  static uint64_t* map_table(size_t bytes);
-  static void unmap_table(uint64_t* t, size_t bytes);
+  uint64_t* rec(uint64_t r) { return arena_ + r * stride(); }
+  const uint64_t* rec(uint64_t r) const { return arena_ + r * stride(); }
+  uint32_t child_of(const uint64_t* r) const { return static_cast<uint32_t>((r[2] & kChildMask) >> 2); }
+  void set_child(uint64_t* r, uint32_t child) { r[2] = (r[2] & ~kChildMask) | (uint64_t(child + 1) << 2); }
+  // Whether record r is live and holds `key` (r may be any value: out of range is "no").
+  bool holds(uint64_t r, int64_t key) const {
+    if (r >= top_) return false;
+    const uint64_t* x = rec(r);
+    return (x[2] & kLive) && static_cast<int64_t>(x[0]) == key;
+  }
+  // Zeroed memory straight from the kernel (huge pages where the kernel allows: one TLB entry
+  // covers 2 MiB on the request path), faulted in up front.
+  static uint64_t* map_zeroed(size_t bytes);
+  static void unmap(uint64_t* t, size_t bytes);
   static uint64_t mix(int64_t k) {
     uint64_t x = static_cast<uint64_t>(k);
     x ^= x >> 33;
@@ -144,22 +160,18 @@ class BlockIndex {
     x ^= x >> 33;
     return x;
   }
-  // Requests the key's home slot and the cache line after it: a probe run goes on past the
-  // home slot often enough (half the runs start in a line's last slot) that a second, serial
-  // miss would otherwise follow the first.
-  void prefetch(int64_t key) const {
-    const char* s = reinterpret_cast<const char*>(slot(mix(key) & mask_));
-    __builtin_prefetch(s);
-    __builtin_prefetch(s + 64);
-  }
-  int64_t find(int64_t key) const;  // slot index or -1
-  uint64_t insert(int64_t key, bool has_parent, int64_t parent);
-  // The key's slot, inserted (with that parent) when absent: one probe run for both.
-  uint64_t find_or_insert(int64_t key, bool has_parent, int64_t parent);
-  // store() for a caller that knows the parent is held (no orphan probe then).
+  static uint32_t fingerprint(int64_t k) { return static_cast<uint32_t>(mix(k) >> 32); }
+  void prefetch(int64_t key) const { __builtin_prefetch(index_ + (fingerprint(key) & imask_)); }
+  uint32_t find(int64_t key) const;  // record or kNone
+  // The key's record, inserted (with that parent) when absent: one probe run for both.
+  uint32_t find_or_insert(int64_t key, bool has_parent, int64_t parent, uint32_t worker);
+  // A record for a block `worker` stores: a given-back one, else the next of the worker's chunk.
+  uint32_t new_record(uint32_t worker);
+  void index_put(uint32_t fp, uint32_t r);
+  // store() for a caller that knows the parent is held (no orphan count then).
   void store_run(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
                  bool parent_held, ApplyCounts& c);
-  static constexpr size_t kFrameAhead = 32;  // blocks whose slots apply_frame requests ahead
+  static constexpr size_t kFrameAhead = 32;  // blocks whose index entries apply_frame requests ahead
   // A removal or a clear out of a frame (both event loops: one frame, and frames in SHA lanes).
   void apply_drop(uint32_t w, const events::Event& e, const int64_t* hashes, size_t n, ApplyCounts& c) {
     if (e.kind == events::kRemoved) {
@@ -171,8 +183,9 @@ class BlockIndex {
       c.removed += clear(w);
     }
   }
-  void erase_at(uint64_t i);
-  void rebuild(uint64_t cap, uint32_t groups);
+  void erase_record(uint32_t r);
+  void grow_index(uint64_t icap);
+  void grow_arena(uint64_t cap, uint32_t groups);
   void ensure_worker(uint32_t w);
   uint8_t mask_of(const uint64_t* s, uint32_t w) const {
     return static_cast<uint8_t>((s[3 + (w >> 4)] >> ((w & 15) * 4)) & 15);
@@ -233,9 +246,22 @@ class BlockIndex {
   std::vector<TokenOp>* token_ops_ = nullptr;
 
   Options opt_;
-  uint64_t* table_ = nullptr;
-  size_t table_bytes_ = 0;
-  uint64_t cap_ = 0, mask_ = 0, live_ = 0;
+  uint64_t* index_ = nullptr;  // icap_ entries
+  size_t index_bytes_ = 0;
+  uint64_t icap_ = 0, imask_ = 0, live_ = 0;
+  uint64_t* arena_ = nullptr;  // cap_ records of stride() words; top_ of them handed out
+  size_t arena_bytes_ = 0;
+  uint64_t cap_ = 0, top_ = 0;
+  std::vector<uint32_t> free_;  // records given back, reused before the arena grows
+  // Each worker's new blocks go to its own chunk of the arena: a worker's successive events mostly
+  // continue one chain (a request's prefill in chunks, its decode), so the chain stays in order in
+  // memory even when other workers' events come in between.
+  static constexpr uint64_t kChunk = 4096;
+  struct Chunk {
+    uint64_t next = 0, end = 0;
+  };
+  std::vector<Chunk> chunks_;
+  std::vector<uint32_t> run_;   // store_run: the record of each block of the last run
   uint32_t groups_ = 1, nworkers_ = 0;
   std::vector<WorkerStats> stats_;
   // Dual key (verification on): records by index + 1 in a slot's meta, a free list, and the

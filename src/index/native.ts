@@ -28,7 +28,7 @@ interface NativeBlockIndex {
   remove(slot: number, tier: number, hashes: BigInt64Array, out: Float64Array): void;
   clear(slot: number): number;
   overlapInto(hashes: BigInt64Array, out: Int32Array): number;
-  scoreInto(hashes: BigInt64Array, candidates: Uint32Array, blockSize: number, config: Float64Array, loads: Float64Array, out: Float64Array): void;
+  scoreInto(hashes: BigInt64Array, candidates: Uint32Array, params: Float64Array, out: Float64Array): void;
   lookup(hash: bigint): null | { hash: bigint; parent: bigint | null; tokenHash: bigint | null; masks: Uint8Array };
   workerStats(slot: number, out: Float64Array): void;
   blocks(): number;
@@ -100,9 +100,8 @@ export class InMemoryKvIndex implements FrameIndex {
   private readonly req = { a: new BigInt64Array(256) };
   private ov = new Int32Array(1024);
   private cand = new Uint32Array(16);
-  private loads = new Float64Array(64);
+  private params = new Float64Array(10 + 4 * 16); // blockSize, the 9 config fields, 4 load fields per candidate
   private scores = new Float64Array(96);
-  private readonly cfg = new Float64Array(9);
   private readonly ws = new Float64Array(23);
 
   constructor(opts: IndexOptions = {}) {
@@ -242,29 +241,32 @@ export class InMemoryKvIndex implements FrameIndex {
     const nc = candidates.length;
     if (this.cand.length < nc) {
       this.cand = new Uint32Array(nc * 2);
-      this.loads = new Float64Array(nc * 8);
+      this.params = new Float64Array(10 + nc * 8);
       this.scores = new Float64Array(nc * 12);
     }
-    const c = { ...DEFAULT_SCORING, ...config };
-    const f = this.cfg;
-    f[0] = c.overlapScoreCredit;
-    f[1] = c.overlapScoreCreditDecay;
-    f[2] = c.prefillLoadScale;
-    f[3] = c.hostCacheHitWeight;
-    f[4] = c.diskCacheHitWeight;
-    f[5] = c.sharedCacheMultiplier;
-    f[6] = c.decodeActiveRequestWeight;
-    f[7] = c.trackPrefillTokens ? 1 : 0;
-    f[8] = c.externalAsDisk ? 1 : 0;
+    // Field by field, not a spread of the defaults: this runs once per routed request.
+    const d = DEFAULT_SCORING;
+    const f = this.params;
+    f[0] = blockSize;
+    f[1] = config.overlapScoreCredit ?? d.overlapScoreCredit;
+    f[2] = config.overlapScoreCreditDecay ?? d.overlapScoreCreditDecay;
+    f[3] = config.prefillLoadScale ?? d.prefillLoadScale;
+    f[4] = config.hostCacheHitWeight ?? d.hostCacheHitWeight;
+    f[5] = config.diskCacheHitWeight ?? d.diskCacheHitWeight;
+    f[6] = config.sharedCacheMultiplier ?? d.sharedCacheMultiplier;
+    f[7] = config.decodeActiveRequestWeight ?? d.decodeActiveRequestWeight;
+    f[8] = (config.trackPrefillTokens ?? d.trackPrefillTokens) ? 1 : 0;
+    f[9] = (config.externalAsDisk ?? d.externalAsDisk) ? 1 : 0;
     for (let k = 0; k < nc; k++) {
       this.cand[k] = this.slots.get(candidates[k]) ?? 0xffffffff;
       const l = loads[candidates[k]];
-      this.loads[4 * k] = l?.activePrefillTokens ?? 0;
-      this.loads[4 * k + 1] = l?.decodeBlocks ?? 0;
-      this.loads[4 * k + 2] = l?.activeRequests ?? 0;
-      this.loads[4 * k + 3] = l?.decodeOnly ? 1 : 0;
+      const o = 10 + 4 * k;
+      f[o] = l?.activePrefillTokens ?? 0;
+      f[o + 1] = l?.decodeBlocks ?? 0;
+      f[o + 2] = l?.activeRequests ?? 0;
+      f[o + 3] = l?.decodeOnly ? 1 : 0;
     }
-    this.idx.scoreInto(words(blockHashes, this.req), this.cand.subarray(0, nc), blockSize, f, this.loads, this.scores);
+    this.idx.scoreInto(words(blockHashes, this.req), this.cand.subarray(0, nc), f, this.scores);
     const out: WorkerScore[] = new Array(nc);
     const s = this.scores;
     for (let k = 0; k < nc; k++) {

@@ -132,7 +132,18 @@ export function selectWorker(
     }
     return scores[scores.length - 1];
   }
-  const best = Math.min(...scores.map((s) => s.logit));
-  const ties = scores.filter((s) => s.logit === best);
-  return ties[Math.floor(rand() * ties.length) % ties.length];
+  // One pass for the lowest logit and its ties, a second only to pick among several ties: this
+  // runs once per routed request, so it allocates nothing.
+  let best = Infinity;
+  let ties = 0;
+  for (const s of scores) {
+    if (s.logit < best) {
+      best = s.logit;
+      ties = 1;
+    } else if (s.logit === best) ties++;
+  }
+  if (ties === 0) return undefined; // every logit NaN
+  let k = Math.floor(rand() * ties) % ties;
+  for (const s of scores) if (s.logit === best && k-- === 0) return s;
+  return undefined;
 }
