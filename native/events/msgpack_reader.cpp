@@ -303,6 +303,32 @@ void Reader::read_checked_uint32s(uint32_t n, uint32_t* out) {
   for (; i < n; ++i) read_uint32(out[i]);
 }
 
+bool Reader::read_uint32s(uint32_t n, uint32_t* out, uint32_t& bad) {
+  const uint8_t* p = p_;
+  // The SIMD path decodes what it can and stops at any other form (int_runs.h).
+  uint32_t i = decode_u32_forms(p, end_, n, out);
+  for (; i < n && end_ - p >= 5; ++i) {
+    const uint8_t b = p[0];
+    const uint8_t sz = kInt.u32[b];
+    if (!sz) break;
+    const uint32_t v8 = p[1];
+    const uint32_t v16 = (uint32_t(p[1]) << 8) | p[2];
+    const uint32_t v32 = (uint32_t(p[1]) << 24) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 8) | p[4];
+    out[i] = sz == 1 ? b : sz == 2 ? v8 : sz == 3 ? v16 : v32;
+    p += sz;
+  }
+  p_ = p;
+  // The rest (the payload's last bytes, other integer forms): the general reader.
+  for (; i < n; ++i) {
+    if (!read_uint32(out[i])) {
+      if (!need(1)) return false;
+      bad = i;
+      return false;
+    }
+  }
+  return true;
+}
+
 bool Reader::skip_slow(int max_depth) {
   // Iterative: `pending` counts the values still to skip at this point of the walk; nesting is
   // bounded by max_depth through a small stack of counts.

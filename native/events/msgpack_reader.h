@@ -131,6 +131,9 @@ class Reader {
   bool skip_uint32s(uint32_t n, uint32_t& bad);
   // Reads n integers known (from skip_uint32s) to be uint32 into out.
   void read_checked_uint32s(uint32_t n, uint32_t* out);
+  // skip_uint32s and read_checked_uint32s in one pass: checks and reads n integers in uint32
+  // range into out (out[0..bad) are read when it stops at `bad`).
+  bool read_uint32s(uint32_t n, uint32_t* out, uint32_t& bad);
   // Skips one whole value (nested to at most `max_depth` levels).
   bool skip(int max_depth = 32) {
     // One-byte values and short strings (most event fields) inline; the rest out of line.

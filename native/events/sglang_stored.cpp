@@ -22,6 +22,12 @@ bool hash64(const uint8_t* p) {
   return *p == 0xcf || *p == 0xd3;
 }
 
+// An event leaving the fast path gives back the token ids it read.
+bool untake(Batch& b, size_t tok_at) {
+  b.tokens.resize(tok_at);
+  return false;
+}
+
 }  // namespace
 
 bool decode_sglang_stored(mp::Reader& r, bool want_tokens, Batch& b) {
@@ -53,19 +59,26 @@ bool decode_sglang_stored(mp::Reader& r, bool want_tokens, Batch& b) {
   uint32_t nt;
   if (!ev.consume(kTokens) || ev.peek() != mp::Type::Array || !ev.read_array(nt)) return false;
   if (nt > 0 && ev.peek() == mp::Type::Array) return false;
-  const mp::Reader tokens_at = ev;
+  // With tokens wanted they are read as they are checked, into the batch, and taken back if the
+  // rest of the event does not take this path.
+  const size_t tok_at = b.tokens.size();
   uint32_t bad;
-  if (!ev.skip_uint32s(nt, bad)) return false;
+  if (want_tokens && nt) {
+    b.tokens.resize(tok_at + nt);
+    if (!ev.read_uint32s(nt, b.tokens.data() + tok_at, bad)) return untake(b, tok_at);
+  } else if (!ev.skip_uint32s(nt, bad)) {
+    return false;
+  }
   // block_size: a positive int that fits int32.
   int64_t bs;
   if (!ev.consume(kBlockSize) || ev.peek() != mp::Type::UInt || !ev.read_int(bs) || bs <= 0 || bs > INT32_MAX)
-    return false;
+    return untake(b, tok_at);
   e.block_size = static_cast<int32_t>(bs);
-  if (!ev.consume(kLoraIdNil)) return false;
+  if (!ev.consume(kLoraIdNil)) return untake(b, tok_at);
   if (has_medium) {
     std::string_view m;
     if (!ev.consume(kMedium) || ev.peek() != mp::Type::Str || !ev.read_str(m) || !tier_of_medium(m, e.tier))
-      return false;
+      return untake(b, tok_at);
     e.medium = {true, m};
   }
   // Valid: append.
@@ -78,12 +91,7 @@ bool decode_sglang_stored(mp::Reader& r, bool want_tokens, Batch& b) {
     hv[i] = static_cast<int64_t>(__builtin_bswap64(u));
   }
   e.hash_end = static_cast<uint32_t>(b.hashes.size());
-  e.tok_begin = static_cast<uint32_t>(b.tokens.size());
-  if (want_tokens && nt) {
-    b.tokens.resize(b.tokens.size() + nt);
-    mp::Reader t = tokens_at;
-    t.read_checked_uint32s(nt, b.tokens.data() + e.tok_begin);
-  }
+  e.tok_begin = static_cast<uint32_t>(tok_at);
   e.tok_end = static_cast<uint32_t>(b.tokens.size());
   e.units = nt;
   b.events.push_back(e);
