@@ -20,9 +20,9 @@ BlockIndex::BlockIndex(const Options& o) : opt_(o) {
   uint64_t icap = 1 << 8;
   while (icap * 7 < o.expected_blocks * 10) icap *= 2;  // <= 70% full at the expected size
   grow_index(icap);
-  // Room for the expected blocks and a partly filled chunk for each of 64 workers (or for a few
-  // workers, growing from there, when no size is given).
-  grow_arena(std::min(o.expected_blocks ? o.expected_blocks + 64 * kChunk : 4 * kChunk, kMaxRecords), 1);
+  // Room for the expected blocks and a partly filled chunk for each of 64 workers (or one chunk,
+  // growing from there, when no size is given).
+  grow_arena(std::min(o.expected_blocks ? o.expected_blocks + 64 * kChunk : kChunk, kMaxRecords), 1);
 }
 
 BlockIndex::~BlockIndex() {
@@ -111,12 +111,14 @@ uint32_t BlockIndex::new_record(uint32_t w) {
   }
   Chunk& k = chunks_[w];
   if (k.next == k.end) {
-    if (top_ + kChunk > cap_) {
-      if (top_ + kChunk > kMaxRecords) throw std::bad_alloc();
-      grow_arena(std::min<uint64_t>(std::max(cap_ * 2, top_ + kChunk), kMaxRecords), groups_);
+    // A worker's chunks double up to kChunk: one that stores little holds little.
+    k.size = std::min<uint64_t>(std::max<uint64_t>(2 * k.size, 64), kChunk);
+    if (top_ + k.size > cap_) {
+      if (top_ + k.size > kMaxRecords) throw std::bad_alloc();
+      grow_arena(std::min<uint64_t>(std::max(cap_ * 2, top_ + k.size), kMaxRecords), groups_);
     }
     k.next = top_;
-    k.end = top_ += kChunk;
+    k.end = top_ += k.size;
   }
   return static_cast<uint32_t>(k.next++);
 }

@@ -258,7 +258,7 @@ class BlockIndex {
   // memory even when other workers' events come in between.
   static constexpr uint64_t kChunk = 4096;
   struct Chunk {
-    uint64_t next = 0, end = 0;
+    uint64_t next = 0, end = 0, size = 0;
   };
   std::vector<Chunk> chunks_;
   std::vector<uint32_t> run_;   // store_run: the record of each block of the last run
