@@ -173,7 +173,7 @@ describe("tool calls: keep or offload", () => {
     expect(bestKeep(m, ["t"], 10, 1, [1, 2, 60], 1).net).toBeLessThanOrEqual(0);
   });
 
-  it("a short expected wait keeps the blocks resident (pin with TTL tau); the tool results unpin and feed the distribution", async () => {
+  it("a short expected wait keeps the blocks resident (pin with TTL tau); the tool results feed the distribution, their request's end unpins", async () => {
     const { p, metric, decisions } = policy(ONLY("tools"));
     const chain = chainOf(8);
     const out = p.observe(toolTurn(0, "s", chain));
@@ -182,11 +182,118 @@ describe("tool calls: keep or offload", () => {
     expect(pin).toMatchObject({ pin: true, block_hashes: chain });
     expect(p.context.cfg.tools.tauCandidatesSeconds).toContain(pin.ttl_seconds);
     expect(out[0].reason).toMatch(/^keep \(finish_reason tool_calls\): P\(<=\d+s\)=/);
-    const back = p.observe(started(3_000, "s", { tail: tail("tool", ["c1"]) }));
-    expect(back.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: chain, pin: false }]);
+    expect(p.observe(started(3_000, "s", { tail: tail("tool", ["c1"]) }))).toEqual([]);
+    expect(p.observe(finished(3_500, "s", chain, { requestId: "r3000" })).map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: chain, pin: false }]);
     expect(p.durations.count("search")).toBe(1);
     expect(await metric("kvctl_policy_tool_wait_seconds_count")).toEqual(['kvctl_policy_tool_wait_seconds_count{kind="predicted"} 1', 'kvctl_policy_tool_wait_seconds_count{kind="actual"} 1']);
     expect(decisions.some((l) => l.includes('"actual_s":3'))).toBe(true);
+  });
+
+  it("keep: the tool results' request records the actual duration as it starts; the unpin and the budget release wait for its end", async () => {
+    const { p, metric, decisions } = policy(ONLY("tools"));
+    const chain = chainOf(8);
+    p.observe(toolTurn(0, "s", chain));
+    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+    // The results arrive: the wait is over and timed, the blocks stay pinned while it is queued.
+    expect(p.observe(started(2_000, "s", { requestId: "q2", tail: tail("tool", ["c1"]) }))).toEqual([]);
+    expect(p.durations.count("search")).toBe(1);
+    expect(await metric("kvctl_policy_tool_wait_seconds_count")).toContain('kvctl_policy_tool_wait_seconds_count{kind="actual"} 1');
+    expect(decisions.some((l) => l.includes('"actual_s":2'))).toBe(true);
+    expect(p.context.sessions.get("s")?.tool).toBeNull();
+    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+    // Another request's end is not the one the pin stays for.
+    expect(p.observe(finished(3_000, "s", chain, { requestId: "elsewhere" }))).toEqual([]);
+    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+    const done = p.observe(finished(4_000, "s", [...chain, 2000n], { requestId: "q2" }));
+    expect(done.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: chain, pin: false }]);
+    expect(done[0].reason).toBe("tool results served (200): unpin");
+    expect(p.context.budget.used("w0")).toBe(0);
+    // Released once: a second report of that end sends nothing.
+    expect(p.observe(finished(4_001, "s", [...chain, 2000n], { requestId: "q2" }))).toEqual([]);
+    expect(p.durations.count("search")).toBe(1);
+  });
+
+  it("keep: the pinned blocks the tool results' request was served from count as hit, not wasted", async () => {
+    const { p, metric } = policy(ONLY("tools"));
+    const chain = chainOf(8);
+    p.observe(toolTurn(0, "s", chain));
+    p.observe(started(1_000, "s", { requestId: "q2", tail: tail("tool", ["c1"]) }));
+    expect(await metric("kvctl_policy_pinned_blocks_open")).toEqual(['kvctl_policy_pinned_blocks_open{kind="tool",outcome="wasted"} 8']);
+    // Served with 6 of the 8 kept blocks from cache: those 6 paid off, the other 2 were held for nothing.
+    const usage = { promptTokens: 10 * PAGE, completionTokens: 1, cachedTokens: 6 * PAGE + 1 };
+    p.observe(finished(2_000, "s", [...chain, 2000n, 2001n], { requestId: "q2", usage }));
+    expect(await metric("kvctl_policy_pinned_blocks_total")).toEqual(['kvctl_policy_pinned_blocks_total{kind="tool",outcome="hit"} 6', 'kvctl_policy_pinned_blocks_total{kind="tool",outcome="wasted"} 2']);
+    expect(await metric("kvctl_policy_pinned_blocks_open")).toEqual([]);
+    // With the request's own prefix hold beside it, that hold goes first: the keep is the blocks'
+    // last hold, and what they were served from counts for it.
+    const both = policy({ ...ONLY("tools"), inflight: { enabled: true } });
+    both.p.observe(toolTurn(0, "s", chain));
+    const q = both.p.observe(started(1_000, "s", { requestId: "q2", tail: tail("tool", ["c1"]), promptBlocks: [...chain, 2000n], overlap: { GPU: 8, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 } }));
+    expect(q.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: chain, pin: true, ttl_seconds: 120 }]);
+    const end = both.p.observe(finished(2_000, "s", [...chain, 2000n, 2001n], { requestId: "q2", usage: { ...usage, cachedTokens: 8 * PAGE } }));
+    expect(end.map((c) => c.command)).toEqual([
+      { type: "Cache", block_hashes: chain, pin: false },
+      { type: "Cache", block_hashes: chain, pin: false },
+    ]);
+    expect(await both.metric("kvctl_policy_pinned_blocks_total")).toEqual(['kvctl_policy_pinned_blocks_total{kind="tool",outcome="hit"} 8']);
+    expect(both.p.context.budget.used("w0")).toBe(0);
+  });
+
+  it("keep: a tool results' request that fails or is refused still unpins and releases at its end", async () => {
+    const { p, metric } = policy(ONLY("tools"));
+    const none = { promptTokens: null, completionTokens: null, cachedTokens: null };
+    const a = chainOf(8, 1000n);
+    const b = chainOf(4, 5000n);
+    p.observe(toolTurn(0, "a", a));
+    p.observe(toolTurn(0, "b", b));
+    p.observe(started(1_000, "a", { requestId: "qa", tail: tail("tool", ["c1"]) }));
+    p.observe(started(1_000, "b", { requestId: "qb", tail: tail("tool", ["c1"]) }));
+    const failed = p.observe(finished(2_000, "a", [], { requestId: "qa", status: 0, error: "worker failed", usage: none, finishReason: null }));
+    expect(failed.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: a, pin: false }]);
+    expect(failed[0].reason).toBe("tool results served (worker failed): unpin");
+    const refused = p.observe(finished(2_000, "b", [], { requestId: "qb", status: 429, usage: none, finishReason: null }));
+    expect(refused.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: b, pin: false }]);
+    expect(p.context.budget.used("w0")).toBe(0);
+    expect(await metric("kvctl_policy_pinned_blocks_total")).toEqual(['kvctl_policy_pinned_blocks_total{kind="tool",outcome="wasted"} 12']);
+  });
+
+  it("keep waiting for its request: a tool call in its response pins afresh after the unpin; a close unpins at once; a hold past its TTL or refused is not unpinned", () => {
+    const { p } = policy(ONLY("tools"));
+    const chain = chainOf(8);
+    p.observe(toolTurn(0, "s", chain));
+    p.observe(started(1_000, "s", { requestId: "q2", tail: tail("tool", ["c1"]) }));
+    // The answer is the next tool call: the old keep goes first, and the new wait holds the
+    // session's blocks once (no hold of the old wait left behind, none released twice).
+    const next = [...chain, 2000n, 2001n];
+    const out = p.observe(finished(2_000, "s", next, { requestId: "q2", finishReason: "tool_calls", toolCalls: [{ id: "c2", name: "search" }] }));
+    expect(out.map((c) => c.command)).toEqual([
+      { type: "Cache", block_hashes: chain, pin: false },
+      { type: "Cache", block_hashes: next, pin: true, ttl_seconds: 300 },
+    ]);
+    expect(out[0].reason).toBe("tool results served (200): unpin");
+    expect(p.context.budget.holdsOf("w0", "s", "tool").size).toBe(10);
+    expect([...p.context.budget.holdsOf("w0", "s", "tool").values()].every((l) => l.length === 1)).toBe(true);
+    // Its results arrive, then the session closes before that request ends: unpinned at the close,
+    // and the request's end has nothing left to release.
+    p.observe(started(3_000, "s", { requestId: "q4", tail: tail("tool", ["c2"]) }));
+    const close = p.observe({ type: "SessionHint", at: 3_500, sessionId: "s", event: "close", toolName: null, toolCallId: null, keepTokens: null });
+    expect(close.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: next, pin: false }]);
+    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.observe(finished(4_000, "s", next, { requestId: "q4" }))).toEqual([]);
+    // A keep whose TTL runs out while its request is queued: the worker dropped the pin already.
+    const short = policy({ ...ONLY("tools"), tools: { enabled: true, tauCandidatesSeconds: [5] } });
+    expect(cmd(short.p.observe(toolTurn(0, "t", chain)), "Cache").ttl_seconds).toBe(5);
+    expect(short.p.observe(started(1_000, "t", { requestId: "q2", tail: tail("tool", ["c1"]) }))).toEqual([]);
+    expect(short.p.observe(finished(6_000, "t", chain, { requestId: "q2" }))).toEqual([]);
+    expect(short.p.context.budget.used("w0")).toBe(0);
+    // A keep pin the worker refused, acked only after the results arrived: released from the view
+    // once, and the request's end unpins nothing the worker never pinned.
+    const late = policy(ONLY("tools"));
+    const kept = late.p.observe(toolTurn(0, "u", chain));
+    late.p.observe(started(1_000, "u", { requestId: "q2", tail: tail("tool", ["c1"]) }));
+    late.p.observe(ack(1_100, kept[0], "rejected", { detail: "block_hashes: unknown" }));
+    expect(late.p.context.budget.used("w0")).toBe(0);
+    expect(late.p.observe(finished(2_000, "u", chain, { requestId: "q2" }))).toEqual([]);
   });
 
   it("a long expected wait offloads (ToolStart); ToolEnd carries the acked epoch", () => {

@@ -102,7 +102,8 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
     acks,
   );
   const rules: AgentRule[] = [];
-  // First, so a turn's hold is asked for before the tool rule releases the keep pin it replaces.
+  // First: at a turn's end its prefix hold goes before the keep pin the tool rule held for the same
+  // blocks, so the keep is their last hold and what they were served from counts as the keep's.
   if (cfg.inflight.enabled) rules.push(inflightRule());
   if (cfg.prune.enabled) rules.push(pruneRule);
   if (cfg.tools.enabled) rules.push(toolsRule(durations));

@@ -3,8 +3,10 @@
 // P(all calls return within tau) x re-prefill time saved - blocks held x expected hold time x the
 // exchange rate. A positive best keeps the session's blocks resident (pin with TTL tau), otherwise
 // ToolStart offloads them to host. The next request carrying the tool results (or a tool_end hint)
-// ends the wait: unpin, or ToolEnd with the epoch ToolStart returned; the actual duration feeds
-// the distribution and is recorded beside the prediction.
+// ends the wait: the actual duration feeds the distribution and is recorded beside the prediction,
+// and ToolEnd goes out with the epoch ToolStart returned. A keep pin stays until that request is
+// served: it is what the request is served from, and while the request waits in the worker's
+// queue nothing else protects those blocks (its end unpins them, after their hits were counted).
 import type { Observation, SessionHint, TurnFinished, TurnStarted } from "../../gateway/observations.js";
 import { type PolicyContext, SAFE_ID, type SessionView, type ToolWait } from "../context.js";
 import { bestKeep, type DurationModel } from "../duration-model.js";
@@ -13,7 +15,28 @@ import { type AgentRule, pageSizeOf } from "./policy.js";
 const NAME = "tool_calls";
 const TOOL_FINISH = new Set(["tool_calls", "tool_use", "function_call"]);
 
-function startWait(ctx: PolicyContext, model: DurationModel, s: SessionView, worker: string, names: (string | null)[], callIds: string[], why: string): void {
+/** A keep pin whose wait is over, held until the request carrying the tool results is served. */
+interface Serving {
+  worker: string;
+  sessionId: string;
+  /** The wait's blocks (the keep pin's command), and those of them still held when it ended. */
+  of: bigint[];
+  blocks: bigint[];
+  /** When the last of its holds runs out: past it there is nothing left to unpin. */
+  expiresAt: number;
+}
+
+/** Requests carrying tool results, by request id, whose keep pin waits for them to be served. */
+type ServingMap = Map<string, Serving>;
+
+/** Unpins what is still held of a keep pin and releases it from the budget view. */
+function unkeep(ctx: PolicyContext, worker: string, sessionId: string, blocks: readonly bigint[], reason: string): void {
+  // Blocks whose hold already ran out (TTL) are not the gateway's to unpin any more.
+  const still = ctx.budget.release(worker, blocks, sessionId, "tool");
+  if (still.length) ctx.emit(NAME, { worker, sessionId, reason, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
+}
+
+function startWait(ctx: PolicyContext, model: DurationModel, serving: ServingMap, s: SessionView, worker: string, names: (string | null)[], callIds: string[], why: string): void {
   if (s.tool?.ending) {
     // The worker ends the old offload itself when the new ToolStart arrives.
     ctx.note(NAME, "skip", "ToolEnd of the previous wait superseded by the next ToolStart", { session: s.id });
@@ -50,8 +73,13 @@ function startWait(ctx: PolicyContext, model: DurationModel, s: SessionView, wor
       {
         onAck: (a) => {
           if (a.status === "applied" || a.status === "duplicate" || a.status === "partial" || a.status === "noop") return;
-          ctx.budget.release(a.worker, blocks, s.id, "tool");
+          // Released once: by the wait still open, or by the request it waits to be served for;
+          // a keep already released holds nothing here to undo.
+          const waiting = [...serving].find(([, k]) => k.of === blocks);
           if (s.tool?.blocks === blocks) s.tool = null;
+          else if (waiting) serving.delete(waiting[0]);
+          else return;
+          ctx.budget.release(a.worker, blocks, s.id, "tool");
           ctx.note(NAME, "undo", `keep pin ${a.status}: ${a.detail ?? ""}`, { session: s.id });
         },
       },
@@ -93,7 +121,11 @@ function sendToolEnd(ctx: PolicyContext, s: SessionView, t: ToolWait, why: strin
   ctx.emit(NAME, { worker: t.worker, sessionId: s.id, reason: `tool returned (${why})`, command: { type: "ToolEnd", session_id: SAFE_ID(s.id), epoch: t.epoch as number } }, { essential: true });
 }
 
-function endWait(ctx: PolicyContext, model: DurationModel, s: SessionView, why: string): void {
+/**
+ * Ends the tool wait. `requestId`: the request carrying the tool results, which a keep pin then
+ * stays for until it is served; null (a hint, the session's close): the pin goes now.
+ */
+function endWait(ctx: PolicyContext, model: DurationModel, serving: ServingMap, s: SessionView, why: string, requestId: string | null): void {
   const t = s.tool;
   if (!t || t.ending !== undefined) return;
   const actual = (ctx.now - t.startedAt) / 1000;
@@ -120,8 +152,16 @@ function endWait(ctx: PolicyContext, model: DurationModel, s: SessionView, why: 
       ctx.note(NAME, "skip", `tool returned (${why}) after the keep TTL ran out`, fields);
       return;
     }
-    ctx.emit(NAME, { worker: t.worker, sessionId: s.id, reason: `tool returned (${why}): unpin`, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
-    ctx.budget.release(t.worker, still, s.id, "tool");
+    if (requestId !== null) {
+      // A turn that never reports back: its entry goes once the holds it names have run out.
+      for (const [id, k] of serving) if (k.expiresAt <= ctx.now) serving.delete(id);
+      let expiresAt = 0;
+      for (const h of still) for (const p of held.get(h) ?? []) expiresAt = Math.max(expiresAt, p.expiresAt ?? Number.POSITIVE_INFINITY);
+      serving.set(requestId, { worker: t.worker, sessionId: s.id, of: t.blocks, blocks: still, expiresAt });
+      ctx.note(NAME, "returned", "kept (unpinned once the request with the results is served)", fields);
+      return;
+    }
+    unkeep(ctx, t.worker, s.id, still, `tool returned (${why}): unpin`);
     ctx.note(NAME, "returned", "kept", fields);
     return;
   }
@@ -129,15 +169,23 @@ function endWait(ctx: PolicyContext, model: DurationModel, s: SessionView, why: 
   ctx.note(NAME, "returned", "offloaded", fields);
 }
 
-function onFinished(o: TurnFinished, ctx: PolicyContext, model: DurationModel): void {
+function onFinished(o: TurnFinished, ctx: PolicyContext, model: DurationModel, serving: ServingMap): void {
+  // The request the keep pin stayed for is over, served or not (a failure, a refusal, the client
+  // gone): the pin goes. Its hits were counted before the rules ran, and it goes before a tool call
+  // in this response starts the next wait, which pins the session's blocks afresh.
+  const k = serving.get(o.requestId);
+  if (k) {
+    serving.delete(o.requestId);
+    unkeep(ctx, k.worker, k.sessionId, k.blocks, `tool results served (${o.status || o.error || "no answer"}): unpin`);
+  }
   if (!o.sessionId || o.status !== 200) return;
   const isTool = (o.finishReason !== null && TOOL_FINISH.has(o.finishReason)) || o.toolCalls.length > 0;
   if (!isTool) return;
   const s = ctx.session(o.sessionId);
-  startWait(ctx, model, s, o.worker, o.toolCalls.map((c) => c.name), o.toolCalls.flatMap((c) => (c.id ? [c.id] : [])), `finish_reason ${o.finishReason}`);
+  startWait(ctx, model, serving, s, o.worker, o.toolCalls.map((c) => c.name), o.toolCalls.flatMap((c) => (c.id ? [c.id] : [])), `finish_reason ${o.finishReason}`);
 }
 
-function onStarted(o: TurnStarted, ctx: PolicyContext, model: DurationModel): void {
+function onStarted(o: TurnStarted, ctx: PolicyContext, model: DurationModel, serving: ServingMap): void {
   if (!o.sessionId || o.tail?.role !== "tool") return;
   const s = ctx.sessions.get(o.sessionId);
   const ids = o.tail.toolCallIds;
@@ -148,14 +196,23 @@ function onStarted(o: TurnStarted, ctx: PolicyContext, model: DurationModel): vo
   if (ids.length && s.tool.callIds.length && !ids.some((id) => s.tool?.callIds.includes(id))) {
     ctx.bad("tool_result_unknown_call", `tool results for ${ids.join(", ")}, the open calls are ${s.tool.callIds.join(", ")}; ending the wait anyway`, o.sessionId);
   }
-  endWait(ctx, model, s, "tool results in the prompt");
+  endWait(ctx, model, serving, s, "tool results in the prompt", o.requestId);
 }
 
-function onHint(o: SessionHint, ctx: PolicyContext, model: DurationModel): void {
+function onHint(o: SessionHint, ctx: PolicyContext, model: DurationModel, serving: ServingMap): void {
   const s = ctx.sessions.get(o.sessionId);
+  if (o.event === "close") {
+    // A closed session holds nothing: a keep pin waiting for its request to be served goes now
+    // (that request's end then finds nothing to release).
+    for (const [id, k] of serving) {
+      if (k.sessionId !== o.sessionId) continue;
+      serving.delete(id);
+      unkeep(ctx, k.worker, k.sessionId, k.blocks, "session closed: unpin");
+    }
+  }
   if (o.event === "tool_start") {
     if (!s) return ctx.bad("hint_unknown_session", "tool_start for a session this replica has no turn of", o.sessionId);
-    if (s.worker) startWait(ctx, model, s, s.worker, [o.toolName], o.toolCallId ? [o.toolCallId] : [], "hint");
+    if (s.worker) startWait(ctx, model, serving, s, s.worker, [o.toolName], o.toolCallId ? [o.toolCallId] : [], "hint");
     return;
   }
   if (o.event === "tool_end" || o.event === "close") {
@@ -166,17 +223,22 @@ function onHint(o: SessionHint, ctx: PolicyContext, model: DurationModel): void 
     if (o.event === "tool_end" && o.toolCallId && s.tool.callIds.length && !s.tool.callIds.includes(o.toolCallId)) {
       ctx.bad("tool_result_unknown_call", `tool_end for ${o.toolCallId}, the open calls are ${s.tool.callIds.join(", ")}; ending the wait anyway`, o.sessionId);
     }
-    endWait(ctx, model, s, o.event === "close" ? "session closed" : "hint");
+    endWait(ctx, model, serving, s, o.event === "close" ? "session closed" : "hint", null);
   }
 }
 
 export function toolsRule(model: DurationModel): AgentRule {
+  const serving: ServingMap = new Map();
   return {
     name: NAME,
     observe(o: Observation, ctx: PolicyContext) {
-      if (o.type === "TurnFinished") onFinished(o, ctx, model);
-      else if (o.type === "TurnStarted") onStarted(o, ctx, model);
-      else if (o.type === "SessionHint") onHint(o, ctx, model);
+      if (o.type === "TurnFinished") onFinished(o, ctx, model, serving);
+      else if (o.type === "TurnStarted") onStarted(o, ctx, model, serving);
+      else if (o.type === "SessionHint") onHint(o, ctx, model, serving);
+      else if (o.type === "WorkerCleared" && o.reason === "restart") {
+        // A restarted worker holds no pins: nothing is left there to unpin.
+        for (const [id, k] of serving) if (k.worker === o.worker) serving.delete(id);
+      }
     },
   };
 }
