@@ -23,6 +23,8 @@ BlockIndex::BlockIndex(const Options& o) : opt_(o) {
   // Room for the expected blocks and a partly filled chunk for each of 64 workers (or one chunk,
   // growing from there, when no size is given).
   grow_arena(std::min(o.expected_blocks ? o.expected_blocks + 64 * kChunk : kChunk, kMaxRecords), 1);
+  // Verified blocks each get a dual-key record: sized up front, so filling it never copies it.
+  if (o.verify) dual_.reserve(std::min(o.expected_blocks, kMaxRecords));
 }
 
 BlockIndex::~BlockIndex() {
