@@ -286,26 +286,15 @@ bool Reader::skip_uint32s(uint32_t n, uint32_t& bad) {
 }
 
 void Reader::read_checked_uint32s(uint32_t n, uint32_t* out) {
-  const uint8_t* p = p_;
-  uint32_t i = decode_u32_forms(p, end_, n, out);  // the SIMD path's share (int_runs.h)
-  // Fast path while 5 bytes remain: every form decoded without data-dependent branches.
-  for (; i < n && end_ - p >= 5; ++i) {
-    const uint8_t b = p[0];
-    const uint8_t sz = kInt.u32[b];
-    if (!sz) break;
-    const uint32_t v8 = p[1];
-    const uint32_t v16 = (uint32_t(p[1]) << 8) | p[2];
-    const uint32_t v32 = (uint32_t(p[1]) << 24) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 8) | p[4];
-    out[i] = sz == 1 ? b : sz == 2 ? v8 : sz == 3 ? v16 : v32;
-    p += sz;
-  }
-  p_ = p;
-  for (; i < n; ++i) read_uint32(out[i]);
+  // Checked already, so the check read_uint32s makes on the way cannot fail here.
+  uint32_t bad;
+  read_uint32s(n, out, bad);
 }
 
 bool Reader::read_uint32s(uint32_t n, uint32_t* out, uint32_t& bad) {
   const uint8_t* p = p_;
-  // The SIMD path decodes what it can and stops at any other form (int_runs.h).
+  // The SIMD path decodes what it can and stops at any other form (int_runs.h); then, while 5
+  // bytes remain, every uint32 form is decoded without data-dependent branches.
   uint32_t i = decode_u32_forms(p, end_, n, out);
   for (; i < n && end_ - p >= 5; ++i) {
     const uint8_t b = p[0];

@@ -5,12 +5,11 @@
 // hashes. Each block is one record in an arena, [key, parent, meta, masks...], where masks hold
 // 4 tier bits per worker, 16 workers a word. A record keeps its number for the block's life, and a
 // worker's stored blocks get consecutive records, so a request walking a chain reads memory in
-// order: block i+1 is
-// looked for first in the record after block i's, then in block i's child hint (the record of the
-// last block stored with it as parent), and only then through the hash index. The index is open
-// addressing over 8-byte entries, (fingerprint << 32) | record + 1, linear probing with
-// backward-shift deletion: eight entries a cache line, and a probe run compares fingerprints
-// without touching records.
+// order: block i+1 is looked for first in the record after block i's, then in block i's child hint
+// (the record of the last block stored with it as parent), and only then through the hash index.
+// The index is open addressing over 8-byte entries, (fingerprint << 32) | record + 1, linear
+// probing with backward-shift deletion: eight entries a cache line, and a probe run compares
+// fingerprints without touching records.
 //
 // With verification on, each BlockStored's hashes are recomputed from its token ids (SGLang's
 // page chain, SHA-256) from the parent's digest; the token-derived hash and digest are kept beside
@@ -143,12 +142,6 @@ class BlockIndex {
   const uint64_t* rec(uint64_t r) const { return arena_ + r * stride(); }
   uint32_t child_of(const uint64_t* r) const { return static_cast<uint32_t>((r[2] & kChildMask) >> 2); }
   void set_child(uint64_t* r, uint32_t child) { r[2] = (r[2] & ~kChildMask) | (uint64_t(child + 1) << 2); }
-  // Whether record r is live and holds `key` (r may be any value: out of range is "no").
-  bool holds(uint64_t r, int64_t key) const {
-    if (r >= top_) return false;
-    const uint64_t* x = rec(r);
-    return (x[2] & kLive) && static_cast<int64_t>(x[0]) == key;
-  }
   // Zeroed memory straight from the kernel (huge pages where the kernel allows: one TLB entry
   // covers 2 MiB on the request path), faulted in up front.
   static uint64_t* map_zeroed(size_t bytes);
