@@ -20,8 +20,8 @@ bool set_int_run_path(IntRunPath p);
 // caller checks the rest. Every value it steps over lies wholly before `end`.
 uint32_t skip_u32_forms(const uint8_t*& p, const uint8_t* end, uint32_t n);
 
-// The same for values already known to be of those forms (skip_u32_forms checked them): reads
-// up to `n` of them into `out`, and may stop early the same way.
+// The same, reading the values into `out` as it goes: up to `n` of them, stopping early the
+// same way. out[returned .. n-1] may be overwritten with scratch, never anything past out[n-1].
 uint32_t decode_u32_forms(const uint8_t*& p, const uint8_t* end, uint32_t n, uint32_t* out);
 
 namespace detail {
