@@ -103,6 +103,7 @@ interface ConfigResult {
   recomputed_tokens: number;
   host_hit_tokens: number;
   storage_hit_tokens: number;
+  l3: L3Report;
   ttft_returning_p50_ms: number | null;
   ttft_returning_p99_ms: number | null;
   returning_turns: number;
@@ -159,6 +160,40 @@ async function scrape(url: string): Promise<{ commands: Record<string, number>; 
     if (o) pinned[o[1] as "hit" | "wasted"] += Number(o[2]);
   }
   return { commands, pinPeak, pinned };
+}
+
+/** What HiCache's L3 did on the workers (SGLang's own counters, summed over both workers):
+ * tokens backed up to storage, tokens a storage query found, tokens prefetched into the host
+ * tier, found tokens that never became cache hits, by SGLang's reason (deadline, host
+ * capacity, below threshold, ...), and device tokens evicted with no host copy (so lost to every
+ * tier), by reason. Read right after the trace, before the flood. */
+interface L3Report {
+  backed_up: number;
+  query_hit: number;
+  prefetched: number;
+  unfulfilled: Record<string, number>;
+  deferred: Record<string, number>;
+  dropped: Record<string, number>;
+}
+
+async function scrapeL3(workers: RealServer[]): Promise<L3Report> {
+  const out: L3Report = { backed_up: 0, query_hit: 0, prefetched: 0, unfulfilled: {}, deferred: {}, dropped: {} };
+  for (const w of workers) {
+    const text = await (await fetch(`${w.baseUrl}/metrics`)).text();
+    for (const line of text.split("\n")) {
+      const m = /^sglang:(backuped_tokens_total|storage_prefetch_hit_tokens_total|prefetched_tokens_total|storage_prefetch_unfulfilled_tokens_total|storage_prefetch_deferred_tokens_total|hicache_dropped_tokens_total)\{([^}]*)\} (\S+)/.exec(line);
+      if (!m) continue;
+      const n = Number(m[3]);
+      const reason = /reason="([^"]*)"/.exec(m[2])?.[1] ?? "?";
+      if (m[1] === "backuped_tokens_total") out.backed_up += n;
+      else if (m[1] === "storage_prefetch_hit_tokens_total") out.query_hit += n;
+      else if (m[1] === "prefetched_tokens_total") out.prefetched += n;
+      else if (m[1] === "storage_prefetch_unfulfilled_tokens_total") out.unfulfilled[reason] = (out.unfulfilled[reason] ?? 0) + n;
+      else if (m[1] === "hicache_dropped_tokens_total") out.dropped[reason] = (out.dropped[reason] ?? 0) + n;
+      else out.deferred[reason] = (out.deferred[reason] ?? 0) + n;
+    }
+  }
+  return out;
 }
 
 /**
@@ -223,6 +258,7 @@ async function runConfig(spec: ConfigSpec, workload: BfclWorkload): Promise<Conf
       const { writeFileSync } = await import("node:fs");
       writeFileSync(`${process.env.KVCTL_BENCH_TRACE}.${spec.name}.json`, JSON.stringify(records.map(({ prompt: _p, ...r }) => r)));
     }
+    const l3 = await scrapeL3(workers);
     const served = await flood(target.url(0), FLOOD, model);
     const scraped = metricsUrl ? await scrape(metricsUrl) : null;
     const ok = records.filter((r) => r.ok);
@@ -239,6 +275,7 @@ async function runConfig(spec: ConfigSpec, workload: BfclWorkload): Promise<Conf
       recomputed_tokens: prompt - cached,
       host_hit_tokens: ok.reduce((n, r) => n + r.hostTokens, 0),
       storage_hit_tokens: ok.reduce((n, r) => n + r.storageTokens, 0),
+      l3,
       ttft_returning_p50_ms: pct(ret, 0.5),
       ttft_returning_p99_ms: pct(ret, 0.99),
       returning_turns: ret.length,
@@ -304,6 +341,15 @@ async function main(): Promise<void> {
     console.log(
       `${name.padEnd(16)} ${String(r.requests).padStart(8)}  ${String(r.prompt_tokens).padStart(10)}  ${String(r.cached_tokens).padStart(10)}  ${String(r.recomputed_tokens).padStart(10)}  ${String(r.host_hit_tokens).padStart(9)}  ${`${f(r.ttft_returning_p50_ms)}/${f(r.ttft_returning_p99_ms)}`.padStart(19)}  ${r.flood_served.padStart(6)}  ${(r.pin_budget_blocks === null ? "-" : `${r.pin_budget_peak_blocks}/${r.pin_budget_blocks} ${r.pinned_blocks_hit}/${r.pinned_blocks_wasted}`).padStart(26)}  ${cmds}`,
     );
+  }
+  console.log("L3 (file storage), tokens summed over both workers: backed up / found by prefetch queries / prefetched into host / found but not used, by SGLang's reason");
+  for (const [name, r] of Object.entries(results)) {
+    if (!r) continue;
+    const list = (o: Record<string, number>) => Object.entries(o).filter(([, n]) => n > 0).map(([k, n]) => `${k}=${n}`).join(" ");
+    const why = list(r.l3.unfulfilled) || "none";
+    const deferred = list(r.l3.deferred);
+    const dropped = list(r.l3.dropped);
+    console.log(`${name.padEnd(16)} ${r.l3.backed_up} / ${r.l3.query_hit} / ${r.l3.prefetched} / ${why}${deferred ? `; deferred ${deferred}` : ""}; device tokens lost without a host copy: ${dropped || "none"}`);
   }
   if (ideal) console.log(`ideal cache (every earlier prompt kept, page ${SHAPE.pageSize}): ${ideal.recomputed} recomputed tokens${ideal.mismatched ? ` (${ideal.mismatched} prompts tokenized to another length than served)` : ""}`);
   if (best && k) {

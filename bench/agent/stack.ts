@@ -41,7 +41,9 @@ export interface ServerShape {
 }
 
 export async function startWorkers(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined): Promise<RealServer[]> {
-  const args = ["--enable-cache-report", "--tool-call-parser", "hermes", "--context-length", "32768", ...extraArgs];
+  // --enable-metrics: the bench reads HiCache's L3 counters (backups, prefetch hits and why found
+  // tokens were not used) from each worker's /metrics.
+  const args = ["--enable-cache-report", "--enable-metrics", "--tool-call-parser", "hermes", "--context-length", "32768", ...extraArgs];
   const start = (id: string) =>
     startRealServer({ model: shape.model, workerId: id, natsUrl, pageSize: shape.pageSize, maxTotalTokens: shape.deviceTokens, hostRatio: shape.hostRatio, warmup: false, extraArgs: args, readyTimeoutS: 600 });
   const settled = await Promise.allSettled([start("w0"), start("w1")]);
