@@ -145,6 +145,16 @@ describe("pins from markers", () => {
     expect(c).toEqual([]);
   });
 
+  it("a partial ack for blocks the worker no longer had releases those and does not mark the worker full", () => {
+    const { p } = policy({ ...ONLY("pins"), pins: { enabled: true, budgetBlocks: 8 } });
+    const chain = chainOf(4, 1n);
+    const a = p.observe(finished(0, "a", chain, { markers: { breakpoints: [bp(16, 300)], errors: [] } }));
+    p.observe(ack(1, a[0], "partial", { affected: 3, missing: [chain[0]], skipped: 0 }));
+    expect(p.context.budget.used("w0")).toBe(3);
+    const c = p.observe(finished(2, "c", chainOf(2, 50n), { markers: { breakpoints: [bp(8, 300)], errors: [] } }));
+    expect(c.map((x) => (x.command.type === "Cache" ? x.command.block_hashes.length : null))).toEqual([2]);
+  });
+
   it("a rejected pin leaves no hold; contradictory markers change nothing and are counted", async () => {
     const { p, metric, logs } = policy(ONLY("pins"));
     const out = p.observe(finished(0, "s", chainOf(4), { markers: { breakpoints: [bp(16, 300)], errors: [] } }));
@@ -419,6 +429,37 @@ describe("queued requests hold their cached prefix", () => {
     // a's hold outlives its TTL: the worker dropped it, the gateway sends nothing for it.
     expect(p.observe(finished(121_000, "a", a, { requestId: "ra" }))).toEqual([]);
     expect(p.context.budget.used("w0")).toBe(0);
+  });
+
+  it("a partial ack for blocks the worker no longer had releases exactly those and leaves the budget open", () => {
+    const { p } = policy({ ...ONLY("inflight"), pins: { enabled: false, budgetBlocks: 8 } });
+    const a = chainOf(4, 100n);
+    const outA = p.observe(started(0, "a", { requestId: "ra", promptBlocks: a, overlap: overlap(4) }));
+    // The worker had evicted a's second block before the pin came (in the middle, not the tail).
+    p.observe(ack(1, outA[0], "partial", { affected: 3, missing: [a[1]], skipped: 0 }));
+    expect(p.context.budget.used("w0")).toBe(3);
+    // Room is left (8 - 3): the next request is held in full, not refused as if the worker were full.
+    const b = chainOf(5, 200n);
+    expect(cmd(p.observe(started(2, "b", { requestId: "rb", promptBlocks: b, overlap: overlap(5) })), "Cache").block_hashes).toEqual(b);
+    // a's release unpins the three it holds, not the one the worker never pinned.
+    expect(p.observe(finished(3, "a", a, { requestId: "ra" })).map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: [a[0], a[2], a[3]], pin: false }]);
+  });
+
+  it("a partial ack for blocks past the worker's budget marks it full and asks for them again when budget comes free", () => {
+    const { p } = policy({ ...ONLY("inflight"), pins: { enabled: false, budgetBlocks: 8 } });
+    const a = chainOf(4, 100n);
+    const b = chainOf(4, 200n);
+    const outA = p.observe(started(0, "a", { requestId: "ra", promptBlocks: a, overlap: overlap(4) }));
+    const outB = p.observe(started(1, "b", { requestId: "rb", promptBlocks: b, overlap: overlap(4) }));
+    expect(cmd(outB, "Cache").block_hashes).toEqual(b);
+    p.observe(ack(2, outA[0], "applied", { affected: 4 }));
+    // The worker's own budget is smaller than the gateway's view: b's last two were refused.
+    p.observe(ack(3, outB[0], "partial", { affected: 2, missing: [], skipped: 2 }));
+    expect(p.context.budget.used("w0")).toBe(6);
+    expect(p.observe(started(4, "c", { requestId: "rc", promptBlocks: chainOf(2, 300n), overlap: overlap(2) }))).toEqual([]);
+    // a is served: its budget goes to b's refused tail first (the oldest request still short).
+    const out = p.observe(finished(5, "a", a, { requestId: "ra" }));
+    expect(out.map((c) => c.command)).toContainEqual({ type: "Cache", block_hashes: b.slice(2), pin: true, ttl_seconds: 120 });
   });
 });
 

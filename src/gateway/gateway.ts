@@ -96,6 +96,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           status: a.status,
           command: pc.command,
           affected: a.affected,
+          missing: a.missing,
+          skipped: a.skipped,
           epoch: a.epoch,
           detail: a.reason,
         });

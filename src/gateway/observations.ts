@@ -158,6 +158,10 @@ export interface CommandAcked {
   /** The command as the policy returned it (same object). */
   command?: Command;
   affected?: number;
+  /** Blocks the worker did not find (a Cache ack lists them). */
+  missing?: bigint[];
+  /** Blocks the worker refused (a pin past its budget). */
+  skipped?: number;
   epoch?: number | null;
   detail?: string | null;
 }

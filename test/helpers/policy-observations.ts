@@ -43,8 +43,21 @@ export const tail = (role: string, ids: string[] = []): PromptTail => ({ role, t
 export const joined = (at: number, worker = "w0"): Observation => ({ type: "WorkerJoined", at, worker, pageSize: PAGE });
 
 /** The acked observation of a command the policy sent. */
-export function ack(at: number, pc: PolicyCommand, status: string, extra: { affected?: number; epoch?: number | null; detail?: string } = {}): Observation {
-  return { type: "CommandAcked", at, sessionId: pc.sessionId ?? null, worker: pc.worker, commandType: pc.command.type, status, command: pc.command, affected: extra.affected ?? 0, epoch: extra.epoch ?? null, detail: extra.detail ?? null };
+export function ack(at: number, pc: PolicyCommand, status: string, extra: { affected?: number; missing?: bigint[]; skipped?: number; epoch?: number | null; detail?: string } = {}): Observation {
+  return {
+    type: "CommandAcked",
+    at,
+    sessionId: pc.sessionId ?? null,
+    worker: pc.worker,
+    commandType: pc.command.type,
+    status,
+    command: pc.command,
+    affected: extra.affected ?? 0,
+    ...(extra.missing !== undefined ? { missing: extra.missing } : {}),
+    ...(extra.skipped !== undefined ? { skipped: extra.skipped } : {}),
+    epoch: extra.epoch ?? null,
+    detail: extra.detail ?? null,
+  };
 }
 
 export const types = (out: readonly PolicyCommand[]): string[] => out.map((c) => c.command.type);

@@ -7,7 +7,7 @@
 // (the device copy stays evictable), carry a TTL as a backstop for a turn that never reports back,
 // and stay within the gateway's view of the worker's pin budget, earliest blocks first.
 import type { Observation, TurnFinished, TurnStarted } from "../../gateway/observations.js";
-import { commonBlocks, type PolicyContext } from "../context.js";
+import { commonBlocks, type PolicyContext, unpinned } from "../context.js";
 import type { AgentRule } from "./policy.js";
 
 const NAME = "in_flight";
@@ -60,11 +60,18 @@ export function inflightRule(): AgentRule {
         onAck: (a) => {
           if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
           // What the worker did not pin is not held (past its budget, or gone meanwhile).
-          const kept = a.status === "partial" ? (a.affected ?? 0) : 0;
-          ctx.budget.release(a.worker, pin.slice(kept), h.owner, "inflight");
-          if (inFlight.get(h.owner) === h && h.held === from + pin.length) h.held = from + kept;
-          if (a.status === "partial") ctx.budget.markFull(a.worker);
-          else ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: h.sessionId, worker: a.worker });
+          const { dropped, budget } = unpinned(pin, a);
+          ctx.budget.release(a.worker, dropped, h.owner, "inflight");
+          if (a.status !== "partial") {
+            if (inFlight.get(h.owner) === h && h.held === from + pin.length) h.held = from;
+            ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: h.sessionId, worker: a.worker });
+          } else if (budget) {
+            // The refused tail is asked for again when budget comes free; blocks the worker no
+            // longer had are not.
+            const refused = a.skipped ?? pin.length - (a.affected ?? 0);
+            if (inFlight.get(h.owner) === h && h.held === from + pin.length) h.held = from + pin.length - refused;
+            ctx.budget.markFull(a.worker);
+          }
         },
       },
     );

@@ -4,7 +4,7 @@
 // hit; the session's close releases every hold. The pin-budget view caps what is asked of each
 // worker (longer TTLs, earlier blocks first); a `partial` ack marks the worker full.
 import type { Observation, TurnFinished } from "../../gateway/observations.js";
-import type { PolicyContext } from "../context.js";
+import { type PolicyContext, unpinned } from "../context.js";
 import type { PinHold } from "../pin-budget.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
@@ -75,10 +75,10 @@ function onTurn(o: TurnFinished, ctx: PolicyContext): void {
         onAck: (a) => {
           if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
           if (a.status === "partial") {
-            const kept = a.affected ?? 0;
-            for (const h of pin.slice(kept)) ctx.budget.release(a.worker, [h], sid, "marker");
-            ctx.budget.markFull(a.worker);
-            ctx.note(NAME, "partial", `worker budget: pinned ${kept} of ${pin.length}, ${a.detail ?? ""}`, { session: sid, worker: a.worker });
+            const { dropped, budget } = unpinned(pin, a);
+            ctx.budget.release(a.worker, dropped, sid, "marker");
+            if (budget) ctx.budget.markFull(a.worker);
+            ctx.note(NAME, "partial", `${budget ? "worker budget" : "blocks gone"}: pinned ${pin.length - dropped.length} of ${pin.length}, ${a.detail ?? ""}`, { session: sid, worker: a.worker });
             return;
           }
           for (const h of pin) ctx.budget.release(a.worker, [h], sid, "marker");
