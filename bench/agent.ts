@@ -76,7 +76,17 @@ interface ConfigSpec {
   rules?: string[];
 }
 
-const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "warm"] as const;
+const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "warm", "admission"] as const;
+// Admission (the gateway's, not a command): a worker is sent at most this many prompt tokens at
+// once (by default its device pool); the rest wait at the gateway. `--admission-requests N` limits
+// requests instead.
+const ADMISSION_TOKENS = Number(opt("admission-tokens", String(SHAPE.deviceTokens)));
+const ADMISSION_REQUESTS = Number(opt("admission-requests", "0"));
+
+function admissionFor(rules: readonly string[] | undefined): Record<string, number> | undefined {
+  if (rules && !rules.includes("admission")) return undefined;
+  return ADMISSION_REQUESTS > 0 ? { maxRequestsPerWorker: ADMISSION_REQUESTS } : { maxPromptTokensPerWorker: ADMISSION_TOKENS };
+}
 
 function policiesFor(rules: readonly string[] | undefined): Record<string, unknown> {
   const on = (r: string) => !rules || rules.includes(r);
@@ -242,7 +252,9 @@ async function runConfig(spec: ConfigSpec, workload: BfclWorkload): Promise<Conf
       cleanup.push(() => smg.stop());
       target = { name: spec.name, url: () => smg.url, sessionHeader: false };
     } else {
-      const g = await startKvctlGateway(workers, nats, spec.policy, spec.policy === "agent" ? policiesFor(spec.rules) : undefined, Math.max(0.05, 10 / TIME_SCALE), process.env.KVCTL_BENCH_TRACE ? `${process.env.KVCTL_BENCH_TRACE}.${spec.name}.decisions.jsonl` : undefined);
+      const agent = spec.policy === "agent";
+      const decisions = process.env.KVCTL_BENCH_TRACE ? `${process.env.KVCTL_BENCH_TRACE}.${spec.name}.decisions.jsonl` : undefined;
+      const g = await startKvctlGateway(workers, nats, spec.policy, agent ? policiesFor(spec.rules) : undefined, agent ? admissionFor(spec.rules) : undefined, Math.max(0.05, 10 / TIME_SCALE), decisions);
       cleanup.push(() => g.close());
       target = { name: spec.name, url: () => g.url, sessionHeader: true };
       metricsUrl = g.url;

@@ -200,6 +200,46 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     expect(await metric(g, "kvctl_gateway_client_aborts_total")).toEqual(['kvctl_gateway_client_aborts_total{route="chat"} 1']);
   });
 
+  it("admission: a request past the worker's limit waits at the gateway until one ends; one whose client leaves while waiting never reaches the worker", async () => {
+    const u = upstreams[0];
+    const g = await gw({ workers: [{ id: "w0", url: u.url }], admission: { maxRequestsPerWorker: 1 } });
+    // Polls the gateway's own metrics: the condition polled is the readiness signal.
+    const until = async (what: string, ok: () => Promise<boolean>) => {
+      const deadline = Date.now() + 10_000;
+      while (!(await ok())) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    const waiting = async () => (await metric(g, 'kvctl_gateway_admission_waiting_requests{worker="w0"}'))[0] ?? "";
+    const before = u.requests;
+    const a = await post(`${g.url}/v1/chat/completions`, '{"stream":true,"messages":[]}');
+    const readA = (a.body as ReadableStream<Uint8Array>).getReader();
+    await readA.read();
+    // b is routed to w0 but waits: w0 runs a.
+    const bRes = post(`${g.url}/v1/chat/completions`, '{"stream":true,"messages":[]}');
+    await until("b to wait", async () => (await waiting()).endsWith(" 1"));
+    expect(u.requests).toBe(before + 1);
+    // c waits behind b, and its client leaves: it never reaches the worker.
+    const cAbort = new AbortController();
+    const cRes = fetch(`${g.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"stream":true,"messages":[]}', signal: cAbort.signal });
+    await until("c to wait", async () => (await waiting()).endsWith(" 2"));
+    cAbort.abort();
+    await expect(cRes).rejects.toThrow();
+    await until("c to leave the queue", async () => (await waiting()).endsWith(" 1"));
+    // a ends: b goes to the worker, c never does.
+    await readA.cancel();
+    const b = await bRes;
+    expect(b.status).toBe(200);
+    const readB = (b.body as ReadableStream<Uint8Array>).getReader();
+    await readB.read();
+    expect(u.requests).toBe(before + 2);
+    expect(await waiting()).toMatch(/ 0$/);
+    expect(await metric(g, "kvctl_gateway_admission_queued_total")).toEqual(['kvctl_gateway_admission_queued_total{worker="w0"} 2']);
+    await readB.cancel();
+    expect(u.requests).toBe(before + 2);
+  });
+
   it("a worker that does not answer in time is a 504 naming it", async () => {
     const g = await gw({ limits: { upstreamHeadersTimeoutMs: 300 } });
     const r = await post(`${g.url}/generate`, '{"text":"hi"}');

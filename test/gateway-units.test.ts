@@ -1,5 +1,6 @@
 // Gateway pieces that need no server: routing on a fake clock, session-id precedence, the config
 // schema, the worker-scheme check and the token-field surgery on response bytes.
+import { AdmissionGate } from "../src/gateway/admission.js";
 import { describe, expect, it } from "vitest";
 import { GatewayConfigError, parseGatewayConfig, parseWorkerFlag } from "../src/gateway/config.js";
 import { routeRequest, type RoutingOptions, type WorkerState } from "../src/gateway/router.js";
@@ -196,5 +197,46 @@ describe("session record", () => {
     expect(r.leases).toHaveLength(0);
     applyAckToRecord(r, "w0", { type: "Cache", block_hashes: [7n], pin: true, ttl_seconds: null }, ack, 13);
     expect(r.pins).toHaveLength(1);
+  });
+});
+
+describe("admission gate", () => {
+  it("admits within the token limit in arrival order; a request larger than the limit runs alone; a waiter that leaves frees its place", async () => {
+    const gate = new AdmissionGate({ maxPromptTokens: 100 });
+    const order: string[] = [];
+    const enter = (name: string, tokens: number) => {
+      const t = gate.enter(tokens);
+      void t.ready.then(() => order.push(name));
+      return t;
+    };
+    const a = enter("a", 60);
+    const b = enter("b", 50); // 60 + 50 > 100: waits
+    const c = enter("c", 10); // would fit, but b came first
+    const big = enter("big", 500);
+    const d = enter("d", 10);
+    await Promise.resolve();
+    expect([a.queued, b.queued, c.queued, big.queued, d.queued]).toEqual([false, true, true, true, true]);
+    expect(order).toEqual(["a"]);
+    a.release();
+    await Promise.resolve();
+    expect(order).toEqual(["a", "b", "c"]);
+    expect([gate.running, gate.runningTokens, gate.waiting]).toEqual([2, 60, 2]);
+    d.release(); // its client left while waiting
+    b.release();
+    c.release();
+    await Promise.resolve();
+    expect(order).toEqual(["a", "b", "c", "big"]);
+    expect([gate.running, gate.runningTokens, gate.waiting]).toEqual([1, 500, 0]);
+    big.release();
+    big.release(); // once only
+    expect([gate.running, gate.runningTokens]).toEqual([0, 0]);
+  });
+
+  it("limits requests at once; is off without a limit", () => {
+    const gate = new AdmissionGate({ maxRequests: 2 });
+    expect([gate.enter(1).queued, gate.enter(1).queued, gate.enter(1).queued]).toEqual([false, false, true]);
+    expect(AdmissionGate.enabled({})).toBe(false);
+    expect(AdmissionGate.enabled(undefined)).toBe(false);
+    expect(AdmissionGate.enabled({ maxRequests: 4 })).toBe(true);
   });
 });

@@ -61,7 +61,15 @@ export async function startNats(dir: string): Promise<NatsServer> {
   return startNatsServer(["-js", "-sd", dir]);
 }
 
-export async function startKvctlGateway(workers: RealServer[], nats: NatsServer | null, policy: "noop" | "agent", policies: Record<string, unknown> | undefined, idleAfterSeconds: number, decisionLogPath?: string): Promise<Gateway> {
+export async function startKvctlGateway(
+  workers: RealServer[],
+  nats: NatsServer | null,
+  policy: "noop" | "agent",
+  policies: Record<string, unknown> | undefined,
+  admission: Record<string, number> | undefined,
+  idleAfterSeconds: number,
+  decisionLogPath?: string,
+): Promise<Gateway> {
   return createGateway({
     config: {
       listen: { host: "127.0.0.1", port: 0 },
@@ -72,6 +80,7 @@ export async function startKvctlGateway(workers: RealServer[], nats: NatsServer 
       health: { intervalMs: 5000, timeoutMs: 30_000, failures: 5 },
       policy,
       ...(policies ? { policies } : {}),
+      ...(admission ? { admission } : {}),
       jsonLog: decisionLogPath !== undefined,
     },
     log: () => undefined,

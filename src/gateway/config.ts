@@ -117,6 +117,15 @@ export const gatewayConfigSchema = z.strictObject({
       connectionsPerWorker: 256,
       commandQueue: 1024,
     }),
+  /** Admission (src/gateway/admission.ts): what a worker is sent at once; the rest wait here. */
+  admission: z
+    .strictObject({
+      /** Requests a worker runs at once. */
+      maxRequestsPerWorker: positiveInt.optional(),
+      /** Prompt tokens a worker runs at once (its device pool, say); a larger request runs alone. */
+      maxPromptTokensPerWorker: positiveInt.optional(),
+    })
+    .default({}),
   health: z
     .strictObject({
       intervalMs: positiveInt.default(2000),

@@ -114,6 +114,24 @@ export class GatewayMetrics {
     labelNames: ["worker"] as const,
     registers: [this.registry],
   });
+  readonly admissionWaiting = new Gauge({
+    name: "kvctl_gateway_admission_waiting_requests",
+    help: "Requests routed to a worker and waiting at the gateway for room there (admission limits)",
+    labelNames: ["worker"] as const,
+    registers: [this.registry],
+  });
+  readonly admissionQueued = new Counter({
+    name: "kvctl_gateway_admission_queued_total",
+    help: "Requests that waited at the gateway for room on their worker",
+    labelNames: ["worker"] as const,
+    registers: [this.registry],
+  });
+  readonly admissionWaitSeconds = new Counter({
+    name: "kvctl_gateway_admission_wait_seconds_total",
+    help: "Seconds requests waited at the gateway for room on their worker",
+    labelNames: ["worker"] as const,
+    registers: [this.registry],
+  });
   readonly upstreamErrors = new Counter({
     name: "kvctl_gateway_upstream_errors_total",
     help: "Worker failures seen while serving a request, by kind (timeout, connect, reset, http)",

@@ -5,6 +5,7 @@
 // signal and no intermediate copy per request.
 import type { IncomingHttpHeaders, ServerResponse } from "node:http";
 import { type Dispatcher, errors as undiciErrors } from "undici";
+import type { AdmissionTicket } from "./admission.js";
 import { type ApiFlavor, errorBody, streamErrorEvent } from "./errors.js";
 import { sendJson } from "./inference-front.js";
 import type { RouteKind } from "./observations.js";
@@ -71,7 +72,7 @@ export interface DoneOutcome {
 }
 export type CallOutcome = DoneOutcome | { kind: "retry"; error: string };
 
-export function callWorker(
+export async function callWorker(
   ctx: TurnContext,
   route: RouteKind,
   worker: GatewayWorker,
@@ -91,14 +92,23 @@ export function callWorker(
   worker.inFlight++;
   worker.inFlightPromptTokens += promptTokenCount;
   const endTimer = metrics.duration.startTimer({ route });
+  // A prompt the gateway did not tokenize is sized from its body (about 4 bytes a token).
+  const ticket = worker.gate?.enter(promptTokenCount || Math.ceil(parsed.raw.length / 4)) ?? null;
   let counted = false;
   const done = () => {
     if (counted) return;
     counted = true;
+    ticket?.release();
     worker.inFlight--;
     worker.inFlightPromptTokens -= promptTokenCount;
     endTimer();
   };
+  if (ticket?.queued && !(await admitted(ctx, worker, ticket, client))) {
+    done();
+    metrics.clientAborts.inc({ route });
+    metrics.countRequest(route, worker.id, 499);
+    return { kind: "done", status: 0, error: "client disconnected while waiting for admission", result: null };
+  }
 
   return new Promise<CallOutcome>((resolve) => {
     let status = 0;
@@ -197,6 +207,22 @@ export function callWorker(
     };
     worker.pool.dispatch({ method: "POST", path: PATHS[route], headers: forwardHeaders(headers), body: raw }, handler);
   });
+}
+
+/** Waits for the ticket's turn on the worker; false when the client went away first. */
+async function admitted(ctx: TurnContext, worker: GatewayWorker, ticket: AdmissionTicket, client: ClientLink): Promise<boolean> {
+  const { metrics } = ctx;
+  const t0 = performance.now();
+  metrics.admissionQueued.inc({ worker: worker.id });
+  metrics.admissionWaiting.inc({ worker: worker.id });
+  const ok = await new Promise<boolean>((resolve) => {
+    client.onGone(() => resolve(false));
+    void ticket.ready.then(() => resolve(true));
+  });
+  client.onGone(null);
+  metrics.admissionWaiting.dec({ worker: worker.id });
+  metrics.admissionWaitSeconds.inc({ worker: worker.id }, (performance.now() - t0) / 1000);
+  return ok;
 }
 
 function upstreamFailed(ctx: TurnContext, route: RouteKind, worker: GatewayWorker, res: ServerResponse, e: unknown, clientGone: boolean, flavor: ApiFlavor): CallOutcome {

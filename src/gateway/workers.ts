@@ -5,6 +5,7 @@
 // the replay fills it; without a replay (or when the replay could not recover everything) its
 // view is cleared instead, since blocks removed during the gap would otherwise stay in it.
 import type { Pool } from "undici";
+import { AdmissionGate } from "./admission.js";
 import { KvEventConsumer } from "../events/consumer.js";
 import { indexSink, type KvIndex } from "../index/index.js";
 import type { GatewayConfig, WorkerConfig } from "./config.js";
@@ -34,10 +35,14 @@ export class GatewayWorker {
   reported: { requests: number; waitingTokens: number } | null = null;
   /** Cleared when the worker has no /v1/loads. */
   loadsEndpoint = true;
+  /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
+  readonly gate: AdmissionGate | null;
 
   constructor(c: WorkerConfig, cfg: GatewayConfig) {
     this.id = c.id;
     this.url = c.url.replace(/\/$/, "");
+    const limits = { maxRequests: cfg.admission.maxRequestsPerWorker, maxPromptTokens: cfg.admission.maxPromptTokensPerWorker };
+    this.gate = AdmissionGate.enabled(limits) ? new AdmissionGate(limits) : null;
     this.events = c.events ?? null;
     this.replay = c.replay ?? null;
     this.pool = createUpstreamPool(this.url, {
