@@ -148,20 +148,20 @@ export function reasonLabel(reason: string): string {
 
 /**
  * The blocks of a pin command its ack says the worker did not pin: those it did not hold
- * (`missing`) and those past its pin budget (`skipped`: it pins in order and, once the budget is
- * spent, pins no new block, so they are the last of the rest). `budget` says whether the budget
- * refused any: a block that was evicted meanwhile says nothing about the budget. An ack without
- * those fields (no answer, or rejected) pinned the first `affected`.
+ * (`missing`) and those past its pin budget (`refused`, the ack's `skipped`: it pins in order and,
+ * once the budget is spent, pins no new block, so they are the last of the rest). A block that
+ * was evicted meanwhile says nothing about the budget. An ack without those fields (no answer, or
+ * rejected) pinned the first `affected`; for a partial one the rest count as refused.
  */
-export function unpinned(pin: readonly bigint[], a: CommandAcked): { dropped: bigint[]; budget: boolean } {
+export function unpinned(pin: readonly bigint[], a: CommandAcked): { dropped: bigint[]; refused: number } {
   if (a.status !== "partial" || (a.missing === undefined && a.skipped === undefined)) {
     const kept = a.status === "partial" ? (a.affected ?? 0) : 0;
-    return { dropped: pin.slice(kept), budget: a.status === "partial" };
+    return { dropped: pin.slice(kept), refused: a.status === "partial" ? pin.length - kept : 0 };
   }
   const missing = new Set(a.missing ?? []);
   const found = pin.filter((h) => !missing.has(h));
   const refused = Math.min(a.skipped ?? 0, found.length);
-  return { dropped: [...pin.filter((h) => missing.has(h)), ...found.slice(found.length - refused)], budget: refused > 0 };
+  return { dropped: [...pin.filter((h) => missing.has(h)), ...found.slice(found.length - refused)], refused };
 }
 
 /** Blocks both chains share from the start. */

@@ -60,15 +60,14 @@ export function inflightRule(): AgentRule {
         onAck: (a) => {
           if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
           // What the worker did not pin is not held (past its budget, or gone meanwhile).
-          const { dropped, budget } = unpinned(pin, a);
+          const { dropped, refused } = unpinned(pin, a);
           ctx.budget.release(a.worker, dropped, h.owner, "inflight");
           if (a.status !== "partial") {
             if (inFlight.get(h.owner) === h && h.held === from + pin.length) h.held = from;
             ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: h.sessionId, worker: a.worker });
-          } else if (budget) {
+          } else if (refused > 0) {
             // The refused tail is asked for again when budget comes free; blocks the worker no
             // longer had are not.
-            const refused = a.skipped ?? pin.length - (a.affected ?? 0);
             if (inFlight.get(h.owner) === h && h.held === from + pin.length) h.held = from + pin.length - refused;
             ctx.budget.markFull(a.worker);
           }

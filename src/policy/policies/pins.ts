@@ -2,7 +2,8 @@
 // the worker's) with the marker's TTL; a hit (a later turn of the session covering a pinned block)
 // re-pins it once less than `refreshBelow` of its TTL is left, as Anthropic refreshes on every
 // hit; the session's close releases every hold. The pin-budget view caps what is asked of each
-// worker (longer TTLs, earlier blocks first); a `partial` ack marks the worker full.
+// worker (longer TTLs, earlier blocks first); a `partial` ack whose worker refused blocks for its
+// budget marks the worker full.
 import type { Observation, TurnFinished } from "../../gateway/observations.js";
 import { type PolicyContext, unpinned } from "../context.js";
 import type { PinHold } from "../pin-budget.js";
@@ -75,10 +76,10 @@ function onTurn(o: TurnFinished, ctx: PolicyContext): void {
         onAck: (a) => {
           if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
           if (a.status === "partial") {
-            const { dropped, budget } = unpinned(pin, a);
+            const { dropped, refused } = unpinned(pin, a);
             ctx.budget.release(a.worker, dropped, sid, "marker");
-            if (budget) ctx.budget.markFull(a.worker);
-            ctx.note(NAME, "partial", `${budget ? "worker budget" : "blocks gone"}: pinned ${pin.length - dropped.length} of ${pin.length}, ${a.detail ?? ""}`, { session: sid, worker: a.worker });
+            if (refused > 0) ctx.budget.markFull(a.worker);
+            ctx.note(NAME, "partial", `${refused > 0 ? "worker budget" : "blocks gone"}: pinned ${pin.length - dropped.length} of ${pin.length}, ${a.detail ?? ""}`, { session: sid, worker: a.worker });
             return;
           }
           for (const h of pin) ctx.budget.release(a.worker, [h], sid, "marker");
