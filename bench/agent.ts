@@ -1,4 +1,4 @@
-// Agentic workload bench (`npm run bench:agent [-- --json] [--ablation] [--sessions N]
+// Agentic workload bench (`npm run bench:agent [-- --json] [--ablation] [--runs N] [--sessions N]
 // [--time-scale X] [--configs a,b]`): BFCL multi-turn sessions (bench/agent/README.md) replayed
 // through each configuration against two real patched SGLang servers on CPU (small device pools,
 // HiCache host tier, file L3), the same seeded trace each time, servers started fresh per
@@ -12,8 +12,9 @@
 // Measured per configuration: prompt tokens, tokens served from cache, recomputed prefill tokens,
 // host-tier hits, TTFT p50/p99 of returning turns, commands by type and outcome, pin budget peak,
 // and whether a flood of unrelated prompts after the trace is served in full.
-// Bar: kvctl recomputes >= 1.5x fewer prefill tokens than the best of lru/cache_aware/
-// session_radix/sgl_router and improves returning-turn TTFT p99 over it.
+// Every configuration runs `--runs` (3) times, in rounds. Bar, on the medians: kvctl recomputes
+// >= 1.5x fewer prefill tokens than the best of lru/cache_aware/session_radix/sgl_router and
+// improves returning-turn TTFT p99 over it.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,6 +33,10 @@ const opt = (name: string, dflt: string) => {
   return i >= 0 ? argv[i + 1] : dflt;
 };
 const SESSIONS = Number(opt("sessions", "16"));
+// Runs per configuration: one run's recomputed count swings with where HiCache's evictions fall,
+// for a peer by up to 2x between runs of the same trace, so the bar compares medians.
+const RUNS = Number(opt("runs", "3"));
+if (!Number.isInteger(RUNS) || RUNS < 1) throw new Error(`--runs: expected a whole number >= 1, got ${opt("runs", "3")}`);
 const SEED = Number(opt("seed", "7"));
 const TIME_SCALE = Number(opt("time-scale", String(DEFAULT_SHAPE.timeScale)));
 const TOOLS_PER_CLASS = Number(opt("tools-per-class", "5"));
@@ -125,6 +130,51 @@ interface ConfigResult {
   pinned_blocks_hit: number | null;
   pinned_blocks_wasted: number | null;
   wall_s: number;
+}
+
+/** A configuration's figures over `--runs` runs: the token, cache, L3, command and pin figures of
+ * the run with the median recomputed count (the lower middle one when the count is even), the
+ * TTFT percentiles and wall time as medians of the runs' own, errors summed, the pin budget peak
+ * the highest and the flood the fewest served of any run; `runs` has each run's headline figures. */
+interface AggregateResult extends ConfigResult {
+  runs: { recomputed_tokens: number; ttft_returning_p50_ms: number | null; ttft_returning_p99_ms: number | null; errors: number; flood_served: string; wall_s: number }[];
+}
+
+function median(xs: (number | null)[]): number | null {
+  const s = xs.filter((x): x is number => x !== null).sort((a, b) => a - b);
+  if (s.length === 0) return null;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+function aggregate(runs: ConfigResult[]): AggregateResult {
+  const byRecompute = [...runs].sort((a, b) => a.recomputed_tokens - b.recomputed_tokens);
+  const mid = byRecompute[(runs.length - 1) >> 1];
+  const served = (r: ConfigResult) => Number(r.flood_served.split("/")[0]);
+  return {
+    ...mid,
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    ttft_returning_p50_ms: median(runs.map((r) => r.ttft_returning_p50_ms)),
+    ttft_returning_p99_ms: median(runs.map((r) => r.ttft_returning_p99_ms)),
+    flood_served: runs.reduce((w, r) => (served(r) < served(w) ? r : w)).flood_served,
+    pin_budget_peak_blocks: mid.pin_budget_peak_blocks === null ? null : Math.max(...runs.map((r) => r.pin_budget_peak_blocks ?? 0)),
+    wall_s: median(runs.map((r) => r.wall_s)) as number,
+    runs: runs.map((r) => ({ recomputed_tokens: r.recomputed_tokens, ttft_returning_p50_ms: r.ttft_returning_p50_ms, ttft_returning_p99_ms: r.ttft_returning_p99_ms, errors: r.errors, flood_served: r.flood_served, wall_s: +r.wall_s.toFixed(1) })),
+  };
+}
+
+/** The bar's two ratios: kvctl against the peer that recomputed least. */
+function barRatios(rs: Record<string, ConfigResult | null | undefined>): { best: string | null; recompute: number | null; ttft: number | null } {
+  const peers = ["lru", "cache_aware", "session_radix", "sgl_router"].filter((n) => rs[n]);
+  const best = peers.reduce<string | null>((b, n) => (b === null || (rs[n] as ConfigResult).recomputed_tokens < (rs[b] as ConfigResult).recomputed_tokens ? n : b), null);
+  const k = rs.kvctl;
+  if (!best || !k) return { best, recompute: null, ttft: null };
+  const b = rs[best] as ConfigResult;
+  return {
+    best,
+    recompute: b.recomputed_tokens / Math.max(1, k.recomputed_tokens),
+    ttft: k.ttft_returning_p99_ms !== null && b.ttft_returning_p99_ms ? k.ttft_returning_p99_ms / b.ttft_returning_p99_ms : null,
+  };
 }
 
 function pct(xs: number[], p: number): number | null {
@@ -322,27 +372,33 @@ async function main(): Promise<void> {
   const ablation: ConfigSpec[] = argv.includes("--ablation") ? RULES.map((r) => ({ name: `kvctl_${r}`, front: "gateway", serverArgs: [], policy: "agent", rules: [r] })) : [];
   const only = opt("configs", "");
   const specs = [...base, ...ablation].filter((s) => !only || only.split(",").includes(s.name));
-  const results: Record<string, ConfigResult | null> = {};
+  const perRun: Record<string, ConfigResult[]> = Object.fromEntries(specs.map((s) => [s.name, []]));
   const notes: Record<string, string> = {};
-  for (const spec of specs) {
-    log(`-- ${spec.name}`);
-    try {
-      results[spec.name] = await runConfig(spec, workload);
-      log(`   ${JSON.stringify(results[spec.name])}`);
-    } catch (e) {
-      results[spec.name] = null;
-      notes[spec.name] = (e as Error).message.split("\n").slice(0, 3).join(" ");
-      log(`   ${spec.name} did not run: ${notes[spec.name]}`);
+  // Rounds, not one configuration's runs back to back: every configuration sees the machine's
+  // drift alike.
+  for (let round = 0; round < RUNS; round++) {
+    for (const spec of specs) {
+      if (notes[spec.name]) continue;
+      log(`-- ${spec.name}${RUNS > 1 ? ` (run ${round + 1}/${RUNS})` : ""}`);
+      try {
+        const r = await runConfig(spec, workload);
+        perRun[spec.name].push(r);
+        log(`   ${JSON.stringify(r)}`);
+      } catch (e) {
+        notes[spec.name] = (e as Error).message.split("\n").slice(0, 3).join(" ");
+        log(`   ${spec.name} did not run: ${notes[spec.name]}`);
+      }
     }
   }
-  const peers = ["lru", "cache_aware", "session_radix", "sgl_router"].filter((n) => results[n]);
-  const best = peers.reduce<string | null>((b, n) => (b === null || (results[n] as ConfigResult).recomputed_tokens < (results[b] as ConfigResult).recomputed_tokens ? n : b), null);
+  const results: Record<string, AggregateResult | null> = Object.fromEntries(specs.map((s) => [s.name, notes[s.name] ? null : aggregate(perRun[s.name])]));
+  const { best, recompute: recomputeRatio, ttft: ttftRatio } = barRatios(results);
   const k = results.kvctl;
-  const recomputeRatio = best && k ? (results[best] as ConfigResult).recomputed_tokens / Math.max(1, k.recomputed_tokens) : null;
-  const ttftRatio = best && k && k.ttft_returning_p99_ms !== null && results[best]?.ttft_returning_p99_ms ? k.ttft_returning_p99_ms / (results[best] as ConfigResult).ttft_returning_p99_ms! : null;
+  // The bar in each run on its own (every configuration's r-th run), to show how it spreads.
+  const rounds = Array.from({ length: RUNS }, (_, r) => barRatios(Object.fromEntries(Object.entries(perRun).map(([n, rs]) => [n, notes[n] ? null : rs[r]]))));
 
   const f = (x: number | null, d = 0) => (x === null ? "-" : x.toFixed(d));
-  console.log(`bench:agent (${workload.sessions.length} BFCL multi-turn sessions, time scale 1/${TIME_SCALE}, same trace per configuration)`);
+  console.log(`bench:agent (${workload.sessions.length} BFCL multi-turn sessions, time scale 1/${TIME_SCALE}, same trace per configuration` +
+    `${RUNS > 1 ? `; ${RUNS} runs each: the run with the median recomputed count, TTFT as the median of the runs' percentiles` : ""})`);
   console.log("config           requests  prompt tok  cached tok  recomputed  host hits  TTFT ret p50/p99 ms  flood  pins peak/budget hit/wasted  commands");
   for (const [name, r] of Object.entries(results)) {
     if (!r) {
@@ -363,6 +419,14 @@ async function main(): Promise<void> {
     const dropped = list(r.l3.dropped);
     console.log(`${name.padEnd(16)} ${r.l3.backed_up} / ${r.l3.query_hit} / ${r.l3.prefetched} / ${why}${deferred ? `; deferred ${deferred}` : ""}; device tokens lost without a host copy: ${dropped || "none"}`);
   }
+  if (RUNS > 1) {
+    console.log("each run: recomputed tokens, returning-turn TTFT p99 ms");
+    for (const [name, r] of Object.entries(results)) {
+      if (r) console.log(`${name.padEnd(16)} ${r.runs.map((x) => `${x.recomputed_tokens} ${f(x.ttft_returning_p99_ms)}`).join("  |  ")}`);
+    }
+    const verdict = (x: { recompute: number | null; ttft: number | null }) => `${f(x.recompute, 2)}x${x.recompute !== null && x.recompute >= 1.5 ? " PASS" : " FAIL"} / ${f(x.ttft, 2)}x${x.ttft !== null && x.ttft < 1 ? " PASS" : " FAIL"}`;
+    if (k) console.log(`the bar run by run (best peer: recompute ratio / TTFT p99 ratio): ${rounds.map((x) => `${x.best} ${verdict(x)}`).join("  |  ")}`);
+  }
   if (ideal) console.log(`ideal cache (every earlier prompt kept, page ${SHAPE.pageSize}): ${ideal.recomputed} recomputed tokens${ideal.mismatched ? ` (${ideal.mismatched} prompts tokenized to another length than served)` : ""}`);
   if (best && k) {
     console.log(`best peer by recomputed tokens: ${best}; kvctl recomputes ${f(recomputeRatio, 2)}x fewer (bar >= 1.5x: ${recomputeRatio !== null && recomputeRatio >= 1.5 ? "PASS" : "FAIL"}), ` +
@@ -377,12 +441,14 @@ async function main(): Promise<void> {
       JSON.stringify({
         bench: "agent",
         time_scale: TIME_SCALE,
+        runs: RUNS,
         configs: { lru: pick("lru"), cache_aware: pick("cache_aware"), session_radix: pick("session_radix"), sgl_router: pick("sgl_router"), kvctl: pick("kvctl"), ...Object.fromEntries(ablation.map((a) => [a.name, pick(a.name)])) },
         not_run: notes,
         ideal_recomputed_tokens: ideal?.recomputed ?? null,
         best_peer: best,
         recompute_ratio_vs_best: recomputeRatio === null ? null : +recomputeRatio.toFixed(3),
         ttft_p99_ratio_vs_best: ttftRatio === null ? null : +ttftRatio.toFixed(3),
+        per_run: rounds.map((x) => ({ best_peer: x.best, recompute_ratio_vs_best: x.recompute === null ? null : +x.recompute.toFixed(3), ttft_p99_ratio_vs_best: x.ttft === null ? null : +x.ttft.toFixed(3) })),
       }),
     );
   }
