@@ -42,6 +42,9 @@ class ServerStartError(RuntimeError):
     pass
 
 
+PORT_ATTEMPTS = 3
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -235,6 +238,12 @@ def _health(base: str) -> bool:
         return False
 
 
+def _log_since(path: str, offset: int) -> str:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read().decode("utf-8", errors="replace")
+
+
 def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
     o = o or ServerOptions(**kw)
     t0 = time.monotonic()
@@ -249,15 +258,12 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
         storage = tempfile.mkdtemp(prefix="kvctl-l3-")
         owned.append(storage)
     o.storage_dir = storage or None
-    port = free_port()
-    events = f"tcp://127.0.0.1:{free_port()}" if o.kv_events else None
     log_path = o.log_path
     if not log_path:
         fd, log_path = tempfile.mkstemp(prefix=f"kvctl-sglang-{o.worker_id}-", suffix=".log")
         os.close(fd)
         if not os.environ.get("KVCTL_KEEP_SERVER_LOGS"):
             owned.append(log_path)
-    cmd = command_line(o, model, port, events)
     env = dict(os.environ)
     env.update({
         "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "KVCTL_CPU_STAND_INS": "server",
@@ -272,33 +278,48 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
     if o.coverage_rcfile:
         env["COVERAGE_PROCESS_START"] = o.coverage_rcfile
     env.update(o.env)
-    log = open(log_path, "ab")
-    proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    log.close()
-    base = f"http://127.0.0.1:{port}"
-    info = ServerInfo(base_url=base, port=port, pid=proc.pid, worker_id=o.worker_id, nats_url=o.nats_url,
-                      events_endpoint=events, model=model, tree=tree, storage_dir=o.storage_dir,
-                      page_size=o.page_size, max_total_tokens=o.max_total_tokens, log_path=log_path,
-                      command=cmd, start_s=0.0)
-    server = RealServer(info, proc, owned, env.get("COVERAGE_PROCESS_START"))
     deadline = t0 + o.ready_timeout_s
-    healthy = False
-    while True:
-        if proc.poll() is not None:
-            why = f"exited with status {proc.returncode} before it was ready"
+    # The ports were free when chosen, but they come from the ephemeral range, where any process's
+    # outgoing connection may take one before the server binds it: a launch that dies of
+    # EADDRINUSE is tried again on new ports, a few times.
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port = free_port()
+        events = f"tcp://127.0.0.1:{free_port()}" if o.kv_events else None
+        cmd = command_line(o, model, port, events)
+        log_start = os.path.getsize(log_path)
+        log = open(log_path, "ab")
+        proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        base = f"http://127.0.0.1:{port}"
+        info = ServerInfo(base_url=base, port=port, pid=proc.pid, worker_id=o.worker_id, nats_url=o.nats_url,
+                          events_endpoint=events, model=model, tree=tree, storage_dir=o.storage_dir,
+                          page_size=o.page_size, max_total_tokens=o.max_total_tokens, log_path=log_path,
+                          command=cmd, start_s=0.0)
+        # Owns nothing until it is ready: a retry reuses the tree, storage and log.
+        server = RealServer(info, proc, [], env.get("COVERAGE_PROCESS_START"))
+        healthy = False
+        while True:
+            if proc.poll() is not None:
+                why = f"exited with status {proc.returncode} before it was ready"
+                break
+            if not healthy:
+                healthy = _health(base)
+            if healthy and (not o.nats_url or f"{LISTENING}{o.worker_id} listening" in _log_since(log_path, log_start)):
+                info.start_s = round(time.monotonic() - t0, 1)
+                server._owned = owned
+                return server
+            if time.monotonic() > deadline:
+                why = f"not ready within {o.ready_timeout_s:.0f} s (health {'ok' if healthy else 'not ok'}" + (
+                    ", no subscriber 'listening' line)" if o.nats_url else ")")
+                break
+            time.sleep(0.5)
+        server.stop()
+        port_taken = "Address already in use" in _log_since(log_path, log_start)
+        if not (port_taken and proc.returncode is not None and attempt < PORT_ATTEMPTS):
             break
-        if not healthy:
-            healthy = _health(base)
-        if healthy and (not o.nats_url or f"{LISTENING}{o.worker_id} listening" in server.log_text()):
-            info.start_s = round(time.monotonic() - t0, 1)
-            return server
-        if time.monotonic() > deadline:
-            why = f"not ready within {o.ready_timeout_s:.0f} s (health {'ok' if healthy else 'not ok'}" + (
-                ", no subscriber 'listening' line)" if o.nats_url else ")")
-            break
-        time.sleep(0.5)
     tail = server.log_tail(30)
+    server._owned = owned
     server.stop()
     raise ServerStartError(f"SGLang server {why}\ncommand: {shlex.join(cmd)}\nlog ({log_path}), last 30 lines:\n{tail}")
 
