@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 
-from .server import free_port
+from .server import PORT_ATTEMPTS, free_port
 
 
 def nats_binary() -> str:
@@ -19,12 +19,27 @@ def nats_binary() -> str:
 
 class NatsServer:
     def __init__(self, port: int | None = None, flags: tuple[str, ...] = ()):
+        # A port chosen here may be taken (by any outgoing connection: it is from the ephemeral
+        # range) before the server binds it; the first start then tries other ones. A restart,
+        # or a port the caller gave, stays put.
+        self._may_move = port is None
         self.port = port or free_port()
         self.flags = tuple(flags)
         self.url = f"nats://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 15.0) -> "NatsServer":
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start(timeout_s)
+            except RuntimeError as e:
+                if not (self._may_move and attempt < PORT_ATTEMPTS and "address already in use" in str(e).lower()):
+                    raise
+                self.port = free_port()
+                self.url = f"nats://127.0.0.1:{self.port}"
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout_s: float) -> "NatsServer":
         binary = nats_binary()
         if not os.path.exists(binary):
             raise RuntimeError(f"nats-server not found at {binary} (run python/setup_venv.sh)")
@@ -45,6 +60,7 @@ class NatsServer:
 
         threading.Thread(target=read, daemon=True).start()
         if ready.wait(timeout_s) and self.proc.poll() is None:
+            self._may_move = False
             return self
         self.stop()
         raise RuntimeError(f"nats-server did not become ready on {self.url} within {timeout_s} s: {log[-5:]}")

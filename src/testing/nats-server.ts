@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { venvDir } from "../paths.js";
-import { canConnect, freePort } from "../util/net.js";
+import { freePort } from "../util/net.js";
 import { waitExit } from "../util/process.js";
 
 export interface NatsServerBinary {
@@ -41,16 +41,28 @@ export interface NatsServer {
   restart(): Promise<void>;
 }
 
+const PORT_ATTEMPTS = 3;
+
 async function launch(bin: string, port: number, extraArgs: string[]): Promise<ChildProcess> {
   const child = spawn(bin, ["-a", "127.0.0.1", "-p", String(port), ...extraArgs], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
+  let ready = false;
+  let tail = "";
   child.stderr?.on("data", (d: Buffer) => {
-    if (stderr.length < 8192) stderr += d.toString();
+    const text = d.toString();
+    if (stderr.length < 8192) stderr += text;
+    ready ||= (tail + text).includes("Server is ready");
+    tail = text.slice(-32);
   });
+  const closed = new Promise((r) => child.once("close", r));
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}: ${stderr}`);
-    if (await canConnect(port)) return child;
+    if (child.exitCode !== null) {
+      await closed; // its whole stderr read: the reason is in it
+      throw new Error(`nats-server exited with ${child.exitCode}: ${stderr}`);
+    }
+    // Its own "ready" line, not a connect: a port taken by another listener accepts connections too.
+    if (ready) return child;
     await new Promise((r) => setTimeout(r, 25));
   }
   child.kill("SIGKILL");
@@ -62,8 +74,19 @@ export async function startNatsServer(extraArgs: string[] = []): Promise<NatsSer
   const found = findNatsServer();
   const bin = found.path;
   if (!bin) throw new Error(`nats-server not found (tried ${found.tried.join(", ")}): run python/setup_venv.sh, set KVCTL_NATS_SERVER, or install it on PATH`);
-  const port = await freePort();
-  let child: ChildProcess | null = await launch(bin, port, extraArgs);
+  // The port was free when chosen, but it comes from the ephemeral range, where any outgoing
+  // connection may take it before nats-server binds it: a launch that dies of that is tried again
+  // on another port, a few times. (A restart keeps its port: clients reconnect to the same URL.)
+  let port = 0;
+  let child: ChildProcess | null = null;
+  for (let attempt = 1; child === null; attempt++) {
+    port = await freePort();
+    try {
+      child = await launch(bin, port, extraArgs);
+    } catch (e) {
+      if (attempt >= PORT_ATTEMPTS || !/address already in use/i.test((e as Error).message)) throw e;
+    }
+  }
   const stop = async () => {
     if (!child) return;
     const c = child;
