@@ -47,8 +47,8 @@ class NatsServer:
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         # Ready = the server's own "Server is ready" log line; the rest of its log is drained so the
         # pipe never fills.
+        ready = threading.Event()  # its ready line
         done = threading.Event()  # the ready line, or the end of its log (it exited)
-        up: list[bool] = []
         log: list[str] = []
 
         def read(stream=self.proc.stderr):
@@ -56,14 +56,14 @@ class NatsServer:
                 if len(log) < 50:
                     log.append(line.rstrip())
                 if "Server is ready" in line:
-                    up.append(True)
+                    ready.set()
                     done.set()
             done.set()
 
         threading.Thread(target=read, daemon=True).start()
         # Its own ready line: its log can end before the process is reaped, so "still running"
         # alone does not say it started.
-        if done.wait(timeout_s) and up and self.proc.poll() is None:
+        if done.wait(timeout_s) and ready.is_set() and self.proc.poll() is None:
             self._may_move = False
             return self
         self.stop()

@@ -299,9 +299,11 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
         # Owns nothing until it is ready: a retry reuses the tree, storage and log.
         server = RealServer(info, proc, [], env.get("COVERAGE_PROCESS_START"))
         healthy = False
+        exited = False
         while True:
             if proc.poll() is not None:
                 why = f"exited with status {proc.returncode} before it was ready"
+                exited = True
                 break
             if not healthy:
                 healthy = _health(base)
@@ -315,8 +317,8 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
                 break
             time.sleep(0.5)
         server.stop()
-        port_taken = "Address already in use" in _log_since(log_path, log_start)
-        if not (port_taken and proc.returncode is not None and attempt < PORT_ATTEMPTS):
+        # Only a launch that died by itself is retried: stop() sets a return code on any.
+        if not (exited and attempt < PORT_ATTEMPTS and "Address already in use" in _log_since(log_path, log_start)):
             break
     tail = server.log_tail(30)
     server._owned = owned
