@@ -26,6 +26,8 @@
 //                          sequences interleaved (also printed: one sequence at a time).
 //   score                  a 256-block request, 10 workers, all tiers, shared pool, Dynamo score +
 //                          pick: native score() vs the TS index's overlap() + scoreWorkers().
+// The decoder's token-id run path (AVX-512 VBMI, AVX2 or scalar, chosen by CPU) is printed with
+// the scale; KVCTL_INT_RUNS=scalar|avx2 caps it to compare paths on one host.
 // Rates are per CPU-second of this single-threaded process and latencies in this thread's CPU time
 // (wall figures beside them): the machine is shared, and CPU time is what "on one core" means. A
 // query's CPU span holds the query and one clock read; its wall span encloses the CPU span.
@@ -152,6 +154,8 @@ function timed(f: () => number): { n: number; wall: number; cpu: number } {
 // Thread CPU time (the addon's clock_gettime(CLOCK_THREAD_CPUTIME_ID)): a query's latency without
 // the time this process spent descheduled on a shared machine.
 const cpuUs = (loadAddon() as unknown as { threadCpuTimeUs(): number }).threadCpuTimeUs;
+// The token-id run path (AVX-512 VBMI, AVX2 or scalar; KVCTL_INT_RUNS=scalar|avx2 caps it).
+const intRunPath = (loadAddon() as unknown as { intRunPath(): string }).intRunPath();
 const fmt = (n: number) => (n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} k` : n.toFixed(0));
 const pct = (a: number[], p: number) => a[Math.min(a.length - 1, Math.floor(a.length * p))];
 const log = (s: string) => console.log(s);
@@ -161,7 +165,8 @@ const batchesPerWorker = Math.floor(BLOCKS / BLOCKS_PER_BATCH);
 const totalBlocks = WORKERS * batchesPerWorker * BLOCKS_PER_BATCH;
 log(`machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), load average ${loadavg().map((x) => x.toFixed(2)).join(" ")} (shared with other work)`);
 log(`bench:index  scale: workers=${WORKERS} x blocks/worker=${batchesPerWorker * BLOCKS_PER_BATCH} = ${totalBlocks} blocks  page=${PAGE}  ` +
-  `${EVENTS_PER_BATCH} BlockStored x ${PAGES_PER_EVENT} pages per batch, token ids on the wire, ~${templates[0].buf.length} B/batch  node ${process.version}`);
+  `${EVENTS_PER_BATCH} BlockStored x ${PAGES_PER_EVENT} pages per batch, token ids on the wire, ~${templates[0].buf.length} B/batch  node ${process.version}  ` +
+  `token-id runs: ${intRunPath} path`);
 // Every frame of the run, worker by worker within each batch number, through `f`. The frames are
 // made (a template copied, its hashes patched) a chunk at a time outside the timed spans: the
 // figures are the consumer's cost, not the generator's.
@@ -486,5 +491,6 @@ if (json) {
     ts_index_events_per_s: Math.round(tsRate),
     ts_score_p99_us: Number(tsP99.toFixed(2)),
     map_baseline_events_per_s: Math.round(mapRate),
+    int_run_path: intRunPath,
   }));
 }

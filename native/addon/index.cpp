@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "../events/int_runs.h"
 #include "../index/block_index.h"
 #include "args.h"
 #include "batch_js.h"
@@ -322,7 +323,17 @@ Napi::Value ThreadCpuTimeUs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3);
 }
 
+// intRunPath() -> the token-id run path this host uses ("avx512", "avx2" or "scalar"):
+// benchmarks print it, since it sets the decoder's speed more than anything else on the machine.
+Napi::Value IntRunPath(const Napi::CallbackInfo& info) {
+  const auto p = kv::mp::int_run_path();
+  return Napi::String::New(info.Env(), p == kv::mp::IntRunPath::Avx512 ? "avx512"
+                                       : p == kv::mp::IntRunPath::Avx2 ? "avx2"
+                                                                       : "scalar");
+}
+
 void RegisterIndex(Napi::Env env, Napi::Object exports) {
   exports.Set("KvBlockIndex", IndexWrap::Define(env));
   exports.Set("threadCpuTimeUs", Napi::Function::New(env, ThreadCpuTimeUs, "threadCpuTimeUs"));
+  exports.Set("intRunPath", Napi::Function::New(env, IntRunPath, "intRunPath"));
 }

@@ -1,15 +1,17 @@
 // Runs of msgpack integers in the forms that always hold a uint32 (positive fixint, uint8, uint16,
 // uint32): a batch's token ids, thousands of them. Stepping over such a run is a chain of
 // dependent loads one value at a time in scalar code; the AVX-512 VBMI path finds every value's
-// start in 64 bytes at once. The path is chosen at run time (CPUID and the OS's AVX-512 state)
-// and can be switched, so tests run both over the same inputs.
+// start in 64 bytes at once, and the AVX2 path (hosts without VBMI) in four 16-byte windows. The
+// path is chosen at run time (CPUID and the OS's saved vector state) and can be switched, so
+// tests run every path the host has over the same inputs.
 #pragma once
 #include <cstdint>
 
 namespace kv::mp {
 
-enum class IntRunPath { Scalar, Avx512 };
+enum class IntRunPath { Scalar, Avx2, Avx512 };
 
+bool int_runs_avx2_supported();
 bool int_runs_avx512_supported();
 IntRunPath int_run_path();
 // Returns false (and changes nothing) when the CPU lacks the instructions.
@@ -25,6 +27,8 @@ uint32_t skip_u32_forms(const uint8_t*& p, const uint8_t* end, uint32_t n);
 uint32_t decode_u32_forms(const uint8_t*& p, const uint8_t* end, uint32_t n, uint32_t* out);
 
 namespace detail {
+uint32_t skip_u32_forms_avx2(const uint8_t*& p, const uint8_t* end, uint32_t n);
+uint32_t decode_u32_forms_avx2(const uint8_t*& p, const uint8_t* end, uint32_t n, uint32_t* out);
 uint32_t skip_u32_forms_avx512(const uint8_t*& p, const uint8_t* end, uint32_t n);
 uint32_t decode_u32_forms_avx512(const uint8_t*& p, const uint8_t* end, uint32_t n, uint32_t* out);
 }  // namespace detail

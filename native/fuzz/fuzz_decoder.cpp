@@ -70,15 +70,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       require(g.bad[i].index == a.bad[i].index && g.bad[i].kind == a.bad[i].kind && g.bad[i].reason == a.bad[i].reason,
               "the BlockStored fast path and the adapters report a bad event differently");
   }
-  if (mp::int_runs_avx512_supported()) {
-    // The token-id runs' SIMD path (the default here) against the scalar one.
-    static events::Batch s;
-    mp::set_int_run_path(mp::IntRunPath::Scalar);
-    const bool ok_s = events::decode_batch(data, size, limits, true, s);
-    mp::set_int_run_path(mp::IntRunPath::Avx512);
-    require(ok_s == ok_a && s.error == a.error && s.events.size() == a.events.size() && s.hashes == a.hashes &&
-                s.tokens == a.tokens && s.bad.size() == a.bad.size(),
-            "the SIMD and scalar integer-run paths disagree");
+  {
+    // Every SIMD path over token-id runs this host has (the best one is the default) against the
+    // scalar one, reading the ids (decoding) and stepping over them (skipping).
+    const mp::IntRunPath best = mp::int_run_path();
+    static events::Batch s, v;
+    for (const bool tokens : {true, false}) {
+      mp::set_int_run_path(mp::IntRunPath::Scalar);
+      const bool ok_s = events::decode_batch(data, size, limits, tokens, s);
+      for (const mp::IntRunPath path : {mp::IntRunPath::Avx2, mp::IntRunPath::Avx512}) {
+        if (!mp::set_int_run_path(path)) continue;
+        const bool ok_v = events::decode_batch(data, size, limits, tokens, v);
+        require(ok_s == ok_v && s.error == v.error && s.events.size() == v.events.size() && s.hashes == v.hashes &&
+                    s.tokens == v.tokens && s.bad.size() == v.bad.size(),
+                "the SIMD and scalar integer-run paths disagree");
+      }
+    }
+    mp::set_int_run_path(best);
   }
   for (bool verify : {false, true}) {
     index::Options o;
