@@ -65,6 +65,21 @@ describe("native addon survives garbage", () => {
     expect(() => native.sglangChain(new Uint32Array(8), detached(), 4, false, null)).toThrow(/offsets: its ArrayBuffer is detached/);
   });
 
+  it("applyFrames names the payload it refuses, by its place in the list", () => {
+    type Raw = { applyFrames(slots: Uint32Array, payloads: unknown[], out: Float64Array): unknown };
+    const idx = new (native as unknown as { KvBlockIndex: new (o: object) => Raw }).KvBlockIndex({});
+    const out = new Float64Array(48);
+    const frame = new Uint8Array([0x93, 0x00, 0x90, 0x00]); // [0, [], 0]: no events
+    expect(() => idx.applyFrames(new Uint32Array([0, 1, 2]), [frame, new Uint16Array(4), frame], out)).toThrow(
+      /payloads\[1\] must be a Uint8Array or Buffer/,
+    );
+    const gone = new ArrayBuffer(8);
+    const view = new Uint8Array(gone);
+    structuredClone(gone, { transfer: [gone] });
+    expect(() => idx.applyFrames(new Uint32Array([0, 1]), [frame, view], out)).toThrow(/payloads\[1\]: its ArrayBuffer is detached/);
+    expect(idx.applyFrames(new Uint32Array([0, 1, 2]), [frame, frame, frame], out)).toBeNull();
+  });
+
   it("offsets out of range, decreasing, empty; huge page sizes and ranks", () => {
     const t = new Uint32Array(16);
     expect(() => native.sglangChain(t, new Uint32Array([0, 17]), 4, false, null)).toThrow(/offsets\[1\] = 17 is past the end/);

@@ -23,24 +23,40 @@ struct View {
   size_t length = 0;  // elements
 };
 
-// A typed array of the exact type (Uint32Array, BigInt64Array, ...) over a live buffer.
+// A typed array of the exact type (Uint32Array, BigInt64Array, ...) over a live buffer. One
+// napi_get_typedarray_info call reads type, length and data (each accessor of Napi::TypedArray
+// is a call of its own, and they made up most of a hot call's cost); a detached buffer reads as
+// length 0, so only an empty view asks whether its buffer is detached.
+// `v` named `name`, or `name[index]` for an element of a list (the name is built only to throw).
+template <typename T>
+View<T> TypedValue(Napi::Env env, napi_value v, const char* name, napi_typedarray_type type, const char* type_name,
+                   long index = -1) {
+  const auto named = [&] { return std::string(name) + (index >= 0 ? "[" + std::to_string(index) + "]" : ""); };
+  napi_typedarray_type got;
+  size_t length = 0;
+  void* data = nullptr;
+  napi_value buffer = nullptr;
+  size_t offset = 0;
+  if (napi_get_typedarray_info(env, v, &got, &length, &data, &buffer, &offset) != napi_ok || got != type) {
+    ThrowType(env, named() + " must be a " + type_name);
+  }
+  if (length == 0) {
+    bool detached = false;
+    if (napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok || detached) {
+      ThrowType(env, named() + ": its ArrayBuffer is detached");
+    }
+  }
+  View<T> out;
+  out.length = length;
+  out.data = static_cast<T*>(data);
+  if (out.length && !out.data) ThrowType(env, named() + ": no backing store");
+  return out;
+}
+
 template <typename T>
 View<T> TypedArg(const Napi::CallbackInfo& info, size_t i, const char* name, napi_typedarray_type type,
                  const char* type_name) {
-  Napi::Env env = info.Env();
-  Napi::Value v = info[i];
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type) {
-    ThrowType(env, std::string(name) + " must be a " + type_name);
-  }
-  auto ta = v.As<Napi::TypedArray>();
-  bool detached = false;
-  napi_status st = napi_is_detached_arraybuffer(env, ta.ArrayBuffer(), &detached);
-  if (st != napi_ok || detached) ThrowType(env, std::string(name) + ": its ArrayBuffer is detached");
-  View<T> out;
-  out.length = ta.ElementLength();
-  out.data = reinterpret_cast<T*>(static_cast<uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset());
-  if (out.length && !out.data) ThrowType(env, std::string(name) + ": no backing store");
-  return out;
+  return TypedValue<T>(info.Env(), info[i], name, type, type_name);
 }
 
 inline View<const uint8_t> BytesArg(const Napi::CallbackInfo& info, size_t i, const char* name) {

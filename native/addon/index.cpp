@@ -137,10 +137,9 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
       const uint32_t w = slots.data[i];
       if (w >= 4096) kvglue::ThrowRange(env, "worker slot must be 0..4095");
       Napi::Value v = list[i];
-      if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
-        kvglue::ThrowType(env, "payloads[" + std::to_string(i) + "] must be a Uint8Array or Buffer");
-      auto u8 = v.As<Napi::Uint8Array>();
-      frames_in_[i] = {w, u8.Data(), u8.ByteLength()};
+      auto u8 = kvglue::TypedValue<const uint8_t>(env, v, "payloads", napi_uint8_array, "Uint8Array or Buffer",
+                                                  static_cast<long>(i));
+      frames_in_[i] = {w, u8.data, u8.length};
     }
     counts_.assign(k, ApplyCounts{});
     if (k > ok_size_) ok_.reset(new bool[ok_size_ = k]);
