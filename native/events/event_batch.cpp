@@ -1,7 +1,6 @@
 #include "event_batch.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "adapters/adapter.h"
 #include "sglang_stored.h"
@@ -70,9 +69,14 @@ bool tier_of_medium(std::string_view m, uint8_t& tier) {
     tier = kGpu;
     return true;
   }
+  // Names compare case-blind: ASCII upper case by arithmetic (libc's toupper is a call per byte,
+  // and locale-dependent).
   char u[16];
   if (m.size() >= sizeof u) return false;
-  for (size_t i = 0; i < m.size(); ++i) u[i] = static_cast<char>(toupper(static_cast<unsigned char>(m[i])));
+  for (size_t i = 0; i < m.size(); ++i) {
+    const char ch = m[i];
+    u[i] = ch >= 'a' && ch <= 'z' ? static_cast<char>(ch - 'a' + 'A') : ch;
+  }
   const std::string_view s(u, m.size());
   if (s == "GPU" || s == "DEVICE") tier = kGpu;
   else if (s == "CPU" || s == "CPU_PINNED" || s == "CPU_TIER1") tier = kCpuPinned;

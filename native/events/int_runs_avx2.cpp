@@ -4,16 +4,17 @@
 // The idea is the AVX-512 path's (int_runs_avx512.cpp), cut to what AVX2's in-lane byte shuffle
 // reaches: 16-byte windows, two to a register. Per window: next[i] = i + length(byte i) for every
 // position i as if a value started there, with positions past the window (16..20) written as
-// 0x80 | (position - 16) (bit 7 marks them), and count[i] = 1 (or a poison value at a byte that is no uint32 form,
-// whose length 0 keeps the chain there). Three doubling steps (next = next[next], count +=
-// count[next]; pshufb reads 0 for an index with bit 7 set, so positions past the window keep
-// their count and, through a blend on that bit, their value) give, for every entry position,
-// where eight values lead (past the window when the chain left it) and how many were crossed.
-// Values of 3 or 5 bytes, token ids, fill a window with at most 6, so the chain has left it.
-// The carry from one window to the next is one shuffle and one AND in a register, four windows
-// per step of the loop; the windows' doubling does not depend on it, so they overlap in the
-// pipeline. A window whose chain has not left it (more than 8 values, or a byte of another form
-// on the chain), or where the run ends, is stepped one value at a time.
+// 0x80 | (position - 16) (bit 7 marks them); a byte of no uint32 form has length 0, which keeps
+// the chain there. Three doubling steps (next = next[next], count += count[next] from count 1;
+// pshufb reads 0 for an index with bit 7 set, so positions past the window keep their count
+// and, through a blend on that bit, their value) give, for every entry position, where eight
+// values lead and how many were crossed. A chain that left the window (bit 7) crossed only
+// values of the four forms; one that did not holds more than eight values or a byte of another
+// form. Values of 3 or 5 bytes, token ids, fill a window with at most 6, so the chain has left
+// it. The carry from one window to the next is one shuffle and one AND in a register, four
+// windows per step of the loop; the windows' doubling does not depend on it, so they overlap in
+// the pipeline. A window whose chain has not left it, or where the run ends, is stepped one
+// value at a time.
 #include "int_runs.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -45,7 +46,6 @@ struct Windows {
 };
 
 KV_AVX2_TARGET inline Windows windows(const uint8_t* w) {
-  constexpr char P = static_cast<char>(0x80);  // poison: any saturating sum holding it stays >= 0x80
   // Positions biased by 0x70: a position past the window (16..20) comes out as 0x80..0x84, one
   // inside as 0x70 | position, whose bits 4..6 pshufb ignores.
   const __m256i biased =
@@ -54,20 +54,18 @@ KV_AVX2_TARGET inline Windows windows(const uint8_t* w) {
   // Indexed by byte - 0xcc (clamped to 15): uint8, uint16, uint32, then the rest.
   const __m256i length_high =
       _mm256_setr_epi8(2, 3, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 3, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m256i count_high =
-      _mm256_setr_epi8(1, 1, 1, P, P, P, P, P, P, P, P, P, P, P, P, P, 1, 1, 1, P, P, P, P, P, P, P, P, P, P, P, P, P);
   const __m256i ones = _mm256_set1_epi8(1), fifteen = _mm256_set1_epi8(15);
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
   const __m256i t = _mm256_min_epu8(_mm256_sub_epi8(v, _mm256_set1_epi8(static_cast<char>(0xcc))), fifteen);
-  // A byte below 0x80 (bit 7 clear) is a positive fixint: length 1, count 1.
+  // A byte below 0x80 (bit 7 clear) is a positive fixint: length 1.
   const __m256i len = _mm256_blendv_epi8(ones, _mm256_shuffle_epi8(length_high, t), v);
-  __m256i count = _mm256_blendv_epi8(ones, _mm256_shuffle_epi8(count_high, t), v);
+  __m256i count = ones;
   Windows r;
   __m256i next = _mm256_add_epi8(biased, len);
   for (int k = 0; k < 3; ++k) {
     r.step[k] = next;
     const __m256i further = _mm256_shuffle_epi8(next, next);
-    count = _mm256_adds_epu8(count, _mm256_shuffle_epi8(count, next));
+    count = _mm256_add_epi8(count, _mm256_shuffle_epi8(count, next));
     next = _mm256_blendv_epi8(further, next, next);
   }
   r.next = next;
@@ -88,11 +86,11 @@ KV_AVX2_TARGET inline uint32_t lane0(__m128i x) {
 
 // Four windows (64 bytes from w) and the chain through them from `at`: window h is entered at
 // entry[h] (every lane), its chain leaves it at exit[h] (bit 7 set when it did, low bits the
-// entry into the next window) after crossed[h] values (lane 0; >= 0x80 when poisoned).
+// entry into the next window) after crossed[h] values (lane 0; only when it left).
 struct Block {
   Windows a, b;
   __m128i entry[4], exit[4], crossed[4];
-  uint32_t total;  // values crossed in all four (>= 0x80: poisoned)
+  uint32_t total;  // values crossed in all four (when every chain left its window)
   bool left;       // every window's chain left it
 
   KV_AVX2_TARGET __m128i step(int h, int k) const {
@@ -112,7 +110,7 @@ KV_AVX2_TARGET inline void chain(const uint8_t* w, __m128i at, Block& k) {
     k.crossed[h] = _mm_shuffle_epi8(count[h], k.entry[h]);
     if (h < 3) k.entry[h + 1] = _mm_and_si128(k.exit[h], low7);
   }
-  k.total = lane0(_mm_adds_epu8(_mm_adds_epu8(k.crossed[0], k.crossed[1]), _mm_adds_epu8(k.crossed[2], k.crossed[3])));
+  k.total = lane0(_mm_add_epi8(_mm_add_epi8(k.crossed[0], k.crossed[1]), _mm_add_epi8(k.crossed[2], k.crossed[3])));
   k.left = lane0(_mm_and_si128(_mm_and_si128(k.exit[0], k.exit[1]), _mm_and_si128(k.exit[2], k.exit[3]))) >> 7;
 }
 
@@ -180,8 +178,7 @@ KV_AVX2_TARGET uint32_t skip_u32_forms_avx2(const uint8_t*& p, const uint8_t* en
   while (done < n && end - w >= 69) {
     Block k;
     chain(w, at, k);
-    if (k.left && k.total < 0x80 &&
-        done + k.total < n) {  // every chain left its window, every value good, more to come
+    if (k.left && done + k.total < n) {  // every chain left its window (every value good), more to come
       done += k.total;
       at = _mm_and_si128(k.exit[3], low7);
       w += 64;
@@ -192,7 +189,7 @@ KV_AVX2_TARGET uint32_t skip_u32_forms_avx2(const uint8_t*& p, const uint8_t* en
     bool stepped = false;
     for (int h = 0; h < 4 && !stepped; ++h) {
       const uint32_t ch = lane0(k.crossed[h]);
-      if ((lane0(k.exit[h]) & 0x80) && ch < 0x80 && done + ch < n) {
+      if ((lane0(k.exit[h]) & 0x80) && done + ch < n) {
         done += ch;
         continue;
       }
@@ -234,7 +231,7 @@ KV_AVX2_TARGET uint32_t decode_u32_forms_avx2(const uint8_t*& p, const uint8_t* 
   while (done < n && end - w >= 80) {
     Block k;
     chain(w, at, k);
-    if (k.left && k.total < 0x80 && done + k.total < n) {
+    if (k.left && done + k.total < n) {
       for (int h = 0; h < 4; ++h) {
         emit(k, h, w, n - done, out + done);  // lanes past the window's values: overwritten by the next
         done += lane0(k.crossed[h]);
@@ -246,7 +243,7 @@ KV_AVX2_TARGET uint32_t decode_u32_forms_avx2(const uint8_t*& p, const uint8_t* 
     bool stepped = false;
     for (int h = 0; h < 4 && !stepped; ++h) {
       const uint32_t ch = lane0(k.crossed[h]);
-      if ((lane0(k.exit[h]) & 0x80) && ch < 0x80 && done + ch < n) {
+      if ((lane0(k.exit[h]) & 0x80) && done + ch < n) {
         emit(k, h, w, n - done, out + done);
         done += ch;
         continue;

@@ -52,3 +52,33 @@ TEST_CASE(events, deletion_keeps_probe_runs_intact) {
   for (size_t i = 0; i < h.size(); ++i) CHECK(idx.lookup(h[i]).found == (i % 2 == 1));
   CHECK(idx.clear(0) == h.size() / 2 && idx.blocks() == 0);
 }
+
+TEST_CASE(events, medium_names_map_to_tiers_case_blind) {
+  struct Case {
+    const char* name;
+    bool ok;
+    uint8_t tier;
+  };
+  const Case cases[] = {
+      {"", true, events::kGpu},
+      {"GPU", true, events::kGpu},
+      {"gpu", true, events::kGpu},
+      {"Device", true, events::kGpu},
+      {"cpu_pinned", true, events::kCpuPinned},
+      {"CPU_TIER1", true, events::kCpuPinned},
+      {"cpu_tier2", true, events::kDisk},
+      {"NvMe", true, events::kDisk},
+      {"external", true, events::kExternal},
+      {"Shared", true, events::kExternal},
+      {"GPU0", false, 0},
+      {"GP", false, 0},
+      {"g\xc3\xa9pu", false, 0},
+      {"EXTERNAL_STORAGE_X", false, 0},  // 18 bytes: longer than any name
+  };
+  for (const Case& c : cases) {
+    uint8_t tier = 0xff;
+    CHECK_EQ(events::tier_of_medium(c.name, tier), c.ok);
+    if (c.ok) CHECK_EQ(int(tier), int(c.tier));
+    else CHECK_EQ(int(tier), 0xff);  // a refused name leaves the tier as it was
+  }
+}
