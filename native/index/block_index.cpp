@@ -205,7 +205,11 @@ void BlockIndex::store_run(uint32_t w, uint8_t tier, const int64_t* hashes, size
   WorkerStats& ws = stats_[w];
   uint32_t prev = kNone;  // the record of the block before, for its child hint
   if (has_parent) {
-    prev = find(parent);
+    // A chain stored over several events continues from the last block the run before stored:
+    // that record, if it still holds the parent, saves the probe.
+    const uint32_t last = run_.empty() ? kNone : run_.back();
+    const uint64_t* lx = last == kNone ? nullptr : rec(last);
+    prev = lx && (lx[2] & kLive) && static_cast<int64_t>(lx[0]) == parent ? last : find(parent);
     if (prev == kNone && !parent_held) {
       ++c.orphan_stores;
       ++ws.orphan_stores;
