@@ -19,7 +19,8 @@ bool set_int_run_path(IntRunPath p);
 
 // Steps `p` over up to `n` values of those four forms and returns how many it stepped over. It
 // may stop early, at a value of any other form (valid or not) or near `end` (within 128 bytes:
-// each path stops where its window no longer fits); the caller checks the rest. Every value it steps over lies wholly before `end`.
+// each path stops where its window no longer fits); the caller checks the rest. Every value it
+// steps over lies wholly before `end`.
 uint32_t skip_u32_forms(const uint8_t*& p, const uint8_t* end, uint32_t n);
 
 // The same, reading the values into `out` as it goes: up to `n` of them, stopping early the
