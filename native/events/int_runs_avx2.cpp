@@ -15,6 +15,8 @@
 // windows per step of the loop; the windows' doubling does not depend on it, so they overlap in
 // the pipeline. A window whose chain has not left it, or where the run ends, is stepped one
 // value at a time.
+#include <cstddef>
+
 #include "int_runs.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -167,29 +169,38 @@ KV_AVX2_TARGET inline void emit(const Block& k, int h, const uint8_t* w, uint32_
   }
 }
 
-}  // namespace
-
-KV_AVX2_TARGET uint32_t skip_u32_forms_avx2(const uint8_t*& p, const uint8_t* end, uint32_t n) {
+// Skipping (Read false) and decoding (Read true) walk the same chain: window by window, whole
+// (all four at once when they all are) while its chain leaves it and values remain past it, its
+// values read where the chain put them (emit); else one value at a time, and on to the next
+// four windows from where the last value ends.
+template <bool Read>
+KV_AVX2_TARGET inline uint32_t walk(const uint8_t*& p, const uint8_t* end, uint32_t n, uint32_t* out) {
+  // A value that starts in the 64 bytes ends at most 5 bytes past them; reading gathers the last
+  // window's values from it and the 16 bytes after it.
+  constexpr ptrdiff_t kFits = Read ? 80 : 69;
   const __m128i low7 = _mm_set1_epi8(0x7f);
   const uint8_t* w = p;             // four windows from here
   __m128i at = _mm_setzero_si128();  // entry position in the first window, every lane
   uint32_t done = 0;
-  // 69 bytes: a value that starts in the 64 ends at most 5 bytes past them, inside the buffer.
-  while (done < n && end - w >= 69) {
+  while (done < n && end - w >= kFits) {
     Block k;
     chain(w, at, k);
+    int h = 0;
     if (k.left && done + k.total < n) {  // every chain left its window (every value good), more to come
-      done += k.total;
-      at = _mm_and_si128(k.exit[3], low7);
-      w += 64;
-      continue;
+      if constexpr (Read) {
+        for (; h < 4; ++h) {
+          emit(k, h, w, n - done, out + done);  // lanes past the window's values: overwritten by the next
+          done += lane0(k.crossed[h]);
+        }
+      } else {
+        done += k.total;
+        h = 4;
+      }
     }
-    // Window by window: whole while the chain leaves it and values remain past it, else one value
-    // at a time; on to the next four windows from where the last one's chain left.
-    bool stepped = false;
-    for (int h = 0; h < 4 && !stepped; ++h) {
+    for (; h < 4; ++h) {
       const uint32_t ch = lane0(k.crossed[h]);
       if ((lane0(k.exit[h]) & 0x80) && done + ch < n) {
+        if constexpr (Read) emit(k, h, w, n - done, out + done);
         done += ch;
         continue;
       }
@@ -198,8 +209,9 @@ KV_AVX2_TARGET uint32_t skip_u32_forms_avx2(const uint8_t*& p, const uint8_t* en
       while (q < stop && done < n) {
         const uint32_t len = length_of(*q);
         if (len == 0) break;
-        q += len;
+        if constexpr (Read) out[done] = value_at(q, len);
         ++done;
+        q += len;
       }
       if (q < stop || done == n) {  // another form, or the run's end
         p = q;
@@ -208,9 +220,9 @@ KV_AVX2_TARGET uint32_t skip_u32_forms_avx2(const uint8_t*& p, const uint8_t* en
       // More than eight values in this window: go on from where the last one ends.
       w = stop;
       at = _mm_set1_epi8(static_cast<char>(q - stop));
-      stepped = true;
+      break;
     }
-    if (!stepped) {  // each window whole: the fast path's own outcome, kept for clarity's sake
+    if (h == 4) {  // every window whole
       w += 64;
       at = _mm_and_si128(k.exit[3], low7);
     }
@@ -219,58 +231,14 @@ KV_AVX2_TARGET uint32_t skip_u32_forms_avx2(const uint8_t*& p, const uint8_t* en
   return done;
 }
 
-// Decoding follows the same chain and, for each window, reads its values where the chain put
-// them (emit); a window the chain does not leave, or where the run ends, is read one value at a
-// time.
+}  // namespace
+
+KV_AVX2_TARGET uint32_t skip_u32_forms_avx2(const uint8_t*& p, const uint8_t* end, uint32_t n) {
+  return walk<false>(p, end, n, nullptr);
+}
+
 KV_AVX2_TARGET uint32_t decode_u32_forms_avx2(const uint8_t*& p, const uint8_t* end, uint32_t n, uint32_t* out) {
-  const __m128i low7 = _mm_set1_epi8(0x7f);
-  const uint8_t* w = p;
-  __m128i at = _mm_setzero_si128();
-  uint32_t done = 0;
-  // 80 bytes: the last window's values are gathered from it and the 16 bytes after it.
-  while (done < n && end - w >= 80) {
-    Block k;
-    chain(w, at, k);
-    if (k.left && done + k.total < n) {
-      for (int h = 0; h < 4; ++h) {
-        emit(k, h, w, n - done, out + done);  // lanes past the window's values: overwritten by the next
-        done += lane0(k.crossed[h]);
-      }
-      at = _mm_and_si128(k.exit[3], low7);
-      w += 64;
-      continue;
-    }
-    bool stepped = false;
-    for (int h = 0; h < 4 && !stepped; ++h) {
-      const uint32_t ch = lane0(k.crossed[h]);
-      if ((lane0(k.exit[h]) & 0x80) && done + ch < n) {
-        emit(k, h, w, n - done, out + done);
-        done += ch;
-        continue;
-      }
-      const uint8_t* q = w + 16 * h + lane0(k.entry[h]);
-      const uint8_t* stop = w + 16 * h + 16;
-      while (q < stop && done < n) {
-        const uint32_t len = length_of(*q);
-        if (len == 0) break;
-        out[done++] = value_at(q, len);
-        q += len;
-      }
-      if (q < stop || done == n) {
-        p = q;
-        return done;
-      }
-      w = stop;
-      at = _mm_set1_epi8(static_cast<char>(q - stop));
-      stepped = true;
-    }
-    if (!stepped) {
-      w += 64;
-      at = _mm_and_si128(k.exit[3], low7);
-    }
-  }
-  p = w + lane0(at);
-  return done;
+  return walk<true>(p, end, n, out);
 }
 
 }  // namespace kv::mp::detail
