@@ -452,7 +452,37 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
   const uint64_t step = std::max<uint64_t>(1, 64 / (S * 8));  // records a cache line
   uint64_t ahead_from = ~uint64_t(0), ahead_to = 0;
   size_t asked = 0;  // index entries requested for blocks before this position
+  // The shared pool's positions, as ranges: block i is (or is not) held by the shared tier.
+  const auto note_shared = [&](size_t i, bool shared) {
+    if (shared) {
+      ++shared_hits;
+      if (run < 0) run = static_cast<int32_t>(i);
+    } else if (run >= 0) {
+      o.shared_ranges.emplace_back(run, static_cast<int32_t>(i));
+      run = -1;
+    }
+  };
   for (size_t i = 0; i < n; ++i) {
+    // The common case first, tightly: one mask word (16 workers or fewer) and a chain stored in
+    // order, each block in the record after its parent's. The loop below takes over where that
+    // stops holding (and for more mask words).
+    if (G == 1 && prev != kNone) {
+      for (; i < n; ++i) {
+        const uint64_t nr = uint64_t(prev) + 1;
+        const uint64_t* x = arena + nr * S;
+        if (nr >= top || !(x[2] & kLive) || static_cast<int64_t>(x[0]) != hashes[i]) break;
+        const uint64_t mw = x[3];
+        masks[i] = mw;
+        note_shared(i, mw & shared_lanes);
+        if (nr + kWalkAhead < top) __builtin_prefetch(arena + (nr + kWalkAhead) * S);
+        const uint32_t c = child_of(x);
+        if (c && c != nr + 2) __builtin_prefetch(arena + (c - 1) * S);
+        prev = static_cast<uint32_t>(nr);
+      }
+      ahead_from = uint64_t(prev) + 1;  // the records up to prev + kWalkAhead are requested
+      ahead_to = std::min<uint64_t>(top, uint64_t(prev) + kWalkAhead);
+      if (i == n) break;
+    }
     const int64_t key = hashes[i];
     uint32_t r = kNone;
     if (prev != kNone) {
@@ -488,13 +518,7 @@ void BlockIndex::overlap(const int64_t* hashes, size_t n, Overlap& o) const {
       const uint32_t c = child_of(x);
       if (c && c != r + 2) __builtin_prefetch(arena + (c - 1) * S);
     }
-    if (shared) {
-      ++shared_hits;
-      if (run < 0) run = static_cast<int32_t>(i);
-    } else if (run >= 0) {
-      o.shared_ranges.emplace_back(run, static_cast<int32_t>(i));
-      run = -1;
-    }
+    note_shared(i, shared);
     if (r == kNone && !shared_bit) break;  // nothing past a missing block counts then
     prev = r;
   }
