@@ -266,7 +266,7 @@ namespace {
 
 // The events array `r` is positioned at, event by event (no pre-walk: a payload broken anywhere
 // fails the batch, and nothing is applied until the whole batch has decoded).
-bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch& b) {
+bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch& b, const HashSink* sink) {
   uint32_t n;
   if (r.peek() != mp::Type::Array)
     return batch_fail(b, BatchError::Shape, std::string("batch events is ") + mp::type_name(r.peek()));
@@ -275,15 +275,19 @@ bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch&
     return batch_fail(b, BatchError::TooManyEvents,
                       "batch: " + std::to_string(n) + " events, over the maximum " + std::to_string(limits.max_events));
   b.events.reserve(std::min<uint32_t>(n, 4096));
-  for (uint32_t i = 0; i < n; ++i)
+  for (uint32_t i = 0; i < n; ++i) {
+    const size_t from = b.hashes.size();
     if (!decode_event(r, i, want_tokens, limits.max_depth, limits.fast_path, b))
       return batch_fail(b, BatchError::Msgpack, reader_failure(r));
+    if (sink && b.hashes.size() > from) sink->seen(sink->ctx, b.hashes.data() + from, b.hashes.size() - from);
+  }
   return true;
 }
 
 }  // namespace
 
-bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool want_tokens, Batch& b) {
+bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool want_tokens, Batch& b,
+                  const HashSink* sink) {
   b.clear();
   if (size > limits.max_bytes)
     return batch_fail(
@@ -301,7 +305,7 @@ bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool w
     if (n < 2 || n > 3)
       return batch_fail(b, BatchError::Shape, "batch array has " + std::to_string(n) + " elements, expected 2 or 3");
     if (!r.take(ts)) return broken();
-    if (!decode_events(r, limits, want_tokens, b)) return false;
+    if (!decode_events(r, limits, want_tokens, b, sink)) return false;
     have_events = true;
     if (n > 2 && !r.take(dp)) return broken();
   } else if (top == mp::Type::Map) {
@@ -315,7 +319,7 @@ bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool w
       if (!is_str && !r.skip()) return broken();
       if (is_str && k == "events") {
         if (have_events) return batch_fail(b, BatchError::Shape, "batch has two events keys");
-        if (!decode_events(r, limits, want_tokens, b)) return false;
+        if (!decode_events(r, limits, want_tokens, b, sink)) return false;
         have_events = true;
         continue;
       }

@@ -85,9 +85,19 @@ struct Batch {
   void clear();
 };
 
+// Told each good event's block hashes as soon as the event is decoded, while the rest of the
+// payload still is: a consumer that looks the hashes up (an index) can request their memory then,
+// and the misses overlap with decoding instead of coming after it. A batch refused later as a
+// whole was still announced up to there, so a sink may only prepare, never apply.
+struct HashSink {
+  void (*seen)(void* ctx, const int64_t* hashes, size_t n);
+  void* ctx;
+};
+
 // Decodes one msgpack payload. Returns false (and fills error / error_text) for a batch that is
 // refused as a whole; bad events are listed in `bad` and left out of `events`.
-bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool want_tokens, Batch& out);
+bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool want_tokens, Batch& out,
+                  const HashSink* sink = nullptr);
 
 // Dynamo's StorageTier::from_kv_medium (absent/empty -> GPU); false for an unknown medium.
 bool tier_of_medium(std::string_view medium, uint8_t& tier);

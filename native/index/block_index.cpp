@@ -367,7 +367,13 @@ void BlockIndex::store_verified(uint32_t w, const Event& e, const Batch& b, bool
 bool BlockIndex::decode_frame(uint32_t w, const uint8_t* data, size_t size, Batch& b, ApplyCounts& c,
                               bool want_tokens) {
   ensure_worker(w);
-  if (!events::decode_batch(data, size, opt_.limits, opt_.verify || want_tokens, b)) {
+  // Each event's index entries are requested as soon as its hashes are read: the misses (a
+  // frame's blocks land all over the table) overlap with decoding the rest of the frame.
+  const events::HashSink sink{[](void* self, const int64_t* h, size_t n) {
+                                for (size_t i = 0; i < n; ++i) static_cast<const BlockIndex*>(self)->prefetch(h[i]);
+                              },
+                              this};
+  if (!events::decode_batch(data, size, opt_.limits, opt_.verify || want_tokens, b, &sink)) {
     ++stats_[w].bad_batches[static_cast<size_t>(b.error)];
     return false;
   }
@@ -384,8 +390,6 @@ bool BlockIndex::apply_frame(uint32_t w, const uint8_t* data, size_t size, Apply
 
 void BlockIndex::apply_events(uint32_t w, const Batch& b, ApplyCounts& c) {
   const int64_t* hashes = b.hashes.data();
-  const size_t nhashes = b.hashes.size();
-  size_t prefetched = 0;
   // The last block the previous event stored: present in the table (nothing ran in between), so
   // an event that chains from it needs no orphan probe.
   bool held = false;
@@ -393,11 +397,6 @@ void BlockIndex::apply_events(uint32_t w, const Batch& b, ApplyCounts& c) {
   for (const Event& e : b.events) {
     ++c.events;
     const size_t n = e.hash_end - e.hash_begin;
-    // Slots a few events ahead are requested before this one's are read: a frame's blocks land
-    // all over the table, and their cache misses then overlap instead of coming one event at a
-    // time.
-    for (const size_t to = std::min(nhashes, size_t(e.hash_end) + kFrameAhead); prefetched < to; ++prefetched)
-      prefetch(hashes[prefetched]);
     const bool parent_held = held && e.has_parent && e.parent == held_hash;
     held = false;
     switch (e.kind) {

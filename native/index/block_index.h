@@ -164,7 +164,6 @@ class BlockIndex {
   // store() for a caller that knows the parent is held (no orphan count then).
   void store_run(uint32_t worker, uint8_t tier, const int64_t* hashes, size_t n, bool has_parent, int64_t parent,
                  bool parent_held, ApplyCounts& c);
-  static constexpr size_t kFrameAhead = 32;  // blocks whose index entries apply_frame requests ahead
   // A removal or a clear out of a frame (both event loops: one frame, and frames in SHA lanes).
   void apply_drop(uint32_t w, const events::Event& e, const int64_t* hashes, size_t n, ApplyCounts& c) {
     if (e.kind == events::kRemoved) {
@@ -285,7 +284,7 @@ class BlockIndex {
   // One frame in progress on a lane: its next event, and whether a chain is being hashed.
   struct Lane {
     long frame = -1;  // -1: idle
-    size_t event = 0, prefetched = 0;
+    size_t event = 0;
     bool held = false;  // as in apply_events
     int64_t held_hash = 0;
     bool hashing = false;

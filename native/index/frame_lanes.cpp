@@ -97,9 +97,6 @@ void BlockIndex::apply_frames(const FrameIn* in, size_t k, ApplyCounts* counts, 
       const Event& e = b.events[a.event++];
       ++c.events;
       const size_t n = e.hash_end - e.hash_begin;
-      for (const size_t to = std::min(b.hashes.size(), size_t(e.hash_end) + kFrameAhead); a.prefetched < to;
-           ++a.prefetched)
-        prefetch(hashes[a.prefetched]);
       const bool parent_held = a.held && e.has_parent && e.parent == a.held_hash;
       a.held = false;
       switch (e.kind) {
@@ -158,7 +155,7 @@ void BlockIndex::apply_frames(const FrameIn* in, size_t k, ApplyCounts* counts, 
           a.clears = false;
           for (const Event& e : frames_[next].batch.events) a.clears = a.clears || e.kind == events::kCleared;
           ++next;
-          a.event = a.prefetched = 0;
+          a.event = 0;
           a.held = a.hashing = false;
         }
         run(l, [&] { step(l); });

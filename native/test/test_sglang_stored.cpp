@@ -1,7 +1,8 @@
 // The BlockStored fast path (sglang_stored.h) against the adapters alone (Limits::fast_path off):
 // SGLang-shaped events with one field at a time changed to another form, valid or not (hash and
 // parent forms, nil and non-nil fields, media, block sizes, bad and bigram token ids, keys out
-// of order, extra keys, truncation) must decode to the same batch, bad events included.
+// of order, extra keys, truncation) must decode to the same batch, bad events included, and tell a
+// HashSink the same hashes.
 #include <random>
 #include <string>
 #include <vector>
@@ -121,6 +122,16 @@ Bytes stored(std::mt19937& rng, int change) {
   return event(f);
 }
 
+// A HashSink that keeps what it is told.
+struct Seen {
+  std::vector<int64_t> hashes;
+  events::HashSink sink{[](void* self, const int64_t* h, size_t n) {
+                          auto& v = static_cast<Seen*>(self)->hashes;
+                          v.insert(v.end(), h, h + n);
+                        },
+                        this};
+};
+
 }  // namespace
 
 TEST_CASE(sglang_stored, fast_path_decodes_as_the_adapters_do) {
@@ -139,8 +150,11 @@ TEST_CASE(sglang_stored, fast_path_decodes_as_the_adapters_do) {
     if (iter % 17 == 0) p.resize(rng() % p.size());
     for (bool tokens : {false, true}) {
       events::Batch fast, ref;
-      const bool ok_fast = events::decode_batch(p.data(), p.size(), {}, tokens, fast);
-      CHECK_EQ(events::decode_batch(p.data(), p.size(), general, tokens, ref), ok_fast);
+      Seen seen_fast, seen_ref;
+      const bool ok_fast = events::decode_batch(p.data(), p.size(), {}, tokens, fast, &seen_fast.sink);
+      CHECK_EQ(events::decode_batch(p.data(), p.size(), general, tokens, ref, &seen_ref.sink), ok_fast);
+      // Both paths announce each good event's hashes, in order, and nothing of a bad one.
+      if (ok_fast) CHECK(seen_fast.hashes == fast.hashes && seen_ref.hashes == ref.hashes);
       CHECK(fast.error == ref.error && fast.error_text == ref.error_text);
       CHECK(fast.hashes == ref.hashes && fast.tokens == ref.tokens);
       CHECK_EQ(fast.events.size(), ref.events.size());
