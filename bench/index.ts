@@ -33,6 +33,7 @@
 // (wall figures beside them): the machine is shared, and CPU time is what "on one core" means. A
 // query's CPU span holds the query and one clock read; its wall span encloses the CPU span.
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { getHeapStatistics } from "node:v8";
 import { fileURLToPath } from "node:url";
@@ -157,6 +158,15 @@ function timed(f: () => number): { n: number; wall: number; cpu: number } {
 const cpuUs = (loadAddon() as unknown as { threadCpuTimeUs(): number }).threadCpuTimeUs;
 // The token-id run path (AVX-512 VBMI, AVX2 or scalar; KVCTL_INT_RUNS=scalar|avx2 caps it).
 const intRunPath = (loadAddon() as unknown as { intRunPath(): string }).intRunPath();
+// This process's anonymous memory in transparent huge pages (Linux), for the memory line.
+const hugePages = () => {
+  try {
+    const m = /AnonHugePages:\s+(\d+) kB/.exec(readFileSync("/proc/self/smaps_rollup", "utf8"));
+    return m ? `${(Number(m[1]) / 1024).toFixed(0)} MiB of this process in huge pages` : "huge pages: not reported";
+  } catch {
+    return "huge pages: not reported";
+  }
+};
 const fmt = (n: number) => (n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} k` : n.toFixed(0));
 const pct = (a: number[], p: number) => a[Math.min(a.length - 1, Math.floor(a.length * p))];
 const log = (s: string) => console.log(s);
@@ -259,7 +269,8 @@ const scoreWall: number[] = [];
   log(`native index   applyFrame (decode + apply):   ${fmt(rate)} blocks/cpu-s (wall ${fmt(rateWall)}/s; ${st.blocks} blocks; ` +
     `construction sized for them ${(built.cpu * 1e3).toFixed(0)} ms cpu, apart)`);
   log(`native index   memory: ${bytesPerBlock.toFixed(1)} bytes/block held; resident growth ${((rss1 - rss0) / 2 ** 20).toFixed(0)} MiB ` +
-    `= ${residentPerBlock.toFixed(1)} B/block for ${WORKERS} workers x ${batchesPerWorker * BLOCKS_PER_BATCH} blocks`);
+    `= ${residentPerBlock.toFixed(1)} B/block for ${WORKERS} workers x ${batchesPerWorker * BLOCKS_PER_BATCH} blocks; ` +
+    `${hugePages()} (granted or not from run to run; random table probes are slower without)`);
   requests.forEach((req, q) => {
     for (const s of shares[q]) if (s.len) idx.add(`w${s.w}`, s.tier, req.slice(0, s.len));
   });
