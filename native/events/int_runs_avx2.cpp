@@ -6,8 +6,9 @@
 // position i as if a value started there, with positions past the window (16..20) written as
 // 0x80 | (position - 16) (bit 7 marks them); a byte of no uint32 form has length 0, which keeps
 // the chain there. Three doubling steps (next = next[next], count += count[next] from count 1;
-// pshufb reads 0 for an index with bit 7 set, so positions past the window keep their count
-// and, through a blend on that bit, their value) give, for every entry position, where eight
+// pshufb reads 0 for an index with bit 7 set, so positions past the window keep their count,
+// and an unsigned max keeps their value: a step never leads backwards, and 0 is below every
+// position) give, for every entry position, where eight
 // values lead and how many were crossed. A chain that left the window (bit 7) crossed only
 // values of the four forms; one that did not holds more than eight values or a byte of another
 // form. Values of 3 or 5 bytes, token ids, fill a window with at most 6, so the chain has left
@@ -68,7 +69,7 @@ KV_AVX2_TARGET inline Windows windows(const uint8_t* w) {
     r.step[k] = next;
     const __m256i further = _mm256_shuffle_epi8(next, next);
     count = _mm256_add_epi8(count, _mm256_shuffle_epi8(count, next));
-    next = _mm256_blendv_epi8(further, next, next);
+    next = _mm256_max_epu8(further, next);
   }
   r.next = next;
   r.count = count;
