@@ -89,5 +89,11 @@ describe("Dynamo scoring", () => {
     const cfgs = [{}, { sharedCacheMultiplier: 0.5 }];
     for (const cfg of cfgs) expect(idx.score(h, ["dev", "host", "cold"], 64, {}, cfg)).toEqual(scoreWorkers(o, ["dev", "host", "cold"], 64, {}, cfg));
     expect(idx.score(h, ["dev", "host"], 64, { host: { activePrefillTokens: 64 * 5 } })).toEqual(loaded);
+    // candidate lists that grow past the scratch arrays' first size and shrink again
+    const many = ["dev", "host", ...Array.from({ length: 20 }, (_, i) => `idle${i}`)];
+    for (const cands of [many, ["cold", "host", "dev"], many, ["host"]]) {
+      const loads = { host: { activePrefillTokens: 64 * 3 }, idle7: { decodeBlocks: 2 } };
+      expect(idx.score(h, cands, 64, loads, { sharedCacheMultiplier: 0.5 })).toEqual(scoreWorkers(o, cands, 64, loads, { sharedCacheMultiplier: 0.5 }));
+    }
   });
 });

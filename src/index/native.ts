@@ -239,10 +239,14 @@ export class InMemoryKvIndex implements FrameIndex {
     config: Partial<ScoringConfig> = {},
   ): WorkerScore[] {
     const nc = candidates.length;
-    if (this.cand.length < nc) {
-      this.cand = new Uint32Array(nc * 2);
-      this.params = new Float64Array(10 + nc * 8);
-      this.scores = new Float64Array(nc * 12);
+    // The candidate slots' array is exactly nc long (the addon reads nc from it), kept while the
+    // count stays the same: a subarray per call would be an allocation per routed request.
+    if (this.cand.length !== nc) {
+      this.cand = new Uint32Array(nc);
+      if (this.scores.length < nc * 6) {
+        this.params = new Float64Array(10 + nc * 8);
+        this.scores = new Float64Array(nc * 12);
+      }
     }
     // Field by field, not a spread of the defaults: this runs once per routed request.
     const d = DEFAULT_SCORING;
@@ -266,7 +270,7 @@ export class InMemoryKvIndex implements FrameIndex {
       f[o + 2] = l?.activeRequests ?? 0;
       f[o + 3] = l?.decodeOnly ? 1 : 0;
     }
-    this.idx.scoreInto(words(blockHashes, this.req), this.cand.subarray(0, nc), f, this.scores);
+    this.idx.scoreInto(words(blockHashes, this.req), this.cand, f, this.scores);
     const out: WorkerScore[] = new Array(nc);
     const s = this.scores;
     for (let k = 0; k < nc; k++) {
