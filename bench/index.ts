@@ -270,7 +270,7 @@ const scoreWall: number[] = [];
     `construction sized for them ${(built.cpu * 1e3).toFixed(0)} ms cpu, apart)`);
   log(`native index   memory: ${bytesPerBlock.toFixed(1)} bytes/block held; resident growth ${((rss1 - rss0) / 2 ** 20).toFixed(0)} MiB ` +
     `= ${residentPerBlock.toFixed(1)} B/block for ${WORKERS} workers x ${batchesPerWorker * BLOCKS_PER_BATCH} blocks; ` +
-    `${hugePages()} (granted or not from run to run; random table probes are slower without)`);
+    `${hugePages()} (what the kernel granted this run: random table probes are slower without them)`);
   requests.forEach((req, q) => {
     for (const s of shares[q]) if (s.len) idx.add(`w${s.w}`, s.tier, req.slice(0, s.len));
   });
