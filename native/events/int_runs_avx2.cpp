@@ -8,14 +8,13 @@
 // the chain there. Three doubling steps (next = next[next], count += count[next] from count 1;
 // pshufb reads 0 for an index with bit 7 set, so positions past the window keep their count,
 // and an unsigned max keeps their value: a step never leads backwards, and 0 is below every
-// position) give, for every entry position, where eight
-// values lead and how many were crossed. A chain that left the window (bit 7) crossed only
-// values of the four forms; one that did not holds more than eight values or a byte of another
-// form. Values of 3 or 5 bytes, token ids, fill a window with at most 6, so the chain has left
-// it. The carry from one window to the next is one shuffle and one AND in a register, four
-// windows per step of the loop; the windows' doubling does not depend on it, so they overlap in
-// the pipeline. A window whose chain has not left it, or where the run ends, is stepped one
-// value at a time.
+// position) give, for every entry position, where eight values lead and how many were crossed.
+// A chain that left the window (bit 7) crossed only values of the four forms; one that did not
+// holds more than eight values or a byte of another form. Values of 3 or 5 bytes, token ids,
+// fill a window with at most 6, so the chain has left it. The carry from one window to the next
+// is one shuffle and one AND in a register, four windows per step of the loop; the windows'
+// doubling does not depend on it, so they overlap in the pipeline. A window whose chain has not
+// left it, or where the run ends, is stepped one value at a time.
 #include <cstddef>
 
 #include "int_runs.h"
