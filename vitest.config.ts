@@ -4,7 +4,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     // GPU suites run only through `npm run test:gpu`.
-    exclude: ["test/gpu/**", "**/node_modules/**"],
+    exclude: ["test/gpu/**", "test/fixtures/**", "**/node_modules/**"],
     // Real servers (nats-server, python workers) start per suite; give them room on a 2-core box
     // that other jobs keep busy (these are deadlines for hangs, not synchronisation).
     testTimeout: 180_000,
