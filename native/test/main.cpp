@@ -11,6 +11,11 @@ int failures = 0;
 }  // namespace kvtest
 
 int main(int argc, char** argv) {
+  // --list: the cases, without running any (scripts/gpu-check.sh --dry-run on a host without a GPU).
+  if (argc > 1 && std::strcmp(argv[1], "--list") == 0) {
+    for (auto& c : kvtest::registry()) std::printf("%s.%s\n", c.suite.c_str(), c.name.c_str());
+    return kvtest::registry().empty() ? 1 : 0;
+  }
   const char* suite = argc > 1 ? argv[1] : nullptr;
   int ran = 0;
   for (auto& c : kvtest::registry()) {
