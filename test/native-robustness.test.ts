@@ -1,4 +1,6 @@
-// Garbage in, JS errors out: the addon and the TS API check everything and never abort.
+// Garbage in, JS errors out: the addon and the TS API check everything and never abort. A call
+// that does not throw must return the value the same call returns with sane arguments.
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { loadAddon } from "../src/addon.js";
 import {
@@ -22,42 +24,73 @@ function detached(): Uint32Array {
 
 describe("native addon survives garbage", () => {
   const garbage: unknown[] = [undefined, null, 0, -1, 1.5, NaN, "abc", 10n, {}, [], [1, 2], () => 1, Symbol("x"), new Float64Array(4), new Int32Array(4), new Uint8Array(3), detached()];
+  const call = (name: string, ...args: unknown[]) => (native[name as keyof typeof native] as (...a: unknown[]) => unknown)(...args);
+  // What a call that accepts a garbage argument must return: the result of the same call with the
+  // argument it stands for (a missing offsets/prior is "none", an options-like value is the
+  // defaults, a string salt and a byte array are data). Anything else accepted is a failure.
+  const chain8 = call("sglangChain", new Uint32Array(8), null, 4, false, null);
+  const defaultKeys = call("mooncakeObjectKeys", new Uint8Array(32), {});
+  const never = () => false;
+  const equals = (want: unknown) => (got: unknown) => {
+    expect(got).toEqual(want);
+    return true;
+  };
 
-  it.each([
-    ["sglangChain", (g: unknown) => (native.sglangChain as (...a: unknown[]) => unknown)(g, null, 16, false, null)],
-    ["sglangChain offsets", (g: unknown) => (native.sglangChain as (...a: unknown[]) => unknown)(new Uint32Array(8), g, 4)],
-    ["sglangChain pageSize", (g: unknown) => (native.sglangChain as (...a: unknown[]) => unknown)(new Uint32Array(8), null, g)],
-    ["sglangChain prior", (g: unknown) => (native.sglangChain as (...a: unknown[]) => unknown)(new Uint32Array(8), null, 4, false, g)],
-    ["sglangChainCuda", (g: unknown) => (native.sglangChainCuda as (...a: unknown[]) => unknown)(g, null, 16)],
-    ["digestsToInt64", (g: unknown) => (native.digestsToInt64 as (...a: unknown[]) => unknown)(g, null)],
-    ["digestsToHex", (g: unknown) => (native.digestsToHex as (...a: unknown[]) => unknown)(g)],
-    ["namespacedBlockHashes", (g: unknown) => (native.namespacedBlockHashes as (...a: unknown[]) => unknown)(g, g)],
-    ["namespaceSeed", (g: unknown) => (native.namespaceSeed as (...a: unknown[]) => unknown)(g, g, g)],
-    ["cacheSaltSeed", (g: unknown) => (native.cacheSaltSeed as (...a: unknown[]) => unknown)(g)],
-    ["mooncakeObjectKeys", (g: unknown) => (native.mooncakeObjectKeys as (...a: unknown[]) => unknown)(new Uint8Array(32), g)],
-    ["xxh3", (g: unknown) => (native.xxh3 as (...a: unknown[]) => unknown)(g, g)],
-    ["dynamoHashes", (g: unknown) => (native.dynamoHashes as (...a: unknown[]) => unknown)(g, null, 4, false, g)],
-    ["sha256", (g: unknown) => (native.sha256 as (...a: unknown[]) => unknown)(g)],
-    ["setSha256Backend", (g: unknown) => (native.setSha256Backend as (...a: unknown[]) => unknown)(g)],
-  ])("%s: every garbage argument is a thrown JS error or a valid result", (_name, call) => {
+  it.each<[string, (g: unknown) => unknown, (got: unknown, g: unknown) => boolean]>([
+    ["sglangChain", (g) => call("sglangChain", g, null, 16, false, null), never],
+    ["sglangChain offsets", (g) => call("sglangChain", new Uint32Array(8), g, 4), equals(chain8)],
+    ["sglangChain pageSize", (g) => call("sglangChain", new Uint32Array(8), null, g), never],
+    ["sglangChain prior", (g) => call("sglangChain", new Uint32Array(8), null, 4, false, g), equals(chain8)],
+    ["sglangChainCuda", (g) => call("sglangChainCuda", g, null, 16), never],
+    ["digestsToInt64", (g) => call("digestsToInt64", g, null), never],
+    ["digestsToHex", (g) => call("digestsToHex", g), never],
+    ["namespacedBlockHashes", (g) => call("namespacedBlockHashes", g, g), never],
+    ["namespaceSeed", (g) => call("namespaceSeed", g, g, g), never],
+    ["cacheSaltSeed", (g) => call("cacheSaltSeed", g), (got, g) => typeof g === "string" && equals(call("cacheSaltSeed", String(g)))(got)],
+    ["mooncakeObjectKeys", (g) => call("mooncakeObjectKeys", new Uint8Array(32), g), equals(defaultKeys)],
+    ["xxh3", (g) => call("xxh3", g, g), never],
+    ["dynamoHashes", (g) => call("dynamoHashes", g, null, 4, false, g), never],
+    ["sha256", (g) => call("sha256", g), (got, g) => g instanceof Uint8Array && equals(createHash("sha256").update(g).digest())(got)],
+    ["setSha256Backend", (g) => call("setSha256Backend", g), never],
+  ])("%s: every garbage argument is a thrown JS error or the result it stands for", (_name, fn, valid) => {
+    let thrown = 0;
     for (const g of garbage) {
+      let got: unknown;
       try {
-        call(g);
+        got = fn(g);
       } catch (err) {
         expect(err).toBeInstanceOf(Error);
         expect((err as Error).message.length).toBeGreaterThan(5);
+        thrown++;
+        continue;
       }
+      expect(valid(got, g), `accepted ${Object.prototype.toString.call(g)}`).toBe(true);
     }
+    expect(thrown).toBeGreaterThan(0);
   });
 
-  it("no arguments at all", () => {
-    for (const fn of Object.values(native) as ((...a: unknown[]) => unknown)[]) {
+  it("no arguments at all: a JS error, or the value of a function that takes none", () => {
+    const takesNone: Record<string, (r: unknown) => boolean> = {
+      sha256Backend: (r) => r === "sha-ni" || r === "portable",
+      dynamoSeed: (r) => typeof r === "bigint",
+      cudaInfo: (r) => typeof (r as { available?: unknown }).available === "boolean",
+      buildInfo: (r) => typeof (r as { cuda?: { built?: unknown } }).cuda?.built === "boolean",
+      threadCpuTimeUs: (r) => typeof r === "number" && r >= 0,
+      intRunPath: (r) => typeof r === "string" && r.length > 0,
+    };
+    let thrown = 0;
+    for (const [name, fn] of Object.entries(native) as [string, (...a: unknown[]) => unknown][]) {
+      let got: unknown;
       try {
-        fn();
+        got = fn();
       } catch (err) {
-        expect(err).toBeInstanceOf(Error);
+        expect(err, name).toBeInstanceOf(Error);
+        thrown++;
+        continue;
       }
+      expect(takesNone[name]?.(got) ?? false, `${name}() returned ${String(got)}`).toBe(true);
     }
+    expect(thrown).toBeGreaterThan(10);
   });
 
   it("detached ArrayBuffers are refused by name", () => {
@@ -140,9 +173,9 @@ describe("hash API errors name the argument", () => {
     expectArg(() => sglangPageHashesBatch([[1], [2, -3]], { pageSize: 1 }), "sequences[1][1]", /\[0, 2\^32\)/);
   });
 
-  it("GPU path without CUDA is a clean error", () => {
-    const info = native.cudaInfo();
-    if (info.available) return; // a CUDA host: test/gpu covers it
-    expect(() => sglangPageHashesGpu([[1, 2, 3, 4]], { pageSize: 2 })).toThrow(/^CUDA unavailable: /);
+  it("the GPU path is the CPU's digests on a CUDA host and a clean error without one", () => {
+    const seqs = [[1, 2, 3, 4], [5, 6]];
+    if (native.cudaInfo().available) expect(sglangPageHashesGpu(seqs, { pageSize: 2 })).toEqual(sglangPageHashesBatch(seqs, { pageSize: 2 }));
+    else expect(() => sglangPageHashesGpu(seqs, { pageSize: 2 })).toThrow(/^CUDA unavailable: /);
   });
 });

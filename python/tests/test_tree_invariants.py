@@ -122,8 +122,11 @@ def _random_workload_with_commands(seed, policy):
         h.handle({"type": "ToolEnd", "session_id": sid, "epoch": ep})
     for lid in leases:
         h.handle({"type": "RevokeLease", "lease_id": lid})
-    assert all(v["status"] != "error" for v in [])
-    assert h.metrics["by_status"].get("error", 0) == 0, h.metrics
+    # The workload reached the handler (not only the cache), commands took effect, none failed midway.
+    by_status = h.metrics["by_status"]
+    assert sum(by_status.values()) >= 20, h.metrics
+    assert by_status.get("applied", 0) > 0, h.metrics
+    assert by_status.get("error", 0) == 0, h.metrics
     cache.sanity_check()
     _check_index(cache)
 
