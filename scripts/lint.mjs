@@ -5,7 +5,8 @@
 //   biome      TypeScript/JavaScript lint (biome.json)
 //   ruff       Python lint (ruff.toml), from the project venv (python/setup_venv.sh)
 //   clang-format  C++/CUDA under native/ (.clang-format), --dry-run --Werror
-//   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format ...]
+//   tests      every test can fail: an assertion in each, no early return (scripts/check-tests.mjs)
+//   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format|tests ...]
 // With --json the last line is {"passed": n, "failed": n, "checks": {...}} (test/run-all.mjs reads it).
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -46,6 +47,7 @@ const checks = {
     if (!ruff) return `ruff not found in ${venv}: run python/setup_venv.sh (python/requirements.txt lists it)`;
     return [[ruff, fix ? ["check", "--fix", "."] : ["check", "."]]];
   },
+  tests: () => [[process.execPath, [join(root, "scripts", "check-tests.mjs")]]],
   "clang-format": () => {
     const cf = venvTool("clang-format");
     if (!cf) return `clang-format not found in ${venv}: run python/setup_venv.sh (python/requirements.txt lists it)`;
