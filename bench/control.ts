@@ -7,6 +7,7 @@
 // Each at concurrency 1 (latency p50/p99) and 64 (acked commands/s). The responder runs in its
 // own process (a worker is another machine); --inproc runs it in the bench process instead.
 // Bar: (b) p50 within 1.5x of (a); >= 20 000 acked commands/s at concurrency 64.
+// --smoke: a twentieth of the warm-up and the measuring time (the test that the bench still runs).
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -19,6 +20,9 @@ import { startNatsServer } from "../test/helpers/nats-server.js";
 const args = process.argv.slice(2);
 const JSON_OUT = args.includes("--json");
 const INPROC = args.includes("--inproc");
+const SMOKE = args.includes("--smoke");
+const WARM_OPS = SMOKE ? 100 : 2000;
+const WARM_MS = SMOKE ? 25 : 500;
 const role = args[args.indexOf("--role") + 1];
 
 // Deterministic (both processes must agree on them), spread over the whole int64 range.
@@ -65,7 +69,7 @@ function pct(sorted: number[], p: number): number {
  * 2-core box, measuring one for 3 s and then the next mostly measures the neighbours.
  */
 async function measureInterleavedC1(ops: Array<() => Promise<unknown>>, durationMs: number): Promise<Run[]> {
-  for (let i = 0; i < 2000; i++) for (const op of ops) await op();
+  for (let i = 0; i < WARM_OPS; i++) for (const op of ops) await op();
   const lat: number[][] = ops.map(() => []);
   const busy = ops.map(() => 0);
   const end = Date.now() + 2 * durationMs;
@@ -88,7 +92,7 @@ async function measureInterleavedC1(ops: Array<() => Promise<unknown>>, duration
 
 /** Runs `op` from `concurrency` loops for `durationMs` after a warm-up; latencies in µs. */
 async function measure(op: () => Promise<unknown>, concurrency: number, durationMs: number): Promise<Run> {
-  const warmEnd = Date.now() + 500;
+  const warmEnd = Date.now() + WARM_MS;
   await Promise.all(Array.from({ length: concurrency }, async () => {
     while (Date.now() < warmEnd) await op();
   }));
@@ -138,7 +142,7 @@ async function main(): Promise<void> {
         bad++;
       }
     };
-    const dur = Number(process.env.BENCH_MS ?? 3000);
+    const dur = Number(process.env.BENCH_MS ?? (SMOKE ? 150 : 3000));
     // BENCH_ONLY=cmd64 (say) runs just that one, for profiling; the others report zeros.
     const only = process.env.BENCH_ONLY;
     const skip: Run = { p50: 0, p99: 0, perSec: 0, n: 0 };

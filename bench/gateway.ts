@@ -13,6 +13,7 @@
 // the figures). Pinned is the split the throughput bar is read on: unpinned, the direct run has
 // both cores for the stub and load generator, while through the gateway they give one up to it.
 // Bars: added p50 <= 1 ms; requests/s through the gateway >= 0.5x direct at concurrency 64.
+// --smoke: a tenth of the requests, two 0.2 s windows (the test that the bench still runs).
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer } from "node:http";
@@ -26,7 +27,10 @@ const JSON_OUT = args.includes("--json");
 const role = args.includes("--role") ? args[args.indexOf("--role") + 1] : "main";
 const CHUNKS = 16;
 const PIN = args.includes("--pin");
-const WINDOWS = 5;
+const SMOKE = args.includes("--smoke");
+const WINDOWS = SMOKE ? 2 : 5;
+const WINDOW_MS = SMOKE ? 200 : 1000;
+const SCALE = SMOKE ? 10 : 1; // request counts are divided by it
 
 function now(): number {
   return performance.timeOrigin + performance.now();
@@ -179,22 +183,22 @@ async function main(): Promise<void> {
   const through = new Pool(`http://127.0.0.1:${gw.port}`, { connections: 64 });
   try {
     // Warm both paths (JIT, connection pools).
-    await latency(direct, 300);
-    await latency(through, 300);
-    await chunkLatency(direct, 20);
-    await chunkLatency(through, 20);
-    const N = 2000;
+    await latency(direct, 300 / SCALE);
+    await latency(through, 300 / SCALE);
+    await chunkLatency(direct, 20 / SCALE);
+    await chunkLatency(through, 20 / SCALE);
+    const N = 2000 / SCALE;
     const dl = await latency(direct, N);
     const gl = await latency(through, N);
-    const dc = await chunkLatency(direct, 100);
-    const gc = await chunkLatency(through, 100);
+    const dc = await chunkLatency(direct, 100 / SCALE);
+    const gc = await chunkLatency(through, 100 / SCALE);
     // Alternating 1 s windows, medians of each side: a burst of other load on the machine lands
     // in one window of one side instead of deciding the ratio.
     const directWindows: number[] = [];
     const gatewayWindows: number[] = [];
     for (let i = 0; i < WINDOWS; i++) {
-      directWindows.push(await throughput(direct, 64, 1000));
-      gatewayWindows.push(await throughput(through, 64, 1000));
+      directWindows.push(await throughput(direct, 64, WINDOW_MS));
+      gatewayWindows.push(await throughput(through, 64, WINDOW_MS));
     }
     const directRps = pct(directWindows, 50);
     const gatewayRps = pct(gatewayWindows, 50);
@@ -214,7 +218,7 @@ async function main(): Promise<void> {
     console.log(`    added p50 ${f(r.addedP50)} ms (bar <= 1 ms: ${r.addedP50 <= 1 ? "PASS" : "FAIL"}), added p99 ${f(r.addedP99)} ms`);
     console.log(`  streaming, c=1, per chunk (${dc.length} chunks): direct p50 ${f(pct(dc, 50))} ms; through p50 ${f(pct(gc, 50))} ms; added p50 ${f(r.chunkAddedP50)} ms, p99 ${f(r.chunkAddedP99)} ms`);
     const w = (xs: number[]) => xs.map((x) => x.toFixed(0)).join(" ");
-    console.log(`  c=64, ${WINDOWS} alternating 1 s windows each: direct [${w(directWindows)}], through [${w(gatewayWindows)}] req/s`);
+    console.log(`  c=64, ${WINDOWS} alternating ${WINDOW_MS / 1000} s windows each: direct [${w(directWindows)}], through [${w(gatewayWindows)}] req/s`);
     console.log(`    medians: direct ${directRps.toFixed(0)} req/s, through ${gatewayRps.toFixed(0)} req/s = ${ratio.toFixed(2)}x (bar >= 0.5x: ${ratio >= 0.5 ? "PASS" : "FAIL"})`);
     if (JSON_OUT) {
       console.log(

@@ -5,7 +5,8 @@
 //                page_size exactly as the engine's compute_node_hash_values does
 //   openssl      `openssl speed -evp sha256 -bytes 288` (a 64-token page with its 32-byte prior
 //                is 288 bytes), converted to tokens/s: the machine's single-core SHA-256 limit
-// With --json the last line printed is one JSON object with the numbers and ratios.
+// With --json the last line printed is one JSON object with the numbers and ratios. --smoke: the
+// same measurements on a sixty-fourth of the sequences, for the test that the bench still runs.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -14,9 +15,11 @@ import { packageRoot, venvPython } from "../src/paths.js";
 import { sglangPageHashesBatch, sha256Backend } from "../src/hash/index.js";
 
 const json = process.argv.includes("--json");
+const smoke = process.argv.includes("--smoke");
 const PAGE = 64;
 const PAGES = 64;
-const SEQS = 4096;
+const SEQS = smoke ? 64 : 4096;
+const SIDE_SEQS = smoke ? 4 : 256; // node:crypto and python, which are far slower
 const TOKENS_PER_SEQ = PAGE * PAGES;
 
 function randomBatch(seqs: number) {
@@ -51,7 +54,7 @@ function benchAddon(): number {
 }
 
 function benchNodeCrypto(): number {
-  const seqs = 256;
+  const seqs = SIDE_SEQS;
   const { tokens } = randomBatch(seqs);
   const bytes = Buffer.from(tokens.buffer, tokens.byteOffset, tokens.byteLength);
   const run = () => {
@@ -93,20 +96,20 @@ for _ in range(2):
         for p in range(PAGES):
             prior = sg.get_hash_str(s[p * P:(p + 1) * P], prior)
     per_page = min(per_page, time.perf_counter() - t0)
-print(json.dumps({"tokens_per_s": SEQS * P * PAGES / best, "per_page_tokens_per_s": 32 * P * PAGES / per_page}))
+print(json.dumps({"tokens_per_s": SEQS * P * PAGES / best, "per_page_tokens_per_s": min(32, SEQS) * P * PAGES / per_page}))
 `;
 
 function benchPython(): { tokensPerS: number; perPage: number } | { error: string } {
   const py = venvPython;
   if (!existsSync(py)) return { error: `no venv python at ${py}` };
-  const r = spawnSync(py, ["-c", PY, join(packageRoot, "python", "oracles"), String(PAGE), String(PAGES), "256"], { encoding: "utf8", timeout: 600_000 });
+  const r = spawnSync(py, ["-c", PY, join(packageRoot, "python", "oracles"), String(PAGE), String(PAGES), String(SIDE_SEQS)], { encoding: "utf8", timeout: 600_000 });
   if (r.status !== 0) return { error: `python failed: ${(r.stderr || r.stdout).trim().split("\n").at(-1)}` };
   const j = JSON.parse(r.stdout.trim().split("\n").at(-1) as string);
   return { tokensPerS: j.tokens_per_s, perPage: j.per_page_tokens_per_s };
 }
 
 function benchOpenssl(): { tokensPerS: number; bytes: number } | { error: string } {
-  const r = spawnSync("openssl", ["speed", "-evp", "sha256", "-bytes", "288", "-seconds", "3"], { encoding: "utf8", timeout: 120_000 });
+  const r = spawnSync("openssl", ["speed", "-evp", "sha256", "-bytes", "288", "-seconds", smoke ? "1" : "3"], { encoding: "utf8", timeout: 120_000 });
   if (r.status !== 0 || r.error) return { error: `openssl speed failed: ${r.error?.message ?? r.stderr}` };
   const out = `${r.stdout}\n${r.stderr}`;
   // "type 288 bytes" header, then "sha256   1349291.61k" (1000s of bytes per second).
@@ -130,9 +133,9 @@ const ossl = "tokensPerS" in openssl ? openssl.tokensPerS : Number.NaN;
 
 const rows: [string, number, string][] = [
   [`addon (${sha256Backend()}, 2-way interleaved)`, addon, `${SEQS} seqs x ${PAGES} pages x ${PAGE} tokens, one call`],
-  ["node:crypto, one call per page", nodeCrypto, "256 seqs, chained createHash"],
-  ["python: sglang get_hash_str per node", py, "error" in python ? python.error : "pinned release, page_size=64, 256 seqs"],
-  ["python: sglang get_hash_str per page", "perPage" in python ? python.perPage : Number.NaN, "chained by hand, 32 seqs"],
+  ["node:crypto, one call per page", nodeCrypto, `${SIDE_SEQS} seqs, chained createHash`],
+  ["python: sglang get_hash_str per node", py, "error" in python ? python.error : `pinned release, page_size=64, ${SIDE_SEQS} seqs`],
+  ["python: sglang get_hash_str per page", "perPage" in python ? python.perPage : Number.NaN, `chained by hand, ${Math.min(32, SIDE_SEQS)} seqs`],
   ["openssl speed -evp sha256", ossl, "error" in openssl ? openssl.error : `${openssl.bytes}-byte blocks = 1 page + prior`],
 ];
 console.log(`SGLang page-chain hashing, tokens/s on one core (page = ${PAGE} tokens = 288 bytes with its prior)`);

@@ -46,13 +46,15 @@ import { TsKvIndex } from "./baseline/ts-index.js";
 
 const argv = process.argv.slice(2);
 const json = argv.includes("--json");
-const opt = (name: string, dflt: number) => {
+// --smoke: 2 workers x 8192 blocks, 4096 verified blocks, 500 queries (the test that it still runs).
+const smoke = argv.includes("--smoke");
+const opt = (name: string, dflt: number, smokeValue: number) => {
   const i = argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(argv[i + 1]) : dflt;
+  return i >= 0 ? Number(argv[i + 1]) : smoke ? smokeValue : dflt;
 };
 
 // The TS baselines at 10 workers x 1M blocks need a few GB of heap.
-if (getHeapStatistics().heap_size_limit < 7 * 2 ** 30 && !process.env.KVCTL_BENCH_CHILD) {
+if (getHeapStatistics().heap_size_limit < 7 * 2 ** 30 && !process.env.KVCTL_BENCH_CHILD && !smoke) {
   const r = spawnSync(process.execPath, ["--max-old-space-size=10240", "--expose-gc", "--import", "tsx", fileURLToPath(import.meta.url), ...argv], {
     stdio: "inherit",
     env: { ...process.env, KVCTL_BENCH_CHILD: "1" },
@@ -60,10 +62,10 @@ if (getHeapStatistics().heap_size_limit < 7 * 2 ** 30 && !process.env.KVCTL_BENC
   process.exit(r.status ?? 1);
 }
 
-const WORKERS = opt("workers", 10);
-const BLOCKS = opt("blocks", 1_000_000); // per worker
-const VERIFY_BLOCKS = opt("verify-blocks", 262_144); // real-hash frames, one worker
-const QUERIES = opt("queries", 20_000);
+const WORKERS = opt("workers", 10, 2);
+const BLOCKS = opt("blocks", 1_000_000, 8192); // per worker
+const VERIFY_BLOCKS = opt("verify-blocks", 262_144, 4096); // real-hash frames, one worker
+const QUERIES = opt("queries", 20_000, 500);
 const PAGE = 64;
 const PAGES_PER_EVENT = 4;
 const EVENTS_PER_BATCH = 8;

@@ -8,6 +8,8 @@ then the VIP's next-turn prompt is matched. Reported: tokens served from cache (
 host hit under HiCache) over the VIP's page-aligned prior context, per request (lessons.md #7),
 for: baseline (RadixCache, no pin), pinned (RadixCache, lock-based pin) and tier_pinned
 (UnifiedRadixCache + HiCache, host ratio 2, tier-aware pin).
+--smoke: the shallowest and deepest depths on a cache an eighth the size (prompts and flood
+scaled with it): seconds.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ PAGE = 64
 DEPTHS = [0, 2, 6, 10, 16]
 PROMPTS = [3158, 4810, 7347, 10826, 15002]
 FLOOD_TURN_TOKENS = 150
+CONVERSATION_MAX = 6000  # a flood conversation restarts past this many tokens
 
 
 def cached_tokens(cache, tokens) -> int:
@@ -145,7 +148,7 @@ def flood(serving: Serving, n_requests: int, seed: int):
             convs.append(fresh(rng.randint(64, 512)))
         i = rng.randrange(len(convs))
         convs[i] = convs[i] + fresh(rng.randint(100, 200))  # ~150 new tokens a turn
-        if len(convs[i]) > 6000:
+        if len(convs[i]) > CONVERSATION_MAX:
             convs[i] = fresh(rng.randint(64, 512))
         serving.serve(convs[i])
 
@@ -173,12 +176,24 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tree", help="an already patched SGLang tree (default: build one)")
+    ap.add_argument("--smoke", action="store_true", help="an eighth of the cache, prompts and flood (seconds)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        global CAPACITY, DEPTHS, PROMPTS, CONVERSATION_MAX
+        scale = 8
+        CAPACITY = CAPACITY // scale // PAGE * PAGE
+        DEPTHS, PROMPTS = [DEPTHS[0], DEPTHS[-1]], [PROMPTS[0] // scale, PROMPTS[-1] // scale]
+        CONVERSATION_MAX //= scale
 
     import sglang_tree
 
     tree = args.tree or sglang_tree.build_patched_tree()
     sglang_tree.activate(tree)
+    # kvctl is off unless configured; the bench builds caches outside a server (no published server
+    # args), so it turns kvctl on for the process, as a --kv-control-config flag would.
+    from sglang.srt.kvctl import config as kvctl_config
+
+    kvctl_config.use(kvctl_config.KvctlConfig())
     import logging
 
     logging.disable(logging.WARNING)
@@ -202,7 +217,8 @@ def main(argv=None):
         x >= 0.9 for x in res["pinned"] + res["tier_pinned"])
     print("bar (baseline <= 5%, pinned >= 90%):", "met" if ok else "NOT met")
     if args.json:
-        print(json.dumps({"bench": "pin", "depths": DEPTHS, "baseline_cached": res["baseline"],
+        print(json.dumps({"bench": "pin", "capacity": CAPACITY, "depths": DEPTHS, "prompts": PROMPTS,
+                          "baseline_cached": res["baseline"],
                           "pinned_cached": res["pinned"], "tier_pinned_cached": res["tier_pinned"]}))
     return 0 if ok else 1
 

@@ -12,7 +12,8 @@ Each runs in its own process (a pristine and a patched SGLang cannot share one),
 alternate between them and each reports its fastest pass; the median over rounds is printed.
 Ratios: off_ratio = patched_off / pristine_rust (bar <= 1.05), on_ratio_vs_python = patched_on /
 pristine_python (bar <= 1.10), on_ratio_vs_rust = patched_on / pristine_rust (what choosing
-kvctl costs today). With --json the last line is one JSON object of these figures.
+kvctl costs today). With --json the last line is one JSON object of these figures. --smoke: 40
+requests, one round, one pass (the test that the bench still runs; the figures are not a result).
 """
 from __future__ import annotations
 
@@ -54,12 +55,16 @@ def run_one(tree, name, args, a):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--requests", type=int, default=400)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--requests", type=int)
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--repeat", type=int)
     ap.add_argument("--pool-tokens", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
+    for name, full, smoke in (("requests", 400, 40), ("rounds", 3, 1), ("repeat", 3, 1)):
+        if getattr(a, name) is None:
+            setattr(a, name, smoke if a.smoke else full)
     with tempfile.TemporaryDirectory(prefix="kvctl-bench-worker-") as tmp:
         tree = sglang_tree.build_patched_tree(tmp)
         samples = {name: [] for name in CONFIGS}
