@@ -28,15 +28,27 @@ def nats_server():
     s.stop()
 
 
+SENTINEL_PREFIX = "sentinel-"
+
+
+def _is_sentinel(body: str) -> bool:
+    return f'"id": "{SENTINEL_PREFIX}' in body
+
+
 class FakeScheduler:
-    """Stands in for the tokenizer->scheduler path: records bodies, answers an applied ack."""
+    """Stands in for the tokenizer->scheduler path: records bodies, answers an applied ack. A trip
+    of sentinels only (see _collect_replies) is answered applied and recorded apart."""
 
     def __init__(self, fail=False, delay=0.0):
         self.bodies = []
+        self.sentinels = []
         self.fail = fail
         self.delay = delay
 
     async def __call__(self, bodies: list) -> list:
+        if all(_is_sentinel(b) for b in bodies):
+            self.sentinels.extend(bodies)
+            return [self._ack(b) for b in bodies]
         self.trips = getattr(self, "trips", []) + [len(bodies)]
         if self.delay:
             await asyncio.sleep(self.delay)
@@ -65,20 +77,39 @@ async def _client(url):
     return await nats.connect(servers=[url], max_reconnect_attempts=-1, reconnect_time_wait=0.1)
 
 
-async def _collect_replies(nc, subject, body, wait=0.3):
-    """Publish with a reply inbox and count every reply that arrives (exactly-once check)."""
+_sentinels = iter(range(1 << 30))
+
+
+async def _collect_replies(nc, subject, body, deadline_s=10):
+    """Publish with a reply inbox and return every reply to it (the exactly-once check). A late
+    duplicate is not waited out: after the first reply a sentinel command goes to the same subject
+    with the same inbox, and the replies are read once the sentinel's has come. The subscriber
+    handles a subject's commands in order and sends their replies in order, so a second reply to
+    the body would have come before it. Returns [] when nothing came by the deadline (a hang guard,
+    not synchronisation)."""
     inbox = nc.new_inbox()
+    sentinel_id = f"{SENTINEL_PREFIX}{next(_sentinels)}"
     got = []
+    sentinel_seen = asyncio.Event()
+    first = asyncio.Event()
 
     async def on_reply(m):
-        got.append(json.loads(m.data))
+        a = json.loads(m.data)
+        if a.get("id") == sentinel_id:
+            sentinel_seen.set()
+        else:
+            got.append(a)
+            first.set()
 
     sub = await nc.subscribe(inbox, cb=on_reply)
-    await nc.publish(subject, body, reply=inbox)
-    deadline = time.time() + 5
-    while not got and time.time() < deadline:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(wait)
+    try:
+        await nc.publish(subject, body, reply=inbox)
+        await asyncio.wait_for(first.wait(), deadline_s)
+        sentinel = {"version": 1, "id": sentinel_id, "issued_at_ms": 1, "command": {"type": "Inspect"}}
+        await nc.publish(subject, json.dumps(sentinel).encode(), reply=inbox)
+        await asyncio.wait_for(sentinel_seen.wait(), deadline_s)
+    except asyncio.TimeoutError:
+        pass
     await sub.unsubscribe()
     return got
 
@@ -105,7 +136,8 @@ def test_valid_command_one_reply_with_worker_id_and_exact_int64(nats_server):
         # broadcast subject too
         replies = await _collect_replies(nc, "kv-control-broadcast", body)
         assert len(replies) == 1 and replies[0]["worker_id"] == "w0"
-        assert sub.metrics["received"] == 2 and sub.metrics["replied"] == 2
+        assert fake.sentinels and len(fake.sentinels) == 2
+        assert sub.metrics["received"] == 2 + 2 and sub.metrics["replied"] == 2 + 2  # and the sentinels
         await nc.close()
         await sub.stop()
 
@@ -157,7 +189,7 @@ def test_malformed_bodies_are_rejected_naming_the_field(nats_server, body, field
         sub = await ControlSubscriber(_args(nats_server.url), fake).start()
         await sub.wait_connected()
         nc = await _client(nats_server.url)
-        replies = await _collect_replies(nc, "kv-control-w0", body, wait=0.1)
+        replies = await _collect_replies(nc, "kv-control-w0", body)
         assert len(replies) == 1
         ack = replies[0]
         assert ack["status"] == "rejected" and ack["worker_id"] == "w0"
@@ -167,7 +199,7 @@ def test_malformed_bodies_are_rejected_naming_the_field(nats_server, body, field
         assert fake.bodies == []  # never reached the scheduler: state unchanged
         assert sub.metrics["rejected_invalid"] == 1
         # and the subscriber is alive
-        ok = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        ok = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode())
         assert ok[0]["status"] == "applied"
         await nc.close()
         await sub.stop()
@@ -181,11 +213,11 @@ def test_scheduler_failure_is_an_error_ack_and_not_fatal(nats_server):
         sub = await ControlSubscriber(_args(nats_server.url), fake).start()
         await sub.wait_connected()
         nc = await _client(nats_server.url)
-        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode())
         assert len(replies) == 1 and replies[0]["status"] == "error"
         assert replies[0]["id"] == ENVELOPE["id"] and "scheduler unreachable" in replies[0]["reason"]
         fake.fail = False
-        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode())
         assert replies[0]["status"] == "applied"
         assert sub.metrics["errors"] == 1
         await nc.close()
@@ -270,7 +302,12 @@ def test_a_failed_trip_answers_every_command_in_it_with_an_error(nats_server):
         deadline = time.time() + 10
         while len(got) < 10 and time.time() < deadline:
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)
+        # A duplicate error reply would precede the reply to a command published after all ten.
+        await nc.publish("kv-control-w0", json.dumps({**ENVELOPE, "id": "after"}).encode(), reply=inbox)
+        while not any(a["id"] == "after" for a in got) and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert got[-1]["id"] == "after"
+        got.pop()
         assert sorted(a["id"] for a in got) == [f"f{i}" for i in range(10)]
         assert all(a["status"] == "error" and "scheduler path failed" in a["reason"] for a in got)
         await nc.close()
@@ -287,10 +324,16 @@ def test_two_tokenizer_processes_one_worker_one_ack(nats_server):
         await sa.wait_connected()
         await sb.wait_connected()
         nc = await _client(nats_server.url)
-        for _ in range(6):
-            replies = await _collect_replies(nc, "kv-control-broadcast", json.dumps(ENVELOPE).encode(), wait=0.05)
-            assert len(replies) == 1
-        assert len(a.bodies) + len(b.bodies) == 6
+        for i in range(6):
+            replies = await _collect_replies(nc, "kv-control-broadcast", json.dumps({**ENVELOPE, "id": f"q{i}"}).encode())
+            assert [r["id"] for r in replies] == [f"q{i}"]
+        # A copy delivered to the other process too would be in its queue ahead of any later
+        # command: send sentinels until each process has handled one, then count.
+        deadline = time.time() + 10
+        while not (a.sentinels and b.sentinels) and time.time() < deadline:
+            await _collect_replies(nc, "kv-control-broadcast", json.dumps({**ENVELOPE, "id": f"{SENTINEL_PREFIX}x"}).encode())
+        assert a.sentinels and b.sentinels
+        assert sorted(json.loads(x)["id"] for x in a.bodies + b.bodies) == [f"q{i}" for i in range(6)]
         await nc.close()
         await sa.stop()
         await sb.stop()
@@ -298,30 +341,50 @@ def test_two_tokenizer_processes_one_worker_one_ack(nats_server):
     run(main())
 
 
-def test_reconnects_after_nats_restart_and_waits_for_a_late_server():
+async def _until(cond, what, deadline_s=10):
+    """Polls `cond` until it holds (a hang guard, not synchronisation: it returns on the signal)."""
+    deadline = time.time() + deadline_s
+    while not cond():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def test_reconnects_after_nats_restart_and_waits_for_a_late_server(monkeypatch):
     if not os.path.exists(NATS_BIN):
         pytest.fail(f"nats-server not found at {NATS_BIN}")
     server = NatsServer()  # not started yet: the subscriber must keep trying
+    import nats
+
+    attempts = []
+    real_connect = nats.connect
+
+    async def counting_connect(*a, **kw):
+        attempts.append(time.time())
+        return await real_connect(*a, **kw)
+
+    monkeypatch.setattr(nats, "connect", counting_connect)
 
     async def main():
         fake = FakeScheduler()
         sub = await ControlSubscriber(_args(server.url), fake, connect_retry_s=0.05,
                                       reconnect_time_wait_s=0.05).start()
-        await asyncio.sleep(0.3)
+        # It is trying (nats-py retries inside its first connect while no server answers) and is
+        # not connected; the server starts only then.
+        await _until(lambda: len(attempts) >= 1, "a connection attempt")
         assert sub.nc is None
         server.start()
         await sub.wait_connected(10)
         nc = await _client(server.url)
-        assert (await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0))[0]["status"] == "applied"
+        assert (await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode()))[0]["status"] == "applied"
         await nc.close()
         server.stop()
-        await asyncio.sleep(0.3)
+        await _until(lambda: sub.metrics["disconnects"] >= 1, "the subscriber to see the server go")
         server.start()
         nc = await _client(server.url)
         deadline = time.time() + 15
         replies = []
         while time.time() < deadline:
-            replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0)
+            replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode())
             if replies:
                 break
             await asyncio.sleep(0.1)
@@ -344,7 +407,7 @@ def test_malformed_ack_from_the_scheduler_is_an_error_reply(nats_server):
         sub = await ControlSubscriber(_args(nats_server.url), bad_send).start()
         await sub.wait_connected()
         nc = await _client(nats_server.url)
-        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode())
         assert len(replies) == 1 and replies[0]["status"] == "error" and replies[0]["id"] == ENVELOPE["id"]
         await nc.close()
         await sub.stop()
@@ -429,7 +492,7 @@ def test_auth_token_and_user_password(server_flags, args):
         sub = await ControlSubscriber(ControlArgs(servers=[url], worker_id="w0", **args), fake).start()
         await sub.wait_connected(10)
         nc = await nats.connect(servers=[url], **args)
-        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode(), wait=0.05)
+        replies = await _collect_replies(nc, "kv-control-w0", json.dumps(ENVELOPE).encode())
         assert replies[0]["status"] == "applied"
         await nc.close()
         await sub.stop()
