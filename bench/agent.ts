@@ -15,8 +15,8 @@
 // Every configuration runs `--runs` (3) times, in rounds. Bar, on the medians: kvctl recomputes
 // >= 1.5x fewer prefill tokens than the best of lru/cache_aware/session_radix/sgl_router and
 // improves returning-turn TTFT p99 over it.
-// --smoke: 2 sessions, one run, lru and kvctl only, a flood of 2 (the test that the bench still
-// runs end to end; its figures are not a result). Options given with it still apply.
+// --smoke: 2 sessions, one run, the kvctl configuration only, a flood of 2 (the test that the bench
+// still runs end to end; its figures are not a result). Options given with it still apply.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,7 +30,7 @@ import { type BfclWorkload, DEFAULT_SHAPE, planWorkload, rng } from "./agent/wor
 
 const argv = process.argv.slice(2);
 const JSON_OUT = argv.includes("--json");
-const SMOKE_DEFAULTS: Record<string, string> = argv.includes("--smoke") ? { sessions: "2", runs: "1", configs: "lru,kvctl", flood: "2" } : {};
+const SMOKE_DEFAULTS: Record<string, string> = argv.includes("--smoke") ? { sessions: "2", runs: "1", configs: "kvctl", flood: "2" } : {};
 const opt = (name: string, dflt: string) => {
   const i = argv.indexOf(`--${name}`);
   return i >= 0 ? argv[i + 1] : (SMOKE_DEFAULTS[name] ?? dflt);
