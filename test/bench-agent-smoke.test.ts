@@ -9,7 +9,8 @@ describe("npm run bench:agent -- --json --smoke", () => {
   it("runs the kvctl configuration end to end", { timeout: 900_000 }, async () => {
     const r = await runBenchSmoke("agent", 880_000);
     expect(r.code, r.tail).toBe(0);
-    const j = r.json as { bench: string; runs: number; not_run: Record<string, string>; configs: Record<string, Record<string, number | string> | null> };
+    type Config = { requests: number; errors: number; prompt_tokens: number; flood_served: string; commands: Record<string, number> | null };
+    const j = r.json as { bench: string; runs: number; not_run: Record<string, string>; configs: Record<string, Config | null> };
     expect(j, r.tail).not.toBeNull();
     expect(j.bench).toBe("agent");
     expect(j.not_run).toEqual({});
@@ -22,7 +23,7 @@ describe("npm run bench:agent -- --json --smoke", () => {
       expect(c?.flood_served, name).toBe("2/2");
     }
     // The policy sent commands and the workers applied them ("Cache:acked:applied" and the like).
-    const commands = (j.configs.kvctl as { commands: Record<string, number> | null }).commands ?? {};
+    const commands = j.configs.kvctl?.commands ?? {};
     const applied = Object.entries(commands).filter(([k]) => k.endsWith(":acked:applied"));
     expect(applied.reduce((n, [, v]) => n + v, 0), JSON.stringify(commands)).toBeGreaterThan(0);
   });
