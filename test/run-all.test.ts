@@ -1,7 +1,8 @@
 // test/run-all.mjs on the deliberately broken suites of test/fixtures/runner/: each broken piece
 // (an unhandled rejection in a vitest file, a pytest module that collects no test, a ctest binary
 // that is missing) turns the closing summary red and the exit status 1; without it the same run
-// is green. The fixtures are copied to a temp dir so that removing a piece leaves the tree alone.
+// is green. A suite that ran no test at all is red too. The fixtures are copied to a temp dir so
+// that removing a piece leaves the tree alone; the cases run in order on the one copy.
 import { execFile } from "node:child_process";
 import { cpSync, mkdtempSync, rmSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -45,6 +46,11 @@ describe("test/run-all.mjs fails on anything that failed", () => {
     red(await runAll("vitest"), /2 passed, 1 failed.*unhandled errors/);
     unlinkSync(join(dir, "vitest/unhandled-rejection.test.mjs"));
     green(await runAll("vitest"), 1);
+  });
+
+  it("vitest finding no test file is a failure", async () => {
+    unlinkSync(join(dir, "vitest/passes.test.mjs"));
+    red(await runAll("vitest"), /0 passed, 1 failed.*no test ran/);
   });
 
   it("a pytest module that collects no test is a failure", async () => {
