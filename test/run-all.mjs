@@ -133,7 +133,7 @@ if (want("vitest")) {
     const failed = (j.numFailedTests ?? 0) + broken;
     // vitest exits 1 on an uncaught exception or unhandled rejection, which no test count shows.
     const unexplained = status !== 0 && failed === 0;
-    if ((j.numTotalTests ?? 0) === 0) record("vitest", 0, 1, skipped, "no test ran");
+    if ((j.numTotalTests ?? 0) === 0 && failed === 0) record("vitest", 0, 1, skipped, "no test ran");
     else record("vitest", j.numPassedTests ?? 0, failed + (unexplained ? 1 : 0), skipped, unexplained ? `vitest exited ${status}: unhandled errors (above)` : "");
   } else record("vitest", 0, 1, 0, `vitest exited ${status} without a report`);
 }
