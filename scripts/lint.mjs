@@ -6,7 +6,10 @@
 //   ruff       Python lint (ruff.toml), from the project venv (python/setup_venv.sh)
 //   clang-format  C++/CUDA under native/ (.clang-format), --dry-run --Werror
 //   tests      every test can fail: an assertion in each, no early return (scripts/check-tests.mjs)
-//   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format|tests ...]
+//   generated  every generated table equals what its one source generates (scripts/gen-tables.ts
+//              --check: the protocol schema from zod, the wire tables from the schema, the native
+//              tables from native/events/shared_tables.h); --fix rewrites them
+//   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format|tests|generated ...]
 // With --json the last line is {"passed": n, "failed": n, "checks": {...}} (test/run-all.mjs reads it).
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -54,6 +57,7 @@ const checks = {
     const files = nativeSources();
     return [[cf, fix ? ["-i", ...files] : ["--dry-run", "--Werror", ...files]]];
   },
+  generated: () => [[process.execPath, ["--import", "tsx", join(root, "scripts", "gen-tables.ts"), ...(fix ? [] : ["--check"])]]],
 };
 
 const results = {};

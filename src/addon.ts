@@ -7,18 +7,21 @@ import { packageRoot } from "./paths.js";
 const require = createRequire(import.meta.url);
 export { packageRoot };
 
+/** SGLang's page-hash chain over token pages (CPU: sglangChain, GPU: sglangChainCuda). */
+export type SglangChainFn = (
+  tokens: Uint32Array,
+  offsets: Uint32Array | null,
+  pageSize: number,
+  bigram: boolean,
+  prior: Uint8Array | null,
+) => { pageOffsets: Uint32Array; digests: Buffer };
+
 /** The hash core's native functions (native/addon/hash.cpp, cuda.cpp). */
 export interface NativeHash {
   sha256(data: Uint8Array): Buffer;
   sha256Backend(): "sha-ni" | "portable";
   setSha256Backend(backend: "sha-ni" | "portable"): boolean;
-  sglangChain(
-    tokens: Uint32Array,
-    offsets: Uint32Array | null,
-    pageSize: number,
-    bigram: boolean,
-    prior: Uint8Array | null,
-  ): { pageOffsets: Uint32Array; digests: Buffer };
+  sglangChain: SglangChainFn;
   digestsToInt64(digests: Uint8Array, namespaceSeed: Uint8Array | null): BigInt64Array;
   digestsToHex(digests: Uint8Array): string[];
   namespacedBlockHashes(hashes: BigInt64Array, seed: Uint8Array): BigInt64Array;
@@ -38,16 +41,15 @@ export interface NativeHash {
     seed: bigint,
   ): { blockOffsets: Uint32Array; local: BigUint64Array; sequence: BigUint64Array };
   cudaInfo(): { built: boolean; available: boolean; devices: number; error?: string };
-  sglangChainCuda(
-    tokens: Uint32Array,
-    offsets: Uint32Array | null,
-    pageSize: number,
-    bigram: boolean,
-    prior: Uint8Array | null,
-  ): { pageOffsets: Uint32Array; digests: Buffer };
+  /** sglangChain on the GPU (native/cuda): the same arguments and result. */
+  sglangChainCuda: SglangChainFn;
 }
 
-/** Everything the addon exports; other areas add their interfaces here. */
+/**
+ * What every build of the addon exports. The events, index and copy areas declare their own
+ * interfaces beside their TypeScript and reach them through addonPart, which checks that the
+ * loaded build carries them (an older build may not).
+ */
 export type NativeAddon = NativeHash;
 
 let cached: NativeAddon | undefined;
@@ -67,4 +69,19 @@ export function loadAddon(): NativeAddon {
     );
   }
   return cached;
+}
+
+/**
+ * The part of the addon an area describes (`T`), after checking that the loaded build exports
+ * each of `probe`; throws naming the first one missing (a build that predates the area). The one
+ * place the addon's untyped exports are read as an area's interface.
+ */
+export function addonPart<T extends object>(area: string, probe: readonly (keyof T & string)[]): T {
+  const exports: object = loadAddon();
+  for (const name of probe) {
+    if (typeof (exports as Record<string, unknown>)[name] !== "function") {
+      throw new Error(`the loaded kvctl addon has no ${name} (${area}): it predates it; rebuild with \`npm run build:native\``);
+    }
+  }
+  return exports as T;
 }

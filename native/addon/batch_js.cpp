@@ -54,7 +54,7 @@ Napi::Value WriteBatchColumns(Napi::Env env, const Batch& b, uint8_t* out, size_
                       0};
   std::memcpy(out, header, sizeof header);
   bool any_extras = false;
-  static const char* canon[] = {"GPU", "CPU_PINNED", "DISK", "EXTERNAL"};
+  static const char* canon[] = {KV_TIERS(KV_TABLE_NAME)};
   for (size_t i = 0; i < n; ++i) {
     const auto& e = b.events[i];
     out[o_kinds + i] = e.kind;

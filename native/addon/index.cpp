@@ -17,13 +17,26 @@ namespace {
 using kv::index::ApplyCounts;
 using kv::index::BlockIndex;
 
-constexpr size_t kCountFields = 16;
+// A frame's slots: shared_tables.h's KV_APPLY_COUNTS, then KV_FRAME_EXTRAS (what TypeScript reads).
+#define KV_FRAME_SLOT(id) k_##id,
+enum FrameSlot : size_t { KV_APPLY_COUNTS(KV_FRAME_SLOT) KV_FRAME_EXTRAS(KV_FRAME_SLOT) kCountFields };
+#undef KV_FRAME_SLOT
+
+// A worker's counters: shared_tables.h's KV_WORKER_COUNTERS after the per-tier and per-kind ones.
+constexpr size_t kWorkerStatFields = kv::events::kTiers + static_cast<size_t>(kv::events::BadKind::Count) +
+                                     static_cast<size_t>(kv::events::BatchError::Count) +
+                                     (0 KV_WORKER_COUNTERS(KV_TABLE_COUNT));
 
 void WriteCounts(const ApplyCounts& c, double* o) {
-  const uint64_t v[] = {c.events,          c.stored_events, c.removed_events, c.cleared_events,   c.stored_blocks,
-                        c.removed_blocks,  c.added,         c.removed,        c.unknown_removals, c.orphan_stores,
-                        c.hash_mismatches, c.verified,      c.unverifiable,   c.bad_events};
-  for (size_t i = 0; i < sizeof v / sizeof *v; ++i) o[i] = static_cast<double>(v[i]);
+#define KV_FRAME_COUNT(id) o[k_##id] = static_cast<double>(c.id);
+  KV_APPLY_COUNTS(KV_FRAME_COUNT)
+#undef KV_FRAME_COUNT
+}
+
+void WriteFrame(const ApplyCounts& c, const kv::events::Batch& b, double* o) {
+  WriteCounts(c, o);
+  o[k_ts] = b.ts;
+  o[k_dp_rank] = b.has_dp ? static_cast<double>(b.dp) : NAN;
 }
 
 class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
@@ -87,9 +100,7 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     ApplyCounts c;
     const bool ok = index_->apply_frame(w, payload.data, payload.length, c);
     const auto& b = index_->last_batch();
-    WriteCounts(c, out.data);
-    out.data[14] = b.ts;
-    out.data[15] = b.has_dp ? static_cast<double>(b.dp) : NAN;
+    WriteFrame(c, b, out.data);
     return FrameVerdict(env, ok, b);
   }
 
@@ -106,9 +117,7 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     ApplyCounts c;
     const bool ok = index_->apply_frame(w, payload.data, payload.length, c, true);
     const auto& b = index_->last_batch();
-    WriteCounts(c, out.data);
-    out.data[14] = b.ts;
-    out.data[15] = b.has_dp ? static_cast<double>(b.dp) : NAN;
+    WriteFrame(c, b, out.data);
     if (!ok) return kvglue::BatchErrorObject(env, b);
     return kvglue::WriteBatchColumns(env, b, cols.data, cols.length);
   }
@@ -148,9 +157,7 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     for (size_t i = 0; i < k; ++i) {
       const auto& b = index_->frame_batch(i);
       double* o = out.data + kCountFields * i;
-      WriteCounts(counts_[i], o);
-      o[14] = b.ts;
-      o[15] = b.has_dp ? static_cast<double>(b.dp) : NAN;
+      WriteFrame(counts_[i], b, o);
       plain = plain && ok_[i] && b.bad.empty();
     }
     if (plain) return env.Null();
@@ -276,22 +283,19 @@ class IndexWrap : public Napi::ObjectWrap<IndexWrap> {
     return o;
   }
 
-  // workerStats(slot, out: Float64Array(23)): tierBlocks[4], badEvents[7], badBatches[5],
-  // unknownRemovals, orphanStores, hashMismatches, unverifiable, verified, 0, 0.
+  // workerStats(slot, out: Float64Array(kWorkerStatFields)): shared_tables.h's worker counters, in
+  // its order (blocks per tier, bad events per kind, refused batches per error, then the rest).
   Napi::Value WorkerStatsFn(const Napi::CallbackInfo& info) {
     const uint32_t w = SlotArg(info, 0);
-    auto out = CountsArg(info, 1, 23);
+    auto out = CountsArg(info, 1, kWorkerStatFields);
     const auto& s = index_->worker_stats(w);
     double* o = out.data;
-    for (int i = 0; i < 4; ++i) o[i] = static_cast<double>(s.tier_blocks[i]);
-    for (int i = 0; i < 7; ++i) o[4 + i] = static_cast<double>(s.bad_events[i]);
-    for (int i = 0; i < 5; ++i) o[11 + i] = static_cast<double>(s.bad_batches[i]);
-    o[16] = static_cast<double>(s.unknown_removals);
-    o[17] = static_cast<double>(s.orphan_stores);
-    o[18] = static_cast<double>(s.hash_mismatches);
-    o[19] = static_cast<double>(s.unverifiable);
-    o[20] = static_cast<double>(s.verified);
-    o[21] = o[22] = 0;
+    for (uint64_t v : s.tier_blocks) *o++ = static_cast<double>(v);
+    for (uint64_t v : s.bad_events) *o++ = static_cast<double>(v);
+    for (uint64_t v : s.bad_batches) *o++ = static_cast<double>(v);
+#define KV_WORKER_COUNTER(id) *o++ = static_cast<double>(s.id);
+    KV_WORKER_COUNTERS(KV_WORKER_COUNTER)
+#undef KV_WORKER_COUNTER
     return info.Env().Undefined();
   }
 

@@ -8,12 +8,12 @@
 namespace kv::events {
 
 const char* bad_kind_name(BadKind k) {
-  static const char* names[] = {"not_an_event", "unknown_tag", "fields", "hash", "tokens", "block_size", "medium"};
+  static const char* names[] = {KV_BAD_EVENT_KINDS(KV_TABLE_NAME)};
   return static_cast<size_t>(k) < sizeof names / sizeof *names ? names[static_cast<size_t>(k)] : "?";
 }
 
 const char* batch_error_name(BatchError e) {
-  static const char* names[] = {"none", "msgpack", "shape", "too_large", "too_many_events"};
+  static const char* names[] = {KV_BATCH_ERRORS(KV_TABLE_NAME)};
   return names[static_cast<size_t>(e)];
 }
 

@@ -9,29 +9,22 @@
 #include <string_view>
 #include <vector>
 
+#include "shared_tables.h"
+
 namespace kv::events {
 
 enum Kind : uint8_t { kStored = 0, kRemoved = 1, kCleared = 2 };
 
-// Storage tiers in Dynamo's query order (device first).
-enum Tier : uint8_t { kGpu = 0, kCpuPinned = 1, kDisk = 2, kExternal = 3 };
-constexpr int kTiers = 4;
+// Storage tiers in Dynamo's query order (device first): shared_tables.h.
+enum Tier : uint8_t { KV_TIERS(KV_TABLE_ENUM) };
+constexpr int kTiers = 0 KV_TIERS(KV_TABLE_COUNT);
 
-// Why an event was refused; counted per worker and kind by the index.
-enum class BadKind : uint8_t {
-  NotAnEvent,   // nil, a number, ... where an event should be
-  UnknownTag,   // no or unknown "type" / positional tag
-  Fields,       // too few positional fields, wrong field types
-  Hash,         // non-integer hash in block_hashes / parent_block_hash
-  Tokens,       // token_ids not uint32 (or bad bigram pairs)
-  BlockSize,    // missing, zero, negative or oversized block_size
-  Medium,       // unknown medium string
-  Count
-};
+// Why an event was refused (shared_tables.h); counted per worker and kind by the index.
+enum class BadKind : uint8_t { KV_BAD_EVENT_KINDS(KV_TABLE_ENUM) Count };
 const char* bad_kind_name(BadKind k);
 
 // Why a whole batch was refused.
-enum class BatchError : uint8_t { None, Msgpack, Shape, TooLarge, TooManyEvents };
+enum class BatchError : uint8_t { KV_BATCH_ERRORS(KV_TABLE_ENUM) Count };
 const char* batch_error_name(BatchError e);
 
 struct OptStr {

@@ -35,18 +35,16 @@ struct Options {
 };
 
 // What one apply did (summed over a frame's events).
+// On the wire: stored_blocks, removed_blocks; the rest is what the index did (shared_tables.h).
 struct ApplyCounts {
-  uint64_t events = 0, stored_events = 0, removed_events = 0, cleared_events = 0;
-  uint64_t stored_blocks = 0, removed_blocks = 0;  // on the wire
-  uint64_t added = 0, removed = 0, unknown_removals = 0, orphan_stores = 0;
-  uint64_t hash_mismatches = 0, verified = 0, unverifiable = 0, bad_events = 0;
+  KV_APPLY_COUNTS(KV_TABLE_COUNTER)
 };
 
 struct WorkerStats {
   uint64_t tier_blocks[events::kTiers] = {};
   uint64_t bad_events[static_cast<size_t>(events::BadKind::Count)] = {};
-  uint64_t bad_batches[5] = {};  // by events::BatchError
-  uint64_t unknown_removals = 0, orphan_stores = 0, hash_mismatches = 0, unverifiable = 0, verified = 0;
+  uint64_t bad_batches[static_cast<size_t>(events::BatchError::Count)] = {};
+  KV_WORKER_COUNTERS(KV_TABLE_COUNTER)
 };
 
 struct LookupResult {

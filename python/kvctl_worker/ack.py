@@ -1,4 +1,4 @@
-"""The Ack of commands.md, field for field, and its one byte encoding.
+"""The Ack of docs/protocol.md, field for field, and its one byte encoding.
 
 ``encode_ack`` writes the bytes both front doors (HTTP, NATS) answer with: the contract's field
 order, compact separators, non-ASCII as is; the same bytes as ``encodeAck`` in src/protocol/ack.ts
@@ -12,11 +12,9 @@ import json
 from typing import Any, Dict, List, Optional
 
 from .codec import KNOWN_TYPES, SAFE_INT_MAX, CommandError, ident, parse_body, to_int64
-
-STATUSES = ("applied", "partial", "noop", "duplicate", "rejected", "error")
-# The contract's order (commands.md "Ack"); keys beyond it (Inspect's detail, ranks) follow.
-ACK_KEYS = ("id", "worker_id", "type", "status", "requested", "affected", "skipped", "missing", "reason",
-            "tiers", "lease", "epoch", "elapsed_us")
+# STATUSES and ACK_KEYS (the contract's order; keys beyond it, Inspect's detail and ranks, follow)
+# are generated from docs/protocol.schema.json.
+from .wire_tables import ACK_KEYS, STATUSES
 
 
 @dataclasses.dataclass

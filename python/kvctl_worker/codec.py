@@ -1,4 +1,4 @@
-"""Int64-exact decoding of bare commands and envelopes (commands.md, "Body").
+"""Int64-exact decoding of bare commands and envelopes (docs/protocol.md, "Body").
 
 The second reading of the contract beside src/protocol/ (zod): both run the conformance corpus of
 test/fixtures/protocol/ and must give the same answer and name the same field for every body.
@@ -12,19 +12,12 @@ import re
 from typing import Any, List, Optional
 
 from .strict_json import HugeInt, JsonError, field_path, loads
+from .wire_tables import (ENVELOPE_FIELDS, KNOWN_TYPES, KNOWN_VERSIONS, MAX_HASHES, MAX_ID_LENGTH, MAX_TOKENS,
+                          NULLABLE, NULLISH, REQUIRED, SAFE_INT_MAX, SCHEMA, TARGET_TIERS, TOKEN_MAX,
+                          TTL_MAX, TTL_MIN)
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
-SAFE_INT_MAX = (1 << 53) - 1
-MAX_HASHES = 65536
-MAX_TOKENS = 65536 * 64
-MAX_ID_LENGTH = 128
-TTL_MIN, TTL_MAX = 1, 30 * 24 * 3600
-TOKEN_MAX = (1 << 31) - 1
-KNOWN_VERSIONS = (1,)
-KNOWN_TYPES = ("Cache", "Prune", "Think", "Pause", "RenewLease", "RevokeLease", "Warm", "ToolStart",
-               "ToolEnd", "Inspect")
-TARGET_TIERS = ("GPU", "CPU_TIER1")
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)")
 _ID = re.compile(r"[\x21-\x7e]+")
 _STORAGE_KEY = re.compile(r"[0-9a-f]{64}")
@@ -158,24 +151,9 @@ def _count(v: Any, field: str) -> int:
     return _int(v, field, 0, SAFE_INT_MAX)
 
 
-# Presence, as in src/protocol/commands.ts: required; nullable (key required, null allowed);
-# nullish (may be absent or null); optional (may be absent, never null).
-REQUIRED, NULLABLE, NULLISH, OPTIONAL = "required", "nullable", "nullish", "optional"
+# SCHEMA (wire_tables.py, generated from docs/protocol.schema.json) names each field's check.
 _CHECKS = {"int64[]": hash_list, "int64": to_int64, "bool": _bool, "ttl": _ttl, "id": ident,
            "count": _count, "keys": _storage_keys, "tokens": _token_ids, "tier": _tier}
-SCHEMA = {
-    "Cache": (("block_hashes", "int64[]", REQUIRED), ("pin", "bool", REQUIRED), ("ttl_seconds", "ttl", NULLISH)),
-    "Prune": (("after_block_hash", "int64", REQUIRED), ("force", "bool", NULLISH)),
-    "Think": (("block_hashes", "int64[]", REQUIRED), ("transient", "bool", REQUIRED)),
-    "Pause": (("block_hashes", "int64[]", REQUIRED), ("ttl_seconds", "ttl", NULLABLE), ("lease_id", "id", REQUIRED)),
-    "RenewLease": (("lease_id", "id", REQUIRED), ("new_ttl_seconds", "ttl", REQUIRED)),
-    "RevokeLease": (("lease_id", "id", REQUIRED),),
-    "Warm": (("block_keys", "keys", REQUIRED), ("token_ids", "tokens", NULLISH), ("target_tier", "tier", REQUIRED)),
-    "ToolStart": (("session_id", "id", REQUIRED), ("block_hashes", "int64[]", REQUIRED)),
-    "ToolEnd": (("session_id", "id", REQUIRED), ("epoch", "count", REQUIRED)),
-    "Inspect": (("block_hashes", "int64[]", OPTIONAL), ("session_id", "id", NULLISH), ("lease_id", "id", NULLISH)),
-}
-ENVELOPE_FIELDS = ("version", "id", "issued_at_ms", "command")
 
 
 def _validate(cmd: Any, prefix: str = "") -> Command:

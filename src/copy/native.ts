@@ -1,5 +1,5 @@
 // The copy area's native functions (native/addon/copy.cpp), reached through the one addon loader.
-import { loadAddon } from "../addon.js";
+import { addonPart } from "../addon.js";
 
 /** An opaque pool handle owned by the addon. */
 export type PoolHandle = { readonly __kvctlPool: unique symbol };
@@ -76,9 +76,5 @@ export interface NativeCopy {
 
 /** The addon, checked to carry the copy area (an addon built before it existed does not). */
 export function nativeCopy(): NativeCopy {
-  const a = loadAddon() as unknown as Partial<NativeCopy>;
-  if (typeof a.copyCreatePool !== "function" || typeof a.buildInfo !== "function") {
-    throw new Error("the loaded kvctl addon has no copy functions: it predates them; rebuild with `npm run build:native`");
-  }
-  return a as NativeCopy;
+  return addonPart<NativeCopy>("copy", ["copyCreatePool", "buildInfo"]);
 }

@@ -2,7 +2,7 @@
 // one addon call per payload, results as flat columns (hashes as a BigInt64Array, tokens as a
 // Uint32Array). `columnsToBatch` turns columns into engine-neutral event objects for tools and
 // listeners (decode.ts); the index applies frames without either (src/index/native.ts).
-import { loadAddon } from "../addon.js";
+import { addonPart } from "../addon.js";
 import type { BadEvent, DecodedBatch, KvEvent, Tier } from "./types.js";
 import { BatchDecodeError, TIERS } from "./types.js";
 
@@ -43,8 +43,7 @@ let native: NativeEvents | null | undefined;
 function addon(): NativeEvents | null {
   if (native === undefined) {
     try {
-      const a = loadAddon() as unknown as Partial<NativeEvents>;
-      native = typeof a.decodeKvEventBatchInto === "function" ? (a as NativeEvents) : null;
+      native = addonPart<NativeEvents>("events", ["decodeKvEventBatchInto"]);
     } catch {
       native = null;
     }

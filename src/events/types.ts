@@ -1,6 +1,7 @@
 // Engine-neutral KV event types. Engine wire differences (SGLang tagged maps, SGLang's older
 // positional arrays with a metadata map, vLLM positional and map forms) stay in the native
 // decoder's adapters (native/events/adapters); the rest of kvctl sees only these shapes.
+import { TIERS } from "../native-tables.js";
 
 /** Raised for a payload that cannot be decoded as a batch at all. */
 export class BatchDecodeError extends Error {
@@ -12,10 +13,10 @@ export class BatchDecodeError extends Error {
   }
 }
 
-/** Storage tiers, in Dynamo's query order (device first). */
-export const TIERS = ["GPU", "CPU_PINNED", "DISK", "EXTERNAL"] as const;
+/** Storage tiers, in Dynamo's query order (device first): the native decoder's tier numbers. */
+export { TIERS };
 export type Tier = (typeof TIERS)[number];
-export const TIER_INDEX: Record<Tier, number> = { GPU: 0, CPU_PINNED: 1, DISK: 2, EXTERNAL: 3 };
+export const TIER_INDEX = Object.fromEntries(TIERS.map((t, i) => [t, i])) as Record<Tier, number>;
 
 /**
  * Maps an engine's medium string onto a tier, as Dynamo's StorageTier::from_kv_medium does

@@ -2,7 +2,17 @@
 // tier, with parent links, Dynamo's overlap and scoring, and (verification on) the token-derived
 // hash beside the engine hash. KV-event frames are applied in one addon call each
 // (decode + verify + apply); TypeScript sees counts, never per-block objects.
-import { loadAddon } from "../addon.js";
+import { addonPart } from "../addon.js";
+import {
+  BAD_EVENT_KINDS,
+  BATCH_ERRORS,
+  FRAME_SLOT,
+  FRAME_SLOTS,
+  WORKER_BAD_BATCHES_AT,
+  WORKER_BAD_EVENTS_AT,
+  WORKER_COUNTER,
+  WORKER_STAT_SLOTS,
+} from "../native-tables.js";
 import { columnsOf, columnsToBatch, type NativeResult } from "../events/native.js";
 import { BatchDecodeError, type DecodedBatch, TIER_INDEX, TIERS, type Tier } from "../events/types.js";
 import { DEFAULT_SCORING, type ScoringConfig, type WorkerLoad, type WorkerScore } from "./scoring.js";
@@ -52,8 +62,6 @@ export interface IndexOptions {
   maxBytes?: number;
 }
 
-const BAD_EVENT_KINDS = ["not_an_event", "unknown_tag", "fields", "hash", "tokens", "block_size", "medium"] as const;
-const BAD_BATCH_KINDS = ["none", "msgpack", "shape", "too_large", "too_many_events"] as const;
 
 function words(hashes: readonly bigint[] | BigInt64Array, scratch: { a: BigInt64Array }): BigInt64Array {
   if (hashes instanceof BigInt64Array) return hashes;
@@ -63,29 +71,31 @@ function words(hashes: readonly bigint[] | BigInt64Array, scratch: { a: BigInt64
   return b.subarray(0, hashes.length);
 }
 
-/** A frame's FrameResult from the addon's verdict and its 16 counts at c[o..o+15]. */
+/** A frame's FrameResult from the addon's verdict and its FRAME_SLOTS counts at c[o..]. */
 function frameResult(r: NativeVerdict, c: Float64Array, o: number): FrameResult {
   const refused = r !== null && "error" in r;
+  const at = (slot: keyof typeof FRAME_SLOT) => c[o + FRAME_SLOT[slot]];
+  const dpRank = at("dpRank");
   return {
     ok: !refused,
     error: refused ? r.error : null,
     errorKind: refused ? r.kind : null,
-    ts: c[o + 14],
-    dpRank: Number.isNaN(c[o + 15]) ? null : c[o + 15],
-    events: c[o],
-    storedEvents: c[o + 1],
-    removedEvents: c[o + 2],
-    clearedEvents: c[o + 3],
-    storedBlocks: c[o + 4],
-    removedBlocks: c[o + 5],
-    added: c[o + 6],
-    removed: c[o + 7],
-    unknownRemovals: c[o + 8],
-    orphanStores: c[o + 9],
-    hashMismatches: c[o + 10],
-    verified: c[o + 11],
-    unverifiable: c[o + 12],
-    badEvents: c[o + 13],
+    ts: at("ts"),
+    dpRank: Number.isNaN(dpRank) ? null : dpRank,
+    events: at("events"),
+    storedEvents: at("storedEvents"),
+    removedEvents: at("removedEvents"),
+    clearedEvents: at("clearedEvents"),
+    storedBlocks: at("storedBlocks"),
+    removedBlocks: at("removedBlocks"),
+    added: at("added"),
+    removed: at("removed"),
+    unknownRemovals: at("unknownRemovals"),
+    orphanStores: at("orphanStores"),
+    hashMismatches: at("hashMismatches"),
+    verified: at("verified"),
+    unverifiable: at("unverifiable"),
+    badEvents: at("badEvents"),
     bad: r !== null && "bad" in r ? r.bad : [],
   };
 }
@@ -94,7 +104,7 @@ export class InMemoryKvIndex implements FrameIndex {
   private readonly idx: NativeBlockIndex;
   private readonly slots = new Map<string, number>();
   private readonly names: string[] = [];
-  private readonly counts = new Float64Array(16);
+  private readonly counts = new Float64Array(FRAME_SLOTS);
   private frameSlots = new Uint32Array(16);
   private frameCounts = new Float64Array(256);
   private readonly req = { a: new BigInt64Array(256) };
@@ -102,10 +112,10 @@ export class InMemoryKvIndex implements FrameIndex {
   private cand = new Uint32Array(16);
   private params = new Float64Array(10 + 4 * 16); // blockSize, the 9 config fields, 4 load fields per candidate
   private scores = new Float64Array(96);
-  private readonly ws = new Float64Array(23);
+  private readonly ws = new Float64Array(WORKER_STAT_SLOTS);
 
   constructor(opts: IndexOptions = {}) {
-    const Ctor = (loadAddon() as unknown as { KvBlockIndex: new (o: object) => NativeBlockIndex }).KvBlockIndex;
+    const Ctor = addonPart<{ KvBlockIndex: new (o: object) => NativeBlockIndex }>("index", ["KvBlockIndex"]).KvBlockIndex;
     const st = opts.sharedTier === undefined ? "EXTERNAL" : opts.sharedTier;
     this.idx = new Ctor({
       verify: opts.verify ?? false,
@@ -129,7 +139,8 @@ export class InMemoryKvIndex implements FrameIndex {
 
   private result(): ApplyResult {
     const c = this.counts;
-    return { added: c[6], removed: c[7], unknownRemovals: c[8], orphanStores: c[9], hashMismatches: c[10] };
+    const f = FRAME_SLOT;
+    return { added: c[f.added], removed: c[f.removed], unknownRemovals: c[f.unknownRemovals], orphanStores: c[f.orphanStores], hashMismatches: c[f.hashMismatches] };
   }
 
   applyFrame(worker: string, payload: Uint8Array): FrameResult {
@@ -170,7 +181,7 @@ export class InMemoryKvIndex implements FrameIndex {
     const k = frames.length;
     if (this.frameSlots.length < k) {
       this.frameSlots = new Uint32Array(k * 2);
-      this.frameCounts = new Float64Array(k * 32);
+      this.frameCounts = new Float64Array(k * 2 * FRAME_SLOTS);
     }
     const payloads: Uint8Array[] = new Array(k);
     for (let i = 0; i < k; i++) {
@@ -179,7 +190,7 @@ export class InMemoryKvIndex implements FrameIndex {
     }
     const r = this.idx.applyFrames(this.frameSlots.subarray(0, k), payloads, this.frameCounts);
     const out: FrameResult[] = new Array(k);
-    for (let i = 0; i < k; i++) out[i] = frameResult(r === null ? null : r[i], this.frameCounts, 16 * i);
+    for (let i = 0; i < k; i++) out[i] = frameResult(r === null ? null : r[i], this.frameCounts, FRAME_SLOTS * i);
     return out;
   }
 
@@ -302,21 +313,21 @@ export class InMemoryKvIndex implements FrameIndex {
     else this.idx.workerStats(s, w);
     const badEvents: Record<string, number> = {};
     BAD_EVENT_KINDS.forEach((k, i) => {
-      badEvents[k] = w[4 + i];
+      badEvents[k] = w[WORKER_BAD_EVENTS_AT + i];
     });
     const badBatches: Record<string, number> = {};
-    BAD_BATCH_KINDS.forEach((k, i) => {
-      if (i > 0) badBatches[k] = w[11 + i];
+    BATCH_ERRORS.forEach((k, i) => {
+      if (i > 0) badBatches[k] = w[WORKER_BAD_BATCHES_AT + i];
     });
     return {
-      tiers: { GPU: w[0], CPU_PINNED: w[1], DISK: w[2], EXTERNAL: w[3] },
+      tiers: { GPU: w[TIER_INDEX.GPU], CPU_PINNED: w[TIER_INDEX.CPU_PINNED], DISK: w[TIER_INDEX.DISK], EXTERNAL: w[TIER_INDEX.EXTERNAL] },
       badEvents,
       badBatches,
-      unknownRemovals: w[16],
-      orphanStores: w[17],
-      hashMismatches: w[18],
-      unverifiable: w[19],
-      verified: w[20],
+      unknownRemovals: w[WORKER_COUNTER.unknownRemovals],
+      orphanStores: w[WORKER_COUNTER.orphanStores],
+      hashMismatches: w[WORKER_COUNTER.hashMismatches],
+      unverifiable: w[WORKER_COUNTER.unverifiable],
+      verified: w[WORKER_COUNTER.verified],
     };
   }
 

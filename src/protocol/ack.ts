@@ -1,4 +1,4 @@
-// The Ack (commands.md "Ack"): one per request, with a typed outcome and counts. Field names and
+// The Ack (docs/protocol.md "Ack"): one per request, with a typed outcome and counts. Field names and
 // order are exactly the contract's; `missing` holds int64 hashes written as JSON number literals.
 import { z } from "zod";
 import { CommandTypeSchema, type CommandType } from "./commands.js";
@@ -6,12 +6,13 @@ import { fieldPath, fromZodError } from "./errors.js";
 import { count, idString, int64List } from "./fields.js";
 import { int64ListOf, isCount, isId } from "./fast-validate.js";
 import { JsonDuplicateKeyError, parseJson, stringifyInt64List, stringifyJson } from "./json.js";
+import { ACK_KEYS } from "./wire-tables.js";
 
 export const ACK_STATUSES = ["applied", "partial", "noop", "duplicate", "rejected", "error"] as const;
 export const AckStatusSchema = z.enum(ACK_STATUSES);
 export type AckStatus = (typeof ACK_STATUSES)[number];
 
-/** Tiers a worker may report effects on (commands.md names GPU and CPU_PINNED; others pass). */
+/** Tiers a worker may report effects on (docs/protocol.md names GPU and CPU_PINNED; others pass). */
 export const TiersSchema = z.record(z.string().min(1), count);
 
 /** The lease a Pause/RenewLease/Inspect ack refers to. Extra keys are tolerated for later. */
@@ -52,11 +53,11 @@ export function encodeAck(ack: Ack): string {
     `"tiers":${stringifyJson(ack.tiers)},"lease":${ack.lease === null ? "null" : stringifyJson(ack.lease)},` +
     `"epoch":${ack.epoch === null ? "null" : ack.epoch},"elapsed_us":${ack.elapsed_us}`;
   for (const key of Object.keys(ack)) {
-    if (!ACK_KEYS.has(key)) out += `,${JSON.stringify(key)}:${stringifyJson((ack as Record<string, unknown>)[key])}`;
+    if (!ACK_KEY_SET.has(key)) out += `,${JSON.stringify(key)}:${stringifyJson((ack as Record<string, unknown>)[key])}`;
   }
   return out + "}";
 }
-const ACK_KEYS = new Set(["id", "worker_id", "type", "status", "requested", "affected", "skipped", "missing", "reason", "tiers", "lease", "epoch", "elapsed_us"]);
+const ACK_KEY_SET: ReadonlySet<string> = new Set(ACK_KEYS);
 
 export class AckDecodeError extends Error {
   /** The offending field's dotted path (`lease.lease_id`), or `body` when it is not JSON. */

@@ -1,23 +1,11 @@
 // How each command field is written as text (CLI flags, config files): the kind tells a text
 // front end how to turn `--block-hashes 111,-222` into the value the schema then checks.
-// The schemas stay the authority on what is valid; this table only says how to read text.
-import type { CommandType } from "./commands.js";
+// The schemas stay the authority on what is valid; the table (generated from
+// docs/protocol.schema.json into wire-tables.ts) only says how to read text.
 import { toInt64 } from "./int64.js";
+import { COMMAND_FIELDS, type FieldKind } from "./wire-tables.js";
 
-export type FieldKind = "int64[]" | "int64" | "bool" | "int" | "int|null" | "string" | "string[]" | "int[]";
-
-export const COMMAND_FIELDS: Record<CommandType, Record<string, FieldKind>> = {
-  Cache: { block_hashes: "int64[]", pin: "bool", ttl_seconds: "int|null" },
-  Prune: { after_block_hash: "int64", force: "bool" },
-  Think: { block_hashes: "int64[]", transient: "bool" },
-  Pause: { block_hashes: "int64[]", ttl_seconds: "int|null", lease_id: "string" },
-  RenewLease: { lease_id: "string", new_ttl_seconds: "int" },
-  RevokeLease: { lease_id: "string" },
-  Warm: { block_keys: "string[]", token_ids: "int[]", target_tier: "string" },
-  ToolStart: { session_id: "string", block_hashes: "int64[]" },
-  ToolEnd: { session_id: "string", epoch: "int" },
-  Inspect: { block_hashes: "int64[]", session_id: "string", lease_id: "string" },
-};
+export { COMMAND_FIELDS, type FieldKind };
 
 /** Text -> a value of the given kind; throws with a message that does not need the field name. */
 export function parseFieldText(kind: FieldKind, text: string): unknown {

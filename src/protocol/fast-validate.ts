@@ -6,28 +6,11 @@ import type { Command, CommandType } from "./commands.js";
 import { ID_PATTERN, STORAGE_KEY_PATTERN } from "./fields.js";
 import { INT64_MAX, INT64_MIN, toInt64 } from "./int64.js";
 import { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
+import { COMMAND_SPECS, type FieldCheck } from "./wire-tables.js";
 // Module-local copies: the hot loops read them per hash, and a bundler may turn an imported
 // binding into a getter call.
 const MIN = INT64_MIN;
 const MAX = INT64_MAX;
-
-type Kind = "int64[]" | "int64" | "bool" | "ttl" | "id" | "count" | "keys" | "tokens" | "tier";
-/** required | nullable (key required, null allowed) | nullish (may be absent or null) | optional (may be absent) */
-type Presence = "required" | "nullable" | "nullish" | "optional";
-type Spec = ReadonlyArray<readonly [string, Kind, Presence]>;
-
-const SPECS: Record<CommandType, Spec> = {
-  Cache: [["block_hashes", "int64[]", "required"], ["pin", "bool", "required"], ["ttl_seconds", "ttl", "nullish"]],
-  Prune: [["after_block_hash", "int64", "required"], ["force", "bool", "nullish"]],
-  Think: [["block_hashes", "int64[]", "required"], ["transient", "bool", "required"]],
-  Pause: [["block_hashes", "int64[]", "required"], ["ttl_seconds", "ttl", "nullable"], ["lease_id", "id", "required"]],
-  RenewLease: [["lease_id", "id", "required"], ["new_ttl_seconds", "ttl", "required"]],
-  RevokeLease: [["lease_id", "id", "required"]],
-  Warm: [["block_keys", "keys", "required"], ["token_ids", "tokens", "nullish"], ["target_tier", "tier", "required"]],
-  ToolStart: [["session_id", "id", "required"], ["block_hashes", "int64[]", "required"]],
-  ToolEnd: [["session_id", "id", "required"], ["epoch", "count", "required"]],
-  Inspect: [["block_hashes", "int64[]", "optional"], ["session_id", "id", "nullish"], ["lease_id", "id", "nullish"]],
-};
 
 const FAIL = Symbol("fail");
 
@@ -63,7 +46,7 @@ export function int64ListOf(v: unknown, owned: boolean): bigint[] | null {
   return out as bigint[];
 }
 
-function check(kind: Kind, v: unknown, owned: boolean): unknown {
+function check(kind: FieldCheck, v: unknown, owned: boolean): unknown {
   switch (kind) {
     case "int64[]":
       // (an owned array left half converted on failure is fine: the schema reads bigints too)
@@ -94,8 +77,9 @@ function check(kind: Kind, v: unknown, owned: boolean): unknown {
 export function fastCommand(raw: unknown, owned = false): Command | null {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return null;
   const obj = raw as Record<string, unknown>;
-  const spec = SPECS[obj.type as CommandType];
-  if (!spec || !Object.hasOwn(SPECS, obj.type as string)) return null;
+  // The specs are generated from docs/protocol.schema.json (wire-tables.ts), as the Python codec's are.
+  const spec = COMMAND_SPECS[obj.type as CommandType];
+  if (!spec || !Object.hasOwn(COMMAND_SPECS, obj.type as string)) return null;
   let seen = 1; // `type`
   const out: Record<string, unknown> = { type: obj.type };
   for (const [field, kind, presence] of spec) {
