@@ -1,6 +1,6 @@
 // The shared conformance corpus (test/fixtures/protocol/, written by its generate.mjs) run against
 // the TypeScript codec. python/tests/test_conformance.py runs the very same files against the
-// Python codec: the two readings of commands.md agree on every case or one of them fails.
+// Python codec: the two readings of docs/protocol.md agree on every case or one of them fails.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";

@@ -1,6 +1,6 @@
 """HTTP endpoints (ROUTES: /hicache/* and /session/* for every command), wired like
 /flush_cache: FastAPI route -> tokenizer manager communicator -> scheduler -> tree cache, each
-answering a commands.md Ack. Marked ADMIN_OPTIONAL like /flush_cache: SGLang's auth middleware
+answering a docs/protocol.md Ack. Marked ADMIN_OPTIONAL like /flush_cache: SGLang's auth middleware
 then requires the admin API key when one is set."""
 
 import json
@@ -10,13 +10,13 @@ from typing import Any, Callable, List, Optional
 from .ack import contract_ack, encode_ack, merge_rank_acks
 from .io import KvctlCommandReqInput
 
-# path -> op. "pin"/"unpin"/"inspect" are shorthands; "type:<T>" posts a commands.md body
+# path -> op. "pin"/"unpin"/"inspect" are shorthands; "type:<T>" posts a docs/protocol.md body
 # (bare or enveloped) whose "type" may be left out (the path names it). Every route answers the Ack.
 ROUTES = {
     "/hicache/pin_blocks": "pin",
     "/hicache/unpin_blocks": "unpin",
     "/hicache/inspect": "inspect",
-    "/hicache/command": "command",          # any commands.md body, type included
+    "/hicache/command": "command",          # any docs/protocol.md body, type included
     "/hicache/cache": "type:Cache",
     "/hicache/prune": "type:Prune",
     "/hicache/think": "type:Think",
@@ -39,7 +39,7 @@ async def kvctl_command(tokenizer_manager: Any, op: str, body: str) -> dict:
 
 
 async def send_commands(tokenizer_manager: Any, bodies: List[str]) -> List[dict]:
-    """The NATS subscriber's entry point: several commands.md bodies in one trip to every DP
+    """The NATS subscriber's entry point: several docs/protocol.md bodies in one trip to every DP
     scheduler (applied in order in one scheduler turn) -> one merged Ack per body, in order."""
     if len(bodies) == 1:
         return [await send_command(tokenizer_manager, bodies[0])]
@@ -50,7 +50,7 @@ async def send_commands(tokenizer_manager: Any, bodies: List[str]) -> List[dict]
 
 
 async def send_command(tokenizer_manager: Any, body: Any) -> dict:
-    """THE tokenizer-side entry point (NATS subscriber, HTTP routes): a commands.md body (bytes,
+    """THE tokenizer-side entry point (NATS subscriber, HTTP routes): a docs/protocol.md body (bytes,
     str or dict) -> through the communicator to every DP scheduler -> the merged Ack dict."""
     if isinstance(body, (bytes, bytearray)):
         body = bytes(body).decode("utf-8", "replace")

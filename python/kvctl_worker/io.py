@@ -6,7 +6,7 @@ from sglang.srt.managers.io_struct import BaseReq, hook_custom_types
 
 
 class KvctlCommandReqInput(BaseReq, kw_only=True):
-    op: str  # "command" (a commands.md body), "pin", "unpin", "inspect", "flush"
+    op: str  # "command" (a docs/protocol.md body), "pin", "unpin", "inspect", "flush"
     body: str = ""
 
 

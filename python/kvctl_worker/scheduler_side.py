@@ -66,7 +66,7 @@ def _as_command(op: str, body: str):
 
 
 def handle_command(scheduler: Any, body: Any):
-    """THE scheduler-side entry point: a commands.md body (bytes, str or parsed dict; bare command
+    """THE scheduler-side entry point: a docs/protocol.md body (bytes, str or parsed dict; bare command
     or envelope) -> Ack. Decoding, dedupe by envelope id, rejection counting and the handlers all
     sit behind it, so the HTTP and NATS front doors share one implementation."""
     return handler_of(scheduler).handle(body)

@@ -22,7 +22,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 API_KEY = "front-door-api-key"
 ADMIN_KEY = "front-door-admin-key"
-# "<field>: <why>", the field as commands.md paths name it (command.block_hashes[3], body, ...).
+# "<field>: <why>", the field as docs/protocol.md paths name it (command.block_hashes[3], body, ...).
 NAMES_FIELD = re.compile(r"^([A-Za-z_][\w.\[\]]*): \S")
 SGLANG_SERVER_OPTIONS = {"extra_args": ["--api-key", API_KEY, "--admin-api-key", ADMIN_KEY]}
 

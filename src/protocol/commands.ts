@@ -1,4 +1,4 @@
-// The ten commands of commands.md, one zod schema each. Objects are strict: an unknown field is
+// The ten commands of docs/protocol.md, one zod schema each. Objects are strict: an unknown field is
 // far more likely a typo (`ttl_second`) than a feature, and on a privileged plane a typo that is
 // silently ignored (a pin without its TTL) is worse than a rejection.
 import { z } from "zod";

@@ -1,5 +1,5 @@
 // The command contract as JSON Schema (draft 2020-12), generated from the zod schemas: the
-// machine-readable form of commands.md for tools outside this package. `npm run gen:schema` writes
+// machine-readable form of docs/protocol.md for tools outside this package. `npm run gen:schema` writes
 // it to docs/protocol.schema.json; test/protocol-json-schema.test.ts fails when that file is stale.
 // What JSON Schema cannot say is stated in `$comment`: the conformance corpus
 // (test/fixtures/protocol/) is what both codecs are held to.
@@ -54,7 +54,7 @@ export function protocolJsonSchema(): Record<string, unknown> {
   (envelope.properties as Record<string, unknown>).command = { $ref: "#/$defs/Command" };
   return {
     $schema: "https://json-schema.org/draft/2020-12/schema",
-    title: "kvctl command contract (commands.md)",
+    title: "kvctl command contract (docs/protocol.md)",
     $comment:
       "Generated from src/protocol by `npm run gen:schema`; do not edit. Beyond this schema: every object of a body or " +
       "an ack is refused when a key appears twice (the rejection names it, e.g. command.type: duplicate key); nesting " +

@@ -1,5 +1,5 @@
-// Bounds from commands.md ("Errors on bad input"). One place, so the worker-side rendering in
-// Python can copy the same numbers.
+// Bounds from docs/protocol.md ("Bad input"), in one place. The zod schemas carry them into
+// docs/protocol.schema.json, from which the Python codec's copies are generated (wire_tables.py).
 
 /** Longest list of hashes (or storage keys) one command may carry. */
 export const MAX_LIST_ENTRIES = 65_536;

@@ -1,4 +1,4 @@
-// Subject names (commands.md "Transport"): `{prefix}-{worker_id}` and `{prefix}-broadcast`.
+// Subject names (docs/protocol.md "Transport and subjects"): `{prefix}-{worker_id}` and `{prefix}-broadcast`.
 // Only the prefix is configurable.
 
 export const DEFAULT_SUBJECT_PREFIX = "kv-control";
