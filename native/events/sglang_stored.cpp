@@ -3,20 +3,12 @@
 // would make of it.
 #include "sglang_stored.h"
 
+#include "stored_keys.h"
+
 namespace kv::events {
 namespace {
 
-constexpr std::string_view kHead(
-    "\xa4type\xab"
-    "BlockStored\xac"
-    "block_hashes");
-constexpr std::string_view kParent("\xb1parent_block_hash");
-constexpr std::string_view kTokens("\xa9token_ids");
-constexpr std::string_view kBlockSize(
-    "\xaa"
-    "block_size");
-constexpr std::string_view kLoraIdNil("\xa7lora_id\xc0");
-constexpr std::string_view kMedium("\xa6medium");
+using namespace stored_keys;
 
 bool hash64(const uint8_t* p) {
   return *p == 0xcf || *p == 0xd3;
@@ -74,7 +66,7 @@ bool decode_sglang_stored(mp::Reader& r, bool want_tokens, Batch& b) {
   if (!ev.consume(kBlockSize) || ev.peek() != mp::Type::UInt || !ev.read_int(bs) || bs <= 0 || bs > INT32_MAX)
     return untake(b, tok_at);
   e.block_size = static_cast<int32_t>(bs);
-  if (!ev.consume(kLoraIdNil)) return untake(b, tok_at);
+  if (!ev.consume(kLoraId) || !ev.consume(kNil)) return untake(b, tok_at);
   if (has_medium) {
     std::string_view m;
     if (!ev.consume(kMedium) || ev.peek() != mp::Type::Str || !ev.read_str(m) || !tier_of_medium(m, e.tier))

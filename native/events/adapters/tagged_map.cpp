@@ -1,5 +1,6 @@
 // SGLang 0.5.23's events: msgspec tagged structs encoded as maps {"type": tag, field: value...}
 // with None fields omitted. vLLM's map form is the same encoding of the same structs.
+#include "../stored_keys.h"
 #include "adapter.h"
 
 namespace kv::events {
@@ -13,22 +14,13 @@ bool claims(const mp::Reader& ev) {
 // with these six keys in this order (the optional fields follow). Matching each key's bytes at
 // once replaces reading and dispatching it; an event laid out any other way (or broken inside
 // these six) is read by the general loop from its start.
-constexpr std::string_view kStoredHead(
-    "\xa4type\xab"
-    "BlockStored\xac"
-    "block_hashes");
-constexpr std::string_view kParentKey("\xb1parent_block_hash");
-constexpr std::string_view kTokensKey("\xa9token_ids");
-constexpr std::string_view kBlockSizeKey(
-    "\xaa"
-    "block_size");
-constexpr std::string_view kLoraIdKey("\xa7lora_id");
 constexpr uint32_t kInOrder = 6;
 
 bool stored_in_order(mp::Reader& ev, RawFields& f) {
-  return ev.consume(kStoredHead) && ev.take(f.hashes) && ev.consume(kParentKey) && ev.take(f.parent) &&
-         ev.consume(kTokensKey) && take_tokens(ev, f) && ev.consume(kBlockSizeKey) && ev.take(f.block_size) &&
-         ev.consume(kLoraIdKey) && ev.take(f.lora_id);
+  using namespace stored_keys;
+  return ev.consume(kHead) && ev.take(f.hashes) && ev.consume(kParent) && ev.take(f.parent) && ev.consume(kTokens) &&
+         take_tokens(ev, f) && ev.consume(kBlockSize) && ev.take(f.block_size) && ev.consume(kLoraId) &&
+         ev.take(f.lora_id);
 }
 
 bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
