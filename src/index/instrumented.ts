@@ -3,14 +3,15 @@
 import { decodeBatch } from "../events/decode.js";
 import type { DecodedBatch, KvEvent, Tier } from "../events/types.js";
 import type { ApplyResult, BlockInfo, FrameIndex, FrameResult, IndexStats, KvIndex, OverlapResult } from "./types.js";
+import { addApplyResult, emptyApplyResult } from "./types.js";
 
 export interface IndexMetrics {
   eventsApplied: Record<KvEvent["type"], number>;
-  blocksAdded: number;
-  blocksRemoved: number;
-  unknownRemovals: number;
-  orphanStores: number;
-  hashMismatches: number;
+  readonly blocksAdded: number;
+  readonly blocksRemoved: number;
+  readonly unknownRemovals: number;
+  readonly orphanStores: number;
+  readonly hashMismatches: number;
   /** Events and frames refused by the decoder (each skipped whole). */
   badEvents: number;
   badFrames: number;
@@ -19,19 +20,36 @@ export interface IndexMetrics {
   queryLatencyUs: number[];
 }
 
-export class InstrumentedKvIndex implements FrameIndex {
-  readonly metrics: IndexMetrics = {
+/** The metrics object over `applied`: the apply counts are read from it, not kept twice. */
+function metricsOver(applied: ApplyResult): IndexMetrics {
+  return {
     eventsApplied: { BlockStored: 0, BlockRemoved: 0, AllBlocksCleared: 0 },
-    blocksAdded: 0,
-    blocksRemoved: 0,
-    unknownRemovals: 0,
-    orphanStores: 0,
-    hashMismatches: 0,
+    get blocksAdded() {
+      return applied.added;
+    },
+    get blocksRemoved() {
+      return applied.removed;
+    },
+    get unknownRemovals() {
+      return applied.unknownRemovals;
+    },
+    get orphanStores() {
+      return applied.orphanStores;
+    },
+    get hashMismatches() {
+      return applied.hashMismatches;
+    },
     badEvents: 0,
     badFrames: 0,
     queries: 0,
     queryLatencyUs: [],
   };
+}
+
+export class InstrumentedKvIndex implements FrameIndex {
+  /** What every apply added up to (addApplyResult), behind the metrics' block counts. */
+  private readonly applied = emptyApplyResult();
+  readonly metrics: IndexMetrics = metricsOver(this.applied);
   private ring = 0;
 
   constructor(
@@ -81,7 +99,7 @@ export class InstrumentedKvIndex implements FrameIndex {
   clear(worker: string): number {
     this.metrics.eventsApplied.AllBlocksCleared++;
     const n = this.inner.clear(worker);
-    this.metrics.blocksRemoved += n;
+    this.applied.removed += n;
     return n;
   }
 
@@ -90,12 +108,7 @@ export class InstrumentedKvIndex implements FrameIndex {
   }
 
   private record(r: ApplyResult): ApplyResult {
-    const m = this.metrics;
-    m.blocksAdded += r.added;
-    m.blocksRemoved += r.removed;
-    m.unknownRemovals += r.unknownRemovals;
-    m.orphanStores += r.orphanStores;
-    m.hashMismatches += r.hashMismatches;
+    addApplyResult(this.applied, r);
     return r;
   }
 
