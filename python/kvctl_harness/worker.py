@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional
 from sglang.srt.kvctl import config as kvctl_config
 from sglang.srt.kvctl import identity
 from sglang.srt.kvctl.server_args import ControlArgs, add_cli_args, from_server_args
-from sglang.srt.kvctl.subscriber import ControlSubscriber
+from sglang.srt.kvctl.subscriber import CommandPath, ControlSubscriber
 from .cache import BuiltCache, CacheConfig, build_cache
 
 logger = logging.getLogger("kvctl.harness")
@@ -340,19 +340,20 @@ class Harness:
         self.harness_nc = None
         self.done = asyncio.Event()
 
-    # the subscriber's path to the scheduler (the real server's is tokenizer -> communicator)
-    async def send_to_scheduler(self, bodies: list) -> list:
+    # the subscriber's path to the scheduler (the real server's is tokenizer -> communicator): the
+    # request the communicator would carry, decoded commands in, contract-shaped acks out
+    async def send_to_scheduler(self, commands: list) -> list:
         from sglang.srt.kvctl import scheduler_side
         from sglang.srt.kvctl.io import KvctlCommandReqInput
 
-        req = KvctlCommandReqInput(op="batch", body=json.dumps(bodies))
+        req = KvctlCommandReqInput(op="commands", commands=[c.to_wire() for c in commands])
         out = await self.sched.call(lambda: scheduler_side.scheduler_command(self.sched.scheduler, req))
-        return json.loads(out.ack_json)
+        return out.acks
 
     async def start(self) -> None:
         import nats
 
-        self.subscriber = await ControlSubscriber(self.control, self.send_to_scheduler).start()
+        self.subscriber = await ControlSubscriber(self.control, CommandPath(self.send_to_scheduler)).start()
         await self.subscriber.wait_connected(30)
         self.harness_nc = await nats.connect(servers=self.control.servers, max_reconnect_attempts=-1,
                                              reconnect_time_wait=0.25, name="kvctl-harness-channel",

@@ -38,6 +38,17 @@ class Command:
     id: Optional[str] = None
     issued_at_ms: Optional[int] = None
 
+    def to_wire(self) -> list:
+        """The decoded command as the tokenizer -> scheduler IPC carries it (plain msgpack values),
+        so the scheduler applies what the subscriber decoded instead of decoding the body again."""
+        return [self.type, self.fields, self.id, self.issued_at_ms]
+
+    @classmethod
+    def from_wire(cls, wire: list) -> "Command":
+        """``to_wire``'s list -> the Command (already validated: it was decoded on the other side)."""
+        ctype, fields, cid, issued_at_ms = wire
+        return cls(type=ctype, fields=fields, id=cid, issued_at_ms=issued_at_ms)
+
 
 def _whole(v: Any) -> Optional[int]:
     """A JSON number that is a whole number exact as a double (what the TypeScript side reads as

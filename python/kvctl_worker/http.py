@@ -8,6 +8,7 @@ from http import HTTPStatus
 from typing import Any, Callable, List, Optional
 
 from .ack import contract_ack, encode_ack, merge_rank_acks
+from .codec import Command
 from .io import KvctlCommandReqInput
 
 # path -> op. "pin"/"unpin"/"inspect" are shorthands; "type:<T>" posts a docs/protocol.md body
@@ -38,25 +39,15 @@ async def kvctl_command(tokenizer_manager: Any, op: str, body: str) -> dict:
     return merge_rank_acks([contract_ack(json.loads(r.ack_json)) for r in results])
 
 
-async def send_commands(tokenizer_manager: Any, bodies: List[str]) -> List[dict]:
-    """The NATS subscriber's entry point: several docs/protocol.md bodies in one trip to every DP
-    scheduler (applied in order in one scheduler turn) -> one merged Ack per body, in order."""
-    if len(bodies) == 1:
-        return [await send_command(tokenizer_manager, bodies[0])]
+async def send_decoded(tokenizer_manager: Any, commands: List[Command]) -> List[dict]:
+    """The NATS subscriber's entry point: commands it decoded, in one trip to every DP scheduler
+    (applied in order in one scheduler turn) -> one contract-shaped ack per command, in order. The
+    decoded commands cross the IPC as they are (nothing is decoded twice) and each rank's acks come
+    back contract-shaped (built once, on the scheduler); several ranks' are merged here."""
     tokenizer_manager.auto_create_handle_loop()
-    results = await tokenizer_manager.kvctl_command_communicator(KvctlCommandReqInput(op="batch", body=json.dumps(bodies)))
-    per_rank = [json.loads(r.ack_json) for r in results]
-    return [merge_rank_acks([contract_ack(rank[i]) for rank in per_rank]) for i in range(len(bodies))]
-
-
-async def send_command(tokenizer_manager: Any, body: Any) -> dict:
-    """THE tokenizer-side entry point (NATS subscriber, HTTP routes): a docs/protocol.md body (bytes,
-    str or dict) -> through the communicator to every DP scheduler -> the merged Ack dict."""
-    if isinstance(body, (bytes, bytearray)):
-        body = bytes(body).decode("utf-8", "replace")
-    elif not isinstance(body, str):
-        body = json.dumps(body)
-    return await kvctl_command(tokenizer_manager, "command", body)
+    req = KvctlCommandReqInput(op="commands", commands=[c.to_wire() for c in commands])
+    results = await tokenizer_manager.kvctl_command_communicator(req)
+    return [merge_rank_acks([r.acks[i] for r in results]) for i in range(len(commands))]
 
 
 def _status_code(ack: dict) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 
 from . import observer
 from .ack import contract_ack, encode_ack
+from .codec import Command
 from .handlers import CommandHandler
 from .strict_json import JsonError, loads
 from .hooks import state_for_cache
@@ -83,18 +84,12 @@ def scheduler_command(scheduler: Any, req: Any):
     from .io import KvctlCommandReqOutput
 
     h = handler_of(scheduler)
-    if req.op == "batch":
-        # Commands queued behind one another on the tokenizer side, applied in their order in one
-        # scheduler turn (the communicator carries one request per turn): the ack of each is the
-        # one it would have had alone, and ack_json is their JSON array.
-        try:
-            bodies = loads(req.body)
-        except JsonError:
-            bodies = None
-        if not isinstance(bodies, list) or not all(isinstance(b, str) for b in bodies):
-            raise ValueError("kvctl batch: body must be a JSON array of command bodies")
-        acks = [encode_ack(contract_ack(h.handle(b).to_dict(), h.worker_id)) for b in bodies]
-        return KvctlCommandReqOutput(ack_json=(b"[" + b",".join(acks) + b"]").decode("utf-8"))
+    if req.op == "commands":
+        # Commands the NATS subscriber decoded, queued behind one another on the tokenizer side and
+        # applied in their order in one scheduler turn (the communicator carries one request per
+        # turn): each ack is the one it would have had alone, made contract-shaped here, once.
+        acks = [contract_ack(h.handle(Command.from_wire(c)).to_dict(), h.worker_id) for c in req.commands]
+        return KvctlCommandReqOutput(acks=acks)
     if req.op == "flush":
         ack = h.flush()
     else:

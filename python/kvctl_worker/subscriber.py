@@ -1,23 +1,25 @@
 """The control subscriber: NATS (nats-py) -> the scheduler's command path -> Ack reply.
 
 Lives beside the HTTP server, in the tokenizer process (design decision 1). It never touches the
-radix tree: every command goes to the scheduler through ``send([body_text, ...]) -> [ack dict,
-...]``, which in SGLang is the path the /hicache/* HTTP endpoints take (``kvctl.http`` over the
-tokenizer manager's ``kvctl_command_communicator``: tokenizer -> every DP scheduler -> scheduler
-thread). The worker harness passes a callable that queues the commands to its scheduler thread.
+radix tree: every command goes to the scheduler through ``send``, which in SGLang is the tokenizer
+manager's ``kvctl_command_communicator`` the /hicache/* HTTP endpoints also use (tokenizer -> every
+DP scheduler -> scheduler thread; ``kvctl.http.send_decoded``). The worker harness passes a path
+that queues the commands to its scheduler thread.
 The communicator carries one request per scheduler turn, and a busy scheduler's turn lasts a whole
 batch: commands that queued up meanwhile travel together, applied in order in the next turn, so a
 busy worker's command latency stays one turn instead of growing with the queue.
 
 Per message:
-  1. decode + validate with the same codec the scheduler uses (``codec.decode``); a malformed body
-     is answered right here with a ``rejected`` ack naming the field, and counted. Nothing is sent
-     to the scheduler, so state cannot change.
-  2. a valid body is forwarded as its original text (the envelope's ``id`` travels with it: the
-     idempotency dedupe lives in the scheduler-side command layer, shared with HTTP).
-  3. the Ack is stamped with this worker's id and made contract-shaped, then sent exactly once to
-     the reply subject when there is one. A message without a reply subject is still applied and
-     counted (``fire_and_forget``).
+  1. decode + validate with the same codec the scheduler uses (``codec.decode``), once; a malformed
+     body is answered right here with a ``rejected`` ack naming the field, and counted. Nothing is
+     sent to the scheduler, so state cannot change.
+  2. a valid command goes to the scheduler as decoded (``CommandPath``: the real server's and the
+     harness's path; the envelope's ``id`` travels with it: the idempotency dedupe lives in the
+     scheduler-side command layer, shared with HTTP). Any other ``send`` callable gets the body text.
+  3. the Ack is stamped with this worker's id (a ``CommandPath`` answers it contract-shaped already;
+     another ``send``'s answer is made so here) and encoded once, then sent exactly once to the reply
+     subject when there is one. A message without a reply subject is still applied and counted
+     (``fire_and_forget``).
 
 Both subjects (``{prefix}-{worker_id}``, ``{prefix}-broadcast``) are subscribed in the queue group
 ``kvctl-{worker_id}``: with several tokenizer processes (``--tokenizer-worker-num``) exactly one
@@ -39,18 +41,28 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional
 
 from . import identity
 from .ack import contract_ack, encode_ack
-from .codec import CommandError, decode, peek_id_type
+from .codec import Command, CommandError, decode, peek_id_type
 from .server_args import ControlArgs
 
 logger = logging.getLogger(__name__)
 
 SendFn = Callable[[List[str]], Awaitable[List[dict]]]
+
+
+class CommandPath:
+    """A path to the scheduler that takes the decoded Commands and answers one contract-shaped ack
+    per command (``http.send_decoded``, the harness's): the subscriber then neither hands on a body
+    to decode again nor reshapes the ack."""
+
+    def __init__(self, send: Callable[[List[Command]], Awaitable[List[dict]]]):
+        self.send = send
+
 MAX_QUEUE = 65536
 MAX_BATCH = 256  # commands per trip to the scheduler
 
 
 class ControlSubscriber:
-    def __init__(self, args: ControlArgs, send: SendFn, *, send_timeout_s: float = 30.0,
+    def __init__(self, args: ControlArgs, send: "SendFn | CommandPath", *, send_timeout_s: float = 30.0,
                  connect_retry_s: float = 0.25, reconnect_time_wait_s: float = 0.25):
         self.args = args.validate()
         self.send = send
@@ -199,7 +211,7 @@ class ControlSubscriber:
                 await self._reply(reply, contract_ack(ack, self.args.worker_id))
                 return
             try:
-                self._queue.put_nowait((text, cmd.id, cmd.type, reply, t0))
+                self._queue.put_nowait((text, cmd, reply, t0))
             except asyncio.QueueFull:
                 ack = {"id": cmd.id, "type": cmd.type, "status": "rejected",
                        "reason": f"worker busy: {MAX_QUEUE} commands queued"}
@@ -226,16 +238,23 @@ class ControlSubscriber:
             except Exception as e:
                 self.metrics["errors"] += 1
                 logger.exception("kvctl subscriber: sending %d command(s) to the scheduler failed", len(batch))
-                acks = [{"id": cid, "type": ctype, "status": "error",
+                acks = [{"id": cmd.id, "type": cmd.type, "status": "error",
                          "reason": f"scheduler path failed: {type(e).__name__}: {e}; the command "
                                    "may or may not have been applied (retry with the same id)",
                          "elapsed_us": int((time.perf_counter() - t0) * 1e6)}
-                        for _text, cid, ctype, _reply, t0 in batch]
-            for (_text, cid, ctype, reply, _t0), ack in zip(batch, acks):
-                await self._answer(cid, ctype, reply, ack)
+                        for _text, cmd, _reply, t0 in batch]
+                shaped = False
+            else:
+                shaped = isinstance(self.send, CommandPath)
+            for (_text, cmd, reply, _t0), ack in zip(batch, acks):
+                await self._answer(cmd.id, cmd.type, reply, ack, shaped)
 
     async def _send_batch(self, batch: list) -> List[dict]:
-        acks = await asyncio.wait_for(self.send([item[0] for item in batch]), self.send_timeout_s)
+        if isinstance(self.send, CommandPath):
+            trip = self.send.send([cmd for _text, cmd, _reply, _t0 in batch])
+        else:
+            trip = self.send([text for text, _cmd, _reply, _t0 in batch])
+        acks = await asyncio.wait_for(trip, self.send_timeout_s)
         if not isinstance(acks, list) or len(acks) != len(batch):
             raise TypeError(f"scheduler answered {type(acks).__name__}, not {len(batch)} acks")
         for ack in acks:
@@ -243,11 +262,15 @@ class ControlSubscriber:
                 raise TypeError(f"scheduler answered {type(ack).__name__}, not an ack")
         return acks
 
-    async def _answer(self, cid, ctype, reply, ack: dict) -> None:
-        """Exactly one contract-shaped reply per command, whatever the scheduler answered."""
+    async def _answer(self, cid, ctype, reply, ack: dict, shaped: bool) -> None:
+        """Exactly one contract-shaped reply per command, whatever the scheduler answered.
+        ``shaped``: a CommandPath's ack, contract-shaped already; it only takes this worker's id."""
         try:
             try:
-                ack = contract_ack(ack, self.args.worker_id, fallback_id=cid, fallback_type=ctype)
+                if shaped:
+                    ack["worker_id"] = self.args.worker_id
+                else:
+                    ack = contract_ack(ack, self.args.worker_id, fallback_id=cid, fallback_type=ctype)
             except Exception as e:  # still exactly one (error) reply
                 self.metrics["errors"] += 1
                 ack = contract_ack({"id": cid, "type": ctype, "status": "error",
@@ -278,11 +301,11 @@ class ControlSubscriber:
 
 # ---- SGLang wiring (patch 0011 calls these from http_server.lifespan) ----------------------
 
-def tokenizer_send(tokenizer_manager: Any) -> SendFn:
+def tokenizer_send(tokenizer_manager: Any) -> CommandPath:
     """The HTTP endpoints' path: tokenizer manager communicator -> every DP scheduler."""
-    from .http import send_commands
+    from .http import send_decoded
 
-    return functools.partial(send_commands, tokenizer_manager)
+    return CommandPath(functools.partial(send_decoded, tokenizer_manager))
 
 
 async def start_for_server(server_args: Any, tokenizer_manager: Any) -> Optional[ControlSubscriber]:
