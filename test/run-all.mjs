@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: the static checks (scripts/lint.mjs: tsc, Biome, ruff, clang-format; one result
+// `npm test`: the static checks (scripts/lint.mjs: tsc, Biome, ruff, clang-format, tests, generated; one result
 // each), then every suite of the project in one run (native C++ core, vitest, pytest), then one
 // closing line `N passed, N failed, N skipped` summed over all of them. A lint finding fails the
 // run; the suites still run. Prepares what a fresh clone lacks first: the Python venv

@@ -5,6 +5,7 @@
 // kind of field in the zod schemas cannot slip into either codec unchecked.
 import { parseJson } from "../../src/protocol/json.js";
 
+// biome-ignore lint/suspicious/noExplicitAny: a JSON Schema walked by shape; every field read is checked where it is used
 type Json = Record<string, any>;
 export type Check = "int64[]" | "int64" | "bool" | "ttl" | "id" | "count" | "keys" | "tokens" | "tier";
 export type Presence = "required" | "nullable" | "nullish" | "optional";
