@@ -45,54 +45,70 @@ export interface DemoResult {
 /** Token ids `start`.. kept inside a small vocabulary (the tiny model's: 1024, specials below 8). */
 const range = (start: number, n: number) => Array.from({ length: n }, (_, i) => 8 + ((start + i) % 1000));
 
-export async function runAgentSession(
-  pub: ControlPublisher,
-  worker: DemoWorker,
-  workerId: string,
-  opts: { print: (line: string) => void; events?: EventRecorder; storage: boolean },
-): Promise<DemoResult> {
-  const { print } = opts;
-  const steps: StepRecord[] = [];
+type Print = (line: string) => void;
+interface SessionOptions {
+  print: Print;
+  events?: EventRecorder;
+  storage: boolean;
+}
 
-  // the agent's context: system prompt, a user turn, the reasoning, a tool call, ...
-  // (every part a whole number of pages, so blocks = tokens / page)
-  const P = worker.pageSize;
-  const system = range(10, 32);
-  const user1 = range(500, 16);
-  const reasoning = range(700, 16);
-  const answer1 = range(900, 16);
-  let watched: bigint[] = [];
+/** An ack's counts in one line (what a step prints after the status). */
+function ackCounts(ack: Ack): string {
+  return [
+    `requested ${ack.requested}`, `affected ${ack.affected}`,
+    ack.skipped ? `skipped ${ack.skipped}` : "", ack.missing.length ? `missing ${ack.missing.length}` : "",
+    ack.epoch !== null ? `epoch ${ack.epoch}` : "", ack.lease ? `lease ${ack.lease.lease_id}` : "",
+    `${(ack.elapsed_us / 1000).toFixed(2)} ms`,
+  ].filter(Boolean).join(", ");
+}
 
-  const inspect = async (): Promise<StepRecord["residency"]> => {
-    const a = await pub.send(workerId, { type: "Inspect", block_hashes: watched });
+/** The session's steps: each sends one command, reads the watched blocks' residency back, prints and records. */
+class SessionSteps {
+  readonly steps: StepRecord[] = [];
+  /** The blocks whose residency each step reads back (the session's current context). */
+  watched: bigint[] = [];
+
+  constructor(
+    private readonly pub: ControlPublisher,
+    private readonly workerId: string,
+    private readonly opts: SessionOptions,
+  ) {}
+
+  private async residency(): Promise<StepRecord["residency"]> {
+    const a = await this.pub.send(this.workerId, { type: "Inspect", block_hashes: this.watched });
     return { ...(a.tiers as Record<string, number>), missing: a.missing.length };
-  };
-  const fmtRes = (r: StepRecord["residency"]) => {
+  }
+
+  private describe(r: StepRecord["residency"]): string {
     const tiers = Object.entries(r).filter(([k]) => k !== "missing").map(([k, n]) => `${k} ${n}`);
-    return `${tiers.join(", ") || "none resident"}${r.missing ? `, not held ${r.missing}` : ""} (of ${watched.length} watched blocks)`;
-  };
-  const step = async (name: string, cmd: Command, expected: AckStatus[], note?: string): Promise<Ack> => {
-    if (opts.events) await quiet(opts.events, opts.events.mark()); // the previous request's events first
-    const mark = opts.events?.mark() ?? 0;
-    const ack = await pub.send(workerId, cmd, { timeoutMs: 15_000 });
-    const residency = await inspect();
-    const evs = opts.events ? await quiet(opts.events, mark) : null;
+    return `${tiers.join(", ") || "none resident"}${r.missing ? `, not held ${r.missing}` : ""} (of ${this.watched.length} watched blocks)`;
+  }
+
+  async step(name: string, cmd: Command, expected: AckStatus[], note?: string): Promise<Ack> {
+    const { events, print } = this.opts;
+    if (events) await quiet(events, events.mark()); // the previous request's events first
+    const mark = events?.mark() ?? 0;
+    const ack = await this.pub.send(this.workerId, cmd, { timeoutMs: 15_000 });
+    const residency = await this.residency();
+    const evs = events ? await quiet(events, mark) : null;
     const ok = expected.includes(ack.status);
-    steps.push({ step: name, type: cmd.type, status: ack.status, expected, ok, ack, residency, note });
-    const extra = [
-      `requested ${ack.requested}`, `affected ${ack.affected}`,
-      ack.skipped ? `skipped ${ack.skipped}` : "", ack.missing.length ? `missing ${ack.missing.length}` : "",
-      ack.epoch !== null ? `epoch ${ack.epoch}` : "", ack.lease ? `lease ${ack.lease.lease_id}` : "",
-      `${(ack.elapsed_us / 1000).toFixed(2)} ms`,
-    ].filter(Boolean).join(", ");
+    this.steps.push({ step: name, type: cmd.type, status: ack.status, expected, ok, ack, residency, note });
     print(`${ok ? "✔" : "✘"} ${name}`);
-    print(`    ${cmd.type} -> ${ack.status}${ok ? "" : ` (expected ${expected.join("|")})`}: ${extra}${ack.reason ? ` — ${ack.reason}` : ""}`);
-    print(`    residency: ${fmtRes(residency)}${note ? `   ${note}` : ""}`);
+    print(`    ${cmd.type} -> ${ack.status}${ok ? "" : ` (expected ${expected.join("|")})`}: ${ackCounts(ack)}${ack.reason ? ` — ${ack.reason}` : ""}`);
+    print(`    residency: ${this.describe(residency)}${note ? `   ${note}` : ""}`);
     if (evs) print(`    KV events: ${summarize(evs)}`);
     return ack;
-  };
+  }
+}
 
-  print("— agent session (worker " + workerId + ") —");
+// The agent's context: system prompt, a user turn, the reasoning, the answer (every part a whole
+// number of pages, so blocks = tokens / page).
+const CONTEXT = { system: range(10, 32), user1: range(500, 16), reasoning: range(700, 16), answer1: range(900, 16) };
+
+/** Turn 1 served, then the system prompt pinned and the reasoning purged; the user turn's last block index. */
+async function firstTurn(s: SessionSteps, worker: DemoWorker, print: Print): Promise<{ sysHashes: bigint[]; userEnd: number }> {
+  const { system, user1, reasoning, answer1 } = CONTEXT;
+  const P = worker.pageSize;
   // The system prompt is shared (served before by other sessions); turn 1's prompt is served, then
   // the finished request (prompt + reasoning + answer) is cached, as the scheduler does.
   await worker.serve(system);
@@ -102,59 +118,52 @@ export async function runAgentSession(
   const b1 = b0 + user1.length / P;
   const sysHashes = turn1.block_hashes.slice(0, b0);
   const reasonHashes = turn1.block_hashes.slice(b1, b1 + reasoning.length / P);
-  watched = turn1.block_hashes.slice();
+  s.watched = turn1.block_hashes.slice();
   print(`  served turn 1: ${turn1.tokens} tokens, ${turn1.block_hashes.length} blocks of ${P} tokens ` +
     `(system ${b0}, user ${user1.length / P}, reasoning ${reasoning.length / P}, answer ${answer1.length / P})`);
-
-  await step("pin the system prompt (TTL 300 s)", { type: "Cache", block_hashes: sysHashes, pin: true, ttl_seconds: 300 }, ["applied"]);
-
+  await s.step("pin the system prompt (TTL 300 s)", { type: "Cache", block_hashes: sysHashes, pin: true, ttl_seconds: 300 }, ["applied"]);
   // reasoning purge: the reasoning leaves the context; its KV and what follows it are unusable
-  await step("purge the reasoning (Think transient=false)", { type: "Think", block_hashes: reasonHashes, transient: false }, ["applied"]);
+  await s.step("purge the reasoning (Think transient=false)", { type: "Think", block_hashes: reasonHashes, transient: false }, ["applied"]);
+  return { sysHashes, userEnd: b1 };
+}
 
-  // the answer is re-encoded without the reasoning; then a tool call: offload, tool runs, restore
-  const turn1bTokens = [...system, ...user1, ...answer1];
-  const turn1b = await worker.serve(turn1bTokens);
-  watched = turn1b.block_hashes.slice();
-  const before = await worker.fingerprint(turn1bTokens);
-  const ts = await step("tool call starts: offload the session (ToolStart)", { type: "ToolStart", session_id: "agent-1", block_hashes: turn1b.block_hashes }, ["applied"]);
+/** The answer re-encoded without the reasoning, then a tool call: offload, other traffic, restore, compared. */
+async function toolCall(s: SessionSteps, worker: DemoWorker, print: Print): Promise<void> {
+  const { system, user1, answer1 } = CONTEXT;
+  const tokens = [...system, ...user1, ...answer1];
+  const turn = await worker.serve(tokens);
+  s.watched = turn.block_hashes.slice();
+  const before = await worker.fingerprint(tokens);
+  const ts = await s.step("tool call starts: offload the session (ToolStart)", { type: "ToolStart", session_id: "agent-1", block_hashes: turn.block_hashes }, ["applied"]);
   const toolFlood = Math.ceil(worker.bigFlood.n / 4);
   await worker.flood(toolFlood, worker.bigFlood.each, 7); // other users' traffic while the tool runs
   print(`  (tool running: ${toolFlood} other requests served meanwhile)`);
-  await step("tool call ends: restore (ToolEnd)", { type: "ToolEnd", session_id: "agent-1", epoch: ts.epoch ?? 0 }, ["applied"]);
-  const after = await worker.fingerprint(turn1bTokens);
+  await s.step("tool call ends: restore (ToolEnd)", { type: "ToolEnd", session_id: "agent-1", epoch: ts.epoch ?? 0 }, ["applied"]);
+  const after = await worker.fingerprint(tokens);
   const same = before.value === after.value;
   print(`  ${before.what} after restore identical to before offload: ${same ? "yes" : "NO"}`);
-  if (!same) steps[steps.length - 1].ok = false;
+  if (!same) s.steps[s.steps.length - 1].ok = false;
+}
 
-  // idle: pause the session to host under a lease, flood, resume
-  const turn2Tokens = [...system, ...user1, ...answer1, ...range(1100, 16)];
-  const turn2 = await worker.serve(turn2Tokens);
-  watched = turn2.block_hashes.slice();
-  await step("user idle: pause the session to host (Pause, lease 60 s)", { type: "Pause", block_hashes: turn2.block_hashes, ttl_seconds: 60, lease_id: "agent-1-idle" }, ["applied"]);
+/** Idle: the session paused to host under a lease, a flood, the user back; returns the paused turn and the resumed one. */
+async function idleAndResume(s: SessionSteps, worker: DemoWorker, print: Print) {
+  const { system, user1, answer1 } = CONTEXT;
+  const pausedTokens = [...system, ...user1, ...answer1, ...range(1100, 16)];
+  const paused = await worker.serve(pausedTokens);
+  s.watched = paused.block_hashes.slice();
+  await s.step("user idle: pause the session to host (Pause, lease 60 s)", { type: "Pause", block_hashes: paused.block_hashes, ttl_seconds: 60, lease_id: "agent-1-idle" }, ["applied"]);
   const idle = await worker.flood(worker.bigFlood.n, worker.bigFlood.each, 11);
-  const resume = await worker.cached([...turn2Tokens, ...range(1300, 8)]);
-  print(`  (${idle.requests} flood requests, ${idle.tokens} tokens, while idle; the session's next prompt finds ${resume.cached_tokens}/${turn2.tokens} tokens cached, ${resume.host_hit} on host)`);
-  await step("user back: renew the lease for the turn (RenewLease)", { type: "RenewLease", lease_id: "agent-1-idle", new_ttl_seconds: 120 }, ["applied"]);
-  const turn3 = await worker.serve([...turn2Tokens, ...range(1300, 8)]);
-  print(`  resumed turn served: ${turn3.cached_tokens}/${turn3.tokens} tokens from cache (${turn3.loaded_from_host} loaded back from host)`);
-  watched = turn3.block_hashes.slice();
+  const resume = await worker.cached([...pausedTokens, ...range(1300, 8)]);
+  print(`  (${idle.requests} flood requests, ${idle.tokens} tokens, while idle; the session's next prompt finds ${resume.cached_tokens}/${paused.tokens} tokens cached, ${resume.host_hit} on host)`);
+  await s.step("user back: renew the lease for the turn (RenewLease)", { type: "RenewLease", lease_id: "agent-1-idle", new_ttl_seconds: 120 }, ["applied"]);
+  const resumed = await worker.serve([...pausedTokens, ...range(1300, 8)]);
+  print(`  resumed turn served: ${resumed.cached_tokens}/${resumed.tokens} tokens from cache (${resumed.loaded_from_host} loaded back from host)`);
+  s.watched = resumed.block_hashes.slice();
+  return { paused, pausedTokens, resumed };
+}
 
-  // context rewrite: everything after the user turn is replaced
-  // (force: the old continuation is garbage even though the idle lease still holds it)
-  const keepTo = turn3.block_hashes[b1 - 1]; // the last block of the user turn
-  await step("context rewrite: prune everything after the user turn (Prune, force)", { type: "Prune", after_block_hash: keepTo, force: true }, ["applied"]);
-  await step("session over: revoke the lease (RevokeLease; the pinned system prompt stays)", { type: "RevokeLease", lease_id: "agent-1-idle" }, ["applied", "partial"]);
-
-  if (opts.storage && turn2.storage_keys.length) {
-    await step(
-      "warm the paused turn back from storage (Warm -> CPU_TIER1)",
-      { type: "Warm", block_keys: turn2.storage_keys, token_ids: turn2Tokens, target_tier: "CPU_TIER1" },
-      ["applied", "partial"],
-    );
-  }
-  await step("unpin the system prompt", { type: "Cache", block_hashes: sysHashes, pin: false }, ["applied"]);
-
-  // pin vs flood: two VIP contexts, one pinned; a flood larger than GPU + host; next prompts
+/** Two VIP contexts, one pinned; a flood larger than GPU + host; how much of each the next prompt finds. */
+async function pinVsFlood(pub: ControlPublisher, worker: DemoWorker, workerId: string, s: SessionSteps, print: Print) {
   print("");
   print("— pin vs flood —");
   const vipA = range(200, 64);
@@ -162,7 +171,7 @@ export async function runAgentSession(
   await worker.serve(vipA);
   const b = await worker.serve(vipB);
   const pinAck = await pub.send(workerId, { type: "Cache", block_hashes: b.block_hashes, pin: true, ttl_seconds: 300 });
-  steps.push({ step: "pin VIP B", type: "Cache", status: pinAck.status, expected: ["applied"], ok: pinAck.status === "applied", ack: pinAck, residency: { missing: 0 } });
+  s.steps.push({ step: "pin VIP B", type: "Cache", status: pinAck.status, expected: ["applied"], ok: pinAck.status === "applied", ack: pinAck, residency: { missing: 0 } });
   const fl = await worker.flood(worker.bigFlood.n, worker.bigFlood.each, 3);
   const rows: FloodRow[] = [];
   for (const [label, toks] of [["VIP A, no pin", vipA], ["VIP B, pinned", vipB]] as const) {
@@ -172,8 +181,32 @@ export async function runAgentSession(
   print(`flood: ${fl.requests} requests, ${fl.tokens} tokens through the GPU pool and host tier`);
   print(`${"context".padEnd(16)} ${"prior".padStart(6)} ${"cached".padStart(7)} ${"from host".padStart(10)} ${"fraction".padStart(9)}`);
   for (const r of rows) print(`${r.label.padEnd(16)} ${String(r.prompt_tokens).padStart(6)} ${String(r.cached_tokens).padStart(7)} ${String(r.from_host).padStart(10)} ${(r.fraction * 100).toFixed(1).padStart(8)}%`);
-  const tableOk = rows[1].fraction >= 0.9 && rows[0].fraction <= 0.5;
-  if (!tableOk) print("pin-vs-flood: unexpected (pinned should be >= 90% cached, unpinned <= 50%)");
+  const ok = rows[1].fraction >= 0.9 && rows[0].fraction <= 0.5;
+  if (!ok) print("pin-vs-flood: unexpected (pinned should be >= 90% cached, unpinned <= 50%)");
   await pub.send(workerId, { type: "Cache", block_hashes: b.block_hashes, pin: false });
-  return { steps, table: rows, ok: steps.every((s) => s.ok) && tableOk };
+  return { rows, ok };
+}
+
+export async function runAgentSession(pub: ControlPublisher, worker: DemoWorker, workerId: string, opts: SessionOptions): Promise<DemoResult> {
+  const { print } = opts;
+  const s = new SessionSteps(pub, workerId, opts);
+  print("— agent session (worker " + workerId + ") —");
+  const { sysHashes, userEnd } = await firstTurn(s, worker, print);
+  await toolCall(s, worker, print);
+  const { paused, pausedTokens, resumed } = await idleAndResume(s, worker, print);
+  // context rewrite: everything after the user turn is replaced
+  // (force: the old continuation is garbage even though the idle lease still holds it)
+  const keepTo = resumed.block_hashes[userEnd - 1]; // the last block of the user turn
+  await s.step("context rewrite: prune everything after the user turn (Prune, force)", { type: "Prune", after_block_hash: keepTo, force: true }, ["applied"]);
+  await s.step("session over: revoke the lease (RevokeLease; the pinned system prompt stays)", { type: "RevokeLease", lease_id: "agent-1-idle" }, ["applied", "partial"]);
+  if (opts.storage && paused.storage_keys.length) {
+    await s.step(
+      "warm the paused turn back from storage (Warm -> CPU_TIER1)",
+      { type: "Warm", block_keys: paused.storage_keys, token_ids: pausedTokens, target_tier: "CPU_TIER1" },
+      ["applied", "partial"],
+    );
+  }
+  await s.step("unpin the system prompt", { type: "Cache", block_hashes: sysHashes, pin: false }, ["applied"]);
+  const table = await pinVsFlood(pub, worker, workerId, s, print);
+  return { steps: s.steps, table: table.rows, ok: s.steps.every((x) => x.ok) && table.ok };
 }
