@@ -2,6 +2,8 @@
 // one list the addon's enums and count layouts expand: do not edit. `npm run lint` (check
 // `generated`) fails when it differs.
 
+/** What an event does, by the addon's kind number (the columns' `kinds`). */
+export const EVENT_KINDS = ["BlockStored", "BlockRemoved", "AllBlocksCleared"] as const;
 /** Storage tiers in Dynamo's query order (device first): the addon's tier numbers index it. */
 export const TIERS = ["GPU", "CPU_PINNED", "DISK", "EXTERNAL"] as const;
 /** Why the decoder refused an event, by the addon's kind number. */

@@ -13,7 +13,7 @@
 
 namespace kv::events {
 
-enum Kind : uint8_t { kStored = 0, kRemoved = 1, kCleared = 2 };
+enum Kind : uint8_t { KV_EVENT_KINDS(KV_TABLE_ENUM) };
 
 // Storage tiers in Dynamo's query order (device first): shared_tables.h.
 enum Tier : uint8_t { KV_TIERS(KV_TABLE_ENUM) };

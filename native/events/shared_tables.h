@@ -6,6 +6,12 @@
 // `X(Identifier, "name")` / `X(identifier)` entries in order.
 #pragma once
 
+// What an event does, by its kind number in the decoded columns (named as the engines' tags).
+#define KV_EVENT_KINDS(X)     \
+  X(kStored, "BlockStored")   \
+  X(kRemoved, "BlockRemoved") \
+  X(kCleared, "AllBlocksCleared")
+
 // Storage tiers in Dynamo's query order (device first).
 #define KV_TIERS(X)           \
   X(kGpu, "GPU")              \

@@ -25,6 +25,7 @@ function slots(ids: string[], from: number): string {
 }
 
 export function nativeTablesTs(header: string): string {
+  const kinds = names(header, "KV_EVENT_KINDS");
   const tiers = names(header, "KV_TIERS");
   const badEvents = names(header, "KV_BAD_EVENT_KINDS");
   const batchErrors = names(header, "KV_BATCH_ERRORS");
@@ -36,6 +37,8 @@ export function nativeTablesTs(header: string): string {
     "// one list the addon's enums and count layouts expand: do not edit. `npm run lint` (check",
     "// `generated`) fails when it differs.",
     "",
+    "/** What an event does, by the addon's kind number (the columns' `kinds`). */",
+    `export const EVENT_KINDS = [${kinds.join(", ")}] as const;`,
     "/** Storage tiers in Dynamo's query order (device first): the addon's tier numbers index it. */",
     `export const TIERS = [${tiers.join(", ")}] as const;`,
     "/** Why the decoder refused an event, by the addon's kind number. */",

@@ -3,6 +3,7 @@
 // Uint32Array). `columnsToBatch` turns columns into engine-neutral event objects for tools and
 // listeners (decode.ts); the index applies frames without either (src/index/native.ts).
 import { addonPart } from "../addon.js";
+import { EVENT_KINDS } from "../native-tables.js";
 import type { BadEvent, DecodedBatch, KvEvent, Tier } from "./types.js";
 import { BatchDecodeError, TIERS } from "./types.js";
 
@@ -12,7 +13,7 @@ export interface EventColumns {
   form: "array" | "map";
   /** Valid events decoded (bad ones are left out and listed in `bad`). */
   count: number;
-  /** 0 BlockStored, 1 BlockRemoved, 2 AllBlocksCleared. */
+  /** Index into EVENT_KINDS (native-tables.ts): BlockStored, BlockRemoved, AllBlocksCleared. */
   kinds: Uint8Array;
   /** Index into TIERS. */
   tiers: Uint8Array;
@@ -125,8 +126,9 @@ export function columnsToBatch(c: EventColumns): DecodedBatch {
     const x = extras.get(i);
     const tier = TIERS[c.tiers[i]] as Tier;
     const medium = x?.medium ?? (c.flags[i] & 2 ? tier : null);
-    if (c.kinds[i] === 2) events.push({ type: "AllBlocksCleared" });
-    else if (c.kinds[i] === 1) events.push({ type: "BlockRemoved", blockHashes: hashes, medium, tier });
+    const kind = EVENT_KINDS[c.kinds[i]];
+    if (kind === "AllBlocksCleared") events.push({ type: "AllBlocksCleared" });
+    else if (kind === "BlockRemoved") events.push({ type: "BlockRemoved", blockHashes: hashes, medium, tier });
     else
       events.push({
         type: "BlockStored",
