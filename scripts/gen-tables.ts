@@ -3,7 +3,7 @@
 //   src/protocol/wire-tables.ts      <- docs/protocol.schema.json (fast validator, CLI kinds, ack keys)
 //   python/kvctl_worker/wire_tables.py <- docs/protocol.schema.json (the Python codec's schema, limits)
 //   src/native-tables.ts             <- native/events/shared_tables.h (tiers, refusal kinds, counters)
-//   npm run gen:tables                 rewrite them
+//   npm run gen:tables                 rewrite them (npm run gen:schema is the same command)
 //   npm run gen:tables -- --check      exit 1 naming each stale file (`npm run lint`, check `generated`)
 //   --root DIR                         read and write under DIR instead of this checkout
 import { readFileSync, writeFileSync } from "node:fs";
