@@ -2,7 +2,7 @@
 // what the zod schemas in commands.ts / envelope.ts accept, with the same output; on anything
 // unusual it returns null and the caller runs the schema, which is also what names the bad field.
 // test/protocol-schemas.test.ts holds the two to the same answers.
-import type { Command, CommandType } from "./commands.js";
+import { type Command, type CommandType, TargetTierSchema } from "./commands.js";
 import { ID_PATTERN, STORAGE_KEY_PATTERN } from "./fields.js";
 import { INT64_MAX, INT64_MIN, toInt64 } from "./int64.js";
 import { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
@@ -13,6 +13,7 @@ const MIN = INT64_MIN;
 const MAX = INT64_MAX;
 
 const FAIL = Symbol("fail");
+const TIER_SET: ReadonlySet<unknown> = new Set(TargetTierSchema.options);
 
 function int64(v: unknown): bigint | typeof FAIL {
   // The hot case (a bigint in range) inline; the rest is int64.ts's one decision.
@@ -66,7 +67,7 @@ function check(kind: FieldCheck, v: unknown, owned: boolean): unknown {
     case "tokens":
       return Array.isArray(v) && v.length <= MAX_TOKEN_IDS && v.every((t) => typeof t === "number" && Number.isInteger(t) && t >= 0 && t <= 2 ** 31 - 1) ? [...v] : FAIL;
     case "tier":
-      return v === "GPU" || v === "CPU_TIER1" ? v : FAIL;
+      return TIER_SET.has(v) ? v : FAIL;
   }
 }
 
