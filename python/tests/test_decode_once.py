@@ -7,7 +7,7 @@ import types
 
 from helpers import insert, make_radix, stored_hashes
 from test_http_endpoints import _wire
-from test_subscriber import _client, _collect_replies, nats_server, run  # noqa: F401 (fixture)
+from test_subscriber import _client, nats_server, run  # noqa: F401 (fixture)
 
 from sglang.srt.kvctl import ack as kvctl_ack
 from sglang.srt.kvctl import codec, handlers, scheduler_side
@@ -43,13 +43,12 @@ def test_a_nats_command_is_decoded_shaped_and_encoded_once(nats_server, monkeypa
         nc = await _client(nats_server.url)
         body = json.dumps({"version": 1, "id": "once-1", "issued_at_ms": 1,
                            "command": {"type": "Cache", "block_hashes": hs, "pin": True}})
-        replies = await _collect_replies(nc, "kv-control-once-w1", body.encode(), wait=0.1)
+        reply = await nc.request("kv-control-once-w1", body.encode(), timeout=30)
         await nc.close()
         await kvctl_subscriber.stop_for_server(sub)
-        return replies
+        return json.loads(reply.data)
 
-    replies = run(main())
-    assert len(replies) == 1
-    assert replies[0]["status"] == "applied" and replies[0]["worker_id"] == "once-w1", replies[0]
-    assert replies[0]["id"] == "once-1" and replies[0]["affected"] == len(hs)
+    ack = run(main())
+    assert ack["status"] == "applied" and ack["worker_id"] == "once-w1", ack
+    assert ack["id"] == "once-1" and ack["affected"] == len(hs)
     assert calls == {"decode": 1, "contract_ack": 1, "encode_ack": 1}, calls
