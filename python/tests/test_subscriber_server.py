@@ -43,17 +43,17 @@ def test_nats_command_reaches_the_scheduler_through_the_communicator(nats_server
         await sub.wait_connected()
         nc = await _client(nats_server.url)
         body = json.dumps({"version": 1, "id": "srv-1", "issued_at_ms": 1, "command": {"type": "Cache", "block_hashes": hs, "pin": True}})
-        replies = await _collect_replies(nc, "kv-control-srv-w1", body.encode(), wait=0.1)
+        replies = await _collect_replies(nc, "kv-control-srv-w1", body.encode())
         assert len(replies) == 1
         ack = replies[0]
         assert ack["status"] == "applied" and ack["worker_id"] == "srv-w1" and ack["id"] == "srv-1", ack
         assert ack["affected"] == 2
         # the pin landed in the scheduler-side tree
         ins = await _collect_replies(nc, "kv-control-broadcast",
-                                     json.dumps({"type": "Inspect", "block_hashes": hs}).encode(), wait=0.05)
+                                     json.dumps({"type": "Inspect", "block_hashes": hs}).encode())
         assert [b["pin_count"] for b in ins[0]["detail"]["blocks"]] == [1, 1]
         # same id again: the scheduler-side layer dedupes (the subscriber passed the id through)
-        again = await _collect_replies(nc, "kv-control-srv-w1", body.encode(), wait=0.05)
+        again = await _collect_replies(nc, "kv-control-srv-w1", body.encode())
         assert again[0]["status"] == "duplicate"
         await nc.close()
         await kvctl_subscriber.stop_for_server(sub)
@@ -94,16 +94,16 @@ def test_every_corpus_rejection_over_nats_names_the_field_and_changes_nothing(na
         sub = await kvctl_subscriber.start_for_server(sa, tm)
         await sub.wait_connected()
         nc = await _client(nats_server.url)
-        before = (await _collect_replies(nc, "kv-control-corpus-w", inspect_body, wait=0.02))[0]
+        before = (await _collect_replies(nc, "kv-control-corpus-w", inspect_body))[0]
         sent = 0
         for name, body, field in _corpus_rejections():
             data = body if isinstance(body, bytes) else body.encode("utf-8")
             if len(data) > 1_000_000:
                 continue
-            ack = (await _collect_replies(nc, "kv-control-corpus-w", data, wait=0.0))[0]
+            ack = (await _collect_replies(nc, "kv-control-corpus-w", data))[0]
             assert ack["status"] == "rejected" and ack["reason"].startswith(field + ":"), (name, field, ack["reason"][:200])
             sent += 1
-        after = (await _collect_replies(nc, "kv-control-corpus-w", inspect_body, wait=0.02))[0]
+        after = (await _collect_replies(nc, "kv-control-corpus-w", inspect_body))[0]
         for d in (before, after):
             d["detail"]["pool"].pop("commands")  # counters of the scheduler-side layer
         assert (after["detail"], after["missing"]) == (before["detail"], before["missing"])
