@@ -9,7 +9,8 @@
 //   generated  every generated table equals what its one source generates (scripts/gen-tables.ts
 //              --check: the protocol schema from zod, the wire tables from the schema, the native
 //              tables from native/events/shared_tables.h); --fix rewrites them
-//   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format|tests|generated ...]
+//   imports    gateway/ and policy/ share only src/contract/; no import circle in src/ (scripts/check-imports.mjs)
+//   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format|tests|generated|imports ...]
 // With --json the last line is {"passed": n, "failed": n, "checks": {...}} (test/run-all.mjs reads it).
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -51,6 +52,7 @@ const checks = {
     return [[ruff, fix ? ["check", "--fix", "."] : ["check", "."]]];
   },
   tests: () => [[process.execPath, [join(root, "scripts", "check-tests.mjs")]]],
+  imports: () => [[process.execPath, [join(root, "scripts", "check-imports.mjs")]]],
   "clang-format": () => {
     const cf = venvTool("clang-format");
     if (!cf) return `clang-format not found in ${venv}: run python/setup_venv.sh (python/requirements.txt lists it)`;

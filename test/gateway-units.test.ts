@@ -7,7 +7,8 @@ import { routeRequest, type RoutingOptions, type WorkerState } from "../src/gate
 import { sessionIdOf } from "../src/gateway/session-id.js";
 import { applyAckToRecord, newSessionRecord } from "../src/gateway/session-record.js";
 import { sessionKey } from "../src/gateway/session-store.js";
-import { stripTokenFields, tokenizeRequestFor, turnResultOf, usageOf, withTokenIds } from "../src/gateway/token-truth.js";
+import { tokenizeRequestFor, withTokenIds } from "../src/gateway/request/token-request.js";
+import { stripTokenFields, turnResultOf, usageOf } from "../src/gateway/token-truth.js";
 import { schemeFromServerInfo, WorkerSchemeError } from "../src/gateway/worker-scheme.js";
 import { applyEvent, InMemoryKvIndex } from "../src/index/index.js";
 import { blankAck } from "../src/protocol/index.js";

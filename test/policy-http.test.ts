@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ReferenceResponder } from "../src/testing/index.js";
-import { createGateway, type Gateway } from "../src/gateway/index.js";
+import { createGateway, type Gateway } from "../src/app/gateway.js";
 import type { SessionRecord } from "../src/gateway/session-record.js";
 import { blockHashes } from "../src/hash/index.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";

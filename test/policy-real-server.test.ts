@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createGateway, type Gateway } from "../src/gateway/index.js";
+import { createGateway, type Gateway } from "../src/app/gateway.js";
 import type { SessionRecord } from "../src/gateway/session-record.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 import { type SglangServer, startSglangServer } from "./helpers/sglang-server.js";

@@ -3,9 +3,9 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { createAgentPolicy, type AgentPolicyOptions } from "../src/policy/agent-policy.js";
-import { parseHintBody, parseHintHeader, HintError } from "../src/policy/hints.js";
-import { parseCacheMarkers, prefixTokenizeRequest } from "../src/policy/markers.js";
-import { promptTailOf } from "../src/policy/prompt-tail.js";
+import { parseHintBody, parseHintHeader, HintError } from "../src/gateway/request/hints.js";
+import { parseCacheMarkers, prefixTokenizeRequest } from "../src/gateway/request/markers.js";
+import { promptTailOf } from "../src/gateway/request/prompt-tail.js";
 import { DurationModel, bestKeep } from "../src/policy/duration-model.js";
 import { CommandGuards } from "../src/policy/guards.js";
 import { storageKeys } from "../src/hash/index.js";

@@ -8,7 +8,7 @@ import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startRealServer, type RealServer } from "../../src/demo/real-server.js";
-import { createGateway, type Gateway } from "../../src/gateway/index.js";
+import { createGateway, type Gateway } from "../../src/app/gateway.js";
 import { packageRoot, venvPython } from "../../src/paths.js";
 import { type NatsServer, startNatsServer } from "../../src/testing/index.js";
 import { waitExit } from "../../src/util/process.js";

@@ -1,11 +1,8 @@
 // The kvctl command dispatcher: each subcommand lives in its own file under commands/ and is
 // loaded only when used, so `kvctl hash` never pays for NATS or ZMQ imports.
-export interface Command {
-  /** One line for `kvctl --help`. */
-  summary: string;
-  /** Runs the command; returns the process exit code. */
-  run(argv: string[]): Promise<number>;
-}
+import type { Command } from "./command.js";
+
+export type { Command } from "./command.js";
 
 const commands: Record<string, () => Promise<{ command: Command }>> = {
   hash: () => import("./commands/hash.js"),

@@ -10,14 +10,6 @@ export interface HashNamespace {
   extraKey: string | null;
 }
 
-/** Reads the namespace fields of a request body (wrong types are the caller's 400, checked there). */
-export function namespaceOf(body: Record<string, unknown>): HashNamespace {
-  return {
-    cacheSalt: typeof body.cache_salt === "string" && body.cache_salt !== "" ? body.cache_salt : null,
-    extraKey: typeof body.extra_key === "string" ? body.extra_key : null,
-  };
-}
-
 export function requestBlockHashes(tokens: readonly number[], scheme: HashScheme, ns: HashNamespace): BigInt64Array {
   return blockHashes(tokens as number[], hashOptions(scheme, ns));
 }

@@ -4,7 +4,7 @@
 import type { ControlPublisher } from "../control/publisher.js";
 import { type Ack, CommandValidationError, validateCommand } from "../protocol/index.js";
 import type { GatewayMetrics } from "./metrics.js";
-import type { PolicyCommand } from "./policy.js";
+import type { PolicyCommand } from "../contract/policy.js";
 
 /** What became of a policy command; `elapsedMs`: from its hand-over to the outcome (sent ones). */
 export type CommandOutcome =

@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { policiesConfigSchema } from "../policy/config.js";
+import { policiesConfigSchema } from "../contract/policies-config.js";
 import { checkSubjectPrefix, checkWorkerId } from "../protocol/subjects.js";
 
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");

@@ -2,7 +2,7 @@
 // close, rewrite), fed to the policy as SessionHint observations. A session the store does not
 // know is a 404; a bad body a 400 naming the field; both counted, neither changes anything.
 import type { FastifyInstance } from "fastify";
-import { HintError, parseHintBody } from "../policy/hints.js";
+import { HintError, parseHintBody } from "./request/hints.js";
 import { errorBody } from "./errors.js";
 import { MAX_SESSION_ID_BYTES } from "./session-id.js";
 import type { TurnContext } from "./turn-context.js";

@@ -4,8 +4,8 @@ export type { Gateway, GatewayOptions } from "./gateway.js";
 export { GatewayConfigError, gatewayConfigSchema, parseGatewayConfig, parseWorkerFlag, readConfigFile } from "./config.js";
 export type { GatewayConfig, GatewayConfigInput, NatsConfig, RoutingConfig, WorkerConfig } from "./config.js";
 export { loggingPolicy, noopPolicy } from "./policy.js";
-export type { GatewayPolicy, PolicyCommand } from "./policy.js";
-export type * from "./observations.js";
+export type { GatewayPolicy, PolicyCommand, PolicyEnv, PolicyFactory } from "../contract/policy.js";
+export type * from "../contract/observations.js";
 export type { CommandRecord, LeaseRecord, PinRecord, SessionRecord, TurnSummary } from "./session-record.js";
 export { SESSION_HEADERS, sessionIdOf } from "./session-id.js";
 export { routeRequest } from "./router.js";
@@ -13,3 +13,7 @@ export type { RouteDecision, RouteReason, RouteRequest, RoutingOptions, WorkerSt
 export { schemeFromServerInfo, WorkerSchemeError } from "./worker-scheme.js";
 export type { HashScheme } from "./worker-scheme.js";
 export type { Clock } from "./session-store.js";
+// The client-request parsers (hint header and body, prompt-cache markers).
+export { HINT_EVENTS, HINT_HEADER, HintError, parseHintBody, parseHintHeader } from "./request/hints.js";
+export { MAX_BREAKPOINTS, parseCacheMarkers } from "./request/markers.js";
+export type { MarkerSpec, ParsedMarkers } from "./request/markers.js";

@@ -1,24 +1,11 @@
-// The decision hook: a policy turns observations into commands. Policies are pure (no I/O, time
-// from the observation): the gateway sends what they return through the control publisher and
-// records each command with its reason and ack. Real policies live with the next layer; this
-// file holds the interface and the two that ship with the gateway.
-import type { Command } from "../protocol/index.js";
-import type { Observation } from "./observations.js";
-
-export interface PolicyCommand {
-  /** A worker id, or "broadcast" for every worker. */
-  worker: string;
-  command: Command;
-  /** Why, in a few words (metrics label and log line). */
-  reason: string;
-  /** The session the command is for, so its record keeps the command and ack. */
-  sessionId?: string | null;
-}
-
-export interface GatewayPolicy {
-  readonly name: string;
-  observe(o: Observation): readonly PolicyCommand[];
-}
+// The two policies that ship with the gateway (the interface is the contract's, src/contract/),
+// and how the gateway settles on its policy: the one it was handed (an object or a factory), or
+// the config's `policy: noop|log`. `policy: agent` names the agent policies of kvctl/policy,
+// which the caller wires (the kvctl gateway command does; a library caller passes
+// `policy: agentPolicy` from kvctl/policy), so the gateway never imports them.
+import type { GatewayPolicy, PolicyEnv, PolicyFactory } from "../contract/policy.js";
+import type { GatewayConfig } from "./config.js";
+import { GatewayConfigError } from "./config.js";
 
 /** Sends nothing. */
 export const noopPolicy: GatewayPolicy = {
@@ -35,4 +22,15 @@ export function loggingPolicy(write: (line: string) => void = (l) => process.std
       return [];
     },
   };
+}
+
+/** The policy the gateway runs: the one handed in, else the one config.policy names. */
+export function resolvePolicy(given: GatewayPolicy | PolicyFactory | undefined, config: GatewayConfig, env: PolicyEnv): GatewayPolicy {
+  if (typeof given === "function") return given(env);
+  if (given) return given;
+  if (config.policy === "log") return loggingPolicy(env.log);
+  if (config.policy === "agent") {
+    throw new GatewayConfigError("policy: 'agent' is wired by the caller: pass `policy: agentPolicy` (kvctl/policy) to createGateway, or use the kvctl gateway command");
+  }
+  return noopPolicy;
 }

@@ -5,11 +5,12 @@
 // bodies and unknown routes get an error body naming the problem.
 import { createServer } from "node:http";
 import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
-import { errorBody } from "./errors.js";
+import { badJsonMessage, errorBody, tooLargeMessage } from "./errors.js";
 import { registerHintsRoute } from "./hints-route.js";
-import { badJsonMessage, createInferenceFront, type InferenceFront, tooLargeMessage } from "./inference-front.js";
+import { createInferenceFront, type InferenceFront } from "./inference-front.js";
 import type { GatewayMetrics } from "./metrics.js";
-import type { ParsedBody, TurnContext } from "./turn-context.js";
+import { flavorOfUrl } from "./request/routes.js";
+import type { TurnContext } from "./turn-context.js";
 import { callJson } from "./upstream.js";
 import type { WorkerSet } from "./workers.js";
 
@@ -19,6 +20,12 @@ export interface ServerParts {
   metrics: GatewayMetrics;
   /** Refreshes the gauges read at scrape time. */
   beforeScrape: () => void;
+}
+
+/** A body as fastify's routes get it: its bytes and their JSON. */
+export interface ParsedBody {
+  raw: Buffer;
+  json: unknown;
 }
 
 function parseBody(_req: unknown, raw: Buffer, done: (err: Error | null, body?: ParsedBody) => void): void {
@@ -60,7 +67,7 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
     const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
     const reason = err.code === "FST_ERR_CTP_BODY_TOO_LARGE" ? "body_too_large" : err.code === "KVCTL_BAD_JSON" ? "bad_json" : status >= 500 ? "internal" : "bad_request";
     if (status < 500) p.metrics.badRequests.inc({ reason });
-    const flavor = req.url.startsWith("/v1/messages") ? "anthropic" : "openai";
+    const flavor = flavorOfUrl(req.url);
     const message = reason === "body_too_large" ? tooLargeMessage(bodyLimit) : err.message;
     if (status >= 500) p.ctx.log(`gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`);
     reply.code(status).header("content-type", "application/json").send(errorBody(flavor, status >= 500 ? "internal_error" : "invalid_request_error", message));

@@ -1,7 +1,7 @@
 // A session's record: the state several gateway replicas share through the session store. Hashes
 // are decimal strings (int64 does not survive JSON numbers); everything else is plain JSON.
 import type { Ack, Command } from "../protocol/index.js";
-import type { RouteKind, ToolCallInfo, TurnRanges, Usage } from "./observations.js";
+import type { RouteKind, ToolCallInfo, TurnRanges, Usage } from "../contract/observations.js";
 
 export interface TurnSummary {
   n: number;

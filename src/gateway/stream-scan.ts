@@ -1,9 +1,9 @@
 // Watches a streamed answer's SSE bytes for what the turn record needs (finish reason, usage,
 // tool calls, the reasoning text, /generate's output ids) while the bytes go on to the client
 // untouched.
-import type { RouteKind, ToolCallInfo } from "./observations.js";
+import type { RouteKind, ToolCallInfo } from "../contract/observations.js";
 import { type TurnResult, usageOf } from "./token-truth.js";
-import { isObject } from "./turn-context.js";
+import { isObject } from "./json-shape.js";
 
 /** Watches SSE bytes for the finish reason and usage (the last events), without holding them up. */
 export class StreamScan {

@@ -1,4 +1,6 @@
-// Token ids come from the worker that served the request, never from a second tokenizer:
+// Token ids come from the worker that served the request, never from a second tokenizer: this
+// file reads them from the answer (request/token-request.ts asks for them) and calls a worker's
+// tokenizer for the turns whose answer carries none.
 //   non-streaming chat/completions: the request asks for return_token_ids (SGLang 0.5.23 then puts
 //     prompt_token_ids and response_token_ids in each choice) and the gateway cuts the fields the
 //     client did not ask for out of the response bytes, leaving every other byte as the worker sent it;
@@ -9,32 +11,10 @@
 //     kvctl worker's /kvctl/v1/messages/tokenize (SGLang 0.5.23 returns no token ids there and its
 //     /v1/tokenize does not read Anthropic messages); the answer carries no output ids.
 import type { Pool } from "undici";
-import type { RouteKind, ToolCallInfo, Usage } from "./observations.js";
+import type { RouteKind, ToolCallInfo, Usage } from "../contract/observations.js";
+import { isIntArray, objectOf } from "./json-shape.js";
+import type { TokenFieldsAdded, TokenizeCall } from "./request/token-request.js";
 import { callJson } from "./upstream.js";
-
-export interface TokenFieldsAdded {
-  prompt: boolean;
-  response: boolean;
-  /** Where the output ids are: chat `response_token_ids`, completions `token_ids`. */
-  responseKey: "response_token_ids" | "token_ids";
-}
-
-/**
- * Adds `"return_token_ids":true` to a JSON object's bytes (after every other key, so it wins over a
- * client's own `false` the way Python's json keeps the last duplicate) and says which response
- * fields the client did not ask for.
- */
-export function withTokenIds(route: "chat" | "completions", raw: Buffer, body: Record<string, unknown>): { raw: Buffer; added: TokenFieldsAdded } {
-  const responseKey = route === "chat" ? "response_token_ids" : "token_ids";
-  if (body.return_token_ids === true) return { raw, added: { prompt: false, response: false, responseKey } };
-  // Completions return prompt ids only with return_token_ids; chat also with return_prompt_token_ids.
-  const added = { prompt: route === "completions" || body.return_prompt_token_ids !== true, response: true, responseKey } as const;
-  const text = raw.toString("utf8");
-  const end = text.lastIndexOf("}");
-  const empty = /^\s*\{\s*$/.test(text.slice(0, end));
-  const out = `${text.slice(0, end)}${empty ? "" : ","}"return_token_ids":true${text.slice(end)}`;
-  return { raw: Buffer.from(out, "utf8"), added };
-}
 
 // Inside a JSON string every `"` is escaped, so `"name"` with bare quotes only ever starts a key.
 // Cuts every `,"key": [ ... ]` (the comma before it and the whitespace between), or, for a key that
@@ -94,13 +74,7 @@ export interface TurnResult {
   reasoningText: string | null;
 }
 
-function isIntArray(v: unknown): v is number[] {
-  return Array.isArray(v) && v.every((x) => Number.isInteger(x) && x >= 0);
-}
-
-function obj(v: unknown): Record<string, unknown> | null {
-  return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
-}
+const obj = objectOf;
 
 function num(v: unknown): number | null {
   return typeof v === "number" && Number.isFinite(v) ? v : null;
@@ -167,51 +141,6 @@ export function turnResultOf(route: RouteKind, json: unknown): TurnResult {
     }
   }
   return r;
-}
-
-/** Prompt token ids the request itself carries (no worker call needed), if any. */
-export function promptTokensInRequest(route: RouteKind, body: Record<string, unknown>): number[] | null {
-  if (route === "generate" && isIntArray(body.input_ids)) return body.input_ids;
-  if (route === "completions" && isIntArray(body.prompt) && body.prompt.length > 0) return body.prompt;
-  return null;
-}
-
-/** A tokenize call to a worker: SGLang's /v1/tokenize, or the kvctl worker's Anthropic route. */
-export interface TokenizeCall {
-  path: "/v1/tokenize" | "/kvctl/v1/messages/tokenize";
-  body: Record<string, unknown>;
-}
-
-export const MESSAGES_TOKENIZE_PATH = "/kvctl/v1/messages/tokenize";
-
-/** SGLang's /v1/tokenize with this body. */
-export function tokenizeCall(body: Record<string, unknown>): TokenizeCall {
-  return { path: "/v1/tokenize", body };
-}
-
-/** The tokenize call that renders this request's prompt exactly as the worker will, or null. */
-export function tokenizeRequestFor(route: RouteKind, body: Record<string, unknown>): TokenizeCall | null {
-  if (route === "messages") {
-    if (!Array.isArray(body.messages)) return null;
-    const { stream: _stream, ...rest } = body;
-    return { path: MESSAGES_TOKENIZE_PATH, body: rest };
-  }
-  const b = tokenizeBodyFor(route, body);
-  return b ? tokenizeCall(b) : null;
-}
-
-function tokenizeBodyFor(route: RouteKind, body: Record<string, unknown>): Record<string, unknown> | null {
-  if (route === "chat") {
-    if (!Array.isArray(body.messages)) return null;
-    const t: Record<string, unknown> = { messages: body.messages };
-    for (const k of ["model", "tools", "tool_choice", "reasoning_effort", "chat_template_kwargs", "continue_final_message"]) {
-      if (body[k] !== undefined) t[k] = body[k];
-    }
-    return t;
-  }
-  if (route === "completions" && typeof body.prompt === "string") return { prompt: body.prompt, ...(body.model ? { model: body.model } : {}) };
-  if (route === "generate" && typeof body.text === "string") return { prompt: body.text };
-  return null;
 }
 
 /** Asks the worker to tokenize; throws saying why when it cannot. */

@@ -1,17 +1,11 @@
 // What every part of serving a turn shares: configuration, workers, index, sessions, metrics,
 // clock and the observation sink.
+import type { Observation } from "../contract/observations.js";
 import type { KvIndex } from "../index/index.js";
 import type { GatewayConfig } from "./config.js";
-import type { ApiFlavor } from "./errors.js";
 import type { GatewayMetrics } from "./metrics.js";
-import type { Observation, RouteKind } from "./observations.js";
 import type { Clock, SessionStore } from "./session-store.js";
 import type { WorkerSet } from "./workers.js";
-
-export interface ParsedBody {
-  raw: Buffer;
-  json: unknown;
-}
 
 export interface TurnContext {
   config: GatewayConfig;
@@ -21,6 +15,7 @@ export interface TurnContext {
   metrics: GatewayMetrics;
   clock: Clock;
   observe: (o: Observation) => void;
+  /** Where --json-log decision lines go (contract/decision-log.ts), or null when the log is off. */
   decisionLog: ((line: string) => void) | null;
   log: (line: string) => void;
   rand: () => number;
@@ -29,10 +24,3 @@ export interface TurnContext {
   recording: Map<string, Promise<void>>;
 }
 
-export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-export function flavorOf(route: RouteKind): ApiFlavor {
-  return route === "messages" ? "anthropic" : "openai";
-}

@@ -1,20 +1,121 @@
 // After the answer went out: the turn's token ids (from the worker), block hashes in the worker's
 // scheme, token ranges, the session record update and the TurnFinished observation.
-import { type HashNamespace, requestBlockHashes } from "./block-hashes.js";
-import type { RouteKind, TurnRanges } from "./observations.js";
-import type { SessionIdSource } from "./session-id.js";
+import type { TurnRanges, Usage } from "../contract/observations.js";
+import { requestBlockHashes } from "./block-hashes.js";
+import { tokenizeCall, type TokenizeCall } from "./request/token-request.js";
+import type { TurnRequest } from "./request/turn-request.js";
 import { MAX_TURNS_KEPT, type SessionRecord, type TurnSummary } from "./session-record.js";
-import { type TokenizeCall, tokenizeCall, tokenizeOn } from "./token-truth.js";
+import { tokenizeOn, type TurnResult } from "./token-truth.js";
+import type { TurnContext } from "./turn-context.js";
 import { cacheMarkersOf } from "./turn-hints.js";
-import { isObject, type TurnContext } from "./turn-context.js";
-import type { DoneOutcome } from "./worker-call.js";
+import type { DoneOutcome } from "./call.js";
 import type { GatewayWorker } from "./workers.js";
+
+export interface FinishArgs {
+  turn: TurnRequest;
+  worker: GatewayWorker;
+  requestId: string;
+  /** The session record as the turn found it. */
+  session: SessionRecord | null;
+  /** Prompt ids known before routing (carried by the request or tokenized for routing). */
+  promptTokens: number[] | null;
+  started: number;
+  outcome: DoneOutcome;
+}
+
+/** The token sequence of a finished turn and its block hashes in the worker's scheme. */
+interface Tokens {
+  prompt: number[] | null;
+  output: number[] | null;
+  /** prompt + output, the sequence the worker's cache now holds. */
+  seq: number[] | null;
+  chain: bigint[];
+  /** chain as the session record keeps it (decimal strings). */
+  chainStr: string[];
+}
+
+const NO_USAGE: Usage = { promptTokens: null, completionTokens: null, cachedTokens: null };
+
+export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void> {
+  const { worker, outcome } = a;
+  const r = outcome.result;
+  if (r?.usage.cachedTokens != null) ctx.metrics.cachedTokens.inc({ worker: worker.id }, r.usage.cachedTokens);
+  if (r?.usage.promptTokens != null) ctx.metrics.promptTokens.inc({ worker: worker.id }, r.usage.promptTokens);
+  const t = await tokensOf(ctx, a);
+  const ranges = t.prompt ? await rangesOf(ctx, a, t, t.prompt) : null;
+  const now = ctx.clock.now();
+  if (a.turn.session && outcome.status === 200) await saveTurn(ctx, a.turn.session.id, a, t, ranges, now);
+  const markers = a.turn.markers && t.prompt && outcome.status === 200 && worker.healthy ? await cacheMarkersOf(ctx, worker, a.turn.markers, t.prompt) : null;
+  ctx.observe({
+    type: "TurnFinished",
+    at: now,
+    requestId: a.requestId,
+    sessionId: a.turn.session?.id ?? null,
+    route: a.turn.route,
+    worker: worker.id,
+    status: outcome.status,
+    error: outcome.error,
+    finishReason: r?.finishReason ?? null,
+    usage: r?.usage ?? NO_USAGE,
+    promptTokens: t.prompt,
+    outputTokens: t.output,
+    chain: t.chain,
+    ranges,
+    toolCalls: r?.toolCalls ?? [],
+    durationMs: now - a.started,
+    cacheMarkers: markers,
+    model: a.turn.model,
+    workerDeviceBlocks: worker.events ? (ctx.index.stats().workers[worker.id]?.GPU ?? 0) : null,
+  });
+}
+
+async function tokensOf(ctx: TurnContext, a: FinishArgs): Promise<Tokens> {
+  const { worker, outcome } = a;
+  const r = outcome.result;
+  let prompt = r?.promptTokens ?? a.promptTokens;
+  // Streamed turns (no ids in the answer): the worker tokenizes the same request.
+  if (!prompt && r && outcome.status === 200 && a.turn.tokenize && worker.healthy) {
+    try {
+      prompt = await tokenizeOn(worker.pool, a.turn.tokenize, ctx.config.health.timeoutMs * 5);
+    } catch (e) {
+      ctx.log(`gateway: tokenize on ${worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`);
+    }
+  }
+  const output = r?.outputTokens ?? null;
+  const seq = prompt ? (output ? prompt.concat(output) : prompt) : null;
+  const chain = seq && worker.scheme ? Array.from(requestBlockHashes(seq, worker.scheme, a.turn.namespace)) : [];
+  return { prompt, output, seq, chain, chainStr: chain.map(String) };
+}
 
 function commonPrefix(a: readonly string[], b: readonly string[]): number {
   const n = Math.min(a.length, b.length);
   let i = 0;
   while (i < n && a[i] === b[i]) i++;
   return i;
+}
+
+async function rangesOf(ctx: TurnContext, a: FinishArgs, t: Tokens, prompt: number[]): Promise<TurnRanges> {
+  const { output } = t;
+  const prevChain = a.session && a.session.worker !== null ? a.session.chain : [];
+  const historyTokens = Math.min(commonPrefix(prevChain, t.chainStr) * (a.worker.scheme?.pageSize ?? 0), prompt.length);
+  const reasoning = await reasoningRange(ctx, a.worker, a.outcome.result, prompt, output);
+  return {
+    system: a.turn.systemTokenize ? await systemRange(ctx, a.worker, a.turn.systemTokenize, prompt) : null,
+    history: { start: 0, end: historyTokens },
+    prompt: { start: historyTokens, end: prompt.length },
+    reasoning,
+    output: output ? { start: prompt.length, end: prompt.length + output.length } : null,
+  };
+}
+
+async function reasoningRange(ctx: TurnContext, worker: GatewayWorker, r: TurnResult | null, prompt: number[], output: number[] | null): Promise<TurnRanges["reasoning"]> {
+  if (!r?.reasoningText || !output || !worker.healthy) return null;
+  try {
+    const n = (await tokenizeOn(worker.pool, tokenizeCall({ prompt: r.reasoningText, add_special_tokens: false }), ctx.config.health.timeoutMs * 5)).length;
+    return { start: prompt.length, end: Math.min(prompt.length + n, prompt.length + output.length) };
+  } catch {
+    return null;
+  }
 }
 
 const systemLengths = new Map<string, number | null>();
@@ -24,16 +125,12 @@ const systemLengths = new Map<string, number | null>();
  * range holds when those tokens are a prefix of the full prompt (the template is prefix-stable).
  * Remembered per distinct system prompt, so a session pays one tokenize for it.
  */
-async function systemRange(ctx: TurnContext, worker: GatewayWorker, body: Record<string, unknown>, prompt: number[]): Promise<TurnRanges["system"]> {
-  const msgs = body.messages;
-  if (!Array.isArray(msgs) || !isObject(msgs[0]) || msgs[0].role !== "system") return null;
-  const req: Record<string, unknown> = { messages: [msgs[0]], add_generation_prompt: false };
-  if (body.tools !== undefined) req.tools = body.tools;
-  const key = `${worker.id}:${JSON.stringify(req)}`;
+async function systemRange(ctx: TurnContext, worker: GatewayWorker, call: TokenizeCall, prompt: number[]): Promise<TurnRanges["system"]> {
+  const key = `${worker.id}:${JSON.stringify(call.body)}`;
   let n = systemLengths.get(key);
   if (n === undefined) {
     try {
-      const sys = await tokenizeOn(worker.pool, tokenizeCall(req), ctx.config.health.timeoutMs * 5);
+      const sys = await tokenizeOn(worker.pool, call, ctx.config.health.timeoutMs * 5);
       n = sys.length <= prompt.length && sys.every((t, i) => t === prompt[i]) ? sys.length : null;
     } catch {
       n = null;
@@ -44,120 +141,33 @@ async function systemRange(ctx: TurnContext, worker: GatewayWorker, body: Record
   return n === null ? null : { start: 0, end: n };
 }
 
-export interface FinishArgs {
-  route: RouteKind;
-  worker: GatewayWorker;
-  requestId: string;
-  sid: SessionIdSource | null;
-  session: SessionRecord | null;
-  body: Record<string, unknown>;
-  ns: HashNamespace;
-  promptTokens: number[] | null;
-  tokenizeReq: TokenizeCall | null;
-  started: number;
-  outcome: DoneOutcome;
-  /** The body may carry prompt-cache markers (mayCarryMarkers); without them none are looked for. */
-  markers: boolean;
-}
-
-/**
- * Whether a request body can hold a prompt-cache marker, from its bytes: a key spelled with JSON
- * escapes (the only way to write "cache_control" other than plainly) sends it the long way.
- */
-export function mayCarryMarkers(raw: Buffer): boolean {
-  return raw.includes("cache_control") || raw.includes("prompt_cache_retention") || raw.includes("\\u");
-}
-
-export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void> {
-  const { metrics, clock } = ctx;
-  const { worker, outcome } = a;
-  const r = outcome.result;
-  if (r?.usage.cachedTokens != null) metrics.cachedTokens.inc({ worker: worker.id }, r.usage.cachedTokens);
-  if (r?.usage.promptTokens != null) metrics.promptTokens.inc({ worker: worker.id }, r.usage.promptTokens);
-  let prompt = r?.promptTokens ?? a.promptTokens;
-  // Streamed turns (no ids in the answer): the worker tokenizes the same request.
-  if (!prompt && r && outcome.status === 200 && a.tokenizeReq && worker.healthy) {
-    try {
-      prompt = await tokenizeOn(worker.pool, a.tokenizeReq, ctx.config.health.timeoutMs * 5);
-    } catch (e) {
-      ctx.log(`gateway: tokenize on ${worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`);
-    }
-  }
-  const output = r?.outputTokens ?? null;
-  const scheme = worker.scheme;
-  const seq = prompt ? (output ? prompt.concat(output) : prompt) : null;
-  const chain = seq && scheme ? Array.from(requestBlockHashes(seq, scheme, a.ns)) : [];
-  const promptBlocks = prompt && scheme ? Math.floor(prompt.length / scheme.pageSize) : 0;
-  const chainStr = chain.map(String);
-  let ranges: TurnRanges | null = null;
-  if (prompt) {
-    const prevChain = a.session && a.session.worker !== null ? a.session.chain : [];
-    const historyTokens = Math.min(commonPrefix(prevChain, chainStr) * (scheme?.pageSize ?? 0), prompt.length);
-    let reasoning: TurnRanges["reasoning"] = null;
-    if (r?.reasoningText && output && worker.healthy) {
-      try {
-        const n = (await tokenizeOn(worker.pool, tokenizeCall({ prompt: r.reasoningText, add_special_tokens: false }), ctx.config.health.timeoutMs * 5)).length;
-        reasoning = { start: prompt.length, end: Math.min(prompt.length + n, prompt.length + output.length) };
-      } catch {
-        reasoning = null;
-      }
-    }
-    ranges = {
-      system: a.route === "chat" ? await systemRange(ctx, worker, a.body, prompt) : null,
-      history: { start: 0, end: historyTokens },
-      prompt: { start: historyTokens, end: prompt.length },
-      reasoning,
-      output: output ? { start: prompt.length, end: prompt.length + output.length } : null,
-    };
-  }
-  const now = clock.now();
-  if (a.sid && outcome.status === 200) {
-    const summary: TurnSummary = {
-      n: 0,
-      worker: worker.id,
-      route: a.route,
-      startedMs: a.started,
-      finishedMs: now,
-      status: outcome.status,
-      finishReason: r?.finishReason ?? null,
-      usage: r?.usage ?? { promptTokens: null, completionTokens: null, cachedTokens: null },
-      ranges,
-      promptBlocks,
-      totalBlocks: chain.length,
-      toolCalls: r?.toolCalls ?? [],
-    };
-    await ctx.sessions.update(a.sid.id, (rec) => {
-      rec.worker = worker.id;
-      if (chain.length) {
-        rec.chain = chainStr;
-        rec.frontierTokens = seq?.length ?? 0;
-      }
-      rec.turnCount++;
-      summary.n = rec.turnCount;
-      rec.turns.push(summary);
-      if (rec.turns.length > MAX_TURNS_KEPT) rec.turns.splice(0, rec.turns.length - MAX_TURNS_KEPT);
-      rec.lastActivityMs = now;
-    });
-  }
-  ctx.observe({
-    type: "TurnFinished",
-    at: now,
-    requestId: a.requestId,
-    sessionId: a.sid?.id ?? null,
-    route: a.route,
-    worker: worker.id,
-    status: outcome.status,
-    error: outcome.error,
+/** The turn in its session's record: the worker, the chain it holds, and a summary. */
+async function saveTurn(ctx: TurnContext, sessionId: string, a: FinishArgs, t: Tokens, ranges: TurnRanges | null, now: number): Promise<void> {
+  const r = a.outcome.result;
+  const summary: TurnSummary = {
+    n: 0,
+    worker: a.worker.id,
+    route: a.turn.route,
+    startedMs: a.started,
+    finishedMs: now,
+    status: a.outcome.status,
     finishReason: r?.finishReason ?? null,
-    usage: r?.usage ?? { promptTokens: null, completionTokens: null, cachedTokens: null },
-    promptTokens: prompt,
-    outputTokens: output,
-    chain,
+    usage: r?.usage ?? NO_USAGE,
     ranges,
+    promptBlocks: t.prompt && a.worker.scheme ? Math.floor(t.prompt.length / a.worker.scheme.pageSize) : 0,
+    totalBlocks: t.chain.length,
     toolCalls: r?.toolCalls ?? [],
-    durationMs: now - a.started,
-    cacheMarkers: a.markers && prompt && outcome.status === 200 && worker.healthy ? await cacheMarkersOf(ctx, worker, a.route, a.body, prompt) : null,
-    model: typeof a.body.model === "string" ? a.body.model : null,
-    workerDeviceBlocks: worker.events ? (ctx.index.stats().workers[worker.id]?.GPU ?? 0) : null,
+  };
+  await ctx.sessions.update(sessionId, (rec) => {
+    rec.worker = a.worker.id;
+    if (t.chain.length) {
+      rec.chain = t.chainStr;
+      rec.frontierTokens = t.seq?.length ?? 0;
+    }
+    rec.turnCount++;
+    summary.n = rec.turnCount;
+    rec.turns.push(summary);
+    if (rec.turns.length > MAX_TURNS_KEPT) rec.turns.splice(0, rec.turns.length - MAX_TURNS_KEPT);
+    rec.lastActivityMs = now;
   });
 }

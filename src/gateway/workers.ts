@@ -10,7 +10,7 @@ import { KvEventConsumer } from "../events/consumer.js";
 import { indexSink, type KvIndex } from "../index/index.js";
 import type { GatewayConfig, WorkerConfig } from "./config.js";
 import type { GatewayMetrics } from "./metrics.js";
-import type { Observation } from "./observations.js";
+import type { Observation } from "../contract/observations.js";
 import type { WorkerState } from "./router.js";
 import type { Clock } from "./session-store.js";
 import { callJson, createUpstreamPool } from "./upstream.js";

@@ -2,12 +2,11 @@
 // updates the per-session view the rules share, runs every enabled rule in a fixed order, hands
 // acks back to the rule that sent the command, and keeps the pin-budget gauges current.
 import type { Registry } from "prom-client";
-import type { Observation, StoredSessionState, TurnFinished } from "../gateway/observations.js";
-import type { GatewayPolicy, PolicyCommand } from "../gateway/policy.js";
+import type { CommandAcked, Observation, StoredSessionState, TurnFinished } from "../contract/observations.js";
+import type { GatewayPolicy, PolicyCommand, PolicyFactory } from "../contract/policy.js";
 import { storageKeys as addonStorageKeys } from "../hash/index.js";
 import type { Command } from "../protocol/index.js";
-import type { CommandAcked } from "../gateway/observations.js";
-import { type PoliciesConfig, type PoliciesConfigInput, policiesConfigSchema } from "./config.js";
+import { type PoliciesConfig, type PoliciesConfigInput, policiesConfigSchema } from "../contract/policies-config.js";
 import { createContext, type PolicyContext, type SessionView } from "./context.js";
 import { DurationModel } from "./duration-model.js";
 import { CommandGuards } from "./guards.js";
@@ -192,3 +191,6 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
     },
   };
 }
+
+/** The agent policy as the factory createGateway takes (`policy: agentPolicy`). */
+export const agentPolicy: PolicyFactory = (env) => createAgentPolicy({ config: env.config, registry: env.registry, log: env.log, decisionLog: env.decisionLog });

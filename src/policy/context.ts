@@ -2,12 +2,13 @@
 // guards, and one way out for every decision (emit: a command, logged and counted with its reason;
 // note: a decision to do nothing, logged and counted too). Pure: time comes from the observation.
 import { createHash } from "node:crypto";
-import type { CommandAcked } from "../gateway/observations.js";
-import type { PolicyCommand } from "../gateway/policy.js";
+import type { CommandAcked } from "../contract/observations.js";
+import { decisionLine } from "../contract/decision-log.js";
+import type { PolicyCommand } from "../contract/policy.js";
 import type { Command } from "../protocol/index.js";
 import { ID_PATTERN } from "../protocol/fields.js";
 import { MAX_ID_LENGTH } from "../protocol/limits.js";
-import type { PoliciesConfig } from "./config.js";
+import type { PoliciesConfig } from "../contract/policies-config.js";
 import type { CommandGuards } from "./guards.js";
 import type { PolicyMetrics } from "./metrics.js";
 import type { PinBudget } from "./pin-budget.js";
@@ -92,8 +93,7 @@ export interface ContextDeps {
 /** Builds the context; `out` collects the commands of the observation being handled. */
 export function createContext(d: ContextDeps, out: PolicyCommand[], acks: WeakMap<Command, { policy: string; cb?: (o: CommandAcked) => void }>): PolicyContext {
   const sessions = new Map<string, SessionView>();
-  const line = (fields: Record<string, unknown>) =>
-    d.decisionLog?.(JSON.stringify({ ts: new Date(ctx.now).toISOString(), event: "policy", ...fields }, (_k, v) => (typeof v === "bigint" ? v.toString() : v)));
+  const line = (fields: Record<string, unknown>) => d.decisionLog?.(decisionLine(ctx.now, "policy", fields));
   const ctx: PolicyContext = {
     cfg: d.cfg,
     now: 0,

@@ -1,9 +1,10 @@
-// Public API of the agent policies: the policy the gateway runs with `policy: agent`, its config
-// schema, and the pure pieces a harness may want (marker parsing, hint parsing).
-export { createAgentPolicy } from "./agent-policy.js";
+// Public API of the agent policies: the policy the gateway runs with `policy: agent` (agentPolicy,
+// the factory createGateway takes; createAgentPolicy for a policy on its own) and its config
+// schema. The hint and marker parsers live with the gateway's request side (kvctl/gateway) and
+// are re-exported here, from the gateway's public face, for callers that found them here first.
+export { agentPolicy, createAgentPolicy } from "./agent-policy.js";
 export type { AgentPolicy, AgentPolicyOptions } from "./agent-policy.js";
-export { defaultPoliciesConfig, policiesConfigSchema } from "./config.js";
-export type { PoliciesConfig, PoliciesConfigInput } from "./config.js";
-export { HINT_EVENTS, HINT_HEADER, HintError, parseHintBody, parseHintHeader } from "./hints.js";
-export { MAX_BREAKPOINTS, parseCacheMarkers } from "./markers.js";
-export type { MarkerSpec, ParsedMarkers } from "./markers.js";
+export { defaultPoliciesConfig, policiesConfigSchema } from "../contract/policies-config.js";
+export type { PoliciesConfig, PoliciesConfigInput } from "../contract/policies-config.js";
+export { HINT_EVENTS, HINT_HEADER, HintError, MAX_BREAKPOINTS, parseCacheMarkers, parseHintBody, parseHintHeader } from "../gateway/index.js";
+export type { MarkerSpec, ParsedMarkers } from "../gateway/index.js";

@@ -1,6 +1,6 @@
 // Observations for the policy tests, on a fake clock: a session's turns as the gateway reports them.
-import type { CacheMarkers, Observation, PromptTail, TurnFinished, TurnStarted } from "../../src/gateway/observations.js";
-import type { PolicyCommand } from "../../src/gateway/policy.js";
+import type { CacheMarkers, Observation, PromptTail, TurnFinished, TurnStarted } from "../../src/contract/observations.js";
+import type { PolicyCommand } from "../../src/contract/policy.js";
 import type { Command } from "../../src/protocol/index.js";
 
 export const PAGE = 4;

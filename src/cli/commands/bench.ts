@@ -5,7 +5,7 @@
 // twin against memcpy, and says so.
 import { parseArgs } from "node:util";
 import type { LayoutKind } from "../../copy/index.js";
-import type { Command } from "../main.js";
+import type { Command } from "../command.js";
 
 const HELP = `usage: kvctl bench copy [options]
 

@@ -16,7 +16,7 @@ import { startNatsServer } from "../../testing/index.js";
 import { startRealServer } from "../../demo/real-server.js";
 import { runAgentSession } from "../../demo/scenario.js";
 import { type DemoWorker, HarnessWorker, SglangWorker } from "../../demo/workers.js";
-import type { Command as CliCommand } from "../main.js";
+import type { Command as CliCommand } from "../command.js";
 
 const HELP = `usage: kvctl demo [--json] [--verbose] [--harness]
 

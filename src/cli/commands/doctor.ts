@@ -7,7 +7,7 @@ import { parseArgs } from "node:util";
 import { findNatsServer } from "../../testing/nats-server.js";
 import { seriesStatus } from "../../patch/index.js";
 import { venvPython } from "../../paths.js";
-import type { Command } from "../main.js";
+import type { Command } from "../command.js";
 
 export type CheckState = "ok" | "warn" | "fail" | "unavailable";
 

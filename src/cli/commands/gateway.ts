@@ -2,7 +2,7 @@
 // a config file (YAML or JSON) and flags; flags override the file.
 import { parseArgs } from "node:util";
 import { NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
-import type { Command } from "../main.js";
+import type { Command } from "../command.js";
 
 const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp://..][,replay=tcp://..] ...] [options]
   --config FILE            YAML or JSON file (workers, nats, routing, limits, health, sessions)
@@ -49,7 +49,8 @@ export const command: Command = {
       console.log(HELP);
       return 0;
     }
-    const { createGateway, GatewayConfigError, parseWorkerFlag, readConfigFile } = await import("../../gateway/index.js");
+    const { GatewayConfigError, parseWorkerFlag, readConfigFile } = await import("../../gateway/index.js");
+    const { createGateway } = await import("../../app/gateway.js");
     type ConfigInput = import("../../gateway/index.js").GatewayConfigInput;
     const { WorkerSchemeError } = await import("../../gateway/worker-scheme.js");
     let cfg: Record<string, unknown>;

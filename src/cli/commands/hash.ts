@@ -8,7 +8,7 @@ import {
   dynamoSequenceHashes,
   storageKeys,
 } from "../../hash/index.js";
-import type { Command as CliCommand } from "../main.js";
+import type { Command as CliCommand } from "../command.js";
 
 const OPTIONS = {
   scheme: { type: "string" },

@@ -15,7 +15,7 @@ import {
   stringifyJson,
   workerSubject,
 } from "../../protocol/index.js";
-import type { Command as CliCommand } from "../main.js";
+import type { Command as CliCommand } from "../command.js";
 
 const OPTIONS = {
   ...NATS_FLAGS,

@@ -1,6 +1,6 @@
 // `kvctl patch apply|check|revert|status <path>`: the SGLang patch kit (see src/patch/README.md).
 import { parseArgs } from "node:util";
-import type { Command } from "../main.js";
+import type { Command } from "../command.js";
 import { applySeries, checkSeries, exitCodeFor, PatchError, revertSeries, seriesStatus } from "../../patch/index.js";
 
 const USAGE = `usage: kvctl patch <apply|check|revert|status> <path> [options]

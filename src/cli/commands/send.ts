@@ -17,7 +17,7 @@ import {
   stringifyJson,
   validateCommand,
 } from "../../protocol/index.js";
-import type { Command as CliCommand } from "../main.js";
+import type { Command as CliCommand } from "../command.js";
 
 const kebab = (f: string) => f.replace(/_/g, "-");
 const FIELD_FLAGS = new Set(Object.values(COMMAND_FIELDS).flatMap((fields) => Object.keys(fields).map(kebab)));

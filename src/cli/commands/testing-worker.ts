@@ -6,7 +6,7 @@ import { connectOptionsFromFlags, NATS_FLAGS, NATS_FLAGS_HELP } from "../../cont
 import { connectControlPlane } from "../../control/index.js";
 import { ReferenceResponder } from "../../testing/index.js";
 import { checkSubjectPrefix, checkWorkerId, parseFieldText } from "../../protocol/index.js";
-import type { Command as CliCommand } from "../main.js";
+import type { Command as CliCommand } from "../command.js";
 
 const OPTIONS = {
   ...NATS_FLAGS,

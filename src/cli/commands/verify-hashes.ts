@@ -6,7 +6,7 @@
 //     received (or nothing verifiable).
 import { parseArgs } from "node:util";
 import { venvPython } from "../../paths.js";
-import type { Command } from "../main.js";
+import type { Command } from "../command.js";
 
 const HELP = `usage: kvctl verify-hashes [--zmq tcp://host:port] [options]
 

@@ -1,7 +1,7 @@
 // kvctl watch --zmq ...: a live table of per-worker, per-tier block counts and event rates, built
 // only from the workers' KV events (consumer -> instrumented in-memory index).
 import { parseArgs } from "node:util";
-import type { Command } from "../main.js";
+import type { Command } from "../command.js";
 
 const HELP = `usage: kvctl watch --zmq [name=]tcp://host:port[,replay=tcp://host:port] [--zmq ...] [options]
   --zmq SPEC       a worker's KV-event endpoint, optionally named and with its replay endpoint

@@ -8,7 +8,7 @@
 // the larger of what the worker's KV events put on its GPU (the index: every session's blocks and
 // sessionless requests', whichever replica served them) and what this replica's own sessions hold
 // unpaused (ahead of the events, which arrive after the turn).
-import type { Observation } from "../../gateway/observations.js";
+import type { Observation } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
 import type { AgentRule } from "./policy.js";
 

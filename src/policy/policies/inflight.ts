@@ -6,7 +6,7 @@
 // blocks from arrival (TurnStarted) until the turn ends (TurnFinished). Pins protect the host copy
 // (the device copy stays evictable), carry a TTL as a backstop for a turn that never reports back,
 // and stay within the gateway's view of the worker's pin budget, earliest blocks first.
-import type { Observation, TurnFinished, TurnStarted } from "../../gateway/observations.js";
+import type { Observation, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, unpinned } from "../context.js";
 import type { AgentRule } from "./policy.js";
 

@@ -4,7 +4,7 @@
 // hit; the session's close releases every hold. The pin-budget view caps what is asked of each
 // worker (longer TTLs, earlier blocks first); a `partial` ack whose worker refused blocks for its
 // budget marks the worker full.
-import type { Observation, TurnFinished } from "../../gateway/observations.js";
+import type { Observation, TurnFinished } from "../../contract/observations.js";
 import { type PolicyContext, unpinned } from "../context.js";
 import type { PinHold } from "../pin-budget.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";

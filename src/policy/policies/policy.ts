@@ -1,5 +1,5 @@
 // One agent policy: reads an observation and the shared context, emits commands through it.
-import type { Observation } from "../../gateway/observations.js";
+import type { Observation } from "../../contract/observations.js";
 import type { PolicyContext } from "../context.js";
 
 export interface AgentRule {

@@ -3,7 +3,7 @@
 // branch below the divergence block is dead: Prune(after_block_hash = the first old block the new
 // sequence does not share) evicts its descendants on the worker. The worker skips blocks in use
 // or pinned; this rule also skips a branch another session of this replica still stands on.
-import type { Observation, SessionHint, TurnFinished } from "../../gateway/observations.js";
+import type { Observation, SessionHint, TurnFinished } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, type SessionView } from "../context.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 

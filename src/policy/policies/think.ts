@@ -4,7 +4,7 @@
 // storage) and purged at the next user turn. Interleaved-thinking families replay reasoning
 // through the tool loop: there the blocks stay as they are while tools run and are marked at the
 // turn's end, purged at the next user turn as well. Blocks the new prompt still uses are spared.
-import type { Observation, TurnFinished, TurnStarted } from "../../gateway/observations.js";
+import type { Observation, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import type { PolicyContext } from "../context.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 

@@ -7,7 +7,7 @@
 // and ToolEnd goes out with the epoch ToolStart returned. A keep pin stays until that request is
 // served: it is what the request is served from, and while the request waits in the worker's
 // queue nothing else protects those blocks (its end unpins them, after their hits were counted).
-import type { Observation, SessionHint, TurnFinished, TurnStarted } from "../../gateway/observations.js";
+import type { Observation, SessionHint, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import { type PolicyContext, SAFE_ID, type SessionView, type ToolWait } from "../context.js";
 import { bestKeep, type DurationModel } from "../duration-model.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";

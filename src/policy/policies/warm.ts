@@ -1,7 +1,7 @@
 // Cold worker -> warm. The prefixes sessions pin with prompt-cache markers are remembered with
 // their tokens and hit counts; a worker that joins or restarts (its cache is empty) gets Warm of
 // the hottest ones, by their storage keys, when the workers have a storage backend to read from.
-import type { Observation, TurnFinished } from "../../gateway/observations.js";
+import type { Observation, TurnFinished } from "../../contract/observations.js";
 import type { PolicyContext } from "../context.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 

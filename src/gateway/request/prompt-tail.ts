@@ -1,7 +1,7 @@
 // The last message of a prompt: whose turn it is (a user, or tool results coming back) and which
 // tool calls those results answer. OpenAI: trailing `role:"tool"` messages with `tool_call_id`;
 // Anthropic: a user message whose content is `tool_result` blocks with `tool_use_id`.
-import type { PromptTail, RouteKind } from "../gateway/observations.js";
+import type { PromptTail, RouteKind } from "../../contract/observations.js";
 
 function obj(v: unknown): Record<string, unknown> | null {
   return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;

@@ -3,7 +3,7 @@
 // Pure: this file finds the markers and checks Anthropic's rules (at most 4 breakpoints, longer
 // TTLs before shorter ones); the gateway turns each into a token position with the worker's own
 // tokenizer (prefixTokenizeRequest), since only the worker's template knows where a block ends.
-import type { RouteKind } from "../gateway/observations.js";
+import type { RouteKind } from "../../contract/observations.js";
 
 export const MAX_BREAKPOINTS = 4;
 

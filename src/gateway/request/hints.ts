@@ -4,7 +4,7 @@
 //   x-kvctl-hint: tool_end;call=call_1, idle
 //   x-kvctl-hint: rewrite;keep_tokens=2048
 import { z } from "zod";
-import type { SessionHint } from "../gateway/observations.js";
+import type { SessionHint } from "../../contract/observations.js";
 
 export const HINT_HEADER = "x-kvctl-hint";
 export const HINT_EVENTS = ["tool_start", "tool_end", "idle", "close", "rewrite"] as const;

@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+// The import check of `npm run lint`: the gateway (src/gateway/) and the agent policies
+// (src/policy/) share only the contract (src/contract/), and no import circle runs through src/.
+//   - a file under src/gateway/ importing one under src/policy/, or the other way round, fails;
+//     the one exception is policy/index.ts re-exporting gateway/index.ts (a published facade);
+//   - every import circle among the files of src/ fails (static, dynamic and type-only imports
+//     alike: a type-only circle still ties the two files' shapes to each other).
+// Exit 1 with one line per finding.
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+import ts from "typescript";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const src = join(root, "src");
+
+function tsFiles(dir) {
+  const out = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...tsFiles(p));
+    else if (e.name.endsWith(".ts") && !e.name.endsWith(".d.ts")) out.push(p);
+  }
+  return out.sort();
+}
+
+/** Module specifiers a file imports: import/export declarations, import() and import types. */
+function specifiers(file) {
+  const sf = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true);
+  const out = [];
+  const visit = (n) => {
+    if ((ts.isImportDeclaration(n) || ts.isExportDeclaration(n)) && n.moduleSpecifier && ts.isStringLiteral(n.moduleSpecifier)) out.push(n.moduleSpecifier.text);
+    else if (ts.isCallExpression(n) && n.expression.kind === ts.SyntaxKind.ImportKeyword && n.arguments[0] && ts.isStringLiteralLike(n.arguments[0])) out.push(n.arguments[0].text);
+    else if (ts.isImportTypeNode(n) && ts.isLiteralTypeNode(n.argument) && ts.isStringLiteral(n.argument.literal)) out.push(n.argument.literal.text);
+    ts.forEachChild(n, visit);
+  };
+  visit(sf);
+  return out;
+}
+
+/** The src/ file a relative specifier names (".js" written for the ".ts" source), or null. */
+function target(from, spec) {
+  if (!spec.startsWith(".")) return null;
+  const p = resolve(dirname(from), spec);
+  for (const c of [p.replace(/\.js$/, ".ts"), `${p}.ts`, join(p, "index.ts")]) if (existsSync(c)) return c;
+  return null;
+}
+
+const rel = (p) => relative(root, p).split(sep).join("/");
+const areaOf = (p) => rel(p).split("/")[1];
+
+const files = tsFiles(src);
+const graph = new Map(files.map((f) => [f, []]));
+const findings = [];
+for (const f of files) {
+  for (const spec of specifiers(f)) {
+    const t = target(f, spec);
+    if (!t || !graph.has(t)) continue;
+    graph.get(f).push(t);
+    const [a, b] = [areaOf(f), areaOf(t)];
+    const crosses = (a === "gateway" && b === "policy") || (a === "policy" && b === "gateway");
+    const facade = rel(f) === "src/policy/index.ts" && rel(t) === "src/gateway/index.ts";
+    if (crosses && !facade) findings.push(`${rel(f)} imports ${rel(t)}: gateway/ and policy/ share only src/contract/`);
+  }
+}
+
+// Circles: strongly connected components of more than one file (or a file importing itself).
+let counter = 0;
+const index = new Map();
+const low = new Map();
+const stack = [];
+const onStack = new Set();
+function strongConnect(v) {
+  index.set(v, counter);
+  low.set(v, counter++);
+  stack.push(v);
+  onStack.add(v);
+  for (const w of graph.get(v)) {
+    if (!index.has(w)) {
+      strongConnect(w);
+      low.set(v, Math.min(low.get(v), low.get(w)));
+    } else if (onStack.has(w)) low.set(v, Math.min(low.get(v), index.get(w)));
+  }
+  if (low.get(v) !== index.get(v)) return;
+  const comp = [];
+  let w;
+  do {
+    w = stack.pop();
+    onStack.delete(w);
+    comp.push(w);
+  } while (w !== v);
+  if (comp.length > 1 || graph.get(v).includes(v)) findings.push(`import circle: ${comp.map(rel).sort().join(" <-> ")}`);
+}
+for (const f of files) if (!index.has(f)) strongConnect(f);
+
+for (const line of findings) console.error(`imports: ${line}`);
+console.log(`imports: ${files.length} files, ${findings.length === 0 ? "no finding" : `${findings.length} finding(s)`}`);
+process.exit(findings.length === 0 ? 0 : 1);

@@ -1,0 +1,39 @@
+// The decision hook between the gateway and a policy: a policy turns observations into commands.
+// Policies are pure (no I/O, time from the observation): the gateway sends what they return
+// through the control publisher and records each command with its reason and ack. The gateway
+// receives its policy (an object, or a factory it calls once with what a policy may share);
+// it never builds one of the agent policies itself.
+import type { Registry } from "prom-client";
+import type { Command } from "../protocol/index.js";
+import type { PoliciesConfig } from "./policies-config.js";
+import type { Observation } from "./observations.js";
+
+export interface PolicyCommand {
+  /** A worker id, or "broadcast" for every worker. */
+  worker: string;
+  command: Command;
+  /** Why, in a few words (metrics label and log line). */
+  reason: string;
+  /** The session the command is for, so its record keeps the command and ack. */
+  sessionId?: string | null;
+}
+
+export interface GatewayPolicy {
+  readonly name: string;
+  observe(o: Observation): readonly PolicyCommand[];
+}
+
+/** What the gateway hands a policy factory: its settings and the gateway's shared outlets. */
+export interface PolicyEnv {
+  /** The `policies` section of the gateway config (validated), when present. */
+  config: PoliciesConfig | undefined;
+  /** The gateway's metrics registry (one /metrics). */
+  registry: Registry;
+  /** Operational log lines. */
+  log: (line: string) => void;
+  /** The --json-log decision sink, or null when it is off. */
+  decisionLog: ((line: string) => void) | null;
+}
+
+/** Builds a policy once the gateway's registry and logs exist. */
+export type PolicyFactory = (env: PolicyEnv) => GatewayPolicy;

@@ -1,0 +1,167 @@
+// The worker's answer on its way to the client, as an undici dispatch handler writing straight to
+// the client's response: no body stream, no abort signal and no intermediate copy per request.
+// A streamed answer goes through as it comes, with backpressure; a whole one is sent at the end
+// with the token-id fields the gateway added cut out. A worker that fails is told apart (timeout,
+// refused, reset) and drained when it is gone.
+import type { ServerResponse } from "node:http";
+import { type Dispatcher, errors as undiciErrors } from "undici";
+import type { RouteKind } from "../contract/observations.js";
+import { errorBody, sendJson, streamErrorEvent } from "./errors.js";
+import { StreamScan } from "./stream-scan.js";
+import { stripTokenFields, type TurnResult, turnResultOf } from "./token-truth.js";
+import type { TurnContext } from "./turn-context.js";
+import { classifyUpstreamError } from "./upstream.js";
+import type { CallOutcome, WorkerCall } from "./call.js";
+
+const PASS_RESPONSE_HEADERS = ["content-type", "cache-control", "x-request-id"];
+
+function passHeaders(workerId: string, upstream: Record<string, string | string[] | undefined>): Record<string, string | number> {
+  const out: Record<string, string | number> = { "x-kvctl-worker": workerId };
+  for (const h of PASS_RESPONSE_HEADERS) {
+    const v = upstream[h];
+    if (v !== undefined) out[h] = Array.isArray(v) ? v.join(", ") : v;
+  }
+  return out;
+}
+
+export class AnswerRelay implements Dispatcher.DispatchHandler {
+  private status = 0;
+  private sse = false;
+  private json = false;
+  private scan: StreamScan | null = null;
+  private headers: Record<string, string | number> = {};
+  private readonly chunks: Buffer[] = [];
+  private settled = false;
+  private readonly route: RouteKind;
+  private readonly res: ServerResponse;
+
+  constructor(
+    private readonly ctx: TurnContext,
+    private readonly call: WorkerCall,
+    /** Gives the call's place on the worker back (idempotent). */
+    private readonly release: () => void,
+    private readonly resolve: (o: CallOutcome) => void,
+  ) {
+    this.route = call.turn.route;
+    this.res = call.res;
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.call.client.onGone(() => controller.abort(new undiciErrors.RequestAbortedError()));
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, upstream: Record<string, string | string[] | undefined>): void {
+    this.status = statusCode;
+    const contentType = String(upstream["content-type"] ?? "");
+    this.sse = contentType.includes("text/event-stream");
+    this.json = contentType.includes("json");
+    this.headers = passHeaders(this.call.worker.id, upstream);
+    // Not streamed: sent whole at the end (token fields cut out first).
+    if (!this.sse) return;
+    // Streaming: bytes go to the client as they come; a full client buffer pauses the worker's
+    // stream (backpressure). The scan only looks for the closing usage/finish_reason.
+    this.scan = new StreamScan(this.route);
+    this.res.writeHead(statusCode, this.headers);
+    this.res.on("drain", () => controller.resume());
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (!this.sse) {
+      this.chunks.push(chunk);
+      return;
+    }
+    this.scan?.push(chunk);
+    if (!this.res.destroyed && !this.res.write(chunk)) controller.pause();
+  }
+
+  onResponseEnd(): void {
+    if (this.sse) {
+      this.res.end();
+      this.ctx.metrics.countRequest(this.route, this.call.worker.id, this.status);
+      this.finish({ kind: "done", status: this.status, error: null, result: this.scan?.result() ?? null });
+      return;
+    }
+    this.release();
+    const { out, result } = this.wholeAnswer();
+    this.ctx.metrics.countRequest(this.route, this.call.worker.id, this.status);
+    if (!this.res.destroyed) {
+      this.headers["content-length"] = typeof out === "string" ? Buffer.byteLength(out) : out.length;
+      this.res.writeHead(this.status, this.headers);
+      this.res.end(out);
+    }
+    this.finish({ kind: "done", status: this.status, error: null, result });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, e: Error): void {
+    // Nothing has gone to the client yet: it gets a clean error answer (or a retry elsewhere).
+    if (!this.sse) this.finish(this.failedBeforeAnswer(e));
+    else this.finish(this.failedMidStream(e));
+  }
+
+  private finish(o: CallOutcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.call.client.onGone(null);
+    this.release();
+    this.resolve(o);
+  }
+
+  /** The whole answer as the client gets it, and what it tells about the turn. */
+  private wholeAnswer(): { out: Buffer | string; result: TurnResult | null } {
+    const buf = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks);
+    if (this.status !== 200 || !this.json) return { out: buf, result: null };
+    const text = buf.toString("utf8");
+    let parsed: unknown = null;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = null;
+    }
+    const added = this.call.turn.added;
+    return { out: added && (added.prompt || added.response) ? stripTokenFields(text, added) : text, result: turnResultOf(this.route, parsed) };
+  }
+
+  private failedMidStream(e: Error): CallOutcome {
+    const { metrics } = this.ctx;
+    const worker = this.call.worker;
+    if (this.call.client.gone) {
+      metrics.clientAborts.inc({ route: this.route });
+      this.res.destroy();
+      metrics.countRequest(this.route, worker.id, this.status);
+      return { kind: "done", status: this.status, error: "client disconnected", result: null };
+    }
+    const kind = classifyUpstreamError(e);
+    metrics.upstreamErrors.inc({ worker: worker.id, kind });
+    // Not drained here: a worker that died refuses the next connection and is drained then;
+    // one that only lost this connection keeps its sessions and its blocks in the index.
+    this.ctx.log(`gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message}); client told`);
+    this.res.end(streamErrorEvent(this.call.turn.flavor, "upstream_error", `worker ${worker.id} failed mid-stream (${kind}); retry the request`));
+    metrics.countRequest(this.route, worker.id, 502);
+    return { kind: "done", status: this.status, error: `worker failed mid-stream: ${e.message}`, result: null };
+  }
+
+  private failedBeforeAnswer(e: Error): CallOutcome {
+    const { metrics } = this.ctx;
+    const worker = this.call.worker;
+    if (this.call.client.gone) {
+      metrics.clientAborts.inc({ route: this.route });
+      metrics.countRequest(this.route, worker.id, 499);
+      return { kind: "done", status: 0, error: "client disconnected", result: null };
+    }
+    const kind = classifyUpstreamError(e);
+    metrics.upstreamErrors.inc({ worker: worker.id, kind });
+    if (kind === "connect") {
+      this.ctx.workers.drain(worker, `connection refused: ${e.message}`);
+      return { kind: "retry", error: `connection refused: ${e.message}` };
+    }
+    // A connection closed before any answer (most often a kept-alive one the worker closed as the
+    // request went out) says nothing about the worker: the request is sent again on a fresh one,
+    // and the worker is drained only if it then refuses connections.
+    if (kind === "reset") return { kind: "retry", error: `connection reset: ${e.message}` };
+    const status = kind === "timeout" ? 504 : 502;
+    const msg = kind === "timeout" ? `worker ${worker.id} timed out` : `worker ${worker.id} failed: ${e.message}`;
+    metrics.countRequest(this.route, worker.id, status);
+    sendJson(this.res, status, errorBody(this.call.turn.flavor, kind === "timeout" ? "upstream_timeout" : "upstream_error", msg));
+    return { kind: "done", status, error: msg, result: null };
+  }
+}

@@ -1,0 +1,75 @@
+// What a request asks of the worker's tokens, from its body: the token-id fields spliced into
+// the bytes sent on (withTokenIds), the prompt ids it carries itself, and the tokenize calls that
+// render its prompt (or a part of it) the way the worker will.
+import type { RouteKind } from "../../contract/observations.js";
+import { isIntArray } from "../json-shape.js";
+
+export interface TokenFieldsAdded {
+  prompt: boolean;
+  response: boolean;
+  /** Where the output ids are: chat `response_token_ids`, completions `token_ids`. */
+  responseKey: "response_token_ids" | "token_ids";
+}
+
+/**
+ * Adds `"return_token_ids":true` to a JSON object's bytes (after every other key, so it wins over a
+ * client's own `false` the way Python's json keeps the last duplicate) and says which response
+ * fields the client did not ask for.
+ */
+export function withTokenIds(route: "chat" | "completions", raw: Buffer, body: Record<string, unknown>): { raw: Buffer; added: TokenFieldsAdded } {
+  const responseKey = route === "chat" ? "response_token_ids" : "token_ids";
+  if (body.return_token_ids === true) return { raw, added: { prompt: false, response: false, responseKey } };
+  // Completions return prompt ids only with return_token_ids; chat also with return_prompt_token_ids.
+  const added = { prompt: route === "completions" || body.return_prompt_token_ids !== true, response: true, responseKey } as const;
+  const text = raw.toString("utf8");
+  const end = text.lastIndexOf("}");
+  const empty = /^\s*\{\s*$/.test(text.slice(0, end));
+  const out = `${text.slice(0, end)}${empty ? "" : ","}"return_token_ids":true${text.slice(end)}`;
+  return { raw: Buffer.from(out, "utf8"), added };
+}
+
+/** Prompt token ids the request itself carries (no worker call needed), if any. */
+export function promptTokensInRequest(route: RouteKind, body: Record<string, unknown>): number[] | null {
+  if (route === "generate" && isIntArray(body.input_ids)) return body.input_ids;
+  if (route === "completions" && isIntArray(body.prompt) && body.prompt.length > 0) return body.prompt;
+  return null;
+}
+
+/** A tokenize call to a worker: SGLang's /v1/tokenize, or the kvctl worker's Anthropic route. */
+export interface TokenizeCall {
+  path: "/v1/tokenize" | "/kvctl/v1/messages/tokenize";
+  body: Record<string, unknown>;
+}
+
+export const MESSAGES_TOKENIZE_PATH = "/kvctl/v1/messages/tokenize";
+
+/** SGLang's /v1/tokenize with this body. */
+export function tokenizeCall(body: Record<string, unknown>): TokenizeCall {
+  return { path: "/v1/tokenize", body };
+}
+
+/** The tokenize call that renders this request's prompt exactly as the worker will, or null. */
+export function tokenizeRequestFor(route: RouteKind, body: Record<string, unknown>): TokenizeCall | null {
+  if (route === "messages") {
+    if (!Array.isArray(body.messages)) return null;
+    const { stream: _stream, ...rest } = body;
+    return { path: MESSAGES_TOKENIZE_PATH, body: rest };
+  }
+  const b = tokenizeBodyFor(route, body);
+  return b ? tokenizeCall(b) : null;
+}
+
+function tokenizeBodyFor(route: RouteKind, body: Record<string, unknown>): Record<string, unknown> | null {
+  if (route === "chat") {
+    if (!Array.isArray(body.messages)) return null;
+    const t: Record<string, unknown> = { messages: body.messages };
+    for (const k of ["model", "tools", "tool_choice", "reasoning_effort", "chat_template_kwargs", "continue_final_message"]) {
+      if (body[k] !== undefined) t[k] = body[k];
+    }
+    return t;
+  }
+  if (route === "completions" && typeof body.prompt === "string") return { prompt: body.prompt, ...(body.model ? { model: body.model } : {}) };
+  if (route === "generate" && typeof body.text === "string") return { prompt: body.text };
+  return null;
+}
+

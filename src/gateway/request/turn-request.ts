@@ -1,0 +1,179 @@
+// The front door of a turn: parseTurn reads an inference request once (its bytes, JSON body and
+// headers) into the TurnRequest every later step works from, and validates it there, with errors
+// naming the field. Nothing after it reads the body again: what the turn, its worker call and its
+// record need (session id, namespace, prompt token ids or the call that fetches them, the parts
+// of the prompt the record measures, the prompt-cache markers) is taken out here.
+import type { IncomingHttpHeaders } from "node:http";
+import type { PromptTail, RouteKind } from "../../contract/observations.js";
+import type { HashNamespace } from "../block-hashes.js";
+import { type ApiFlavor, badJsonMessage } from "../errors.js";
+import { isObject } from "../json-shape.js";
+import { SessionIdError, type SessionIdSource, sessionIdOf } from "../session-id.js";
+import { HINT_HEADER } from "./hints.js";
+import { type MarkerSpec, type MarkerTtls, type ParsedMarkers, parseCacheMarkers, prefixTokenizeRequest } from "./markers.js";
+import { promptTailOf } from "./prompt-tail.js";
+import { flavorOf } from "./routes.js";
+import { promptTokensInRequest, type TokenFieldsAdded, type TokenizeCall, tokenizeCall, tokenizeRequestFor, withTokenIds } from "./token-request.js";
+
+/** A marker with the tokenize call that renders the prompt up to it (null: the whole prompt). */
+export interface MarkerPrefix {
+  spec: MarkerSpec;
+  prefix: TokenizeCall | null;
+}
+
+/** The request's prompt-cache markers, each with the call that locates it in the worker's tokens. */
+export interface RequestMarkers {
+  errors: ParsedMarkers["errors"];
+  marks: MarkerPrefix[];
+  /** Messages in the request (a marker on the last one covers the whole prompt). */
+  messageCount: number;
+}
+
+export interface TurnRequest {
+  route: RouteKind;
+  flavor: ApiFlavor;
+  headers: IncomingHttpHeaders;
+  /** The body's bytes as the client sent them. */
+  raw: Buffer;
+  /** The bytes sent to the worker: raw, or raw with `return_token_ids` spliced in (added says). */
+  upstreamBody: Buffer;
+  /** Token-id fields the gateway asked for and cuts from the answer; null when it asked for none. */
+  added: TokenFieldsAdded | null;
+  stream: boolean;
+  session: SessionIdSource | null;
+  model: string | null;
+  namespace: HashNamespace;
+  /** Prompt token ids the request carries itself (input_ids, a token-list prompt). */
+  promptTokens: number[] | null;
+  /** The tokenize call that renders the prompt as the worker will, when it carries no ids. */
+  tokenize: TokenizeCall | null;
+  /** The call that renders the leading system message (and tools) alone (chat only). */
+  systemTokenize: TokenizeCall | null;
+  /** Prompt-cache markers; null when the bytes cannot hold one or the body has none. */
+  markers: RequestMarkers | null;
+  /** The last message of the prompt (chat and messages). */
+  tail: PromptTail | null;
+  /** The x-kvctl-hint header, when sent. */
+  hintHeader: string | null;
+}
+
+/** A request the gateway refuses before routing: 400, the field named, counted under reason. */
+export class TurnRequestError extends Error {
+  override name = "TurnRequestError";
+  constructor(
+    readonly reason: "bad_json" | "not_object" | "bad_field" | "bad_session_id",
+    message: string,
+    readonly field: string | null = null,
+  ) {
+    super(message);
+  }
+  /** Whether it counts as a request of its route (malformed JSON, like an oversized body, does not). */
+  get ofRoute(): boolean {
+    return this.reason !== "bad_json";
+  }
+}
+
+export interface TurnRules {
+  /** TTLs the prompt-cache markers resolve to. */
+  markerTtls: MarkerTtls;
+}
+
+/** Reads and validates one inference request; throws TurnRequestError naming the problem. */
+export function parseTurn(route: RouteKind, raw: Buffer, headers: IncomingHttpHeaders, rules: TurnRules): TurnRequest {
+  const body = jsonBody(raw);
+  const stream = streamOf(body);
+  const session = sessionOf(headers, body);
+  const namespace = namespaceOf(body);
+  const splice = !stream && (route === "chat" || route === "completions") ? withTokenIds(route, raw, body) : null;
+  return {
+    route,
+    flavor: flavorOf(route),
+    headers,
+    raw,
+    upstreamBody: splice?.raw ?? raw,
+    added: splice?.added ?? null,
+    stream,
+    session,
+    model: typeof body.model === "string" ? body.model : null,
+    namespace,
+    promptTokens: promptTokensInRequest(route, body),
+    tokenize: tokenizeRequestFor(route, body),
+    systemTokenize: route === "chat" ? systemTokenizeFor(body) : null,
+    markers: mayCarryMarkers(raw) ? markersOf(route, body, rules.markerTtls) : null,
+    tail: promptTailOf(route, body),
+    hintHeader: headerValue(headers[HINT_HEADER]),
+  };
+}
+
+function jsonBody(raw: Buffer): Record<string, unknown> {
+  let json: unknown;
+  if (raw.length > 0) {
+    try {
+      json = JSON.parse(raw.toString("utf8"));
+    } catch (e) {
+      throw new TurnRequestError("bad_json", badJsonMessage(e));
+    }
+  }
+  if (!isObject(json)) throw new TurnRequestError("not_object", "request body must be a JSON object");
+  return json;
+}
+
+function streamOf(body: Record<string, unknown>): boolean {
+  if (body.stream !== undefined && typeof body.stream !== "boolean") throw new TurnRequestError("bad_field", "stream must be a boolean", "stream");
+  return body.stream === true;
+}
+
+function sessionOf(headers: IncomingHttpHeaders, body: Record<string, unknown>): SessionIdSource | null {
+  try {
+    return sessionIdOf(headers, body);
+  } catch (e) {
+    if (!(e instanceof SessionIdError)) throw e;
+    throw new TurnRequestError("bad_session_id", e.message, e.field);
+  }
+}
+
+/** The request's hash namespace: `cache_salt` (SGLang seeds the event chain with it) and `extra_key`. */
+function namespaceOf(body: Record<string, unknown>): HashNamespace {
+  for (const k of ["cache_salt", "extra_key"]) {
+    if (body[k] !== undefined && body[k] !== null && typeof body[k] !== "string") throw new TurnRequestError("bad_field", `${k} must be a string`, k);
+  }
+  return {
+    cacheSalt: typeof body.cache_salt === "string" && body.cache_salt !== "" ? body.cache_salt : null,
+    extraKey: typeof body.extra_key === "string" ? body.extra_key : null,
+  };
+}
+
+/**
+ * Whether a request body can hold a prompt-cache marker, from its bytes: a key spelled with JSON
+ * escapes (the only way to write "cache_control" other than plainly) sends it the long way.
+ */
+export function mayCarryMarkers(raw: Buffer): boolean {
+  return raw.includes("cache_control") || raw.includes("prompt_cache_retention") || raw.includes("\\u");
+}
+
+function markersOf(route: RouteKind, body: Record<string, unknown>, ttls: MarkerTtls): RequestMarkers | null {
+  const parsed = parseCacheMarkers(route, body, ttls);
+  if (!parsed) return null;
+  return {
+    errors: parsed.errors,
+    marks: parsed.specs.map((spec) => {
+      const req = prefixTokenizeRequest(route, body, spec);
+      return { spec, prefix: req ? tokenizeCall(req) : null };
+    }),
+    messageCount: Array.isArray(body.messages) ? body.messages.length : 0,
+  };
+}
+
+/** The system message (and tools) rendered alone, without a generation prompt. */
+function systemTokenizeFor(body: Record<string, unknown>): TokenizeCall | null {
+  const msgs = body.messages;
+  if (!Array.isArray(msgs) || !isObject(msgs[0]) || msgs[0].role !== "system") return null;
+  const req: Record<string, unknown> = { messages: [msgs[0]], add_generation_prompt: false };
+  if (body.tools !== undefined) req.tools = body.tools;
+  return tokenizeCall(req);
+}
+
+function headerValue(v: string | string[] | undefined): string | null {
+  const value = Array.isArray(v) ? v.join(",") : v;
+  return value === undefined || value.trim() === "" ? null : value;
+}
