@@ -10,7 +10,8 @@
 //              --check: the protocol schema from zod, the wire tables from the schema, the native
 //              tables from native/events/shared_tables.h); --fix rewrites them
 //   imports    gateway/ and policy/ share only src/contract/; no import circle in src/ (scripts/check-imports.mjs)
-//   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format|tests|generated|imports ...]
+//   function-length  no function over 60 lines in src/gateway, policy, patch, cli; at most five in the rest of src/ (scripts/check-function-length.mjs)
+//   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format|tests|generated|imports|function-length ...]
 // With --json the last line is {"passed": n, "failed": n, "checks": {...}} (test/run-all.mjs reads it).
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -53,6 +54,7 @@ const checks = {
   },
   tests: () => [[process.execPath, [join(root, "scripts", "check-tests.mjs")]]],
   imports: () => [[process.execPath, [join(root, "scripts", "check-imports.mjs")]]],
+  "function-length": () => [[process.execPath, [join(root, "scripts", "check-function-length.mjs")]]],
   "clang-format": () => {
     const cf = venvTool("clang-format");
     if (!cf) return `clang-format not found in ${venv}: run python/setup_venv.sh (python/requirements.txt lists it)`;

@@ -63,6 +63,14 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
   // Clients (curl -d) often send JSON under another content type: every body is read as JSON.
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, parseBody);
 
+  answerFaults(app, p, bodyLimit);
+  registerHintsRoute(app, p.ctx);
+  registerOwnRoutes(app, p);
+  return { app, front };
+}
+
+/** Malformed JSON, oversized bodies, unknown routes and internal errors on the fastify door. */
+function answerFaults(app: FastifyInstance, p: ServerParts, bodyLimit: number): void {
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
     const reason = err.code === "FST_ERR_CTP_BODY_TOO_LARGE" ? "body_too_large" : err.code === "KVCTL_BAD_JSON" ? "bad_json" : status >= 500 ? "internal" : "bad_request";
@@ -77,9 +85,10 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
     p.metrics.badRequests.inc({ reason: "unknown_route" });
     reply.code(404).header("content-type", "application/json").send(errorBody("openai", "not_found", `no route ${req.method} ${req.url.split("?")[0]}`));
   });
+}
 
-  registerHintsRoute(app, p.ctx);
-
+/** /v1/models (passed to a worker), /health and /metrics. */
+function registerOwnRoutes(app: FastifyInstance, p: ServerParts): void {
   app.get("/v1/models", async (_req, reply) => {
     const w = p.workers.available()[0];
     if (!w) return reply.code(503).header("content-type", "application/json").send(errorBody("openai", "service_unavailable", "no worker is taking traffic"));
@@ -104,5 +113,4 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
     const text = await p.metrics.registry.metrics();
     return reply.header("content-type", p.metrics.registry.contentType).send(text);
   });
-  return { app, front };
 }

@@ -2,6 +2,7 @@
 // (ours, Dynamo's, Claude Code's, a plain one), then the body fields SGLang, OpenAI and Anthropic
 // define. No match: the request is sessionless and gets block-level decisions only.
 import type { IncomingHttpHeaders } from "node:http";
+import { isObject } from "./json-shape.js";
 
 export const SESSION_HEADERS = ["x-session-id", "x-dynamo-session-id", "x-claude-code-session-id", "session-id"] as const;
 
@@ -44,8 +45,4 @@ export function sessionIdOf(headers: IncomingHttpHeaders, body: Record<string, u
     if (v !== "") return check(v, name);
   }
   return null;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -12,7 +12,7 @@
 //     /v1/tokenize does not read Anthropic messages); the answer carries no output ids.
 import type { Pool } from "undici";
 import type { RouteKind, ToolCallInfo, Usage } from "../contract/observations.js";
-import { isIntArray, objectOf } from "./json-shape.js";
+import { isIntArray, objectOf as obj } from "./json-shape.js";
 import type { TokenFieldsAdded, TokenizeCall } from "./request/token-request.js";
 import { callJson } from "./upstream.js";
 
@@ -73,8 +73,6 @@ export interface TurnResult {
   /** Text the worker's reasoning parser separated out (chat), for locating the reasoning range. */
   reasoningText: string | null;
 }
-
-const obj = objectOf;
 
 function num(v: unknown): number | null {
   return typeof v === "number" && Number.isFinite(v) ? v : null;

@@ -4,6 +4,7 @@
 // TTLs before shorter ones); the gateway turns each into a token position with the worker's own
 // tokenizer (prefixTokenizeRequest), since only the worker's template knows where a block ends.
 import type { RouteKind } from "../../contract/observations.js";
+import { objectOf as obj } from "../json-shape.js";
 
 export const MAX_BREAKPOINTS = 4;
 
@@ -27,10 +28,6 @@ export interface MarkerTtls {
 }
 
 const TTLS: Record<string, number> = { "5m": 300, "1h": 3600 };
-
-function obj(v: unknown): Record<string, unknown> | null {
-  return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
-}
 
 /** The TTL of a cache_control value, or an error naming the field. */
 function ttlOf(cc: unknown, field: string, errors: string[], cap: number): number | null {
