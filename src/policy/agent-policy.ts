@@ -78,14 +78,17 @@ function beginFinished(ctx: PolicyContext, o: TurnFinished): void {
   s.worker = o.worker;
 }
 
+type AckRoutes = WeakMap<Command, { policy: string; cb?: (a: CommandAcked) => void }>;
+
 export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
   const cfg = policiesConfigSchema.parse(o.config ?? {});
   const metrics = new PolicyMetrics(o.registry);
   const durations = new DurationModel(cfg.tools);
   const out: PolicyCommand[] = [];
-  const acks = new WeakMap<Command, { policy: string; cb?: (a: CommandAcked) => void }>();
+  const acks: AckRoutes = new WeakMap();
   const budget = new PinBudget(cfg.pins.budgetBlocks, cfg.pins.globalBudgetBlocks ?? null, (kind, outcome) => metrics.pinOutcomes.inc({ kind, outcome }));
   metrics.openPins = () => budget.open();
+  const log = o.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const ctx = createContext(
     {
       cfg,
@@ -93,13 +96,40 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
       guards: new CommandGuards(cfg.guards),
       metrics,
       storageKeys: o.storageKeys ?? ((tokens, pageSize) => addonStorageKeys(tokens, { pageSize })),
-      log: o.log ?? ((l) => process.stderr.write(`${l}\n`)),
+      log,
       decisionLog: o.decisionLog ?? null,
       maxSessions: o.maxSessions ?? 100_000,
     },
     out,
     acks,
   );
+  const rules = enabledRules(cfg, durations);
+  const peak = new Map<string, number>();
+  return {
+    name: "agent",
+    context: ctx,
+    durations,
+    metrics,
+    observe(ob: Observation): readonly PolicyCommand[] {
+      out.length = 0;
+      ctx.now = ob.at;
+      ctx.budget.expire(ob.at);
+      if (!beforeRules(ctx, ob, acks, log)) return [];
+      for (const r of rules) {
+        try {
+          r.observe(ob, ctx);
+        } catch (e) {
+          log(`kvctl policy: rule ${r.name} threw on ${ob.type}: ${(e as Error).stack ?? e} (its decision is skipped)`);
+        }
+      }
+      afterRules(ctx, ob);
+      updatePinGauges(ctx, peak);
+      return out.slice();
+    },
+  };
+}
+
+function enabledRules(cfg: PoliciesConfig, durations: DurationModel): AgentRule[] {
   const rules: AgentRule[] = [];
   // First: at a turn's end its prefix hold goes before the keep pin the tool rule held for the same
   // blocks, so the keep is their last hold and what they were served from counts as the keep's.
@@ -110,86 +140,78 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
   if (cfg.pins.enabled) rules.push(pinsRule);
   if (cfg.idle.enabled) rules.push(idleRule);
   if (cfg.warm.enabled) rules.push(warmRule());
-  const peak = new Map<string, number>();
-  const log = o.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  return rules;
+}
 
-  return {
-    name: "agent",
-    context: ctx,
-    durations,
-    metrics,
-    observe(ob: Observation): readonly PolicyCommand[] {
-      out.length = 0;
-      ctx.now = ob.at;
-      ctx.budget.expire(ob.at);
-      switch (ob.type) {
-        case "TurnStarted":
-          if (ob.sessionId) {
-            const fresh = !ctx.sessions.has(ob.sessionId);
-            const s = ctx.session(ob.sessionId);
-            if (fresh && ob.stored) restore(ctx, s, ob.stored);
-          }
-          break;
-        case "TurnFinished":
-          // Before the rules run: a hold this turn's end releases was still there when it was served.
-          if (ob.status === 200 && ob.usage.cachedTokens) ctx.budget.served(ob.worker, ob.chain.slice(0, Math.floor(ob.usage.cachedTokens / (ctx.pageSizes.get(ob.worker) ?? 1))));
-          beginFinished(ctx, ob);
-          break;
-        case "WorkerJoined":
-          ctx.pageSizes.set(ob.worker, ob.pageSize);
-          break;
-        case "WorkerCleared":
-          // A restarted worker holds no pins: nothing of the budget view is left there.
-          if (ob.reason === "restart") ctx.budget.forgetWorker(ob.worker);
-          break;
-        case "CommandAcked": {
-          const e = ob.command ? acks.get(ob.command) : undefined;
-          if (!e) return [];
-          metrics.acks.inc({ policy: e.policy, type: ob.commandType, status: ob.status });
-          if (ob.status === "rejected" || ob.status === "error" || ob.status === "failed" || ob.status === "dropped") {
-            log(`kvctl policy: ${e.policy} ${ob.commandType} to ${ob.worker} came back ${ob.status}${ob.detail ? `: ${ob.detail}` : ""}`);
-          }
-          e.cb?.(ob);
-          break;
-        }
-        case "SessionHint":
-          if (!ctx.sessions.has(ob.sessionId)) {
-            ctx.bad("hint_unknown_session", `${ob.event} for a session this replica has no turn of`, ob.sessionId);
-            return [];
-          }
-          break;
-        default:
-          break;
-      }
-      for (const r of rules) {
-        try {
-          r.observe(ob, ctx);
-        } catch (e) {
-          log(`kvctl policy: rule ${r.name} threw on ${ob.type}: ${(e as Error).stack ?? e} (its decision is skipped)`);
-        }
-      }
-      if (ob.type === "TurnStarted" && ob.sessionId) {
+/** The shared view brought up to date before the rules see ob; false: the rules do not see it. */
+function beforeRules(ctx: PolicyContext, ob: Observation, acks: AckRoutes, log: (line: string) => void): boolean {
+  switch (ob.type) {
+    case "TurnStarted":
+      if (ob.sessionId) {
+        const fresh = !ctx.sessions.has(ob.sessionId);
         const s = ctx.session(ob.sessionId);
-        s.inFlight = true;
-        s.lastActivity = ob.at;
-      } else if (ob.type === "TurnFinished" && ob.sessionId) {
-        const s = ctx.sessions.get(ob.sessionId);
-        if (s) {
-          s.inFlight = false;
-          s.lastActivity = ob.at;
-        }
-      } else if (ob.type === "SessionHint" && ob.event === "close") ctx.sessions.delete(ob.sessionId);
-      for (const w of new Set([...ctx.pageSizes.keys(), ...peak.keys()])) {
-        const used = ctx.budget.used(w);
-        metrics.pinBlocks.set({ worker: w }, used);
-        if (used > (peak.get(w) ?? -1)) {
-          peak.set(w, used);
-          metrics.pinPeak.set({ worker: w }, used);
-        }
+        if (fresh && ob.stored) restore(ctx, s, ob.stored);
       }
-      return out.slice();
-    },
-  };
+      return true;
+    case "TurnFinished":
+      // Before the rules run: a hold this turn's end releases was still there when it was served.
+      if (ob.status === 200 && ob.usage.cachedTokens) ctx.budget.served(ob.worker, ob.chain.slice(0, Math.floor(ob.usage.cachedTokens / (ctx.pageSizes.get(ob.worker) ?? 1))));
+      beginFinished(ctx, ob);
+      return true;
+    case "WorkerJoined":
+      ctx.pageSizes.set(ob.worker, ob.pageSize);
+      return true;
+    case "WorkerCleared":
+      // A restarted worker holds no pins: nothing of the budget view is left there.
+      if (ob.reason === "restart") ctx.budget.forgetWorker(ob.worker);
+      return true;
+    case "CommandAcked":
+      return ackToRule(ctx, ob, acks, log);
+    case "SessionHint":
+      if (ctx.sessions.has(ob.sessionId)) return true;
+      ctx.bad("hint_unknown_session", `${ob.event} for a session this replica has no turn of`, ob.sessionId);
+      return false;
+    default:
+      return true;
+  }
+}
+
+/** Hands an ack back to the rule that sent the command; false for a command no rule sent. */
+function ackToRule(ctx: PolicyContext, ob: CommandAcked, acks: AckRoutes, log: (line: string) => void): boolean {
+  const e = ob.command ? acks.get(ob.command) : undefined;
+  if (!e) return false;
+  ctx.metrics.acks.inc({ policy: e.policy, type: ob.commandType, status: ob.status });
+  if (ob.status === "rejected" || ob.status === "error" || ob.status === "failed" || ob.status === "dropped") {
+    log(`kvctl policy: ${e.policy} ${ob.commandType} to ${ob.worker} came back ${ob.status}${ob.detail ? `: ${ob.detail}` : ""}`);
+  }
+  e.cb?.(ob);
+  return true;
+}
+
+/** A session's in-flight flag and last activity; a closed session's view is dropped. */
+function afterRules(ctx: PolicyContext, ob: Observation): void {
+  if (ob.type === "TurnStarted" && ob.sessionId) {
+    const s = ctx.session(ob.sessionId);
+    s.inFlight = true;
+    s.lastActivity = ob.at;
+  } else if (ob.type === "TurnFinished" && ob.sessionId) {
+    const s = ctx.sessions.get(ob.sessionId);
+    if (s) {
+      s.inFlight = false;
+      s.lastActivity = ob.at;
+    }
+  } else if (ob.type === "SessionHint" && ob.event === "close") ctx.sessions.delete(ob.sessionId);
+}
+
+function updatePinGauges(ctx: PolicyContext, peak: Map<string, number>): void {
+  for (const w of new Set([...ctx.pageSizes.keys(), ...peak.keys()])) {
+    const used = ctx.budget.used(w);
+    ctx.metrics.pinBlocks.set({ worker: w }, used);
+    if (used > (peak.get(w) ?? -1)) {
+      peak.set(w, used);
+      ctx.metrics.pinPeak.set({ worker: w }, used);
+    }
+  }
 }
 
 /** The agent policy as the factory createGateway takes (`policy: agentPolicy`). */

@@ -6,7 +6,7 @@
 // blocks from arrival (TurnStarted) until the turn ends (TurnFinished). Pins protect the host copy
 // (the device copy stays evictable), carry a TTL as a backstop for a turn that never reports back,
 // and stay within the gateway's view of the worker's pin budget, earliest blocks first.
-import type { Observation, TurnFinished, TurnStarted } from "../../contract/observations.js";
+import type { CommandAcked, Observation, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, unpinned } from "../context.js";
 import type { AgentRule } from "./policy.js";
 
@@ -35,56 +35,59 @@ function knownBlocks(o: TurnStarted, ctx: PolicyContext): bigint[] {
   return [];
 }
 
-export function inflightRule(): AgentRule {
-  // Requests in flight with a hold, or waiting for budget to hold (more of) their prefix; a Map
-  // keeps arrival order, which is the order SGLang's queue serves them in.
-  const inFlight = new Map<string, Held>();
+/** Requests in flight by owner, in arrival order (the order SGLang's queue serves them in). */
+type InFlight = Map<string, Held>;
 
-  /** Pins as much of h's prefix as the budget allows beyond what it holds already. */
-  const grant = (h: Held, ctx: PolicyContext) => {
-    const cfg = ctx.cfg.inflight;
-    const rest = h.want.slice(h.held);
-    const fit = ctx.budget.admit(h.worker, rest);
-    if (fit === 0 || (h.held === 0 && fit < cfg.minBlocks)) return false;
-    const pin = rest.slice(0, fit);
-    const from = h.held;
-    const sent = ctx.emit(
-      NAME,
-      {
-        worker: h.worker,
-        sessionId: h.sessionId,
-        reason: `request queued: hold ${from ? `${pin.length} more of its ${h.want.length}` : `${pin.length} of its ${h.want.length}`} cached prefix blocks until it is served`,
-        command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: cfg.maxHoldSeconds },
-      },
-      {
-        onAck: (a) => {
-          if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
-          // What the worker did not pin is not held (past its budget, or gone meanwhile).
-          const { dropped, refused } = unpinned(pin, a);
-          ctx.budget.release(a.worker, dropped, h.owner, "inflight");
-          if (a.status !== "partial") {
-            if (inFlight.get(h.owner) === h && h.held === from + pin.length) h.held = from;
-            ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: h.sessionId, worker: a.worker });
-          } else if (refused > 0) {
-            // The refused tail is asked for again when budget comes free; blocks the worker no
-            // longer had are not.
-            if (inFlight.get(h.owner) === h && h.held === from + pin.length) h.held = from + pin.length - refused;
-            ctx.budget.markFull(a.worker);
-          }
-        },
-      },
-    );
-    if (!sent) return false;
-    ctx.budget.hold(h.worker, pin, { session: h.owner, kind: "inflight", ttlSeconds: cfg.maxHoldSeconds, expiresAt: ctx.now + cfg.maxHoldSeconds * 1000 });
-    h.held += pin.length;
-    return true;
-  };
+/** Pins as much of h's prefix as the budget allows beyond what it holds already. */
+function grant(inFlight: InFlight, h: Held, ctx: PolicyContext): boolean {
+  const cfg = ctx.cfg.inflight;
+  const rest = h.want.slice(h.held);
+  const fit = ctx.budget.admit(h.worker, rest);
+  if (fit === 0 || (h.held === 0 && fit < cfg.minBlocks)) return false;
+  const pin = rest.slice(0, fit);
+  const from = h.held;
+  const sent = ctx.emit(
+    NAME,
+    {
+      worker: h.worker,
+      sessionId: h.sessionId,
+      reason: `request queued: hold ${from ? `${pin.length} more of its ${h.want.length}` : `${pin.length} of its ${h.want.length}`} cached prefix blocks until it is served`,
+      command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: cfg.maxHoldSeconds },
+    },
+    { onAck: (a) => pinAcked(inFlight, h, from, pin, a, ctx) },
+  );
+  if (!sent) return false;
+  ctx.budget.hold(h.worker, pin, { session: h.owner, kind: "inflight", ttlSeconds: cfg.maxHoldSeconds, expiresAt: ctx.now + cfg.maxHoldSeconds * 1000 });
+  h.held += pin.length;
+  return true;
+}
+
+/** The worker's answer to a hold: what it did not pin is not held (past its budget, or gone meanwhile). */
+function pinAcked(inFlight: InFlight, h: Held, from: number, pin: bigint[], a: CommandAcked, ctx: PolicyContext): void {
+  if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
+  const { dropped, refused } = unpinned(pin, a);
+  ctx.budget.release(a.worker, dropped, h.owner, "inflight");
+  const current = inFlight.get(h.owner) === h && h.held === from + pin.length;
+  if (a.status !== "partial") {
+    if (current) h.held = from;
+    ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: h.sessionId, worker: a.worker });
+  } else if (refused > 0) {
+    // The refused tail is asked for again when budget comes free; blocks the worker no
+    // longer had are not.
+    if (current) h.held = from + pin.length - refused;
+    ctx.budget.markFull(a.worker);
+  }
+}
+
+export function inflightRule(): AgentRule {
+  // Requests in flight with a hold, or waiting for budget to hold (more of) their prefix.
+  const inFlight: InFlight = new Map();
 
   /** Budget came free: the oldest requests still short of their prefix get it first. */
   const topUp = (ctx: PolicyContext, worker: string) => {
     for (const h of inFlight.values()) {
       if (h.worker !== worker || h.held >= h.want.length) continue;
-      if (!grant(h, ctx) && ctx.budget.admit(worker, h.want.slice(h.held, h.held + 1)) === 0) break;
+      if (!grant(inFlight, h, ctx) && ctx.budget.admit(worker, h.want.slice(h.held, h.held + 1)) === 0) break;
     }
   };
 
@@ -94,7 +97,7 @@ export function inflightRule(): AgentRule {
     // The hold is the request's own (a session may have turns in flight on two replicas' views).
     const h: Held = { worker: o.worker, sessionId: o.sessionId, owner: `req:${o.requestId}`, want, held: 0 };
     inFlight.set(h.owner, h);
-    if (!grant(h, ctx)) ctx.note(NAME, "skip", `pin budget: no room yet for ${want.length} blocks; waits for the turns ahead of it`, { session: o.sessionId, worker: o.worker });
+    if (!grant(inFlight, h, ctx)) ctx.note(NAME, "skip", `pin budget: no room yet for ${want.length} blocks; waits for the turns ahead of it`, { session: o.sessionId, worker: o.worker });
   };
 
   const finish = (o: TurnFinished, ctx: PolicyContext) => {

@@ -4,7 +4,7 @@
 // hit; the session's close releases every hold. The pin-budget view caps what is asked of each
 // worker (longer TTLs, earlier blocks first); a `partial` ack whose worker refused blocks for its
 // budget marks the worker full.
-import type { Observation, TurnFinished } from "../../contract/observations.js";
+import type { CommandAcked, Observation, TurnFinished } from "../../contract/observations.js";
 import { type PolicyContext, unpinned } from "../context.js";
 import type { PinHold } from "../pin-budget.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
@@ -24,9 +24,10 @@ function releaseAll(ctx: PolicyContext, session: string, reason: string, kind?: 
   }
 }
 
+type Holds = ReturnType<PolicyContext["budget"]["holdsOf"]>;
+
 function onTurn(o: TurnFinished, ctx: PolicyContext): void {
   if (!o.sessionId || o.status !== 200 || o.chain.length === 0) return;
-  const cfg = ctx.cfg.pins;
   const sid = o.sessionId;
   const markers = o.cacheMarkers ?? null;
   if (markers?.errors.length) {
@@ -35,25 +36,37 @@ function onTurn(o: TurnFinished, ctx: PolicyContext): void {
   }
   const page = pageSizeOf(ctx, o.worker);
   const promptBlocks = o.promptTokens ? Math.min(Math.floor(o.promptTokens.length / page), o.chain.length) : o.chain.length;
-  // Desired TTL per block index: the longest TTL of a breakpoint covering it ...
+  const holds = ctx.budget.holdsOf(o.worker, sid, "marker");
+  const ttl = wantedTtls(o, holds, promptBlocks, page);
+  const { groups, fresh } = pinsDue(o, ctx, holds, ttl);
+  if (fresh && groups.size === 0) ctx.note(NAME, "skip", "pins fresh", { session: sid, worker: o.worker, blocks: fresh });
+  for (const [t, hashes] of [...groups].sort((a, b) => b[0] - a[0])) pinGroup(o.worker, sid, t, hashes, holds, ctx);
+}
+
+/** Desired TTL per prompt block: the longest of the breakpoints covering it and of its own hits. */
+function wantedTtls(o: TurnFinished, holds: Holds, promptBlocks: number, page: number): number[] {
   const ttl: number[] = new Array(promptBlocks).fill(0);
-  for (const bp of markers?.breakpoints ?? []) {
+  for (const bp of o.cacheMarkers?.breakpoints ?? []) {
     const n = Math.min(Math.floor(bp.tokens / page), promptBlocks);
     for (let i = 0; i < n; i++) ttl[i] = Math.max(ttl[i], bp.ttlSeconds);
   }
-  // ... and the hits: blocks this session holds marker pins on keep their TTL.
-  const holds = ctx.budget.holdsOf(o.worker, sid, "marker");
+  // The hits: blocks this session holds marker pins on keep their TTL.
   for (let i = 0; i < promptBlocks; i++) {
     const l = holds.get(o.chain[i]);
     if (l) for (const p of l) ttl[i] = Math.max(ttl[i], p.ttlSeconds ?? 0);
   }
+  return ttl;
+}
+
+/** Blocks to (re-)pin grouped by TTL, and how many are pinned fresh enough already. */
+function pinsDue(o: TurnFinished, ctx: PolicyContext, holds: Holds, ttl: number[]): { groups: Map<number, bigint[]>; fresh: number } {
   const groups = new Map<number, bigint[]>();
   let fresh = 0;
-  for (let i = 0; i < promptBlocks; i++) {
+  for (let i = 0; i < ttl.length; i++) {
     if (ttl[i] === 0) continue;
     const l = holds.get(o.chain[i]);
     const left = l ? Math.max(...l.map((p) => (p.expiresAt === null ? Number.POSITIVE_INFINITY : p.expiresAt - ctx.now))) : 0;
-    if (l && left >= ttl[i] * 1000 * cfg.refreshBelow && l.some((p) => (p.ttlSeconds ?? 0) >= ttl[i])) {
+    if (l && left >= ttl[i] * 1000 * ctx.cfg.pins.refreshBelow && l.some((p) => (p.ttlSeconds ?? 0) >= ttl[i])) {
       fresh++;
       continue;
     }
@@ -61,34 +74,35 @@ function onTurn(o: TurnFinished, ctx: PolicyContext): void {
     if (g) g.push(o.chain[i]);
     else groups.set(ttl[i], [o.chain[i]]);
   }
-  if (fresh && groups.size === 0) ctx.note(NAME, "skip", "pins fresh", { session: sid, worker: o.worker, blocks: fresh });
-  for (const [t, hashes] of [...groups].sort((a, b) => b[0] - a[0])) {
-    const fit = ctx.budget.admit(o.worker, hashes);
-    if (fit < hashes.length) ctx.note(NAME, "skip", `pin budget: ${hashes.length - fit} of ${hashes.length} blocks over it`, { session: sid, worker: o.worker, used: ctx.budget.used(o.worker) });
-    if (fit === 0) continue;
-    const pin = hashes.slice(0, fit);
-    const refresh = pin.every((h) => holds.has(h));
-    const sent = ctx.emit(
-      NAME,
-      { worker: o.worker, sessionId: sid, reason: `${refresh ? "refresh on hit" : "marker"}: ${pin.length} blocks for ${t}s`, command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: t } },
-      {
-        coalesce: `${sid}|${t}|${pin[pin.length - 1]}`,
-        onAck: (a) => {
-          if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
-          if (a.status === "partial") {
-            const { dropped, refused } = unpinned(pin, a);
-            ctx.budget.release(a.worker, dropped, sid, "marker");
-            if (refused > 0) ctx.budget.markFull(a.worker);
-            ctx.note(NAME, "partial", `${refused > 0 ? "worker budget" : "blocks gone"}: pinned ${pin.length - dropped.length} of ${pin.length}, ${a.detail ?? ""}`, { session: sid, worker: a.worker });
-            return;
-          }
-          for (const h of pin) ctx.budget.release(a.worker, [h], sid, "marker");
-          ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: sid, worker: a.worker });
-        },
-      },
-    );
-    if (sent) ctx.budget.hold(o.worker, pin, { session: sid, kind: "marker", ttlSeconds: t, expiresAt: ctx.now + t * 1000 });
+  return { groups, fresh };
+}
+
+/** Pins what the budget admits of one TTL group. */
+function pinGroup(worker: string, sid: string, t: number, hashes: bigint[], holds: Holds, ctx: PolicyContext): void {
+  const fit = ctx.budget.admit(worker, hashes);
+  if (fit < hashes.length) ctx.note(NAME, "skip", `pin budget: ${hashes.length - fit} of ${hashes.length} blocks over it`, { session: sid, worker, used: ctx.budget.used(worker) });
+  if (fit === 0) return;
+  const pin = hashes.slice(0, fit);
+  const refresh = pin.every((h) => holds.has(h));
+  const sent = ctx.emit(
+    NAME,
+    { worker, sessionId: sid, reason: `${refresh ? "refresh on hit" : "marker"}: ${pin.length} blocks for ${t}s`, command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: t } },
+    { coalesce: `${sid}|${t}|${pin[pin.length - 1]}`, onAck: (a) => pinAcked(sid, pin, a, ctx) },
+  );
+  if (sent) ctx.budget.hold(worker, pin, { session: sid, kind: "marker", ttlSeconds: t, expiresAt: ctx.now + t * 1000 });
+}
+
+function pinAcked(sid: string, pin: bigint[], a: CommandAcked, ctx: PolicyContext): void {
+  if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
+  if (a.status === "partial") {
+    const { dropped, refused } = unpinned(pin, a);
+    ctx.budget.release(a.worker, dropped, sid, "marker");
+    if (refused > 0) ctx.budget.markFull(a.worker);
+    ctx.note(NAME, "partial", `${refused > 0 ? "worker budget" : "blocks gone"}: pinned ${pin.length - dropped.length} of ${pin.length}, ${a.detail ?? ""}`, { session: sid, worker: a.worker });
+    return;
   }
+  for (const h of pin) ctx.budget.release(a.worker, [h], sid, "marker");
+  ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: sid, worker: a.worker });
 }
 
 export const pinsRule: AgentRule = {

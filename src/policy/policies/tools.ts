@@ -37,27 +37,14 @@ function unkeep(ctx: PolicyContext, worker: string, sessionId: string, blocks: r
 }
 
 function startWait(ctx: PolicyContext, model: DurationModel, serving: ServingMap, s: SessionView, worker: string, names: (string | null)[], callIds: string[], why: string): void {
-  if (s.tool?.ending) {
-    // The worker ends the old offload itself when the new ToolStart arrives.
-    ctx.note(NAME, "skip", "ToolEnd of the previous wait superseded by the next ToolStart", { session: s.id });
-    ctx.budget.release(s.tool.worker, s.tool.blocks, s.id, "tool");
-    s.tool = null;
-  }
-  if (s.tool) {
-    ctx.note(NAME, "skip", "tool wait already open", { session: s.id });
-    return;
-  }
-  if (!s.chain.length || s.worker === null) {
-    ctx.bad("tool_start_without_blocks", "a tool wait began for a session with no blocks known on any worker", s.id);
-    return;
-  }
+  if (!waitMayOpen(ctx, s)) return;
   const cfg = ctx.cfg.tools;
   const blocks = s.chain;
   const benefit = (blocks.length * pageSizeOf(ctx, worker)) / cfg.prefillTokensPerSecond;
   const best = bestKeep(model, names.length ? names : [null], blocks.length, benefit, cfg.tauCandidatesSeconds, cfg.holdCostPerBlockSecond);
   const predicted = Math.max(...(names.length ? names : [null]).map((n) => model.median(n)));
   const detail = `P(<=${best.tauSeconds}s)=${best.p.toFixed(2)} x ${best.benefitSeconds.toFixed(3)}s vs hold ${best.costSeconds.toFixed(3)}s`;
-  const wait = { worker, names, callIds, startedAt: ctx.now, predictedSeconds: predicted, blocks, epoch: null as number | null };
+  const wait: OpenWait = { worker, names, callIds, startedAt: ctx.now, predictedSeconds: predicted, blocks, epoch: null };
   // Keep and offload both hold the host copies, from the same pin budget: past it the worker would
   // hold part of the path (useless to a prefix match) and an offload would still free the GPU.
   if (ctx.budget.admit(worker, blocks) < blocks.length) {
@@ -66,33 +53,64 @@ function startWait(ctx: PolicyContext, model: DurationModel, serving: ServingMap
     s.tool = { mode: "none", ...wait };
     return;
   }
-  if (best.net > 0) {
-    const sent = ctx.emit(
-      NAME,
-      { worker, sessionId: s.id, reason: `keep (${why}): ${detail}`, command: { type: "Cache", block_hashes: blocks, pin: true, ttl_seconds: best.tauSeconds } },
-      {
-        onAck: (a) => {
-          if (a.status === "applied" || a.status === "duplicate" || a.status === "partial" || a.status === "noop") return;
-          // Released once: by the wait still open, or by the request it waits to be served for;
-          // a keep already released holds nothing here to undo.
-          const waiting = [...serving].find(([, k]) => k.of === blocks);
-          if (s.tool?.blocks === blocks) s.tool = null;
-          else if (waiting) serving.delete(waiting[0]);
-          else return;
-          ctx.budget.release(a.worker, blocks, s.id, "tool");
-          ctx.note(NAME, "undo", `keep pin ${a.status}: ${a.detail ?? ""}`, { session: s.id });
-        },
-      },
-    );
-    if (sent) {
-      ctx.budget.hold(worker, blocks, { session: s.id, kind: "tool", ttlSeconds: best.tauSeconds, expiresAt: ctx.now + best.tauSeconds * 1000 });
-      s.tool = { mode: "keep", ...wait };
-    }
-    return;
+  if (best.net > 0) keepThroughWait(ctx, serving, s, wait, best.tauSeconds, `keep (${why}): ${detail}`);
+  else offloadForWait(ctx, s, wait, `offload (${why}): ${detail}`);
+}
+
+/** A tool wait about to open, before its mode is chosen. */
+type OpenWait = Omit<ToolWait, "mode">;
+
+/** Whether a new tool wait may open for s (a superseded ending wait is closed first). */
+function waitMayOpen(ctx: PolicyContext, s: SessionView): boolean {
+  if (s.tool?.ending) {
+    // The worker ends the old offload itself when the new ToolStart arrives.
+    ctx.note(NAME, "skip", "ToolEnd of the previous wait superseded by the next ToolStart", { session: s.id });
+    ctx.budget.release(s.tool.worker, s.tool.blocks, s.id, "tool");
+    s.tool = null;
   }
+  if (s.tool) {
+    ctx.note(NAME, "skip", "tool wait already open", { session: s.id });
+    return false;
+  }
+  if (!s.chain.length || s.worker === null) {
+    ctx.bad("tool_start_without_blocks", "a tool wait began for a session with no blocks known on any worker", s.id);
+    return false;
+  }
+  return true;
+}
+
+/** Keeps the session's blocks resident through the wait: a pin with TTL tau. */
+function keepThroughWait(ctx: PolicyContext, serving: ServingMap, s: SessionView, wait: OpenWait, tau: number, reason: string): void {
+  const { worker, blocks } = wait;
   const sent = ctx.emit(
     NAME,
-    { worker, sessionId: s.id, reason: `offload (${why}): ${detail}`, command: { type: "ToolStart", session_id: SAFE_ID(s.id), block_hashes: blocks } },
+    { worker, sessionId: s.id, reason, command: { type: "Cache", block_hashes: blocks, pin: true, ttl_seconds: tau } },
+    {
+      onAck: (a) => {
+        if (a.status === "applied" || a.status === "duplicate" || a.status === "partial" || a.status === "noop") return;
+        // Released once: by the wait still open, or by the request it waits to be served for;
+        // a keep already released holds nothing here to undo.
+        const waiting = [...serving].find(([, k]) => k.of === blocks);
+        if (s.tool?.blocks === blocks) s.tool = null;
+        else if (waiting) serving.delete(waiting[0]);
+        else return;
+        ctx.budget.release(a.worker, blocks, s.id, "tool");
+        ctx.note(NAME, "undo", `keep pin ${a.status}: ${a.detail ?? ""}`, { session: s.id });
+      },
+    },
+  );
+  if (!sent) return;
+  ctx.budget.hold(worker, blocks, { session: s.id, kind: "tool", ttlSeconds: tau, expiresAt: ctx.now + tau * 1000 });
+  s.tool = { mode: "keep", ...wait };
+}
+
+/** Offloads the session's blocks to host for the wait (ToolStart; ToolEnd once the epoch is known). */
+function offloadForWait(ctx: PolicyContext, s: SessionView, wait: OpenWait, reason: string): void {
+  const { worker, blocks } = wait;
+  const cfg = ctx.cfg.tools;
+  const sent = ctx.emit(
+    NAME,
+    { worker, sessionId: s.id, reason, command: { type: "ToolStart", session_id: SAFE_ID(s.id), block_hashes: blocks } },
     {
       onAck: (a) => {
         const t = s.tool;
