@@ -78,124 +78,22 @@ function parsePath(raw: string, name: string, lineNo: number): string | null {
  * binary diffs are refused.
  */
 export function parsePatch(text: string, name: string): ParsedPatch {
-  const lines = splitLines(text);
+  const r = new DiffReader(splitLines(text), name);
   const files: FileDiff[] = [];
   const headerLines: string[] = [];
-  let i = 0;
   let seenDiff = false;
-
-  while (i < lines.length) {
-    const line = lines[i];
-    const lineNo = i + 1;
-    const bare = stripEol(line);
-    if (line.startsWith("--- ") && i + 1 < lines.length && lines[i + 1].startsWith("+++ ")) {
+  while (r.i < r.lines.length) {
+    const line = r.lines[r.i];
+    if (line.startsWith("--- ") && r.i + 1 < r.lines.length && r.lines[r.i + 1].startsWith("+++ ")) {
       seenDiff = true;
-      const oldPath = parsePath(line.slice(4), name, lineNo);
-      const newPath = parsePath(lines[i + 1].slice(4), name, lineNo + 1);
-      if (oldPath === null && newPath === null) {
-        throw new PatchError("malformed", `${name}:${lineNo}: both sides of the diff are /dev/null`);
-      }
-      if (oldPath !== null && newPath !== null && oldPath !== newPath) {
-        throw new PatchError(
-          "malformed",
-          `${name}:${lineNo}: renames are not supported ('${oldPath}' -> '${newPath}'); delete the old file and create the new one`,
-        );
-      }
-      const kind = oldPath === null ? "create" : newPath === null ? "delete" : "modify";
-      const fd: FileDiff = { oldPath, newPath, path: (newPath ?? oldPath) as string, kind, hunks: [], patchLine: lineNo };
-      i += 2;
-      // Hunks.
-      while (i < lines.length && lines[i].startsWith("@@")) {
-        const hunkLineNo = i + 1;
-        const hm = HUNK_RE.exec(stripEol(lines[i]));
-        if (!hm) throw new PatchError("malformed", `${name}:${hunkLineNo}: bad hunk header ${JSON.stringify(stripEol(lines[i]))}`);
-        const hunk: Hunk = {
-          oldStart: Number(hm[1]),
-          oldCount: hm[2] === undefined ? 1 : Number(hm[2]),
-          newStart: Number(hm[3]),
-          newCount: hm[4] === undefined ? 1 : Number(hm[4]),
-          header: stripEol(lines[i]),
-          patchLine: hunkLineNo,
-          oldLines: [],
-          newLines: [],
-        };
-        i++;
-        let oldLeft = hunk.oldCount;
-        let newLeft = hunk.newCount;
-        // Which list(s) the previous line went to, for "\ No newline at end of file".
-        let last: HunkLineOp | null = null;
-        while (i < lines.length && (oldLeft > 0 || newLeft > 0 || lines[i].startsWith("\\"))) {
-          const l = lines[i];
-          const ln = i + 1;
-          const c = l[0];
-          if (c === "\\") {
-            if (last === null) throw new PatchError("malformed", `${name}:${ln}: '\\ No newline at end of file' with no line before it`);
-            const drop = (arr: string[]) => {
-              const k = arr.length - 1;
-              if (!arr[k].endsWith("\n")) throw new PatchError("malformed", `${name}:${ln}: repeated '\\' marker`);
-              arr[k] = arr[k].slice(0, -1);
-            };
-            if (last === " " || last === "-") drop(hunk.oldLines);
-            if (last === " " || last === "+") drop(hunk.newLines);
-            last = null;
-            i++;
-            continue;
-          }
-          // A context line whose single space was stripped by an editor: an empty line.
-          const isBlankContext = l === "\n" || l === "\r\n";
-          const op: HunkLineOp | undefined = isBlankContext ? " " : c === " " || c === "-" || c === "+" ? c : undefined;
-          if (op === undefined) {
-            throw new PatchError(
-              "malformed",
-              `${name}:${ln}: hunk ${hunk.header} ends early: expected ${oldLeft} more old and ${newLeft} more new lines, found ${JSON.stringify(stripEol(l).slice(0, 60))}`,
-            );
-          }
-          const body = isBlankContext ? l : l.slice(1);
-          if (op === " " || op === "-") {
-            if (oldLeft === 0) throw new PatchError("malformed", `${name}:${ln}: hunk ${hunk.header} has more old lines than its header says`);
-            oldLeft--;
-            hunk.oldLines.push(body);
-          }
-          if (op === " " || op === "+") {
-            if (newLeft === 0) throw new PatchError("malformed", `${name}:${ln}: hunk ${hunk.header} has more new lines than its header says`);
-            newLeft--;
-            hunk.newLines.push(body);
-          }
-          last = op;
-          i++;
-        }
-        if (oldLeft > 0 || newLeft > 0) {
-          throw new PatchError(
-            "malformed",
-            `${name}:${lines.length}: hunk ${hunk.header} (line ${hunkLineNo}) is truncated: ${oldLeft} old and ${newLeft} new lines missing`,
-          );
-        }
-        fd.hunks.push(hunk);
-      }
-      if (fd.hunks.length === 0 && !(kind === "create")) {
-        throw new PatchError("malformed", `${name}:${lineNo}: diff of ${fd.path} has no hunks`);
-      }
-      if (kind === "create" && fd.hunks.some((h) => h.oldCount !== 0)) {
-        throw new PatchError("malformed", `${name}:${lineNo}: new file ${fd.path} has a hunk with old lines`);
-      }
-      if (kind === "delete" && fd.hunks.some((h) => h.newCount !== 0)) {
-        throw new PatchError("malformed", `${name}:${lineNo}: deleted file ${fd.path} has a hunk with new lines`);
-      }
-      files.push(fd);
+      files.push(r.fileDiff());
       continue;
     }
-    if (/^(rename|copy) (from|to) /.test(bare) || bare.startsWith("similarity index")) {
-      throw new PatchError("malformed", `${name}:${lineNo}: renames and copies are not supported`);
-    }
-    if (bare.startsWith("GIT binary patch") || /^Binary files .* differ$/.test(bare)) {
-      throw new PatchError("malformed", `${name}:${lineNo}: binary diffs are not supported`);
-    }
-    if (bare.startsWith("@@")) {
-      throw new PatchError("malformed", `${name}:${lineNo}: hunk outside of a file diff (missing '--- a/...' / '+++ b/...' lines)`);
-    }
+    const bare = stripEol(line);
+    refuseUnsupported(bare, `${name}:${r.i + 1}`);
     if (!seenDiff && bare.startsWith("diff ")) seenDiff = true;
     if (!seenDiff) headerLines.push(line);
-    i++;
+    r.i++;
   }
   if (files.length === 0) {
     throw new PatchError("malformed", `${name}: no file diffs found (expected '--- a/sglang/...' and '+++ b/sglang/...' lines)`);
@@ -208,4 +106,120 @@ export function parsePatch(text: string, name: string): ParsedPatch {
     seen.add(f.path);
   }
   return { header: headerLines.join("").replace(/\s+$/, ""), files };
+}
+
+/** Lines outside a file diff that name something this parser does not apply. */
+function refuseUnsupported(bare: string, at: string): void {
+  if (/^(rename|copy) (from|to) /.test(bare) || bare.startsWith("similarity index")) {
+    throw new PatchError("malformed", `${at}: renames and copies are not supported`);
+  }
+  if (bare.startsWith("GIT binary patch") || /^Binary files .* differ$/.test(bare)) {
+    throw new PatchError("malformed", `${at}: binary diffs are not supported`);
+  }
+  if (bare.startsWith("@@")) {
+    throw new PatchError("malformed", `${at}: hunk outside of a file diff (missing '--- a/...' / '+++ b/...' lines)`);
+  }
+}
+
+/** A cursor over the patch's lines (i: the next line, 0-based); errors name the file and line. */
+class DiffReader {
+  i = 0;
+  constructor(
+    readonly lines: string[],
+    readonly name: string,
+  ) {}
+
+  private fail(lineNo: number, message: string): never {
+    throw new PatchError("malformed", `${this.name}:${lineNo}: ${message}`);
+  }
+
+  /** The '--- '/'+++ ' pair at i and the hunks after it. */
+  fileDiff(): FileDiff {
+    const { lines, name } = this;
+    const lineNo = this.i + 1;
+    const oldPath = parsePath(lines[this.i].slice(4), name, lineNo);
+    const newPath = parsePath(lines[this.i + 1].slice(4), name, lineNo + 1);
+    if (oldPath === null && newPath === null) this.fail(lineNo, "both sides of the diff are /dev/null");
+    if (oldPath !== null && newPath !== null && oldPath !== newPath) {
+      this.fail(lineNo, `renames are not supported ('${oldPath}' -> '${newPath}'); delete the old file and create the new one`);
+    }
+    const kind = oldPath === null ? "create" : newPath === null ? "delete" : "modify";
+    const fd: FileDiff = { oldPath, newPath, path: (newPath ?? oldPath) as string, kind, hunks: [], patchLine: lineNo };
+    this.i += 2;
+    while (this.i < lines.length && lines[this.i].startsWith("@@")) fd.hunks.push(this.hunk());
+    if (fd.hunks.length === 0 && !(kind === "create")) this.fail(lineNo, `diff of ${fd.path} has no hunks`);
+    if (kind === "create" && fd.hunks.some((h) => h.oldCount !== 0)) this.fail(lineNo, `new file ${fd.path} has a hunk with old lines`);
+    if (kind === "delete" && fd.hunks.some((h) => h.newCount !== 0)) this.fail(lineNo, `deleted file ${fd.path} has a hunk with new lines`);
+    return fd;
+  }
+
+  /** The hunk whose '@@' header is at i, through its last line. */
+  private hunk(): Hunk {
+    const hunkLineNo = this.i + 1;
+    const header = stripEol(this.lines[this.i]);
+    const hm = HUNK_RE.exec(header);
+    if (!hm) this.fail(hunkLineNo, `bad hunk header ${JSON.stringify(header)}`);
+    const hunk: Hunk = {
+      oldStart: Number(hm[1]),
+      oldCount: hm[2] === undefined ? 1 : Number(hm[2]),
+      newStart: Number(hm[3]),
+      newCount: hm[4] === undefined ? 1 : Number(hm[4]),
+      header,
+      patchLine: hunkLineNo,
+      oldLines: [],
+      newLines: [],
+    };
+    this.i++;
+    const left = this.hunkBody(hunk);
+    if (left.old > 0 || left.new > 0) {
+      this.fail(this.lines.length, `hunk ${hunk.header} (line ${hunkLineNo}) is truncated: ${left.old} old and ${left.new} new lines missing`);
+    }
+    return hunk;
+  }
+
+  /** Reads the hunk's lines into it; returns how many old and new lines its header promised and are missing. */
+  private hunkBody(hunk: Hunk): { old: number; new: number } {
+    const { lines } = this;
+    const left = { old: hunk.oldCount, new: hunk.newCount };
+    // Which list(s) the previous line went to, for "\ No newline at end of file".
+    let last: HunkLineOp | null = null;
+    while (this.i < lines.length && (left.old > 0 || left.new > 0 || lines[this.i].startsWith("\\"))) {
+      const l = lines[this.i];
+      const ln = this.i + 1;
+      this.i++;
+      if (l[0] === "\\") {
+        if (last === null) this.fail(ln, "'\\ No newline at end of file' with no line before it");
+        if (last === " " || last === "-") this.dropNewline(hunk.oldLines, ln);
+        if (last === " " || last === "+") this.dropNewline(hunk.newLines, ln);
+        last = null;
+        continue;
+      }
+      // A context line whose single space was stripped by an editor: an empty line.
+      const isBlankContext = l === "\n" || l === "\r\n";
+      const op: HunkLineOp | undefined = isBlankContext ? " " : l[0] === " " || l[0] === "-" || l[0] === "+" ? (l[0] as HunkLineOp) : undefined;
+      if (op === undefined) {
+        this.fail(ln, `hunk ${hunk.header} ends early: expected ${left.old} more old and ${left.new} more new lines, found ${JSON.stringify(stripEol(l).slice(0, 60))}`);
+      }
+      const body = isBlankContext ? l : l.slice(1);
+      if (op === " " || op === "-") {
+        if (left.old === 0) this.fail(ln, `hunk ${hunk.header} has more old lines than its header says`);
+        left.old--;
+        hunk.oldLines.push(body);
+      }
+      if (op === " " || op === "+") {
+        if (left.new === 0) this.fail(ln, `hunk ${hunk.header} has more new lines than its header says`);
+        left.new--;
+        hunk.newLines.push(body);
+      }
+      last = op;
+    }
+    return left;
+  }
+
+  /** "\ No newline at end of file": the previous line of arr loses its newline. */
+  private dropNewline(arr: string[], ln: number): void {
+    const k = arr.length - 1;
+    if (!arr[k].endsWith("\n")) this.fail(ln, "repeated '\\' marker");
+    arr[k] = arr[k].slice(0, -1);
+  }
 }

@@ -7,7 +7,7 @@ import { describeDrift, readRel, treeDrift, treeInfo, type TreeInfo } from "./co
 import { PatchError } from "./errors.js";
 import { locateSglang } from "./locate.js";
 import { withLock } from "./lock.js";
-import { readState, statePath, BACKUP_DIR } from "./state.js";
+import { BACKUP_DIR, type PatchState, readState, statePath } from "./state.js";
 import { commitWrites, recoverInterrupted, type WriteOp } from "./txn.js";
 
 export interface RevertOptions {
@@ -61,33 +61,7 @@ export function revertSeries(path: string, opts: RevertOptions = {}): RevertResu
       );
     }
     result.discarded = drift.map((d) => d.path);
-    const ops: WriteOp[] = [];
-    for (const f of state.files) {
-      let original: Buffer | null = null;
-      if (f.originalSha256 !== null) {
-        original = f.backup ? readRel(parent, f.backup) : null;
-        if (original === null || sha256(original) !== f.originalSha256) {
-          throw new PatchError(
-            "state",
-            `cannot revert ${f.path}: its backup ${f.backup ?? "(none)"} is missing or does not match the recorded sha256. Nothing was changed. Reinstall SGLang to get the original back.`,
-          );
-        }
-      }
-      const have = readRel(parent, f.path);
-      const same = original === null ? have === null : have?.equals(original);
-      if (!same) {
-        ops.push({ path: join(parent, f.path), content: original, mode: f.originalMode ?? 0o644 });
-        (original === null ? result.removed : result.restored).push(f.path);
-      }
-    }
-    for (const p of state.placed) {
-      if (readRel(parent, p.path) !== null) {
-        ops.push({ path: join(parent, p.path), content: null });
-        result.removed.push(p.path);
-      }
-    }
-    for (const f of state.files) if (f.backup && readRel(parent, f.backup) !== null) ops.push({ path: join(parent, f.backup), content: null });
-    ops.push({ path: statePath(parent), content: null });
+    const ops = revertWrites(parent, state, result);
     commitWrites(parent, "revert", ops, {
       failAfterWrites: opts.failAfterWrites,
       cleanupDirs: state.createdDirs,
@@ -100,4 +74,36 @@ export function revertSeries(path: string, opts: RevertOptions = {}): RevertResu
     result.messages.push(`reverted series ${state.series}: ${tree.pkg} holds the original files again (${result.restored.length} restored, ${result.removed.length} removed)`);
     return result;
   });
+}
+
+/** The writes that put the originals back and remove placed files, backups and the state file. */
+function revertWrites(parent: string, state: PatchState, result: RevertResult): WriteOp[] {
+  const ops: WriteOp[] = [];
+  for (const f of state.files) {
+    let original: Buffer | null = null;
+    if (f.originalSha256 !== null) {
+      original = f.backup ? readRel(parent, f.backup) : null;
+      if (original === null || sha256(original) !== f.originalSha256) {
+        throw new PatchError(
+          "state",
+          `cannot revert ${f.path}: its backup ${f.backup ?? "(none)"} is missing or does not match the recorded sha256. Nothing was changed. Reinstall SGLang to get the original back.`,
+        );
+      }
+    }
+    const have = readRel(parent, f.path);
+    const same = original === null ? have === null : have?.equals(original);
+    if (!same) {
+      ops.push({ path: join(parent, f.path), content: original, mode: f.originalMode ?? 0o644 });
+      (original === null ? result.removed : result.restored).push(f.path);
+    }
+  }
+  for (const p of state.placed) {
+    if (readRel(parent, p.path) !== null) {
+      ops.push({ path: join(parent, p.path), content: null });
+      result.removed.push(p.path);
+    }
+  }
+  for (const f of state.files) if (f.backup && readRel(parent, f.backup) !== null) ops.push({ path: join(parent, f.backup), content: null });
+  ops.push({ path: statePath(parent), content: null });
+  return ops;
 }

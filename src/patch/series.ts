@@ -125,8 +125,13 @@ export function loadSeries(dir: string, repoRoot: string): Series {
     })();
     patches.push({ name, path, sha256: sha256(bytes), parsed: parsePatch(toBin(bytes), name), seriesLine: k + 1 });
   });
+  const mappings = loadMappings(join(abs, "files"), repoRoot);
+  return { name: basename(abs), version, dir: abs, patches, mappings, repoRoot: resolve(repoRoot) };
+}
+
+/** The `files` manifest of a series ('<repo path> -> <sglang path>' per line); none without one. */
+function loadMappings(filesPath: string, repoRoot: string): FilesMapping[] {
   const mappings: FilesMapping[] = [];
-  const filesPath = join(abs, "files");
   if (existsSync(filesPath)) {
     readText(filesPath, "files manifest")
       .split("\n")
@@ -153,7 +158,7 @@ export function loadSeries(dir: string, repoRoot: string): Series {
         mappings.push({ from, to, line: k + 1, isDir });
       });
   }
-  return { name: basename(abs), version, dir: abs, patches, mappings, repoRoot: resolve(repoRoot) };
+  return mappings;
 }
 
 /** The files manifest's mappings on one line: "a/ -> sglang/a/, b.py -> sglang/b.py". */

@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { sha256 } from "./bytes.js";
 import { readRel, resolveSeriesDir, treeDrift, treeInfo, type CommonOptions, type TreeInfo } from "./context.js";
 import { PatchError } from "./errors.js";
-import { locateSglang } from "./locate.js";
+import { locateSglang, type SglangTree } from "./locate.js";
 import { interpreterSglang, type InterpreterCheck } from "./python.js";
 import { kvctlRoot } from "./repo.js";
 import { loadSeries, placedFiles, type Series } from "./series.js";
@@ -95,14 +95,7 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
   const killed = interruptedRun(tree.parent) || staleLock(tree.pkg);
   const recovered = killed ? withLock(tree.pkg, () => recoverInterrupted(tree.parent)) : null;
   const state = readState(tree.parent);
-  let series: Series | null = null;
-  let seriesError: string | null = null;
-  try {
-    series = loadSeries(resolveSeriesDir(tree, opts), opts.repoRoot ?? kvctlRoot());
-  } catch (err) {
-    if (!(err instanceof PatchError)) throw err;
-    seriesError = err.message;
-  }
+  const { series, seriesError } = seriesOrError(tree, opts);
   const messages: string[] = [];
   if (recovered) messages.push(recovered);
   messages.push(
@@ -110,13 +103,7 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
   );
   for (const w of tree.versionWarnings) messages.push(`warning: ${w}`);
   if (seriesError) messages.push(`series: ${seriesError}`);
-  const recorded = new Map(state?.patches.map((p) => [p.name, p.sha256]) ?? []);
-  const patches: StatusResult["patches"] = [];
-  for (const p of series?.patches ?? []) {
-    const r = recorded.get(p.name);
-    patches.push({ name: p.name, state: r === undefined ? "not-applied" : r === p.sha256 ? "applied" : "changed-since-apply" });
-  }
-  for (const p of state?.patches ?? []) if (!series?.patches.some((s) => s.name === p.name)) patches.push({ name: p.name, state: "not-in-series" });
+  const patches = patchStates(series, state);
   if (state) {
     messages.push(
       `state: series ${state.series} ${state.status === "applied" ? "applied" : "INTERRUPTED while applying"} ${state.appliedAt} by kvctl ${state.kvctlVersion}`,
@@ -132,26 +119,9 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
   if (files.length) messages.push(`patched files:`);
   for (const f of files) messages.push(`  ${f.state === "ok" ? "ok" : f.state.toUpperCase()}`.padEnd(14) + ` ${f.path} (${f.action})`);
   const placed = placedDriftFor(tree.parent, series, state);
-  if (placed.length) {
-    const bad = placed.filter((p) => p.state !== "ok");
-    messages.push(`placed files: ${placed.length - bad.length}/${placed.length} in sync with their sources`);
-    for (const p of bad) messages.push(`  ${p.state.toUpperCase().padEnd(11)} ${p.path}${p.source ? ` <- ${p.source}` : ""}`);
-    if (bad.some((p) => p.state === "outdated" || p.state === "not-placed" || p.state === "stale") && state) {
-      messages.push(`  run 'kvctl patch apply' again to bring the placed files up to date`);
-    }
-  }
-  let interpreter: InterpreterCheck | null = null;
-  if (opts.python !== false) {
-    interpreter = interpreterSglang(tree.pkg, opts.python, opts.env);
-    if (!interpreter.ran) messages.push(`interpreter: ${interpreter.error}`);
-    else if (interpreter.sglangDir === null) messages.push(`interpreter ${interpreter.executable} cannot import sglang at all`);
-    else if (interpreter.importsThisTree) messages.push(`interpreter ${interpreter.executable} imports this tree (${interpreter.sglangDir})`);
-    else {
-      messages.push(
-        `WARNING: interpreter ${interpreter.executable} imports ANOTHER sglang: ${interpreter.sglangDir}; a server started with it will not run the patched code (set PYTHONPATH or install the patched tree)`,
-      );
-    }
-  }
+  messages.push(...placedMessages(placed, state !== null));
+  const interpreter = opts.python === false ? null : interpreterSglang(tree.pkg, opts.python, opts.env);
+  if (interpreter) messages.push(interpreterMessage(interpreter));
   const applied = state?.status === "applied" && patches.length > 0 && patches.every((p) => p.state === "applied");
   const clean =
     applied && drift.length === 0 && placed.every((p) => p.state === "ok") && (interpreter === null || interpreter.importsThisTree);
@@ -173,6 +143,45 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
     kvctl: kvctl.state,
     messages,
   };
+}
+
+function seriesOrError(tree: SglangTree, opts: StatusOptions): { series: Series | null; seriesError: string | null } {
+  try {
+    return { series: loadSeries(resolveSeriesDir(tree, opts), opts.repoRoot ?? kvctlRoot()), seriesError: null };
+  } catch (err) {
+    if (!(err instanceof PatchError)) throw err;
+    return { series: null, seriesError: err.message };
+  }
+}
+
+/** Each patch of the series against the state file's record, and recorded ones the series dropped. */
+function patchStates(series: Series | null, state: PatchState | null): StatusResult["patches"] {
+  const recorded = new Map(state?.patches.map((p) => [p.name, p.sha256]) ?? []);
+  const patches: StatusResult["patches"] = [];
+  for (const p of series?.patches ?? []) {
+    const r = recorded.get(p.name);
+    patches.push({ name: p.name, state: r === undefined ? "not-applied" : r === p.sha256 ? "applied" : "changed-since-apply" });
+  }
+  for (const p of state?.patches ?? []) if (!series?.patches.some((s) => s.name === p.name)) patches.push({ name: p.name, state: "not-in-series" });
+  return patches;
+}
+
+function placedMessages(placed: PlacedEntry[], applied: boolean): string[] {
+  if (!placed.length) return [];
+  const bad = placed.filter((p) => p.state !== "ok");
+  const out = [`placed files: ${placed.length - bad.length}/${placed.length} in sync with their sources`];
+  for (const p of bad) out.push(`  ${p.state.toUpperCase().padEnd(11)} ${p.path}${p.source ? ` <- ${p.source}` : ""}`);
+  if (bad.some((p) => p.state === "outdated" || p.state === "not-placed" || p.state === "stale") && applied) {
+    out.push(`  run 'kvctl patch apply' again to bring the placed files up to date`);
+  }
+  return out;
+}
+
+function interpreterMessage(interpreter: InterpreterCheck): string {
+  if (!interpreter.ran) return `interpreter: ${interpreter.error}`;
+  if (interpreter.sglangDir === null) return `interpreter ${interpreter.executable} cannot import sglang at all`;
+  if (interpreter.importsThisTree) return `interpreter ${interpreter.executable} imports this tree (${interpreter.sglangDir})`;
+  return `WARNING: interpreter ${interpreter.executable} imports ANOTHER sglang: ${interpreter.sglangDir}; a server started with it will not run the patched code (set PYTHONPATH or install the patched tree)`;
 }
 
 function setting(v: unknown): boolean {

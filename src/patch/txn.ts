@@ -84,6 +84,47 @@ function sweepTemps(parent: string, paths: string[]): void {
  */
 export function commitWrites(parent: string, run: "apply" | "revert", ops: WriteOp[], opts: TxnOptions = {}): void {
   preflight(ops);
+  const entries = journalEntries(parent, ops);
+  const createdDirs = dirsToCreate(parent, ops);
+  writeJournal(parent, {
+    format: 1,
+    tool: "kvctl",
+    run,
+    pid: process.pid,
+    startedAt: new Date().toISOString(),
+    entries: [...entries.values()],
+    createdDirs,
+    cleanupDirs: opts.cleanupDirs ?? [],
+    pruneDirs: opts.pruneDirs ?? [],
+  });
+  const done: Done[] = [];
+  try {
+    for (const op of ops) {
+      writeOp(op, done);
+      if (opts.failAfterWrites !== undefined && done.length >= opts.failAfterWrites) {
+        throw new PatchError("io", `simulated failure after ${done.length} writes (test hook)`);
+      }
+    }
+  } catch (err) {
+    const failures = rollBack(parent, done, createdDirs);
+    const base = err instanceof PatchError ? err : fsError(err, "write", "(unknown)");
+    let tail: string;
+    if (failures.length === 0) {
+      sweepTemps(parent, [...entries.keys()]);
+      removeJournal(parent);
+      tail = `; nothing was changed (${done.length} write${done.length === 1 ? "" : "s"} rolled back)`;
+    } else {
+      // The journal stays: the next apply, revert or status retries the rollback.
+      tail = `; ROLLBACK FAILED for ${failures.length} file(s) (the next apply, revert or status retries it from the journal): ${failures.join("; ")}`;
+    }
+    throw new PatchError(base.code, `${base.message}${tail}`);
+  }
+  finish(parent, opts);
+  removeJournal(parent);
+}
+
+/** One journal entry per path: its bytes and mode before the run, its hash after. */
+function journalEntries(parent: string, ops: WriteOp[]): Map<string, JournalEntry> {
   const entries = new Map<string, JournalEntry>();
   for (const op of ops) {
     const rel = relPath(parent, op.path);
@@ -100,88 +141,63 @@ export function commitWrites(parent: string, run: "apply" | "revert", ops: Write
     }
     e.afterSha256 = op.content === null ? null : sha256(op.content);
   }
-  const createdDirs = dirsToCreate(parent, ops);
-  writeJournal(parent, {
-    format: 1,
-    tool: "kvctl",
-    run,
-    pid: process.pid,
-    startedAt: new Date().toISOString(),
-    entries: [...entries.values()],
-    createdDirs,
-    cleanupDirs: opts.cleanupDirs ?? [],
-    pruneDirs: opts.pruneDirs ?? [],
-  });
-  const done: Done[] = [];
-  try {
-    for (const op of ops) {
-      const exists = existsSync(op.path);
-      const before = exists ? readFileSync(op.path) : null;
-      const mode = exists ? lstatSync(op.path).mode & 0o7777 : null;
-      done.push({ op, before, mode });
-      if (op.content === null) {
-        if (exists) {
-          try {
-            unlinkStep(op.path);
-          } catch (err) {
-            throw fsError(err, "delete", op.path);
-          }
-        }
-      } else {
-        const dir = dirname(op.path);
-        if (!existsSync(dir)) {
-          try {
-            step();
-            mkdirSync(dir, { recursive: true });
-          } catch (err) {
-            throw fsError(err, "create directory", dir);
-          }
-        }
-        try {
-          writeAtomic(op.path, op.content, mode ?? op.mode ?? 0o644);
-        } catch (err) {
-          throw fsError(err, "write", op.path);
-        }
-      }
-      if (opts.failAfterWrites !== undefined && done.length >= opts.failAfterWrites) {
-        throw new PatchError("io", `simulated failure after ${done.length} writes (test hook)`);
-      }
+  return entries;
+}
+
+/** Performs one op, first noting in done what it replaces. */
+function writeOp(op: WriteOp, done: Done[]): void {
+  const exists = existsSync(op.path);
+  const before = exists ? readFileSync(op.path) : null;
+  const mode = exists ? lstatSync(op.path).mode & 0o7777 : null;
+  done.push({ op, before, mode });
+  if (op.content === null) {
+    if (!exists) return;
+    try {
+      unlinkStep(op.path);
+    } catch (err) {
+      throw fsError(err, "delete", op.path);
     }
-  } catch (err) {
-    const failures: string[] = [];
-    for (const d of done.reverse()) {
-      try {
-        if (d.before === null) {
-          if (existsSync(d.op.path)) unlinkStep(d.op.path);
-        } else {
-          writeAtomic(d.op.path, d.before, d.mode ?? 0o644);
-        }
-      } catch (e) {
-        failures.push(`${d.op.path}: ${(e as Error).message}`);
-      }
-    }
-    for (const dir of [...createdDirs].reverse()) {
-      try {
-        step();
-        rmdirSync(join(parent, dir));
-      } catch {
-        // not empty or already gone
-      }
-    }
-    const base = err instanceof PatchError ? err : fsError(err, "write", "(unknown)");
-    let tail: string;
-    if (failures.length === 0) {
-      sweepTemps(parent, [...entries.keys()]);
-      removeJournal(parent);
-      tail = `; nothing was changed (${done.length} write${done.length === 1 ? "" : "s"} rolled back)`;
-    } else {
-      // The journal stays: the next apply, revert or status retries the rollback.
-      tail = `; ROLLBACK FAILED for ${failures.length} file(s) (the next apply, revert or status retries it from the journal): ${failures.join("; ")}`;
-    }
-    throw new PatchError(base.code, `${base.message}${tail}`);
+    return;
   }
-  finish(parent, opts);
-  removeJournal(parent);
+  const dir = dirname(op.path);
+  if (!existsSync(dir)) {
+    try {
+      step();
+      mkdirSync(dir, { recursive: true });
+    } catch (err) {
+      throw fsError(err, "create directory", dir);
+    }
+  }
+  try {
+    writeAtomic(op.path, op.content, mode ?? op.mode ?? 0o644);
+  } catch (err) {
+    throw fsError(err, "write", op.path);
+  }
+}
+
+/** Undoes the ops done (last first) and removes the directories the run created; returns what failed. */
+function rollBack(parent: string, done: Done[], createdDirs: string[]): string[] {
+  const failures: string[] = [];
+  for (const d of done.reverse()) {
+    try {
+      if (d.before === null) {
+        if (existsSync(d.op.path)) unlinkStep(d.op.path);
+      } else {
+        writeAtomic(d.op.path, d.before, d.mode ?? 0o644);
+      }
+    } catch (e) {
+      failures.push(`${d.op.path}: ${(e as Error).message}`);
+    }
+  }
+  for (const dir of [...createdDirs].reverse()) {
+    try {
+      step();
+      rmdirSync(join(parent, dir));
+    } catch {
+      // not empty or already gone
+    }
+  }
+  return failures;
 }
 
 /**
