@@ -6,6 +6,7 @@ import type { Ack, AckStatus, Command } from "../protocol/index.js";
 import { blankAck } from "../protocol/index.js";
 
 type Tier = "GPU" | "CPU_PINNED" | "CPU_TIER1";
+type CommandOf<T extends Command["type"]> = Extract<Command, { type: T }>;
 
 interface Block {
   parent: bigint | null;
@@ -107,178 +108,208 @@ export class ReferenceWorkerModel {
   private dispatch(workerId: string, id: string | null, cmd: Command): Ack {
     const ack = blankAck(workerId, id, cmd.type, "applied");
     switch (cmd.type) {
-      case "Cache": {
-        ack.requested = cmd.block_hashes.length;
-        const expiry = cmd.ttl_seconds ? this.now() + cmd.ttl_seconds * 1000 : null;
-        // Counted only when a block goes from unpinned to pinned (re-pins never need the budget).
-        let pinned = -1;
-        for (const h of cmd.block_hashes) {
-          const b = this.blocks.get(h);
-          if (!b) {
-            ack.missing.push(h);
-            continue;
-          }
-          if (cmd.pin) {
-            if (b.pins === 0) {
-              if (pinned < 0) pinned = this.pinnedCount();
-              if (pinned >= this.pinBudget) {
-                ack.skipped++;
-                continue;
-              }
-              pinned++;
-            }
-            b.pins++;
-            if (expiry !== null) {
-              b.timedPins.push(expiry);
-              this.timed.add(h);
-            }
-            ack.affected++;
-          } else if (b.pins > 0) {
-            // Untimed pins go first; a TTL pin would expire by itself anyway.
-            if (b.pins === b.timedPins.length) b.timedPins.pop();
-            b.pins--;
-            ack.affected++;
-          } else ack.skipped++;
-        }
-        if (cmd.pin && ack.skipped) ack.reason = `pin budget exhausted (${this.pinnedCount()}/${this.pinBudget} blocks)`;
-        if (ack.affected) ack.tiers = { CPU_PINNED: ack.affected };
-        return settle(ack);
+      case "Cache":
+        return this.cache(ack, cmd);
+      case "Prune":
+        return this.prune(ack, cmd);
+      case "Think":
+        return this.think(ack, cmd);
+      case "Pause":
+        return this.pause(ack, cmd);
+      case "RenewLease":
+        return this.renewLease(ack, cmd);
+      case "RevokeLease":
+        return this.revokeLease(ack, cmd);
+      case "Warm":
+        return this.warm(ack, cmd);
+      case "ToolStart":
+        return this.toolStart(ack, cmd);
+      case "ToolEnd":
+        return this.toolEnd(ack, cmd);
+      case "Inspect":
+        return this.inspect(ack, cmd);
+    }
+  }
+
+  private cache(ack: Ack, cmd: CommandOf<"Cache">): Ack {
+    ack.requested = cmd.block_hashes.length;
+    const expiry = cmd.ttl_seconds ? this.now() + cmd.ttl_seconds * 1000 : null;
+    // Counted only when a block goes from unpinned to pinned (re-pins never need the budget).
+    let pinned = -1;
+    for (const h of cmd.block_hashes) {
+      const b = this.blocks.get(h);
+      if (!b) {
+        ack.missing.push(h);
+        continue;
       }
-      case "Prune": {
-        const root = this.blocks.get(cmd.after_block_hash);
-        if (!root) {
-          ack.requested = 1;
-          ack.missing.push(cmd.after_block_hash);
-          return settle(ack);
-        }
-        const doomed = this.descendants(cmd.after_block_hash);
-        ack.requested = doomed.length;
-        // Leaves first; a kept block keeps its ancestors too (a tree has no orphans).
-        const kept = new Set<bigint>();
-        for (const h of doomed.reverse()) {
-          const b = this.blocks.get(h)!;
-          if (kept.has(h) || ((b.pins > 0 || b.lease || b.session) && !cmd.force)) {
+      if (cmd.pin) {
+        if (b.pins === 0) {
+          if (pinned < 0) pinned = this.pinnedCount();
+          if (pinned >= this.pinBudget) {
             ack.skipped++;
-            if (b.parent !== null) kept.add(b.parent);
             continue;
           }
-          this.blocks.delete(h);
-          ack.affected++;
+          pinned++;
         }
-        if (ack.skipped) ack.reason = `${ack.skipped} pinned or leased descendants kept (force not set)`;
-        return settle(ack);
-      }
-      case "Think": {
-        ack.requested = cmd.block_hashes.length;
-        for (const h of cmd.block_hashes) {
-          const b = this.blocks.get(h);
-          if (!b) {
-            ack.missing.push(h);
-            continue;
-          }
-          if (cmd.transient) {
-            if (b.transient) ack.skipped++;
-            else (b.transient = true), ack.affected++;
-          } else {
-            for (const d of this.descendants(h)) this.blocks.delete(d);
-            this.blocks.delete(h);
-            ack.affected++;
-          }
+        b.pins++;
+        if (expiry !== null) {
+          b.timedPins.push(expiry);
+          this.timed.add(h);
         }
-        return settle(ack);
+        ack.affected++;
+      } else if (b.pins > 0) {
+        // Untimed pins go first; a TTL pin would expire by itself anyway.
+        if (b.pins === b.timedPins.length) b.timedPins.pop();
+        b.pins--;
+        ack.affected++;
+      } else ack.skipped++;
+    }
+    if (cmd.pin && ack.skipped) ack.reason = `pin budget exhausted (${this.pinnedCount()}/${this.pinBudget} blocks)`;
+    if (ack.affected) ack.tiers = { CPU_PINNED: ack.affected };
+    return settle(ack);
+  }
+
+  private prune(ack: Ack, cmd: CommandOf<"Prune">): Ack {
+    const root = this.blocks.get(cmd.after_block_hash);
+    if (!root) {
+      ack.requested = 1;
+      ack.missing.push(cmd.after_block_hash);
+      return settle(ack);
+    }
+    const doomed = this.descendants(cmd.after_block_hash);
+    ack.requested = doomed.length;
+    // Leaves first; a kept block keeps its ancestors too (a tree has no orphans).
+    const kept = new Set<bigint>();
+    for (const h of doomed.reverse()) {
+      const b = this.blocks.get(h)!;
+      if (kept.has(h) || ((b.pins > 0 || b.lease || b.session) && !cmd.force)) {
+        ack.skipped++;
+        if (b.parent !== null) kept.add(b.parent);
+        continue;
       }
-      case "Pause": {
-        ack.requested = cmd.block_hashes.length;
-        if (this.leases.has(cmd.lease_id)) return reject(ack, `lease_id ${cmd.lease_id} is already held (use RenewLease)`);
-        const expiresAtMs = cmd.ttl_seconds === null ? null : this.now() + cmd.ttl_seconds * 1000;
-        const held = this.holdOnHost(cmd.block_hashes, ack, (b) => (b.lease = cmd.lease_id));
-        if (held.length === 0) return settle(ack);
-        this.leases.set(cmd.lease_id, { hashes: held, expiresAtMs });
-        ack.lease = { lease_id: cmd.lease_id, expires_at_ms: expiresAtMs };
-        ack.tiers = { CPU_PINNED: held.length };
-        return settle(ack);
+      this.blocks.delete(h);
+      ack.affected++;
+    }
+    if (ack.skipped) ack.reason = `${ack.skipped} pinned or leased descendants kept (force not set)`;
+    return settle(ack);
+  }
+
+  private think(ack: Ack, cmd: CommandOf<"Think">): Ack {
+    ack.requested = cmd.block_hashes.length;
+    for (const h of cmd.block_hashes) {
+      const b = this.blocks.get(h);
+      if (!b) {
+        ack.missing.push(h);
+        continue;
       }
-      case "RenewLease": {
-        ack.requested = 1;
-        const lease = this.leases.get(cmd.lease_id);
-        if (!lease) return reject(ack, `unknown lease ${cmd.lease_id}`);
-        lease.expiresAtMs = this.now() + cmd.new_ttl_seconds * 1000;
-        ack.affected = 1;
-        ack.lease = { lease_id: cmd.lease_id, expires_at_ms: lease.expiresAtMs };
-        return settle(ack);
-      }
-      case "RevokeLease": {
-        const lease = this.leases.get(cmd.lease_id);
-        if (!lease) return reject(ack, `unknown lease ${cmd.lease_id}`);
-        ack.requested = lease.hashes.length;
-        for (const h of lease.hashes) if (this.blocks.delete(h)) ack.affected++;
-        this.leases.delete(cmd.lease_id);
-        ack.lease = { lease_id: cmd.lease_id, expires_at_ms: null };
-        return settle(ack);
-      }
-      case "Warm": {
-        ack.requested = cmd.block_keys.length;
-        const unknown = cmd.block_keys.filter((k) => !this.storageKeys.has(k));
-        if (!cmd.token_ids && unknown.length) return reject(ack, "Warm without token_ids: pages cannot be placed in the prefix tree without their tokens");
-        ack.affected = cmd.block_keys.length - unknown.length;
-        ack.skipped = unknown.length;
-        if (unknown.length) ack.reason = `${unknown.length} keys not in the storage backend`;
-        if (ack.affected) ack.tiers = { [cmd.target_tier]: ack.affected };
-        return settle(ack);
-      }
-      case "ToolStart": {
-        ack.requested = cmd.block_hashes.length;
-        const held = this.holdOnHost(cmd.block_hashes, ack, (b) => (b.session = cmd.session_id));
-        ack.epoch = ++this.epoch;
-        this.sessions.set(cmd.session_id, { epoch: ack.epoch, hashes: held });
-        if (held.length) ack.tiers = { CPU_PINNED: held.length };
-        return settle(ack);
-      }
-      case "ToolEnd": {
-        ack.requested = 1;
-        const s = this.sessions.get(cmd.session_id);
-        if (!s) return reject(ack, `unknown session ${cmd.session_id}`);
-        if (s.epoch !== cmd.epoch) return reject(ack, `stale epoch ${cmd.epoch} (current ${s.epoch})`);
-        ack.requested = s.hashes.length;
-        for (const h of s.hashes) {
-          const b = this.blocks.get(h);
-          if (!b) {
-            ack.missing.push(h);
-            continue;
-          }
-          b.tier = "GPU";
-          b.session = null;
-          ack.affected++;
-        }
-        this.sessions.delete(cmd.session_id);
-        ack.epoch = cmd.epoch;
-        if (ack.affected) ack.tiers = { GPU: ack.affected };
-        return settle(ack);
-      }
-      case "Inspect": {
-        const hashes = cmd.block_hashes ?? [];
-        ack.requested = hashes.length;
-        const tiers: Record<string, number> = {};
-        for (const h of hashes) {
-          const b = this.blocks.get(h);
-          if (!b) ack.missing.push(h);
-          else tiers[b.tier] = (tiers[b.tier] ?? 0) + 1;
-        }
-        // Read-only: `affected` stays 0; residency is reported in `tiers`.
-        ack.tiers = tiers;
-        if (cmd.lease_id) {
-          const lease = this.leases.get(cmd.lease_id);
-          ack.lease = lease ? { lease_id: cmd.lease_id, expires_at_ms: lease.expiresAtMs } : null;
-          if (!lease) ack.reason = `unknown lease ${cmd.lease_id}`;
-        }
-        if (cmd.session_id) {
-          const s = this.sessions.get(cmd.session_id);
-          ack.epoch = s ? s.epoch : null;
-        }
-        ack.status = "applied";
-        return ack;
+      if (cmd.transient) {
+        if (b.transient) ack.skipped++;
+        else (b.transient = true), ack.affected++;
+      } else {
+        for (const d of this.descendants(h)) this.blocks.delete(d);
+        this.blocks.delete(h);
+        ack.affected++;
       }
     }
+    return settle(ack);
+  }
+
+  private pause(ack: Ack, cmd: CommandOf<"Pause">): Ack {
+    ack.requested = cmd.block_hashes.length;
+    if (this.leases.has(cmd.lease_id)) return reject(ack, `lease_id ${cmd.lease_id} is already held (use RenewLease)`);
+    const expiresAtMs = cmd.ttl_seconds === null ? null : this.now() + cmd.ttl_seconds * 1000;
+    const held = this.holdOnHost(cmd.block_hashes, ack, (b) => (b.lease = cmd.lease_id));
+    if (held.length === 0) return settle(ack);
+    this.leases.set(cmd.lease_id, { hashes: held, expiresAtMs });
+    ack.lease = { lease_id: cmd.lease_id, expires_at_ms: expiresAtMs };
+    ack.tiers = { CPU_PINNED: held.length };
+    return settle(ack);
+  }
+
+  private renewLease(ack: Ack, cmd: CommandOf<"RenewLease">): Ack {
+    ack.requested = 1;
+    const lease = this.leases.get(cmd.lease_id);
+    if (!lease) return reject(ack, `unknown lease ${cmd.lease_id}`);
+    lease.expiresAtMs = this.now() + cmd.new_ttl_seconds * 1000;
+    ack.affected = 1;
+    ack.lease = { lease_id: cmd.lease_id, expires_at_ms: lease.expiresAtMs };
+    return settle(ack);
+  }
+
+  private revokeLease(ack: Ack, cmd: CommandOf<"RevokeLease">): Ack {
+    const lease = this.leases.get(cmd.lease_id);
+    if (!lease) return reject(ack, `unknown lease ${cmd.lease_id}`);
+    ack.requested = lease.hashes.length;
+    for (const h of lease.hashes) if (this.blocks.delete(h)) ack.affected++;
+    this.leases.delete(cmd.lease_id);
+    ack.lease = { lease_id: cmd.lease_id, expires_at_ms: null };
+    return settle(ack);
+  }
+
+  private warm(ack: Ack, cmd: CommandOf<"Warm">): Ack {
+    ack.requested = cmd.block_keys.length;
+    const unknown = cmd.block_keys.filter((k) => !this.storageKeys.has(k));
+    if (!cmd.token_ids && unknown.length) return reject(ack, "Warm without token_ids: pages cannot be placed in the prefix tree without their tokens");
+    ack.affected = cmd.block_keys.length - unknown.length;
+    ack.skipped = unknown.length;
+    if (unknown.length) ack.reason = `${unknown.length} keys not in the storage backend`;
+    if (ack.affected) ack.tiers = { [cmd.target_tier]: ack.affected };
+    return settle(ack);
+  }
+
+  private toolStart(ack: Ack, cmd: CommandOf<"ToolStart">): Ack {
+    ack.requested = cmd.block_hashes.length;
+    const held = this.holdOnHost(cmd.block_hashes, ack, (b) => (b.session = cmd.session_id));
+    ack.epoch = ++this.epoch;
+    this.sessions.set(cmd.session_id, { epoch: ack.epoch, hashes: held });
+    if (held.length) ack.tiers = { CPU_PINNED: held.length };
+    return settle(ack);
+  }
+
+  private toolEnd(ack: Ack, cmd: CommandOf<"ToolEnd">): Ack {
+    ack.requested = 1;
+    const s = this.sessions.get(cmd.session_id);
+    if (!s) return reject(ack, `unknown session ${cmd.session_id}`);
+    if (s.epoch !== cmd.epoch) return reject(ack, `stale epoch ${cmd.epoch} (current ${s.epoch})`);
+    ack.requested = s.hashes.length;
+    for (const h of s.hashes) {
+      const b = this.blocks.get(h);
+      if (!b) {
+        ack.missing.push(h);
+        continue;
+      }
+      b.tier = "GPU";
+      b.session = null;
+      ack.affected++;
+    }
+    this.sessions.delete(cmd.session_id);
+    ack.epoch = cmd.epoch;
+    if (ack.affected) ack.tiers = { GPU: ack.affected };
+    return settle(ack);
+  }
+
+  private inspect(ack: Ack, cmd: CommandOf<"Inspect">): Ack {
+    const hashes = cmd.block_hashes ?? [];
+    ack.requested = hashes.length;
+    const tiers: Record<string, number> = {};
+    for (const h of hashes) {
+      const b = this.blocks.get(h);
+      if (!b) ack.missing.push(h);
+      else tiers[b.tier] = (tiers[b.tier] ?? 0) + 1;
+    }
+    // Read-only: `affected` stays 0; residency is reported in `tiers`.
+    ack.tiers = tiers;
+    if (cmd.lease_id) {
+      const lease = this.leases.get(cmd.lease_id);
+      ack.lease = lease ? { lease_id: cmd.lease_id, expires_at_ms: lease.expiresAtMs } : null;
+      if (!lease) ack.reason = `unknown lease ${cmd.lease_id}`;
+    }
+    if (cmd.session_id) {
+      const s = this.sessions.get(cmd.session_id);
+      ack.epoch = s ? s.epoch : null;
+    }
+    ack.status = "applied";
+    return ack;
   }
 
   private pinnedCount(): number {

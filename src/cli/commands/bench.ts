@@ -3,8 +3,8 @@
 // contiguous buffer of the same size (the link's practical limit) in the same run; and the time to
 // offload/restore a session of N tokens for the given model dims. Without CUDA it runs the CPU
 // twin against memcpy, and says so.
-import { parseArgs } from "node:util";
 import type { LayoutKind } from "../../copy/index.js";
+import { commandArgs } from "../args.js";
 import type { Command } from "../command.js";
 
 const HELP = `usage: kvctl bench copy [options]
@@ -109,7 +109,7 @@ export interface CopyBenchResult {
   plan: { contiguousRuns: number; scatteredKernelPages: number; granularity: string };
 }
 
-export async function benchCopy(opts: {
+export interface CopyBenchOptions {
   layout?: LayoutKind;
   deviceLayout?: LayoutKind;
   model?: ModelDims;
@@ -119,9 +119,13 @@ export async function benchCopy(opts: {
   iters?: number;
   device?: number;
   log?: (line: string) => void;
-}): Promise<CopyBenchResult> {
-  const copy = await import("../../copy/index.js");
-  const log = opts.log ?? (() => {});
+}
+
+type CopyModule = typeof import("../../copy/index.js");
+type Pool = ReturnType<CopyModule["createPool"]>;
+
+/** What one run of the copy bench measures on: backend, model and layouts, session size. */
+function copySetup(copy: CopyModule, opts: CopyBenchOptions) {
   const cuda = copy.cudaStatus();
   const wanted = opts.backend ?? "auto";
   if (wanted === "cuda" && !cuda.available) throw new Error(`--backend cuda: ${cuda.reason}`);
@@ -133,93 +137,100 @@ export async function benchCopy(opts: {
   const model = opts.model ?? { name: "llama-3.1-8b", ...PRESETS["llama-3.1-8b"] };
   const pageSize = opts.pageSize ?? 64;
   const layout = opts.layout ?? "layer_first";
-  const deviceLayout = opts.deviceLayout ?? layout;
-  const iters = opts.iters ?? 3;
   const dims = { pageSize, layers: model.layers, kv: model.kv, heads: model.heads, headDim: model.headDim, dtypeSize: copy.dtypeSize(model.dtype) };
   const pageBytes = copy.layoutInfo({ layout, ...dims }).pageBytes;
   const tokens = opts.tokens ?? (backend === "cuda" ? 32768 : 2048);
   const pages = Math.ceil(tokens / pageSize);
-  const bytes = pages * pageBytes;
-  const devKind = backend === "cuda" ? "cuda-device" : "cpu";
-  const hostKind = backend === "cuda" ? "cuda-pinned" : "cpu";
   const device = backend === "cuda" ? (opts.device ?? 0) : undefined;
   const devName = backend === "cuda" ? (cuda.info.devices[device ?? 0]?.name ?? null) : null;
-  log(`kvctl bench copy — ${note}`);
-  if (devName) log(`device #${device}: ${devName}`);
+  return { backend, note, model, pageSize, layout, deviceLayout: opts.deviceLayout ?? layout, iters: opts.iters ?? 3, dims, pageBytes, tokens, pages, bytes: pages * pageBytes, device, devName };
+}
+
+type CopySetup = ReturnType<typeof copySetup>;
+
+function logSetup(s: CopySetup, log: (line: string) => void): void {
+  const { model } = s;
+  log(`kvctl bench copy — ${s.note}`);
+  if (s.devName) log(`device #${s.device}: ${s.devName}`);
   log(
     `model ${model.name}: layers ${model.layers}, kv heads ${model.heads}, head dim ${model.headDim}, ${model.dtype}, kv ${model.kv}; ` +
-      `page ${pageSize} tokens = ${(pageBytes / MiB).toFixed(2)} MiB; layout ${deviceLayout} (device) <-> ${layout} (host)`,
+      `page ${s.pageSize} tokens = ${(s.pageBytes / MiB).toFixed(2)} MiB; layout ${s.deviceLayout} (device) <-> ${s.layout} (host)`,
   );
-  log(`session ${tokens} tokens = ${pages} pages = ${(bytes / MiB).toFixed(1)} MiB per transfer, best of ${iters}`);
+  log(`session ${s.tokens} tokens = ${s.pages} pages = ${(s.bytes / MiB).toFixed(1)} MiB per transfer, best of ${s.iters}`);
+}
 
+export async function benchCopy(opts: CopyBenchOptions): Promise<CopyBenchResult> {
+  const copy = await import("../../copy/index.js");
+  const s = copySetup(copy, opts);
+  logSetup(s, opts.log ?? (() => {}));
+  const devKind = s.backend === "cuda" ? "cuda-device" : "cpu";
+  const hostKind = s.backend === "cuda" ? "cuda-pinned" : "cpu";
   // Device pool twice the session (scattered pages spread over it), host pool the session's size.
-  const dev = copy.createPool({ kind: devKind, layout: { layout: deviceLayout, ...dims }, pages: 2 * pages, device });
-  const host = copy.createPool({ kind: hostKind, layout: { layout, ...dims }, pages, device });
+  const dev = copy.createPool({ kind: devKind, layout: { layout: s.deviceLayout, ...s.dims }, pages: 2 * s.pages, device: s.device });
+  const host = copy.createPool({ kind: hostKind, layout: { layout: s.layout, ...s.dims }, pages: s.pages, device: s.device });
   try {
     await dev.fill(1);
     await host.fill(2);
-    const seq = Array.from({ length: pages }, (_, i) => i);
-    const scatteredDev = shuffled(2 * pages, 7).slice(0, pages);
-    const scatteredHost = shuffled(pages, 11);
-    const best = async (fn: () => Promise<unknown>): Promise<number> => {
-      await fn(); // warm-up
-      let b = Infinity;
-      for (let i = 0; i < iters; i++) {
-        const t0 = process.hrtime.bigint();
-        await fn();
-        b = Math.min(b, Number(process.hrtime.bigint() - t0) / 1e9);
-      }
-      return b;
-    };
-    const gb = (s: number) => bytes / s / 1e9;
-    const stC = await copy.copyPages(dev, host, seq, seq);
-    const stS = await copy.copyPages(dev, host, scatteredDev, scatteredHost);
-    const d2hC = await best(() => copy.copyPages(dev, host, seq, seq));
-    const d2hS = await best(() => copy.copyPages(dev, host, scatteredDev, scatteredHost));
-    const h2dC = await best(() => copy.copyPages(host, dev, seq, seq));
-    const h2dS = await best(() => copy.copyPages(host, dev, scatteredHost, scatteredDev));
-    const baseD2h = await copy.memcpyBaseline(backend, bytes, "d2h", iters, device ?? 0);
-    const baseH2d = backend === "cpu" ? baseD2h : await copy.memcpyBaseline(backend, bytes, "h2d", iters, device ?? 0);
-
-    // A session: its pages scattered over the device pool, offloaded to host slots, the device
-    // pages then reused (overwritten), and restored to other device pages; verified by digest.
-    await dev.fill(3);
-    const want = await copy.digests(dev, scatteredDev);
-    let t0 = process.hrtime.bigint();
-    await copy.gather(dev, host, scatteredDev, scatteredHost);
-    const offloadMs = Number(process.hrtime.bigint() - t0) / 1e6;
-    await dev.fill(4);
-    const restoreTo = shuffled(2 * pages, 13).slice(0, pages);
-    t0 = process.hrtime.bigint();
-    await copy.scatter(host, dev, scatteredHost, restoreTo);
-    const restoreMs = Number(process.hrtime.bigint() - t0) / 1e6;
-    const got = await copy.digests(dev, restoreTo);
-    const verified = got.every((d, i) => d === want[i]);
-
-    return {
-      backend,
-      note,
-      device: devName,
-      model,
-      pageSize,
-      layout,
-      deviceLayout,
-      pageBytes,
-      tokens,
-      pages,
-      bytes,
-      iters,
-      gbps: {
-        d2h: { contiguous: gb(d2hC), scattered: gb(d2hS), baseline: gb(baseD2h) },
-        h2d: { contiguous: gb(h2dC), scattered: gb(h2dS), baseline: gb(baseH2d) },
-      },
-      session: { tokens, offloadMs, restoreMs, verified },
-      plan: { contiguousRuns: stC.runs, scatteredKernelPages: stS.kernelPages, granularity: stC.granularity },
-    };
+    const scatteredDev = shuffled(2 * s.pages, 7).slice(0, s.pages);
+    const scatteredHost = shuffled(s.pages, 11);
+    const { gbps, plan } = await measureCopies(copy, s, dev, host, scatteredDev, scatteredHost);
+    const session = await measureSession(copy, s, dev, host, scatteredDev, scatteredHost);
+    const { backend, note, devName, model, pageSize, layout, deviceLayout, pageBytes, tokens, pages, bytes, iters } = s;
+    return { backend, note, device: devName, model, pageSize, layout, deviceLayout, pageBytes, tokens, pages, bytes, iters, gbps, session, plan };
   } finally {
     dev.free();
     host.free();
   }
+}
+
+/** Best-of-iters GB/s of each direction and pattern, against one contiguous memcpy. */
+async function measureCopies(copy: CopyModule, s: CopySetup, dev: Pool, host: Pool, scatteredDev: number[], scatteredHost: number[]): Promise<Pick<CopyBenchResult, "gbps" | "plan">> {
+  const seq = Array.from({ length: s.pages }, (_, i) => i);
+  const best = async (fn: () => Promise<unknown>): Promise<number> => {
+    await fn(); // warm-up
+    let b = Infinity;
+    for (let i = 0; i < s.iters; i++) {
+      const t0 = process.hrtime.bigint();
+      await fn();
+      b = Math.min(b, Number(process.hrtime.bigint() - t0) / 1e9);
+    }
+    return b;
+  };
+  const gb = (secs: number) => s.bytes / secs / 1e9;
+  const stC = await copy.copyPages(dev, host, seq, seq);
+  const stS = await copy.copyPages(dev, host, scatteredDev, scatteredHost);
+  const d2hC = await best(() => copy.copyPages(dev, host, seq, seq));
+  const d2hS = await best(() => copy.copyPages(dev, host, scatteredDev, scatteredHost));
+  const h2dC = await best(() => copy.copyPages(host, dev, seq, seq));
+  const h2dS = await best(() => copy.copyPages(host, dev, scatteredHost, scatteredDev));
+  const baseD2h = await copy.memcpyBaseline(s.backend, s.bytes, "d2h", s.iters, s.device ?? 0);
+  const baseH2d = s.backend === "cpu" ? baseD2h : await copy.memcpyBaseline(s.backend, s.bytes, "h2d", s.iters, s.device ?? 0);
+  return {
+    gbps: {
+      d2h: { contiguous: gb(d2hC), scattered: gb(d2hS), baseline: gb(baseD2h) },
+      h2d: { contiguous: gb(h2dC), scattered: gb(h2dS), baseline: gb(baseH2d) },
+    },
+    plan: { contiguousRuns: stC.runs, scatteredKernelPages: stS.kernelPages, granularity: stC.granularity },
+  };
+}
+
+/**
+ * A session: its pages scattered over the device pool, offloaded to host slots, the device pages
+ * then reused (overwritten), and restored to other device pages; verified by digest.
+ */
+async function measureSession(copy: CopyModule, s: CopySetup, dev: Pool, host: Pool, scatteredDev: number[], scatteredHost: number[]): Promise<CopyBenchResult["session"]> {
+  await dev.fill(3);
+  const want = await copy.digests(dev, scatteredDev);
+  let t0 = process.hrtime.bigint();
+  await copy.gather(dev, host, scatteredDev, scatteredHost);
+  const offloadMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  await dev.fill(4);
+  const restoreTo = shuffled(2 * s.pages, 13).slice(0, s.pages);
+  t0 = process.hrtime.bigint();
+  await copy.scatter(host, dev, scatteredHost, restoreTo);
+  const restoreMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  const got = await copy.digests(dev, restoreTo);
+  return { tokens: s.tokens, offloadMs, restoreMs, verified: got.every((d, i) => d === want[i]) };
 }
 
 export function formatCopyBench(r: CopyBenchResult): string[] {
@@ -239,32 +250,23 @@ export function formatCopyBench(r: CopyBenchResult): string[] {
   ];
 }
 
+const COPY_OPTIONS = {
+  layout: { type: "string" },
+  "device-layout": { type: "string" },
+  "model-dims": { type: "string" },
+  "page-size": { type: "string" },
+  tokens: { type: "string" },
+  backend: { type: "string" },
+  iters: { type: "string" },
+  device: { type: "string" },
+  json: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
 async function copyMain(argv: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        layout: { type: "string" },
-        "device-layout": { type: "string" },
-        "model-dims": { type: "string" },
-        "page-size": { type: "string" },
-        tokens: { type: "string" },
-        backend: { type: "string" },
-        iters: { type: "string" },
-        device: { type: "string" },
-        json: { type: "boolean", default: false },
-        help: { type: "boolean", short: "h", default: false },
-      },
-    }));
-  } catch (err) {
-    console.error(`kvctl bench copy: ${err instanceof Error ? err.message : String(err)}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP.replace("%PRESETS%", Object.keys(PRESETS).join(", ")));
-    return 0;
-  }
+  const parsed = commandArgs(argv, { name: "kvctl bench copy", options: COPY_OPTIONS, help: HELP.replace("%PRESETS%", Object.keys(PRESETS).join(", ")) });
+  if (typeof parsed === "number") return parsed;
+  const { values } = parsed;
   let opts: Parameters<typeof benchCopy>[0];
   try {
     const kind = (v: string | undefined, flag: string): LayoutKind | undefined => {

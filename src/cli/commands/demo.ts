@@ -9,14 +9,16 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { connectControlPlane, ControlPublisher } from "../../control/index.js";
 import { buildPatchedTree, ensureVenv, EventRecorder, HarnessClient, startHarness, summarize } from "../../demo/harness.js";
 import { startNatsServer } from "../../testing/index.js";
 import { startRealServer } from "../../demo/real-server.js";
 import { runAgentSession } from "../../demo/scenario.js";
 import { type DemoWorker, HarnessWorker, SglangWorker } from "../../demo/workers.js";
+import { commandArgs } from "../args.js";
 import type { Command as CliCommand } from "../command.js";
+
+const OPTIONS = { json: { type: "boolean" }, verbose: { type: "boolean" }, harness: { type: "boolean" }, help: { type: "boolean", short: "h" } } as const;
 
 const HELP = `usage: kvctl demo [--json] [--verbose] [--harness]
 
@@ -40,21 +42,9 @@ interface Started {
 export const command: CliCommand = {
   summary: "local end-to-end demo: agent session against a CPU SGLang cache harness over NATS",
   async run(argv) {
-    let v;
-    try {
-      v = parseArgs({
-        args: argv,
-        options: { json: { type: "boolean" }, verbose: { type: "boolean" }, harness: { type: "boolean" }, help: { type: "boolean", short: "h" } },
-        strict: true,
-      }).values;
-    } catch (e) {
-      console.error(`kvctl demo: ${e instanceof Error ? e.message : String(e)}`);
-      return 2;
-    }
-    if (v.help) {
-      console.log(HELP);
-      return 0;
-    }
+    const parsed = commandArgs(argv, { name: "kvctl demo", options: OPTIONS, help: HELP });
+    if (typeof parsed === "number") return parsed;
+    const v = parsed.values;
     const print = (line: string) => console.log(line);
     const t0 = Date.now();
     const cleanups: (() => Promise<void> | void)[] = [];
@@ -87,22 +77,9 @@ export const command: CliCommand = {
       const pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 0 });
       const res = await runAgentSession(pub, started.worker, workerId, { print, events, storage: started.storage });
       await new Promise((r) => setTimeout(r, 100));
-      print("");
-      print(`KV events received: ${events.events.length} (${summarize(events.events.map((e) => e.event))}); ` +
-        `consumer gaps ${events.consumer.metrics.gaps}, bad ${events.consumer.metrics.badBatches + events.consumer.metrics.badEvents}`);
-      const bad = res.steps.filter((s) => !s.ok);
-      print(`${res.ok ? "demo ok" : `demo FAILED (${bad.map((s) => `${s.type}: ${s.status}`).join(", ") || "pin-vs-flood table"})`} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      report(res, events, t0, print);
       await started.worker.shutdown();
-      if (v.json) {
-        console.log(JSON.stringify({
-          demo: res.ok ? "ok" : "failed",
-          commands: res.steps.map((s) => ({ type: s.type, status: s.status })),
-          pin_vs_flood: res.table.map((r) => ({ context: r.label, fraction: Math.round(r.fraction * 1000) / 1000 })),
-          events: events.events.length,
-          seconds: Math.round((Date.now() - t0) / 100) / 10,
-          server: started.server,
-        }));
-      }
+      if (v.json) console.log(summaryJson(res, events, started, t0));
       return res.ok ? 0 : 1;
     } catch (e) {
       console.error(`kvctl demo: ${e instanceof Error ? e.message : String(e)}`);
@@ -115,6 +92,29 @@ export const command: CliCommand = {
     }
   },
 };
+
+type SessionResult = Awaited<ReturnType<typeof runAgentSession>>;
+
+/** The demo's last lines: the KV events seen and the verdict. */
+function report(res: SessionResult, events: EventRecorder, t0: number, print: (line: string) => void): void {
+  print("");
+  print(`KV events received: ${events.events.length} (${summarize(events.events.map((e) => e.event))}); ` +
+    `consumer gaps ${events.consumer.metrics.gaps}, bad ${events.consumer.metrics.badBatches + events.consumer.metrics.badEvents}`);
+  const bad = res.steps.filter((s) => !s.ok);
+  print(`${res.ok ? "demo ok" : `demo FAILED (${bad.map((s) => `${s.type}: ${s.status}`).join(", ") || "pin-vs-flood table"})`} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+/** The --json summary line. */
+function summaryJson(res: SessionResult, events: EventRecorder, started: Started, t0: number): string {
+  return JSON.stringify({
+    demo: res.ok ? "ok" : "failed",
+    commands: res.steps.map((s) => ({ type: s.type, status: s.status })),
+    pin_vs_flood: res.table.map((r) => ({ context: r.label, fraction: Math.round(r.fraction * 1000) / 1000 })),
+    events: events.events.length,
+    seconds: Math.round((Date.now() - t0) / 100) / 10,
+    server: started.server,
+  });
+}
 
 /** A real patched SGLang server with the tiny local model; says so in the first line. */
 async function startServerWorker(natsUrl: string, workerId: string, cleanups: (() => Promise<void> | void)[], print: (l: string) => void): Promise<Started> {

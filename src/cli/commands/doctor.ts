@@ -3,10 +3,10 @@
 // --sglang <path>) the patch status of an SGLang tree. Each check is ok / warn / fail / unavailable.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { findNatsServer } from "../../testing/nats-server.js";
 import { seriesStatus } from "../../patch/index.js";
 import { venvPython } from "../../paths.js";
+import { commandArgs } from "../args.js";
 import type { Command } from "../command.js";
 
 export type CheckState = "ok" | "warn" | "fail" | "unavailable";
@@ -22,6 +22,8 @@ export interface DoctorReport {
   ok: boolean;
   checks: Check[];
 }
+
+const OPTIONS = { sglang: { type: "string" }, python: { type: "string" }, json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false } } as const;
 
 const HELP = `usage: kvctl doctor [--sglang <path>] [--python <interp>] [--json]
 
@@ -166,20 +168,9 @@ export async function doctor(opts: { sglang?: string; python?: string } = {}): P
 const MARK: Record<CheckState, string> = { ok: "ok  ", warn: "warn", fail: "FAIL", unavailable: "n/a " };
 
 async function main(argv: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: { sglang: { type: "string" }, python: { type: "string" }, json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false } },
-    }));
-  } catch (err) {
-    console.error(`kvctl doctor: ${err instanceof Error ? err.message : String(err)}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = commandArgs(argv, { name: "kvctl doctor", options: OPTIONS, help: HELP, helpOnError: "blank" });
+  if (typeof parsed === "number") return parsed;
+  const { values } = parsed;
   const report = await doctor({ sglang: values.sglang, python: values.python });
   if (values.json) process.stdout.write(`${JSON.stringify(report)}\n`);
   else {

@@ -1,7 +1,7 @@
 // `kvctl gateway`: the KV-aware, session-aware HTTP front for SGLang workers (createGateway), from
 // a config file (YAML or JSON) and flags; flags override the file.
-import { parseArgs } from "node:util";
 import { NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import { type ArgValues, commandArgs } from "../args.js";
 import type { Command } from "../command.js";
 
 const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp://..][,replay=tcp://..] ...] [options]
@@ -35,51 +35,53 @@ function intFlag(name: string, v: string): number {
   return Number(v);
 }
 
+type Values = ArgValues<typeof OPTIONS>;
+
+/** The config file (if any) with the flags folded in on top; throws naming a bad flag. */
+function configFromFlags(values: Values, gateway: typeof import("../../gateway/index.js")): Record<string, unknown> {
+  const { GatewayConfigError, parseWorkerFlag, readConfigFile } = gateway;
+  const cfg: Record<string, unknown> = values.config ? readConfigFile(values.config) : {};
+  if (values.worker?.length) cfg.workers = values.worker.map(parseWorkerFlag);
+  if (values.listen) {
+    const m = /^(.*):(\d+)$/.exec(values.listen);
+    if (!m) throw new GatewayConfigError(`--listen must be HOST:PORT, got '${values.listen}'`);
+    cfg.listen = { host: m[1].replace(/^\[|\]$/g, ""), port: Number(m[2]) };
+  }
+  if (values.policy) cfg.policy = values.policy;
+  if (values["json-log"]) cfg.jsonLog = true;
+  const limits = { ...((cfg.limits as object) ?? {}) } as Record<string, unknown>;
+  if (values["body-limit"]) limits.bodyLimitBytes = intFlag("body-limit", values["body-limit"]);
+  if (values["upstream-timeout-ms"]) limits.upstreamHeadersTimeoutMs = intFlag("upstream-timeout-ms", values["upstream-timeout-ms"]);
+  if (Object.keys(limits).length) cfg.limits = limits;
+  if (values["no-nats"]) delete cfg.nats;
+  else {
+    const nats = { ...((cfg.nats as object) ?? {}) } as Record<string, unknown>;
+    const map: [keyof typeof values, string][] = [
+      ["nats-url", "url"], ["user", "user"], ["password", "password"], ["token", "token"],
+      ["nkey-seed-file", "nkeySeedFile"], ["creds", "creds"], ["tls-ca", "tlsCa"], ["tls-cert", "tlsCert"],
+      ["tls-key", "tlsKey"], ["tls-handshake-first", "tlsHandshakeFirst"], ["subject-prefix", "subjectPrefix"],
+      ["inbox-prefix", "inboxPrefix"],
+    ];
+    for (const [flag, key] of map) if (values[flag] !== undefined) nats[key] = values[flag];
+    if (Object.keys(nats).length || process.env.KVCTL_NATS_URL) cfg.nats = nats;
+  }
+  return cfg;
+}
+
 export const command: Command = {
   summary: "KV-aware, session-aware HTTP gateway in front of SGLang workers",
   async run(argv) {
-    let values: ReturnType<typeof parseArgs<{ args: string[]; options: typeof OPTIONS }>>["values"];
-    try {
-      ({ values } = parseArgs({ args: argv, options: OPTIONS }));
-    } catch (e) {
-      console.error(`gateway: ${(e as Error).message}\n${HELP}`);
-      return 2;
-    }
-    if (values.help) {
-      console.log(HELP);
-      return 0;
-    }
-    const { GatewayConfigError, parseWorkerFlag, readConfigFile } = await import("../../gateway/index.js");
+    const parsed = commandArgs(argv, { name: "gateway", options: OPTIONS, help: HELP, helpOnError: "line" });
+    if (typeof parsed === "number") return parsed;
+    const { values } = parsed;
+    const gateway = await import("../../gateway/index.js");
+    const { GatewayConfigError } = gateway;
     const { createGateway } = await import("../../app/gateway.js");
     type ConfigInput = import("../../gateway/index.js").GatewayConfigInput;
     const { WorkerSchemeError } = await import("../../gateway/worker-scheme.js");
     let cfg: Record<string, unknown>;
     try {
-      cfg = values.config ? readConfigFile(values.config) : {};
-      if (values.worker?.length) cfg.workers = values.worker.map(parseWorkerFlag);
-      if (values.listen) {
-        const m = /^(.*):(\d+)$/.exec(values.listen);
-        if (!m) throw new GatewayConfigError(`--listen must be HOST:PORT, got '${values.listen}'`);
-        cfg.listen = { host: m[1].replace(/^\[|\]$/g, ""), port: Number(m[2]) };
-      }
-      if (values.policy) cfg.policy = values.policy;
-      if (values["json-log"]) cfg.jsonLog = true;
-      const limits = { ...((cfg.limits as object) ?? {}) } as Record<string, unknown>;
-      if (values["body-limit"]) limits.bodyLimitBytes = intFlag("body-limit", values["body-limit"]);
-      if (values["upstream-timeout-ms"]) limits.upstreamHeadersTimeoutMs = intFlag("upstream-timeout-ms", values["upstream-timeout-ms"]);
-      if (Object.keys(limits).length) cfg.limits = limits;
-      if (values["no-nats"]) delete cfg.nats;
-      else {
-        const nats = { ...((cfg.nats as object) ?? {}) } as Record<string, unknown>;
-        const map: [keyof typeof values, string][] = [
-          ["nats-url", "url"], ["user", "user"], ["password", "password"], ["token", "token"],
-          ["nkey-seed-file", "nkeySeedFile"], ["creds", "creds"], ["tls-ca", "tlsCa"], ["tls-cert", "tlsCert"],
-          ["tls-key", "tlsKey"], ["tls-handshake-first", "tlsHandshakeFirst"], ["subject-prefix", "subjectPrefix"],
-          ["inbox-prefix", "inboxPrefix"],
-        ];
-        for (const [flag, key] of map) if (values[flag] !== undefined) nats[key] = values[flag];
-        if (Object.keys(nats).length || process.env.KVCTL_NATS_URL) cfg.nats = nats;
-      }
+      cfg = configFromFlags(values, gateway);
     } catch (e) {
       console.error(`gateway: ${(e as Error).message}`);
       return 2;

@@ -1,6 +1,5 @@
 // `kvctl hash`: the block hashes a worker would publish for a token sequence, one per full page.
 import { readFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import {
   HashInputError,
   blockHashes,
@@ -8,6 +7,7 @@ import {
   dynamoSequenceHashes,
   storageKeys,
 } from "../../hash/index.js";
+import { commandArgs, usageError } from "../args.js";
 import type { Command as CliCommand } from "../command.js";
 
 const OPTIONS = {
@@ -95,18 +95,9 @@ function compute(scheme: Scheme, tokens: number[], pageSize: number, v: Record<s
 export const command: CliCommand = {
   summary: "print the block hashes / storage keys of a token sequence",
   async run(argv) {
-    let parsed;
-    try {
-      parsed = parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false });
-    } catch (e) {
-      console.error(`kvctl hash: ${e instanceof Error ? e.message : String(e)}`);
-      return 2;
-    }
+    const parsed = commandArgs(argv, { name: "kvctl hash", options: OPTIONS, help: HELP });
+    if (typeof parsed === "number") return parsed;
     const v = parsed.values;
-    if (v.help) {
-      console.log(HELP);
-      return 0;
-    }
     let values: string[];
     let pageSize: number;
     let tokens: number[];
@@ -132,10 +123,7 @@ export const command: CliCommand = {
         throw e;
       }
     } catch (e) {
-      if (e instanceof FlagError) {
-        console.error(`kvctl hash: ${e.message}`);
-        return 2;
-      }
+      if (e instanceof FlagError) return usageError("kvctl hash", e.message);
       throw e;
     }
     if (v.json) {

@@ -1,5 +1,5 @@
 // `kvctl patch apply|check|revert|status <path>`: the SGLang patch kit (see src/patch/README.md).
-import { parseArgs } from "node:util";
+import { type ArgValues, commandArgs } from "../args.js";
 import type { Command } from "../command.js";
 import { applySeries, checkSeries, exitCodeFor, PatchError, revertSeries, seriesStatus } from "../../patch/index.js";
 
@@ -45,33 +45,24 @@ function header(tree: { pkg: string; version: string | null; versionSource: stri
   ];
 }
 
+const OPTIONS = {
+  series: { type: "string" },
+  "sglang-version": { type: "string" },
+  force: { type: "boolean", default: false },
+  python: { type: "string" },
+  "no-python": { type: "boolean", default: false },
+  server: { type: "string" },
+  json: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+  "fail-after-writes": { type: "string" }, // test hook, undocumented
+} as const;
+
+type Values = ArgValues<typeof OPTIONS>;
+
 async function run(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        series: { type: "string" },
-        "sglang-version": { type: "string" },
-        force: { type: "boolean", default: false },
-        python: { type: "string" },
-        "no-python": { type: "boolean", default: false },
-        server: { type: "string" },
-        json: { type: "boolean", default: false },
-        help: { type: "boolean", short: "h", default: false },
-        "fail-after-writes": { type: "string" }, // test hook, undocumented
-      },
-    });
-  } catch (err) {
-    console.error(`kvctl patch: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
+  const parsed = commandArgs(argv, { name: "kvctl patch", options: OPTIONS, help: USAGE, positionals: true, helpOnError: "blank" });
+  if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
-  if (values.help) {
-    console.log(USAGE);
-    return 0;
-  }
   const json = values.json ?? false;
   const [sub, path, ...extra] = positionals;
   const usage = (msg: string) => {
@@ -85,37 +76,8 @@ async function run(argv: string[]): Promise<number> {
   if (extra.length) return usage(`unexpected arguments: ${extra.join(" ")}`);
   if (values.force && sub !== "apply" && sub !== "revert") return usage(`--force applies to apply and revert only`);
   if ((values.python !== undefined || values["no-python"]) && sub !== "status") return usage(`--python applies to status only`);
-  const common = { series: values.series, sglangVersion: values["sglang-version"] };
-  const failAfterWrites = values["fail-after-writes"] !== undefined ? Number(values["fail-after-writes"]) : undefined;
   try {
-    switch (sub as Sub) {
-      case "apply": {
-        const r = applySeries(path, { ...common, force: values.force, failAfterWrites });
-        out(json, r, [...header(r.tree), `series ${r.series.name} (${r.series.dir})`, ...r.messages]);
-        return r.ok ? 0 : 1;
-      }
-      case "check": {
-        const r = checkSeries(path, common);
-        out(json, r, [...header(r.tree), `series ${r.series.name} (${r.series.dir})`, ...r.messages]);
-        return r.ok ? 0 : 1;
-      }
-      case "revert": {
-        const r = revertSeries(path, { force: values.force, sglangVersion: values["sglang-version"], failAfterWrites });
-        out(json, r, r.messages);
-        return r.ok ? 0 : 1;
-      }
-      case "status": {
-        let serverArgs: Record<string, unknown> | undefined;
-        if (values.server !== undefined) {
-          const res = await fetch(new URL("/server_info", values.server));
-          if (!res.ok) return usage(`--server ${values.server}: /server_info answered ${res.status}`);
-          serverArgs = (await res.json()) as Record<string, unknown>;
-        }
-        const r = seriesStatus(path, { ...common, python: values["no-python"] ? false : values.python, serverArgs });
-        out(json, r, r.messages);
-        return r.clean ? 0 : 1;
-      }
-    }
+    return await runSub(sub as Sub, path, values, json, usage);
   } catch (err) {
     if (err instanceof PatchError) {
       if (json) out(true, { ok: false, error: { code: err.code, message: err.message } }, []);
@@ -123,6 +85,39 @@ async function run(argv: string[]): Promise<number> {
       return exitCodeFor(err.code);
     }
     throw err;
+  }
+}
+
+async function runSub(sub: Sub, path: string, values: Values, json: boolean, usage: (msg: string) => number): Promise<number> {
+  const common = { series: values.series, sglangVersion: values["sglang-version"] };
+  const failAfterWrites = values["fail-after-writes"] !== undefined ? Number(values["fail-after-writes"]) : undefined;
+  switch (sub) {
+    case "apply": {
+      const r = applySeries(path, { ...common, force: values.force, failAfterWrites });
+      out(json, r, [...header(r.tree), `series ${r.series.name} (${r.series.dir})`, ...r.messages]);
+      return r.ok ? 0 : 1;
+    }
+    case "check": {
+      const r = checkSeries(path, common);
+      out(json, r, [...header(r.tree), `series ${r.series.name} (${r.series.dir})`, ...r.messages]);
+      return r.ok ? 0 : 1;
+    }
+    case "revert": {
+      const r = revertSeries(path, { force: values.force, sglangVersion: values["sglang-version"], failAfterWrites });
+      out(json, r, r.messages);
+      return r.ok ? 0 : 1;
+    }
+    case "status": {
+      let serverArgs: Record<string, unknown> | undefined;
+      if (values.server !== undefined) {
+        const res = await fetch(new URL("/server_info", values.server));
+        if (!res.ok) return usage(`--server ${values.server}: /server_info answered ${res.status}`);
+        serverArgs = (await res.json()) as Record<string, unknown>;
+      }
+      const r = seriesStatus(path, { ...common, python: values["no-python"] ? false : values.python, serverArgs });
+      out(json, r, r.messages);
+      return r.clean ? 0 : 1;
+    }
   }
   return 2;
 }

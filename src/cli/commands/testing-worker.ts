@@ -1,11 +1,11 @@
 // `kvctl testing-worker --worker-id w0`: runs the ReferenceResponder, the in-memory TEST STAND-IN
 // for a worker's control subscriber, so `kvctl send` can be demonstrated without SGLang. It is not
 // the worker: it holds no KV cache and says so when it starts.
-import { parseArgs } from "node:util";
 import { connectOptionsFromFlags, NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
 import { connectControlPlane } from "../../control/index.js";
 import { ReferenceResponder } from "../../testing/index.js";
 import { checkSubjectPrefix, checkWorkerId, parseFieldText } from "../../protocol/index.js";
+import { commandArgs, usageError } from "../args.js";
 import type { Command as CliCommand } from "../command.js";
 
 const OPTIONS = {
@@ -33,25 +33,14 @@ in-memory model of pins, leases and epochs.
   --quiet                     do not log each command
 ${NATS_FLAGS_HELP}`;
 
-function fail(msg: string): number {
-  console.error(`kvctl testing-worker: ${msg}`);
-  return 2;
-}
+const fail = (msg: string): number => usageError("kvctl testing-worker", msg);
 
 export const command: CliCommand = {
   summary: "run the reference responder (a test stand-in for a worker, not the worker)",
   async run(argv) {
-    let parsed;
-    try {
-      parsed = parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false });
-    } catch (e) {
-      return fail(e instanceof Error ? e.message : String(e));
-    }
+    const parsed = commandArgs(argv, { name: "kvctl testing-worker", options: OPTIONS, help: HELP });
+    if (typeof parsed === "number") return parsed;
     const v = parsed.values;
-    if (v.help) {
-      console.log(HELP);
-      return 0;
-    }
     if (!v["worker-id"]) return fail("--worker-id is required");
     let known: bigint[] = [];
     let keys: string[] = [];

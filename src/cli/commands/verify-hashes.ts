@@ -4,8 +4,10 @@
 //   --zmq tcp://host:port: subscribe to a live worker, recompute every BlockStored from its token
 //     ids with the addon, print each match/mismatch; exit 0 all matched, 1 a mismatch, 2 nothing
 //     received (or nothing verifiable).
-import { parseArgs } from "node:util";
+import type { BlockStoredEvent, KvEvent } from "../../events/types.js";
+import type { RecomputeOptions } from "../../events/verify.js";
 import { venvPython } from "../../paths.js";
+import { commandArgs } from "../args.js";
 import type { Command } from "../command.js";
 
 const HELP = `usage: kvctl verify-hashes [--zmq tcp://host:port] [options]
@@ -72,41 +74,120 @@ async function offline(python: string, seed: string): Promise<number> {
   return bad === 0 ? 0 : 1;
 }
 
-async function live(v: Record<string, string | boolean | undefined>): Promise<number> {
-  const { KvEventConsumer } = await import("../../events/consumer.js");
-  const { recomputeStored } = await import("../../events/verify.js");
-  const endpoint = v.zmq as string;
-  const maxEvents = v.events ? Number(v.events) : Infinity;
-  const duration = v.duration ? Number(v.duration) : Infinity;
-  const intervalMs = Number(v.interval ?? "2") * 1000;
-  const quiet = Boolean(v.quiet);
-  const opts = {
+type Flags = Record<string, string | boolean | undefined>;
+type Recompute = typeof import("../../events/verify.js").recomputeStored;
+
+/** Checks each BlockStored of a live stream against the addon and keeps the counts. */
+class LiveCheck {
+  readonly n = { batches: 0, stored: 0, pages: 0, matched: 0, mismatched: 0, unverifiable: 0, notShown: 0 };
+  /** Page digests by published hash: a child event chains from its parent's. */
+  readonly digests = new Map<bigint, Buffer>();
+  /** Per-event lines printed this interval. */
+  shown = 0;
+
+  constructor(
+    private readonly recompute: Recompute,
+    private readonly opts: RecomputeOptions,
+    private readonly quiet: boolean,
+  ) {}
+
+  /**
+   * Per-event lines are capped per interval (the progress line counts the rest), so a flood of
+   * events cannot hold the periodic output back.
+   */
+  private say(line: string): void {
+    if (this.shown < MAX_LINES_PER_INTERVAL) {
+      this.shown++;
+      console.log(line);
+    } else this.n.notShown++;
+  }
+
+  /** One batch; false once maxEvents BlockStored events were checked. */
+  batch(seq: bigint | number, events: readonly KvEvent[], maxEvents: number): boolean {
+    this.n.batches++;
+    for (const e of events) {
+      if (e.type === "BlockRemoved") {
+        for (const h of e.blockHashes) this.digests.delete(h); // keep the map bounded like the cache
+        continue;
+      }
+      if (e.type !== "BlockStored") continue;
+      this.stored(seq, e);
+      if (this.n.stored >= maxEvents) return false;
+    }
+    return true;
+  }
+
+  private stored(seq: bigint | number, e: BlockStoredEvent): void {
+    const n = this.n;
+    n.stored++;
+    n.pages += e.blockHashes.length;
+    const parent = e.parentBlockHash === null ? null : (this.digests.get(e.parentBlockHash) ?? null);
+    const r = this.recompute(e, parent, this.opts);
+    const head = `seq ${seq} BlockStored ${e.blockHashes.length} page(s) [${e.blockHashes[0]}${e.blockHashes.length > 1 ? ", ..." : ""}] ${e.medium ?? "GPU"}`;
+    if (r.kind === "unverifiable") {
+      n.unverifiable++;
+      if (!this.quiet) this.say(`${head}: unverifiable (${r.reason})`);
+      return;
+    }
+    // Remember every page digest (even of a mismatching event: its children chain from what
+    // the worker published, so key them by the published hash).
+    e.blockHashes.forEach((h, i) => {
+      this.digests.set(h, r.digests.subarray(i * 32, i * 32 + 32));
+    });
+    if (r.firstMismatch === null) {
+      n.matched++;
+      if (!this.quiet) this.say(`${head}: match`);
+    } else {
+      n.mismatched++;
+      const i = r.firstMismatch;
+      this.say(`${head}: MISMATCH at page ${i}: worker ${e.blockHashes[i]}, tokens give ${r.hashes[i]}`);
+    }
+  }
+
+  counts(m: { missedBatches: number; badFrames: number; badBatches: number }): string {
+    const n = this.n;
+    return (
+      `${n.batches} batch(es) received, ${m.missedBatches} dropped, ${n.stored} BlockStored (${n.pages} pages): ` +
+      `${n.matched} matched, ${n.mismatched} mismatched, ${n.unverifiable} unverifiable, ${m.badFrames + m.badBatches} undecodable`
+    );
+  }
+
+  /** Prints the verdict; the exit code (0 all matched, 1 a mismatch, 2 nothing verifiable). */
+  verdict(): number {
+    if (this.n.mismatched > 0) {
+      console.log("verdict: MISMATCH");
+      return 1;
+    }
+    if (this.n.matched === 0) {
+      console.log(this.n.stored === 0 ? "verdict: NOTHING RECEIVED" : "verdict: NOTHING VERIFIABLE");
+      return 2;
+    }
+    console.log("verdict: MATCH");
+    return 0;
+  }
+}
+
+function recomputeOptions(v: Flags): RecomputeOptions {
+  return {
     pageSize: v["page-size"] ? Number(v["page-size"]) : undefined,
     cacheSalt: v["cache-salt"] as string | undefined,
     extraKey: (v["extra-key"] as string | undefined) ?? null,
     extraKeyIsLora: Boolean(v["extra-key-is-lora"]),
     eventFormat: (v["event-format"] as "sglang" | "dynamo" | undefined) ?? "sglang",
   };
-  const digests = new Map<bigint, Buffer>();
-  const n = { batches: 0, stored: 0, pages: 0, matched: 0, mismatched: 0, unverifiable: 0, notShown: 0 };
+}
+
+async function live(v: Flags): Promise<number> {
+  const { KvEventConsumer } = await import("../../events/consumer.js");
+  const { recomputeStored } = await import("../../events/verify.js");
+  const endpoint = v.zmq as string;
+  const maxEvents = v.events ? Number(v.events) : Infinity;
+  const duration = v.duration ? Number(v.duration) : Infinity;
+  const intervalMs = Number(v.interval ?? "2") * 1000;
+  const check = new LiveCheck(recomputeStored, recomputeOptions(v), Boolean(v.quiet));
   // The consumer brings the receive high-water mark, seq tracking (dropped batches) and
   // rate-limited problem logging; its batch events carry every event's token ids.
-  const consumer = new KvEventConsumer({
-    endpoint,
-    worker: endpoint,
-    topic: (v.topic as string | undefined) ?? "",
-    log: (l) => console.error(l),
-    logIntervalMs: intervalMs,
-  });
-  // Per-event lines are capped per interval (the progress line counts the rest), so a flood of
-  // events cannot hold the periodic output back.
-  let shown = 0;
-  const say = (line: string) => {
-    if (shown < MAX_LINES_PER_INTERVAL) {
-      shown++;
-      console.log(line);
-    } else n.notShown++;
-  };
+  const consumer = new KvEventConsumer({ endpoint, worker: endpoint, topic: (v.topic as string | undefined) ?? "", log: (l) => console.error(l), logIntervalMs: intervalMs });
   let resolveEnd!: () => void;
   const ended = new Promise<void>((r) => (resolveEnd = r));
   let stopped = false;
@@ -114,57 +195,19 @@ async function live(v: Record<string, string | boolean | undefined>): Promise<nu
     stopped = true;
     resolveEnd();
   };
-  consumer.on("restart", () => digests.clear());
+  consumer.on("restart", () => check.digests.clear());
   consumer.on("batch", ({ seq, batch }) => {
-    if (stopped) return;
-    n.batches++;
-    for (const e of batch.events) {
-      if (e.type === "BlockRemoved") {
-        for (const h of e.blockHashes) digests.delete(h); // keep the map bounded like the cache
-        continue;
-      }
-      if (e.type !== "BlockStored") continue;
-      n.stored++;
-      n.pages += e.blockHashes.length;
-      const parent = e.parentBlockHash === null ? null : (digests.get(e.parentBlockHash) ?? null);
-      const r = recomputeStored(e, parent, opts);
-      const head = `seq ${seq} BlockStored ${e.blockHashes.length} page(s) [${e.blockHashes[0]}${e.blockHashes.length > 1 ? ", ..." : ""}] ${e.medium ?? "GPU"}`;
-      if (r.kind === "unverifiable") {
-        n.unverifiable++;
-        if (!quiet) say(`${head}: unverifiable (${r.reason})`);
-      } else {
-        // Remember every page digest (even of a mismatching event: its children chain from what
-        // the worker published, so key them by the published hash).
-        e.blockHashes.forEach((h, i) => {
-          digests.set(h, r.digests.subarray(i * 32, i * 32 + 32));
-        });
-        if (r.firstMismatch === null) {
-          n.matched++;
-          if (!quiet) say(`${head}: match`);
-        } else {
-          n.mismatched++;
-          const i = r.firstMismatch;
-          say(`${head}: MISMATCH at page ${i}: worker ${e.blockHashes[i]}, tokens give ${r.hashes[i]}`);
-        }
-      }
-      if (n.stored >= maxEvents) {
-        end();
-        return;
-      }
-    }
+    if (!stopped && !check.batch(seq, batch.events, maxEvents)) end();
   });
   const m = consumer.metrics;
-  const counts = () =>
-    `${n.batches} batch(es) received, ${m.missedBatches} dropped, ${n.stored} BlockStored (${n.pages} pages): ` +
-    `${n.matched} matched, ${n.mismatched} mismatched, ${n.unverifiable} unverifiable, ${m.badFrames + m.badBatches} undecodable`;
   const started = Date.now();
   const progress = setInterval(() => {
-    if (n.notShown > 0 || m.frames > 0) {
-      const hidden = n.notShown > 0 ? ` (${n.notShown} event line(s) not shown)` : "";
-      console.log(`verify-hashes: ${((Date.now() - started) / 1000).toFixed(1)} s: ${counts()}${hidden}`);
+    if (check.n.notShown > 0 || m.frames > 0) {
+      const hidden = check.n.notShown > 0 ? ` (${check.n.notShown} event line(s) not shown)` : "";
+      console.log(`verify-hashes: ${((Date.now() - started) / 1000).toFixed(1)} s: ${check.counts(m)}${hidden}`);
     }
-    shown = 0;
-    n.notShown = 0;
+    check.shown = 0;
+    check.n.notShown = 0;
   }, intervalMs);
   await consumer.start();
   console.log(`verify-hashes: listening on ${endpoint}`);
@@ -179,45 +222,33 @@ async function live(v: Record<string, string | boolean | undefined>): Promise<nu
     process.removeListener("SIGINT", end);
     await consumer.close();
   }
-  console.log(`verify-hashes: ${counts()}`);
-  if (n.mismatched > 0) {
-    console.log("verdict: MISMATCH");
-    return 1;
-  }
-  if (n.matched === 0) {
-    console.log(n.stored === 0 ? "verdict: NOTHING RECEIVED" : "verdict: NOTHING VERIFIABLE");
-    return 2;
-  }
-  console.log("verdict: MATCH");
-  return 0;
+  console.log(`verify-hashes: ${check.counts(m)}`);
+  return check.verdict();
 }
+
+const OPTIONS = {
+  help: { type: "boolean", short: "h" },
+  zmq: { type: "string" },
+  topic: { type: "string" },
+  "page-size": { type: "string" },
+  "cache-salt": { type: "string" },
+  "extra-key": { type: "string" },
+  "extra-key-is-lora": { type: "boolean" },
+  "event-format": { type: "string" },
+  events: { type: "string" },
+  duration: { type: "string" },
+  quiet: { type: "boolean" },
+  interval: { type: "string" },
+  python: { type: "string" },
+  seed: { type: "string" },
+} as const;
 
 export const command: Command = {
   summary: "diff SGLang's hashing against the addon (offline corpus, or a live worker's KV events)",
   async run(argv) {
-    const { values } = parseArgs({
-      args: argv,
-      options: {
-        help: { type: "boolean", short: "h" },
-        zmq: { type: "string" },
-        topic: { type: "string" },
-        "page-size": { type: "string" },
-        "cache-salt": { type: "string" },
-        "extra-key": { type: "string" },
-        "extra-key-is-lora": { type: "boolean" },
-        "event-format": { type: "string" },
-        events: { type: "string" },
-        duration: { type: "string" },
-        quiet: { type: "boolean" },
-        interval: { type: "string" },
-        python: { type: "string" },
-        seed: { type: "string" },
-      },
-    });
-    if (values.help) {
-      console.log(HELP);
-      return 0;
-    }
+    const parsed = commandArgs(argv, { name: "verify-hashes", options: OPTIONS, help: HELP, helpOnError: "line" });
+    if (typeof parsed === "number") return parsed;
+    const { values } = parsed;
     if (values["event-format"] && !["sglang", "dynamo"].includes(values["event-format"])) {
       console.error("verify-hashes: --event-format must be sglang or dynamo");
       return 2;

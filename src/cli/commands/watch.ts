@@ -1,7 +1,11 @@
 // kvctl watch --zmq ...: a live table of per-worker, per-tier block counts and event rates, built
 // only from the workers' KV events (consumer -> instrumented in-memory index).
-import { parseArgs } from "node:util";
+import type { KvEventConsumer } from "../../events/consumer.js";
+import { TIERS } from "../../events/types.js";
+import type { InstrumentedKvIndex, TierCounts } from "../../index/index.js";
+import { type ArgValues, commandArgs, usageError } from "../args.js";
 import type { Command } from "../command.js";
+
 
 const HELP = `usage: kvctl watch --zmq [name=]tcp://host:port[,replay=tcp://host:port] [--zmq ...] [options]
   --zmq SPEC       a worker's KV-event endpoint, optionally named and with its replay endpoint
@@ -33,33 +37,106 @@ export function parseSpec(s: string): WatchSpec {
   return { worker, endpoint, replay };
 }
 
+const OPTIONS = {
+  help: { type: "boolean", short: "h" },
+  zmq: { type: "string", multiple: true },
+  topic: { type: "string" },
+  interval: { type: "string" },
+  once: { type: "boolean" },
+  duration: { type: "string" },
+  json: { type: "boolean" },
+  "log-interval": { type: "string" },
+} as const;
+
+type Values = ArgValues<typeof OPTIONS>;
+
+interface Row extends TierCounts {
+  worker: string;
+  events_per_s: number;
+  events: number;
+  seq: number | null;
+  received: number;
+  dropped: number;
+  gaps: number;
+  restarts: number;
+  bad: number;
+}
+
+/** One table per call: the index's tier counts and each consumer's counters, rates since the last call. */
+function tableRenderer(consumers: KvEventConsumer[], index: InstrumentedKvIndex, values: Values, zeroTiers: () => TierCounts): () => void {
+  const started = Date.now();
+  let last = started;
+  const lastEvents = new Map<string, number>();
+  const tty = process.stdout.isTTY && !values.json;
+  return () => {
+    const now = Date.now();
+    const dt = Math.max((now - last) / 1000, 1e-3);
+    last = now;
+    const stats = index.stats();
+    const rows = consumers.map((c): Row => {
+      const m = c.metrics;
+      const prev = lastEvents.get(c.worker) ?? 0;
+      lastEvents.set(c.worker, m.events);
+      const t = stats.workers[c.worker] ?? zeroTiers();
+      return {
+        worker: c.worker,
+        ...t,
+        events_per_s: Math.round(((m.events - prev) / dt) * 10) / 10,
+        events: m.events,
+        seq: c.seq.expected === null ? null : Number(c.seq.expected - 1n),
+        received: m.frames,
+        dropped: m.missedBatches,
+        gaps: m.gaps,
+        restarts: m.restarts,
+        bad: m.badFrames + m.badBatches + m.badEvents,
+      };
+    });
+    if (values.json) {
+      console.log(JSON.stringify({ t: (now - started) / 1000, blocks: stats.blocks, workers: rows }));
+      return;
+    }
+    if (tty) process.stdout.write("\x1b[H\x1b[2J");
+    console.log(textTable(rows, now, stats.blocks));
+  };
+}
+
+function textTable(rows: Row[], now: number, blocks: number): string {
+  const head = ["worker", ...TIERS, "ev/s", "events", "seq", "dropped", "restarts", "bad"];
+  const body = rows.map((r) => [r.worker, ...TIERS.map((t) => String(r[t])), String(r.events_per_s), String(r.events), String(r.seq ?? "-"), String(r.dropped), String(r.restarts), String(r.bad)]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+  return [`kvctl watch  ${new Date(now).toISOString()}  blocks=${blocks}`, line(head), ...body.map(line)].join("\n");
+}
+
+/** Renders every interval until --once, --duration or SIGINT (which renders a last table). */
+function renderUntilDone(render: () => void, values: Values): Promise<void> {
+  const interval = Number(values.interval ?? "1") * 1000;
+  const stopAt = values.duration ? Date.now() + Number(values.duration) * 1000 : Infinity;
+  return new Promise<void>((resolve) => {
+    const timer = setInterval(() => {
+      render();
+      if (values.once || Date.now() >= stopAt) {
+        clearInterval(timer);
+        resolve();
+      }
+    }, values.once ? Math.min(interval, values.duration ? Number(values.duration) * 1000 : interval) : interval);
+    process.once("SIGINT", () => {
+      clearInterval(timer);
+      render();
+      resolve();
+    });
+  });
+}
+
 export const command: Command = {
   summary: "live per-worker, per-tier KV block counts and event rates from ZMQ KV events",
   async run(argv) {
-    const { values } = parseArgs({
-      args: argv,
-      options: {
-        help: { type: "boolean", short: "h" },
-        zmq: { type: "string", multiple: true },
-        topic: { type: "string" },
-        interval: { type: "string" },
-        once: { type: "boolean" },
-        duration: { type: "string" },
-        json: { type: "boolean" },
-        "log-interval": { type: "string" },
-      },
-    });
-    if (values.help) {
-      console.log(HELP);
-      return 0;
-    }
-    if (!values.zmq?.length) {
-      console.error("watch: --zmq is required\n" + HELP);
-      return 2;
-    }
+    const parsed = commandArgs(argv, { name: "watch", options: OPTIONS, help: HELP, helpOnError: "line" });
+    if (typeof parsed === "number") return parsed;
+    const { values } = parsed;
+    if (!values.zmq?.length) return usageError("watch", `--zmq is required\n${HELP}`);
     const { KvEventConsumer } = await import("../../events/consumer.js");
     const { InMemoryKvIndex, InstrumentedKvIndex, indexSink, zeroTiers } = await import("../../index/index.js");
-    const { TIERS } = await import("../../events/types.js");
     const index = new InstrumentedKvIndex(new InMemoryKvIndex());
     const consumers = values.zmq.map((s) => {
       const spec = parseSpec(s);
@@ -74,61 +151,7 @@ export const command: Command = {
       });
     });
     for (const c of consumers) await c.start();
-    const interval = Number(values.interval ?? "1") * 1000;
-    const started = Date.now();
-    let last = started;
-    const lastEvents = new Map<string, number>();
-    const tty = process.stdout.isTTY && !values.json;
-    const render = () => {
-      const now = Date.now();
-      const dt = Math.max((now - last) / 1000, 1e-3);
-      last = now;
-      const stats = index.stats();
-      const rows = consumers.map((c) => {
-        const m = c.metrics;
-        const prev = lastEvents.get(c.worker) ?? 0;
-        lastEvents.set(c.worker, m.events);
-        const t = stats.workers[c.worker] ?? zeroTiers();
-        return {
-          worker: c.worker,
-          ...t,
-          events_per_s: Math.round(((m.events - prev) / dt) * 10) / 10,
-          events: m.events,
-          seq: c.seq.expected === null ? null : Number(c.seq.expected - 1n),
-          received: m.frames,
-          dropped: m.missedBatches,
-          gaps: m.gaps,
-          restarts: m.restarts,
-          bad: m.badFrames + m.badBatches + m.badEvents,
-        };
-      });
-      if (values.json) {
-        console.log(JSON.stringify({ t: (now - started) / 1000, blocks: stats.blocks, workers: rows }));
-        return;
-      }
-      const head = ["worker", ...TIERS, "ev/s", "events", "seq", "dropped", "restarts", "bad"];
-      const body = rows.map((r) => [r.worker, ...TIERS.map((t) => String(r[t])), String(r.events_per_s), String(r.events), String(r.seq ?? "-"), String(r.dropped), String(r.restarts), String(r.bad)]);
-      const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-      const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
-      const out = [`kvctl watch  ${new Date(now).toISOString()}  blocks=${stats.blocks}`, line(head), ...body.map(line)].join("\n");
-      if (tty) process.stdout.write("\x1b[H\x1b[2J");
-      console.log(out);
-    };
-    await new Promise<void>((resolve) => {
-      const stopAt = values.duration ? started + Number(values.duration) * 1000 : Infinity;
-      const timer = setInterval(() => {
-        render();
-        if (values.once || Date.now() >= stopAt) {
-          clearInterval(timer);
-          resolve();
-        }
-      }, values.once ? Math.min(interval, values.duration ? Number(values.duration) * 1000 : interval) : interval);
-      process.once("SIGINT", () => {
-        clearInterval(timer);
-        render();
-        resolve();
-      });
-    });
+    await renderUntilDone(tableRenderer(consumers, index, values, zeroTiers), values);
     for (const c of consumers) await c.close();
     return 0;
   },
