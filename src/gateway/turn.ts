@@ -7,6 +7,7 @@ import { decisionLine } from "../contract/decision-log.js";
 import type { OverlapResult } from "../index/index.js";
 import { requestBlockHashes } from "./block-hashes.js";
 import { errorBody, sendJson } from "./errors.js";
+import type { TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
 import { NoWorkerError, type RouteDecision, routeRequest } from "./router.js";
 import type { SessionRecord } from "./session-record.js";
@@ -58,7 +59,7 @@ async function prepare(ctx: TurnContext, turn: TurnRequest): Promise<Prepared> {
   if (sid) await ctx.recording.get(sid.id);
   const session = sid ? await ctx.sessions.get(sid.id) : null;
   for (const h of headerHints(ctx, turn.hintHeader, sid?.id ?? null, session !== null)) ctx.observe(h);
-  const promptTokens = await promptBeforeRouting(ctx, turn);
+  const promptTokens = tokenizesBeforeRouting(ctx, turn) ? await promptBeforeRouting(ctx, turn) : turn.promptTokens;
   const { overlap, hashes } = promptTokens ? overlapFor(ctx, ctx.workers.available(), promptTokens, turn) : { overlap: null, hashes: new Map<GatewayWorker, bigint[]>() };
   return { requestId, started, session, promptTokens, overlap, hashes };
 }
@@ -67,13 +68,14 @@ async function prepare(ctx: TurnContext, turn: TurnRequest): Promise<Prepared> {
  * Prompt tokens before routing: carried by the request, or from a worker's tokenizer when the
  * index holds blocks to match them against (with an empty index every overlap is zero anyway).
  */
+function tokenizesBeforeRouting(ctx: TurnContext, turn: TurnRequest): boolean {
+  return !turn.promptTokens && turn.tokenize !== null && ctx.config.routing.tokenize === "auto" && ctx.workers.available().length > 1 && ctx.index.stats().blocks > 0;
+}
+
 async function promptBeforeRouting(ctx: TurnContext, turn: TurnRequest): Promise<number[] | null> {
-  if (turn.promptTokens || !turn.tokenize || ctx.config.routing.tokenize !== "auto") return turn.promptTokens;
-  const available = ctx.workers.available();
-  if (available.length <= 1 || ctx.index.stats().blocks === 0) return null;
-  const w = available.reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
+  const w = ctx.workers.available().reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
   try {
-    return await tokenizeOn(w.pool, turn.tokenize, ctx.config.health.timeoutMs * 5);
+    return await tokenizeOn(w.pool, turn.tokenize as TokenizeCall, ctx.config.health.timeoutMs * 5);
   } catch (e) {
     ctx.log(`gateway: tokenize on ${w.id} before routing failed (${(e as Error).message}); routing without prompt hashes`);
     return null;
