@@ -30,11 +30,13 @@ interface StandIn {
   requests: number;
   /** Requests to answer by closing the connection without a byte (a worker closing a kept-alive one). */
   resetNext: number;
+  /** How long a non-streamed answer takes (ms). */
+  delayMs: number;
 }
 
 /** Stand-in for an SGLang worker's HTTP surface (see the file comment). */
 async function standIn(): Promise<StandIn> {
-  const s: StandIn = { url: "", info: {}, server: null as unknown as Server, healthy: true, aborted: 0, requests: 0, resetNext: 0 };
+  const s: StandIn = { url: "", info: {}, server: null as unknown as Server, healthy: true, aborted: 0, requests: 0, resetNext: 0, delayMs: 0 };
   s.server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -46,6 +48,8 @@ async function standIn(): Promise<StandIn> {
     if (req.url === "/health") return json(s.healthy ? 200 : 503, {});
     if (req.url === "/server_info") return json(200, { page_size: 4, kv_events: null, kv_events_config: null, ...s.info });
     if (req.url === "/v1/tokenize") return json(200, { tokens: [...JSON.stringify(body.messages ?? body.prompt)].map((c) => c.charCodeAt(0)), count: 0, max_model_len: 4096 });
+    // kvctl's Anthropic tokenize route, as a kvctl worker has it (the gateway probes it at start).
+    if (req.url === "/kvctl/v1/messages/tokenize") return body.messages ? json(200, { tokens: [...JSON.stringify(body.messages)].map((c) => c.charCodeAt(0)) }) : json(400, {});
     if (req.method === "GET") return json(404, {});
     s.requests++;
     if (s.resetNext > 0) {
@@ -63,6 +67,7 @@ async function standIn(): Promise<StandIn> {
       });
       return;
     }
+    if (s.delayMs > 0) await new Promise((r) => setTimeout(r, s.delayMs));
     const ids = body.return_token_ids ? ',"prompt_token_ids":[1,2,3,4,5],"response_token_ids":[6]' : "";
     res.writeHead(200, { "content-type": "application/json" });
     res.end(`{"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}${ids},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}`);
@@ -122,6 +127,19 @@ async function metric(g: Gateway, name: string): Promise<string[]> {
 }
 
 describe("gateway: bad input gets a clear answer and changes nothing", () => {
+  it("an unknown route answers in the caller's dialect: Anthropic's by path or by the SDK's version header", async () => {
+    const g = await gw();
+    const anthropicShape = { type: "error", error: { type: "not_found_error", message: "no route GET /v1/messages/nope" } };
+    expect(await json(await fetch(`${g.url}/v1/messages/nope`))).toEqual(anthropicShape);
+    const byHeader = await fetch(`${g.url}/v1/nope`, { headers: { "anthropic-version": "2023-06-01" } });
+    expect(byHeader.status).toBe(404);
+    expect(await json(byHeader)).toEqual({ type: "error", error: { type: "not_found_error", message: "no route GET /v1/nope" } });
+    expect(await json(await fetch(`${g.url}/v1/nope`))).toEqual({ error: { message: "no route GET /v1/nope", type: "not_found", param: null, code: null } });
+    // The gateway's own refusals on /v1/messages name Anthropic's types.
+    const big = await post(`${g.url}/v1/messages`, "{}", { "x-session-id": "s".repeat(600) });
+    expect(await json(big)).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+  });
+
   it("malformed JSON, a non-object body, a bad field, unknown routes and oversized bodies", async () => {
     const g = await gw({ limits: { bodyLimitBytes: 1024 } });
     const bad = await post(`${g.url}/v1/chat/completions`, '{"messages": [');
@@ -240,11 +258,45 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     expect(u.requests).toBe(before + 2);
   });
 
-  it("a worker that does not answer in time is a 504 naming it", async () => {
-    const g = await gw({ limits: { upstreamHeadersTimeoutMs: 300 } });
+  it("a generation past the response timeout is a 504 naming the worker, marked not to be retried", async () => {
+    const g = await gw({ limits: { upstreamResponseTimeoutMs: 300 } });
     const r = await post(`${g.url}/generate`, '{"text":"hi"}');
     expect(r.status).toBe(504);
+    // The SDKs (OpenAI's, Anthropic's) read this header before their retry rule.
+    expect(r.headers.get("x-should-retry")).toBe("false");
     expect((await json(r)).error).toMatchObject({ type: "upstream_timeout", message: expect.stringMatching(/^worker w\d timed out$/) });
+  });
+
+  it("a non-streamed generation is not cut by the header timeout, which bounds only streamed and quick calls", async () => {
+    const g = await gw({ limits: { upstreamHeadersTimeoutMs: 100 } });
+    for (const u of upstreams) u.delayMs = 400;
+    try {
+      const r = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}');
+      expect(r.status).toBe(200);
+      expect((await json(r)).choices[0].message.content).toBe("ok");
+    } finally {
+      for (const u of upstreams) u.delayMs = 0;
+    }
+  });
+
+  it("with no response timeout, a worker that stops passing health is drained and its generations end", async () => {
+    const g = await gw();
+    const sent = () => upstreams.reduce((n, u) => n + u.requests, 0);
+    const before = sent();
+    const pending = post(`${g.url}/generate`, '{"text":"hi"}');
+    // The stand-in counts the request when it has read it (the readiness signal polled here).
+    const deadline = Date.now() + 10_000;
+    while (sent() === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    for (const u of upstreams) u.healthy = false;
+    try {
+      await g.checkHealth();
+      const r = await pending;
+      expect(r.status).toBe(502);
+      expect((await json(r)).error.message).toMatch(/^worker w\d failed: worker w\d was drained while answering$/);
+    } finally {
+      for (const u of upstreams) u.healthy = true;
+      await g.checkHealth();
+    }
   });
 
   it("a connection reset before any answer is sent again; the worker keeps its sessions and is not drained", async () => {

@@ -3,6 +3,8 @@
 import { AdmissionGate } from "../src/gateway/admission.js";
 import { describe, expect, it } from "vitest";
 import { GatewayConfigError, parseGatewayConfig, parseWorkerFlag } from "../src/gateway/config.js";
+import { chatFromMessages, pythonJsonDumps } from "../src/gateway/messages-fallback.js";
+import { contentTypeError, streamOf } from "../src/gateway/request/worker-rules.js";
 import { routeRequest, type RoutingOptions, type WorkerState } from "../src/gateway/router.js";
 import { sessionIdOf } from "../src/gateway/session-id.js";
 import { applyAckToRecord, newSessionRecord } from "../src/gateway/session-record.js";
@@ -183,6 +185,61 @@ describe("token ids from the worker", () => {
     expect(m).toEqual({ path: "/kvctl/v1/messages/tokenize", body: { messages: [{ role: "user", content: "hi" }], max_tokens: 4 } });
     expect(tokenizeRequestFor("chat", { messages: [], model: "m" })).toEqual({ path: "/v1/tokenize", body: { messages: [], model: "m" } });
     expect(tokenizeRequestFor("messages", { prompt: "x" })).toBeNull();
+  });
+});
+
+describe("the worker's request rules", () => {
+  it("reads stream as the worker does: lax booleans on the OpenAI and Anthropic routes, JSON booleans on /generate", () => {
+    for (const v of [true, "true", "YES", "on", "t", "y", 1, "1"]) expect(streamOf("chat", v)).toBe(true);
+    for (const v of [false, undefined, "false", "No", "off", 0, "0"]) expect(streamOf("completions", v)).toBe(false);
+    for (const v of [2, "maybe", " true", [], {}, 0.5]) expect(streamOf("chat", v)).toBeNull();
+    expect(streamOf("chat", null)).toBeNull();
+    expect(streamOf("messages", null)).toBe(false);
+    expect(streamOf("generate", true)).toBe(true);
+    for (const v of ["true", 1, null]) expect(streamOf("generate", v)).toBeNull();
+  });
+
+  it("takes exactly application/json on the OpenAI and Anthropic routes, any JSON media type on /generate", () => {
+    for (const ct of ["application/json", "Application/JSON", "application/json; charset=utf-8"]) expect(contentTypeError("chat", ct)).toBeNull();
+    for (const ct of [undefined, "text/plain", "application/json ; x=1", "application/vnd.x+json"]) expect(contentTypeError("messages", ct)).toMatch(/^Unsupported Media Type/);
+    for (const ct of ["application/json", "application/vnd.x+json", "application/json ; x=1"]) expect(contentTypeError("generate", ct)).toBeNull();
+    for (const ct of [undefined, "text/plain", "text/json"]) expect(contentTypeError("generate", ct)).toMatch(/^Unsupported Media Type/);
+  });
+});
+
+describe("Anthropic messages rendered as chat (a worker without kvctl's tokenize route)", () => {
+  it("renders system, text, tool_use and tool_result as SGLang's conversion does", () => {
+    const chat = chatFromMessages({
+      model: "m",
+      system: [{ type: "text", text: "Be brief." }, { type: "text", text: "" }],
+      tools: [{ name: "get_weather", description: "d", input_schema: { type: "object" } }],
+      messages: [
+        { role: "user", content: [{ type: "text", text: "Weather?" }] },
+        { role: "assistant", content: [{ type: "text", text: "Checking." }, { type: "tool_use", id: "t1", name: "get_weather", input: { city: "Paris" } }] },
+        { role: "user", content: [{ type: "text", text: "before" }, { type: "tool_result", tool_use_id: "t1", content: "sunny" }, { type: "text", text: "after" }] },
+      ],
+    });
+    expect(chat).toEqual({
+      model: "m",
+      tools: [{ type: "function", function: { name: "get_weather", description: "d", parameters: { type: "object" } } }],
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Weather?" },
+        { role: "assistant", content: "Checking.", tool_calls: [{ id: "t1", type: "function", function: { name: "get_weather", arguments: '{"city": "Paris"}' } }] },
+        { role: "user", content: "before" },
+        { role: "tool", tool_call_id: "t1", content: "sunny" },
+        { role: "user", content: "after" },
+      ],
+    });
+  });
+
+  it("writes tool arguments as Python's json.dumps does", () => {
+    expect(pythonJsonDumps({ a: [1, "é", { b: null }], c: true })).toBe('{"a": [1, "\\u00e9", {"b": null}], "c": true}');
+  });
+
+  it("gives up on blocks it does not render (images, thinking)", () => {
+    expect(chatFromMessages({ messages: [{ role: "user", content: [{ type: "image", source: {} }] }] })).toBeNull();
+    expect(chatFromMessages({ messages: [{ role: "assistant", content: [{ type: "thinking", thinking: "hm" }] }] })).toBeNull();
   });
 });
 

@@ -9,13 +9,14 @@ import type { RouteKind } from "../contract/observations.js";
 import { errorBody, sendJson, streamErrorEvent } from "./errors.js";
 import { StreamScan } from "./stream-scan.js";
 import { stripTokenFields, type TurnResult, turnResultOf } from "./token-truth.js";
+import { NO_RETRY_HEADERS } from "./timeouts.js";
 import type { TurnContext } from "./turn-context.js";
 import { classifyUpstreamError } from "./upstream.js";
 import type { CallOutcome, WorkerCall } from "./call.js";
 
 const PASS_RESPONSE_HEADERS = ["content-type", "cache-control", "x-request-id"];
 
-function passHeaders(workerId: string, upstream: Record<string, string | string[] | undefined>): Record<string, string | number> {
+export function passHeaders(workerId: string, upstream: Record<string, string | string[] | undefined>): Record<string, string | number> {
   const out: Record<string, string | number> = { "x-kvctl-worker": workerId };
   for (const h of PASS_RESPONSE_HEADERS) {
     const v = upstream[h];
@@ -32,6 +33,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
   private headers: Record<string, string | number> = {};
   private readonly chunks: Buffer[] = [];
   private settled = false;
+  private abortOnDrain: (() => void) | null = null;
   private readonly route: RouteKind;
   private readonly res: ServerResponse;
 
@@ -48,6 +50,8 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.call.client.onGone(() => controller.abort(new undiciErrors.RequestAbortedError()));
+    this.abortOnDrain = () => controller.abort(new Error(`worker ${this.call.worker.id} was drained while answering`));
+    this.call.worker.calls.add(this.abortOnDrain);
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, upstream: Record<string, string | string[] | undefined>): void {
@@ -102,6 +106,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.settled = true;
     this.call.client.onGone(null);
+    if (this.abortOnDrain) this.call.worker.calls.delete(this.abortOnDrain);
     this.release();
     this.resolve(o);
   }
@@ -161,7 +166,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     const status = kind === "timeout" ? 504 : 502;
     const msg = kind === "timeout" ? `worker ${worker.id} timed out` : `worker ${worker.id} failed: ${e.message}`;
     metrics.countRequest(this.route, worker.id, status);
-    sendJson(this.res, status, errorBody(this.call.turn.flavor, kind === "timeout" ? "upstream_timeout" : "upstream_error", msg));
+    sendJson(this.res, status, errorBody(this.call.turn.flavor, kind === "timeout" ? "upstream_timeout" : "upstream_error", msg), kind === "timeout" ? NO_RETRY_HEADERS : undefined);
     return { kind: "done", status, error: msg, result: null };
   }
 }

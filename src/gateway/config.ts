@@ -101,10 +101,17 @@ export const gatewayConfigSchema = z.strictObject({
     .strictObject({
       /** Largest request body accepted (bytes); larger ones get 413. */
       bodyLimitBytes: positiveInt.default(16 * 1024 * 1024),
-      /** Time to the worker's response headers (ms). */
+      /** Time to open a connection to a worker (ms). */
+      upstreamConnectTimeoutMs: positiveInt.default(10_000),
+      /** Time to a worker's response headers on a streamed call or one that generates nothing
+       * (models, tokenize, count_tokens) (ms). Not applied to a non-streamed generation, whose
+       * headers come with its last byte (see upstreamResponseTimeoutMs). */
       upstreamHeadersTimeoutMs: positiveInt.default(300_000),
-      /** Longest silence inside a worker's response body (ms). */
-      upstreamBodyTimeoutMs: positiveInt.default(300_000),
+      /** Longest a non-streamed generation may run before its answer (ms); 0: no limit while the
+       * worker passes health (a worker that fails it is drained and its calls end). */
+      upstreamResponseTimeoutMs: z.number().int("must be an integer").min(0, "must be >= 0").default(0),
+      /** Longest silence between two chunks of a worker's answer (ms). */
+      upstreamIdleTimeoutMs: positiveInt.default(300_000),
       /** Pooled connections per worker. */
       connectionsPerWorker: positiveInt.default(256),
       /** Policy commands waiting for NATS; beyond this new ones are dropped and counted. */
@@ -112,8 +119,10 @@ export const gatewayConfigSchema = z.strictObject({
     })
     .default({
       bodyLimitBytes: 16 * 1024 * 1024,
+      upstreamConnectTimeoutMs: 10_000,
       upstreamHeadersTimeoutMs: 300_000,
-      upstreamBodyTimeoutMs: 300_000,
+      upstreamResponseTimeoutMs: 0,
+      upstreamIdleTimeoutMs: 300_000,
       connectionsPerWorker: 256,
       commandQueue: 1024,
     }),

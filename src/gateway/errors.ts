@@ -1,13 +1,27 @@
-// Error bodies in the format the client's API speaks: OpenAI's for /v1/* and /generate,
-// Anthropic's for /v1/messages; the message says what was wrong and, for input, which field.
-// Both doors (the node:http inference front and fastify) send the same bodies for the same faults.
+// Error bodies in the dialect of the client's API, so its SDK parses them into its own error types:
+// Anthropic's ({"type":"error","error":{"type","message"}}) or OpenAI's
+// ({"error":{"message","type","param","code"}}); request/routes.ts says which a request speaks.
+// The SDKs pick the exception class from the status code; the Anthropic type names follow
+// SGLang's own mapping. The message says what was wrong and, for input, which field. Both doors
+// (the node:http inference front and fastify) send the same bodies for the same faults.
 import type { ServerResponse } from "node:http";
 
 export type ApiFlavor = "openai" | "anthropic";
 
+// The gateway's error types, as Anthropic names them.
+const ANTHROPIC_TYPES: Readonly<Record<string, string>> = {
+  invalid_request_error: "invalid_request_error",
+  request_too_large: "request_too_large",
+  not_found: "not_found_error",
+  service_unavailable: "overloaded_error",
+  upstream_error: "api_error",
+  upstream_timeout: "api_error",
+  internal_error: "api_error",
+};
+
 export function errorBody(flavor: ApiFlavor, type: string, message: string, param: string | null = null): string {
-  if (flavor === "anthropic") return JSON.stringify({ type: "error", error: { type, message } });
-  return JSON.stringify({ error: { message, type, param, code: null } });
+  if (flavor === "anthropic") return JSON.stringify({ type: "error", error: { type: ANTHROPIC_TYPES[type] ?? "api_error", message } });
+  return JSON.stringify({ error: { message, type: type === "request_too_large" ? "invalid_request_error" : type, param, code: null } });
 }
 
 /** The SSE event sent when a stream cannot be finished (the worker failed after the headers went out). */

@@ -25,7 +25,7 @@ export function createInferenceFront(ctx: TurnContext, bodyLimit: number): Infer
   const tooLarge = (res: ServerResponse, flavor: ApiFlavor) => {
     ctx.metrics.badRequests.inc({ reason: "body_too_large" });
     // The rest of the body is not read: the connection is closed after the answer.
-    sendJson(res, 413, errorBody(flavor, "invalid_request_error", tooLargeMessage(bodyLimit)), { connection: "close" });
+    sendJson(res, 413, errorBody(flavor, "request_too_large", tooLargeMessage(bodyLimit)), { connection: "close" });
   };
   return {
     close() {

@@ -1,6 +1,6 @@
 // The HTTP server: the inference routes go through the node:http front (inference-front.ts,
-// serveTurn); everything else through fastify: /v1/models is passed to a worker; /health, /metrics
-// and the hints route are the gateway's own. Bodies are kept as the bytes the client sent
+// serveTurn); everything else through fastify: the other worker routes an SDK calls are passed
+// through (passthrough.ts); /health, /metrics and the hints route are the gateway's own. Bodies are kept as the bytes the client sent
 // (forwarded unchanged unless token ids are asked for) and parsed once; malformed JSON, oversized
 // bodies and unknown routes get an error body naming the problem.
 import { createServer } from "node:http";
@@ -9,9 +9,9 @@ import { badJsonMessage, errorBody, tooLargeMessage } from "./errors.js";
 import { registerHintsRoute } from "./hints-route.js";
 import { createInferenceFront, type InferenceFront } from "./inference-front.js";
 import type { GatewayMetrics } from "./metrics.js";
-import { flavorOfUrl } from "./request/routes.js";
+import { registerPassthrough } from "./passthrough.js";
+import { flavorOfRequest } from "./request/routes.js";
 import type { TurnContext } from "./turn-context.js";
-import { callJson } from "./upstream.js";
 import type { WorkerSet } from "./workers.js";
 
 export interface ServerParts {
@@ -65,6 +65,7 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
 
   answerFaults(app, p, bodyLimit);
   registerHintsRoute(app, p.ctx);
+  registerPassthrough(app, p.ctx, bodyLimit);
   registerOwnRoutes(app, p);
   return { app, front };
 }
@@ -75,33 +76,22 @@ function answerFaults(app: FastifyInstance, p: ServerParts, bodyLimit: number): 
     const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
     const reason = err.code === "FST_ERR_CTP_BODY_TOO_LARGE" ? "body_too_large" : err.code === "KVCTL_BAD_JSON" ? "bad_json" : status >= 500 ? "internal" : "bad_request";
     if (status < 500) p.metrics.badRequests.inc({ reason });
-    const flavor = flavorOfUrl(req.url);
+    const flavor = flavorOfRequest(req.url, req.headers);
     const message = reason === "body_too_large" ? tooLargeMessage(bodyLimit) : err.message;
     if (status >= 500) p.ctx.log(`gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`);
-    reply.code(status).header("content-type", "application/json").send(errorBody(flavor, status >= 500 ? "internal_error" : "invalid_request_error", message));
+    const type = status >= 500 ? "internal_error" : reason === "body_too_large" ? "request_too_large" : "invalid_request_error";
+    reply.code(status).header("content-type", "application/json").send(errorBody(flavor, type, message));
   });
 
   app.setNotFoundHandler((req, reply) => {
     p.metrics.badRequests.inc({ reason: "unknown_route" });
-    reply.code(404).header("content-type", "application/json").send(errorBody("openai", "not_found", `no route ${req.method} ${req.url.split("?")[0]}`));
+    const flavor = flavorOfRequest(req.url, req.headers);
+    reply.code(404).header("content-type", "application/json").send(errorBody(flavor, "not_found", `no route ${req.method} ${req.url.split("?")[0]}`));
   });
 }
 
-/** /v1/models (passed to a worker), /health and /metrics. */
+/** /health and /metrics. */
 function registerOwnRoutes(app: FastifyInstance, p: ServerParts): void {
-  app.get("/v1/models", async (_req, reply) => {
-    const w = p.workers.available()[0];
-    if (!w) return reply.code(503).header("content-type", "application/json").send(errorBody("openai", "service_unavailable", "no worker is taking traffic"));
-    try {
-      const r = await callJson(w.pool, "GET", "/v1/models", undefined, p.ctx.config.health.timeoutMs * 5);
-      p.metrics.countRequest("models", w.id, r.status);
-      return reply.code(r.status).header("content-type", "application/json").send(r.text);
-    } catch (e) {
-      p.metrics.countRequest("models", w.id, 502);
-      return reply.code(502).header("content-type", "application/json").send(errorBody("openai", "upstream_error", `worker ${w.id}: ${(e as Error).message}`));
-    }
-  });
-
   app.get("/health", async (_req, reply) => {
     const workers = p.workers.workers.map((w) => ({ id: w.id, url: w.url, healthy: w.healthy, stale: w.stale, in_flight: w.inFlight, page_size: w.scheme?.pageSize ?? null }));
     const ok = workers.some((w) => w.healthy);

@@ -5,6 +5,7 @@ import { requestBlockHashes } from "./block-hashes.js";
 import { tokenizeCall, type TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
 import { MAX_TURNS_KEPT, type SessionRecord, type TurnSummary } from "./session-record.js";
+import { tokenizePrompt } from "./messages-fallback.js";
 import { tokenizeOn, type TurnResult } from "./token-truth.js";
 import type { TurnContext } from "./turn-context.js";
 import { cacheMarkersOf } from "./turn-hints.js";
@@ -76,7 +77,7 @@ async function tokensOf(ctx: TurnContext, a: FinishArgs): Promise<Tokens> {
   // Streamed turns (no ids in the answer): the worker tokenizes the same request.
   if (!prompt && r && outcome.status === 200 && a.turn.tokenize && worker.healthy) {
     try {
-      prompt = await tokenizeOn(worker.pool, a.turn.tokenize, ctx.config.health.timeoutMs * 5);
+      prompt = await tokenizePrompt(worker, a.turn.tokenize, ctx.config.health.timeoutMs * 5);
     } catch (e) {
       ctx.log(`gateway: tokenize on ${worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`);
     }

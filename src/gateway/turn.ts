@@ -11,7 +11,7 @@ import type { TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
 import { NoWorkerError, type RouteDecision, routeRequest } from "./router.js";
 import type { SessionRecord } from "./session-record.js";
-import { tokenizeOn } from "./token-truth.js";
+import { tokenizePrompt } from "./messages-fallback.js";
 import type { TurnContext } from "./turn-context.js";
 import { headerHints } from "./turn-hints.js";
 import { finishTurn } from "./turn-record.js";
@@ -75,7 +75,7 @@ function tokenizesBeforeRouting(ctx: TurnContext, turn: TurnRequest): boolean {
 async function promptBeforeRouting(ctx: TurnContext, turn: TurnRequest): Promise<number[] | null> {
   const w = ctx.workers.available().reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
   try {
-    return await tokenizeOn(w.pool, turn.tokenize as TokenizeCall, ctx.config.health.timeoutMs * 5);
+    return await tokenizePrompt(w, turn.tokenize as TokenizeCall, ctx.config.health.timeoutMs * 5);
   } catch (e) {
     ctx.log(`gateway: tokenize on ${w.id} before routing failed (${(e as Error).message}); routing without prompt hashes`);
     return null;

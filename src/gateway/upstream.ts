@@ -17,6 +17,7 @@ export function classifyUpstreamError(err: unknown): UpstreamFailure {
 
 export interface UpstreamOptions {
   connections: number;
+  connectTimeoutMs: number;
   headersTimeoutMs: number;
   bodyTimeoutMs: number;
 }
@@ -25,6 +26,7 @@ export function createUpstreamPool(url: string, o: UpstreamOptions): Pool {
   return new Pool(url, {
     connections: o.connections,
     pipelining: 1,
+    connect: { timeout: o.connectTimeoutMs },
     headersTimeout: o.headersTimeoutMs,
     bodyTimeout: o.bodyTimeoutMs,
     // Below the 5 s SGLang's HTTP server keeps an idle connection (SGLANG_TIMEOUT_KEEP_ALIVE): a

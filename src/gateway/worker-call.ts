@@ -7,11 +7,12 @@ import type { AdmissionTicket } from "./admission.js";
 import { AnswerRelay } from "./answer-relay.js";
 import type { CallOutcome, ClientLink, WorkerCall } from "./call.js";
 import { ROUTE_PATHS } from "./request/routes.js";
+import { callTimeouts } from "./timeouts.js";
 import type { TurnContext } from "./turn-context.js";
 import type { GatewayWorker } from "./workers.js";
 
 // Hop-by-hop and framing headers are the gateway's own business on each leg.
-const DROP_REQUEST_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade", "expect", "te", "proxy-connection"]);
+export const DROP_REQUEST_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade", "expect", "te", "proxy-connection"]);
 
 function forwardHeaders(headers: IncomingHttpHeaders): Record<string, string> {
   const out: Record<string, string> = {};
@@ -35,7 +36,8 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
   }
   return new Promise<CallOutcome>((resolve) => {
     const relay = new AnswerRelay(ctx, call, place.release, resolve);
-    worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers: forwardHeaders(turn.headers), body: turn.upstreamBody }, relay);
+    const timeouts = callTimeouts(ctx.config.limits, !turn.stream);
+    worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers: forwardHeaders(turn.headers), body: turn.upstreamBody, ...timeouts }, relay);
   });
 }
 

@@ -14,6 +14,7 @@ import type { Observation } from "../contract/observations.js";
 import type { WorkerState } from "./router.js";
 import type { Clock } from "./session-store.js";
 import { callJson, createUpstreamPool } from "./upstream.js";
+import { probeMessagesTokenize } from "./worker-features.js";
 import { type HashScheme, schemeFromServerInfo, WorkerSchemeError } from "./worker-scheme.js";
 
 export class GatewayWorker {
@@ -35,6 +36,10 @@ export class GatewayWorker {
   reported: { requests: number; waitingTokens: number } | null = null;
   /** Cleared when the worker has no /v1/loads. */
   loadsEndpoint = true;
+  /** Aborts of the calls under way on it (a drained worker's calls end at once). */
+  readonly calls = new Set<() => void>();
+  /** It serves kvctl's /kvctl/v1/messages/tokenize (probed at start; see worker-features.ts). */
+  messagesTokenize = true;
   /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
   readonly gate: AdmissionGate | null;
 
@@ -47,8 +52,9 @@ export class GatewayWorker {
     this.replay = c.replay ?? null;
     this.pool = createUpstreamPool(this.url, {
       connections: cfg.limits.connectionsPerWorker,
+      connectTimeoutMs: cfg.limits.upstreamConnectTimeoutMs,
       headersTimeoutMs: cfg.limits.upstreamHeadersTimeoutMs,
-      bodyTimeoutMs: cfg.limits.upstreamBodyTimeoutMs,
+      bodyTimeoutMs: cfg.limits.upstreamIdleTimeoutMs,
     });
   }
 
@@ -120,6 +126,7 @@ export class WorkerSet {
           w.replay ??= ad.replay;
           w.topic = ad.topic;
           if (!ad.cacheReport) this.o.log(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
+          await probeMessagesTokenize(w, config.health.timeoutMs * 5, this.o.log);
         }),
       );
     }
@@ -196,6 +203,7 @@ export class WorkerSet {
     w.failures = Math.max(w.failures, this.o.config.health.failures);
     this.o.metrics.workerHealthy.set({ worker: w.id }, 0);
     this.o.index.clearWorker(w.id);
+    for (const abort of [...w.calls]) abort();
     this.o.log(`gateway: worker ${w.id} drained (${why}); its sessions re-route and its blocks are forgotten`);
     this.o.observe({ type: "WorkerCleared", at: this.o.clock.now(), worker: w.id, reason: "drained" });
   }

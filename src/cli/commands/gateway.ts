@@ -12,7 +12,17 @@ const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp:
   --policy noop|log|agent  decision policy (default noop; agent: settings under policies: in --config)
   --json-log               one JSON line per routing decision and command on stdout
   --body-limit BYTES       largest request body (default 16 MiB)
-  --upstream-timeout-ms N  time to a worker's response headers (default 300000)
+  --connect-timeout-ms N   time to open a connection to a worker (default 10000)
+  --header-timeout-ms N    time to a worker's response headers on a streamed call or one that
+                           runs no generation (models, tokenize, count_tokens) (default 300000);
+                           a non-streamed generation's headers come with its last byte: see below
+  --response-timeout-ms N  longest a non-streamed generation may run (default 0: no limit while
+                           the worker passes health; a worker that fails it is drained and its
+                           calls end with 502)
+  --idle-timeout-ms N      longest silence between two chunks of a worker's answer, streamed or
+                           not (default 300000)
+                           (a timeout answers 504 with x-should-retry: false: the SDKs do not
+                           send the generation again)
   --no-nats                no shared sessions and no commands (this replica alone)
 ${NATS_FLAGS_HELP}
   (the NATS server must run JetStream, -js: session records live in a KV bucket)`;
@@ -25,7 +35,10 @@ const OPTIONS = {
   policy: { type: "string" },
   "json-log": { type: "boolean" },
   "body-limit": { type: "string" },
-  "upstream-timeout-ms": { type: "string" },
+  "connect-timeout-ms": { type: "string" },
+  "header-timeout-ms": { type: "string" },
+  "response-timeout-ms": { type: "string" },
+  "idle-timeout-ms": { type: "string" },
   "no-nats": { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -36,6 +49,21 @@ function intFlag(name: string, v: string): number {
 }
 
 type Values = ArgValues<typeof OPTIONS>;
+
+const TIMEOUT_FLAGS = {
+  "connect-timeout-ms": "upstreamConnectTimeoutMs",
+  "header-timeout-ms": "upstreamHeadersTimeoutMs",
+  "response-timeout-ms": "upstreamResponseTimeoutMs",
+  "idle-timeout-ms": "upstreamIdleTimeoutMs",
+} as const;
+
+/** The timeout flags given, as their `limits:` keys. */
+function timeoutFlags(values: Partial<Record<keyof typeof TIMEOUT_FLAGS, string>>, limits: Record<string, unknown>): void {
+  for (const [flag, key] of Object.entries(TIMEOUT_FLAGS)) {
+    const v = values[flag as keyof typeof TIMEOUT_FLAGS];
+    if (v) limits[key] = intFlag(flag, v);
+  }
+}
 
 /** The config file (if any) with the flags folded in on top; throws naming a bad flag. */
 function configFromFlags(values: Values, gateway: typeof import("../../gateway/index.js")): Record<string, unknown> {
@@ -51,7 +79,7 @@ function configFromFlags(values: Values, gateway: typeof import("../../gateway/i
   if (values["json-log"]) cfg.jsonLog = true;
   const limits = { ...((cfg.limits as object) ?? {}) } as Record<string, unknown>;
   if (values["body-limit"]) limits.bodyLimitBytes = intFlag("body-limit", values["body-limit"]);
-  if (values["upstream-timeout-ms"]) limits.upstreamHeadersTimeoutMs = intFlag("upstream-timeout-ms", values["upstream-timeout-ms"]);
+  timeoutFlags(values, limits);
   if (Object.keys(limits).length) cfg.limits = limits;
   if (values["no-nats"]) delete cfg.nats;
   else {

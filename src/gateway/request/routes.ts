@@ -1,5 +1,6 @@
 // The four inference routes: their paths (the same on the gateway and on a worker) and the API
 // flavor each speaks, which decides the shape of its error bodies.
+import type { IncomingHttpHeaders } from "node:http";
 import type { RouteKind } from "../../contract/observations.js";
 import type { ApiFlavor } from "../errors.js";
 
@@ -23,7 +24,9 @@ export function flavorOf(route: RouteKind): ApiFlavor {
   return route === "messages" ? "anthropic" : "openai";
 }
 
-/** The flavor for any URL the gateway answers: Anthropic's under /v1/messages, else OpenAI's. */
-export function flavorOfUrl(url: string): ApiFlavor {
-  return url.startsWith(ROUTE_PATHS.messages) ? "anthropic" : "openai";
+/** The flavor for any request the gateway answers: Anthropic's under /v1/messages and for any
+ * request carrying anthropic-version (the Anthropic SDKs send it on every call, /v1/models too),
+ * else OpenAI's. */
+export function flavorOfRequest(url: string, headers: IncomingHttpHeaders): ApiFlavor {
+  return url.startsWith(ROUTE_PATHS.messages) || headers["anthropic-version"] !== undefined ? "anthropic" : "openai";
 }

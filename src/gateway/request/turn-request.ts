@@ -12,6 +12,7 @@ import { SessionIdError, type SessionIdSource, sessionIdOf } from "../session-id
 import { HINT_HEADER } from "./hints.js";
 import { type MarkerSpec, type MarkerTtls, type ParsedMarkers, parseCacheMarkers, prefixTokenizeRequest } from "./markers.js";
 import { promptTailOf } from "./prompt-tail.js";
+import { contentTypeError, streamOf as workerStreamOf } from "./worker-rules.js";
 import { flavorOf } from "./routes.js";
 import { promptTokensInRequest, type TokenFieldsAdded, type TokenizeCall, tokenizeCall, tokenizeRequestFor, withTokenIds } from "./token-request.js";
 
@@ -61,15 +62,15 @@ export interface TurnRequest {
 export class TurnRequestError extends Error {
   override name = "TurnRequestError";
   constructor(
-    readonly reason: "bad_json" | "not_object" | "bad_field" | "bad_session_id",
+    readonly reason: "bad_content_type" | "bad_json" | "not_object" | "bad_field" | "bad_session_id",
     message: string,
     readonly field: string | null = null,
   ) {
     super(message);
   }
-  /** Whether it counts as a request of its route (malformed JSON, like an oversized body, does not). */
+  /** Whether it counts as a request of its route (malformed JSON or a non-JSON Content-Type, like an oversized body, does not). */
   get ofRoute(): boolean {
-    return this.reason !== "bad_json";
+    return this.reason !== "bad_json" && this.reason !== "bad_content_type";
   }
 }
 
@@ -80,8 +81,10 @@ export interface TurnRules {
 
 /** Reads and validates one inference request; throws TurnRequestError naming the problem. */
 export function parseTurn(route: RouteKind, raw: Buffer, headers: IncomingHttpHeaders, rules: TurnRules): TurnRequest {
+  const badType = contentTypeError(route, headers["content-type"]);
+  if (badType) throw new TurnRequestError("bad_content_type", badType);
   const body = jsonBody(raw);
-  const stream = streamOf(body);
+  const stream = streamOf(route, body);
   const session = sessionOf(headers, body);
   const namespace = namespaceOf(body);
   const splice = !stream && (route === "chat" || route === "completions") ? withTokenIds(route, raw, body) : null;
@@ -118,9 +121,11 @@ function jsonBody(raw: Buffer): Record<string, unknown> {
   return json;
 }
 
-function streamOf(body: Record<string, unknown>): boolean {
-  if (body.stream !== undefined && typeof body.stream !== "boolean") throw new TurnRequestError("bad_field", "stream must be a boolean", "stream");
-  return body.stream === true;
+function streamOf(route: RouteKind, body: Record<string, unknown>): boolean {
+  const stream = workerStreamOf(route, body.stream);
+  if (stream !== null) return stream;
+  const message = route === "generate" ? "stream must be a boolean" : "stream must be a boolean or a string or number read as one (true/false, 1/0, yes/no, on/off)";
+  throw new TurnRequestError("bad_field", message, "stream");
 }
 
 function sessionOf(headers: IncomingHttpHeaders, body: Record<string, unknown>): SessionIdSource | null {
