@@ -268,8 +268,8 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
   });
 
   it("a non-streamed generation is not cut by the header timeout, which bounds only streamed and quick calls", async () => {
-    const g = await gw({ limits: { upstreamHeadersTimeoutMs: 100 } });
-    for (const u of upstreams) u.delayMs = 400;
+    const g = await gw({ limits: { upstreamHeadersTimeoutMs: 200 } });
+    for (const u of upstreams) u.delayMs = 1500;
     try {
       const r = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}');
       expect(r.status).toBe(200);

@@ -36,6 +36,11 @@ async function upstream(): Promise<{ url: string; server: Server }> {
     if (req.url === "/health") return json({});
     if (req.url === "/server_info") return json({ page_size: PAGE, kv_events: null, kv_events_config: null });
     if (req.url === "/v1/tokenize") return json({ tokens: tokensOf(body.messages ?? body.prompt), count: 0, max_model_len: 1 << 20 });
+    // kvctl's Anthropic tokenize route, as a kvctl worker has it: the gateway probes it at start with an empty body.
+    if (req.url === "/kvctl/v1/messages/tokenize" && !body.messages) {
+      res.writeHead(400, { "content-type": "application/json" });
+      return res.end("{}");
+    }
     const last = body.messages?.[body.messages.length - 1];
     const tool = last?.content === "call a tool";
     json({
