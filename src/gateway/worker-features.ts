@@ -4,23 +4,22 @@
 // refuses the body (400) when it is there, and the server answers 404 when it is not.
 import { MESSAGES_TOKENIZE_PATH } from "./request/token-request.js";
 import { callJson } from "./upstream.js";
-import type { GatewayWorker } from "./workers.js";
+import type { Pool } from "undici";
 
-/** Sets w.messagesTokenize from a probe; logs once when the route is missing. */
-export async function probeMessagesTokenize(w: GatewayWorker, timeoutMs: number, log: (line: string) => void): Promise<void> {
+/** Whether the worker serves the route (a failed probe says yes: the route is then tried per turn); logs once when it does not. */
+export async function probeMessagesTokenize(id: string, pool: Pool, timeoutMs: number, log: (line: string) => void): Promise<boolean> {
   let status: number;
   try {
-    status = (await callJson(w.pool, "POST", MESSAGES_TOKENIZE_PATH, {}, timeoutMs)).status;
+    status = (await callJson(pool, "POST", MESSAGES_TOKENIZE_PATH, {}, timeoutMs)).status;
   } catch (e) {
-    // Unknown: the route is tried per turn, and a failure there is logged per turn.
-    log(`gateway: worker ${w.id}: probing ${MESSAGES_TOKENIZE_PATH} failed (${(e as Error).message}); assuming it is served`);
-    return;
+    log(`gateway: worker ${id}: probing ${MESSAGES_TOKENIZE_PATH} failed (${(e as Error).message}); assuming it is served`);
+    return true;
   }
-  w.messagesTokenize = status !== 404;
-  if (!w.messagesTokenize) {
+  if (status === 404) {
     log(
-      `gateway: worker ${w.id} has no ${MESSAGES_TOKENIZE_PATH} (kvctl is off in it: started without --kv-control-nats-url or --kv-control-config): ` +
+      `gateway: worker ${id} has no ${MESSAGES_TOKENIZE_PATH} (kvctl is off in it: started without --kv-control-nats-url or --kv-control-config): ` +
         "its /v1/messages prompt ids come from /v1/tokenize on the gateway's chat rendering, kept only when they match its /v1/messages/count_tokens",
     );
   }
+  return status !== 404;
 }

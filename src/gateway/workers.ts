@@ -126,7 +126,7 @@ export class WorkerSet {
           w.replay ??= ad.replay;
           w.topic = ad.topic;
           if (!ad.cacheReport) this.o.log(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
-          await probeMessagesTokenize(w, config.health.timeoutMs * 5, this.o.log);
+          w.messagesTokenize = await probeMessagesTokenize(w.id, w.pool, config.health.timeoutMs * 5, this.o.log);
         }),
       );
     }
