@@ -101,7 +101,7 @@ describe("the examples give through the gateway what they give against a worker"
 });
 
 describe("every other route an SDK calls", () => {
-  it("answers through the gateway as the worker does (models, count_tokens, embeddings, rerank, tokenize, detokenize, responses)", async () => {
+  it("answers through the gateway as the worker does (models, count_tokens, embeddings, rerank, tokenize, detokenize, responses, n=2 with logprobs, completions)", async () => {
     const direct = JSON.parse(await run(venvPython, ["test/fixtures/sdk_checks.py", "routes", w0.baseUrl]));
     const via = JSON.parse(await run(venvPython, ["test/fixtures/sdk_checks.py", "routes", gw.url]));
     expect(via).toEqual(direct);
