@@ -22,6 +22,11 @@ export interface ProgramLimits {
   holdMs: number;
 }
 
+/** A request's ticket; `release(true)` says its reply was a tool call (the program goes on). */
+export interface ProgramTicket extends AdmissionTicket {
+  release(continues?: boolean): void;
+}
+
 interface Program {
   id: string;
   /** Tokens of its latest prompt: the context it keeps on the worker. */
@@ -68,7 +73,7 @@ export class ProgramGate {
   }
 
   /** A request of `program` (a session id; null: a request of its own) with `tokens` of prompt. */
-  enter(tokens: number, program: string | null): AdmissionTicket & { release(continues?: boolean): void } {
+  enter(tokens: number, program: string | null): ProgramTicket {
     const id = program ?? `\u0000request ${++this.anonymous}`;
     let p = this.programs.get(id);
     // A program in its tool loop (or with a request already running) has its slot.
@@ -97,12 +102,12 @@ export class ProgramGate {
     return {
       ready,
       queued,
-      release: (continues = false) => {
+      release: (continues?: boolean) => {
         if (state === "done") return;
         if (state === "waiting") {
           this.queue.splice(this.queue.indexOf(w), 1);
           if (prog.state === "waiting") this.programs.delete(prog.id);
-        } else this.finish(prog, continues && program !== null);
+        } else this.finish(prog, continues === true && program !== null);
         state = "done";
         this.pump();
       },
