@@ -69,8 +69,10 @@ async function standIn(): Promise<StandIn> {
     }
     if (s.delayMs > 0) await new Promise((r) => setTimeout(r, s.delayMs));
     const ids = body.return_token_ids ? ',"prompt_token_ids":[1,2,3,4,5],"response_token_ids":[6]' : "";
+    // A body with "tool": true is answered with a tool call (an agent's tool loop goes on).
+    const finish = body.tool ? "tool_calls" : "stop";
     res.writeHead(200, { "content-type": "application/json" });
-    res.end(`{"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}${ids},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}`);
+    res.end(`{"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}${ids},"finish_reason":"${finish}"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}`);
   });
   s.server.listen(0, "127.0.0.1");
   await once(s.server, "listening");
@@ -256,6 +258,31 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     expect(await metric(g, "kvctl_gateway_admission_queued_total")).toEqual(['kvctl_gateway_admission_queued_total{worker="w0"} 2']);
     await readB.cancel();
     expect(u.requests).toBe(before + 2);
+  });
+
+  it("program admission: a session whose reply was a tool call keeps its slot; its next request passes a newcomer waiting for it", async () => {
+    const u = upstreams[0];
+    const g = await gw({ workers: [{ id: "w0", url: u.url }], admission: { mode: "program", maxRequestsPerWorker: 1, capacityTokensPerWorker: 100_000 } });
+    const waiting = async () => (await metric(g, 'kvctl_gateway_admission_waiting_requests{worker="w0"}'))[0] ?? "";
+    const a1 = await post(`${g.url}/v1/chat/completions`, '{"tool":true,"messages":[{"role":"user","content":"a"}]}', { "x-session-id": "prog-a" });
+    expect(a1.status).toBe(200);
+    await a1.text();
+    // b, another session, waits: a holds the worker's one program slot while its tool runs.
+    const bRes = post(`${g.url}/v1/chat/completions`, '{"messages":[{"role":"user","content":"b"}]}', { "x-session-id": "prog-b" });
+    const deadline = Date.now() + 10_000;
+    while (!(await waiting()).endsWith(" 1")) {
+      if (Date.now() > deadline) throw new Error("timed out waiting for b to queue");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // a comes back from its tool: served at once, ahead of b; its turn ends (no tool call).
+    const a2 = await post(`${g.url}/v1/chat/completions`, '{"messages":[{"role":"user","content":"a"},{"role":"tool","content":"r"}]}', { "x-session-id": "prog-a" });
+    expect(a2.status).toBe(200);
+    await a2.text();
+    // Then b gets the slot.
+    const b = await bRes;
+    expect(b.status).toBe(200);
+    await b.text();
+    expect(await metric(g, "kvctl_gateway_admission_queued_total")).toEqual(['kvctl_gateway_admission_queued_total{worker="w0"} 1']);
   });
 
   it("a generation past the response timeout is a 504 naming the worker, marked not to be retried", async () => {

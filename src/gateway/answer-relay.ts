@@ -41,7 +41,8 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     private readonly ctx: TurnContext,
     private readonly call: WorkerCall,
     /** Gives the call's place on the worker back (idempotent). */
-    private readonly release: () => void,
+    /** Gives the worker's room back; the result says whether the reply was a tool call. */
+    private readonly release: (result: TurnResult | null) => void,
     private readonly resolve: (o: CallOutcome) => void,
   ) {
     this.route = call.turn.route;
@@ -85,8 +86,9 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
       this.finish({ kind: "done", status: this.status, error: null, result: this.scan?.result() ?? null });
       return;
     }
-    this.release();
+    // The worker's room is free before the answer goes out.
     const { out, result } = this.wholeAnswer();
+    this.release(result);
     this.ctx.metrics.countRequest(this.route, this.call.worker.id, this.status);
     if (!this.res.destroyed) {
       this.headers["content-length"] = typeof out === "string" ? Buffer.byteLength(out) : out.length;
@@ -107,7 +109,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     this.settled = true;
     this.call.client.onGone(null);
     if (this.abortOnDrain) this.call.worker.calls.delete(this.abortOnDrain);
-    this.release();
+    this.release(o.kind === "done" ? o.result : null);
     this.resolve(o);
   }
 

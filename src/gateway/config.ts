@@ -133,8 +133,24 @@ export const gatewayConfigSchema = z.strictObject({
       maxRequestsPerWorker: positiveInt.optional(),
       /** Prompt tokens a worker runs at once (its device pool, say); a larger request runs alone. */
       maxPromptTokensPerWorker: positiveInt.optional(),
+      /** request: each request admitted on its own; program: a session keeps its slot through its
+       * tool loop and whole programs pause under KV pressure (src/gateway/program-admission.ts). */
+      mode: z.enum(["request", "program"]).default("request"),
+      /** program mode: a worker's device + host KV capacity in tokens. */
+      capacityTokensPerWorker: positiveInt.optional(),
+      /** program mode: share of capacity above which programs pause at a tool boundary. */
+      pauseAt: z.number().gt(0).max(1).default(0.95),
+      /** program mode: share pausing brings usage down to, and under which paused programs resume. */
+      resumeBelow: z.number().gt(0).max(1).default(0.8),
+      /** program mode: how long a program between tool calls keeps its slot. */
+      holdSeconds: z.number().gt(0).default(60),
     })
-    .default({}),
+    .refine((a) => a.mode === "request" || (a.maxRequestsPerWorker !== undefined && a.capacityTokensPerWorker !== undefined), {
+      message: "mode program needs maxRequestsPerWorker (programs per worker) and capacityTokensPerWorker",
+      path: ["mode"],
+    })
+    .refine((a) => a.resumeBelow < a.pauseAt, { message: "must be below pauseAt", path: ["resumeBelow"] })
+    .default({ mode: "request", pauseAt: 0.95, resumeBelow: 0.8, holdSeconds: 60 }),
   health: z
     .strictObject({
       intervalMs: positiveInt.default(2000),

@@ -4,6 +4,8 @@
 // the duration timer and, under admission limits, a ticket it may have to wait for.
 import type { IncomingHttpHeaders } from "node:http";
 import type { AdmissionTicket } from "./admission.js";
+import { continuesToolLoop } from "./admission-mode.js";
+import type { TurnResult } from "./token-truth.js";
 import { AnswerRelay } from "./answer-relay.js";
 import type { CallOutcome, ClientLink, WorkerCall } from "./call.js";
 import { ROUTE_PATHS } from "./request/routes.js";
@@ -42,18 +44,19 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
 }
 
 /** The call's place on its worker, given back once by release (idempotent). */
-function occupy(ctx: TurnContext, call: WorkerCall): { ticket: AdmissionTicket | null; release: () => void } {
+function occupy(ctx: TurnContext, call: WorkerCall): { ticket: AdmissionTicket | null; release: (result?: TurnResult | null) => void } {
   const { worker, promptTokenCount } = call;
   worker.inFlight++;
   worker.inFlightPromptTokens += promptTokenCount;
   const endTimer = ctx.metrics.duration.startTimer({ route: call.turn.route });
   // A prompt the gateway did not tokenize is sized from its body (about 4 bytes a token).
-  const ticket = worker.gate?.enter(promptTokenCount || Math.ceil(call.turn.raw.length / 4)) ?? null;
+  // Program admission holds the session's slot through its tool loop (a reply that is a tool call).
+  const ticket = worker.gate?.enter(promptTokenCount || Math.ceil(call.turn.raw.length / 4), call.turn.session?.id ?? null) ?? null;
   let released = false;
-  const release = () => {
+  const release = (result: TurnResult | null = null) => {
     if (released) return;
     released = true;
-    ticket?.release();
+    ticket?.release(continuesToolLoop(result));
     worker.inFlight--;
     worker.inFlightPromptTokens -= promptTokenCount;
     endTimer();

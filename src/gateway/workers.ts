@@ -5,7 +5,7 @@
 // the replay fills it; without a replay (or when the replay could not recover everything) its
 // view is cleared instead, since blocks removed during the gap would otherwise stay in it.
 import type { Pool } from "undici";
-import { AdmissionGate } from "./admission.js";
+import { admissionGate, type Gate } from "./admission-mode.js";
 import { KvEventConsumer } from "../events/consumer.js";
 import { indexSink, type KvIndex } from "../index/index.js";
 import type { GatewayConfig, WorkerConfig } from "./config.js";
@@ -41,13 +41,12 @@ export class GatewayWorker {
   /** It serves kvctl's /kvctl/v1/messages/tokenize (probed at start; see worker-features.ts). */
   messagesTokenize = true;
   /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
-  readonly gate: AdmissionGate | null;
+  readonly gate: Gate | null;
 
   constructor(c: WorkerConfig, cfg: GatewayConfig) {
     this.id = c.id;
     this.url = c.url.replace(/\/$/, "");
-    const limits = { maxRequests: cfg.admission.maxRequestsPerWorker, maxPromptTokens: cfg.admission.maxPromptTokensPerWorker };
-    this.gate = AdmissionGate.enabled(limits) ? new AdmissionGate(limits) : null;
+    this.gate = admissionGate(cfg.admission);
     this.events = c.events ?? null;
     this.replay = c.replay ?? null;
     this.pool = createUpstreamPool(this.url, {

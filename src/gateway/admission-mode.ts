@@ -1,0 +1,37 @@
+// The gateway's admission per worker, by `admission.mode`: request (admission.ts: each request on
+// its own) or program (program-admission.ts: a session's tool loop as one unit).
+import { AdmissionGate, type AdmissionTicket } from "./admission.js";
+import type { GatewayConfig } from "./config.js";
+import { ProgramGate } from "./program-admission.js";
+
+/** A ticket whose release may say the reply was a tool call (the session's program goes on). */
+export interface GateTicket extends AdmissionTicket {
+  release(continues?: boolean): void;
+}
+
+export interface Gate {
+  readonly waiting: number;
+  /** A request of `program` (its session id, or null) with `tokens` of prompt. */
+  enter(tokens: number, program: string | null): GateTicket;
+}
+
+/** The worker's gate under the configured admission, or null when admission is off. */
+export function admissionGate(a: GatewayConfig["admission"]): Gate | null {
+  if (a.mode === "program") {
+    return new ProgramGate({
+      maxPrograms: a.maxRequestsPerWorker as number,
+      capacityTokens: a.capacityTokensPerWorker as number,
+      pauseAt: a.pauseAt,
+      resumeBelow: a.resumeBelow,
+      holdMs: a.holdSeconds * 1000,
+    });
+  }
+  const limits = { maxRequests: a.maxRequestsPerWorker, maxPromptTokens: a.maxPromptTokensPerWorker };
+  return AdmissionGate.enabled(limits) ? new AdmissionGate(limits) : null;
+}
+
+/** Whether a turn's reply keeps its session in its tool loop (it ended in a tool call). */
+export function continuesToolLoop(result: { finishReason: string | null; toolCalls: readonly unknown[] } | null): boolean {
+  if (!result) return false;
+  return result.toolCalls.length > 0 || result.finishReason === "tool_calls" || result.finishReason === "tool_use";
+}
