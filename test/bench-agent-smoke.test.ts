@@ -1,30 +1,63 @@
-// `npm run bench:agent -- --json --smoke`: two BFCL sessions through the kvctl configuration (its
-// gateway, agent policy and NATS commands) on real patched SGLang servers on CPU. The bench reports
-// a configuration that failed as not run instead of exiting non-zero, so the test asserts that it
-// ran, served every request and sent commands.
+// `npm run bench:agent -- --json --smoke`: two BFCL sessions in one tiny saturated regime through
+// kvctl (its gateway, agent policy and NATS commands) and the fair peer cache_aware_adm (the
+// gateway with the same admission, no-op policy) on real patched SGLang servers on CPU. The bench
+// exits 1 with no verdict when a configuration did not run, had errors or served a different amount
+// of prompt, so exit 0 with a verdict is itself the check that the comparison held.
 import { describe, expect, it } from "vitest";
 import { runBenchSmoke } from "./helpers/bench-smoke.js";
 
+interface Config {
+  role: string;
+  errors: number;
+  prompt_tokens: number;
+  recomputed_tokens: number;
+  returning_turns: number;
+  ttft_returning_ms: { p50: number | null; p90: number | null; p99: number | null };
+  session_completion_s: { mean: number | null; p90: number | null };
+  commands: Record<string, number> | null;
+  extra: { flood_served: string };
+}
+interface Regime {
+  ideal_recomputed: number | null;
+  configs: Record<string, Config | null>;
+  not_run: Record<string, string>;
+  valid: boolean;
+  problems: string[];
+  best_fair_peer: string | null;
+  gap_closed_vs_best_fair: number | null;
+  ttft_p90_ratio_vs_best_fair: number | null;
+  ttft_p90_ratio_vs_admission_only: number | null;
+  tool_gap_over_prefill: number | null;
+}
+
 describe("npm run bench:agent -- --json --smoke", () => {
-  it("runs the kvctl configuration end to end", { timeout: 900_000 }, async () => {
+  it("runs kvctl and a fair peer end to end and gives a verdict", { timeout: 900_000 }, async () => {
     const r = await runBenchSmoke("agent", 880_000);
     expect(r.code, r.tail).toBe(0);
-    type Config = { requests: number; errors: number; prompt_tokens: number; flood_served: string; commands: Record<string, number> | null };
-    const j = r.json as { bench: string; runs: number; not_run: Record<string, string>; configs: Record<string, Config | null> };
+    const j = r.json as { bench: string; runs: number; regimes: Record<string, Regime> } | null;
     expect(j, r.tail).not.toBeNull();
-    expect(j.bench).toBe("agent");
-    expect(j.not_run).toEqual({});
-    for (const name of ["kvctl"]) {
-      const c = j.configs[name];
+    expect(j?.bench).toBe("agent");
+    expect(Object.keys(j?.regimes ?? {})).toEqual(["saturated"]);
+    const s = j?.regimes.saturated as Regime;
+    expect(s.not_run).toEqual({});
+    expect(s.valid, s.problems.join("; ")).toBe(true);
+    expect(s.best_fair_peer).toBe("cache_aware_adm");
+    expect(s.ideal_recomputed).toBeGreaterThan(0);
+    for (const name of ["kvctl", "cache_aware_adm"]) {
+      const c = s.configs[name] as Config;
       expect(c, name).not.toBeNull();
-      expect(c?.requests, name).toBeGreaterThan(0);
-      expect(c?.errors, name).toBe(0);
-      expect(c?.prompt_tokens, name).toBeGreaterThan(0);
-      expect(c?.flood_served, name).toBe("2/2");
+      expect(c.errors, name).toBe(0);
+      expect(c.prompt_tokens, name).toBeGreaterThan(0);
+      expect(c.recomputed_tokens, name).toBeGreaterThanOrEqual(s.ideal_recomputed as number);
+      expect(c.extra.flood_served, name).toBe("2/2");
+      expect(c.session_completion_s.mean, name).toBeGreaterThan(0);
+      if (c.returning_turns > 0) expect(c.ttft_returning_ms.p90, name).toBeGreaterThan(0);
     }
+    // Equal work: the verdict held, so the two served prompt totals within 0.5% of each other.
+    const [a, b] = [s.configs.kvctl as Config, s.configs.cache_aware_adm as Config];
+    expect(Math.abs(a.prompt_tokens - b.prompt_tokens) / a.prompt_tokens).toBeLessThanOrEqual(0.005);
     // The policy sent commands and the workers applied them ("Cache:acked:applied" and the like).
-    const commands = j.configs.kvctl?.commands ?? {};
-    const applied = Object.entries(commands).filter(([k]) => k.endsWith(":acked:applied"));
-    expect(applied.reduce((n, [, v]) => n + v, 0), JSON.stringify(commands)).toBeGreaterThan(0);
+    const applied = Object.entries(a.commands ?? {}).filter(([k]) => k.endsWith(":acked:applied"));
+    expect(applied.reduce((n, [, v]) => n + v, 0), JSON.stringify(a.commands)).toBeGreaterThan(0);
   });
 });

@@ -12,6 +12,10 @@ export interface Target {
   url(seq: number): string;
   /** Send x-session-id (gateways); a peer router routes on the prompt alone. */
   sessionHeader: boolean;
+  /** Put the session id in every request body (`session_id`: SGLang's session radix cache keys on it). */
+  sessionBody?: boolean;
+  /** Called when a session has sent its last request (closes it on the workers). */
+  closeSession?: (id: string) => Promise<void>;
 }
 
 export interface RequestRecord {
@@ -114,6 +118,16 @@ export interface DriveOptions {
   maxTokens: number;
 }
 
+/** Each session's time from its first request sent to its last answer done (s). */
+export function sessionCompletion(records: readonly RequestRecord[]): number[] {
+  const span = new Map<string, [number, number]>();
+  for (const r of records) {
+    const [a, b] = span.get(r.session) ?? [Number.POSITIVE_INFINITY, 0];
+    span.set(r.session, [Math.min(a, r.sentMs), Math.max(b, r.doneMs)]);
+  }
+  return [...span.values()].map(([a, b]) => (b - a) / 1000);
+}
+
 export async function drive(target: Target, sessions: PlannedSession[], o: DriveOptions): Promise<RequestRecord[]> {
   const records: RequestRecord[] = [];
   let seq = 0;
@@ -131,7 +145,10 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
       history.push({ role: "user", content: turn.user });
       let first = true;
       const send = async (kind: RequestRecord["kind"], regex: string): Promise<StreamResult | null> => {
-        const body = { model: o.model, messages: [system, ...history], tools: s.tools, max_tokens: o.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, return_cached_tokens_details: true, regex };
+        const body = {
+          model: o.model, messages: [system, ...history], tools: s.tools, max_tokens: o.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, return_cached_tokens_details: true, regex,
+          ...(target.sessionBody ? { session_id: s.id } : {}),
+        };
         const headers: Record<string, string> = target.sessionHeader ? { "x-session-id": s.id } : {};
         const rec: RequestRecord = {
           session: s.id, kind, returning: first && turn.idleMs > 0, promptTokens: 0, cachedTokens: 0, hostTokens: 0, storageTokens: 0, ttftMs: 0,
@@ -172,6 +189,7 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
       const answer = res ? res.text.replace(/^[\s\S]*<\/think>/, "") : "";
       history.push({ role: "assistant", content: answer });
     }
+    await target.closeSession?.(s.id);
   };
   await Promise.all(sessions.map(runSession));
   return records;

@@ -38,6 +38,8 @@ export interface ServerShape {
   pageSize: number;
   deviceTokens: number;
   hostRatio: number;
+  /** HiCache's `file` L3 (false: device + host only, what is dropped is lost). */
+  storage: boolean;
 }
 
 export async function startWorkers(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined): Promise<RealServer[]> {
@@ -45,7 +47,10 @@ export async function startWorkers(shape: ServerShape, extraArgs: string[], nats
   // tokens were not used) from each worker's /metrics.
   const args = ["--enable-cache-report", "--enable-metrics", "--tool-call-parser", "hermes", "--context-length", "32768", ...extraArgs];
   const start = (id: string) =>
-    startRealServer({ model: shape.model, workerId: id, natsUrl, pageSize: shape.pageSize, maxTotalTokens: shape.deviceTokens, hostRatio: shape.hostRatio, warmup: false, extraArgs: args, readyTimeoutS: 600 });
+    startRealServer({
+      model: shape.model, workerId: id, natsUrl, pageSize: shape.pageSize, maxTotalTokens: shape.deviceTokens, hostRatio: shape.hostRatio, warmup: false, extraArgs: args, readyTimeoutS: 600,
+      ...(shape.storage ? {} : { storageDir: "" }),
+    });
   const settled = await Promise.allSettled([start("w0"), start("w1")]);
   const ok = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
   const failed = settled.find((s) => s.status === "rejected") as PromiseRejectedResult | undefined;
@@ -66,7 +71,7 @@ export async function startKvctlGateway(
   nats: NatsServer | null,
   policy: "noop" | "agent",
   policies: Record<string, unknown> | undefined,
-  admission: Record<string, number> | undefined,
+  admission: Record<string, unknown> | undefined,
   idleAfterSeconds: number,
   decisionLogPath?: string,
 ): Promise<Gateway> {
@@ -105,7 +110,7 @@ export interface PeerRouter {
 }
 
 /** SGLang's model gateway (PyPI `smg`) with its cache-aware policy; throws when it cannot run here. */
-export async function startSmg(workers: RealServer[], logPath: string): Promise<PeerRouter> {
+export async function startSmg(workers: RealServer[], logPath: string, extraArgs: string[] = []): Promise<PeerRouter> {
   try {
     execFileSync(venvPython, ["-c", "import smg"], { stdio: "ignore" });
   } catch {
@@ -114,7 +119,7 @@ export async function startSmg(workers: RealServer[], logPath: string): Promise<
   const port = await freePort();
   const child: ChildProcess = spawn(
     venvPython,
-    ["-m", "smg.launch_router", "--host", "127.0.0.1", "--port", String(port), "--policy", "cache_aware", "--worker-urls", ...workers.map((w) => w.baseUrl), "--log-dir", dirname(logPath)],
+    ["-m", "smg.launch_router", "--host", "127.0.0.1", "--port", String(port), "--policy", "cache_aware", "--worker-urls", ...workers.map((w) => w.baseUrl), "--log-dir", dirname(logPath), ...extraArgs],
     { stdio: ["ignore", "ignore", "pipe"], detached: true },
   );
   let stderr = "";

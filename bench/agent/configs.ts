@@ -1,0 +1,49 @@
+// bench:agent's configurations. The fair peers get the same admission budget as kvctl (about
+// `admissionRequests` requests in flight per worker), each in the form its own stack offers it;
+// the context rows run without admission and stay outside the verdict.
+
+export type Role = "kvctl" | "fair" | "context" | "ablation";
+
+export interface ConfigSpec {
+  name: string;
+  role: Role;
+  front: "round_robin" | "gateway" | "smg";
+  serverArgs: string[];
+  policy: "noop" | "agent";
+  /** Agent policy rules switched on (all when unset). */
+  rules?: string[];
+  /** The kvctl gateway's admission: none, per request, or per program (a session's tool loop). */
+  admission: "none" | "request" | "program";
+  /** smg's own flags beyond its cache-aware policy. */
+  smgArgs?: string[];
+  /** Every request carries the session id in its body and sessions are closed at their end. */
+  sessionBody?: boolean;
+}
+
+export const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "warm", "admission"] as const;
+
+/** Every configuration of a full run. `workers`: worker count; `perWorker`: the admission budget. */
+export function configSpecs(workers: number, perWorker: number, ablation: boolean): ConfigSpec[] {
+  const gw = (name: string, role: Role, o: Partial<ConfigSpec> = {}): ConfigSpec => ({ name, role, front: "gateway", serverArgs: [], policy: "noop", admission: "none", ...o });
+  const specs: ConfigSpec[] = [
+    gw("kvctl", "kvctl", { policy: "agent", admission: "request" }),
+    gw("cache_aware_adm", "fair", { admission: "request" }),
+    // smg's limit is one for the whole router (not per worker): 2 per worker x workers, with a
+    // queue long and patient enough that nothing is refused, and no refill rate.
+    {
+      name: "smg_adm", role: "fair", front: "smg", serverArgs: [], policy: "noop", admission: "none",
+      smgArgs: ["--max-concurrent-requests", String(perWorker * workers), "--queue-size", "100000", "--queue-timeout-secs", "86400"],
+    },
+    gw("session_radix", "fair", { admission: "request", serverArgs: ["--enable-session-radix-cache", "--radix-eviction-policy", "priority"], sessionBody: true }),
+    // SGLang's own knob: the worker runs at most that many requests; the rest wait in its queue.
+    gw("sglang_mrr", "fair", { serverArgs: ["--max-running-requests", String(perWorker)] }),
+    gw("thunder", "fair", { admission: "program" }),
+    { name: "lru", role: "context", front: "round_robin", serverArgs: [], policy: "noop", admission: "none" },
+    gw("cache_aware", "context"),
+    { name: "sgl_router", role: "context", front: "smg", serverArgs: [], policy: "noop", admission: "none" },
+  ];
+  if (!ablation) return specs;
+  return [...specs, ...RULES.map((r) => gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: r === "admission" ? "request" : "none" }))];
+}
+
+export const FAIR_PEERS = (specs: readonly ConfigSpec[]) => specs.filter((s) => s.role === "fair").map((s) => s.name);

@@ -1,0 +1,104 @@
+// What bench:agent reads besides the driver's records: a flood of unrelated prompts after the
+// trace, the gateway's command and pin counters, HiCache's L3 counters on the workers, and the
+// ideal-cache floor of a trace.
+import { blockHashes } from "../../src/hash/index.js";
+import type { RealServer } from "../../src/demo/real-server.js";
+import type { RequestRecord } from "./driver.js";
+import { rng } from "./workload.js";
+
+export async function flood(url: string, n: number, model: string, seed: number): Promise<number> {
+  const r = rng(seed + 1);
+  let ok = 0;
+  const words = "alpha beta gamma delta token block page cache host device plan step result".split(" ");
+  await Promise.all(
+    Array.from({ length: 4 }, async (_, lane) => {
+      for (let i = lane; i < n; i += 4) {
+        const text = Array.from({ length: 600 }, () => words[Math.floor(r() * words.length)]).join(" ");
+        const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, messages: [{ role: "user", content: text }], max_tokens: 4 }) });
+        await res.text();
+        if (res.status === 200) ok++;
+      }
+    }),
+  );
+  return ok;
+}
+
+export async function scrape(url: string): Promise<{ commands: Record<string, number>; pinPeak: number; pinned: { hit: number; wasted: number } }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const commands: Record<string, number> = {};
+  let pinPeak = 0;
+  // Every block a policy pinned: served from cache while pinned (hit) or never (wasted), whether
+  // its pins went during the run or still hold at its end.
+  const pinned = { hit: 0, wasted: 0 };
+  for (const line of text.split("\n")) {
+    const m = /^kvctl_gateway_commands_(sent|acked|failed|dropped)_total\{([^}]*)\} (\S+)/.exec(line);
+    if (m) {
+      const labels = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+      const key = `${labels.type ?? "?"}:${m[1]}${labels.status ? `:${labels.status}` : ""}`;
+      commands[key] = (commands[key] ?? 0) + Number(m[3]);
+    }
+    const p = /^kvctl_policy_pin_budget_peak_blocks(\{[^}]*\})? (\S+)/.exec(line);
+    if (p) pinPeak = Math.max(pinPeak, Number(p[2]));
+    const o = /^kvctl_policy_pinned_blocks_(?:total|open)\{[^}]*outcome="(hit|wasted)"[^}]*\} (\S+)/.exec(line);
+    if (o) pinned[o[1] as "hit" | "wasted"] += Number(o[2]);
+  }
+  return { commands, pinPeak, pinned };
+}
+
+/** What HiCache's L3 did on the workers (SGLang's own counters, summed over both workers):
+ * tokens backed up to storage, tokens a storage query found, tokens prefetched into the host
+ * tier, found tokens that never became cache hits, by SGLang's reason (deadline, host
+ * capacity, below threshold, ...), and device tokens evicted with no host copy (so lost to every
+ * tier), by reason. Read right after the trace, before the flood. */
+export interface L3Report {
+  backed_up: number;
+  query_hit: number;
+  prefetched: number;
+  unfulfilled: Record<string, number>;
+  deferred: Record<string, number>;
+  dropped: Record<string, number>;
+}
+
+export async function scrapeL3(workers: RealServer[]): Promise<L3Report> {
+  const out: L3Report = { backed_up: 0, query_hit: 0, prefetched: 0, unfulfilled: {}, deferred: {}, dropped: {} };
+  for (const w of workers) {
+    const text = await (await fetch(`${w.baseUrl}/metrics`)).text();
+    for (const line of text.split("\n")) {
+      const m = /^sglang:(backuped_tokens_total|storage_prefetch_hit_tokens_total|prefetched_tokens_total|storage_prefetch_unfulfilled_tokens_total|storage_prefetch_deferred_tokens_total|hicache_dropped_tokens_total)\{([^}]*)\} (\S+)/.exec(line);
+      if (!m) continue;
+      const n = Number(m[3]);
+      const reason = /reason="([^"]*)"/.exec(m[2])?.[1] ?? "?";
+      if (m[1] === "backuped_tokens_total") out.backed_up += n;
+      else if (m[1] === "storage_prefetch_hit_tokens_total") out.query_hit += n;
+      else if (m[1] === "prefetched_tokens_total") out.prefetched += n;
+      else if (m[1] === "storage_prefetch_unfulfilled_tokens_total") out.unfulfilled[reason] = (out.unfulfilled[reason] ?? 0) + n;
+      else if (m[1] === "hicache_dropped_tokens_total") out.dropped[reason] = (out.dropped[reason] ?? 0) + n;
+      else out.deferred[reason] = (out.deferred[reason] ?? 0) + n;
+    }
+  }
+  return out;
+}
+
+/**
+ * Prefill tokens an ideal cache would still compute: every earlier prompt of the trace kept
+ * forever on one worker, reuse at page granularity. Prompts are tokenized by a worker of the run
+ * (its chat template), each checked against the prompt_tokens the worker reported.
+ */
+export async function idealRecompute(records: RequestRecord[], url: string, model: string, pageSize: number): Promise<{ recomputed: number; mismatched: number }> {
+  const seen = new Set<bigint>();
+  let recomputed = 0;
+  let mismatched = 0;
+  for (const r of [...records].sort((a, b) => a.sentMs - b.sentMs)) {
+    if (!r.ok) continue;
+    const res = await fetch(`${url}/v1/tokenize`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, ...r.prompt }) });
+    const tokens = ((await res.json()) as { tokens: number[] }).tokens;
+    if (tokens.length !== r.promptTokens) mismatched++;
+    const hashes = blockHashes(tokens, { pageSize });
+    let hit = 0;
+    while (hit < hashes.length && seen.has(hashes[hit])) hit++;
+    for (const h of hashes) seen.add(h);
+    r.idealCachedTokens = Math.min(hit * pageSize, tokens.length - 1);
+    recomputed += tokens.length - r.idealCachedTokens;
+  }
+  return { recomputed, mismatched };
+}
