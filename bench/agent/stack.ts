@@ -45,7 +45,9 @@ export interface ServerShape {
 export async function startWorkers(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined): Promise<RealServer[]> {
   // --enable-metrics: the bench reads HiCache's L3 counters (backups, prefetch hits and why found
   // tokens were not used) from each worker's /metrics.
-  const args = ["--enable-cache-report", "--enable-metrics", "--tool-call-parser", "hermes", "--context-length", "32768", ...extraArgs];
+  // --reasoning-parser: the worker separates the answer's <think> span (reasoning_content), so the
+  // gateway sees the reasoning of each turn (the think rule's input).
+  const args = ["--enable-cache-report", "--enable-metrics", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3", "--context-length", "32768", ...extraArgs];
   const start = (id: string) =>
     startRealServer({
       model: shape.model, workerId: id, natsUrl, pageSize: shape.pageSize, maxTotalTokens: shape.deviceTokens, hostRatio: shape.hostRatio, warmup: false, extraArgs: args, readyTimeoutS: 600,
