@@ -223,9 +223,10 @@ function saturatedRegime(model: string): Regime {
  * The gpu_shaped regime: one worker of the bench's model measures this machine's prefill rate on
  * prompts the size of the median returning turn; the time scale is chosen so that the median tool
  * gap is GAP_OVER_PREFILL times that prefill; each worker's device pool holds about a quarter of
- * the working sets of the sessions it serves (but at least the longest prompt), no L3.
+ * the working sets of the sessions it serves (but at least the longest prompt), no L3. The same
+ * probe gives `other` (the saturated regime, when it runs too) its own tool gap / prefill ratio.
  */
-async function gpuShapedRegime(model: string): Promise<Regime> {
+async function gpuShapedRegime(model: string, other: Regime | null): Promise<Regime> {
   const workload = loadWorkload(GPU_SESSIONS);
   const unscaled = planWorkload(workload, { ...DEFAULT_SHAPE, timeScale: 1 }, SEED);
   const probe = await startRealServer({ model, workerId: "calibrate", pageSize: 16, maxTotalTokens: 32768, hostRatio: 2, warmup: false, storageDir: "", extraArgs: ["--context-length", "32768"], readyTimeoutS: 600 });
@@ -235,6 +236,10 @@ async function gpuShapedRegime(model: string): Promise<Regime> {
     const served = ((await (await fetch(`${probe.baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
     promptTokens = await returningPromptTokens(probe.baseUrl, served, workload.system_prompt, unscaled);
     rate = await prefillRate(probe.baseUrl, served, workload.system_prompt, promptTokens);
+    if (other) {
+      const t = await returningPromptTokens(probe.baseUrl, served, other.workload.system_prompt, other.sessions);
+      Object.assign(other, { prefillTokensPerS: +rate.toFixed(1), returningPromptTokens: t, toolGapOverPrefill: +(medianToolMs(other.sessions) / ((t / rate) * 1000)).toFixed(2) });
+    }
   } finally {
     await probe.stop();
   }
@@ -375,14 +380,16 @@ function regimeJson(r: RegimeResult): Record<string, unknown> {
 async function main(): Promise<number> {
   const model = agentModel();
   const only = opt("configs", "");
+  const all = configSpecs(WORKERS, ADMISSION_REQUESTS, true);
+  const unknown = only ? only.split(",").filter((n) => !all.some((s) => s.name === n)) : [];
+  if (unknown.length) throw new Error(`--configs: unknown configuration ${unknown.join(", ")} (${all.map((s) => s.name).join(", ")})`);
   const specs = configSpecs(WORKERS, ADMISSION_REQUESTS, argv.includes("--ablation")).filter((s) => !only || only.split(",").includes(s.name));
   const names = opt("regimes", "saturated,gpu_shaped").split(",");
   for (const n of names) if (n !== "saturated" && n !== "gpu_shaped") throw new Error(`--regimes: unknown regime '${n}' (saturated, gpu_shaped)`);
+  const saturated = names.includes("saturated") ? saturatedRegime(model) : null;
+  const gpuShaped = names.includes("gpu_shaped") ? await gpuShapedRegime(model, saturated) : null;
   const results: RegimeResult[] = [];
-  for (const n of names) {
-    const regime = n === "saturated" ? saturatedRegime(model) : await gpuShapedRegime(model);
-    results.push(await runRegime(regime, specs));
-  }
+  for (const regime of [saturated, gpuShaped]) if (regime) results.push(await runRegime(regime, specs));
   for (const r of results) printRegime(r);
   if (JSON_OUT) console.log(JSON.stringify({ bench: "agent", runs: RUNS, admission_requests_per_worker: ADMISSION_REQUESTS, regimes: Object.fromEntries(results.map((r) => [r.regime.name, regimeJson(r)])) }));
   const refused = results.filter((r) => !r.verdict.valid);
