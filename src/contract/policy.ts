@@ -18,6 +18,8 @@ export interface PolicyCommand {
   sessionId?: string | null;
   /** What kind of hold a pin takes or releases (the session record names each hold by it). */
   hold?: HoldKind;
+  /** The idempotency id to send it under (a release sent again goes under its first id). */
+  id?: string;
 }
 
 /** The kinds of hold a session record names, each by its own identity. */

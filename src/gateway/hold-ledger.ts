@@ -10,7 +10,7 @@ import type { KV } from "@nats-io/kv";
 import { type HoldEffect, type HoldEnv, type HoldRecord, type HoldResult, adoptLegacyHolds, prepareHold, releaseCommands, settleHold, syncLegacyFields } from "./holds.js";
 import type { HoldMetrics } from "./hold-metrics.js";
 import type { PolicyCommand } from "../contract/policy.js";
-import type { SessionRecord } from "./session-record.js";
+import type { ReleaseRecord, SessionRecord } from "./session-record.js";
 import type { Clock, SessionStore } from "./session-store.js";
 
 export interface HoldLedgerOptions {
@@ -112,7 +112,7 @@ export class HoldLedger {
     return this.run(sid, async () => {
       // A release another replica sent and that is still unacked is sent again if that replica is gone.
       const live = await this.liveReplicas();
-      await this.releaseNow(sid, () => true, reason, null, (h) => !live.has(h.releasingBy ?? ""));
+      await this.releaseNow(sid, () => true, reason, null, (e) => e.doubt || !live.has(e.by));
     });
   }
 
@@ -141,7 +141,7 @@ export class HoldLedger {
     while (this.chains.size > 0) await Promise.all([...this.chains.values()]);
   }
 
-  private async releaseNow(sid: string, pick: (h: HoldRecord) => boolean, reason: string, note: string | null, resend: (h: HoldRecord) => boolean): Promise<void> {
+  private async releaseNow(sid: string, pick: (h: HoldRecord) => boolean, reason: string, note: string | null, resend: (e: ReleaseRecord) => boolean): Promise<void> {
     let out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
     const rec = await this.o.sessions.update(
       sid,
@@ -225,7 +225,7 @@ export class HoldLedger {
       const sessions = Array.isArray(hb.sessions) ? hb.sessions.filter((x) => typeof x === "string") : [];
       const note = `replica ${hb.replica} gone (no heartbeat for ${this.o.clock.now() - hb.atMs} ms): its in-flight holds and unacked releases taken over by ${this.replica}`;
       const mine = (h: HoldRecord) => (h.replica === hb.replica && h.kind === "inflight") || h.releasingBy === hb.replica;
-      await Promise.all(sessions.map((sid) => this.run(sid, () => this.releaseNow(sid, mine, "replica gone: release its in-flight hold", note, (h) => h.releasingBy === hb.replica))));
+      await Promise.all(sessions.map((sid) => this.run(sid, () => this.releaseNow(sid, mine, "replica gone: release its in-flight hold", note, (e) => e.by === hb.replica))));
       this.o.metrics.replicasReaped.inc();
       this.o.log(`gateway: ${note} (${sessions.length} session(s))`);
       await kv.delete(hb.key, { previousSeq: hb.revision }).catch(() => undefined);

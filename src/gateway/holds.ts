@@ -5,7 +5,8 @@
 // records name on it. These functions change a record in place; the ledger runs them inside the
 // store's compare-and-set update.
 import type { HoldKind, PolicyCommand } from "../contract/policy.js";
-import type { HoldRecord, SessionRecord } from "./session-record.js";
+import { type Command, uuidv7 } from "../protocol/index.js";
+import type { HoldRecord, ReleaseRecord, SessionRecord } from "./session-record.js";
 
 export type { HoldRecord };
 
@@ -25,7 +26,13 @@ export interface Claim {
   blocks: string[];
 }
 
-export type HoldEffect = { take: string } | { release: Claim[]; type: string } | { renew: string; ttlSeconds: number } | null;
+export type HoldEffect = { take: string } | { release: Claim[]; type: string; id?: string } | { renew: string; ttlSeconds: number } | null;
+
+/**
+ * How long after its first send a release may go out again under its id: well inside the worker's
+ * dedupe window (dedupe_window_s), past which the worker could apply it a second time.
+ */
+const RESEND_WITHIN_MS = 300_000;
 
 /** An ack status, or failed (no answer) / dropped (never sent), with what a Cache ack says. */
 export interface HoldResult {
@@ -41,6 +48,11 @@ const PIN_KINDS: ReadonlySet<HoldKind> = new Set(["marker", "inflight", "tool"])
 export function holdsOf(r: SessionRecord): HoldRecord[] {
   r.holds ??= [];
   return r.holds;
+}
+
+export function releasesOf(r: SessionRecord): ReleaseRecord[] {
+  r.releases ??= [];
+  return r.releases;
 }
 
 /**
@@ -80,6 +92,8 @@ export function pruneHolds(r: SessionRecord, env: HoldEnv): void {
     else env.dropped?.(h, why);
   }
   r.holds = keep;
+  const ids = new Set(keep.map((h) => h.id));
+  if (r.releases) r.releases = r.releases.filter((e) => e.claims.some((c) => ids.has(c.hold)));
 }
 
 function newHold(env: HoldEnv, pc: PolicyCommand, kind: HoldKind, blocks: readonly bigint[], ttl: number | null): HoldRecord {
@@ -130,13 +144,6 @@ function claimedBy(h: HoldRecord, env: HoldEnv): void {
   h.releasingAt = env.now;
 }
 
-/** Gives a dead claimant's unacked release back to the hold, to be claimed and sent again. */
-function reclaim(h: HoldRecord): void {
-  h.blocks.push(...h.releasing.filter((b) => b !== "*"));
-  h.releasing = [];
-  h.releasingBy = null;
-}
-
 function claimWhole(h: HoldRecord | undefined, env: HoldEnv): Claim | null {
   if (!h || (h.blocks.length === 0 && h.releasing.length > 0)) return null;
   claimedBy(h, env);
@@ -144,6 +151,70 @@ function claimWhole(h: HoldRecord | undefined, env: HoldEnv): Claim | null {
   h.blocks = [];
   if (h.releasing.length === 0) h.releasing.push("*");
   return { hold: h.id, blocks: [...h.releasing] };
+}
+
+/** Names a release in the record before it is sent, under the idempotency id it always goes out with. */
+function recordRelease(r: SessionRecord, env: HoldEnv, pc: PolicyCommand, claims: Claim[]): { pc: PolicyCommand; effect: HoldEffect } {
+  const c = pc.command;
+  const id = uuidv7();
+  const type = c.type as ReleaseRecord["type"];
+  releasesOf(r).push({
+    id,
+    worker: pc.worker,
+    type,
+    blocks: c.type === "Cache" ? c.block_hashes.map(String) : [],
+    leaseId: c.type === "RevokeLease" ? c.lease_id : null,
+    toolSession: c.type === "ToolEnd" ? c.session_id : null,
+    epoch: c.type === "ToolEnd" ? Number(c.epoch) : null,
+    claims: claims.map((x) => ({ hold: x.hold, blocks: [...x.blocks] })),
+    by: env.replica,
+    atMs: env.now,
+    doubt: false,
+    reason: pc.reason,
+  });
+  return { pc: { ...pc, id }, effect: { release: claims, type, id } };
+}
+
+/** A recorded release as it goes out again: the same command under the same id. */
+function resent(r: SessionRecord, e: ReleaseRecord, env: HoldEnv): { pc: PolicyCommand; effect: HoldEffect } {
+  let command: Command;
+  if (e.type === "Cache") command = { type: "Cache", block_hashes: e.blocks.map((b) => BigInt(b)), pin: false };
+  else if (e.type === "RevokeLease") command = { type: "RevokeLease", lease_id: e.leaseId as string };
+  else command = { type: "ToolEnd", session_id: e.toolSession as string, epoch: e.epoch as number };
+  e.by = env.replica;
+  for (const c of e.claims) for (const h of holdsOf(r)) if (h.id === c.hold) claimedBy(h, env);
+  return { pc: { worker: e.worker, sessionId: r.id, reason: `${e.reason} (sent again under its id)`, id: e.id, command }, effect: { release: e.claims, type: e.type, id: e.id } };
+}
+
+/**
+ * The recorded releases of picked holds that `resend` sends again. An unpin past the worker's
+ * dedupe window, or one whose holds are not all there any more, is not: sent twice it could take
+ * another session's pin on a shared block. Its blocks leave the record unreleased (their TTL ends
+ * them on the worker), counted as dropped.
+ */
+function resendReleases(r: SessionRecord, env: HoldEnv, pick: (h: HoldRecord) => boolean, resend: (e: ReleaseRecord) => boolean): { pc: PolicyCommand; effect: HoldEffect }[] {
+  const out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
+  const keep: ReleaseRecord[] = [];
+  for (const e of releasesOf(r)) {
+    const holds = e.claims.map((c) => holdsOf(r).find((h) => h.id === c.hold));
+    if (!holds.some((h) => h !== undefined && pick(h)) || !resend(e)) keep.push(e);
+    else if (e.type !== "Cache" || (holds.every((h) => h !== undefined) && env.now - e.atMs < RESEND_WITHIN_MS)) {
+      keep.push(e);
+      out.push(resent(r, e, env));
+    } else forgetRelease(r, e, env);
+  }
+  r.releases = keep;
+  return out;
+}
+
+function forgetRelease(r: SessionRecord, e: ReleaseRecord, env: HoldEnv): void {
+  for (const c of e.claims) {
+    const h = holdsOf(r).find((x) => x.id === c.hold);
+    if (!h) continue;
+    h.releasing = h.releasing.filter((b) => !c.blocks.includes(b));
+    env.dropped?.(h, "release outcome unknown");
+  }
+  r.holds = holdsOf(r).filter((h) => h.blocks.length > 0 || h.releasing.length > 0);
 }
 
 /**
@@ -166,7 +237,7 @@ export function prepareHold(r: SessionRecord, pc: PolicyCommand, env: HoldEnv): 
       const claimed = new Set(claims.flatMap((x) => x.blocks));
       if (!claimed.size) return { pc: null, effect: null };
       const narrowed = c.block_hashes.filter((b) => claimed.delete(String(b)));
-      return { pc: { ...pc, command: { ...c, block_hashes: narrowed } }, effect: { release: claims, type: "Cache" } };
+      return recordRelease(r, env, { ...pc, command: { ...c, block_hashes: narrowed } }, claims);
     }
     case "Pause": {
       const h = newHold(env, pc, "lease", c.block_hashes, c.ttl_seconds);
@@ -181,7 +252,7 @@ export function prepareHold(r: SessionRecord, pc: PolicyCommand, env: HoldEnv): 
         hs.find((h) => h.kind === "lease" && h.leaseId === c.lease_id && h.worker === pc.worker),
         env,
       );
-      return { pc, effect: claim ? { release: [claim], type: "RevokeLease" } : null };
+      return claim ? recordRelease(r, env, pc, [claim]) : { pc, effect: null };
     }
     case "ToolStart": {
       const h = newHold(env, pc, "offload", c.block_hashes, null);
@@ -194,7 +265,7 @@ export function prepareHold(r: SessionRecord, pc: PolicyCommand, env: HoldEnv): 
     case "ToolEnd": {
       const claims = hs.filter((h) => h.kind === "offload" && h.toolSession === c.session_id && h.worker === pc.worker).map((h) => claimWhole(h, env));
       const live = claims.filter((x): x is Claim => x !== null);
-      return { pc, effect: live.length ? { release: live, type: "ToolEnd" } : null };
+      return live.length ? recordRelease(r, env, pc, live) : { pc, effect: null };
     }
     default:
       return { pc, effect: null };
@@ -230,12 +301,23 @@ function settleTake(r: SessionRecord, h: HoldRecord, res: HoldResult): void {
 }
 
 /**
- * An acked release ends its claims; one that failed, or an unpin the worker rejected (it unpinned
- * nothing), gives them back (close or the reaper sends it again). A rejected RevokeLease or ToolEnd
- * means the worker no longer knows the lease or offload: it is gone.
+ * An acked release ends its claims; an unpin the worker rejected (it unpinned nothing), or one
+ * never sent, gives them back (close sends them again as a new release). One whose outcome is
+ * unknown (an error, no ack, or a repeat not sent) stays named with its id, in doubt: close sends
+ * it again under that id. A rejected RevokeLease or ToolEnd means the worker no longer knows the
+ * lease or offload: it is gone.
  */
-function settleRelease(r: SessionRecord, claims: readonly Claim[], res: HoldResult, type: string): void {
-  const done = res.status !== "error" && res.status !== "failed" && res.status !== "dropped" && !(res.status === "rejected" && type === "Cache");
+function settleRelease(r: SessionRecord, claims: readonly Claim[], res: HoldResult, type: string, id: string | undefined): void {
+  const s = res.status;
+  const e = id === undefined ? undefined : releasesOf(r).find((x) => x.id === id);
+  const unknown = s === "error" || s === "failed" || (s === "dropped" && e?.doubt === true);
+  if (unknown && e) {
+    e.doubt = true;
+    for (const c of claims) for (const h of holdsOf(r)) if (h.id === c.hold) h.state = "doubt";
+    return;
+  }
+  if (e) r.releases = releasesOf(r).filter((x) => x !== e);
+  const done = !unknown && s !== "dropped" && !(s === "rejected" && type === "Cache");
   for (const c of claims) {
     const h = holdsOf(r).find((x) => x.id === c.hold);
     if (!h) continue;
@@ -256,7 +338,7 @@ export function settleHold(r: SessionRecord, effect: HoldEffect, res: HoldResult
   if ("take" in effect) {
     const h = holdsOf(r).find((x) => x.id === effect.take);
     if (h) settleTake(r, h, res);
-  } else if ("release" in effect) settleRelease(r, effect.release, res, effect.type);
+  } else if ("release" in effect) settleRelease(r, effect.release, res, effect.type, effect.id);
   else {
     const l = holdsOf(r).filter((x) => x.kind === "lease" && x.leaseId === effect.renew);
     if (res.status === "rejected") r.holds = holdsOf(r).filter((x) => !l.includes(x));
@@ -270,11 +352,10 @@ export function settleHold(r: SessionRecord, effect: HoldEffect, res: HoldResult
 }
 
 /** A release of everything `pick` selects that is not being released already, one command per layer. */
-export function releaseCommands(r: SessionRecord, env: HoldEnv, pick: (h: HoldRecord) => boolean, reason: string, resend: (h: HoldRecord) => boolean = () => false): { pc: PolicyCommand; effect: HoldEffect }[] {
+export function releaseCommands(r: SessionRecord, env: HoldEnv, pick: (h: HoldRecord) => boolean, reason: string, resend: (e: ReleaseRecord) => boolean = () => false): { pc: PolicyCommand; effect: HoldEffect }[] {
   pruneHolds(r, env);
-  const out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
+  const out = resendReleases(r, env, pick, resend);
   const hs = holdsOf(r).filter(pick);
-  for (const h of hs) if (h.releasing.length && h.releasingBy !== env.replica && resend(h)) reclaim(h);
   const sessionId = r.id;
   for (const worker of new Set(hs.filter((h) => PIN_KINDS.has(h.kind)).map((h) => h.worker))) {
     const mine = hs.filter((h) => h.worker === worker && PIN_KINDS.has(h.kind));
@@ -298,16 +379,16 @@ export function releaseCommands(r: SessionRecord, env: HoldEnv, pick: (h: HoldRe
         h.releasing.push(...c.blocks);
         claimedBy(h, env);
       }
-      out.push({ pc: { worker, sessionId, reason, command: { type: "Cache", block_hashes: [...seen].map((b) => BigInt(b)), pin: false } }, effect: { release: [...claims.values()], type: "Cache" } });
+      out.push(recordRelease(r, env, { worker, sessionId, reason, command: { type: "Cache", block_hashes: [...seen].map((b) => BigInt(b)), pin: false } }, [...claims.values()]));
     }
   }
   for (const h of hs) {
     if (h.kind === "lease" && h.leaseId) {
       const claim = claimWhole(h, env);
-      if (claim) out.push({ pc: { worker: h.worker, sessionId, reason, command: { type: "RevokeLease", lease_id: h.leaseId } }, effect: { release: [claim], type: "RevokeLease" } });
+      if (claim) out.push(recordRelease(r, env, { worker: h.worker, sessionId, reason, command: { type: "RevokeLease", lease_id: h.leaseId } }, [claim]));
     } else if (h.kind === "offload" && h.toolSession && h.epoch !== null) {
       const claim = claimWhole(h, env);
-      if (claim) out.push({ pc: { worker: h.worker, sessionId, reason, command: { type: "ToolEnd", session_id: h.toolSession, epoch: h.epoch } }, effect: { release: [claim], type: "ToolEnd" } });
+      if (claim) out.push(recordRelease(r, env, { worker: h.worker, sessionId, reason, command: { type: "ToolEnd", session_id: h.toolSession, epoch: h.epoch } }, [claim]));
     }
   }
   return out;

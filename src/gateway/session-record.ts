@@ -73,6 +73,8 @@ export interface SessionRecord {
   tool: { worker: string; epoch: number | null; startedMs: number } | null;
   /** Every hold the gateway asked a worker for, by identity (see holds.ts); absent in older records. */
   holds?: HoldRecord[];
+  /** Releases sent and not settled yet (absent in older records). */
+  releases?: ReleaseRecord[];
   commands: CommandRecord[];
 }
 
@@ -102,6 +104,31 @@ export interface HoldRecord {
   atMs: number;
   /** sending: written, no ack yet; held: acked; doubt: the ack was an error or never came. */
   state: "sending" | "held" | "doubt";
+}
+
+/**
+ * A release on its way to a worker, written before it is sent: the command and the idempotency id
+ * it goes out under every time. Sent again (an unknown outcome, or a claimant gone), it is the same
+ * command under the same id, so a worker that applied it already answers it as a duplicate instead
+ * of unpinning a second time.
+ */
+export interface ReleaseRecord {
+  id: string;
+  worker: string;
+  type: "Cache" | "RevokeLease" | "ToolEnd";
+  /** An unpin's blocks (empty for the others). */
+  blocks: string[];
+  leaseId: string | null;
+  toolSession: string | null;
+  epoch: number | null;
+  /** The holds it releases, and which of their blocks. */
+  claims: { hold: string; blocks: string[] }[];
+  /** The replica that sent it last, and when it was first sent. */
+  by: string;
+  atMs: number;
+  /** Its ack was an error or never came: whether the worker applied it is unknown. */
+  doubt: boolean;
+  reason: string;
 }
 
 export function newSessionRecord(id: string, nowMs: number): SessionRecord {
