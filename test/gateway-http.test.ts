@@ -452,7 +452,8 @@ describe("gateway: command timeout", () => {
       // after the gateway gave up (counted failed; the worker dedupes the resend).
       for (const [timeoutMs, sends, outcome] of [[5000, 1, "acked"], [100, 2, "failed"]] as const) {
         seen.length = 0;
-        const g = await gw({ nats: { url: nats.url, opTimeoutMs: 2000, commandTimeoutMs: timeoutMs, commandRetries: 1 } }, policy);
+        // No Inspect rounds: every message on the worker's subject here is the policy's command.
+        const g = await gw({ nats: { url: nats.url, opTimeoutMs: 2000, commandTimeoutMs: timeoutMs, commandRetries: 1 }, sessions: { idleAfterSeconds: 0, inspectMs: 0 } }, policy);
         expect((await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', { "x-session-id": `slow-${timeoutMs}` })).status).toBe(200);
         await g.settled();
         expect(seen.length).toBe(sends);

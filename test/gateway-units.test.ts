@@ -7,13 +7,14 @@ import { chatFromMessages, pythonJsonDumps } from "../src/gateway/messages-fallb
 import { contentTypeError, streamOf } from "../src/gateway/request/worker-rules.js";
 import { routeRequest, type RoutingOptions, type WorkerState } from "../src/gateway/router.js";
 import { sessionIdOf } from "../src/gateway/session-id.js";
-import { applyAckToRecord, newSessionRecord } from "../src/gateway/session-record.js";
+import { newSessionRecord } from "../src/gateway/session-record.js";
+import { type HoldEnv, prepareHold, releaseCommands, settleHold, syncLegacyFields } from "../src/gateway/holds.js";
+import type { PolicyCommand } from "../src/contract/policy.js";
 import { sessionKey } from "../src/gateway/session-store.js";
 import { tokenizeRequestFor, withTokenIds } from "../src/gateway/request/token-request.js";
 import { stripTokenFields, turnResultOf, usageOf } from "../src/gateway/token-truth.js";
 import { schemeFromServerInfo, WorkerSchemeError } from "../src/gateway/worker-scheme.js";
 import { applyEvent, InMemoryKvIndex } from "../src/index/index.js";
-import { blankAck } from "../src/protocol/index.js";
 
 const OPTS: RoutingOptions = { cacheThreshold: 0.3, balanceAbsThreshold: 4, balanceRelThreshold: 1.5, sessionAffinityTtlSeconds: 60, scoring: {} };
 
@@ -244,16 +245,27 @@ describe("Anthropic messages rendered as chat (a worker without kvctl's tokenize
 });
 
 describe("session record", () => {
-  it("folds acked pins, leases and tool state in; a rejected ack changes nothing", () => {
+  it("names leases and pins as holds; a revoke that failed keeps the lease in doubt, sent again and acked it goes", () => {
     const r = newSessionRecord("s", 0);
-    const ack = { ...blankAck("w0", "id", "Pause", "applied") };
-    applyAckToRecord(r, "w0", { type: "Pause", block_hashes: [5n], ttl_seconds: 30, lease_id: "L1" }, ack, 10);
-    expect(r.leases).toEqual([{ worker: "w0", leaseId: "L1", blockHashes: ["5"], ttlSeconds: 30, atMs: 10 }]);
-    applyAckToRecord(r, "w0", { type: "RevokeLease", lease_id: "L1" }, { ...ack, status: "rejected" }, 11);
-    expect(r.leases).toHaveLength(1);
-    applyAckToRecord(r, "w0", { type: "RevokeLease", lease_id: "L1" }, ack, 12);
+    let n = 0;
+    const env = (now: number): HoldEnv => ({ replica: "r1", now, nextId: () => `h${++n}`, incarnation: () => null });
+    const run = (pc: PolicyCommand, status: string, now: number) => {
+      const { effect } = prepareHold(r, pc, env(now));
+      settleHold(r, effect, { status }, now);
+      syncLegacyFields(r);
+    };
+    run({ worker: "w0", reason: "t", sessionId: "s", command: { type: "Pause", block_hashes: [5n], ttl_seconds: 30, lease_id: "L1" } }, "applied", 10);
+    expect(r.leases).toEqual([{ worker: "w0", incarnation: null, leaseId: "L1", blockHashes: ["5"], ttlSeconds: 30, atMs: 10 }]);
+    run({ worker: "w0", reason: "t", sessionId: "s", command: { type: "RevokeLease", lease_id: "L1" } }, "failed", 11);
+    expect(r.holds?.filter((h) => h.kind === "lease" && h.state === "doubt")).toHaveLength(1);
+    // Close sends the revoke in doubt again, under its id.
+    const [again] = releaseCommands(r, env(12), () => true, "close", (e) => e.doubt);
+    expect(again.pc.command).toEqual({ type: "RevokeLease", lease_id: "L1" });
+    settleHold(r, again.effect, { status: "applied" }, 12);
+    syncLegacyFields(r);
+    expect(r.holds?.filter((h) => h.kind === "lease")).toHaveLength(0);
     expect(r.leases).toHaveLength(0);
-    applyAckToRecord(r, "w0", { type: "Cache", block_hashes: [7n], pin: true, ttl_seconds: null }, ack, 13);
+    run({ worker: "w0", reason: "t", sessionId: "s", command: { type: "Cache", block_hashes: [7n], pin: true, ttl_seconds: null } }, "applied", 13);
     expect(r.pins).toHaveLength(1);
   });
 });

@@ -63,6 +63,9 @@ class ServerOptions:
     hicache: bool = True  # HiCache host tier (and L3 when storage_dir); False = device pool only
     storage_dir: str | None = None  # `file` L3 backend dir; a temp dir when None; "" = no L3
     kv_events: bool = True
+    # fixed ports (a worker restarted where its router knows it); free ones when None
+    port: int | None = None
+    events_port: int | None = None
     warmup: bool = True
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -283,8 +286,8 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
     # outgoing connection may take one before the server binds it: a launch that dies of
     # EADDRINUSE is tried again on new ports, a few times.
     for attempt in range(1, PORT_ATTEMPTS + 1):
-        port = free_port()
-        events = f"tcp://127.0.0.1:{free_port()}" if o.kv_events else None
+        port = o.port or free_port()
+        events = f"tcp://127.0.0.1:{o.events_port or free_port()}" if o.kv_events else None
         cmd = command_line(o, model, port, events)
         log_start = os.path.getsize(log_path)
         log = open(log_path, "ab")

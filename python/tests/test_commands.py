@@ -265,6 +265,8 @@ def test_inspect_residency_pins_transient_lease_pool_and_filters():
     ack = h.handle(env({"type": "Inspect", "block_hashes": [ht[0], 5]}))
     assert ack.detail["blocks"][0]["transient"] is True and ack.missing == [5]
     pool_ = ack.detail["pool"]
+    # The process names itself, the same on every Inspect (a router sees a restart as a change).
+    assert isinstance(ack.detail["incarnation"], str) and ack.detail["incarnation"] == h.handle(env({"type": "Inspect"})).detail["incarnation"]
     assert pool_["host"]["size"] > 0 and pool_["device"]["size"] > 0 and pool_["leases"] == 1
     assert pool_["commands"]["by_status"]["applied"] >= 4
 

@@ -178,5 +178,14 @@ export interface SessionHint {
   keepTokens: number | null;
 }
 
-export type Observation = TurnStarted | TurnFinished | SessionIdle | WorkerJoined | WorkerCleared | WorkerStale | CommandAcked | SessionHint;
+/** A worker's own pin counts (its Inspect) for blocks the gateway's records name there. */
+export interface WorkerPins {
+  type: "WorkerPins";
+  at: number;
+  worker: string;
+  /** pin_count by block hash (0: the worker does not hold a pin on it, or not the block). */
+  pins: Map<bigint, number>;
+}
+
+export type Observation = TurnStarted | TurnFinished | SessionIdle | WorkerJoined | WorkerCleared | WorkerStale | CommandAcked | SessionHint | WorkerPins;
 export type ObservationType = Observation["type"];

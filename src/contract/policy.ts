@@ -16,7 +16,14 @@ export interface PolicyCommand {
   reason: string;
   /** The session the command is for, so its record keeps the command and ack. */
   sessionId?: string | null;
+  /** What kind of hold a pin takes or releases (the session record names each hold by it). */
+  hold?: HoldKind;
+  /** The idempotency id to send it under (a release sent again goes under its first id). */
+  id?: string;
 }
+
+/** The kinds of hold a session record names, each by its own identity. */
+export type HoldKind = "marker" | "inflight" | "tool" | "lease" | "offload";
 
 export interface GatewayPolicy {
   readonly name: string;

@@ -26,6 +26,9 @@ export interface RealServerOptions {
   storageDir?: string;
   /** ZMQ KV events on a loopback port (default true). */
   kvEvents?: boolean;
+  /** Fixed HTTP and KV-event ports (a worker restarted where its router knows it); free ones when unset. */
+  port?: number;
+  eventsPort?: number;
   /** SGLang's warmup request (default true; its KV events go out before any subscriber). */
   warmup?: boolean;
   /** Extra `sglang.launch_server` flags and environment. */
@@ -77,6 +80,8 @@ function pyOptions(o: RealServerOptions, tree: string): Record<string, unknown> 
   if (o.hicache !== undefined) opt.hicache = o.hicache;
   if (o.storageDir !== undefined) opt.storage_dir = o.storageDir;
   if (o.kvEvents !== undefined) opt.kv_events = o.kvEvents;
+  if (o.port !== undefined) opt.port = o.port;
+  if (o.eventsPort !== undefined) opt.events_port = o.eventsPort;
   if (o.warmup !== undefined) opt.warmup = o.warmup;
   if (o.extraArgs !== undefined) opt.extra_args = o.extraArgs;
   if (o.env !== undefined) opt.env = o.env;

@@ -5,7 +5,8 @@ import { decisionLine } from "../contract/decision-log.js";
 import type { Observation } from "../contract/observations.js";
 import type { PolicyCommand } from "../contract/policy.js";
 import type { CommandOutcome } from "./command-sink.js";
-import { applyAckToRecord, type CommandRecord, type SessionRecord } from "./session-record.js";
+import type { HoldResult } from "./holds.js";
+import type { CommandRecord, SessionRecord } from "./session-record.js";
 import type { Clock, SessionStore } from "./session-store.js";
 
 export interface CommandRecorderOptions {
@@ -15,6 +16,8 @@ export interface CommandRecorderOptions {
   observe: (o: Observation) => void;
   decisionLog: ((line: string) => void) | null;
   log: (line: string) => void;
+  /** Folds one worker's outcome of a command into the holds its record names (the hold ledger). */
+  settle: (rec: SessionRecord, pc: PolicyCommand, worker: string, res: HoldResult) => void;
 }
 
 export class CommandRecorder {
@@ -46,9 +49,12 @@ export class CommandRecorder {
         if (outcome.state === "acked") {
           for (const a of outcome.acks) {
             rec.commands.push(entry(a.worker_id, a.status, a.reason));
-            applyAckToRecord(rec, a.worker_id, pc.command, a, now);
+            this.o.settle(rec, pc, a.worker_id, { status: a.status, affected: a.affected, missing: a.missing, skipped: a.skipped, epoch: a.epoch === null ? null : Number(a.epoch) });
           }
-        } else rec.commands.push(entry(pc.worker, outcome.state, outcome.error));
+        } else {
+          rec.commands.push(entry(pc.worker, outcome.state, outcome.error));
+          this.o.settle(rec, pc, pc.worker, { status: outcome.state });
+        }
         if (rec.commands.length > this.o.maxCommands) rec.commands.splice(0, rec.commands.length - this.o.maxCommands);
       })
       .catch((e) => this.o.log(`gateway: recording a command in session ${sessionId}: ${(e as Error).message}`));

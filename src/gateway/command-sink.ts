@@ -86,7 +86,7 @@ export class CommandSink {
           if (r.silent.length) metrics.commandsFailed.inc({ type, error: "silent" }, r.silent.length);
           this.o.onOutcome(pc, { state: "acked", id: r.id, acks: r.acks, elapsedMs: elapsed() });
         } else {
-          const ack = await publisher.send(pc.worker, pc.command);
+          const ack = await publisher.send(pc.worker, pc.command, pc.id ? { id: pc.id } : {});
           metrics.commandsAcked.inc({ type, status: ack.status });
           this.o.onOutcome(pc, { state: "acked", id: ack.id, acks: [ack], elapsedMs: elapsed() });
         }

@@ -170,8 +170,12 @@ export const gatewayConfigSchema = z.strictObject({
       idleAfterSeconds: nonNegative.default(30),
       /** Commands kept in a record (oldest dropped first). */
       maxCommands: positiveInt.default(64),
+      /** How often a replica writes its heartbeat; one silent for 3 of them has its in-flight holds reaped (ms). */
+      heartbeatMs: positiveInt.default(2000),
+      /** How often each worker's Inspect is read to reconcile pins and notice a restart (ms); 0 = never. */
+      inspectMs: nonNegative.default(10_000),
     })
-    .default({ bucket: "kvctl_sessions", ttlSeconds: 86_400, idleAfterSeconds: 30, maxCommands: 64 }),
+    .default({ bucket: "kvctl_sessions", ttlSeconds: 86_400, idleAfterSeconds: 30, maxCommands: 64, heartbeatMs: 2000, inspectMs: 10_000 }),
   /** Which policy turns observations into commands ("agent": the rules of src/policy, set in `policies`). */
   policy: z.enum(["noop", "log", "agent"]).default("noop"),
   /** Settings of the agent policy's rules (each can be switched off). */

@@ -6,6 +6,9 @@ import { InMemoryKvIndex, type KvIndex } from "../index/index.js";
 import { CommandRecorder } from "./command-record.js";
 import { CommandSink } from "./command-sink.js";
 import { type GatewayConfig, type GatewayConfigInput, parseGatewayConfig } from "./config.js";
+import { HoldLedger } from "./hold-ledger.js";
+import { HoldMetrics } from "./hold-metrics.js";
+import { currentStored, namedPins } from "./holds.js";
 import { GatewayMetrics } from "./metrics.js";
 import { NatsLink } from "./nats-link.js";
 import type { Observation } from "../contract/observations.js";
@@ -16,6 +19,7 @@ import type { InferenceFront } from "./inference-front.js";
 import { buildServer } from "./server.js";
 import { type Clock, SessionStore, systemClock } from "./session-store.js";
 import type { TurnContext } from "./turn-context.js";
+import { WorkerInspector } from "./worker-inspect.js";
 import { WorkerSet } from "./workers.js";
 
 export interface GatewayOptions {
@@ -60,6 +64,8 @@ interface Parts {
   nats: NatsLink;
   commands: CommandSink;
   recorder: CommandRecorder;
+  ledger: HoldLedger;
+  inspector: WorkerInspector;
   sweepIdle: () => Promise<void>;
 }
 
@@ -86,21 +92,27 @@ function assemble(options: GatewayOptions): Parts {
   const policy = resolvePolicy(options.policy, config, { config: config.policies, registry: metrics.registry, log, decisionLog });
   const nats = new NatsLink(config, metrics, log);
   const sessions = new SessionStore({ kv: () => nats.kv(), configured: nats.configured, opTimeoutMs: config.nats?.opTimeoutMs ?? 500, metrics, clock, log });
-  // The policy's commands go out through the sink; their outcomes come back as observations.
-  const observe = (o: Observation): void => {
-    let out: readonly PolicyCommand[];
-    try {
-      out = policy.observe(o);
-    } catch (e) {
-      log(`gateway: policy ${policy.name} threw on ${o.type}: ${(e as Error).message} (ignored)`);
-      return;
-    }
-    for (const pc of out) commands.submit(pc);
-  };
-  const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log });
+  // Every hold-changing command is recorded in its session before it is sent (see hold-ledger.ts).
+  const recording = new Map<string, Promise<void>>();
+  const holdMetrics = new HoldMetrics(metrics.registry);
+  const incarnation = (w: string): string | null => inspector.incarnation(w);
+  const ledger = new HoldLedger({ sessions, kv: () => nats.kv(), send: (pc) => commands.submit(pc), unsent: (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }), clock, metrics: holdMetrics, log, heartbeatMs: config.sessions.heartbeatMs, pending: recording, incarnation });
+  const observe = policyObserver(policy, ledger, incarnation, log);
+  const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res) });
   const commands = new CommandSink({ publisher: () => (nats.connected ? nats.publisher : null), maxQueued: config.limits.commandQueue, metrics, onOutcome: (pc, o) => recorder.record(pc, o), log });
   nats.whenUp(() => commands.flush());
   const workers = new WorkerSet({ config, index, metrics, clock, observe, log });
+  const inspector = new WorkerInspector({
+    workers: () => workers.workers,
+    publisher: () => (nats.connected ? nats.publisher : null),
+    index,
+    observe,
+    clock,
+    log,
+    metrics: holdMetrics,
+    intervalMs: config.sessions.inspectMs,
+    namedPins: (w) => namedPins(sessions.localRecords(), w),
+  });
   let requestSeq = 0;
   const ctx: TurnContext = {
     config,
@@ -114,9 +126,32 @@ function assemble(options: GatewayOptions): Parts {
     log,
     rand: options.rand ?? Math.random,
     nextRequestId: () => `gw-${process.pid.toString(36)}-${(++requestSeq).toString(36)}`,
-    recording: new Map(),
+    recording,
   };
-  return { config, ctx, nats, commands, recorder, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
+  return { config, ctx, nats, commands, recorder, ledger, inspector, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
+}
+
+/**
+ * The policy's commands go out through the hold ledger (each hold named in its record first) to
+ * the sink; their outcomes come back as observations.
+ */
+function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: (worker: string) => string | null, log: (line: string) => void): (o: Observation) => void {
+  return (o) => {
+    // Holds on a worker's earlier process are not the session's any more (the policy re-issues them).
+    if (o.type === "TurnStarted" && o.stored) {
+      o.stored = { ...o.stored, pins: currentStored(o.stored.pins, incarnation), leases: currentStored(o.stored.leases, incarnation) };
+    }
+    let out: readonly PolicyCommand[];
+    try {
+      out = policy.observe(o);
+    } catch (e) {
+      log(`gateway: policy ${policy.name} threw on ${o.type}: ${(e as Error).message} (ignored)`);
+      return;
+    }
+    for (const pc of out) ledger.submit(pc);
+    // Close releases every hold the record names, whichever replica took it (after the policy's own).
+    if (o.type === "SessionHint" && o.event === "close") void ledger.close(o.sessionId);
+  };
 }
 
 /** Starts the workers (probed, events subscribed) and the NATS link; what to close, last first. */
@@ -128,6 +163,13 @@ async function startLinks(p: Parts): Promise<(() => Promise<void>)[]> {
     cleanup.push(() => workers.close());
     await p.nats.start();
     cleanup.push(() => p.nats.close());
+    if (p.nats.configured) {
+      p.ledger.start();
+      p.inspector.start();
+      if (p.config.sessions.inspectMs > 0) void p.inspector.inspectAll();
+    }
+    cleanup.push(() => p.ledger.stop());
+    cleanup.push(() => p.inspector.stop());
   } catch (e) {
     await workers.close().catch(() => undefined);
     await p.nats.close().catch(() => undefined);
@@ -159,7 +201,7 @@ function startIdleTimer(p: Parts): NodeJS.Timeout | null {
 }
 
 function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: (() => Promise<void>)[], idleTimer: NodeJS.Timeout | null): Gateway {
-  const { ctx, config, commands, recorder } = p;
+  const { ctx, config, commands, recorder, ledger } = p;
   const addr = app.server.address();
   const port = typeof addr === "object" && addr ? addr.port : config.listen.port;
   const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
@@ -177,8 +219,9 @@ function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: 
         await Promise.all([...ctx.recording.values()]);
         await commands.settled();
         await Promise.all([...recorder.pending]);
+        await ledger.settled();
         // A turn that finished meanwhile may have sent commands after the wait above began.
-      } while (ctx.recording.size > 0 || recorder.pending.size > 0 || commands.inFlight > 0);
+      } while (ctx.recording.size > 0 || recorder.pending.size > 0 || commands.inFlight > 0 || ledger.busy);
     },
     async close() {
       if (idleTimer) clearInterval(idleTimer);

@@ -1,7 +1,8 @@
 // A session's record: the state several gateway replicas share through the session store. Hashes
 // are decimal strings (int64 does not survive JSON numbers); everything else is plain JSON.
-import type { Ack, Command } from "../protocol/index.js";
 import type { RouteKind, ToolCallInfo, TurnRanges, Usage } from "../contract/observations.js";
+import type { HoldKind } from "../contract/policy.js";
+import type { Command } from "../protocol/index.js";
 
 export interface TurnSummary {
   n: number;
@@ -33,6 +34,10 @@ export interface CommandRecord {
 }
 
 export interface PinRecord {
+  /** Why it is held (absent in records of older gateways: a marker pin). */
+  kind?: HoldKind;
+  /** The worker process it was taken on (absent in records of older gateways). */
+  incarnation?: string | null;
   worker: string;
   blockHashes: string[];
   ttlSeconds: number | null;
@@ -40,6 +45,7 @@ export interface PinRecord {
 }
 
 export interface LeaseRecord {
+  incarnation?: string | null;
   worker: string;
   leaseId: string;
   blockHashes: string[];
@@ -60,14 +66,70 @@ export interface SessionRecord {
   /** The latest turns, oldest first (bounded). */
   turns: TurnSummary[];
   lastActivityMs: number;
+  /** What `holds` names, in the older shape (kept current with it, for readers of the record). */
   pins: PinRecord[];
   leases: LeaseRecord[];
   /** An open tool call (ToolStart acked, no ToolEnd yet). */
   tool: { worker: string; epoch: number | null; startedMs: number } | null;
+  /** Every hold the gateway asked a worker for, by identity (see holds.ts); absent in older records. */
+  holds?: HoldRecord[];
+  /** Releases sent and not settled yet (absent in older records). */
+  releases?: ReleaseRecord[];
   commands: CommandRecord[];
 }
 
 export const MAX_TURNS_KEPT = 16;
+
+/** One hold a session record names, by its own identity (see holds.ts). */
+export interface HoldRecord {
+  id: string;
+  kind: HoldKind;
+  worker: string;
+  /** The worker process the hold was taken on (a restarted worker holds none of them). */
+  incarnation: string | null;
+  /** Blocks held (a pin: one pin on each), and those whose release was sent and not acked yet. */
+  blocks: string[];
+  releasing: string[];
+  /** Who sent the release still unacked, and when (a claimant that died leaves it to be sent again). */
+  releasingBy?: string | null;
+  releasingAt?: number | null;
+  leaseId: string | null;
+  /** ToolStart's session_id and the epoch its ack returned (what ToolEnd needs). */
+  toolSession: string | null;
+  epoch: number | null;
+  /** The replica that took it (in-flight holds are reaped when it is gone). */
+  replica: string;
+  ttlSeconds: number | null;
+  expiresMs: number | null;
+  atMs: number;
+  /** sending: written, no ack yet; held: acked; doubt: the ack was an error or never came. */
+  state: "sending" | "held" | "doubt";
+}
+
+/**
+ * A release on its way to a worker, written before it is sent: the command and the idempotency id
+ * it goes out under every time. Sent again (an unknown outcome, or a claimant gone), it is the same
+ * command under the same id, so a worker that applied it already answers it as a duplicate instead
+ * of unpinning a second time.
+ */
+export interface ReleaseRecord {
+  id: string;
+  worker: string;
+  type: "Cache" | "RevokeLease" | "ToolEnd";
+  /** An unpin's blocks (empty for the others). */
+  blocks: string[];
+  leaseId: string | null;
+  toolSession: string | null;
+  epoch: number | null;
+  /** The holds it releases, and which of their blocks. */
+  claims: { hold: string; blocks: string[] }[];
+  /** The replica that sent it last, and when it was first sent. */
+  by: string;
+  atMs: number;
+  /** Its ack was an error or never came: whether the worker applied it is unknown. */
+  doubt: boolean;
+  reason: string;
+}
 
 export function newSessionRecord(id: string, nowMs: number): SessionRecord {
   return {
@@ -82,48 +144,9 @@ export function newSessionRecord(id: string, nowMs: number): SessionRecord {
     pins: [],
     leases: [],
     tool: null,
+    holds: [],
     commands: [],
   };
-}
-
-/** Folds an acked command into the pins, leases and tool state it changes. */
-export function applyAckToRecord(r: SessionRecord, worker: string, cmd: Command, ack: Ack, nowMs: number): void {
-  // A lease the worker no longer knows (expired, or the worker restarted) is gone from the record too.
-  if (cmd.type === "RenewLease" && ack.status === "rejected") r.leases = r.leases.filter((l) => l.leaseId !== cmd.lease_id);
-  if (ack.status !== "applied" && ack.status !== "partial" && ack.status !== "duplicate") return;
-  switch (cmd.type) {
-    case "Cache": {
-      const hashes = cmd.block_hashes.map(String);
-      if (cmd.pin) r.pins.push({ worker, blockHashes: hashes, ttlSeconds: cmd.ttl_seconds ?? null, atMs: nowMs });
-      else {
-        const drop = new Set(hashes);
-        r.pins = r.pins.filter((p) => p.worker !== worker || !p.blockHashes.some((h) => drop.has(h)));
-      }
-      break;
-    }
-    case "Pause":
-      r.leases = r.leases.filter((l) => l.leaseId !== cmd.lease_id);
-      r.leases.push({ worker, leaseId: cmd.lease_id, blockHashes: cmd.block_hashes.map(String), ttlSeconds: cmd.ttl_seconds, atMs: nowMs });
-      break;
-    case "RenewLease":
-      for (const l of r.leases) if (l.leaseId === cmd.lease_id) {
-        l.ttlSeconds = cmd.new_ttl_seconds;
-        l.atMs = nowMs;
-      }
-      break;
-    case "RevokeLease":
-      r.leases = r.leases.filter((l) => l.leaseId !== cmd.lease_id);
-      break;
-    case "ToolStart": {
-      r.tool = { worker, epoch: ack.epoch === null ? null : Number(ack.epoch), startedMs: nowMs };
-      break;
-    }
-    case "ToolEnd":
-      r.tool = null;
-      break;
-    default:
-      break;
-  }
 }
 
 export function isSessionRecord(v: unknown): v is SessionRecord {

@@ -42,6 +42,7 @@ class OpTimeout extends Error {}
 
 export class SessionStore {
   private readonly local = new Map<string, Local>();
+  private readonly foreignSeen = new Set<string>();
   private readonly clock: Clock;
   private readonly maxLocal: number;
   private readonly log: (line: string) => void;
@@ -68,6 +69,7 @@ export class SessionStore {
             this.remember(id, r, e.revision);
             return r;
           }
+          if (this.foreign(id, r)) return this.local.get(id)?.record ?? null;
           this.o.metrics.sessionStoreErrors.inc({ op: "decode" });
           this.log(`gateway: session ${JSON.stringify(id)}: the stored record is not a session record (ignored)`);
           return null;
@@ -81,15 +83,23 @@ export class SessionStore {
     return this.local.get(id)?.record ?? null;
   }
 
-  /** Applies `change` to the current record (created when absent) and writes it back. */
-  async update(id: string, change: (r: SessionRecord) => void): Promise<SessionRecord> {
+  /**
+   * Applies `change` to the current record (created when absent) and writes it back. `strict`: a
+   * write the bucket refused (conflicts kept losing, a timeout) throws instead of landing in this
+   * replica's copy only (a hold must be named where every replica reads it before it is taken).
+   */
+  async update(id: string, change: (r: SessionRecord) => void, strict = false): Promise<SessionRecord> {
     const kv = this.kvIfUp("put");
     if (kv) {
       const key = sessionKey(id);
       try {
-        for (let attempt = 0; attempt < 5; attempt++) {
+        let attempt = 0;
+        for (; attempt < 8; attempt++) {
           const e = await this.timed(kv.get(key));
           const cur = e && e.operation === "PUT" && e.length > 0 ? e.json<unknown>() : null;
+          // Another gateway version's record is left as it is (its holds stay named there): this
+          // replica serves the session from its own copy.
+          if (this.foreign(id, cur)) break;
           const rec = isSessionRecord(cur) && cur.id === id ? cur : (this.local.get(id)?.record ?? newSessionRecord(id, this.clock.now()));
           const next = structuredClone(rec);
           change(next);
@@ -99,12 +109,15 @@ export class SessionStore {
             return next;
           } catch (err) {
             if (err instanceof OpTimeout || !/wrong last sequence|key exists/i.test((err as Error).message)) throw err;
-            // Another replica wrote in between: read again and reapply.
+            // Another replica wrote in between: read again and reapply (after a short random pause,
+            // so replicas racing on one session do not keep colliding).
+            await new Promise((res) => setTimeout(res, Math.random() * 5 * (attempt + 1)));
           }
         }
-        throw new Error("5 conflicting writes in a row");
+        if (attempt === 8) throw new Error("8 conflicting writes in a row");
       } catch (err) {
         this.fail("put", id, err);
+        if (strict) throw err;
       }
     }
     const cur = this.local.get(id);
@@ -117,6 +130,19 @@ export class SessionStore {
   /** Records this replica touched recently (for the idle sweep); the KV bucket is not listed. */
   localRecords(): IterableIterator<SessionRecord> {
     return [...this.local.values()].map((l) => l.record)[Symbol.iterator]();
+  }
+
+  /** A record of this session another gateway version wrote: counted and logged once per session. */
+  private foreign(id: string, v: unknown): boolean {
+    const r = v as { v?: unknown; id?: unknown } | null;
+    if (typeof r !== "object" || r === null || r.id !== id || r.v === 1) return false;
+    if (!this.foreignSeen.has(id)) {
+      if (this.foreignSeen.size > 10_000) this.foreignSeen.clear();
+      this.foreignSeen.add(id);
+      this.o.metrics.sessionStoreErrors.inc({ op: "version" });
+      this.log(`gateway: session ${JSON.stringify(id)}: the stored record has version ${JSON.stringify(r.v)}, this gateway writes 1; it is left as it is and the session is served from this replica's copy`);
+    }
+    return true;
   }
 
   private kvIfUp(op: string): KV | null {

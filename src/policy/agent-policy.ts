@@ -12,6 +12,7 @@ import { DurationModel } from "./duration-model.js";
 import { CommandGuards } from "./guards.js";
 import { PolicyMetrics } from "./metrics.js";
 import { PinBudget } from "./pin-budget.js";
+import { reconcilePins, resyncSession, storedMarkers } from "./resync.js";
 import { idleRule } from "./policies/idle.js";
 import { inflightRule } from "./policies/inflight.js";
 import { pinsRule } from "./policies/pins.js";
@@ -52,7 +53,7 @@ function restore(ctx: PolicyContext, s: SessionView, st: StoredSessionState): vo
     const seq = Number(l.leaseId.slice(l.leaseId.lastIndexOf(".") + 1));
     if (Number.isInteger(seq)) s.leaseSeq = seq;
   }
-  for (const p of st.pins) {
+  for (const p of storedMarkers(st, now)) {
     const expiresAt = p.ttlSeconds === null ? null : p.atMs + p.ttlSeconds * 1000;
     if (expiresAt !== null && expiresAt <= now) continue;
     ctx.budget.hold(p.worker, p.blockHashes.map((h) => BigInt(h)), { session: s.id, kind: "marker", ttlSeconds: p.ttlSeconds, expiresAt });
@@ -61,7 +62,7 @@ function restore(ctx: PolicyContext, s: SessionView, st: StoredSessionState): vo
     s.tool = { mode: "offload", worker: st.tool.worker, names: [], callIds: [], startedAt: st.tool.startedMs, predictedSeconds: 0, blocks: [], epoch: st.tool.epoch };
   }
   s.worker = st.worker;
-  if (l || st.pins.length || s.tool) ctx.note("restore", "adopt", "session state from the session store", { session: s.id, leases: live.length, pins: st.pins.length, tool: s.tool !== null });
+  if (l || storedMarkers(st, now).length || s.tool) ctx.note("restore", "adopt", "session state from the session store", { session: s.id, leases: live.length, pins: st.pins.length, tool: s.tool !== null });
 }
 
 function beginFinished(ctx: PolicyContext, o: TurnFinished): void {
@@ -151,6 +152,7 @@ function beforeRules(ctx: PolicyContext, ob: Observation, acks: AckRoutes, log: 
         const fresh = !ctx.sessions.has(ob.sessionId);
         const s = ctx.session(ob.sessionId);
         if (fresh && ob.stored) restore(ctx, s, ob.stored);
+        else if (ob.stored) resyncSession(ctx, s, ob.stored);
       }
       return true;
     case "TurnFinished":
@@ -160,6 +162,9 @@ function beforeRules(ctx: PolicyContext, ob: Observation, acks: AckRoutes, log: 
       return true;
     case "WorkerJoined":
       ctx.pageSizes.set(ob.worker, ob.pageSize);
+      return true;
+    case "WorkerPins":
+      reconcilePins(ctx, ob.worker, ob.pins);
       return true;
     case "WorkerCleared":
       // A restarted worker holds no pins: nothing of the budget view is left there.

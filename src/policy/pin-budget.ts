@@ -180,6 +180,11 @@ export class PinBudget {
     return out;
   }
 
+  /** Every live hold on one block of a worker (any session). */
+  holdsAt(worker: string, hash: bigint): readonly PinHold[] {
+    return this.byWorker.get(worker)?.get(hash) ?? [];
+  }
+
   markFull(worker: string): void {
     this.full.add(worker);
   }

@@ -13,3 +13,9 @@ export function shuffled(n: number, next: () => number): number[] {
   }
   return a;
 }
+
+/** Seeded uniform numbers in [0, 1). */
+export function uniform(seed: number): () => number {
+  const next = rng(seed);
+  return () => next() / 2 ** 32;
+}

@@ -1,11 +1,17 @@
 """Inspect: read-only report of tier residency, pins, leases, tool offloads, budget and pools."""
 from __future__ import annotations
 
+import os
+import uuid
 from typing import Any, Callable, Dict, List, Optional
 
 from ..ack import Ack
 from ..codec import Command
 from .context import CommandContext, lease_dict
+
+# This process, as Inspect names it: a router that sees it change knows the worker restarted (its
+# pins, leases and tool offloads are gone) even if it missed every sign of it in the event stream.
+INCARNATION = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
 class InspectCommands:
@@ -38,7 +44,7 @@ class InspectCommands:
         if hashes is None:
             hashes = [] if (f.get("lease_id") or f.get("session_id")) else [h for h, _ in st.index.items()]
         blocks, missing, tiers = self._blocks(st, hashes)
-        detail = {"blocks": blocks, "pool": self.pool(st), "pool_tokens": st.ops.pool_tokens(),
+        detail = {"incarnation": INCARNATION, "blocks": blocks, "pool": self.pool(st), "pool_tokens": st.ops.pool_tokens(),
                   "pinned_tokens": st.pins.pinned_tokens(), "budget_tokens": st.pins.budget_tokens(),
                   "indexed_blocks": len(st.index), "metrics": dict(st.pins.metrics)}
         return Ack(type="Inspect", status="applied", requested=len(hashes), affected=0,

@@ -38,6 +38,8 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
     return false;
   }
   const worker = s.worker;
+  // A lease renewed when the session came back is still held: it goes before the new one.
+  if (s.lease) revoke(ctx, s, `${why}: the earlier lease goes first`);
   const blocks = ownTail(ctx, s, worker);
   // A lease on part of the tail keeps nothing the session can use (its prefix match stops at the
   // first missing block): all of it, or no pause.

@@ -51,6 +51,7 @@ function grant(inFlight: InFlight, h: Held, ctx: PolicyContext): boolean {
     {
       worker: h.worker,
       sessionId: h.sessionId,
+      hold: "inflight",
       reason: `request queued: hold ${from ? `${pin.length} more of its ${h.want.length}` : `${pin.length} of its ${h.want.length}`} cached prefix blocks until it is served`,
       command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: cfg.maxHoldSeconds },
     },
@@ -108,7 +109,7 @@ export function inflightRule(): AgentRule {
     // Blocks whose hold already ran out (TTL) are not the gateway's to unpin any more.
     const still = h.held ? ctx.budget.release(h.worker, h.want.slice(0, h.held), h.owner, "inflight") : [];
     if (still.length) {
-      ctx.emit(NAME, { worker: h.worker, sessionId: o.sessionId, reason: `request served (${o.status || o.error || "no answer"}): release its prefix`, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
+      ctx.emit(NAME, { worker: h.worker, sessionId: o.sessionId, hold: "inflight", reason: `request served (${o.status || o.error || "no answer"}): release its prefix`, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
     }
     topUp(ctx, h.worker);
   };

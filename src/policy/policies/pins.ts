@@ -18,7 +18,7 @@ function releaseAll(ctx: PolicyContext, session: string, reason: string, kind?: 
     for (let layer = 1; ; layer++) {
       const hashes = [...holds].filter(([, l]) => l.length >= layer).map(([h]) => h);
       if (!hashes.length) break;
-      ctx.emit(NAME, { worker, sessionId: session, reason, command: { type: "Cache", block_hashes: hashes, pin: false } }, { essential: true });
+      ctx.emit(NAME, { worker, sessionId: session, reason, hold: "marker", command: { type: "Cache", block_hashes: hashes, pin: false } }, { essential: true });
     }
     for (const [h, l] of holds) for (const p of l) ctx.budget.release(worker, [h], session, p.kind);
   }
@@ -86,7 +86,7 @@ function pinGroup(worker: string, sid: string, t: number, hashes: bigint[], hold
   const refresh = pin.every((h) => holds.has(h));
   const sent = ctx.emit(
     NAME,
-    { worker, sessionId: sid, reason: `${refresh ? "refresh on hit" : "marker"}: ${pin.length} blocks for ${t}s`, command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: t } },
+    { worker, sessionId: sid, hold: "marker", reason: `${refresh ? "refresh on hit" : "marker"}: ${pin.length} blocks for ${t}s`, command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: t } },
     { coalesce: `${sid}|${t}|${pin[pin.length - 1]}`, onAck: (a) => pinAcked(sid, pin, a, ctx) },
   );
   if (sent) ctx.budget.hold(worker, pin, { session: sid, kind: "marker", ttlSeconds: t, expiresAt: ctx.now + t * 1000 });

@@ -33,7 +33,7 @@ type ServingMap = Map<string, Serving>;
 function unkeep(ctx: PolicyContext, worker: string, sessionId: string, blocks: readonly bigint[], reason: string): void {
   // Blocks whose hold already ran out (TTL) are not the gateway's to unpin any more.
   const still = ctx.budget.release(worker, blocks, sessionId, "tool");
-  if (still.length) ctx.emit(NAME, { worker, sessionId, reason, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
+  if (still.length) ctx.emit(NAME, { worker, sessionId, reason, hold: "tool", command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
 }
 
 function startWait(ctx: PolicyContext, model: DurationModel, serving: ServingMap, s: SessionView, worker: string, names: (string | null)[], callIds: string[], why: string): void {
@@ -84,7 +84,7 @@ function keepThroughWait(ctx: PolicyContext, serving: ServingMap, s: SessionView
   const { worker, blocks } = wait;
   const sent = ctx.emit(
     NAME,
-    { worker, sessionId: s.id, reason, command: { type: "Cache", block_hashes: blocks, pin: true, ttl_seconds: tau } },
+    { worker, sessionId: s.id, hold: "tool", reason, command: { type: "Cache", block_hashes: blocks, pin: true, ttl_seconds: tau } },
     {
       onAck: (a) => {
         if (a.status === "applied" || a.status === "duplicate" || a.status === "partial" || a.status === "noop") return;

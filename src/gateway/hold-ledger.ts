@@ -1,0 +1,262 @@
+// The gate every hold-changing command passes: before it is sent the session's current record is
+// read (compare-and-set) and the hold it takes, or the part of named holds it releases, is written
+// there; its ack settles exactly those holds. Close, on any replica, releases every hold the record
+// names. Each replica advertises, under a heartbeat in the same bucket, the sessions where it holds
+// in-flight pins; when a heartbeat stops, another replica releases those holds and says so in the
+// record. Commands of one session keep their order (one chain per session).
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import type { KV } from "@nats-io/kv";
+import { type HoldEffect, type HoldEnv, type HoldRecord, type HoldResult, adoptLegacyHolds, prepareHold, releaseCommands, settleHold, syncLegacyFields } from "./holds.js";
+import type { HoldMetrics } from "./hold-metrics.js";
+import type { PolicyCommand } from "../contract/policy.js";
+import type { ReleaseRecord, SessionRecord } from "./session-record.js";
+import type { Clock, SessionStore } from "./session-store.js";
+
+export interface HoldLedgerOptions {
+  sessions: SessionStore;
+  kv: () => KV | null;
+  /** Where commands go once recorded (the command sink). */
+  send: (pc: PolicyCommand) => void;
+  /** A command not sent because its hold could not be recorded where every replica reads it. */
+  unsent: (pc: PolicyCommand, why: string) => void;
+  clock: Clock;
+  metrics: HoldMetrics;
+  log: (line: string) => void;
+  heartbeatMs: number;
+  /** Work a session's next turn waits for (the gateway's map of turns being recorded): a chain joins it. */
+  pending?: Map<string, Promise<void>>;
+  /** The process each worker runs now (from its Inspect), null while unknown. */
+  incarnation: (worker: string) => string | null;
+}
+
+interface Heartbeat {
+  v: 1;
+  replica: string;
+  atMs: number;
+  sessions: string[];
+}
+
+const HEARTBEAT_PREFIX = "r.";
+
+export class HoldLedger {
+  readonly replica = `${hostname().replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 32)}-${process.pid}-${randomBytes(3).toString("hex")}`;
+  private readonly chains = new Map<string, Promise<void>>();
+  private readonly effects = new WeakMap<PolicyCommand, HoldEffect>();
+  /** Sessions where this replica holds in-flight pins or has a release unacked (advertised in its heartbeat). */
+  private readonly owned = new Set<string>();
+  private advertised = new Set<string>();
+  private seq = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly logged = new Set<string>();
+
+  constructor(private readonly o: HoldLedgerOptions) {}
+
+  private env(): HoldEnv {
+    return {
+      replica: this.replica,
+      now: this.o.clock.now(),
+      nextId: () => `${this.replica}.${(++this.seq).toString(36)}`,
+      incarnation: this.o.incarnation,
+      dropped: (h, why) => this.o.metrics.dropped.inc({ kind: h.kind, why }),
+    };
+  }
+
+  /** Records what `pc` takes or releases in its session, then sends it (sessionless: as it is). */
+  submit(pc: PolicyCommand): void {
+    const sid = pc.sessionId;
+    if (!sid || pc.worker === "broadcast") {
+      this.o.send(pc);
+      return;
+    }
+    this.run(sid, async () => {
+      let out: { pc: PolicyCommand | null; effect: HoldEffect } = { pc, effect: null };
+      try {
+        const rec = await this.o.sessions.update(
+          sid,
+          (rec) => {
+            this.adopt(rec);
+            out = prepareHold(rec, pc, this.env());
+            syncLegacyFields(rec);
+          },
+          true,
+        );
+        await this.track(rec);
+      } catch (e) {
+        this.o.metrics.badRecords.inc({ why: "update_lost" });
+        this.o.unsent(pc, `its hold could not be recorded in the session store (${(e as Error).message}); not sent`);
+        return;
+      }
+      if (!out.pc) {
+        this.o.metrics.releasesSkipped.inc({ type: pc.command.type });
+        return;
+      }
+      this.effects.set(out.pc, out.effect);
+      this.o.send(out.pc);
+    });
+  }
+
+  /** Applies a command's outcome to the holds it took or released (inside the record's update). */
+  settleInto(rec: SessionRecord, pc: PolicyCommand, worker: string, res: HoldResult): void {
+    const effect = this.effects.get(pc);
+    if (!effect || worker !== pc.worker) return;
+    this.adopt(rec);
+    settleHold(rec, effect, res, this.o.clock.now());
+    if (res.status === "error" || res.status === "failed" || (res.status === "partial" && "release" in effect)) this.once(`${rec.id}|${pc.command.type}|${res.status}`, `gateway: session ${JSON.stringify(rec.id)}: ${pc.command.type} to ${worker} came back ${res.status}; its hold is kept in doubt until close or expiry`);
+    if (!this.owns(rec)) this.owned.delete(rec.id);
+    syncLegacyFields(rec);
+  }
+
+  /** Releases every hold the session's record names, whoever took them. */
+  close(sid: string, reason = "session closed"): Promise<void> {
+    return this.run(sid, async () => {
+      // A release another replica sent and that is still unacked is sent again if that replica is gone.
+      const live = await this.liveReplicas();
+      await this.releaseNow(sid, () => true, reason, null, (e) => e.doubt || !live.has(e.by));
+    });
+  }
+
+  /** Whether this replica has an in-flight hold or an unacked release in the record. */
+  private owns(rec: SessionRecord): boolean {
+    return (rec.holds ?? []).some((h) => (h.replica === this.replica && h.kind === "inflight") || (h.releasing.length > 0 && h.releasingBy === this.replica));
+  }
+
+  /** Advertises the session in the heartbeat before its command goes out (another replica reaps it if this one dies). */
+  private async track(rec: SessionRecord): Promise<void> {
+    if (!this.owns(rec)) {
+      this.owned.delete(rec.id);
+      return;
+    }
+    this.owned.add(rec.id);
+    if (!this.advertised.has(rec.id)) await this.beat().catch((e) => this.o.log(`gateway: replica heartbeat: ${(e as Error).message}`));
+  }
+
+  /** Whether a session chain is still running. */
+  get busy(): boolean {
+    return this.chains.size > 0;
+  }
+
+  /** Resolves when every session chain started so far has run. */
+  async settled(): Promise<void> {
+    while (this.chains.size > 0) await Promise.all([...this.chains.values()]);
+  }
+
+  private async releaseNow(sid: string, pick: (h: HoldRecord) => boolean, reason: string, note: string | null, resend: (e: ReleaseRecord) => boolean): Promise<void> {
+    let out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
+    const rec = await this.o.sessions.update(
+      sid,
+      (rec) => {
+        this.adopt(rec);
+        out = releaseCommands(rec, this.env(), pick, reason, resend);
+        if (note && out.length) rec.commands.push({ id: null, worker: out[0].pc.worker, type: "Cache", reason: note, createdMs: this.o.clock.now(), state: "reaped", ackedMs: null, detail: `${out.length} release(s) sent` });
+        syncLegacyFields(rec);
+      },
+      true,
+    );
+    await this.track(rec);
+    for (const x of out) {
+      this.effects.set(x.pc, x.effect);
+      this.o.send(x.pc);
+    }
+  }
+
+  /** Replicas whose heartbeat is fresh (this one included). */
+  private async liveReplicas(): Promise<Set<string>> {
+    const live = new Set([this.replica]);
+    for (const hb of await this.heartbeats()) if (this.o.clock.now() - hb.atMs < 3 * this.o.heartbeatMs) live.add(hb.replica);
+    return live;
+  }
+
+  private async heartbeats(): Promise<(Heartbeat & { key: string; revision: number })[]> {
+    const kv = this.o.kv();
+    if (!kv) return [];
+    const keys: string[] = [];
+    for await (const k of await kv.keys(`${HEARTBEAT_PREFIX}>`)) keys.push(k);
+    const out: (Heartbeat & { key: string; revision: number })[] = [];
+    for (const key of keys) {
+      const e = await kv.get(key);
+      if (e?.operation !== "PUT" || e.length === 0) continue;
+      let hb: Heartbeat;
+      try {
+        hb = e.json<Heartbeat>();
+      } catch {
+        hb = { v: 1, replica: key.slice(HEARTBEAT_PREFIX.length), atMs: 0, sessions: [] };
+      }
+      out.push({ ...hb, key, revision: e.revision });
+    }
+    return out;
+  }
+
+  /** Starts the heartbeat and the reaper (one timer: each tick beats, then looks for silent replicas). */
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.tick().catch((e) => this.o.log(`gateway: replica heartbeat: ${(e as Error).message}`)), this.o.heartbeatMs);
+    this.timer.unref();
+  }
+
+  /** Stops the timer and withdraws the heartbeat only when nothing is held in flight (else others reap). */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.settled();
+  }
+
+  async tick(): Promise<void> {
+    await this.beat();
+    await this.reap();
+  }
+
+  /** Writes this replica's heartbeat with the sessions where it holds in-flight pins. */
+  async beat(): Promise<void> {
+    const kv = this.o.kv();
+    if (!kv) return;
+    const sessions = new Set(this.owned);
+    const hb: Heartbeat = { v: 1, replica: this.replica, atMs: this.o.clock.now(), sessions: [...sessions] };
+    await kv.put(`${HEARTBEAT_PREFIX}${this.replica}`, JSON.stringify(hb));
+    this.advertised = sessions;
+  }
+
+  /** Replicas silent for 3 heartbeats: their in-flight holds are released and their entry removed. */
+  async reap(): Promise<void> {
+    const kv = this.o.kv();
+    if (!kv) return;
+    for (const hb of await this.heartbeats()) {
+      if (hb.replica === this.replica || this.o.clock.now() - hb.atMs < 3 * this.o.heartbeatMs) continue;
+      const sessions = Array.isArray(hb.sessions) ? hb.sessions.filter((x) => typeof x === "string") : [];
+      const note = `replica ${hb.replica} gone (no heartbeat for ${this.o.clock.now() - hb.atMs} ms): its in-flight holds and unacked releases taken over by ${this.replica}`;
+      const mine = (h: HoldRecord) => (h.replica === hb.replica && h.kind === "inflight") || h.releasingBy === hb.replica;
+      await Promise.all(sessions.map((sid) => this.run(sid, () => this.releaseNow(sid, mine, "replica gone: release its in-flight hold", note, (e) => e.by === hb.replica))));
+      this.o.metrics.replicasReaped.inc();
+      this.o.log(`gateway: ${note} (${sessions.length} session(s))`);
+      await kv.delete(hb.key, { previousSeq: hb.revision }).catch(() => undefined);
+    }
+  }
+
+  private adopt(rec: SessionRecord): void {
+    if (adoptLegacyHolds(rec, this.env())) {
+      this.o.metrics.badRecords.inc({ why: "older_version" });
+      this.once(`legacy|${rec.id}`, `gateway: session ${JSON.stringify(rec.id)}: record from an older gateway; its pins and leases are adopted as holds`);
+    }
+  }
+
+  private once(key: string, line: string): void {
+    if (this.logged.has(key)) return;
+    if (this.logged.size > 10_000) this.logged.clear();
+    this.logged.add(key);
+    this.o.log(line);
+  }
+
+  private run(sid: string, fn: () => Promise<void>): Promise<void> {
+    const prev = this.chains.get(sid) ?? Promise.resolve();
+    const next = prev.then(fn).catch((e) => this.o.log(`gateway: holds of session ${JSON.stringify(sid)}: ${(e as Error).message}`));
+    this.chains.set(sid, next);
+    const pending = this.o.pending;
+    const joined = pending ? Promise.all([pending.get(sid), next]).then(() => undefined) : next;
+    pending?.set(sid, joined);
+    void next.finally(() => {
+      if (this.chains.get(sid) === next) this.chains.delete(sid);
+      if (pending?.get(sid) === joined) pending.delete(sid);
+    });
+    return next;
+  }
+}

@@ -1,0 +1,77 @@
+// A session this replica has seen before may have changed on another replica since: its record,
+// read at each turn's start, is the truth. Holds of the view the record no longer names (closed,
+// revoked or reaped elsewhere) leave the view; marker pins and a lease the record names and the
+// view lacks are adopted, so they are neither pinned twice nor taken for fresh when they are gone.
+import type { StoredSessionState } from "../contract/observations.js";
+import type { PolicyContext, SessionView } from "./context.js";
+import type { PinHold } from "./pin-budget.js";
+
+/** How old a hold must be before a worker's count without it says it is gone (ms). */
+const SETTLE_MS = 5000;
+
+type StoredPin = StoredSessionState["pins"][number] & { kind?: string };
+
+export function storedMarkers(st: StoredSessionState, now: number): StoredPin[] {
+  return (st.pins as StoredPin[]).filter((p) => (p.kind === undefined || p.kind === "marker") && (p.ttlSeconds === null || p.atMs + p.ttlSeconds * 1000 > now));
+}
+
+function resyncMarkers(ctx: PolicyContext, s: SessionView, st: StoredSessionState): number {
+  const named = new Map<string, Map<bigint, number>>();
+  for (const p of storedMarkers(st, ctx.now)) {
+    const m = named.get(p.worker) ?? new Map<bigint, number>();
+    for (const h of p.blockHashes) m.set(BigInt(h), (m.get(BigInt(h)) ?? 0) + 1);
+    named.set(p.worker, m);
+  }
+  let changed = 0;
+  for (const worker of ctx.budget.workersOf(s.id)) {
+    const m = named.get(worker);
+    for (const [h, holds] of ctx.budget.holdsOf(worker, s.id, "marker")) {
+      const extra = holds.length - (m?.get(h) ?? 0);
+      for (let i = 0; i < extra; i++) ctx.budget.release(worker, [h], s.id, "marker");
+      if (extra > 0) changed++;
+    }
+  }
+  for (const p of storedMarkers(st, ctx.now)) {
+    const view = ctx.budget.holdsOf(p.worker, s.id, "marker");
+    const missing = p.blockHashes.map((h) => BigInt(h)).filter((h) => !view.has(h));
+    if (!missing.length) continue;
+    ctx.budget.hold(p.worker, missing, { session: s.id, kind: "marker", ttlSeconds: p.ttlSeconds, expiresAt: p.ttlSeconds === null ? null : p.atMs + p.ttlSeconds * 1000 });
+    changed++;
+  }
+  return changed;
+}
+
+/** Brings the view of a session it has seen before in line with the record read at this turn's start. */
+export function resyncSession(ctx: PolicyContext, s: SessionView, st: StoredSessionState): void {
+  let changed = resyncMarkers(ctx, s, st);
+  if (s.lease && !st.leases.some((l) => l.leaseId === s.lease?.id)) {
+    ctx.budget.release(s.lease.worker, s.lease.blocks, s.id, "lease");
+    s.lease = null;
+    s.paused = false;
+    changed++;
+  }
+  if (changed) ctx.note("restore", "resync", "the session record changed on another replica", { session: s.id, changes: changed });
+}
+
+/**
+ * The worker's own pin counts for blocks the view holds: where it holds fewer pins than the view
+ * names, the view drops the difference (soonest to expire first), so its budget matches the
+ * worker's. More pins there than the view names are other replicas'. Returns the blocks repaired.
+ */
+export function reconcilePins(ctx: PolicyContext, worker: string, pins: ReadonlyMap<bigint, number>): number {
+  let repaired = 0;
+  for (const [h, n] of pins) {
+    // A hold taken moments ago may still be on its way to the worker: only settled ones count.
+    const taken = (p: PinHold) => (p.expiresAt !== null && p.ttlSeconds !== null ? p.expiresAt - p.ttlSeconds * 1000 : Number.NEGATIVE_INFINITY);
+    const holds = ctx.budget
+      .holdsAt(worker, h)
+      .filter((p) => taken(p) <= ctx.now - SETTLE_MS)
+      .sort((a, b) => (a.expiresAt ?? Number.POSITIVE_INFINITY) - (b.expiresAt ?? Number.POSITIVE_INFINITY));
+    const extra = holds.length - n;
+    if (extra <= 0) continue;
+    for (const p of holds.slice(0, extra)) ctx.budget.release(worker, [h], p.session, p.kind);
+    repaired++;
+  }
+  if (repaired) ctx.note("reconcile", "repair", "the worker holds fewer pins than the budget view named", { worker, blocks: repaired });
+  return repaired;
+}
