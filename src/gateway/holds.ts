@@ -242,7 +242,12 @@ export function prepareHold(r: SessionRecord, pc: PolicyCommand, env: HoldEnv): 
     case "Pause": {
       const h = newHold(env, pc, "lease", c.block_hashes, c.ttl_seconds);
       h.leaseId = c.lease_id;
-      hs.push(h);
+      // A Pause under a lease id the worker already holds extends that lease (its blocks joined, a
+      // new expiry), so the record keeps one hold per lease id.
+      const same = (x: HoldRecord) => x.kind === "lease" && x.leaseId === c.lease_id && x.worker === pc.worker;
+      h.blocks = [...new Set([...hs.filter(same).flatMap((x) => x.blocks), ...h.blocks])];
+      r.holds = hs.filter((x) => !same(x));
+      r.holds.push(h);
       return { pc, effect: { take: h.id } };
     }
     case "RenewLease":
