@@ -6,26 +6,17 @@
 //   - in src/gateway, src/policy, src/patch and src/cli: none allowed, each one is a finding;
 //   - in the rest of src/: at most REST_ALLOWED in all; more fails, listing them.
 // Exit 1 on any finding; every function over the limit is listed either way.
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
+import { tsFiles } from "./ts-files.mjs";
 
 const MAX_LINES = 60;
 const REST_ALLOWED = 5;
 const STRICT = ["gateway", "policy", "patch", "cli"];
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-
-function tsFiles(dir) {
-  const out = [];
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...tsFiles(p));
-    else if (e.name.endsWith(".ts") && !e.name.endsWith(".d.ts")) out.push(p);
-  }
-  return out.sort();
-}
 
 function nameOf(n, sf) {
   if (n.name) return n.name.getText(sf);

@@ -6,23 +6,14 @@
 //   - every import circle among the files of src/ fails (static, dynamic and type-only imports
 //     alike: a type-only circle still ties the two files' shapes to each other).
 // Exit 1 with one line per finding.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
+import { tsFiles } from "./ts-files.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const src = join(root, "src");
-
-function tsFiles(dir) {
-  const out = [];
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...tsFiles(p));
-    else if (e.name.endsWith(".ts") && !e.name.endsWith(".d.ts")) out.push(p);
-  }
-  return out.sort();
-}
 
 /** Module specifiers a file imports: import/export declarations, import() and import types. */
 function specifiers(file) {
