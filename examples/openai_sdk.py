@@ -42,6 +42,18 @@ def tool_calls_of(message):
     return [(f"call_{i}", c["name"], c.get("parameters") or c.get("arguments") or {}) for i, c in enumerate(calls)]
 
 
+def stream_turn(client, model, messages):
+    """One streamed answer: its text, and the usage the last chunk carries."""
+    text, usage = "", None
+    for chunk in client.chat.completions.create(
+        model=model, messages=messages, max_tokens=16, temperature=0, stream=True, stream_options={"include_usage": True}
+    ):
+        if chunk.choices and chunk.choices[0].delta.content:
+            text += chunk.choices[0].delta.content
+        usage = chunk.usage or usage
+    return text, usage
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base-url", default="http://127.0.0.1:8080/v1")
@@ -52,13 +64,7 @@ def main():
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is the weather in Paris?"}]
 
     # 1. A streamed answer; the last chunk carries the usage.
-    text, usage = "", None
-    for chunk in client.chat.completions.create(
-        model=model, messages=messages, max_tokens=16, temperature=0, stream=True, stream_options={"include_usage": True}
-    ):
-        if chunk.choices and chunk.choices[0].delta.content:
-            text += chunk.choices[0].delta.content
-        usage = chunk.usage or usage
+    text, usage = stream_turn(client, model, messages)
     print(json.dumps({"step": "stream", "text": text, "cached_tokens": usage.prompt_tokens_details.cached_tokens}))
 
     # 2. The model calls the tool (forced, so even a small model does).
@@ -81,13 +87,7 @@ def main():
         {"role": "assistant", "content": None, "tool_calls": [assistant]},
         {"role": "tool", "tool_call_id": call_id, "content": json.dumps(get_weather(arguments.get("city", "")))},
     ]
-    text, usage = "", None
-    for chunk in client.chat.completions.create(
-        model=model, messages=messages, max_tokens=16, temperature=0, stream=True, stream_options={"include_usage": True}
-    ):
-        if chunk.choices and chunk.choices[0].delta.content:
-            text += chunk.choices[0].delta.content
-        usage = chunk.usage or usage
+    text, usage = stream_turn(client, model, messages)
     print(json.dumps({"step": "follow_up", "text": text, "cached_tokens": usage.prompt_tokens_details.cached_tokens}))
 
 
