@@ -10,7 +10,9 @@
 // line per worker per interval, however many), so a flood of garbage cannot stall the process.
 // Under flood the socket's receive high-water mark bounds what queues up (ZMQ drops the rest at
 // the publisher), the batches held back during a replay are bounded too, and what was dropped is
-// known from the seq numbers (`metrics.missedBatches`, shown as "dropped").
+// known from the seq numbers (`metrics.missedBatches`, shown as "dropped"). A message larger than
+// the size cap is refused by ZMQ itself (ZMQ_MAXMSGSIZE) as its header arrives, before any of it
+// is buffered: ZMQ drops the connection and reconnects, which is counted and logged here.
 import { EventEmitter } from "node:events";
 import { Dealer, Subscriber } from "zeromq";
 import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
@@ -70,7 +72,12 @@ export interface ConsumerOptions {
   receiveHighWaterMark?: number;
   /** Live messages held back during a replay before reading pauses until it ends. Default 10000. */
   maxHeldBack?: number;
+  /** Largest message part ZMQ takes (ZMQ_MAXMSGSIZE); a larger one drops the connection unread. Default 64 MiB. */
+  maxMessageBytes?: number;
 }
+
+/** The index refuses a larger frame anyway: ZMQ refuses it before buffering it. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 /** Distinct problem kinds counted per consumer before the rest go to "other". */
 const MAX_PROBLEM_KINDS = 64;
@@ -93,6 +100,8 @@ export interface ConsumerMetrics {
   badFrames: number;
   badBatches: number;
   badEvents: number;
+  /** Publisher connections ZMQ dropped (the publisher went away, or sent a message over the size cap). */
+  disconnects: number;
   /** Every problem counted by kind ("bad event: event is nil", "batches dropped (seq gap)", ...). */
   problems: Record<string, number>;
 }
@@ -104,6 +113,7 @@ export interface ConsumerEvents {
   restart: [{ worker: string; seq: bigint; expected: bigint }];
   replay: [{ worker: string; from: bigint; received: number; ok: boolean; unrecovered: bigint; reason?: string }];
   bad: [{ worker: string; seq: bigint | null; reason: string }];
+  disconnect: [{ worker: string; address: string }];
   error: [Error];
 }
 
@@ -111,7 +121,7 @@ function newMetrics(): ConsumerMetrics {
   return {
     frames: 0, batches: 0, events: 0, blocksStored: 0, blocksRemoved: 0, cleared: 0,
     gaps: 0, missedBatches: 0, duplicates: 0, restarts: 0, replays: 0, replayedBatches: 0,
-    replayFailures: 0, unrecoveredBatches: 0, badFrames: 0, badBatches: 0, badEvents: 0, problems: {},
+    replayFailures: 0, unrecoveredBatches: 0, badFrames: 0, badBatches: 0, badEvents: 0, disconnects: 0, problems: {},
   };
 }
 
@@ -152,7 +162,13 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
 
   /** Connects and starts consuming in the background. */
   async start(): Promise<void> {
-    const sub = new Subscriber({ linger: 0, receiveHighWaterMark: this.opts.receiveHighWaterMark ?? 1000 });
+    const maxMessageSize = this.opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    const sub = new Subscriber({ linger: 0, receiveHighWaterMark: this.opts.receiveHighWaterMark ?? 1000, maxMessageSize });
+    sub.events.on("disconnect", (e) => {
+      this.metrics.disconnects++;
+      this.problem("publisher connection dropped", `${e.address}: the publisher went away or sent a message over ${maxMessageSize} bytes, which ZMQ refused unread; reconnecting`);
+      this.emit("disconnect", { worker: this.worker, address: e.address });
+    });
     sub.connect(this.opts.endpoint);
     sub.subscribe(this.opts.topic ?? "");
     this.sub = sub;

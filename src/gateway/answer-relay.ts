@@ -13,6 +13,7 @@ import { NO_RETRY_HEADERS } from "./timeouts.js";
 import type { TurnContext } from "./turn-context.js";
 import { classifyUpstreamError } from "./upstream.js";
 import type { CallOutcome, WorkerCall } from "./call.js";
+import type { CallClock } from "./latency.js";
 
 const PASS_RESPONSE_HEADERS = ["content-type", "cache-control", "x-request-id"];
 
@@ -44,6 +45,8 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     /** Gives the worker's room back; the result says whether the reply was a tool call. */
     private readonly release: (result: TurnResult | null) => void,
     private readonly resolve: (o: CallOutcome) => void,
+    /** The call's latency clock (latency.ts), when the histograms are on. */
+    private readonly clock: CallClock | null = null,
   ) {
     this.route = call.turn.route;
     this.res = call.res;
@@ -76,6 +79,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
       return;
     }
     this.scan?.push(chunk);
+    this.clock?.chunk();
     if (!this.res.destroyed && !this.res.write(chunk)) controller.pause();
   }
 

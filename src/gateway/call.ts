@@ -38,5 +38,7 @@ export interface WorkerCall {
   client: ClientLink;
   /** Prompt tokens known before the call (0: not tokenized), for the worker's load and admission. */
   promptTokenCount: number;
+  /** When the turn began (performance.now()), for the latency histograms. */
+  startedAt: number;
 }
 

@@ -6,6 +6,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { policiesConfigSchema } from "../contract/policies-config.js";
 import { checkSubjectPrefix, checkWorkerId } from "../protocol/subjects.js";
+import { drainConfigSchema, listenerConfigSchema, telemetryConfigSchema } from "./ops-config.js";
 
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
 const nonNegative = z.number().min(0, "must be >= 0");
@@ -95,6 +96,12 @@ export const gatewayConfigSchema = z.strictObject({
     .strictObject({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8080) })
     .default({ host: "127.0.0.1", port: 8080 }),
   workers: z.array(workerConfigSchema).min(1, "needs at least one worker"),
+  /** Client-side deadlines and caps (ops-config.ts). */
+  listener: listenerConfigSchema,
+  /** Shutdown on SIGTERM (ops-config.ts). */
+  drain: drainConfigSchema,
+  /** Latency histograms and trace export (ops-config.ts). */
+  telemetry: telemetryConfigSchema,
   nats: natsConfigSchema.optional(),
   routing: routingConfigSchema.default(routingConfigSchema.parse({})),
   limits: z
@@ -133,6 +140,10 @@ export const gatewayConfigSchema = z.strictObject({
       maxRequestsPerWorker: positiveInt.optional(),
       /** Prompt tokens a worker runs at once (its device pool, say); a larger request runs alone. */
       maxPromptTokensPerWorker: positiveInt.optional(),
+      /** Requests that may wait for room on one worker; one more is answered 429 at once. */
+      maxQueuedPerWorker: positiveInt.optional(),
+      /** Longest a request may wait for room (ms); past it the request is answered 503. */
+      queueTimeoutMs: positiveInt.optional(),
       /** request: each request admitted on its own; program: a session keeps its slot through its
        * tool loop and whole programs pause under KV pressure (src/gateway/program-admission.ts). */
       mode: z.enum(["request", "program"]).default("request"),
@@ -150,6 +161,10 @@ export const gatewayConfigSchema = z.strictObject({
       path: ["mode"],
     })
     .refine((a) => a.resumeBelow < a.pauseAt, { message: "must be below pauseAt", path: ["resumeBelow"] })
+    .refine((a) => (a.maxQueuedPerWorker === undefined && a.queueTimeoutMs === undefined) || a.mode === "program" || a.maxRequestsPerWorker !== undefined || a.maxPromptTokensPerWorker !== undefined, {
+      message: "a queue bound needs a queue: set maxRequestsPerWorker or maxPromptTokensPerWorker",
+      path: ["maxQueuedPerWorker"],
+    })
     .default({ mode: "request", pauseAt: 0.95, resumeBelow: 0.8, holdSeconds: 60 }),
   health: z
     .strictObject({

@@ -14,6 +14,7 @@ const ANTHROPIC_TYPES: Readonly<Record<string, string>> = {
   request_too_large: "request_too_large",
   not_found: "not_found_error",
   service_unavailable: "overloaded_error",
+  rate_limited: "rate_limit_error",
   upstream_error: "api_error",
   upstream_timeout: "api_error",
   internal_error: "api_error",

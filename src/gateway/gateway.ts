@@ -17,6 +17,10 @@ import { resolvePolicy } from "./policy.js";
 import { idleSweeper } from "./idle-sweep.js";
 import type { InferenceFront } from "./inference-front.js";
 import { buildServer } from "./server.js";
+import { DrainGate } from "./listener.js";
+import { LatencyRecorder } from "./latency.js";
+import { Tracer } from "./trace.js";
+import { drainThenClose } from "./drain.js";
 import { type Clock, SessionStore, systemClock } from "./session-store.js";
 import type { TurnContext } from "./turn-context.js";
 import { WorkerInspector } from "./worker-inspect.js";
@@ -52,8 +56,15 @@ export interface Gateway {
   sweepIdle(): Promise<void>;
   /** One round of worker health checks now. */
   checkHealth(): Promise<void>;
+  /** The workers, with their membership operations (add, cordon, remove). */
+  readonly workers: WorkerSet;
   /** Resolves when recorded turns and sent commands have settled (tests). */
   settled(): Promise<void>;
+  /**
+   * SIGTERM's shutdown: not ready, new requests 503, requests and streams under way finish within
+   * drain.graceMs (then are cut), then commands and session records are flushed and it closes.
+   */
+  drain(): Promise<{ cut: number }>;
   close(): Promise<void>;
 }
 
@@ -72,14 +83,15 @@ interface Parts {
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const parts = assemble(options);
   const cleanup = await startLinks(parts);
-  const { app, front } = buildServer({ ctx: parts.ctx, workers: parts.ctx.workers, metrics: parts.ctx.metrics, beforeScrape: scrapeGauges(parts) }, parts.config.limits.bodyLimitBytes);
+  const drain = new DrainGate(parts.config.drain.retryAfterSeconds);
+  const { app, front } = buildServer({ ctx: parts.ctx, workers: parts.ctx.workers, metrics: parts.ctx.metrics, beforeScrape: scrapeGauges(parts), drain }, parts.config.limits.bodyLimitBytes);
   try {
     await app.listen({ host: parts.config.listen.host, port: parts.config.listen.port });
   } catch (e) {
     for (const c of cleanup.reverse()) await c().catch(() => undefined);
     throw e;
   }
-  return handle(parts, app, front, cleanup, startIdleTimer(parts));
+  return handle(parts, app, front, cleanup, startIdleTimer(parts), drain);
 }
 
 function assemble(options: GatewayOptions): Parts {
@@ -127,6 +139,8 @@ function assemble(options: GatewayOptions): Parts {
     rand: options.rand ?? Math.random,
     nextRequestId: () => `gw-${process.pid.toString(36)}-${(++requestSeq).toString(36)}`,
     recording,
+    latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
+    tracer: config.telemetry.otlpTracesUrl ? new Tracer(config.telemetry.otlpTracesUrl, config.telemetry.serviceName, log) : null,
   };
   return { config, ctx, nats, commands, recorder, ledger, inspector, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
 }
@@ -200,12 +214,12 @@ function startIdleTimer(p: Parts): NodeJS.Timeout | null {
   return timer;
 }
 
-function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: (() => Promise<void>)[], idleTimer: NodeJS.Timeout | null): Gateway {
+function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: (() => Promise<void>)[], idleTimer: NodeJS.Timeout | null, drain: DrainGate): Gateway {
   const { ctx, config, commands, recorder, ledger } = p;
   const addr = app.server.address();
   const port = typeof addr === "object" && addr ? addr.port : config.listen.port;
   const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
-  return {
+  const gw: Gateway = {
     url: `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`,
     port,
     config,
@@ -214,6 +228,10 @@ function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: 
     sessions: ctx.sessions,
     sweepIdle: p.sweepIdle,
     checkHealth: () => ctx.workers.checkHealth(),
+    workers: ctx.workers,
+    drain() {
+      return drainThenClose(drain, { graceMs: config.drain.graceMs, metrics: ctx.metrics.ops, log: ctx.log, close: () => gw.close() });
+    },
     async settled() {
       do {
         await Promise.all([...ctx.recording.values()]);
@@ -223,13 +241,20 @@ function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: 
         // A turn that finished meanwhile may have sent commands after the wait above began.
       } while (ctx.recording.size > 0 || recorder.pending.size > 0 || commands.inFlight > 0 || ledger.busy);
     },
-    async close() {
-      if (idleTimer) clearInterval(idleTimer);
-      front.close();
-      await app.close();
-      await Promise.all([...ctx.recording.values()]).catch(() => undefined);
-      await commands.settled().catch(() => undefined);
-      for (const c of cleanup.reverse()) await c().catch(() => undefined);
+    close() {
+      closing ??= closeOnce();
+      return closing;
     },
   };
+  let closing: Promise<void> | null = null;
+  async function closeOnce(): Promise<void> {
+    if (idleTimer) clearInterval(idleTimer);
+    front.close();
+    await app.close();
+    await Promise.all([...ctx.recording.values()]).catch(() => undefined);
+    await commands.settled().catch(() => undefined);
+    await ctx.tracer?.flush();
+    for (const c of cleanup.reverse()) await c().catch(() => undefined);
+  }
+  return gw;
 }

@@ -4,6 +4,7 @@ export type { Gateway, GatewayOptions } from "./gateway.js";
 export { GatewayConfigError, gatewayConfigSchema, parseGatewayConfig, parseWorkerFlag, readConfigFile } from "./config.js";
 export type { GatewayConfig, GatewayConfigInput, NatsConfig, RoutingConfig, WorkerConfig } from "./config.js";
 export { loggingPolicy, noopPolicy } from "./policy.js";
+export { applyWorkerList, watchWorkerList } from "./config-watch.js";
 export type { GatewayPolicy, PolicyCommand, PolicyEnv, PolicyFactory } from "../contract/policy.js";
 export type * from "../contract/observations.js";
 export type { CommandRecord, LeaseRecord, PinRecord, SessionRecord, TurnSummary } from "./session-record.js";

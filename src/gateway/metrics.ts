@@ -1,9 +1,12 @@
 // The gateway's Prometheus metrics, on a registry of its own (two gateways in one process, as in
 // the tests, must not share counters).
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { OpsMetrics } from "./ops-metrics.js";
 
 export class GatewayMetrics {
   readonly registry = new Registry();
+  /** The operational doors' metrics (ops-metrics.ts). */
+  readonly ops = new OpsMetrics(this.registry);
   // Counted per request in a plain Map and handed to prom-client at scrape time: the request path
   // pays one Map lookup instead of prom-client's label hashing.
   private readonly answered = new Map<string, { labels: { route: string; worker: string; status: number }; n: number }>();

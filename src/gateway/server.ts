@@ -3,7 +3,6 @@
 // through (passthrough.ts); /health, /metrics and the hints route are the gateway's own. Bodies are kept as the bytes the client sent
 // (forwarded unchanged unless token ids are asked for) and parsed once; malformed JSON, oversized
 // bodies and unknown routes get an error body naming the problem.
-import { createServer } from "node:http";
 import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
 import { badJsonMessage, errorBody, tooLargeMessage } from "./errors.js";
 import { registerHintsRoute } from "./hints-route.js";
@@ -13,6 +12,9 @@ import { registerPassthrough } from "./passthrough.js";
 import { flavorOfRequest } from "./request/routes.js";
 import type { TurnContext } from "./turn-context.js";
 import type { WorkerSet } from "./workers.js";
+import { createListener, type DrainGate } from "./listener.js";
+import { registerProbeRoutes } from "./probe-routes.js";
+import { registerAdminRoutes } from "./admin-routes.js";
 
 export interface ServerParts {
   ctx: TurnContext;
@@ -20,6 +22,8 @@ export interface ServerParts {
   metrics: GatewayMetrics;
   /** Refreshes the gauges read at scrape time. */
   beforeScrape: () => void;
+  /** Drain state shared with the listener (listener.ts). */
+  drain: DrainGate;
 }
 
 /** A body as fastify's routes get it: its bytes and their JSON. */
@@ -40,9 +44,6 @@ function parseBody(_req: unknown, raw: Buffer, done: (err: Error | null, body?: 
   }
 }
 
-// fastify's own defaults for a server it creates itself.
-const KEEP_ALIVE_MS = 72_000;
-
 export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyInstance; front: InferenceFront } {
   const front = createInferenceFront(p.ctx, bodyLimit);
   const app = Fastify({
@@ -50,14 +51,10 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
     logger: false,
     return503OnClosing: true,
     forceCloseConnections: true,
-    serverFactory: (handler) => {
-      const server = createServer((req, res) => {
+    serverFactory: (handler) =>
+      createListener(p.ctx.config.listener, p.drain, p.metrics.ops, (req, res) => {
         if (!front.handle(req, res)) handler(req, res);
-      });
-      server.keepAliveTimeout = KEEP_ALIVE_MS;
-      server.requestTimeout = 0;
-      return server;
-    },
+      }),
   });
   app.removeAllContentTypeParsers();
   // Clients (curl -d) often send JSON under another content type: every body is read as JSON.
@@ -67,6 +64,8 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
   registerHintsRoute(app, p.ctx);
   registerPassthrough(app, p.ctx, bodyLimit);
   registerOwnRoutes(app, p);
+  registerProbeRoutes(app, p.workers, p.drain);
+  registerAdminRoutes(app, p.workers, p.ctx.config.drain.graceMs);
   return { app, front };
 }
 

@@ -6,6 +6,8 @@ import type { GatewayConfig } from "./config.js";
 import type { GatewayMetrics } from "./metrics.js";
 import type { Clock, SessionStore } from "./session-store.js";
 import type { WorkerSet } from "./workers.js";
+import type { LatencyRecorder } from "./latency.js";
+import type { Tracer } from "./trace.js";
 
 export interface TurnContext {
   config: GatewayConfig;
@@ -22,5 +24,9 @@ export interface TurnContext {
   nextRequestId: () => string;
   /** Turns of a session still being recorded on this replica; its next turn waits for them. */
   recording: Map<string, Promise<void>>;
+  /** TTFT, inter-token and end-to-end histograms, or null when telemetry.latencyHistograms is off. */
+  latency?: LatencyRecorder | null;
+  /** Span export, or null when no telemetry.otlpTracesUrl is set. */
+  tracer?: Tracer | null;
 }
 

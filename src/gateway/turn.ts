@@ -37,6 +37,7 @@ interface Prepared {
 const MAX_ATTEMPTS = 3;
 
 export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: ServerResponse): Promise<void> {
+  const startedAt = performance.now();
   const p = await prepare(ctx, turn);
   const client = new ClientLink(res);
   for (let attempt = 0; ; attempt++) {
@@ -45,7 +46,7 @@ export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: Server
       ctx.metrics.countRequest(turn.route, "none", 503);
       return sendJson(res, 503, errorBody(turn.flavor, "service_unavailable", worker));
     }
-    const outcome = await callWorker(ctx, { turn, worker, res, client, promptTokenCount: p.promptTokens?.length ?? 0 });
+    const outcome = await callWorker(ctx, { turn, worker, res, client, promptTokenCount: p.promptTokens?.length ?? 0, startedAt });
     if (outcome.kind === "retry" && attempt < MAX_ATTEMPTS - 1 && ctx.workers.available().length > 0) continue;
     record(ctx, turn, p, worker, settle(ctx, res, turn, worker, outcome));
     return;

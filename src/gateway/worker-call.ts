@@ -12,11 +12,13 @@ import { ROUTE_PATHS } from "./request/routes.js";
 import { callTimeouts } from "./timeouts.js";
 import type { TurnContext } from "./turn-context.js";
 import type { GatewayWorker } from "./workers.js";
+import { admissionBound, type Refusal, refuse } from "./admission-bound.js";
+import { tenantLabel } from "./tenant-label.js";
 
 // Hop-by-hop and framing headers are the gateway's own business on each leg.
 export const DROP_REQUEST_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade", "expect", "te", "proxy-connection"]);
 
-function forwardHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+function forwardHeaders(headers: IncomingHttpHeaders, traceparent: string | null): Record<string, string> {
   const out: Record<string, string> = {};
   for (const k in headers) {
     const v = headers[k];
@@ -24,22 +26,34 @@ function forwardHeaders(headers: IncomingHttpHeaders): Record<string, string> {
     out[k] = Array.isArray(v) ? v.join(", ") : v;
   }
   out["content-type"] = "application/json";
+  if (traceparent) out.traceparent = traceparent;
   return out;
 }
 
 export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<CallOutcome> {
   const { turn, worker } = call;
   const place = occupy(ctx, call);
-  if (place.ticket?.queued && !(await admitted(ctx, worker, place.ticket, call.client))) {
-    place.release();
-    ctx.metrics.clientAborts.inc({ route: turn.route });
-    ctx.metrics.countRequest(turn.route, worker.id, 499);
-    return { kind: "done", status: 0, error: "client disconnected while waiting for admission", result: null };
+  if (place.ticket?.queued) {
+    const bound = admissionBound(ctx.config.admission);
+    const over: Refusal | "gone" | null = (worker.gate?.waiting ?? 0) > bound.maxQueued ? "queue_full" : await admitted(ctx, worker, place.ticket, call.client, bound.timeoutMs);
+    if (over) place.release();
+    if (over === "gone") {
+      ctx.metrics.clientAborts.inc({ route: turn.route });
+      ctx.metrics.countRequest(turn.route, worker.id, 499);
+      return { kind: "done", status: 0, error: "client disconnected while waiting for admission", result: null };
+    }
+    if (over) return refuse(ctx, call, over, tenantLabel(turn));
   }
   return new Promise<CallOutcome>((resolve) => {
-    const relay = new AnswerRelay(ctx, call, place.release, resolve);
+    const span = ctx.tracer?.start(`POST ${ROUTE_PATHS[turn.route]}`, turn.headers.traceparent) ?? null;
+    const clock = ctx.latency?.start(turn.route, worker.id, tenantLabel(turn), call.startedAt) ?? null;
+    const relay = new AnswerRelay(ctx, call, place.release, (o) => {
+      clock?.end();
+      span?.end(o.kind === "done" ? o.status : 0, { "kvctl.worker": worker.id, "kvctl.route": turn.route, "kvctl.tenant": tenantLabel(turn) });
+      resolve(o);
+    }, clock);
     const timeouts = callTimeouts(ctx.config.limits, !turn.stream);
-    worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers: forwardHeaders(turn.headers), body: turn.upstreamBody, ...timeouts }, relay);
+    worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers: forwardHeaders(turn.headers, span?.traceparent ?? null), body: turn.upstreamBody, ...timeouts }, relay);
   });
 }
 
@@ -64,16 +78,19 @@ function occupy(ctx: TurnContext, call: WorkerCall): { ticket: AdmissionTicket |
   return { ticket, release };
 }
 
-/** Waits for the ticket's turn on the worker; false when the client went away first. */
-async function admitted(ctx: TurnContext, worker: GatewayWorker, ticket: AdmissionTicket, client: ClientLink): Promise<boolean> {
+/** Waits for the ticket's turn on the worker: null once admitted, or why it was not. */
+async function admitted(ctx: TurnContext, worker: GatewayWorker, ticket: AdmissionTicket, client: ClientLink, timeoutMs: number | null): Promise<"gone" | "deadline" | null> {
   const { metrics } = ctx;
   const t0 = performance.now();
   metrics.admissionQueued.inc({ worker: worker.id });
   metrics.admissionWaiting.inc({ worker: worker.id });
-  const ok = await new Promise<boolean>((resolve) => {
-    client.onGone(() => resolve(false));
-    void ticket.ready.then(() => resolve(true));
+  let timer: NodeJS.Timeout | undefined;
+  const ok = await new Promise<"gone" | "deadline" | null>((resolve) => {
+    client.onGone(() => resolve("gone"));
+    if (timeoutMs !== null) timer = setTimeout(() => resolve("deadline"), timeoutMs);
+    void ticket.ready.then(() => resolve(null));
   });
+  clearTimeout(timer);
   client.onGone(null);
   metrics.admissionWaiting.dec({ worker: worker.id });
   metrics.admissionWaitSeconds.inc({ worker: worker.id }, (performance.now() - t0) / 1000);

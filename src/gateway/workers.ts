@@ -4,6 +4,8 @@
 // index until it passes health again. A gap in its event stream makes its index view stale until
 // the replay fills it; without a replay (or when the replay could not recover everything) its
 // view is cleared instead, since blocks removed during the gap would otherwise stay in it.
+// Membership changes at runtime: a worker that does not answer at start (or is added later) joins
+// once it answers; an operator may drain one (no new traffic, its calls finish) or remove it.
 import type { Pool } from "undici";
 import { admissionGate, type Gate } from "./admission-mode.js";
 import { KvEventConsumer } from "../events/consumer.js";
@@ -15,7 +17,17 @@ import type { WorkerState } from "./router.js";
 import type { Clock } from "./session-store.js";
 import { callJson, createUpstreamPool } from "./upstream.js";
 import { probeMessagesTokenize } from "./worker-features.js";
-import { type HashScheme, schemeFromServerInfo, WorkerSchemeError } from "./worker-scheme.js";
+import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
+
+/** A worker that did not answer its probe (it may come up later). */
+export class WorkerDownError extends Error {
+  override name = "WorkerDownError";
+}
+
+/** A membership change that cannot be made (unknown worker, duplicate id). */
+export class MembershipError extends Error {
+  override name = "MembershipError";
+}
 
 export class GatewayWorker {
   readonly id: string;
@@ -28,6 +40,10 @@ export class GatewayWorker {
   consumer: KvEventConsumer | null = null;
   /** Takes traffic (passed health; not drained). */
   healthy = true;
+  /** Probed and subscribed: a worker that did not answer yet is probed again by the health checks. */
+  joined = false;
+  /** Drained by an operator: takes no new traffic whatever its health, until undrained. */
+  cordoned = false;
   stale = false;
   failures = 0;
   inFlight = 0;
@@ -80,19 +96,23 @@ export interface WorkerSetOptions {
 }
 
 export class WorkerSet {
-  readonly workers: GatewayWorker[];
+  readonly workers: GatewayWorker[] = [];
+  readonly metrics: GatewayMetrics;
   private readonly byId = new Map<string, GatewayWorker>();
   private timer: NodeJS.Timeout | null = null;
   private checking = false;
 
   constructor(private readonly o: WorkerSetOptions) {
-    this.workers = o.config.workers.map((c) => new GatewayWorker(c, o.config));
-    for (const w of this.workers) {
-      this.byId.set(w.id, w);
-      o.metrics.workerHealthy.set({ worker: w.id }, 1);
-      o.metrics.workerStale.set({ worker: w.id }, 0);
-      o.metrics.inFlight.set({ worker: w.id }, 0);
-    }
+    this.metrics = o.metrics;
+    for (const c of o.config.workers) this.track(new GatewayWorker(c, o.config));
+  }
+
+  private track(w: GatewayWorker): void {
+    this.workers.push(w);
+    this.byId.set(w.id, w);
+    this.o.metrics.workerHealthy.set({ worker: w.id }, 1);
+    this.o.metrics.workerStale.set({ worker: w.id }, 0);
+    this.o.metrics.inFlight.set({ worker: w.id }, 0);
   }
 
   get(id: string): GatewayWorker | undefined {
@@ -101,42 +121,116 @@ export class WorkerSet {
 
   /** Workers taking traffic. */
   available(): GatewayWorker[] {
-    return this.workers.filter((w) => w.healthy);
+    return this.workers.filter((w) => w.healthy && !w.cordoned);
   }
 
-  /** Reads every worker's /server_info (refusing one whose hashes we cannot reproduce), then subscribes to its events. */
+  /**
+   * Joins every worker: one whose hashes we cannot reproduce is refused (the gateway does not
+   * start); one that does not answer yet is left down and joins when it answers.
+   */
   async start(): Promise<void> {
     const { config } = this.o;
-    if (config.probeWorkers) {
-      await Promise.all(
-        this.workers.map(async (w) => {
-          let r: Awaited<ReturnType<typeof callJson>>;
-          try {
-            r = await callJson(w.pool, "GET", "/server_info", undefined, config.health.timeoutMs * 5);
-          } catch (e) {
-            throw new WorkerSchemeError(`worker ${w.id} (${w.url}): /server_info failed: ${(e as Error).message}`);
-          }
-          if (r.status !== 200 || !r.json || typeof r.json !== "object") {
-            throw new WorkerSchemeError(`worker ${w.id} (${w.url}): /server_info answered ${r.status}: ${r.text.slice(0, 200)}`);
-          }
-          const ad = schemeFromServerInfo(w.id, w.url, r.json as Record<string, unknown>);
-          w.scheme = ad.scheme;
-          w.events ??= ad.events;
-          w.replay ??= ad.replay;
-          w.topic = ad.topic;
-          if (!ad.cacheReport) this.o.log(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
-          w.messagesTokenize = await probeMessagesTokenize(w.id, w.pool, config.health.timeoutMs * 5, this.o.log);
-        }),
-      );
-    }
-    for (const w of this.workers) {
-      if (w.events) await this.subscribe(w);
-      if (w.scheme) this.o.observe({ type: "WorkerJoined", at: this.o.clock.now(), worker: w.id, pageSize: w.scheme.pageSize });
-    }
+    await Promise.all(this.workers.map((w) => this.join(w)));
     if (config.health.intervalMs > 0) {
       this.timer = setInterval(() => void this.checkHealth(), config.health.intervalMs);
       this.timer.unref();
     }
+  }
+
+  /** Reads w's /server_info and subscribes to its events; false (w left down) when it does not answer. */
+  private async join(w: GatewayWorker): Promise<boolean> {
+    if (this.o.config.probeWorkers) {
+      try {
+        await this.probe(w);
+      } catch (e) {
+        if (!(e instanceof WorkerDownError)) throw e;
+        if (w.healthy || w.failures === 0) this.o.log(`gateway: ${e.message}; it joins when it answers`);
+        w.healthy = false;
+        w.failures = Math.max(1, w.failures);
+        this.o.metrics.workerHealthy.set({ worker: w.id }, 0);
+        return false;
+      }
+    }
+    if (w.events && !w.consumer) await this.subscribe(w);
+    w.joined = true;
+    if (w.scheme) this.o.observe({ type: "WorkerJoined", at: this.o.clock.now(), worker: w.id, pageSize: w.scheme.pageSize });
+    return true;
+  }
+
+  private async probe(w: GatewayWorker): Promise<void> {
+    const timeoutMs = this.o.config.health.timeoutMs * 5;
+    let r: Awaited<ReturnType<typeof callJson>>;
+    try {
+      r = await callJson(w.pool, "GET", "/server_info", undefined, timeoutMs);
+    } catch (e) {
+      throw new WorkerDownError(`worker ${w.id} (${w.url}): /server_info failed: ${(e as Error).message}`);
+    }
+    if (r.status !== 200 || !r.json || typeof r.json !== "object") {
+      throw new WorkerDownError(`worker ${w.id} (${w.url}): /server_info answered ${r.status}: ${r.text.slice(0, 200)}`);
+    }
+    const ad = schemeFromServerInfo(w.id, w.url, r.json as Record<string, unknown>);
+    w.scheme = ad.scheme;
+    w.events ??= ad.events;
+    w.replay ??= ad.replay;
+    w.topic = ad.topic;
+    if (!ad.cacheReport) this.o.log(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
+    w.messagesTokenize = await probeMessagesTokenize(w.id, w.pool, timeoutMs, this.o.log);
+  }
+
+  /**
+   * Adds a worker at runtime; it takes traffic once it answers (at once when it does now). A
+   * worker whose hashes we cannot reproduce is refused (WorkerSchemeError) and not kept.
+   */
+  async add(c: WorkerConfig): Promise<GatewayWorker> {
+    if (this.byId.has(c.id)) throw new MembershipError(`worker '${c.id}' is already a member`);
+    const w = new GatewayWorker(c, this.o.config);
+    this.track(w);
+    try {
+      if (await this.join(w)) this.markUp(w, "added");
+    } catch (e) {
+      await this.forget(w);
+      throw e;
+    }
+    return w;
+  }
+
+  /** An operator's drain: no new traffic (its sessions move), calls under way finish; undone by undrain. */
+  cordon(id: string, on: boolean): GatewayWorker {
+    const w = this.byId.get(id);
+    if (!w) throw new MembershipError(`no worker '${id}'`);
+    if (w.cordoned === on) return w;
+    w.cordoned = on;
+    this.o.log(`gateway: worker ${id} ${on ? "drained by an operator: no new traffic, its calls under way finish" : "undrained: taking traffic"}`);
+    if (on) this.o.observe({ type: "WorkerCleared", at: this.o.clock.now(), worker: id, reason: "drained" });
+    return w;
+  }
+
+  /** Removes a worker: drained first, its calls under way given graceMs to finish, then cut. */
+  async remove(id: string, graceMs: number): Promise<void> {
+    const w = this.cordon(id, true);
+    const end = Date.now() + graceMs;
+    while (w.inFlight > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    for (const abort of [...w.calls]) abort();
+    this.o.index.clearWorker(id);
+    await this.forget(w);
+    this.o.log(`gateway: worker ${id} removed`);
+  }
+
+  private async forget(w: GatewayWorker): Promise<void> {
+    const i = this.workers.indexOf(w);
+    if (i >= 0) this.workers.splice(i, 1);
+    this.byId.delete(w.id);
+    for (const g of [this.o.metrics.workerHealthy, this.o.metrics.workerStale, this.o.metrics.inFlight]) g.remove({ worker: w.id });
+    await w.consumer?.close().catch(() => undefined);
+    await w.pool.destroy().catch(() => undefined);
+  }
+
+  private markUp(w: GatewayWorker, how: string): void {
+    w.failures = 0;
+    if (w.healthy) return;
+    w.healthy = true;
+    this.o.metrics.workerHealthy.set({ worker: w.id }, 1);
+    this.o.log(`gateway: worker ${w.id} ${how}; taking traffic`);
   }
 
   private async subscribe(w: GatewayWorker): Promise<void> {
@@ -186,6 +280,7 @@ export class WorkerSet {
       this.setStale(w, false);
     });
     c.on("error", (e) => log(`gateway: worker ${w.id}: KV-event consumer: ${e.message}`));
+    c.on("disconnect", () => metrics.ops.kvEventDisconnects.inc({ worker: w.id }));
     await c.start();
     w.consumer = c;
   }
@@ -219,6 +314,17 @@ export class WorkerSet {
   }
 
   private async checkOne(w: GatewayWorker): Promise<void> {
+    if (!w.joined) {
+      try {
+        if (await this.join(w)) {
+          this.o.metrics.ops.membership.inc({ change: "joined" });
+          this.markUp(w, "answers now and joined");
+        }
+      } catch (e) {
+        if (w.failures++ === 1) this.o.log(`gateway: worker ${w.id} cannot join: ${(e as Error).message}`);
+      }
+      return;
+    }
     let ok = false;
     let why = "";
     try {

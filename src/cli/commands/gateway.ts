@@ -24,6 +24,8 @@ const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp:
                            (a timeout answers 504 with x-should-retry: false: the SDKs do not
                            send the generation again)
   --no-nats                no shared sessions and no commands (this replica alone)
+  (with --config and no --worker, the file's worker list is watched and applied while running;
+   SIGTERM drains: not ready, new requests 503, requests under way get drain.graceMs to finish)
 ${NATS_FLAGS_HELP}
   (the NATS server must run JetStream, -js: session records live in a KV bucket)`;
 
@@ -127,13 +129,19 @@ export const command: Command = {
       return 1;
     }
     console.error(`gateway: listening on ${gw.url} for ${gw.config.workers.map((w) => `${w.id}=${w.url}`).join(", ")}`);
-    await new Promise<void>((resolve) => {
-      const stop = () => resolve();
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
+    const log = (l: string) => console.error(l);
+    const watching = values.config && !values.worker?.length ? gateway.watchWorkerList(values.config, gw.workers, gw.config.drain.graceMs, log) : null;
+    const signal = await new Promise<string>((resolve) => {
+      process.once("SIGINT", () => resolve("SIGINT"));
+      process.once("SIGTERM", () => resolve("SIGTERM"));
     });
-    console.error("gateway: shutting down");
-    await gw.close();
-    return 0;
+    watching?.close();
+    // A second signal while draining cuts what is left at once.
+    const now = () => void gw.close();
+    process.once("SIGINT", now);
+    process.once("SIGTERM", now);
+    console.error(`gateway: ${signal}: draining`);
+    const { cut } = await gw.drain();
+    return cut > 0 ? 1 : 0;
   },
 };

@@ -1,0 +1,223 @@
+// The gateway's operational behaviour in-process, over real HTTP: bounded admission (429 when the
+// queue is full, 503 past the wait deadline, both with Retry-After and counted per tenant),
+// membership (a worker down at start joins when it comes up, the admin API adds, drains and removes
+// workers, the config file's worker list is applied as it changes), the readiness probes, and
+// telemetry (latency histograms, W3C traceparent to the worker, OTLP/HTTP span export to a real
+// HTTP collector). The workers are HTTP stand-ins (test/helpers/http-stand-in.ts says why).
+import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { applyWorkerList, createGateway, type Gateway, type GatewayConfigInput } from "../src/gateway/index.js";
+import { freePort } from "../src/util/net.js";
+import { type HttpStandIn, startHttpStandIn } from "./helpers/http-stand-in.js";
+
+const open: { close(): Promise<unknown> }[] = [];
+afterEach(async () => {
+  for (const o of open.splice(0).reverse()) await o.close().catch(() => undefined);
+});
+const dir = mkdtempSync(join(tmpdir(), "kvctl-gw-ops-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function worker(port = 0): Promise<HttpStandIn> {
+  const w = await startHttpStandIn(port);
+  open.push(w);
+  return w;
+}
+
+async function gateway(config: Partial<GatewayConfigInput> & Pick<GatewayConfigInput, "workers">, log?: (l: string) => void): Promise<Gateway> {
+  const g = await createGateway({ config: { listen: { port: 0 }, health: { intervalMs: 100, timeoutMs: 1000, failures: 1 }, ...config }, log: log ?? (() => undefined) });
+  open.push(g);
+  return g;
+}
+
+const chat = (g: Gateway, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) =>
+  fetch(`${g.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }], ...extra }) });
+
+async function metric(g: Gateway, name: string): Promise<string[]> {
+  const text = await (await fetch(`${g.url}/metrics`)).text();
+  return text.split("\n").filter((l) => l.startsWith(name));
+}
+
+/** Polls `cond` (a state the gateway reports) until it holds. */
+async function until(cond: () => Promise<boolean> | boolean, what: string, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const admin = (g: Gateway, method: string, path: string, body?: unknown) =>
+  fetch(`${g.url}/kvctl/v1/admin/workers${path}`, { method, headers: body ? { "content-type": "application/json" } : {}, body: body ? JSON.stringify(body) : undefined });
+
+describe("bounded admission", () => {
+  it("answers 429 at once when the queue is at its bound, and 503 to a request that waited past its deadline", async () => {
+    const w = await worker();
+    let release!: () => void;
+    w.hold = new Promise<void>((r) => (release = r));
+    const g = await gateway({ workers: [{ id: "w0", url: w.url }], admission: { maxRequestsPerWorker: 1, maxQueuedPerWorker: 2, queueTimeoutMs: 1500 } });
+    const running = chat(g);
+    await until(() => w.chats.length === 1, "the first request to reach the worker");
+    const t0 = performance.now();
+    const waiting = [chat(g), chat(g)];
+    await until(async () => (await metric(g, "kvctl_gateway_admission_waiting_requests")).includes('kvctl_gateway_admission_waiting_requests{worker="w0"} 2'), "two requests waiting");
+    // The queue is full: each further request is refused without waiting.
+    const took: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const s = performance.now();
+      const r = await chat(g);
+      took.push(performance.now() - s);
+      expect(r.status).toBe(429);
+      expect(r.headers.get("retry-after")).toBe("2");
+      expect((await r.json()).error.type).toBe("rate_limited");
+    }
+    // The fastest of five: the gateway's own answer time, not the busy machine's scheduling.
+    expect(Math.min(...took)).toBeLessThan(10);
+    // The two waiting ones run out of time: 503, not before their deadline.
+    for (const p of waiting) {
+      const r = await p;
+      expect(r.status).toBe(503);
+      expect(r.headers.get("retry-after")).toBe("2");
+      expect((await r.json()).error.message).toContain("queueTimeoutMs");
+    }
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(1500);
+    release();
+    expect((await running).status).toBe(200);
+    expect(w.chats.length).toBe(1);
+    const refused = await metric(g, "kvctl_gateway_admission_refused_total");
+    expect(refused).toContain('kvctl_gateway_admission_refused_total{worker="w0",reason="queue_full",tenant="default"} 5');
+    expect(refused).toContain('kvctl_gateway_admission_refused_total{worker="w0",reason="deadline",tenant="default"} 2');
+    // The queue is free again: the next request runs.
+    expect((await chat(g)).status).toBe(200);
+  }, 30_000);
+
+  it("refuses a queue bound without a queue, naming the field", async () => {
+    await expect(createGateway({ config: { workers: [{ id: "w0", url: "http://127.0.0.1:1" }], admission: { maxQueuedPerWorker: 4 } } })).rejects.toThrow(
+      /admission\.maxQueuedPerWorker: a queue bound needs a queue/,
+    );
+  });
+});
+
+describe("membership", () => {
+  it("starts with a worker down; it joins when it comes up; the admin API adds, drains and removes workers, and a removed worker's sessions move", async () => {
+    const w0 = await worker();
+    const downPort = await freePort();
+    const logs: string[] = [];
+    const g = await gateway({ workers: [{ id: "w0", url: w0.url }, { id: "w1", url: `http://127.0.0.1:${downPort}` }] }, (l) => logs.push(l));
+    expect(logs.join("\n")).toMatch(/worker w1 .*\/server_info failed.*it joins when it answers/);
+    expect((await fetch(`${g.url}/readyz`)).status).toBe(200);
+    const view = async () => ((await (await admin(g, "GET", "")).json()) as { workers: { id: string; healthy: boolean; drained: boolean }[] }).workers;
+    expect((await view()).find((w) => w.id === "w1")?.healthy).toBe(false);
+
+    // w1 comes up: it joins and, with w0 drained, takes the traffic.
+    const w1 = await worker(downPort);
+    await until(async () => (await view()).find((w) => w.id === "w1")?.healthy === true, "w1 to join");
+    expect((await admin(g, "POST", "/w0/drain")).status).toBe(200);
+    const r1 = await chat(g);
+    expect(r1.headers.get("x-kvctl-worker")).toBe("w1");
+    expect(w1.chats.length).toBe(1);
+
+    // w2 added through the admin API takes traffic once w1 is drained too.
+    const w2 = await worker();
+    const added = await admin(g, "POST", "", { id: "w2", url: w2.url });
+    expect(added.status).toBe(201);
+    expect((await admin(g, "POST", "", { id: "w2", url: w2.url })).status).toBe(409);
+    expect((await admin(g, "POST", "", { id: "w3", url: "ftp://x" })).status).toBe(400);
+    expect((await admin(g, "POST", "/w1/drain")).status).toBe(200);
+    const session = { "x-session-id": "s-move" };
+    const r2 = await chat(g, {}, session);
+    expect(r2.headers.get("x-kvctl-worker")).toBe("w2");
+    await g.settled();
+
+    // w2 removed: the session moves to w1 (undrained) and w2 gets nothing more.
+    expect((await admin(g, "POST", "/w1/undrain")).status).toBe(200);
+    expect((await admin(g, "DELETE", "/w2")).status).toBe(200);
+    expect((await admin(g, "DELETE", "/w2")).status).toBe(404);
+    const seen = w2.chats.length;
+    for (let i = 0; i < 3; i++) {
+      const r = await chat(g, {}, session);
+      expect(r.status).toBe(200);
+      expect(r.headers.get("x-kvctl-worker")).toBe("w1");
+    }
+    expect(w2.chats.length).toBe(seen);
+    expect((await view()).map((w) => w.id)).toEqual(["w0", "w1"]);
+    const changes = await metric(g, "kvctl_gateway_membership_changes_total");
+    for (const c of ['change="joined"} 1', 'change="added"} 1', 'change="drained"} 2', 'change="undrained"} 1', 'change="removed"} 1']) expect(changes.join("\n")).toContain(c);
+  }, 60_000);
+
+  it("applies the config file's worker list as it changes, and keeps serving on a bad one", async () => {
+    const w0 = await worker();
+    const w1 = await worker();
+    const file = join(dir, "gw.yaml");
+    writeFileSync(file, `workers:\n  - id: w0\n    url: ${w0.url}\n`);
+    const logs: string[] = [];
+    const log = (l: string) => logs.push(l);
+    const g = await gateway({ workers: [{ id: "w0", url: w0.url }] }, log);
+    writeFileSync(file, `workers:\n  - id: w1\n    url: ${w1.url}\n`);
+    expect(await applyWorkerList(file, g.workers, 1000, log)).toEqual(["-w0", "+w1"]);
+    expect((await chat(g)).headers.get("x-kvctl-worker")).toBe("w1");
+    writeFileSync(file, `workers:\n  - id: w1\n    url: ftp://nowhere\n`);
+    expect(await applyWorkerList(file, g.workers, 1000, log)).toEqual([]);
+    expect(logs.join("\n")).toMatch(/config reload refused, nothing changed: .*workers\.0\.url: must be http/s);
+    expect(g.workers.workers.map((w) => w.id)).toEqual(["w1"]);
+    expect((await chat(g)).status).toBe(200);
+  }, 30_000);
+});
+
+describe("probes", () => {
+  it("/livez answers while the process serves; /readyz only while a worker takes traffic", async () => {
+    const w0 = await worker();
+    const g = await gateway({ workers: [{ id: "w0", url: w0.url }] });
+    expect((await fetch(`${g.url}/readyz`)).status).toBe(200);
+    await admin(g, "POST", "/w0/drain");
+    const r = await fetch(`${g.url}/readyz`);
+    expect(r.status).toBe(503);
+    expect(await r.json()).toEqual({ status: "no_workers" });
+    expect((await fetch(`${g.url}/livez`)).status).toBe(200);
+  });
+});
+
+describe("telemetry", () => {
+  it("observes TTFT, inter-token and end-to-end latency, and traces each call under the client's traceparent", async () => {
+    const spans: { traceId: string; spanId: string; parentSpanId?: string; name: string }[] = [];
+    const collector = createServer(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      const doc = JSON.parse(Buffer.concat(chunks).toString());
+      for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+      res.end("{}");
+    });
+    collector.listen(0, "127.0.0.1");
+    await once(collector, "listening");
+    open.push({ close: async () => collector.close() });
+    const w = await worker();
+    w.events = 5;
+    w.gapMs = 5;
+    const g = await gateway({ workers: [{ id: "w0", url: w.url }], telemetry: { otlpTracesUrl: `http://127.0.0.1:${(collector.address() as AddressInfo).port}/v1/traces` } });
+    const incoming = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    for (let i = 0; i < 3; i++) {
+      const r = await chat(g, { stream: true }, { traceparent: incoming });
+      expect(await r.text()).toContain("[DONE]");
+    }
+    const [sent] = w.chats.map((h) => h.traceparent as string);
+    expect(sent).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
+    expect(sent).not.toContain("b7ad6b7169203331");
+    const count = async (name: string) => Number((await metric(g, name)).find((l) => l.includes('worker="w0"'))?.split(" ")[1]);
+    expect(await count("kvctl_gateway_time_to_first_token_seconds_count")).toBe(3);
+    // 5 content chunks and the closing one per stream, as the stand-in writes them; the gateway
+    // may read two together, so at least one gap per stream and at most the chunks less one.
+    const gaps = await count("kvctl_gateway_inter_token_latency_seconds_count");
+    expect(gaps).toBeGreaterThanOrEqual(3);
+    expect(gaps).toBeLessThanOrEqual(3 * 5);
+    expect(await count("kvctl_gateway_e2e_latency_seconds_count")).toBe(3);
+    expect((await metric(g, "kvctl_gateway_e2e_latency_seconds_count")).join()).toContain('route="chat",worker="w0",tenant="default"');
+    await g.close();
+    expect(spans.length).toBe(3);
+    expect(spans[0]).toMatchObject({ traceId: "0af7651916cd43dd8448eb211c80319c", parentSpanId: "b7ad6b7169203331", name: "POST /v1/chat/completions" });
+    expect(spans.map((s) => s.spanId)).toContain(sent.split("-")[2]);
+  }, 30_000);
+});
