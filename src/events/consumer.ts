@@ -12,7 +12,9 @@
 // the publisher), the batches held back during a replay are bounded too, and what was dropped is
 // known from the seq numbers (`metrics.missedBatches`, shown as "dropped"). A message larger than
 // the size cap is refused by ZMQ itself (ZMQ_MAXMSGSIZE) as its header arrives, before any of it
-// is buffered: ZMQ drops the connection and reconnects, which is counted and logged here.
+// is buffered. ZMQ then drops the connection and, since it takes that for a protocol error, never
+// reconnects it: the consumer notices (no reconnect follows the drop), counts and logs it, and opens
+// a fresh socket.
 import { EventEmitter } from "node:events";
 import { Dealer, Subscriber } from "zeromq";
 import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
@@ -100,8 +102,8 @@ export interface ConsumerMetrics {
   badFrames: number;
   badBatches: number;
   badEvents: number;
-  /** Publisher connections ZMQ dropped (the publisher went away, or sent a message over the size cap). */
-  disconnects: number;
+  /** Messages ZMQ refused unread (over the size cap, or bad framing), each costing a reconnect. */
+  refusedMessages: number;
   /** Every problem counted by kind ("bad event: event is nil", "batches dropped (seq gap)", ...). */
   problems: Record<string, number>;
 }
@@ -113,7 +115,7 @@ export interface ConsumerEvents {
   restart: [{ worker: string; seq: bigint; expected: bigint }];
   replay: [{ worker: string; from: bigint; received: number; ok: boolean; unrecovered: bigint; reason?: string }];
   bad: [{ worker: string; seq: bigint | null; reason: string }];
-  disconnect: [{ worker: string; address: string }];
+  refused: [{ worker: string; address: string }];
   error: [Error];
 }
 
@@ -121,7 +123,7 @@ function newMetrics(): ConsumerMetrics {
   return {
     frames: 0, batches: 0, events: 0, blocksStored: 0, blocksRemoved: 0, cleared: 0,
     gaps: 0, missedBatches: 0, duplicates: 0, restarts: 0, replays: 0, replayedBatches: 0,
-    replayFailures: 0, unrecoveredBatches: 0, badFrames: 0, badBatches: 0, badEvents: 0, disconnects: 0, problems: {},
+    replayFailures: 0, unrecoveredBatches: 0, badFrames: 0, badBatches: 0, badEvents: 0, refusedMessages: 0, problems: {},
   };
 }
 
@@ -133,6 +135,9 @@ function decodeOrNull(payload: Uint8Array): DecodedBatch | null {
     return null;
   }
 }
+
+/** How long after a dropped connection ZMQ's own retry must show before the consumer reconnects itself. */
+const RETRY_GRACE_MS = 250;
 
 /** How long the receive loop may run before letting timers and I/O in. */
 const YIELD_EVERY_MS = 10;
@@ -162,18 +167,42 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
 
   /** Connects and starts consuming in the background. */
   async start(): Promise<void> {
+    this.running = true;
+    this.listen(this.openSocket());
+  }
+
+  private listen(sub: Subscriber): void {
+    this.sub = sub;
+    this.loop = this.run(sub);
+  }
+
+  private openSocket(): Subscriber {
     const maxMessageSize = this.opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     const sub = new Subscriber({ linger: 0, receiveHighWaterMark: this.opts.receiveHighWaterMark ?? 1000, maxMessageSize });
+    // A connection ZMQ will retry (the publisher went away) is followed at once by connect:retry;
+    // one it gave up on (a message over the size cap is a protocol error to ZMQ) is not.
+    let givenUp: NodeJS.Timeout | null = null;
     sub.events.on("disconnect", (e) => {
-      this.metrics.disconnects++;
-      this.problem("publisher connection dropped", `${e.address}: the publisher went away or sent a message over ${maxMessageSize} bytes, which ZMQ refused unread; reconnecting`);
-      this.emit("disconnect", { worker: this.worker, address: e.address });
+      givenUp = setTimeout(() => this.refused(sub, e.address, maxMessageSize), RETRY_GRACE_MS);
+      givenUp.unref();
+    });
+    sub.events.on("connect:retry", () => {
+      if (givenUp) clearTimeout(givenUp);
+      givenUp = null;
     });
     sub.connect(this.opts.endpoint);
     sub.subscribe(this.opts.topic ?? "");
-    this.sub = sub;
-    this.running = true;
-    this.loop = this.run(sub);
+    return sub;
+  }
+
+  /** ZMQ refused a message and dropped its connection for good: counted, logged, a fresh socket. */
+  private refused(old: Subscriber, address: string, maxMessageSize: number): void {
+    if (!this.running || this.sub !== old) return;
+    this.metrics.refusedMessages++;
+    this.problem("message refused by ZMQ", `${address}: a message over ${maxMessageSize} bytes (or bad framing) was dropped unread with its connection; reconnected`);
+    this.emit("refused", { worker: this.worker, address });
+    this.listen(this.openSocket());
+    old.close();
   }
 
   async close(): Promise<void> {
@@ -207,7 +236,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
         }
       }
     } catch (err) {
-      if (this.running) this.emit("error", err as Error);
+      if (this.running && this.sub === sub) this.emit("error", err as Error);
     }
   }
 

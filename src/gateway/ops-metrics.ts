@@ -15,7 +15,7 @@ export class OpsMetrics {
   readonly drainRefused: Counter<"route">;
   readonly draining: Gauge;
   readonly membership: Counter<"change">;
-  readonly kvEventDisconnects: Counter<"worker">;
+  readonly kvEventsRefused: Counter<"worker">;
   readonly ttft: Histogram<"route" | "worker" | "tenant">;
   readonly tokenGap: Histogram<"route" | "worker" | "tenant">;
   readonly e2e: Histogram<"route" | "worker" | "tenant">;
@@ -39,9 +39,9 @@ export class OpsMetrics {
     this.drainRefused = new Counter({ name: "kvctl_gateway_drain_refused_total", help: "Requests answered 503 because the gateway was draining", labelNames: ["route"] as const, registers });
     this.draining = new Gauge({ name: "kvctl_gateway_draining", help: "1 while the gateway drains (not ready; new requests get 503)", registers });
     this.membership = new Counter({ name: "kvctl_gateway_membership_changes_total", help: "Workers added, drained, undrained, removed (admin API or config file) and joined (came up after start)", labelNames: ["change"] as const, registers });
-    this.kvEventDisconnects = new Counter({
-      name: "kvctl_gateway_kv_event_disconnects_total",
-      help: "KV-event publisher connections dropped by ZMQ (a message over the size cap is refused this way, before it is buffered)",
+    this.kvEventsRefused = new Counter({
+      name: "kvctl_gateway_kv_events_refused_total",
+      help: "KV-event messages ZMQ refused unread (over the size cap, or bad framing); each drops and re-opens the connection",
       labelNames: ["worker"] as const,
       registers,
     });

@@ -280,7 +280,7 @@ export class WorkerSet {
       this.setStale(w, false);
     });
     c.on("error", (e) => log(`gateway: worker ${w.id}: KV-event consumer: ${e.message}`));
-    c.on("disconnect", () => metrics.ops.kvEventDisconnects.inc({ worker: w.id }));
+    c.on("refused", () => metrics.ops.kvEventsRefused.inc({ worker: w.id }));
     await c.start();
     w.consumer = c;
   }
