@@ -7,7 +7,7 @@
 import { once } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -51,6 +51,27 @@ async function until(cond: () => Promise<boolean> | boolean, what: string, ms = 
   }
 }
 
+/** Sends `n` chat requests one after another on one raw connection; ms from each one's last byte to its answer's first. */
+async function timedRefusals(g: Gateway, n: number): Promise<number[]> {
+  const s = connect(Number(new URL(g.url).port), "127.0.0.1");
+  await once(s, "connect");
+  const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] });
+  const req = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+  const took: number[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      s.write(req);
+      const [chunk] = (await once(s, "data")) as [Buffer];
+      took.push(performance.now() - t0);
+      expect(chunk.toString()).toMatch(/^HTTP\/1\.1 429 /);
+    }
+  } finally {
+    s.destroy();
+  }
+  return took;
+}
+
 const admin = (g: Gateway, method: string, path: string, body?: unknown) =>
   fetch(`${g.url}/kvctl/v1/admin/workers${path}`, { method, headers: body ? { "content-type": "application/json" } : {}, body: body ? JSON.stringify(body) : undefined });
 
@@ -65,16 +86,13 @@ describe("bounded admission", () => {
     const t0 = performance.now();
     const waiting = [chat(g), chat(g)];
     await until(async () => (await metric(g, "kvctl_gateway_admission_waiting_requests")).includes('kvctl_gateway_admission_waiting_requests{worker="w0"} 2'), "two requests waiting");
-    // The queue is full: each further request is refused without waiting.
-    const took: number[] = [];
-    for (let i = 0; i < 5; i++) {
-      const s = performance.now();
-      const r = await chat(g);
-      took.push(performance.now() - s);
-      expect(r.status).toBe(429);
-      expect(r.headers.get("retry-after")).toBe("2");
-      expect((await r.json()).error.type).toBe("rate_limited");
-    }
+    // The queue is full: each further request is refused without waiting, timed on one kept-alive
+    // connection from the request's last byte to the answer's first.
+    const r = await chat(g);
+    expect(r.status).toBe(429);
+    expect(r.headers.get("retry-after")).toBe("2");
+    expect((await r.json()).error.type).toBe("rate_limited");
+    const took = await timedRefusals(g, 5);
     // The fastest of five: the gateway's own answer time, not the busy machine's scheduling.
     expect(Math.min(...took)).toBeLessThan(10);
     // The two waiting ones run out of time: 503, not before their deadline.
@@ -89,7 +107,7 @@ describe("bounded admission", () => {
     expect((await running).status).toBe(200);
     expect(w.chats.length).toBe(1);
     const refused = await metric(g, "kvctl_gateway_admission_refused_total");
-    expect(refused).toContain('kvctl_gateway_admission_refused_total{worker="w0",reason="queue_full",tenant="default"} 5');
+    expect(refused).toContain('kvctl_gateway_admission_refused_total{worker="w0",reason="queue_full",tenant="default"} 6');
     expect(refused).toContain('kvctl_gateway_admission_refused_total{worker="w0",reason="deadline",tenant="default"} 2');
     // The queue is free again: the next request runs.
     expect((await chat(g)).status).toBe(200);
@@ -165,6 +183,25 @@ describe("membership", () => {
     expect(logs.join("\n")).toMatch(/config reload refused, nothing changed: .*workers\.0\.url: must be http/s);
     expect(g.workers.workers.map((w) => w.id)).toEqual(["w1"]);
     expect((await chat(g)).status).toBe(200);
+  }, 30_000);
+});
+
+describe("listener cap", () => {
+  it("closes connections beyond listener.maxConnections at once, counted, and cuts a client slow with its headers", async () => {
+    const w0 = await worker();
+    const g = await gateway({ workers: [{ id: "w0", url: w0.url }], listener: { maxConnections: 5, headersTimeoutMs: 500, bodyTimeoutMs: 5000 } });
+    const port = Number(new URL(g.url).port);
+    const sockets = Array.from({ length: 8 }, () => connect(port, "127.0.0.1"));
+    let closedCount = 0;
+    const closed = sockets.map((s) => new Promise<void>((r) => s.on("close", () => r())).then(() => closedCount++));
+    for (const s of sockets) s.on("error", () => undefined).resume();
+    // Three over the cap are closed by the gateway at once (the scrape would be a ninth: it waits);
+    // the five it kept send half their headers and are cut at the headers deadline.
+    await until(() => closedCount >= 3, "three refusals");
+    for (const s of sockets) if (!s.destroyed) s.write("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n");
+    await Promise.all(closed);
+    expect(await metric(g, "kvctl_gateway_connections_refused_total")).toEqual(["kvctl_gateway_connections_refused_total 3"]);
+    expect((await metric(g, "kvctl_gateway_listener_cuts_total")).join()).toContain('reason="request_timeout"} 5');
   }, 30_000);
 });
 

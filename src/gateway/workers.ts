@@ -44,6 +44,8 @@ export class GatewayWorker {
   joined = false;
   /** Drained by an operator: takes no new traffic whatever its health, until undrained. */
   cordoned = false;
+  /** The join under way, if any. */
+  joining: Promise<boolean> | null = null;
   stale = false;
   failures = 0;
   inFlight = 0;
@@ -138,7 +140,15 @@ export class WorkerSet {
   }
 
   /** Reads w's /server_info and subscribes to its events; false (w left down) when it does not answer. */
-  private async join(w: GatewayWorker): Promise<boolean> {
+  private join(w: GatewayWorker): Promise<boolean> {
+    // One join at a time: the health checks and an admin add may both try a new worker.
+    w.joining ??= this.joinOnce(w).finally(() => {
+      w.joining = null;
+    });
+    return w.joining;
+  }
+
+  private async joinOnce(w: GatewayWorker): Promise<boolean> {
     if (this.o.config.probeWorkers) {
       try {
         await this.probe(w);
@@ -315,6 +325,7 @@ export class WorkerSet {
 
   private async checkOne(w: GatewayWorker): Promise<void> {
     if (!w.joined) {
+      if (w.joining) return;
       try {
         if (await this.join(w)) {
           this.o.metrics.ops.membership.inc({ change: "joined" });
