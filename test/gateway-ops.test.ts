@@ -72,6 +72,8 @@ async function timedRefusals(g: Gateway, n: number): Promise<number[]> {
   return took;
 }
 
+type ErrorAnswer = { error: { type: string; message: string } };
+
 const admin = (g: Gateway, method: string, path: string, body?: unknown) =>
   fetch(`${g.url}/kvctl/v1/admin/workers${path}`, { method, headers: body ? { "content-type": "application/json" } : {}, body: body ? JSON.stringify(body) : undefined });
 
@@ -91,7 +93,7 @@ describe("bounded admission", () => {
     const r = await chat(g);
     expect(r.status).toBe(429);
     expect(r.headers.get("retry-after")).toBe("2");
-    expect((await r.json()).error.type).toBe("rate_limited");
+    expect(((await r.json()) as ErrorAnswer).error.type).toBe("rate_limited");
     const took = await timedRefusals(g, 5);
     // The fastest of five: the gateway's own answer time, not the busy machine's scheduling.
     expect(Math.min(...took)).toBeLessThan(10);
@@ -100,7 +102,7 @@ describe("bounded admission", () => {
       const r = await p;
       expect(r.status).toBe(503);
       expect(r.headers.get("retry-after")).toBe("2");
-      expect((await r.json()).error.message).toContain("queueTimeoutMs");
+      expect(((await r.json()) as ErrorAnswer).error.message).toContain("queueTimeoutMs");
     }
     expect(performance.now() - t0).toBeGreaterThanOrEqual(1500);
     release();
@@ -219,6 +221,19 @@ describe("probes", () => {
 });
 
 describe("telemetry", () => {
+  it("logs levelled JSON lines, one per request with its request id, when logging.format is json", async () => {
+    const w = await worker();
+    const lines: Record<string, unknown>[] = [];
+    const g = await gateway({ workers: [{ id: "w0", url: w.url }, { id: "w1", url: `http://127.0.0.1:${await freePort()}` }], logging: { format: "json" } }, (l) => lines.push(JSON.parse(l)));
+    expect((await chat(g, {}, { "x-session-id": "s-log" })).status).toBe(200);
+    await g.settled();
+    const req = lines.find((l) => l.msg === "request");
+    expect(req).toMatchObject({ level: 30, service: "kvctl-gateway", route: "chat", worker: "w0", tenant: "default", session: "s-log", status: 200, error: null });
+    expect(req?.request_id).toMatch(/^gw-/);
+    // The worker that did not answer at start is a warning.
+    expect(lines.find((l) => String(l.msg).includes("worker w1"))).toMatchObject({ level: 40 });
+  });
+
   it("observes TTFT, inter-token and end-to-end latency, and traces each call under the client's traceparent", async () => {
     const spans: { traceId: string; spanId: string; parentSpanId?: string; name: string }[] = [];
     const collector = createServer(async (req, res) => {

@@ -5,7 +5,6 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { workerConfigSchema } from "./config.js";
 import { errorBody } from "./errors.js";
-import type { ParsedBody } from "./server.js";
 import { WorkerSchemeError } from "./worker-scheme.js";
 import { type GatewayWorker, MembershipError, type WorkerSet } from "./workers.js";
 
@@ -24,7 +23,7 @@ export function registerAdminRoutes(app: FastifyInstance, workers: WorkerSet, gr
   app.get(`${ADMIN_PREFIX}/workers`, async () => ({ workers: workers.workers.map(workerView) }));
 
   app.post(`${ADMIN_PREFIX}/workers`, async (req, reply) => {
-    const parsed = workerConfigSchema.safeParse((req.body as ParsedBody | undefined)?.json);
+    const parsed = workerConfigSchema.safeParse((req.body as { json?: unknown } | undefined)?.json);
     if (!parsed.success) {
       const i = parsed.error.issues[0];
       return fail(reply, 400, "invalid_request_error", `worker entry: ${i.path.length ? i.path.join(".") : "(body)"}: ${i.message}`);

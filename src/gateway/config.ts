@@ -6,7 +6,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { policiesConfigSchema } from "../contract/policies-config.js";
 import { checkSubjectPrefix, checkWorkerId } from "../protocol/subjects.js";
-import { drainConfigSchema, listenerConfigSchema, telemetryConfigSchema } from "./ops-config.js";
+import { drainConfigSchema, listenerConfigSchema, loggingConfigSchema, telemetryConfigSchema } from "./ops-config.js";
 
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
 const nonNegative = z.number().min(0, "must be >= 0");
@@ -102,6 +102,8 @@ export const gatewayConfigSchema = z.strictObject({
   drain: drainConfigSchema,
   /** Latency histograms and trace export (ops-config.ts). */
   telemetry: telemetryConfigSchema,
+  /** The gateway's own log: text or levelled JSON with request ids (ops-config.ts). */
+  logging: loggingConfigSchema,
   nats: natsConfigSchema.optional(),
   routing: routingConfigSchema.default(routingConfigSchema.parse({})),
   limits: z

@@ -20,6 +20,7 @@ import { buildServer } from "./server.js";
 import { DrainGate } from "./listener.js";
 import { LatencyRecorder } from "./latency.js";
 import { Tracer } from "./trace.js";
+import { gatewayLogger } from "./logger.js";
 import { drainThenClose } from "./drain.js";
 import { type Clock, SessionStore, systemClock } from "./session-store.js";
 import type { TurnContext } from "./turn-context.js";
@@ -96,7 +97,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
 function assemble(options: GatewayOptions): Parts {
   const config = parseGatewayConfig(options.config, "gateway config");
-  const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const logger = gatewayLogger(config.logging, options.log);
+  const log = logger.line;
   const clock = options.clock ?? systemClock;
   const metrics = new GatewayMetrics();
   const index = options.index ?? new InMemoryKvIndex();
@@ -139,6 +141,7 @@ function assemble(options: GatewayOptions): Parts {
     rand: options.rand ?? Math.random,
     nextRequestId: () => `gw-${process.pid.toString(36)}-${(++requestSeq).toString(36)}`,
     recording,
+    requestLog: logger.request,
     latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
     tracer: config.telemetry.otlpTracesUrl ? new Tracer(config.telemetry.otlpTracesUrl, config.telemetry.serviceName, log) : null,
   };

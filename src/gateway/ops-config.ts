@@ -48,3 +48,13 @@ export const telemetryConfigSchema = z
     serviceName: z.string().min(1).default("kvctl-gateway"),
   })
   .default({ latencyHistograms: true, serviceName: "kvctl-gateway" });
+
+/** The gateway's own log: plain lines (text) or one JSON object a line (pino) with levels and request ids. */
+export const loggingConfigSchema = z
+  .strictObject({
+    /** text: the operational lines as they are; json: levelled JSON lines, plus one line per request. */
+    format: z.enum(["text", "json"]).default("text"),
+    /** json: lines below this level are not written (requests log at info, 5xx answers at warn). */
+    level: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  })
+  .default({ format: "text", level: "info" });

@@ -8,6 +8,7 @@ import type { Clock, SessionStore } from "./session-store.js";
 import type { WorkerSet } from "./workers.js";
 import type { LatencyRecorder } from "./latency.js";
 import type { Tracer } from "./trace.js";
+import type { RequestLogLine } from "./logger.js";
 
 export interface TurnContext {
   config: GatewayConfig;
@@ -28,5 +29,7 @@ export interface TurnContext {
   latency?: LatencyRecorder | null;
   /** Span export, or null when no telemetry.otlpTracesUrl is set. */
   tracer?: Tracer | null;
+  /** One line per finished request (logger.ts), or null when requests are not logged. */
+  requestLog?: ((r: RequestLogLine) => void) | null;
 }
 

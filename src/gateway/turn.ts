@@ -19,6 +19,7 @@ import { type CallOutcome, ClientLink, type DoneOutcome } from "./call.js";
 import { callWorker } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
 import { schemeKey } from "./worker-scheme.js";
+import { tenantLabel } from "./tenant-label.js";
 
 /** What the turn knew before its first routing decision. */
 interface Prepared {
@@ -165,6 +166,7 @@ function settle(ctx: TurnContext, res: ServerResponse, turn: TurnRequest, worker
 
 /** Keeps the turn's record after the response went out (off the client's path). */
 function record(ctx: TurnContext, turn: TurnRequest, p: Prepared, worker: GatewayWorker, outcome: DoneOutcome): void {
+  ctx.requestLog?.({ request_id: p.requestId, route: turn.route, worker: worker.id, tenant: tenantLabel(turn), session: turn.session?.id ?? null, status: outcome.status, duration_ms: ctx.clock.now() - p.started, error: outcome.error });
   const recording = finishTurn(ctx, { turn, worker, requestId: p.requestId, session: p.session, promptTokens: p.promptTokens, started: p.started, outcome }).catch((e) =>
     ctx.log(`gateway: recording turn ${p.requestId} failed: ${(e as Error).message}`),
   );
