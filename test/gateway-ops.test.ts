@@ -11,7 +11,7 @@ import { type AddressInfo, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { applyWorkerList, createGateway, type Gateway, type GatewayConfigInput } from "../src/gateway/index.js";
+import { applyWorkerList, createGateway, watchWorkerList, type Gateway, type GatewayConfigInput } from "../src/gateway/index.js";
 import { freePort } from "../src/util/net.js";
 import { type HttpStandIn, startHttpStandIn } from "./helpers/http-stand-in.js";
 
@@ -185,6 +185,13 @@ describe("membership", () => {
     expect(logs.join("\n")).toMatch(/config reload refused, nothing changed: .*workers\.0\.url: must be http/s);
     expect(g.workers.workers.map((w) => w.id)).toEqual(["w1"]);
     expect((await chat(g)).status).toBe(200);
+    // Watched: a save of the file is applied without a call.
+    const watching = watchWorkerList(file, g.workers, 1000, log);
+    open.push({ close: async () => watching.close() });
+    writeFileSync(file, `workers:\n  - id: w0\n    url: ${w0.url}\n  - id: w1\n    url: ${w1.url}\n`);
+    await until(() => g.workers.workers.length === 2, "the saved worker list to be applied");
+    await watching.settled();
+    expect(g.workers.workers.map((w) => w.id)).toEqual(["w1", "w0"]);
   }, 30_000);
 });
 
