@@ -1,5 +1,5 @@
 // `kvctl gateway` as a process, at its doors: SIGTERM during 20 streamed answers drains (all 20
-// end whole, a request after it gets 503 with Retry-After, exit 0); 1,000 connections trickling
+// end whole, a request after it gets 503 with Retry-After, their session records reach NATS, exit 0); 1,000 connections trickling
 // their bodies at 1 byte/s are all cut at the body deadline and the gateway's file descriptors come
 // back to their idle count; one 1 GiB KV-event message from a real ZMQ publisher is refused by ZMQ
 // unread, leaving `kvctl watch`'s and the gateway's RSS where they were. The worker is an HTTP
@@ -11,7 +11,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { Kvm } from "@nats-io/kv";
+import { connect as natsConnect } from "@nats-io/transport-node";
+import { sessionKey } from "../src/gateway/session-store.js";
 import { freePort } from "../src/util/net.js";
+import { startNatsServer } from "./helpers/nats-server.js";
 import { type HttpStandIn, startHttpStandIn } from "./helpers/http-stand-in.js";
 import { repoRoot } from "./helpers/python.js";
 
@@ -41,11 +45,11 @@ async function until(cond: () => Promise<boolean> | boolean, what: string, ms = 
 }
 
 /** A gateway process from a YAML config; resolves once it listens. */
-async function gatewayProcess(yaml: string): Promise<{ child: ChildProcessWithoutNullStreams; err: () => string; url: string }> {
+async function gatewayProcess(yaml: string, flags: string[] = ["--no-nats"]): Promise<{ child: ChildProcessWithoutNullStreams; err: () => string; url: string }> {
   const port = await freePort();
   const file = join(dir, `gw-${port}.yaml`);
   writeFileSync(file, yaml);
-  const g = tsx(["src/cli/bin.ts", "gateway", "--config", file, "--listen", `127.0.0.1:${port}`, "--no-nats"]);
+  const g = tsx(["src/cli/bin.ts", "gateway", "--config", file, "--listen", `127.0.0.1:${port}`, ...flags]);
   await until(() => g.err().includes("listening on") || g.child.exitCode !== null, "the gateway to listen");
   if (g.child.exitCode !== null) throw new Error(`gateway exited: ${g.err()}`);
   return { ...g, url: `http://127.0.0.1:${port}` };
@@ -57,8 +61,8 @@ async function worker(): Promise<HttpStandIn> {
   return w;
 }
 
-const chat = (url: string, stream: boolean) =>
-  fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "m", stream, messages: [{ role: "user", content: "hi" }] }) });
+const chat = (url: string, stream: boolean, session?: string) =>
+  fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...(session ? { "x-session-id": session } : {}) }, body: JSON.stringify({ model: "m", stream, messages: [{ role: "user", content: "hi" }] }) });
 
 const fds = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN) / 1024;
@@ -70,14 +74,16 @@ async function metricValue(url: string, line: string): Promise<number> {
 }
 
 describe("kvctl gateway drains on SIGTERM", () => {
-  it("finishes 20 streams under way, answers a request after it 503 with Retry-After, and exits 0", async () => {
+  it("finishes 20 streams under way, answers a request after it 503 with Retry-After, flushes their session records and exits 0", async () => {
+    const nats = await startNatsServer(["-js", "-sd", join(dir, "js")]);
+    closers.push(() => nats.stop());
     const w = await worker();
     w.events = 30;
     w.gapMs = 60;
-    const g = await gatewayProcess(`workers:\n  - id: w0\n    url: ${w.url}\ndrain:\n  graceMs: 60000\n  retryAfterSeconds: 7\n`);
+    const g = await gatewayProcess(`workers:\n  - id: w0\n    url: ${w.url}\ndrain:\n  graceMs: 60000\n  retryAfterSeconds: 7\n`, ["--nats-url", nats.url]);
     const started: boolean[] = Array(20).fill(false);
     const streams = started.map(async (_, i) => {
-      const r = await chat(g.url, true);
+      const r = await chat(g.url, true, `s-${i}`);
       const reader = (r.body as ReadableStream<Uint8Array>).getReader();
       let text = "";
       for (;;) {
@@ -103,6 +109,14 @@ describe("kvctl gateway drains on SIGTERM", () => {
     const [code] = await new Promise<[number | null]>((r) => g.child.once("exit", (c) => r([c])));
     expect(code).toBe(0);
     expect(g.err()).toContain("gateway: drained; commands and session records flushed");
+    // Every stream's turn is in its session record, written before the process went.
+    const nc = await natsConnect({ servers: nats.url });
+    closers.push(() => nc.close());
+    const kv = await new Kvm(nc).open("kvctl_sessions");
+    for (let i = 0; i < 20; i++) {
+      const rec = (await kv.get(sessionKey(`s-${i}`)))?.json() as { turns: { status: number }[] } | undefined;
+      expect(rec?.turns.map((t) => t.status)).toEqual([200]);
+    }
   }, 120_000);
 });
 
