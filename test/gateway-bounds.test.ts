@@ -1,9 +1,10 @@
-// `kvctl gateway` as a process, at its doors: SIGTERM during 20 streamed answers drains (all 20
-// end whole, a request after it gets 503 with Retry-After, their session records reach NATS, exit 0); 1,000 connections trickling
-// their bodies at 1 byte/s are all cut at the body deadline and the gateway's file descriptors come
-// back to their idle count; one 1 GiB KV-event message from a real ZMQ publisher is refused by ZMQ
-// unread, leaving `kvctl watch`'s and the gateway's RSS where they were. The worker is an HTTP
-// stand-in (test/helpers/http-stand-in.ts says why); ZMQ, the CLI and the sockets are real.
+// `kvctl gateway` as a process, at its doors: SIGTERM during 20 streamed answers drains (all 20 end
+// whole, a request after it gets 503 with Retry-After, their session records reach NATS, exit 0);
+// 1,000 connections trickling their bodies at 1 byte/s are all cut at the body deadline and the
+// gateway's file descriptors come back to their idle count; one 1 GiB KV-event message from a real
+// ZMQ publisher is refused by ZMQ unread, leaving `kvctl watch`'s and the gateway's RSS where they
+// were. The worker is an HTTP stand-in (test/helpers/http-stand-in.ts says why); ZMQ, the CLI and
+// the sockets are real.
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
