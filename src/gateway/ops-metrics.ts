@@ -24,7 +24,7 @@ export class OpsMetrics {
     const registers = [registry];
     this.listenerCuts = new Counter({
       name: "kvctl_gateway_listener_cuts_total",
-      help: "Client connections the listener cut, by reason (headers_timeout, body_timeout: the request was not received in time; parse_error)",
+      help: "Client connections the listener cut, by reason (request_timeout: headers or body not received within their deadline, answered 408; parse_error; reset)",
       labelNames: ["reason"] as const,
       registers,
     });
