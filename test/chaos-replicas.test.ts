@@ -170,8 +170,8 @@ async function replicaChaos(rand: () => number, stop: () => boolean): Promise<nu
     await killReplica(i);
     kills++;
     await new Promise((res) => setTimeout(res, rand() * 1500));
-    // A gateway refuses to start while a worker's /server_info does not answer (the worker being
-    // restarted): it is started again until it comes up.
+    // A replica that fails to start (a worker being restarted now only joins late, but NATS or
+    // the port may still refuse it) is started again until it comes up.
     for (let tries = 0; ; tries++) {
       try {
         await startReplica(i);
