@@ -403,7 +403,8 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
 
   private async replay(from: bigint): Promise<{ frames: Buffer[][]; ok: boolean; reason?: string }> {
     if (!this.dealer) {
-      this.dealer = new Dealer({ linger: 0, receiveTimeout: this.opts.replayTimeoutMs ?? 2000 });
+      // The replay answers with batches too: the same cap (a refused one ends the replay as failed).
+      this.dealer = new Dealer({ linger: 0, receiveTimeout: this.opts.replayTimeoutMs ?? 2000, maxMessageSize: this.opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
       this.dealer.connect(this.opts.replayEndpoint as string);
     }
     const dealer = this.dealer;
