@@ -32,3 +32,5 @@ export const packageVersion: string = pkg.version;
 export const venvDir: string = process.env.KVCTL_VENV ?? join(packageRoot, ".venv");
 /** Its interpreter ($KVCTL_PYTHON overrides). */
 export const venvPython: string = process.env.KVCTL_PYTHON ?? join(venvDir, "bin", "python");
+/** NVIDIA Dynamo's own target folder (python/setup_venv.sh installs it there; on PYTHONPATH where Dynamo runs). */
+export const dynamoSite: string = process.env.KVCTL_DYNAMO_SITE ?? join(venvDir, "dynamo-1.6.1");

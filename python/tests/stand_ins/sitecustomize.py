@@ -73,3 +73,11 @@ if os.environ.get("KVCTL_CPU_STAND_INS") == "server":
                 f.write("saved\n")
 
         signal.signal(signal.SIGUSR2, _save_coverage)
+
+if os.environ.get("KVCTL_CPU_STAND_INS") == "server" and os.environ.get("KVCTL_DYNAMO_STAND_INS") == "1":
+    # Under dynamo.sglang only (set by the Dynamo test bed): Dynamo's Qwen video routing imports
+    # SGLang's qwen_vl processor, whose model module calls a CPU kernel op of sgl_kernel's CPU build
+    # while it loads; Dynamo skips that routing on an ImportError, which this None entry raises.
+    import sys
+
+    sys.modules.setdefault("sglang.srt.multimodal.processors.qwen_vl", None)
