@@ -4,6 +4,10 @@
 //   --zmq tcp://host:port: subscribe to a live worker, recompute every BlockStored from its token
 //     ids with the addon, print each match/mismatch; exit 0 all matched, 1 a mismatch, 2 nothing
 //     received (or nothing verifiable).
+//   --dynamo tcp://host:port (with --zmq on the same worker's SGLang stream): also read Dynamo's
+//     KV-event plane, which relays the worker's blocks without their tokens; each relayed block's
+//     tokens_hash is checked against the addon's Dynamo hash of the tokens SGLang published for
+//     the same block hash (block_hash itself is SGLang's chain, checked from --zmq).
 import type { BlockStoredEvent, KvEvent } from "../../events/types.js";
 import type { RecomputeOptions } from "../../events/verify.js";
 import { venvPython } from "../../paths.js";
@@ -25,6 +29,8 @@ live (--zmq): recompute every BlockStored's hashes from its token ids.
   --extra-key K        RadixKey.extra_key (needed to verify LoRA-namespaced hashes)
   --extra-key-is-lora  the worker has a LoRA name for --extra-key (sglang format)
   --event-format F     sglang (default) | dynamo
+  --dynamo ENDPOINT    also Dynamo's KV-event plane (topic kv-events) of the same worker: every
+                       relayed block's tokens_hash against the addon's Dynamo hash of its tokens
   --events N           stop after N BlockStored events
   --duration S         stop after S seconds
   --quiet              print only mismatches and the verdict
@@ -82,6 +88,8 @@ class LiveCheck {
   readonly n = { batches: 0, stored: 0, pages: 0, matched: 0, mismatched: 0, unverifiable: 0, notShown: 0 };
   /** Page digests by published hash: a child event chains from its parent's. */
   readonly digests = new Map<bigint, Buffer>();
+  /** Each page's token ids by published hash (for Dynamo's tokens_hash check). */
+  readonly pageTokens = new Map<bigint, number[]>();
   /** Per-event lines printed this interval. */
   shown = 0;
 
@@ -107,7 +115,10 @@ class LiveCheck {
     this.n.batches++;
     for (const e of events) {
       if (e.type === "BlockRemoved") {
-        for (const h of e.blockHashes) this.digests.delete(h); // keep the map bounded like the cache
+        for (const h of e.blockHashes) {
+          this.digests.delete(h); // keep the maps bounded like the cache
+          this.pageTokens.delete(h);
+        }
         continue;
       }
       if (e.type !== "BlockStored") continue;
@@ -121,6 +132,12 @@ class LiveCheck {
     const n = this.n;
     n.stored++;
     n.pages += e.blockHashes.length;
+    if (!e.bigram && e.tokenIds.length === e.blockHashes.length * e.blockSize) {
+      // the first store of a page names its tokens (a host write-back repeats them)
+      e.blockHashes.forEach((h, i) => {
+        if (!this.pageTokens.has(h)) this.pageTokens.set(h, e.tokenIds.slice(i * e.blockSize, (i + 1) * e.blockSize));
+      });
+    }
     const parent = e.parentBlockHash === null ? null : (this.digests.get(e.parentBlockHash) ?? null);
     const r = this.recompute(e, parent, this.opts);
     const head = `seq ${seq} BlockStored ${e.blockHashes.length} page(s) [${e.blockHashes[0]}${e.blockHashes.length > 1 ? ", ..." : ""}] ${e.medium ?? "GPU"}`;
@@ -209,8 +226,10 @@ async function live(v: Flags): Promise<number> {
     check.shown = 0;
     check.n.notShown = 0;
   }, intervalMs);
+  const dynamo = v.dynamo ? await dynamoCheck(v.dynamo as string, check, Boolean(v.quiet)) : null;
+  if (dynamo) consumer.on("batch", () => dynamo.retry());
   await consumer.start();
-  console.log(`verify-hashes: listening on ${endpoint}`);
+  console.log(`verify-hashes: listening on ${endpoint}${dynamo ? ` and Dynamo's event plane ${v.dynamo}` : ""}`);
   const timer = Number.isFinite(duration) ? setTimeout(end, duration * 1000) : null;
   process.once("SIGINT", end);
   const failed = new Promise<never>((_, reject) => consumer.once("error", reject));
@@ -221,14 +240,90 @@ async function live(v: Flags): Promise<number> {
     clearInterval(progress);
     process.removeListener("SIGINT", end);
     await consumer.close();
+    await dynamo?.close();
   }
   console.log(`verify-hashes: ${check.counts(m)}`);
-  return check.verdict();
+  const code = check.verdict();
+  if (!dynamo) return code;
+  const d = dynamo.counts();
+  console.log(`verify-hashes: Dynamo: ${d.blocks} relayed block(s): ${d.matched} tokens_hash matched, ${d.mismatched} mismatched, ${d.pending} without tokens, ${d.problems} other problem(s)`);
+  if (d.mismatched > 0) {
+    console.log("verdict (Dynamo): MISMATCH");
+    return 1;
+  }
+  console.log(d.matched > 0 ? "verdict (Dynamo): MATCH" : "verdict (Dynamo): NOTHING VERIFIABLE");
+  return code !== 0 ? code : d.matched > 0 ? 0 : 2;
+}
+
+/**
+ * Dynamo's relay of the same worker: its blocks carry no tokens, so each record waits until
+ * SGLang's stream has given the tokens of every block it names, then goes through the adapter's
+ * tokens_hash check. The worker is whatever Dynamo calls it (one worker per run).
+ */
+async function dynamoCheck(endpoint: string, check: LiveCheck, quiet: boolean) {
+  const { DynamoEventAdapter } = await import("../../events/dynamo/adapter.js");
+  const { DynamoEventSubscriber } = await import("../../events/dynamo/subscriber.js");
+  const { decodeDynamoMessage, DynamoDecodeError } = await import("../../events/dynamo/decode.js");
+  type Rec = import("../../events/dynamo/decode.js").DynamoRecord;
+  const pending: Rec[] = [];
+  let blocks = 0;
+  let problems = 0;
+  const adapter = new DynamoEventAdapter({ identity: true, tokensOf: (_w, h) => check.pageTokens.get(h) });
+  adapter.on("problem", (p: { kind: string; message: string }) => {
+    if (p.kind !== "tokens_hash") problems++;
+    console.log(`Dynamo ${p.kind}: ${p.message}`);
+  });
+  const known = (r: Rec) => r.data.kind !== "stored" || r.data.blocks.every((b) => check.pageTokens.has(b.blockHash));
+  const apply = (r: Rec) => {
+    if (r.data.kind !== "stored") return;
+    const size = check.pageTokens.get(r.data.blocks[0]?.blockHash ?? 0n)?.length;
+    adapter.map(r.dynamoWorker, { worker: r.dynamoWorker, blockSize: size });
+    const before = adapter.metrics.problems.tokens_hash;
+    adapter.applyRecord(r);
+    if (!quiet && adapter.metrics.problems.tokens_hash === before) {
+      console.log(`Dynamo worker ${r.dynamoWorker} ${r.storageTier} ${r.data.blocks.length} block(s) [${r.data.blocks[0]?.blockHash}]: tokens_hash match`);
+    }
+  };
+  const sub = new DynamoEventSubscriber(adapter, [endpoint]);
+  // the subscriber's adapter call is replaced: records wait for their tokens first
+  adapter.applyMessage = (frames: Uint8Array[]) => {
+    try {
+      const f = decodeDynamoMessage(frames);
+      for (const r of f.records) {
+        if (r.data.kind === "stored") blocks += r.data.blocks.length;
+        if (known(r)) apply(r);
+        else pending.push(r);
+      }
+      return f;
+    } catch (e) {
+      if (!(e instanceof DynamoDecodeError)) throw e;
+      problems++;
+      console.log(`Dynamo decode: ${e.message}`);
+      return null;
+    }
+  };
+  sub.start();
+  return {
+    retry(): void {
+      for (let i = pending.length - 1; i >= 0; i--) {
+        if (known(pending[i])) apply(pending.splice(i, 1)[0]);
+      }
+    },
+    counts: () => ({
+      blocks,
+      matched: adapter.metrics.tokensMatched,
+      mismatched: adapter.metrics.problems.tokens_hash,
+      pending: pending.reduce((n, r) => n + (r.data.kind === "stored" ? r.data.blocks.length : 0), 0),
+      problems,
+    }),
+    close: () => sub.close(),
+  };
 }
 
 const OPTIONS = {
   help: { type: "boolean", short: "h" },
   zmq: { type: "string" },
+  dynamo: { type: "string" },
   topic: { type: "string" },
   "page-size": { type: "string" },
   "cache-salt": { type: "string" },
@@ -251,6 +346,10 @@ export const command: Command = {
     const { values } = parsed;
     if (values["event-format"] && !["sglang", "dynamo"].includes(values["event-format"])) {
       console.error("verify-hashes: --event-format must be sglang or dynamo");
+      return 2;
+    }
+    if (values.dynamo && !values.zmq) {
+      console.error("verify-hashes: --dynamo needs --zmq (the same worker's SGLang stream, which carries the tokens)");
       return 2;
     }
     if (values.zmq) return live(values);

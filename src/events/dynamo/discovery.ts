@@ -10,6 +10,8 @@ export interface DynamoEventChannel {
   /** The publisher's ZMQ endpoint as advertised. */
   endpoint: string;
   publisherId: string;
+  /** The Dynamo worker id (decimal) it publishes for, from its event source record; null when not (yet) there. */
+  worker: string | null;
 }
 
 export interface DynamoDiscovery {
@@ -18,47 +20,50 @@ export interface DynamoDiscovery {
   blockSizes: Record<string, number>;
 }
 
-function records(dir: string): unknown[] {
+/** Each record's text; ids exceed 2^53, so they are read from it exactly (rawIntField). */
+function texts(dir: string): string[] {
   if (!existsSync(dir)) return [];
-  const out: unknown[] = [];
+  const out: string[] = [];
   for (const f of readdirSync(dir)) {
     try {
-      out.push(JSON.parse(readFileSync(join(dir, f), "utf8")));
+      const text = readFileSync(join(dir, f), "utf8");
+      JSON.parse(text);
+      out.push(text);
     } catch {
-      // a record being written right now, or not one of ours: the next read sees it whole
+      // a record being written right now: the next read sees it whole
     }
   }
   return out;
 }
 
-/** A JSON integer field, exactly: instance ids exceed 2^53, so they are read from the raw text. */
+/** A JSON integer field, exactly (the first with that name). */
 function rawIntField(text: string, field: string): string | null {
   return new RegExp(`"${field}"\\s*:\\s*(\\d+)`).exec(text)?.[1] ?? null;
 }
 
 export function readDynamoDiscovery(root: string): DynamoDiscovery {
   const v1 = join(root, "v1");
+  const workerOf = new Map<string, string>();
+  for (const text of texts(join(v1, "event_sources"))) {
+    const r = JSON.parse(text) as { topic?: string };
+    const publisher = rawIntField(text, "publisher_id");
+    const worker = /"worker"\s*:\s*\{\s*"worker_id"\s*:\s*(\d+)/.exec(text)?.[1];
+    if (r.topic === DYNAMO_TOPIC && publisher && worker) workerOf.set(publisher, worker);
+  }
   const channels: DynamoEventChannel[] = [];
-  for (const r of records(join(v1, "event_channels")) as { topic?: string; instance_id?: number; transport?: { kind?: string; config?: { endpoint?: string } } }[]) {
+  for (const text of texts(join(v1, "event_channels"))) {
+    const r = JSON.parse(text) as { topic?: string; transport?: { kind?: string; config?: { endpoint?: string } } };
     const endpoint = r.transport?.config?.endpoint;
+    const publisherId = rawIntField(text, "instance_id") ?? "";
     if (r.topic === DYNAMO_TOPIC && r.transport?.kind === "Zmq" && typeof endpoint === "string") {
-      channels.push({ endpoint, publisherId: String(r.instance_id ?? "") });
+      channels.push({ endpoint, publisherId, worker: workerOf.get(publisherId) ?? null });
     }
   }
   const blockSizes: Record<string, number> = {};
-  const mdc = join(v1, "mdc");
-  if (existsSync(mdc)) {
-    for (const f of readdirSync(mdc)) {
-      let text: string;
-      try {
-        text = readFileSync(join(mdc, f), "utf8");
-      } catch {
-        continue;
-      }
-      const id = rawIntField(text, "instance_id");
-      const size = rawIntField(text, "kv_cache_block_size");
-      if (id && size) blockSizes[id] = Number(size);
-    }
+  for (const text of texts(join(v1, "mdc"))) {
+    const id = rawIntField(text, "instance_id");
+    const size = rawIntField(text, "kv_cache_block_size");
+    if (id && size) blockSizes[id] = Number(size);
   }
   return { channels, blockSizes };
 }
