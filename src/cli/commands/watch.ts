@@ -5,6 +5,7 @@ import { TIERS } from "../../events/types.js";
 import type { InstrumentedKvIndex, TierCounts } from "../../index/index.js";
 import { type ArgValues, commandArgs, usageError } from "../args.js";
 import type { Command } from "../command.js";
+import { DYNAMO_HELP, DYNAMO_OPTIONS, type DynamoWatch, startDynamoWatch } from "./watch-dynamo.js";
 
 
 const HELP = `usage: kvctl watch --zmq [name=]tcp://host:port[,replay=tcp://host:port] [--zmq ...] [options]
@@ -17,6 +18,7 @@ const HELP = `usage: kvctl watch --zmq [name=]tcp://host:port[,replay=tcp://host
   --json           print each table as one JSON line instead of text
   --log-interval S problems (bad events, drops, restarts) are counted and logged to stderr at
                    most once per worker per S seconds (default 2)
+${DYNAMO_HELP}
 columns: dropped = batches the workers' seq numbers say never arrived (publisher or socket
 queue overflow, network loss); bad = frames, batches and events skipped as malformed`;
 
@@ -46,6 +48,7 @@ const OPTIONS = {
   duration: { type: "string" },
   json: { type: "boolean" },
   "log-interval": { type: "string" },
+  ...DYNAMO_OPTIONS,
 } as const;
 
 type Values = ArgValues<typeof OPTIONS>;
@@ -63,7 +66,7 @@ interface Row extends TierCounts {
 }
 
 /** One table per call: the index's tier counts and each consumer's counters, rates since the last call. */
-function tableRenderer(consumers: KvEventConsumer[], index: InstrumentedKvIndex, values: Values, zeroTiers: () => TierCounts): () => void {
+function tableRenderer(consumers: KvEventConsumer[], index: InstrumentedKvIndex, values: Values, zeroTiers: () => TierCounts, dynamo: DynamoWatch | null): () => void {
   const started = Date.now();
   let last = started;
   const lastEvents = new Map<string, number>();
@@ -91,6 +94,7 @@ function tableRenderer(consumers: KvEventConsumer[], index: InstrumentedKvIndex,
         bad: m.badFrames + m.badBatches + m.badEvents,
       };
     });
+    if (dynamo) rows.push(...dynamoRows(dynamo, stats.workers, zeroTiers));
     if (values.json) {
       console.log(JSON.stringify({ t: (now - started) / 1000, blocks: stats.blocks, workers: rows }));
       return;
@@ -98,6 +102,23 @@ function tableRenderer(consumers: KvEventConsumer[], index: InstrumentedKvIndex,
     if (tty) process.stdout.write("\x1b[H\x1b[2J");
     console.log(textTable(rows, now, stats.blocks));
   };
+}
+
+/** Workers seen on Dynamo's event plane (no seq numbers there: Dynamo's own sequence is per publisher). */
+function dynamoRows(d: DynamoWatch, tiers: Record<string, TierCounts>, zeroTiers: () => TierCounts): Row[] {
+  const names = new Set([...d.events.keys(), ...d.bad.keys()]);
+  return [...names].sort().map((worker) => ({
+    worker: d.adapter.stale.has(worker) ? `${worker} (stale)` : worker,
+    ...(tiers[worker] ?? zeroTiers()),
+    events_per_s: 0,
+    events: d.events.get(worker) ?? 0,
+    seq: null,
+    received: d.events.get(worker) ?? 0,
+    dropped: 0,
+    gaps: 0,
+    restarts: 0,
+    bad: d.bad.get(worker) ?? 0,
+  }));
 }
 
 function textTable(rows: Row[], now: number, blocks: number): string {
@@ -134,11 +155,11 @@ export const command: Command = {
     const parsed = commandArgs(argv, { name: "watch", options: OPTIONS, help: HELP, helpOnError: "line" });
     if (typeof parsed === "number") return parsed;
     const { values } = parsed;
-    if (!values.zmq?.length) return usageError("watch", `--zmq is required\n${HELP}`);
+    if (!values.zmq?.length && !values.dynamo?.length && !values["dynamo-discovery"]) return usageError("watch", `--zmq or --dynamo is required\n${HELP}`);
     const { KvEventConsumer } = await import("../../events/consumer.js");
     const { InMemoryKvIndex, InstrumentedKvIndex, indexSink, zeroTiers } = await import("../../index/index.js");
     const index = new InstrumentedKvIndex(new InMemoryKvIndex());
-    const consumers = values.zmq.map((s) => {
+    const consumers = (values.zmq ?? []).map((s) => {
       const spec = parseSpec(s);
       return new KvEventConsumer({
         endpoint: spec.endpoint,
@@ -151,8 +172,16 @@ export const command: Command = {
       });
     });
     for (const c of consumers) await c.start();
-    await renderUntilDone(tableRenderer(consumers, index, values, zeroTiers), values);
+    let dynamo: DynamoWatch | null;
+    try {
+      dynamo = await startDynamoWatch(values, index);
+    } catch (e) {
+      for (const c of consumers) await c.close();
+      return usageError("watch", (e as Error).message);
+    }
+    await renderUntilDone(tableRenderer(consumers, index, values, zeroTiers, dynamo), values);
     for (const c of consumers) await c.close();
+    await dynamo?.close();
     return 0;
   },
 };

@@ -1,0 +1,63 @@
+// `kvctl watch --dynamo ...`: Dynamo's KV-event plane into watch's index, through the Dynamo
+// adapter (src/events/dynamo). Workers are named by their kvctl ids (--dynamo-worker pairs, else
+// the Dynamo id itself); the adapter's problems go to stderr and count as "bad" on the worker's row.
+import type { DynamoEventAdapter } from "../../events/dynamo/adapter.js";
+import type { DynamoEventSubscriber } from "../../events/dynamo/subscriber.js";
+import type { KvIndex } from "../../index/index.js";
+
+export const DYNAMO_HELP = `  --dynamo ENDPOINT   Dynamo's KV-event plane (topic kv-events) of one worker (repeatable)
+  --dynamo-discovery DIR  every kv-events publisher and block size in Dynamo's file discovery folder
+  --dynamo-worker ID=NAME[:BLOCK]  Dynamo worker id -> kvctl worker id (and block size);
+                   unlisted ids keep their Dynamo id
+  --block-size N   block size of Dynamo workers that no mapping or model card names`;
+
+export const DYNAMO_OPTIONS = {
+  dynamo: { type: "string", multiple: true },
+  "dynamo-discovery": { type: "string" },
+  "dynamo-worker": { type: "string", multiple: true },
+  "block-size": { type: "string" },
+} as const;
+
+export interface DynamoWatch {
+  adapter: DynamoEventAdapter;
+  /** Events applied per kvctl worker. */
+  events: Map<string, number>;
+  /** Problems per worker (kvctl id, or Dynamo id when unmapped). */
+  bad: Map<string, number>;
+  close(): Promise<void>;
+}
+
+export async function startDynamoWatch(
+  v: { dynamo?: string[]; "dynamo-discovery"?: string; "dynamo-worker"?: string[]; "block-size"?: string },
+  index: KvIndex,
+): Promise<DynamoWatch | null> {
+  if (!v.dynamo?.length && !v["dynamo-discovery"]) return null;
+  const { DynamoEventAdapter } = await import("../../events/dynamo/adapter.js");
+  const { DynamoEventSubscriber } = await import("../../events/dynamo/subscriber.js");
+  const { readDynamoDiscovery } = await import("../../events/dynamo/discovery.js");
+  const { indexSink } = await import("../../index/index.js");
+  const found = v["dynamo-discovery"] ? readDynamoDiscovery(v["dynamo-discovery"]) : { channels: [], blockSizes: {} };
+  const adapter = new DynamoEventAdapter({
+    identity: true,
+    blockSize: v["block-size"] ? Number(v["block-size"]) : undefined,
+    sink: indexSink(index),
+  });
+  for (const [id, size] of Object.entries(found.blockSizes)) adapter.map(id, { worker: id, blockSize: size });
+  for (const spec of v["dynamo-worker"] ?? []) {
+    const m = /^(\d+)=([^:]+)(?::(\d+))?$/.exec(spec);
+    if (!m) throw new Error(`--dynamo-worker ${spec}: expected <dynamo id>=<kvctl id>[:<block size>]`);
+    adapter.map(m[1], { worker: m[2], blockSize: m[3] ? Number(m[3]) : found.blockSizes[m[1]] });
+  }
+  const events = new Map<string, number>();
+  const bad = new Map<string, number>();
+  adapter.on("record", (_r, worker: string) => events.set(worker, (events.get(worker) ?? 0) + 1));
+  adapter.on("problem", (p: { worker: string | null; dynamoWorker: string | null; kind: string; message: string }) => {
+    const who = p.worker ?? p.dynamoWorker ?? "?";
+    bad.set(who, (bad.get(who) ?? 0) + 1);
+    console.error(`kvctl watch: Dynamo ${p.kind}: ${p.message}`);
+  });
+  const endpoints = [...(v.dynamo ?? []), ...found.channels.map((c) => c.endpoint)];
+  const sub: DynamoEventSubscriber = new DynamoEventSubscriber(adapter, endpoints).start();
+  sub.on("error", (e: Error) => console.error(`kvctl watch: Dynamo event plane: ${e.message}`));
+  return { adapter, events, bad, close: () => sub.close() };
+}
