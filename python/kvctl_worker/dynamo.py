@@ -10,6 +10,12 @@ routes) on the worker's event loop, and stops it when the engine shuts down. ``l
 does nothing unless a ``--kv-control-*`` flag (or its environment fallback) is set, so without
 kvctl flags the worker is ``dynamo.sglang`` unchanged.
 
+Worker ids: Dynamo names the worker by its endpoint's connection id (the ``worker_id`` of its KV
+events and of its router's decisions). With kvctl on and no kvctl worker id given, the kvctl
+worker id is that number in decimal, so a router maps the two by identity; with an explicit
+``--kv-control-worker-id`` the worker logs the pair ("kvctl: Dynamo worker <id> is kvctl worker
+<id>") for the router's mapping (docs/dynamo.md).
+
 The subscriber must come from the patched tree (``sglang.srt.kvctl``), not from this package:
 the scheduler dispatches kvctl requests by the classes of ``sglang.srt.kvctl.io``.
 """
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 import os
 import sys
@@ -50,6 +57,41 @@ def _start_kvctl(engine: Any, lifespan: Any) -> None:
     engine._kvctl_task = loop.create_task(run())
 
 
+def _explicit_worker_id(server_args: Any) -> bool:
+    if getattr(server_args, "kv_control_worker_id", None) or os.environ.get("KVCTL_WORKER_ID"):
+        return True
+    raw = getattr(server_args, "kv_control_config", None)
+    try:
+        return isinstance(raw, str) and "worker_id" in json.loads(raw)
+    except ValueError:  # the config module reports a bad config by name when kvctl starts
+        return False
+
+
+def _name_after_dynamo(lifespan: Any) -> None:
+    """Wraps dynamo.sglang's last call before it builds the engine, which hands over the serving
+    endpoint: the scheduler processes read the kvctl worker id from the server args, so it is
+    set before they start."""
+    import dynamo.sglang.init_llm as init_llm
+
+    config = importlib.import_module(lifespan.__name__.rsplit(".", 1)[0] + ".config")
+    original = init_llm.set_forward_pass_metrics_worker_id
+
+    def set_ids(server_args: Any, generate_endpoint: Any) -> None:
+        original(server_args, generate_endpoint)
+        try:
+            on = config.from_server_args(server_args) is not None
+        except ValueError:
+            on = False
+        if not on:
+            return
+        dynamo_id = str(generate_endpoint.connection_id())
+        if not _explicit_worker_id(server_args):
+            server_args.kv_control_worker_id = dynamo_id
+        logger.info("kvctl: Dynamo worker %s is kvctl worker %s", dynamo_id, server_args.kv_control_worker_id)
+
+    init_llm.set_forward_pass_metrics_worker_id = set_ids
+
+
 def install_engine_hook() -> bool:
     """Makes ``sglang.Engine`` (what dynamo.sglang constructs) the kvctl engine. Returns False on
     a stock SGLang tree, where nothing is changed."""
@@ -76,6 +118,7 @@ def install_engine_hook() -> bool:
 
     KvctlEngine.__name__ = KvctlEngine.__qualname__ = "Engine"
     sglang.Engine = KvctlEngine
+    _name_after_dynamo(lifespan)
     return True
 
 
