@@ -7,132 +7,119 @@ export type MsgValue = null | boolean | number | bigint | string | Uint8Array | 
 export class MsgpackError extends Error {}
 
 const MAX_DEPTH = 32;
+const utf8 = new TextDecoder("utf-8", { fatal: true });
 
-export function decodeMsgpack(buf: Uint8Array): MsgValue {
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  let at = 0;
-  const need = (n: number): void => {
-    if (at + n > buf.length) throw new MsgpackError(`truncated at byte ${at} (needs ${n} more)`);
-  };
-  const str = (n: number): string => {
-    need(n);
-    const s = new TextDecoder("utf-8", { fatal: true }).decode(buf.subarray(at, at + n));
-    at += n;
-    return s;
-  };
-  const bin = (n: number): Uint8Array => {
-    need(n);
-    const b = buf.subarray(at, at + n);
-    at += n;
-    return b;
-  };
-  const u = (n: 1 | 2 | 4): number => {
-    need(n);
-    const v = n === 1 ? view.getUint8(at) : n === 2 ? view.getUint16(at) : view.getUint32(at);
-    at += n;
+/** Fixed-width scalars by type byte: [bytes, read at offset]. */
+const SCALARS = new Map<number, [number, (v: DataView, at: number) => number | bigint]>([
+  [0xca, [4, (v, at) => v.getFloat32(at)]],
+  [0xcb, [8, (v, at) => v.getFloat64(at)]],
+  [0xcc, [1, (v, at) => v.getUint8(at)]],
+  [0xcd, [2, (v, at) => v.getUint16(at)]],
+  [0xce, [4, (v, at) => v.getUint32(at)]],
+  [0xcf, [8, (v, at) => v.getBigUint64(at)]],
+  [0xd0, [1, (v, at) => v.getInt8(at)]],
+  [0xd1, [2, (v, at) => v.getInt16(at)]],
+  [0xd2, [4, (v, at) => v.getInt32(at)]],
+  [0xd3, [8, (v, at) => v.getBigInt64(at)]],
+]);
+
+/** Length-prefixed types by type byte: [kind, width of the length]. */
+const SIZED = new Map<number, ["bin" | "str" | "arr" | "map", 1 | 2 | 4]>([
+  [0xc4, ["bin", 1]],
+  [0xc5, ["bin", 2]],
+  [0xc6, ["bin", 4]],
+  [0xd9, ["str", 1]],
+  [0xda, ["str", 2]],
+  [0xdb, ["str", 4]],
+  [0xdc, ["arr", 2]],
+  [0xdd, ["arr", 4]],
+  [0xde, ["map", 2]],
+  [0xdf, ["map", 4]],
+]);
+
+class Reader {
+  private at = 0;
+  private readonly view: DataView;
+
+  constructor(private readonly buf: Uint8Array) {
+    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  }
+
+  done(): void {
+    if (this.at !== this.buf.length) throw new MsgpackError(`${this.buf.length - this.at} trailing byte(s)`);
+  }
+
+  private need(n: number): void {
+    if (this.at + n > this.buf.length) throw new MsgpackError(`truncated at byte ${this.at} (needs ${n} more)`);
+  }
+
+  private uint(n: 1 | 2 | 4): number {
+    this.need(n);
+    const v = n === 1 ? this.view.getUint8(this.at) : n === 2 ? this.view.getUint16(this.at) : this.view.getUint32(this.at);
+    this.at += n;
     return v;
-  };
-  const read = (depth: number): MsgValue => {
+  }
+
+  private bytes(n: number): Uint8Array {
+    this.need(n);
+    const b = this.buf.subarray(this.at, this.at + n);
+    this.at += n;
+    return b;
+  }
+
+  read(depth = 0): MsgValue {
     if (depth > MAX_DEPTH) throw new MsgpackError("nested too deep");
-    const b = u(1);
+    const b = this.uint(1);
     if (b <= 0x7f) return b;
     if (b >= 0xe0) return b - 0x100;
-    if ((b & 0xf0) === 0x80) return map(b & 0x0f, depth);
-    if ((b & 0xf0) === 0x90) return arr(b & 0x0f, depth);
-    if ((b & 0xe0) === 0xa0) return str(b & 0x1f);
-    switch (b) {
-      case 0xc0:
-        return null;
-      case 0xc2:
-        return false;
-      case 0xc3:
-        return true;
-      case 0xc4:
-        return bin(u(1));
-      case 0xc5:
-        return bin(u(2));
-      case 0xc6:
-        return bin(u(4));
-      case 0xca: {
-        need(4);
-        const v = view.getFloat32(at);
-        at += 4;
-        return v;
-      }
-      case 0xcb: {
-        need(8);
-        const v = view.getFloat64(at);
-        at += 8;
-        return v;
-      }
-      case 0xcc:
-        return u(1);
-      case 0xcd:
-        return u(2);
-      case 0xce:
-        return u(4);
-      case 0xcf: {
-        need(8);
-        const v = view.getBigUint64(at);
-        at += 8;
-        return v;
-      }
-      case 0xd0:
-        need(1);
-        return view.getInt8(at++);
-      case 0xd1: {
-        need(2);
-        const v = view.getInt16(at);
-        at += 2;
-        return v;
-      }
-      case 0xd2: {
-        need(4);
-        const v = view.getInt32(at);
-        at += 4;
-        return v;
-      }
-      case 0xd3: {
-        need(8);
-        const v = view.getBigInt64(at);
-        at += 8;
-        return v;
-      }
-      case 0xd9:
-        return str(u(1));
-      case 0xda:
-        return str(u(2));
-      case 0xdb:
-        return str(u(4));
-      case 0xdc:
-        return arr(u(2), depth);
-      case 0xdd:
-        return arr(u(4), depth);
-      case 0xde:
-        return map(u(2), depth);
-      case 0xdf:
-        return map(u(4), depth);
-      default:
-        throw new MsgpackError(`unsupported type byte 0x${b.toString(16)} at ${at - 1}`);
+    if ((b & 0xf0) === 0x80) return this.map(b & 0x0f, depth);
+    if ((b & 0xf0) === 0x90) return this.arr(b & 0x0f, depth);
+    if ((b & 0xe0) === 0xa0) return utf8.decode(this.bytes(b & 0x1f));
+    if (b === 0xc0) return null;
+    if (b === 0xc2 || b === 0xc3) return b === 0xc3;
+    const scalar = SCALARS.get(b);
+    if (scalar) {
+      this.need(scalar[0]);
+      const v = scalar[1](this.view, this.at);
+      this.at += scalar[0];
+      return v;
     }
-  };
-  const arr = (n: number, depth: number): MsgValue[] => {
-    if (n > buf.length - at) throw new MsgpackError(`array of ${n} longer than the frame`);
+    const sized = SIZED.get(b);
+    if (!sized) throw new MsgpackError(`unsupported type byte 0x${b.toString(16)} at ${this.at - 1}`);
+    const n = this.uint(sized[1]);
+    if (sized[0] === "bin") return this.bytes(n);
+    if (sized[0] === "str") return utf8.decode(this.bytes(n));
+    return sized[0] === "arr" ? this.arr(n, depth) : this.map(n, depth);
+  }
+
+  private arr(n: number, depth: number): MsgValue[] {
+    if (n > this.buf.length - this.at) throw new MsgpackError(`array of ${n} longer than the frame`);
     const out: MsgValue[] = [];
-    for (let i = 0; i < n; i++) out.push(read(depth + 1));
+    for (let i = 0; i < n; i++) out.push(this.read(depth + 1));
     return out;
-  };
-  const map = (n: number, depth: number): { [k: string]: MsgValue } => {
-    if (n > buf.length - at) throw new MsgpackError(`map of ${n} longer than the frame`);
+  }
+
+  private map(n: number, depth: number): { [k: string]: MsgValue } {
+    if (n > this.buf.length - this.at) throw new MsgpackError(`map of ${n} longer than the frame`);
     const out: { [k: string]: MsgValue } = Object.create(null);
     for (let i = 0; i < n; i++) {
-      const k = read(depth + 1);
+      const k = this.read(depth + 1);
       if (typeof k !== "string") throw new MsgpackError("map key is not a string");
-      out[k] = read(depth + 1);
+      out[k] = this.read(depth + 1);
     }
     return out;
-  };
-  const v = read(0);
-  if (at !== buf.length) throw new MsgpackError(`${buf.length - at} trailing byte(s)`);
+  }
+}
+
+export function decodeMsgpack(buf: Uint8Array): MsgValue {
+  const r = new Reader(buf);
+  let v: MsgValue;
+  try {
+    v = r.read();
+  } catch (e) {
+    if (e instanceof TypeError) throw new MsgpackError(`bad UTF-8 in a string: ${e.message}`);
+    throw e;
+  }
+  r.done();
   return v;
 }
