@@ -38,7 +38,8 @@ describe("real SGLang servers: broadcast, HTTP front door, warm after restart, b
     storageDir = mkdtempSync(join(tmpdir(), "kvctl-fleet-l3-"));
     [a, b] = await Promise.all([
       startSglangServer({ natsUrl: nats.url, workerId: A, pageSize: PAGE, maxTotalTokens: 1024, storageDir }),
-      startSglangServer({ natsUrl: nats.url, workerId: B, pageSize: PAGE, maxTotalTokens: 1024, storageDir: "" }),
+      // No admin key on this test server: its kvctl HTTP routes are served only with --kvctl-http-open.
+      startSglangServer({ natsUrl: nats.url, workerId: B, pageSize: PAGE, maxTotalTokens: 1024, storageDir: "", extraArgs: ["--kvctl-http-open"] }),
     ]);
     nc = await connectControlPlane({ servers: nats.url, name: "kvctl-real-fleet", reconnectTimeWaitMs: 100 });
     pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 1, workers: [A, B] });
