@@ -4,11 +4,11 @@
 // refusal changes nothing (the session record, the commands the worker's control plane received,
 // the calls the worker got). Also: the worker's key on every call the gateway makes (the client's
 // never), pin caps, tenant rate and concurrency limits, bad Authorization headers, bad key and TLS
-// config, and TLS on the listener with a reload. Two stand-ins, as in policy-http.test.ts: the
-// worker's HTTP surface (a tiny node:http server that records the Authorization of every call) and
-// its control plane (ReferenceResponder). The real worker's keys are tested in
-// gateway-auth-real-server.test.ts.
-import { execFileSync } from "node:child_process";
+// config, TLS on the listener with a reload (library and SIGHUP to the CLI), and NATS secrets from
+// files. Two stand-ins, as in policy-http.test.ts: the worker's HTTP surface (a tiny node:http
+// server that records the Authorization of every call) and its control plane (ReferenceResponder).
+// The real worker's keys are tested in gateway-auth-real-server.test.ts.
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -18,8 +18,10 @@ import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Agent, fetch as undiciFetch } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createGateway, type Gateway } from "../src/app/gateway.js";
+import { connectOptionsFromFlags } from "../src/control/connection-flags.js";
+import { connectOptionsOf } from "../src/gateway/nats-link.js";
 import { hashKey } from "../src/gateway/auth/keys.js";
 import { GatewayConfigError, type GatewayConfigInput } from "../src/gateway/index.js";
 import { blockHashes } from "../src/hash/index.js";
@@ -427,4 +429,82 @@ describe("TLS on the listener", () => {
     expect(await servedFingerprint(g.port)).toBe(second.fingerprint);
     await agent.close();
   }, 60_000);
+});
+
+describe("secrets from files and the environment", () => {
+  it("NATS password and token come from files or env; the flag forms warn that they show in ps", () => {
+    const pw = join(dir, "nats-password");
+    const tok = join(dir, "nats-token");
+    writeFileSync(pw, "s3cret-from-file\n");
+    writeFileSync(tok, "tok-from-file\n");
+    const writes: string[] = [];
+    const spy = vi.spyOn(process.stderr, "write").mockImplementation((c: string | Uint8Array) => {
+      writes.push(String(c));
+      return true;
+    });
+    try {
+      const fromFiles = connectOptionsFromFlags({ user: "u", "password-file": pw, "token-file": tok }, "t");
+      expect([fromFiles.pass, fromFiles.token]).toEqual(["s3cret-from-file", "tok-from-file"]);
+      expect(writes).toEqual([]);
+      const fromFlag = connectOptionsFromFlags({ user: "u", password: "on-the-command-line" }, "t");
+      expect(fromFlag.pass).toBe("on-the-command-line");
+      expect(writes.join("")).toContain("--password on the command line shows in ps");
+      expect(() => connectOptionsFromFlags({ "password-file": join(dir, "absent") }, "t")).toThrow(/--password-file: cannot read/);
+      const gwOpts = connectOptionsOf({ url: "nats://127.0.0.1:1", passwordFile: pw, tokenFile: tok, opTimeoutMs: 500, commandTimeoutMs: 1000, commandRetries: 2 }, "gw");
+      expect([gwOpts.pass, gwOpts.token]).toEqual(["s3cret-from-file", "tok-from-file"]);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+});
+
+describe("kvctl gateway (the CLI)", () => {
+  /** The CLI with its stderr, and a wait for a line in it (the gateway says what it did). */
+  const cli = (args: string[]) => {
+    const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/cli/bin.ts", "gateway", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let err = "";
+    const waiters: { text: string; resolve: () => void }[] = [];
+    child.stderr?.on("data", (d: Buffer) => {
+      err += d.toString();
+      for (const w of waiters.splice(0)) if (err.includes(w.text)) w.resolve();
+      else waiters.push(w);
+    });
+    const saw = (text: string) => (err.includes(text) ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ text, resolve })));
+    return { child, err: () => err, saw };
+  };
+
+  it("SIGHUP reloads the TLS pair; a bad pair is logged and the old one kept; a bad key config exits 2 naming the field", async () => {
+    const first = selfSigned("cli-first");
+    const cert = join(dir, "cli.crt");
+    const key = join(dir, "cli.key");
+    writeFileSync(cert, readFileSync(first.cert));
+    writeFileSync(key, readFileSync(first.key));
+    const file = join(dir, "gw-tls.yaml");
+    writeFileSync(file, `listen: { host: 127.0.0.1, port: 0, tls: { cert: ${cert}, key: ${key} } }\nworkers:\n  - id: w0\n    url: ${up.url}\nauth:\n  tenants:\n    - id: a\n      keys: ["${hashKey(KEY_A)}"]\n`);
+    const g = cli(["--config", file, "--no-nats"]);
+    try {
+      await g.saw("listening on https://");
+      const port = Number(/listening on https:\/\/127\.0\.0\.1:(\d+)/.exec(g.err())?.[1]);
+      expect(await servedFingerprint(port)).toBe(first.fingerprint);
+      writeFileSync(key, "not a key");
+      g.child.kill("SIGHUP");
+      await g.saw("TLS reload failed, still serving the previous certificate: listen.tls.key");
+      expect(await servedFingerprint(port)).toBe(first.fingerprint);
+      const second = selfSigned("cli-second");
+      writeFileSync(cert, readFileSync(second.cert));
+      writeFileSync(key, readFileSync(second.key));
+      g.child.kill("SIGHUP");
+      await g.saw("TLS certificate and key reloaded");
+      expect(await servedFingerprint(port)).toBe(second.fingerprint);
+    } finally {
+      g.child.kill("SIGTERM");
+      if (g.child.exitCode === null) await once(g.child, "exit");
+    }
+    const badFile = join(dir, "gw-bad.yaml");
+    writeFileSync(badFile, `workers:\n  - id: w0\n    url: ${up.url}\nauth:\n  tenants:\n    - id: a\n      keys: ["${KEY_A}"]\n`);
+    const bad = cli(["--config", badFile, "--no-nats"]);
+    const [code] = await once(bad.child, "exit");
+    expect(code).toBe(2);
+    expect(bad.err()).toContain("auth.tenants.0.keys.0: must be 'sha256:'");
+  }, 90_000);
 });
