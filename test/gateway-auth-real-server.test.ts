@@ -21,6 +21,7 @@ let nats: NatsServer;
 let jsDir: string;
 let server: SglangServer;
 let gw: Gateway | undefined;
+const logs: string[] = [];
 
 beforeAll(async () => {
   jsDir = mkdtempSync(join(tmpdir(), "kvctl-gw-auth-real-"));
@@ -36,7 +37,7 @@ beforeAll(async () => {
       policy: "agent",
       auth: { tenants: [{ id: "a", keys: [hashKey(TENANT_A)] }, { id: "b", keys: [hashKey(TENANT_B)] }] },
     },
-    log: () => undefined,
+    log: (l) => logs.push(l),
   });
 }, 600_000);
 
@@ -70,6 +71,21 @@ describe("a real worker with --api-key and --admin-api-key behind a gateway with
     expect((await chat(TENANT_B, "real-a")).status).toBe(403);
     const models = await fetch(`${gw?.url}/v1/models`, { headers: { "x-api-key": TENANT_B } });
     expect(models.status).toBe(200);
+  }, 300_000);
+
+  it("an Anthropic turn's prompt ids come from the worker's /kvctl/v1/messages/tokenize, called with the worker's key", async () => {
+    const res = await fetch(`${gw?.url}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": TENANT_A, "anthropic-version": "2023-06-01", "x-session-id": "real-m" },
+      body: JSON.stringify({ model: "default", max_tokens: 4, messages: [{ role: "user", content: "hello ".repeat(60) }] }),
+    });
+    expect(res.status).toBe(200);
+    await gw?.settled();
+    const rec = await gw?.sessions.get("real-m");
+    expect(rec?.tenant).toBe("a");
+    // The chain is hashed from the prompt ids the worker's tokenize route returned.
+    expect(rec?.chain.length).toBeGreaterThan(0);
+    expect(logs.filter((l) => /\b401\b/.test(l))).toEqual([]);
   }, 300_000);
 
   it("the worker's kvctl routes refuse the inference key and no key; the admin key opens them", async () => {
