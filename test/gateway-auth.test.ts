@@ -164,6 +164,7 @@ const MATRIX: Case[] = [
   { route: "POST chat, tenant a's session", call: (g, w) => chat(g, "owned", bearer(w)), expect: { none: 401, wrong: 401, other: 403, client: 200, admin: 200 } },
   { route: "POST hint, tenant a's session", call: (g, w) => hint(g, "owned", bearer(w)), expect: { none: 401, wrong: 401, other: 403, client: 202, admin: 202 } },
   { route: "POST hint, unknown session", call: (g, w) => hint(g, "ghost", bearer(w)), expect: { none: 401, wrong: 401, other: 403, client: 403, admin: 404 } },
+  { route: "GET admin API", call: (g, w) => fetch(`${g.url}/kvctl/v1/admin/workers`, { headers: bearer(w) }), expect: { none: 401, wrong: 401, other: 403, client: 403, admin: 200 } },
   { route: "GET unknown route", call: (g, w) => fetch(`${g.url}/kvctl/v1/nothing`, { headers: bearer(w) }), expect: { none: 401, wrong: 401, other: 403, client: 403, admin: 404 } },
 ];
 
