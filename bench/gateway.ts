@@ -14,6 +14,8 @@
 // both cores for the stub and load generator, while through the gateway they give one up to it.
 // Bars: added p50 <= 1 ms; requests/s through the gateway >= 0.5x direct at concurrency 64.
 // --smoke: a tenth of the requests, two 0.2 s windows (the test that the bench still runs).
+// --auth: the gateway checks a tenant key on every request (hash lookup, tenant rate and
+// concurrency limits, session ownership) and sends the worker a key of its own on every call.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer } from "node:http";
@@ -28,6 +30,8 @@ const role = args.includes("--role") ? args[args.indexOf("--role") + 1] : "main"
 const CHUNKS = 16;
 const PIN = args.includes("--pin");
 const SMOKE = args.includes("--smoke");
+const AUTH = args.includes("--auth");
+const BENCH_KEY = "bench-tenant-key-0123456789";
 const WINDOWS = SMOKE ? 2 : 5;
 const WINDOW_MS = SMOKE ? 200 : 1000;
 const SCALE = SMOKE ? 10 : 1; // request counts are divided by it
@@ -80,10 +84,13 @@ async function runStub(): Promise<void> {
 
 async function runGateway(upstream: string): Promise<void> {
   const { createGateway } = await import("../src/gateway/index.js");
+  const { hashKey } = await import("../src/gateway/auth/keys.js");
+  const auth = { tenants: [{ id: "bench", keys: [hashKey(BENCH_KEY)], requestsPerSecond: 1e9, maxConcurrent: 1e6 }] };
   const g = await createGateway({
     config: {
       listen: { host: "127.0.0.1", port: 0 },
-      workers: [{ id: "stub", url: upstream }],
+      workers: [{ id: "stub", url: upstream, ...(AUTH ? { apiKey: "bench-worker-key-0123" } : {}) }],
+      ...(AUTH ? { auth } : {}),
       probeWorkers: false,
       health: { intervalMs: 600_000, timeoutMs: 5000, failures: 3 },
       sessions: { idleAfterSeconds: 0 },
@@ -118,7 +125,7 @@ async function child(roleName: string, cpu: number, extra: string[]): Promise<{ 
 
 const CHAT = JSON.stringify({ messages: [{ role: "user", content: "hello there" }], max_tokens: 2 });
 const STREAM = JSON.stringify({ messages: [{ role: "user", content: "hello there" }], max_tokens: 2, stream: true });
-const HEADERS = { "content-type": "application/json" };
+const HEADERS: Record<string, string> = AUTH ? { "content-type": "application/json", authorization: `Bearer ${BENCH_KEY}` } : { "content-type": "application/json" };
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -177,7 +184,7 @@ async function throughput(pool: Pool, concurrency: number, ms: number): Promise<
 async function main(): Promise<void> {
   const pinnedOk = pinned(0).length > 0;
   const stub = await child("stub", 1, []);
-  const gw = await child("gateway", 0, ["--upstream", `http://127.0.0.1:${stub.port}`]);
+  const gw = await child("gateway", 0, ["--upstream", `http://127.0.0.1:${stub.port}`, ...(AUTH ? ["--auth"] : [])]);
   if (pinnedOk) execFileSync("taskset", ["-pc", "1", String(process.pid)], { stdio: "ignore" });
   const direct = new Pool(`http://127.0.0.1:${stub.port}`, { connections: 64 });
   const through = new Pool(`http://127.0.0.1:${gw.port}`, { connections: 64 });
@@ -213,7 +220,7 @@ async function main(): Promise<void> {
       ? "gateway on CPU 0; stub and load generator on CPU 1 (taskset)"
       : `not pinned: gateway, stub and load generator share the ${availableParallelism()} cores (OS placement)`;
     const f = (x: number) => x.toFixed(3);
-    console.log(`gateway bench (${cores})`);
+    console.log(`gateway bench (${cores}${AUTH ? "; auth on: tenant key checked, worker key sent" : ""})`);
     console.log(`  non-streaming, c=1, ${N} requests: direct p50 ${f(pct(dl, 50))} ms p99 ${f(pct(dl, 99))} ms; through p50 ${f(pct(gl, 50))} ms p99 ${f(pct(gl, 99))} ms`);
     console.log(`    added p50 ${f(r.addedP50)} ms (bar <= 1 ms: ${r.addedP50 <= 1 ? "PASS" : "FAIL"}), added p99 ${f(r.addedP99)} ms`);
     console.log(`  streaming, c=1, per chunk (${dc.length} chunks): direct p50 ${f(pct(dc, 50))} ms; through p50 ${f(pct(gc, 50))} ms; added p50 ${f(r.chunkAddedP50)} ms, p99 ${f(r.chunkAddedP99)} ms`);
@@ -231,6 +238,7 @@ async function main(): Promise<void> {
           req_per_s_c64: +gatewayRps.toFixed(1),
           direct_req_per_s_c64: +directRps.toFixed(1),
           ratio_c64: +ratio.toFixed(3),
+          auth: AUTH,
           cores,
         }),
       );

@@ -20,8 +20,10 @@ const A = "fleet-a";
 const B = "fleet-b";
 const hashesOf = (toks: number[]) => Array.from(blockHashes(toks, { pageSize: PAGE }));
 
-async function http(server: SglangServer, path: string, body: Record<string, unknown>): Promise<{ code: number; ack: Ack }> {
-  const r = await fetch(`${server.baseUrl}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: stringifyJson(body) });
+const A2_ADMIN = "fleet-a2-admin-key-0123";
+
+async function http(server: SglangServer, path: string, body: Record<string, unknown>, adminKey?: string): Promise<{ code: number; ack: Ack }> {
+  const r = await fetch(`${server.baseUrl}${path}`, { method: "POST", headers: { "content-type": "application/json", ...(adminKey ? { authorization: `Bearer ${adminKey}` } : {}) }, body: stringifyJson(body) });
   return { code: r.status, ack: decodeAck(await r.text()) };
 }
 
@@ -38,7 +40,8 @@ describe("real SGLang servers: broadcast, HTTP front door, warm after restart, b
     storageDir = mkdtempSync(join(tmpdir(), "kvctl-fleet-l3-"));
     [a, b] = await Promise.all([
       startSglangServer({ natsUrl: nats.url, workerId: A, pageSize: PAGE, maxTotalTokens: 1024, storageDir }),
-      startSglangServer({ natsUrl: nats.url, workerId: B, pageSize: PAGE, maxTotalTokens: 1024, storageDir: "" }),
+      // No admin key on this test server: its kvctl HTTP routes are served only with --kvctl-http-open.
+      startSglangServer({ natsUrl: nats.url, workerId: B, pageSize: PAGE, maxTotalTokens: 1024, storageDir: "", extraArgs: ["--kvctl-http-open"] }),
     ]);
     nc = await connectControlPlane({ servers: nats.url, name: "kvctl-real-fleet", reconnectTimeWaitMs: 100 });
     pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 1, workers: [A, B] });
@@ -127,7 +130,8 @@ describe("real SGLang servers: broadcast, HTTP front door, warm after restart, b
     const deadPort = await freePort(); // nothing listens here
     const a2 = await startSglangServer({
       workerId: "fleet-a2", pageSize: PAGE, maxTotalTokens: 1024, storageDir,
-      extraArgs: ["--kv-control-nats-url", `nats://127.0.0.1:${deadPort}`, "--kv-control-worker-id", "fleet-a2"],
+      // Its kvctl HTTP routes behind an admin key (no --api-key: generation stays open).
+      extraArgs: ["--kv-control-nats-url", `nats://127.0.0.1:${deadPort}`, "--kv-control-worker-id", "fleet-a2", "--admin-api-key", A2_ADMIN],
     });
     a = a2;
     // the subscriber says once, clearly, that it cannot reach that NATS URL; the server serves on
@@ -136,11 +140,11 @@ describe("real SGLang servers: broadcast, HTTP front door, warm after restart, b
     await expect.poll(async () => (await natsLines()).length, { timeout: 60_000, interval: 250 }).toBeGreaterThanOrEqual(1);
     expect((await natsLines())[0]).toMatch(/cannot reach NATS/);
 
-    const before = await http(a2, "/hicache/inspect", { block_hashes: hs });
+    const before = await http(a2, "/hicache/inspect", { block_hashes: hs }, A2_ADMIN);
     expect(before.ack.missing).toEqual(hs);
-    const w = await http(a2, "/hicache/warm", { block_keys: keys, token_ids: s, target_tier: "CPU_TIER1" });
+    const w = await http(a2, "/hicache/warm", { block_keys: keys, token_ids: s, target_tier: "CPU_TIER1" }, A2_ADMIN);
     expect(w.ack.status).toBe("applied");
-    expect((await http(a2, "/hicache/inspect", { block_hashes: hs })).ack.tiers).toEqual({ CPU_PINNED: 4 });
+    expect((await http(a2, "/hicache/inspect", { block_hashes: hs }, A2_ADMIN)).ack.tiers).toEqual({ CPU_PINNED: 4 });
     const warmed = await generate(a2.baseUrl, next, 6);
     expect(warmed.meta_info.cached_tokens).toBe(64);
     expect(warmed.meta_info.cached_tokens_details).toMatchObject({ device: 0, host: 64 });

@@ -11,11 +11,14 @@ registered and no subscriber starts.
 ``nats_creds``, ``nats_user``, ``nats_password_file``, ``nats_token_file`` (the same settings as the
 ``--kv-control-*`` flags, which win when both are given), ``http`` (register the HTTP routes,
 default true), ``pin_budget_fraction`` (share of the host pool pins may hold, default 0.5),
-``dedupe_window_s`` (600) / ``dedupe_max_ids`` (100000), ``tool_ttl_s`` (900).
+``dedupe_window_s`` (600) / ``dedupe_max_ids`` (100000), ``tool_ttl_s`` (900), ``http_open``
+(serve the HTTP routes without SGLang's ``--admin-api-key``: the same as ``--kvctl-http-open`` or env
+``KVCTL_HTTP_OPEN=1``; default false, see http.py).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 from typing import Any, Optional
 
@@ -32,10 +35,11 @@ class KvctlConfig:
     dedupe_window_s: float = 600.0
     dedupe_max_ids: int = 100_000
     tool_ttl_s: float = 900.0
+    http_open: bool = False
 
 
 _TUNING = {"http": bool, "pin_budget_fraction": float, "dedupe_window_s": float, "dedupe_max_ids": int,
-           "tool_ttl_s": float}
+           "tool_ttl_s": float, "http_open": bool}
 _FLAG_KEYS = {field[len("kv_control_"):]: field for field, _flag, _env, _help in FIELDS}
 
 
@@ -74,6 +78,8 @@ def from_server_args(server_args: Any) -> Optional[KvctlConfig]:
             if kind is bool and not isinstance(v, bool) or kind is not bool and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 raise ValueError(f"--kv-control-config: {k} must be a {kind.__name__}")
             tuning[k] = kind(v)
+    if getattr(server_args, "kvctl_http_open", False) is True or os.environ.get("KVCTL_HTTP_OPEN") == "1":
+        tuning["http_open"] = True
     worker_id = control.worker_id if control else (merged.kv_control_worker_id or default_worker_id(merged.port))
     return KvctlConfig(worker_id=worker_id, control=control, **tuning)
 

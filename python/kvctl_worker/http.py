@@ -1,9 +1,17 @@
 """HTTP endpoints (ROUTES: /hicache/* and /session/* for every command), wired like
 /flush_cache: FastAPI route -> tokenizer manager communicator -> scheduler -> tree cache, each
-answering a docs/protocol.md Ack. Marked ADMIN_OPTIONAL like /flush_cache: SGLang's auth middleware
-then requires the admin API key when one is set."""
+answering a docs/protocol.md Ack.
+
+Who may call them (route_refusal): these routes pin, prune and revoke cache other clients share,
+so they are an admin surface. With SGLang's ``--admin-api-key`` set they need that key (the
+inference ``--api-key`` does not unlock them); with no admin key they are refused (403) unless
+``--kvctl-http-open`` (or ``http_open`` in ``--kv-control-config``, or env ``KVCTL_HTTP_OPEN=1``)
+says to serve them as before: open, or behind ``--api-key`` when one is set. The check is made in
+the endpoint itself, not left to SGLang's auth middleware, which SGLang installs only when a key
+is set at startup (before these routes exist)."""
 
 import json
+import secrets
 from http import HTTPStatus
 from typing import Any, Callable, List, Optional
 
@@ -54,9 +62,23 @@ def _status_code(ack: dict) -> int:
     return HTTPStatus.BAD_REQUEST if ack["status"] == "rejected" else HTTPStatus.OK
 
 
-def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any], worker_id: Optional[str] = None) -> None:
+def route_refusal(authorization: Optional[str], admin_api_key: Optional[str], http_open: bool) -> Optional[tuple]:
+    """(status, reason) when a call to a kvctl route must be refused, else None (see the module doc)."""
+    if admin_api_key:
+        parts = (authorization or "").split(" ", 1)
+        if len(parts) == 2 and parts[0].lower() == "bearer" and secrets.compare_digest(parts[1].encode(), admin_api_key.encode()):
+            return None
+        return HTTPStatus.UNAUTHORIZED, "kvctl routes need the admin API key (Authorization: Bearer <--admin-api-key>)"
+    if http_open:
+        return None
+    return HTTPStatus.FORBIDDEN, "kvctl routes are refused: no --admin-api-key is set (set one, or pass --kvctl-http-open to serve them without it)"
+
+
+def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any], worker_id: Optional[str] = None,
+                    admin_api_key: Optional[str] = None, http_open: bool = False) -> None:
     """Adds ROUTES to the FastAPI app (lifespan.start, only while kvctl is on). ``worker_id``
-    stamps every ack, as the NATS subscriber stamps its replies: one command, the same bytes."""
+    stamps every ack, as the NATS subscriber stamps its replies: one command, the same bytes.
+    ``admin_api_key`` (SGLang's --admin-api-key) and ``http_open`` decide who may call them."""
     from fastapi import Request
     from fastapi.responses import Response
 
@@ -65,6 +87,11 @@ def register_routes(app: Any, get_tokenizer_manager: Callable[[], Any], worker_i
     def make(op: str):
         @auth_level(AuthLevel.ADMIN_OPTIONAL)
         async def endpoint(request: Request):
+            refused = route_refusal(request.headers.get("authorization"), admin_api_key, http_open)
+            if refused is not None:
+                status, reason = refused
+                return Response(json.dumps({"error": {"message": reason, "type": "authentication_error" if status == 401 else "permission_error"}}),
+                                status_code=status, media_type="application/json")
             raw = await request.body()
             try:
                 body = raw.decode("utf-8")

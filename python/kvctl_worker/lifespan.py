@@ -33,7 +33,8 @@ async def start(server_args: Any, tokenizer_manager: Any, app: Any = None) -> Op
     if cfg.http and app is not None:
         from .http import register_routes
 
-        register_routes(app, lambda: tokenizer_manager, cfg.worker_id)
+        register_routes(app, lambda: tokenizer_manager, cfg.worker_id,
+                        admin_api_key=getattr(server_args, "admin_api_key", None), http_open=cfg.http_open)
     if cfg.control is not None:
         from .subscriber import ControlSubscriber, tokenizer_send
 

@@ -2,11 +2,13 @@
 kvctl tokenizer function -> the patched communicator spec (real FanOutCommunicator) -> IPC codec
 -> the patched scheduler dispatcher entry -> tree cache -> Ack back the same way."""
 import json
+import sys
 import types
 
 import pytest
 from helpers import insert, make_radix, stored_hashes
 
+from sglang.srt.kvctl.http import ROUTES
 from sglang.srt.kvctl.io import KvctlCommandReqInput, KvctlCommandReqOutput
 from sglang.srt.managers.io_struct import _msgpack_decoder, _msgpack_encoder
 
@@ -79,8 +81,8 @@ def server():
     cache, alloc = make_radix()
     tm = _wire(cache)
     hs._global_state = types.SimpleNamespace(tokenizer_manager=tm)
-    # what patch 0011's lifespan hook does with --kv-control-config '{"worker_id":"http-w0"}'
-    sa = types.SimpleNamespace(kv_control_config='{"worker_id":"http-w0"}')
+    # what patch 0011's lifespan hook does with --kv-control-config '{"worker_id":"http-w0"}' --admin-api-key admin-secret
+    sa = types.SimpleNamespace(kv_control_config='{"worker_id":"http-w0"}', admin_api_key="admin-secret")
     running = asyncio.run(lifespan.start(sa, tm, hs.app))
     assert running is not None and running.subscriber is None
     add_api_key_middleware(hs.app, api_key=None, admin_api_key="admin-secret")
@@ -102,6 +104,52 @@ def test_admin_key_is_required_when_set(server):
     client, _, _ = server
     r = client.post("/hicache/inspect", content="{}")
     assert r.status_code == 401
+
+
+def _app_with_routes(server, **kw):
+    """A fresh FastAPI app with the kvctl routes registered as lifespan.start would, without
+    SGLang's auth middleware (which SGLang installs only when a key is set at startup)."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from sglang.srt.kvctl.http import register_routes
+
+    app = FastAPI()
+    tm = sys.modules["sglang.srt.entrypoints.http_server"]._global_state.tokenizer_manager
+    register_routes(app, lambda: tm, "http-w0", **kw)
+    return TestClient(app)
+
+
+def test_without_an_admin_key_the_routes_are_refused_unless_opened(server):
+    closed = _app_with_routes(server)
+    for path in ROUTES:
+        r = closed.post(path, content="{}")
+        assert r.status_code == 403, (path, r.status_code)
+        assert "--kvctl-http-open" in r.json()["error"]["message"]
+    opened = _app_with_routes(server, http_open=True)
+    r = opened.post("/hicache/inspect", content="{}")
+    assert r.status_code == 200 and r.json()["status"] == "applied"
+
+
+def test_with_an_admin_key_only_that_key_opens_them(server):
+    client = _app_with_routes(server, admin_api_key="admin-secret")
+    for auth in (None, "Bearer inference-key", "Bearer admin-secretx", "Basic admin-secret", "Bearer"):
+        r = client.post("/hicache/inspect", content="{}", headers={"Authorization": auth} if auth else {})
+        assert r.status_code == 401, (auth, r.status_code)
+    assert client.post("/hicache/inspect", content="{}", headers=H).status_code == 200
+
+
+def test_http_open_comes_from_the_flag_the_config_or_the_env(monkeypatch):
+    from sglang.srt.kvctl.config import from_server_args
+
+    base = {"kv_control_config": "{}"}
+    assert from_server_args(types.SimpleNamespace(**base)).http_open is False
+    assert from_server_args(types.SimpleNamespace(**base, kvctl_http_open=True)).http_open is True
+    assert from_server_args(types.SimpleNamespace(kv_control_config='{"http_open": true}')).http_open is True
+    monkeypatch.setenv("KVCTL_HTTP_OPEN", "1")
+    assert from_server_args(types.SimpleNamespace(**base)).http_open is True
+    with pytest.raises(ValueError, match="http_open must be a bool"):
+        from_server_args(types.SimpleNamespace(kv_control_config='{"http_open": 1}'))
 
 
 def test_pin_unpin_inspect_round_trip_with_int64_literals(server):

@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 from real_server import generate, nats, sglang_server  # noqa: F401  (pytest fixtures)
 
-SGLANG_SERVER_OPTIONS = {"page_size": 16}
+# No admin key on this server: its kvctl HTTP routes are served only with --kvctl-http-open.
+SGLANG_SERVER_OPTIONS = {"page_size": 16, "extra_args": ["--kvctl-http-open"]}
 VOLATILE = re.compile(rb'("id":)(?:"[^"]*"|null)|("elapsed_us":)\d+')
 
 

@@ -2,12 +2,15 @@
 // into ControlConnectOptions. Secrets may come from the environment instead of argv (argv is
 // visible to every user of the machine through ps).
 import type { ControlConnectOptions } from "./connection.js";
+import { secretOf, warnSecretFlag } from "./secret-source.js";
 
 export const NATS_FLAGS = {
   "nats-url": { type: "string" },
   user: { type: "string" },
   password: { type: "string" },
   token: { type: "string" },
+  "password-file": { type: "string" },
+  "token-file": { type: "string" },
   "nkey-seed-file": { type: "string" },
   creds: { type: "string" },
   "tls-ca": { type: "string" },
@@ -20,8 +23,9 @@ export const NATS_FLAGS = {
 
 export const NATS_FLAGS_HELP = `NATS connection:
   --nats-url URL           server(s), comma-separated (default $KVCTL_NATS_URL or nats://127.0.0.1:4222)
-  --user U --password P    user/password auth ($NATS_USER, $NATS_PASSWORD)
-  --token T                token auth ($NATS_TOKEN)
+  --user U                 user/password auth ($NATS_USER); the password from $NATS_PASSWORD
+                           or --password-file F (--password P works but shows in ps: warned)
+  --token-file F           token auth (or $NATS_TOKEN; --token T works but shows in ps: warned)
   --nkey-seed-file F       nkey auth from a seed file
   --creds F                JWT .creds file
   --tls-ca F --tls-cert F --tls-key F [--tls-handshake-first]
@@ -35,8 +39,10 @@ export function connectOptionsFromFlags(v: FlagValues, name: string): ControlCon
   const url = v["nats-url"] ?? env.KVCTL_NATS_URL ?? "nats://127.0.0.1:4222";
   const o: ControlConnectOptions = { servers: url.split(",").map((s) => s.trim()), name };
   const user = v.user ?? env.NATS_USER;
-  const pass = v.password ?? env.NATS_PASSWORD;
-  const token = v.token ?? env.NATS_TOKEN;
+  if (v.password !== undefined) warnSecretFlag("password", "NATS_PASSWORD");
+  if (v.token !== undefined) warnSecretFlag("token", "NATS_TOKEN");
+  const pass = secretOf(v.password, env.NATS_PASSWORD, v["password-file"], "--password-file");
+  const token = secretOf(v.token, env.NATS_TOKEN, v["token-file"], "--token-file");
   if (user !== undefined) o.user = user;
   if (pass !== undefined) o.pass = pass;
   if (token !== undefined) o.token = token;

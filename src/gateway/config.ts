@@ -6,6 +6,8 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { policiesConfigSchema } from "../contract/policies-config.js";
 import { checkSubjectPrefix, checkWorkerId } from "../protocol/subjects.js";
+import { authConfigSchema, workerCredentialFields } from "./auth/config.js";
+import { tlsConfigSchema } from "./auth/tls.js";
 import { drainConfigSchema, listenerConfigSchema, loggingConfigSchema, telemetryConfigSchema } from "./ops-config.js";
 
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
@@ -34,13 +36,18 @@ export const workerConfigSchema = z.strictObject({
   events: zmqEndpoint.optional(),
   /** ZMQ ROUTER replay endpoint; defaults to what its /server_info advertises. */
   replay: zmqEndpoint.optional(),
+  /** Keys the gateway sends the worker (auth/config.ts). */
+  ...workerCredentialFields,
 });
 
 export const natsConfigSchema = z.strictObject({
   url: z.string().min(1).optional(),
   user: z.string().optional(),
+  /** Prefer passwordFile or $NATS_PASSWORD: a secret in the file is as readable as the file. */
   password: z.string().optional(),
+  passwordFile: z.string().min(1).optional(),
   token: z.string().optional(),
+  tokenFile: z.string().min(1).optional(),
   nkeySeedFile: z.string().optional(),
   creds: z.string().optional(),
   tlsCa: z.string().optional(),
@@ -93,7 +100,7 @@ export const routingConfigSchema = z.strictObject({
 
 export const gatewayConfigSchema = z.strictObject({
   listen: z
-    .strictObject({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8080) })
+    .strictObject({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8080), tls: tlsConfigSchema.optional() })
     .default({ host: "127.0.0.1", port: 8080 }),
   workers: z.array(workerConfigSchema).min(1, "needs at least one worker"),
   /** Client-side deadlines and caps (ops-config.ts). */
@@ -105,6 +112,8 @@ export const gatewayConfigSchema = z.strictObject({
   /** The gateway's own log: text or levelled JSON with request ids (ops-config.ts). */
   logging: loggingConfigSchema,
   nats: natsConfigSchema.optional(),
+  /** Client keys, tenants and the admin key (auth/config.ts); absent: no authentication. */
+  auth: authConfigSchema.optional(),
   routing: routingConfigSchema.default(routingConfigSchema.parse({})),
   limits: z
     .strictObject({

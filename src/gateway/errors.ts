@@ -18,6 +18,9 @@ const ANTHROPIC_TYPES: Readonly<Record<string, string>> = {
   upstream_error: "api_error",
   upstream_timeout: "api_error",
   internal_error: "api_error",
+  authentication_error: "authentication_error",
+  permission_error: "permission_error",
+  rate_limit_error: "rate_limit_error",
 };
 
 export function errorBody(flavor: ApiFlavor, type: string, message: string, param: string | null = null): string {

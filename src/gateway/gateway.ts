@@ -3,9 +3,16 @@
 // control publisher) -> session store -> policy and command sink -> HTTP server.
 import type { FastifyInstance } from "fastify";
 import { InMemoryKvIndex, type KvIndex } from "../index/index.js";
+import type { Server as TlsServer } from "node:https";
+import type { SecureContextOptions } from "node:tls";
+import { AuthGate } from "./auth/gate.js";
+import { PinCaps } from "./auth/pin-caps.js";
+import { AuthConfigError, resolveAuth } from "./auth/table.js";
+import { loadTls, TlsConfigError } from "./auth/tls.js";
+import { CredentialError } from "./auth/upstream-credentials.js";
 import { CommandRecorder } from "./command-record.js";
 import { CommandSink } from "./command-sink.js";
-import { type GatewayConfig, type GatewayConfigInput, parseGatewayConfig } from "./config.js";
+import { type GatewayConfig, type GatewayConfigInput, GatewayConfigError, parseGatewayConfig } from "./config.js";
 import { HoldLedger } from "./hold-ledger.js";
 import { HoldMetrics } from "./hold-metrics.js";
 import { currentStored, namedPins } from "./holds.js";
@@ -59,6 +66,8 @@ export interface Gateway {
   checkHealth(): Promise<void>;
   /** The workers, with their membership operations (add, cordon, remove). */
   readonly workers: WorkerSet;
+  /** Reads the listener's TLS files again (SIGHUP); throws, and keeps the old ones, when they do not load. */
+  reloadTls(): void;
   /** Resolves when recorded turns and sent commands have settled (tests). */
   settled(): Promise<void>;
   /**
@@ -79,13 +88,14 @@ interface Parts {
   ledger: HoldLedger;
   inspector: WorkerInspector;
   sweepIdle: () => Promise<void>;
+  tls: SecureContextOptions | null;
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const parts = assemble(options);
   const cleanup = await startLinks(parts);
   const drain = new DrainGate(parts.config.drain.retryAfterSeconds);
-  const { app, front } = buildServer({ ctx: parts.ctx, workers: parts.ctx.workers, metrics: parts.ctx.metrics, beforeScrape: scrapeGauges(parts), drain }, parts.config.limits.bodyLimitBytes);
+  const { app, front } = buildServer({ ctx: parts.ctx, workers: parts.ctx.workers, metrics: parts.ctx.metrics, beforeScrape: scrapeGauges(parts), drain, tls: parts.tls }, parts.config.limits.bodyLimitBytes);
   try {
     await app.listen({ host: parts.config.listen.host, port: parts.config.listen.port });
   } catch (e) {
@@ -95,12 +105,27 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   return handle(parts, app, front, cleanup, startIdleTimer(parts), drain);
 }
 
+/** Keys, worker credentials and TLS files, read at start: a bad one is a config error naming its field. */
+function secured<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (e) {
+    if (e instanceof AuthConfigError || e instanceof TlsConfigError || e instanceof CredentialError) throw new GatewayConfigError(`gateway config is invalid:\n  ${e.message}`);
+    throw e;
+  }
+}
+
 function assemble(options: GatewayOptions): Parts {
   const config = parseGatewayConfig(options.config, "gateway config");
+  const resolvedAuth = secured(() => (config.auth ? resolveAuth(config.auth) : null));
+  const tlsConfig = config.listen.tls;
+  const tls = secured(() => (tlsConfig ? loadTls(tlsConfig) : null));
   const logger = gatewayLogger(config.logging, options.log);
   const log = logger.line;
   const clock = options.clock ?? systemClock;
   const metrics = new GatewayMetrics();
+  const auth = resolvedAuth ? new AuthGate(resolvedAuth, metrics.registry, () => clock.now()) : null;
+  const caps = resolvedAuth ? new PinCaps(resolvedAuth.tenants, () => sessions.localRecords(), metrics.registry) : null;
   const index = options.index ?? new InMemoryKvIndex();
   const decisionLog = config.jsonLog ? (options.decisionLog ?? ((l: string) => process.stdout.write(`${l}\n`))) : null;
   const policy = resolvePolicy(options.policy, config, { config: config.policies, registry: metrics.registry, log, decisionLog });
@@ -111,11 +136,11 @@ function assemble(options: GatewayOptions): Parts {
   const holdMetrics = new HoldMetrics(metrics.registry);
   const incarnation = (w: string): string | null => inspector.incarnation(w);
   const ledger = new HoldLedger({ sessions, kv: () => nats.kv(), send: (pc) => commands.submit(pc), unsent: (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }), clock, metrics: holdMetrics, log, heartbeatMs: config.sessions.heartbeatMs, pending: recording, incarnation });
-  const observe = policyObserver(policy, ledger, incarnation, log);
+  const observe = policyObserver(policy, ledger, incarnation, log, caps);
   const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res) });
   const commands = new CommandSink({ publisher: () => (nats.connected ? nats.publisher : null), maxQueued: config.limits.commandQueue, metrics, onOutcome: (pc, o) => recorder.record(pc, o), log });
   nats.whenUp(() => commands.flush());
-  const workers = new WorkerSet({ config, index, metrics, clock, observe, log });
+  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log }));
   const inspector = new WorkerInspector({
     workers: () => workers.workers,
     publisher: () => (nats.connected ? nats.publisher : null),
@@ -144,15 +169,16 @@ function assemble(options: GatewayOptions): Parts {
     requestLog: logger.request,
     latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
     tracer: config.telemetry.otlpTracesUrl ? new Tracer(config.telemetry.otlpTracesUrl, config.telemetry.serviceName, log) : null,
+    auth,
   };
-  return { config, ctx, nats, commands, recorder, ledger, inspector, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
+  return { tls, config, ctx, nats, commands, recorder, ledger, inspector, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
 }
 
 /**
  * The policy's commands go out through the hold ledger (each hold named in its record first) to
  * the sink; their outcomes come back as observations.
  */
-function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: (worker: string) => string | null, log: (line: string) => void): (o: Observation) => void {
+function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: (worker: string) => string | null, log: (line: string) => void, caps: PinCaps | null): (o: Observation) => void {
   return (o) => {
     // Holds on a worker's earlier process are not the session's any more (the policy re-issues them).
     if (o.type === "TurnStarted" && o.stored) {
@@ -165,7 +191,7 @@ function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: 
       log(`gateway: policy ${policy.name} threw on ${o.type}: ${(e as Error).message} (ignored)`);
       return;
     }
-    for (const pc of out) ledger.submit(pc);
+    for (const pc of caps ? caps.limit(out) : out) ledger.submit(pc);
     // Close releases every hold the record names, whichever replica took it (after the policy's own).
     if (o.type === "SessionHint" && o.event === "close") void ledger.close(o.sessionId);
   };
@@ -223,7 +249,7 @@ function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: 
   const port = typeof addr === "object" && addr ? addr.port : config.listen.port;
   const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
   const gw: Gateway = {
-    url: `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`,
+    url: `${p.tls ? "https" : "http"}://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`,
     port,
     config,
     metrics: ctx.metrics,
@@ -234,6 +260,11 @@ function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: 
     workers: ctx.workers,
     drain() {
       return drainThenClose(drain, { graceMs: config.drain.graceMs, metrics: ctx.metrics.ops, log: ctx.log, close: () => gw.close() });
+    },
+    reloadTls() {
+      const c = config.listen.tls;
+      if (!c) throw new TlsConfigError("listen.tls: the gateway was started without TLS");
+      (app.server as TlsServer).setSecureContext(loadTls(c));
     },
     async settled() {
       do {

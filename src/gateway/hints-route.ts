@@ -1,7 +1,10 @@
 // POST /kvctl/v1/sessions/{id}/events: explicit hints from a harness (tool_start, tool_end, idle,
 // close, rewrite), fed to the policy as SessionHint observations. A session the store does not
-// know is a 404; a bad body a 400 naming the field; both counted, neither changes anything.
+// know is a 404; a bad body a 400 naming the field; both counted, neither changes anything. Under
+// auth a session of another tenant and an unknown one are both 403 (auth/ownership.ts).
 import type { FastifyInstance } from "fastify";
+import { principalOf } from "./auth/gate.js";
+import { mayUse, SESSION_REFUSED } from "./auth/ownership.js";
 import { HintError, parseHintBody } from "./request/hints.js";
 import { errorBody } from "./errors.js";
 import { MAX_SESSION_ID_BYTES } from "./session-id.js";
@@ -28,6 +31,14 @@ export function registerHintsRoute(app: FastifyInstance, ctx: TurnContext): void
     }
     await ctx.recording.get(id);
     const rec = await ctx.sessions.get(id);
+    const who = principalOf(req.raw);
+    // Under auth a client key gets the same 403 for an unknown id and another tenant's session (auth/ownership.ts).
+    if (ctx.auth && !who.admin && (!rec || !mayUse(who, rec))) {
+      ctx.auth.count("other_tenant");
+      ctx.log(`gateway: hint ${hint.event} for session ${JSON.stringify(id)} refused (${rec ? "another tenant's" : "unknown"})`);
+      metrics.hints.inc({ event: hint.event, outcome: rec ? "other_tenant" : "unknown_session" });
+      return reply.code(403).header("content-type", "application/json").send(errorBody("openai", "permission_error", SESSION_REFUSED, "id"));
+    }
     if (!rec) {
       ctx.log(`gateway: hint ${hint.event} for unknown session ${JSON.stringify(id)} (ignored)`);
       return fail(404, "unknown_session", hint.event, `no session ${JSON.stringify(id)}`, "id");

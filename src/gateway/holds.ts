@@ -43,7 +43,7 @@ export interface HoldResult {
   epoch?: number | null;
 }
 
-const PIN_KINDS: ReadonlySet<HoldKind> = new Set(["marker", "inflight", "tool"]);
+export const PIN_KINDS: ReadonlySet<HoldKind> = new Set(["marker", "inflight", "tool"]);
 
 export function holdsOf(r: SessionRecord): HoldRecord[] {
   r.holds ??= [];

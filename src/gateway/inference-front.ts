@@ -5,6 +5,7 @@
 // bodies and counts for malformed JSON and oversized bodies (errors.ts holds the messages).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { RouteKind } from "../contract/observations.js";
+import { principalOf } from "./auth/gate.js";
 import { type ApiFlavor, errorBody, sendJson, tooLargeMessage } from "./errors.js";
 import { flavorOf, routeOfUrl } from "./request/routes.js";
 import { parseTurn, type TurnRequest, TurnRequestError, type TurnRules } from "./request/turn-request.js";
@@ -81,5 +82,8 @@ function serve(ctx: TurnContext, rules: TurnRules, route: RouteKind, req: Incomi
     if (e.ofRoute) ctx.metrics.countRequest(route, "none", 400);
     return sendJson(res, 400, errorBody(flavorOf(route), "invalid_request_error", e.message, e.field));
   }
+  const who = principalOf(req);
+  turn.tenant = who.tenant;
+  turn.admin = who.admin;
   serveTurn(ctx, turn, res).catch(failed);
 }

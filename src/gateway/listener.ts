@@ -5,6 +5,8 @@
 // front of both doors (the inference front and fastify): while the gateway drains, a new request is
 // answered 503 with Retry-After, and the requests under way are counted until they have finished.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer } from "node:https";
+import type { SecureContextOptions } from "node:tls";
 import type { GatewayConfig } from "./config.js";
 import { errorBody } from "./errors.js";
 import type { OpsMetrics } from "./ops-metrics.js";
@@ -55,8 +57,10 @@ export class DrainGate {
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** The node:http server with the listener's bounds, counting what it cuts. */
-export function createListener(l: GatewayConfig["listener"], gate: DrainGate, metrics: OpsMetrics, handler: Handler): Server {
-  const server = createServer(
+export function createListener(l: GatewayConfig["listener"], gate: DrainGate, metrics: OpsMetrics, handler: Handler, tls: SecureContextOptions | null = null): Server {
+  // With TLS (auth/tls.ts) the same bounds on an https server.
+  const make = (tls ? (o: object, h: Handler) => createTlsServer({ ...o, ...tls }, h) : createServer) as typeof createServer;
+  const server = make(
     {
       headersTimeout: l.headersTimeoutMs,
       requestTimeout: l.bodyTimeoutMs,

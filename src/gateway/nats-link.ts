@@ -7,6 +7,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { type ControlConnectOptions, connectControlPlane } from "../control/connection.js";
 import { ControlPublisher } from "../control/publisher.js";
+import { secretOf } from "../control/secret-source.js";
 import type { GatewayConfig, NatsConfig } from "./config.js";
 import type { GatewayMetrics } from "./metrics.js";
 
@@ -15,8 +16,8 @@ export function connectOptionsOf(n: NatsConfig, name: string): ControlConnectOpt
   const url = n.url ?? env.KVCTL_NATS_URL ?? "nats://127.0.0.1:4222";
   const o: ControlConnectOptions = { servers: url.split(",").map((s) => s.trim()), name, timeoutMs: Math.max(1000, n.opTimeoutMs) };
   const user = n.user ?? env.NATS_USER;
-  const pass = n.password ?? env.NATS_PASSWORD;
-  const token = n.token ?? env.NATS_TOKEN;
+  const pass = secretOf(n.password, env.NATS_PASSWORD, n.passwordFile, "nats.passwordFile");
+  const token = secretOf(n.token, env.NATS_TOKEN, n.tokenFile, "nats.tokenFile");
   if (user !== undefined) o.user = user;
   if (pass !== undefined) o.pass = pass;
   if (token !== undefined) o.token = token;

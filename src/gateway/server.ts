@@ -3,6 +3,8 @@
 // through (passthrough.ts); /health, /metrics and the hints route are the gateway's own. Bodies are kept as the bytes the client sent
 // (forwarded unchanged unless token ids are asked for) and parsed once; malformed JSON, oversized
 // bodies and unknown routes get an error body naming the problem.
+import type { SecureContextOptions } from "node:tls";
+import { principalOf } from "./auth/gate.js";
 import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
 import { badJsonMessage, errorBody, tooLargeMessage } from "./errors.js";
 import { registerHintsRoute } from "./hints-route.js";
@@ -24,6 +26,8 @@ export interface ServerParts {
   beforeScrape: () => void;
   /** Drain state shared with the listener (listener.ts). */
   drain: DrainGate;
+  /** The listener's certificate and key (auth/tls.ts); null: plain HTTP. */
+  tls?: SecureContextOptions | null;
 }
 
 /** A body as fastify's routes get it: its bytes and their JSON. */
@@ -51,10 +55,19 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
     logger: false,
     return503OnClosing: true,
     forceCloseConnections: true,
-    serverFactory: (handler) =>
-      createListener(p.ctx.config.listener, p.drain, p.metrics.ops, (req, res) => {
-        if (!front.handle(req, res)) handler(req, res);
-      }),
+    serverFactory: (handler) => {
+      const gate = p.ctx.auth;
+      return createListener(
+        p.ctx.config.listener,
+        p.drain,
+        p.metrics.ops,
+        (req, res) => {
+          if (gate && !gate.admit(req, res)) return;
+          if (!front.handle(req, res)) handler(req, res);
+        },
+        p.tls,
+      );
+    },
   });
   app.removeAllContentTypeParsers();
   // Clients (curl -d) often send JSON under another content type: every body is read as JSON.
@@ -91,8 +104,10 @@ function answerFaults(app: FastifyInstance, p: ServerParts, bodyLimit: number): 
 
 /** /health and /metrics. */
 function registerOwnRoutes(app: FastifyInstance, p: ServerParts): void {
-  app.get("/health", async (_req, reply) => {
-    const workers = p.workers.workers.map((w) => ({ id: w.id, url: w.url, healthy: w.healthy, stale: w.stale, in_flight: w.inFlight, page_size: w.scheme?.pageSize ?? null }));
+  app.get("/health", async (req, reply) => {
+    // Worker URLs are internal addresses: only the admin key sees them.
+    const admin = principalOf(req.raw).admin;
+    const workers = p.workers.workers.map((w) => ({ id: w.id, url: admin ? w.url : undefined, healthy: w.healthy, stale: w.stale, in_flight: w.inFlight, page_size: w.scheme?.pageSize ?? null }));
     const ok = workers.some((w) => w.healthy);
     return reply.code(ok ? 200 : 503).send({ status: ok ? "ok" : "no_workers", workers });
   });

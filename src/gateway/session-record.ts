@@ -56,6 +56,8 @@ export interface LeaseRecord {
 export interface SessionRecord {
   v: 1;
   id: string;
+  /** The tenant that opened it (auth/ownership.ts); absent or null: opened without a tenant key. */
+  tenant?: string | null;
   /** The worker the session is affine to. */
   worker: string | null;
   /** Block hashes (decimal int64) of the last turn's whole sequence in that worker's scheme. */

@@ -2,6 +2,7 @@
 // clock and the observation sink.
 import type { Observation } from "../contract/observations.js";
 import type { KvIndex } from "../index/index.js";
+import type { AuthGate } from "./auth/gate.js";
 import type { GatewayConfig } from "./config.js";
 import type { GatewayMetrics } from "./metrics.js";
 import type { Clock, SessionStore } from "./session-store.js";
@@ -31,5 +32,7 @@ export interface TurnContext {
   tracer?: Tracer | null;
   /** One line per finished request (logger.ts), or null when requests are not logged. */
   requestLog?: ((r: RequestLogLine) => void) | null;
+  /** Client keys, tenants and the admin key; null when auth is not configured. */
+  auth?: AuthGate | null;
 }
 

@@ -160,6 +160,8 @@ async function saveTurn(ctx: TurnContext, sessionId: string, a: FinishArgs, t: T
     toolCalls: r?.toolCalls ?? [],
   };
   await ctx.sessions.update(sessionId, (rec) => {
+    // The first turn's tenant owns the session (auth/ownership.ts).
+    if (rec.turnCount === 0 && a.turn.tenant !== null) rec.tenant = a.turn.tenant;
     rec.worker = a.worker.id;
     if (t.chain.length) {
       rec.chain = t.chainStr;

@@ -5,6 +5,7 @@
 import type { ServerResponse } from "node:http";
 import { decisionLine } from "../contract/decision-log.js";
 import type { OverlapResult } from "../index/index.js";
+import { mayUse, SessionRefusedError } from "./auth/ownership.js";
 import { requestBlockHashes } from "./block-hashes.js";
 import { errorBody, sendJson } from "./errors.js";
 import type { TokenizeCall } from "./request/token-request.js";
@@ -39,7 +40,15 @@ const MAX_ATTEMPTS = 3;
 
 export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: ServerResponse): Promise<void> {
   const startedAt = performance.now();
-  const p = await prepare(ctx, turn);
+  let p: Prepared;
+  try {
+    p = await prepare(ctx, turn);
+  } catch (e) {
+    if (!(e instanceof SessionRefusedError)) throw e;
+    ctx.auth?.count("other_tenant");
+    ctx.metrics.countRequest(turn.route, "none", 403);
+    return sendJson(res, 403, errorBody(turn.flavor, "permission_error", e.message, "session"));
+  }
   const client = new ClientLink(res);
   for (let attempt = 0; ; attempt++) {
     const worker = chooseWorker(ctx, turn, p, attempt);
@@ -60,6 +69,7 @@ async function prepare(ctx: TurnContext, turn: TurnRequest): Promise<Prepared> {
   const requestId = ctx.nextRequestId();
   if (sid) await ctx.recording.get(sid.id);
   const session = sid ? await ctx.sessions.get(sid.id) : null;
+  if (session && !mayUse(turn, session)) throw new SessionRefusedError();
   for (const h of headerHints(ctx, turn.hintHeader, sid?.id ?? null, session !== null)) ctx.observe(h);
   const promptTokens = tokenizesBeforeRouting(ctx, turn) ? await promptBeforeRouting(ctx, turn) : turn.promptTokens;
   const { overlap, hashes } = promptTokens ? overlapFor(ctx, ctx.workers.available(), promptTokens, turn) : { overlap: null, hashes: new Map<GatewayWorker, bigint[]>() };

@@ -2,6 +2,7 @@
 // refused or reset connection (the worker is gone: drain it), or an HTTP error answer (the worker
 // is fine, the request was not).
 import { Pool, errors as undiciErrors } from "undici";
+import { CredentialPool, type WorkerCredentials } from "./auth/upstream-credentials.js";
 
 export type UpstreamFailure = "timeout" | "connect" | "reset" | "aborted" | "other";
 
@@ -22,8 +23,8 @@ export interface UpstreamOptions {
   bodyTimeoutMs: number;
 }
 
-export function createUpstreamPool(url: string, o: UpstreamOptions): Pool {
-  return new Pool(url, {
+export function createUpstreamPool(url: string, o: UpstreamOptions, credentials: WorkerCredentials | null = null): Pool {
+  const options: Pool.Options = {
     connections: o.connections,
     pipelining: 1,
     connect: { timeout: o.connectTimeoutMs },
@@ -32,7 +33,8 @@ export function createUpstreamPool(url: string, o: UpstreamOptions): Pool {
     // Below the 5 s SGLang's HTTP server keeps an idle connection (SGLANG_TIMEOUT_KEEP_ALIVE): a
     // connection the worker is about to close is not picked for a request.
     keepAliveTimeout: 4_000,
-  });
+  };
+  return credentials?.stripClientKey ? new CredentialPool(url, options, credentials) : new Pool(url, options);
 }
 
 /** A small JSON call to a worker (server_info, tokenize, health) with its own deadline. */

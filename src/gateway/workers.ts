@@ -16,6 +16,7 @@ import type { Observation } from "../contract/observations.js";
 import type { WorkerState } from "./router.js";
 import type { Clock } from "./session-store.js";
 import { callJson, createUpstreamPool } from "./upstream.js";
+import { resolveWorkerCredentials } from "./auth/upstream-credentials.js";
 import { probeMessagesTokenize } from "./worker-features.js";
 import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
 
@@ -72,7 +73,7 @@ export class GatewayWorker {
       connectTimeoutMs: cfg.limits.upstreamConnectTimeoutMs,
       headersTimeoutMs: cfg.limits.upstreamHeadersTimeoutMs,
       bodyTimeoutMs: cfg.limits.upstreamIdleTimeoutMs,
-    });
+    }, resolveWorkerCredentials(c, cfg.auth !== undefined));
   }
 
   /** Load for routing: what this gateway has in flight, or the worker's own count when higher (other replicas' traffic). */

@@ -1,11 +1,13 @@
 // `kvctl gateway`: the KV-aware, session-aware HTTP front for SGLang workers (createGateway), from
 // a config file (YAML or JSON) and flags; flags override the file.
 import { NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import { warnSecretFlag } from "../../control/secret-source.js";
 import { type ArgValues, commandArgs } from "../args.js";
 import type { Command } from "../command.js";
 
 const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp://..][,replay=tcp://..] ...] [options]
-  --config FILE            YAML or JSON file (workers, nats, routing, limits, health, sessions)
+  --config FILE            YAML or JSON file (workers, nats, routing, limits, health, sessions,
+                           auth, listen.tls: docs/gateway-security.md); SIGHUP reloads listen.tls
   --worker SPEC            a worker (repeatable; replaces the file's list): id=http://host:port,
                            optionally its KV-event endpoints (default: what its /server_info advertises)
   --listen HOST:PORT       where to serve (default 127.0.0.1:8080)
@@ -88,14 +90,27 @@ function configFromFlags(values: Values, gateway: typeof import("../../gateway/i
     const nats = { ...((cfg.nats as object) ?? {}) } as Record<string, unknown>;
     const map: [keyof typeof values, string][] = [
       ["nats-url", "url"], ["user", "user"], ["password", "password"], ["token", "token"],
+      ["password-file", "passwordFile"], ["token-file", "tokenFile"],
       ["nkey-seed-file", "nkeySeedFile"], ["creds", "creds"], ["tls-ca", "tlsCa"], ["tls-cert", "tlsCert"],
       ["tls-key", "tlsKey"], ["tls-handshake-first", "tlsHandshakeFirst"], ["subject-prefix", "subjectPrefix"],
       ["inbox-prefix", "inboxPrefix"],
     ];
     for (const [flag, key] of map) if (values[flag] !== undefined) nats[key] = values[flag];
+    if (values.password !== undefined) warnSecretFlag("password", "NATS_PASSWORD");
+    if (values.token !== undefined) warnSecretFlag("token", "NATS_TOKEN");
     if (Object.keys(nats).length || process.env.KVCTL_NATS_URL) cfg.nats = nats;
   }
   return cfg;
+}
+
+/** SIGHUP: the listener's certificate and key read again; a bad pair leaves the old ones serving. */
+function reloadTls(gw: { reloadTls(): void }): void {
+  try {
+    gw.reloadTls();
+    console.error("gateway: TLS certificate and key reloaded");
+  } catch (e) {
+    console.error(`gateway: TLS reload failed, still serving the previous certificate: ${(e as Error).message}`);
+  }
 }
 
 export const command: Command = {
@@ -129,6 +144,8 @@ export const command: Command = {
       return 1;
     }
     console.error(`gateway: listening on ${gw.url} for ${gw.config.workers.map((w) => `${w.id}=${w.url}`).join(", ")}`);
+    const live = gw;
+    if (gw.config.listen.tls) process.on("SIGHUP", () => reloadTls(live));
     const log = (l: string) => console.error(l);
     const watching = values.config && !values.worker?.length ? gateway.watchWorkerList(values.config, gw.workers, gw.config.drain.graceMs, log) : null;
     const signal = await new Promise<string>((resolve) => {

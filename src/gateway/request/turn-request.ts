@@ -56,6 +56,10 @@ export interface TurnRequest {
   tail: PromptTail | null;
   /** The x-kvctl-hint header, when sent. */
   hintHeader: string | null;
+  /** The tenant whose key the request came with (its session is that tenant's); null: none or auth off. */
+  tenant: string | null;
+  /** Whether it came with the admin key, or auth is off (any session is open to it). */
+  admin: boolean;
 }
 
 /** A request the gateway refuses before routing: 400, the field named, counted under reason. */
@@ -105,6 +109,8 @@ export function parseTurn(route: RouteKind, raw: Buffer, headers: IncomingHttpHe
     markers: mayCarryMarkers(raw) ? markersOf(route, body, rules.markerTtls) : null,
     tail: promptTailOf(route, body),
     hintHeader: headerValue(headers[HINT_HEADER]),
+    tenant: null,
+    admin: true,
   };
 }
 

@@ -1,0 +1,75 @@
+// API keys as the gateway keeps them: never the key itself, only its SHA-256 (written
+// `sha256:<64 lowercase hex>` in the config file), and keys read from a secret file or the
+// environment are hashed as they are read. A presented key is hashed once and compared with every
+// known hash in constant time (no early exit), so neither timing nor a map lookup tells how close
+// a guess came.
+import { createHash, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
+
+export const KEY_HASH = /^sha256:[0-9a-f]{64}$/;
+export const KEY_HASH_HINT = "must be 'sha256:' and 64 lowercase hex digits, the SHA-256 of the key (a plaintext key is never stored: printf %s \"$KEY\" | sha256sum)";
+
+/** Shortest and longest key accepted (a short key is guessable; a long one is a pasted blob). */
+export const MIN_KEY_CHARS = 16;
+export const MAX_KEY_CHARS = 256;
+
+export function hashKey(key: string): string {
+  return `sha256:${createHash("sha256").update(key, "utf8").digest("hex")}`;
+}
+
+/** Why a key is unusable (control characters, length), or null when it is fine. */
+export function keyProblem(key: string): string | null {
+  if (/[^\x21-\x7e]/.test(key)) return "holds a control character, a space or a non-ASCII character (keys are printable ASCII)";
+  if (key.length < MIN_KEY_CHARS) return `is shorter than ${MIN_KEY_CHARS} characters`;
+  if (key.length > MAX_KEY_CHARS) return `is longer than ${MAX_KEY_CHARS} characters`;
+  return null;
+}
+
+export class SecretError extends Error {
+  override name = "SecretError";
+}
+
+/** Non-empty lines of a secret file (one key a line; the trailing newline editors add is dropped). */
+export function readSecretLines(path: string, field: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new SecretError(`${field}: cannot read ${path}: ${(e as Error).message}`);
+  }
+  return text.split(/\r?\n/).filter((l) => l !== "");
+}
+
+/** One secret: the environment variable when set, else the file's first line, else undefined. */
+export function readSecret(env: NodeJS.ProcessEnv, envName: string | undefined, file: string | undefined, field: string): string | undefined {
+  if (envName) {
+    const v = env[envName];
+    if (v !== undefined && v !== "") return v;
+  }
+  if (file) {
+    const lines = readSecretLines(file, `${field}File`);
+    if (lines.length === 0) throw new SecretError(`${field}File: ${file} is empty`);
+    return lines[0];
+  }
+  return undefined;
+}
+
+/** A table of key hashes, each naming who it belongs to; lookups compare every entry. */
+export class KeyTable<T> {
+  private readonly entries: { digest: Buffer; owner: T }[] = [];
+
+  add(hash: string, owner: T): void {
+    this.entries.push({ digest: Buffer.from(hash.slice("sha256:".length), "hex"), owner });
+  }
+
+  get size(): number {
+    return this.entries.length;
+  }
+
+  lookup(key: string): T | null {
+    const digest = createHash("sha256").update(key, "utf8").digest();
+    let found: T | null = null;
+    for (const e of this.entries) if (timingSafeEqual(e.digest, digest) && found === null) found = e.owner;
+    return found;
+  }
+}

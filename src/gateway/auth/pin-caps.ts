@@ -1,0 +1,73 @@
+// A tenant's pin caps: blocks one session, and all the tenant's sessions together, may hold pinned
+// at once. Whatever asks for the pin (a prompt-cache marker, a hint through the policy), a pin
+// command for a capped tenant's session goes out trimmed to what the caps leave, or not at all:
+// counted either way. Pinned blocks are counted from the session records this replica holds
+// (plus the pins of the same batch not recorded yet).
+import { Counter, type Registry } from "prom-client";
+import type { PolicyCommand } from "../../contract/policy.js";
+import { holdsOf, PIN_KINDS } from "../holds.js";
+import type { SessionRecord } from "../session-record.js";
+import type { TenantConfig } from "./config.js";
+
+function pinnedIn(r: SessionRecord): number {
+  let n = 0;
+  for (const h of holdsOf(r)) if (PIN_KINDS.has(h.kind)) n += h.blocks.length;
+  return n;
+}
+
+export class PinCaps {
+  private readonly trimmed: Counter<"tenant" | "outcome">;
+
+  constructor(
+    private readonly tenants: ReadonlyMap<string, TenantConfig>,
+    private readonly records: () => Iterable<SessionRecord>,
+    registry: Registry,
+  ) {
+    this.trimmed = new Counter({ name: "kvctl_gateway_pin_cap_total", help: "Pin commands cut down (trimmed) or dropped by a tenant's pin caps", labelNames: ["tenant", "outcome"], registers: [registry] });
+  }
+
+  /** Applies the caps to one batch of commands, in order. */
+  limit(batch: readonly PolicyCommand[]): PolicyCommand[] {
+    const extra = new Map<string, number>();
+    const out: PolicyCommand[] = [];
+    for (const pc of batch) {
+      const c = pc.command;
+      if (c.type !== "Cache" || !c.pin || !pc.sessionId) {
+        out.push(pc);
+        continue;
+      }
+      const room = this.room(pc.sessionId, extra);
+      if (room === null || room.left >= c.block_hashes.length) {
+        if (room) extra.set(pc.sessionId, (extra.get(pc.sessionId) ?? 0) + c.block_hashes.length);
+        out.push(pc);
+        continue;
+      }
+      if (room.left <= 0) {
+        this.trimmed.inc({ tenant: room.tenant, outcome: "dropped" });
+        continue;
+      }
+      this.trimmed.inc({ tenant: room.tenant, outcome: "trimmed" });
+      extra.set(pc.sessionId, (extra.get(pc.sessionId) ?? 0) + room.left);
+      out.push({ ...pc, command: { ...c, block_hashes: c.block_hashes.slice(0, room.left) } });
+    }
+    return out;
+  }
+
+  /** Blocks the session may still pin under its tenant's caps; null when its tenant has none. */
+  private room(sessionId: string, extra: ReadonlyMap<string, number>): { tenant: string; left: number } | null {
+    let session: SessionRecord | null = null;
+    const all = [...this.records()];
+    for (const r of all) if (r.id === sessionId) session = r;
+    const tenant = session?.tenant;
+    const t = tenant ? this.tenants.get(tenant) : undefined;
+    if (!tenant || !t || (t.maxPinnedBlocks === undefined && t.maxPinnedBlocksPerSession === undefined)) return null;
+    let left = Number.POSITIVE_INFINITY;
+    if (t.maxPinnedBlocksPerSession !== undefined && session) left = t.maxPinnedBlocksPerSession - pinnedIn(session) - (extra.get(sessionId) ?? 0);
+    if (t.maxPinnedBlocks !== undefined) {
+      let used = 0;
+      for (const r of all) if (r.tenant === tenant) used += pinnedIn(r) + (extra.get(r.id) ?? 0);
+      left = Math.min(left, t.maxPinnedBlocks - used);
+    }
+    return { tenant, left };
+  }
+}
