@@ -21,9 +21,9 @@ import { packageRoot, venvPython } from "../src/paths.js";
 import { ablationRows, printAblation } from "./agent/ablation.js";
 import { medianToolMs, prefillRate, returningPromptTokens } from "./agent/calibrate.js";
 import { type ConfigSpec, configSpecs, FAIR_PEERS } from "./agent/configs.js";
-import { drive, sessionCompletion, type Target } from "./agent/driver.js";
+import { drive, type RequestRecord, sessionCompletion, type Target } from "./agent/driver.js";
 import { flood, idealRecompute, type L3Report, scrape, scrapeL3 } from "./agent/measure.js";
-import { afterRestart, type RestartReport, restartMidTrace } from "./agent/restart.js";
+import { afterRestart, type RestartReport, restartWorker } from "./agent/restart.js";
 import { agentModel, type ServerShape, startKvctlGateway, startNats, startSmg, startWorker, startWorkers } from "./agent/stack.js";
 import { type ConfigSummary, judge, type RegimeVerdict, type RunFigures, summarize } from "./agent/verdict.js";
 import { unpackedWheel } from "./agent/wheels.js";
@@ -106,8 +106,8 @@ interface Regime {
   returningPromptTokens: number | null;
   /** Median tool gap over median returning-turn prefill time (null: not calibrated). */
   toolGapOverPrefill: number | null;
-  /** The warm scenario: worker w1 restarts this long after the trace began (s); null: no restart. */
-  restartAtS?: number | null;
+  /** The warm scenario: worker w1 restarts between the trace's two waves of sessions. */
+  restart?: boolean;
 }
 
 function pinBudgetBlocks(shape: ServerShape): number {
@@ -190,7 +190,7 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
     const nats = spec.policy === "agent" ? await startNats(join(scratch, "js")) : null;
     if (nats) cleanup.push(() => nats.stop());
     // The warm scenario: both workers on one L3 directory (what one backed up, the other can read).
-    const shape: ServerShape = regime.restartAtS ? { ...regime.shape, sharedStorageDir: join(scratch, "l3") } : regime.shape;
+    const shape: ServerShape = regime.restart ? { ...regime.shape, sharedStorageDir: join(scratch, "l3") } : regime.shape;
     const workers = await startWorkers(shape, spec.serverArgs, nats?.url);
     cleanup.push(async () => {
       await Promise.all(workers.map((w) => w.stop()));
@@ -198,11 +198,18 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
     const { target, metricsUrl } = await frontFor(spec, regime, workers, nats, scratch, cleanup);
     // The served model's name (a peer router routes on it).
     const model = ((await (await fetch(`${workers[0].baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
-    const traceT0 = performance.now();
-    const restart = regime.restartAtS ? restartMidTrace(workers, 1, regime.restartAtS * 1000, traceT0, (place) => startWorker(shape, spec.serverArgs, nats?.url, "w1", place)) : null;
-    // A restart fails the requests the worker was serving: they are sent again, as a harness would.
-    const records = await drive(target, regime.sessions, { system: regime.workload.system_prompt, model, maxTokens: 1024, retries: restart ? 3 : 0 }, traceT0);
-    const restarted = restart ? afterRestart(records, await restart) : null;
+    const o = { system: regime.workload.system_prompt, model, maxTokens: 1024 };
+    let records: RequestRecord[];
+    let restarted: RestartReport | null = null;
+    if (regime.restart && metricsUrl) {
+      // The warm scenario: the first half of the sessions, w1 restarted in place, then the rest.
+      const half = Math.ceil(regime.sessions.length / 2);
+      const wave1 = await drive(target, regime.sessions.slice(0, half), o);
+      const r = await restartWorker(workers, 1, metricsUrl, (place) => startWorker(shape, spec.serverArgs, nats?.url, "w1", place));
+      const wave2 = await drive(target, regime.sessions.slice(half), o);
+      records = [...wave1, ...wave2];
+      restarted = afterRestart(wave2, r);
+    } else records = await drive(target, regime.sessions, o);
     if (records.every((r) => !r.ok)) throw new Error(`every request failed, first: ${records[0]?.error}`);
     const l3 = await scrapeL3(workers);
     const served = await flood(target.url(0), FLOOD, model, SEED);
@@ -244,11 +251,11 @@ function saturatedRegime(model: string, sessions = SESSIONS): Regime {
 
 /**
  * The warm scenario: the saturated shape (file L3), one L3 directory for both workers, and worker
- * w1 restarted `--restart-at-s` after the trace began, so the warm rule has a cold worker to warm.
+ * w1 restarted between two waves of sessions, so the warm rule has a cold worker to warm.
  */
 function warmRegime(model: string): Regime {
   const r = saturatedRegime(model, num("warm-sessions", "16", 1));
-  return { ...r, name: "warm", restartAtS: num("restart-at-s", "20", 1) };
+  return { ...r, name: "warm", restart: true };
 }
 
 /**
@@ -362,7 +369,7 @@ function printRegime(r: RegimeResult): void {
     const rs = c?.extra.restart;
     if (!rs) continue;
     const warmCmds = Object.entries(c?.commands ?? {}).filter(([k]) => k.startsWith("Warm:")).map(([k, n]) => `${k}=${n}`).join(" ") || "no Warm command";
-    console.log(`  restart ${name}: ${rs.worker} stopped at ${rs.stopped_s} s, serving again at ${rs.back_s} s; after it: ${rs.after.requests} requests, ${rs.after.prompt_tokens} prompt tokens, ` +
+    console.log(`  restart ${name}: ${rs.worker} out of rotation ${rs.out_s} s; its second-wave requests: ${rs.after.requests}, ${rs.after.prompt_tokens} prompt tokens, ` +
       `${rs.after.recomputed_tokens} recomputed, ${rs.after.storage_hit_tokens} from L3, ${rs.after.host_hit_tokens} from host; ${warmCmds}`);
   }
   if (!verdict.valid) {

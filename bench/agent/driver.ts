@@ -38,8 +38,6 @@ export interface RequestRecord {
   worker: string | null;
   ok: boolean;
   error?: string;
-  /** Attempts that failed before this one (see DriveOptions.retries). */
-  retries?: number;
 }
 
 function escapeRegex(s: string): string {
@@ -118,13 +116,9 @@ export interface DriveOptions {
   system: string;
   model: string;
   maxTokens: number;
-  /** Times a failed request is sent again (0: never; a worker restart mid-trace fails the ones it was serving). */
-  retries?: number;
 }
 
-const RETRY_PAUSE_MS = 500;
-
-/** One attempt of a request: the record's answer fields filled in; the result when it streamed. */
+/** Sends one request and fills in the record's answer fields; the result when it streamed. */
 async function attemptOnce(url: string, body: Record<string, unknown>, headers: Record<string, string>, rec: RequestRecord, t0: number): Promise<StreamResult | null> {
   try {
     const res = await streamChat(url, body, headers);
@@ -157,8 +151,8 @@ export function sessionCompletion(records: readonly RequestRecord[]): number[] {
   return [...span.values()].map(([a, b]) => (b - a) / 1000);
 }
 
-/** Replays the sessions; t0 (performance.now() when the trace began) defaults to now. */
-export async function drive(target: Target, sessions: PlannedSession[], o: DriveOptions, t0 = performance.now()): Promise<RequestRecord[]> {
+export async function drive(target: Target, sessions: PlannedSession[], o: DriveOptions): Promise<RequestRecord[]> {
+  const t0 = performance.now();
   const records: RequestRecord[] = [];
   let seq = 0;
   const system = { role: "system", content: [{ type: "text", text: o.system, cache_control: { type: "ephemeral", ttl: "1h" } }] };
@@ -190,17 +184,9 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
           sentMs: performance.now() - t0, doneMs: 0, prompt: { messages: body.messages, tools: s.tools }, worker: null, ok: false,
         };
         first = false;
-        // A failed request is sent again (as agent SDKs retry) up to o.retries times; the record
-        // keeps the last attempt and how many went before it.
-        for (let attempt = 0; ; attempt++) {
-          const res = await attemptOnce(target.url(seq++), body, headers, rec, t0);
-          if (rec.ok || attempt >= (o.retries ?? 0)) {
-            records.push(rec);
-            return rec.ok ? res : null;
-          }
-          rec.retries = attempt + 1;
-          await sleep(RETRY_PAUSE_MS);
-        }
+        const res = await attemptOnce(target.url(seq++), body, headers, rec, t0);
+        records.push(rec);
+        return rec.ok ? res : null;
       };
       for (const [i, call] of turn.calls.entries()) {
         // Inside a tool loop the summary keeps the request being worked on after it.

@@ -1,44 +1,54 @@
-// The warm scenario's worker restart: one worker stopped mid-trace and started again where it
-// listened (same HTTP and KV-event ports, same worker id, the same shared `file` L3 directory), so
-// its cache is empty but the storage holds what both workers backed up; and what the requests that
-// worker served after it came back got from cache (the effect the warm rule is after).
+// The warm scenario's worker restart: the trace's first wave of sessions runs, then one worker is
+// stopped and started again where it listened (same HTTP and KV-event ports, same worker id, the
+// same shared `file` L3 directory), so its cache is empty while the storage holds what both workers
+// backed up; once the gateway has seen it leave and come back (its health gauge), the second wave
+// runs. What the restarted worker's second-wave requests got from cache is the warm rule's effect.
 import type { RealServer } from "../../src/demo/real-server.js";
 import type { RequestRecord } from "./driver.js";
 import { placeOf, type WorkerPlace } from "./stack.js";
 
 export interface RestartReport {
   worker: string;
-  /** When it was stopped and when it served again (s since the trace began). */
-  stopped_s: number;
-  back_s: number;
-  /** Requests it served after it came back, their prompt, recomputed and L3-served tokens. */
+  /** How long it was out of the gateway's rotation (s). */
+  out_s: number;
+  /** Second-wave requests it served, their prompt, recomputed and L3-served tokens. */
   after: { requests: number; prompt_tokens: number; recomputed_tokens: number; storage_hit_tokens: number; host_hit_tokens: number };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const HEALTH_WAIT_MS = 600_000;
 
-/**
- * Stops workers[i] `atMs` after the trace began (t0) and starts it again in place; the array
- * holds the new process afterwards (so cleanup stops it). Resolves with the times.
- */
-export async function restartMidTrace(workers: RealServer[], i: number, atMs: number, t0: number, start: (place: WorkerPlace) => Promise<RealServer>): Promise<{ worker: string; stoppedMs: number; backMs: number }> {
-  await sleep(Math.max(0, atMs - (performance.now() - t0)));
-  const old = workers[i];
-  const place = placeOf(old);
-  const stoppedMs = performance.now() - t0;
-  await old.stop();
-  workers[i] = await start(place);
-  return { worker: old.info.worker_id, stoppedMs, backMs: performance.now() - t0 };
+/** Waits until the gateway's kvctl_gateway_worker_healthy gauge for `worker` reads `value`. */
+async function healthIs(gatewayUrl: string, worker: string, value: 0 | 1): Promise<void> {
+  const line = `kvctl_gateway_worker_healthy{worker="${worker}"} ${value}`;
+  const deadline = Date.now() + HEALTH_WAIT_MS;
+  for (;;) {
+    const text = await (await fetch(`${gatewayUrl}/metrics`)).text();
+    if (text.split("\n").includes(line)) return;
+    if (Date.now() > deadline) throw new Error(`the gateway never reported ${line}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
-/** What the restarted worker's requests sent after it was back got from cache. */
-export function afterRestart(records: readonly RequestRecord[], r: { worker: string; stoppedMs: number; backMs: number }): RestartReport {
-  const after = records.filter((x) => x.ok && x.worker === r.worker && x.sentMs >= r.backMs);
+/** Stops workers[i], waits for the gateway to drain it, starts it again in place and waits for the gateway to take it back. */
+export async function restartWorker(workers: RealServer[], i: number, gatewayUrl: string, start: (place: WorkerPlace) => Promise<RealServer>): Promise<{ worker: string; outS: number }> {
+  const old = workers[i];
+  const id = old.info.worker_id;
+  const place = placeOf(old);
+  const t0 = performance.now();
+  await old.stop();
+  await healthIs(gatewayUrl, id, 0);
+  workers[i] = await start(place);
+  await healthIs(gatewayUrl, id, 1);
+  return { worker: id, outS: +((performance.now() - t0) / 1000).toFixed(1) };
+}
+
+/** What the restarted worker's second-wave requests got from cache. */
+export function afterRestart(wave2: readonly RequestRecord[], r: { worker: string; outS: number }): RestartReport {
+  const after = wave2.filter((x) => x.ok && x.worker === r.worker);
   const sum = (f: (x: RequestRecord) => number) => after.reduce((n, x) => n + f(x), 0);
   return {
     worker: r.worker,
-    stopped_s: +(r.stoppedMs / 1000).toFixed(1),
-    back_s: +(r.backMs / 1000).toFixed(1),
+    out_s: r.outS,
     after: {
       requests: after.length,
       prompt_tokens: sum((x) => x.promptTokens),
