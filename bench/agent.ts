@@ -13,23 +13,26 @@
 // errors, or served a different amount of prompt than the others.
 // --smoke: one tiny saturated regime (2 sessions), kvctl and cache_aware_adm, one run.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startRealServer, type RealServer } from "../src/demo/real-server.js";
 import { packageRoot, venvPython } from "../src/paths.js";
+import { ablationRows, printAblation } from "./agent/ablation.js";
 import { medianToolMs, prefillRate, returningPromptTokens } from "./agent/calibrate.js";
 import { type ConfigSpec, configSpecs, FAIR_PEERS } from "./agent/configs.js";
-import { drive, sessionCompletion, type Target } from "./agent/driver.js";
+import { drive, type RequestRecord, sessionCompletion, type Target } from "./agent/driver.js";
 import { flood, idealRecompute, type L3Report, scrape, scrapeL3 } from "./agent/measure.js";
-import { agentModel, type ServerShape, startKvctlGateway, startNats, startSmg, startWorkers } from "./agent/stack.js";
+import { afterRestart, type RestartReport, restartWorker } from "./agent/restart.js";
+import { agentModel, type ServerShape, startKvctlGateway, startNats, startSmg, startWorker, startWorkers } from "./agent/stack.js";
 import { type ConfigSummary, judge, type RegimeVerdict, type RunFigures, summarize } from "./agent/verdict.js";
-import { type BfclWorkload, DEFAULT_SHAPE, type PlannedSession, planWorkload } from "./agent/workload.js";
+import { unpackedWheel } from "./agent/wheels.js";
+import { type BfclWorkload, DEFAULT_SHAPE, type PlannedSession, planWorkload, type WorkloadShape } from "./agent/workload.js";
 
 const argv = process.argv.slice(2);
 const JSON_OUT = argv.includes("--json");
 const SMOKE_DEFAULTS: Record<string, string> = argv.includes("--smoke")
-  ? { sessions: "2", runs: "1", configs: "kvctl,cache_aware_adm", flood: "2", regimes: "saturated" }
+  ? { sessions: "2", runs: "1", configs: "kvctl,cache_aware_adm", flood: "2", regimes: "saturated", "coding-steps": "6", "coding-read-lines": "6", "coding-context": "6144" }
   : {};
 const opt = (name: string, dflt: string) => {
   const i = argv.indexOf(`--${name}`);
@@ -53,38 +56,47 @@ const PIN_BUDGET_SHARE = num("pin-budget-share", "0.25", 0);
 const GAP_OVER_PREFILL = num("gap-over-prefill", "5", 1);
 const ADMISSION_TOKENS = num("admission-tokens", "0", 0);
 const ADMISSION_REQUESTS = num("admission-requests", "2", 1);
+/** The workload family: BFCL multi-turn sessions, or long coding-agent sessions (coding.py). */
+const WORKLOAD = opt("workload", "bfcl");
+if (WORKLOAD !== "bfcl" && WORKLOAD !== "coding") throw new Error(`--workload: expected bfcl or coding, got ${WORKLOAD}`);
+/** Coding sessions: median tool steps per session, lines per file read, context limit (tokens). */
+const CODING_STEPS = num("coding-steps", "40", 1);
+const CODING_READ_LINES = num("coding-read-lines", "20", 1);
+const CODING_CONTEXT = num("coding-context", "24576", 1024);
 const WORKERS = 2;
 const BFCL_VERSION = "2026.3.23";
+const MINI_SWE_AGENT_VERSION = "2.4.6";
+const WARM_CONFIGS = ["kvctl", "kvctl_warm", "cache_aware_adm"];
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
-/** The bfcl-eval wheel from PyPI, unpacked under .cache (its data files and executable backends). */
-function bfclWheel(): string {
-  const dir = join(packageRoot, ".cache", "bfcl", BFCL_VERSION);
-  if (existsSync(join(dir, "bfcl_eval", "data"))) return dir;
-  const dl = mkdtempSync(join(tmpdir(), "kvctl-bfcl-"));
-  try {
-    execFileSync(venvPython, ["-m", "pip", "download", "-q", "--no-deps", `bfcl-eval==${BFCL_VERSION}`, "-d", dl], { stdio: "inherit" });
-    const wheel = join(dl, readdirSync(dl).find((f) => f.endsWith(".whl")) as string);
-    mkdirSync(dir, { recursive: true });
-    execFileSync(venvPython, ["-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])", wheel, dir]);
-  } finally {
-    rmSync(dl, { recursive: true, force: true });
-  }
-  return dir;
-}
-
 function loadWorkload(sessions: number): BfclWorkload {
-  const out = execFileSync(venvPython, [join(packageRoot, "bench", "agent", "bfcl.py"), bfclWheel(), String(sessions), String(SEED), String(TOOLS_PER_CLASS)], {
-    encoding: "utf8",
-    maxBuffer: 64 << 20,
-    cwd: tmpdir(),
-  });
+  const [script, args] =
+    WORKLOAD === "coding"
+      ? ["coding.py", [unpackedWheel("mini-swe-agent", MINI_SWE_AGENT_VERSION, "mini-swe-agent", "minisweagent/config/benchmarks/swebench.yaml"), String(sessions), String(SEED), String(CODING_STEPS), String(CODING_READ_LINES)]]
+      : ["bfcl.py", [unpackedWheel("bfcl-eval", BFCL_VERSION, "bfcl", "bfcl_eval/data"), String(sessions), String(SEED), String(TOOLS_PER_CLASS)]];
+  const out = execFileSync(venvPython, [join(packageRoot, "bench", "agent", script), ...args], { encoding: "utf8", maxBuffer: 256 << 20, cwd: tmpdir() });
   return JSON.parse(out) as BfclWorkload;
 }
 
+/** The trace's shape: coding sessions have their own context limit and think before every step. */
+function workloadShape(timeScale: number): WorkloadShape {
+  if (WORKLOAD === "coding") return { ...DEFAULT_SHAPE, timeScale, contextLimitTokens: CODING_CONTEXT, toolReasoningChars: 48 };
+  return { ...DEFAULT_SHAPE, timeScale };
+}
+
+/** Device tokens per worker at least: the longest prompt the shape allows, with room for its answer. */
+function deviceFloor(): number {
+  const limit = workloadShape(1).contextLimitTokens;
+  return Math.max(8192, Math.ceil((limit + 1024) / 16) * 16);
+}
+
+/** Compactions the planner put in the trace (before a user turn, or inside a tool loop). */
+function compactions(sessions: PlannedSession[]): number {
+  return sessions.reduce((n, s) => n + s.turns.reduce((m, t) => m + (t.compact ? 1 : 0) + t.calls.filter((c) => c.compactBefore).length, 0), 0);
+}
 
 interface Regime {
-  name: "saturated" | "gpu_shaped";
+  name: "saturated" | "gpu_shaped" | "warm";
   workload: BfclWorkload;
   sessions: PlannedSession[];
   timeScale: number;
@@ -94,6 +106,8 @@ interface Regime {
   returningPromptTokens: number | null;
   /** Median tool gap over median returning-turn prefill time (null: not calibrated). */
   toolGapOverPrefill: number | null;
+  /** The warm scenario: worker w1 restarts between the trace's two waves of sessions. */
+  restart?: boolean;
 }
 
 function pinBudgetBlocks(shape: ServerShape): number {
@@ -133,6 +147,8 @@ interface RunExtra {
   pin_budget_peak_blocks: number | null;
   pinned_blocks_hit: number | null;
   pinned_blocks_wasted: number | null;
+  /** The warm scenario's restart and what the restarted worker served after it. */
+  restart: RestartReport | null;
   wall_s: number;
 }
 interface RunOut {
@@ -173,14 +189,27 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
   try {
     const nats = spec.policy === "agent" ? await startNats(join(scratch, "js")) : null;
     if (nats) cleanup.push(() => nats.stop());
-    const workers = await startWorkers(regime.shape, spec.serverArgs, nats?.url);
+    // The warm scenario: both workers on one L3 directory (what one backed up, the other can read).
+    const shape: ServerShape = regime.restart ? { ...regime.shape, sharedStorageDir: join(scratch, "l3") } : regime.shape;
+    const workers = await startWorkers(shape, spec.serverArgs, nats?.url);
     cleanup.push(async () => {
       await Promise.all(workers.map((w) => w.stop()));
     });
     const { target, metricsUrl } = await frontFor(spec, regime, workers, nats, scratch, cleanup);
     // The served model's name (a peer router routes on it).
     const model = ((await (await fetch(`${workers[0].baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
-    const records = await drive(target, regime.sessions, { system: regime.workload.system_prompt, model, maxTokens: 1024 });
+    const o = { system: regime.workload.system_prompt, model, maxTokens: 1024 };
+    let records: RequestRecord[];
+    let restarted: RestartReport | null = null;
+    if (regime.restart && metricsUrl) {
+      // The warm scenario: the first half of the sessions, w1 restarted in place, then the rest.
+      const half = Math.ceil(regime.sessions.length / 2);
+      const wave1 = await drive(target, regime.sessions.slice(0, half), o);
+      const r = await restartWorker(workers, 1, metricsUrl, (place) => startWorker(shape, spec.serverArgs, nats?.url, "w1", place));
+      const wave2 = await drive(target, regime.sessions.slice(half), o);
+      records = [...wave1, ...wave2];
+      restarted = afterRestart(wave2, r);
+    } else records = await drive(target, regime.sessions, o);
     if (records.every((r) => !r.ok)) throw new Error(`every request failed, first: ${records[0]?.error}`);
     const l3 = await scrapeL3(workers);
     const served = await flood(target.url(0), FLOOD, model, SEED);
@@ -199,6 +228,7 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
       },
       extra: {
         host_hit_tokens: ok.reduce((n, r) => n + r.hostTokens, 0), storage_hit_tokens: ok.reduce((n, r) => n + r.storageTokens, 0), l3, flood_served: `${served}/${FLOOD}`,
+        restart: restarted,
         pin_budget_peak_blocks: scraped ? scraped.pinPeak : null, pinned_blocks_hit: scraped ? scraped.pinned.hit : null, pinned_blocks_wasted: scraped ? scraped.pinned.wasted : null,
         wall_s: +((performance.now() - t0) / 1000).toFixed(1),
       },
@@ -212,11 +242,20 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
 /** Ideal-cache floor per regime (from the first run of the regime). */
 const ideal = new Map<string, { recomputed: number; mismatched: number }>();
 
-function saturatedRegime(model: string): Regime {
+function saturatedRegime(model: string, sessions = SESSIONS): Regime {
   const timeScale = num("time-scale", String(DEFAULT_SHAPE.timeScale), 0.001);
-  const workload = loadWorkload(SESSIONS);
-  const shape: ServerShape = { model, pageSize: 16, deviceTokens: num("device-tokens", "8192", 16), hostRatio: 2, storage: true };
-  return { name: "saturated", workload, sessions: planWorkload(workload, { ...DEFAULT_SHAPE, timeScale }, SEED), timeScale, shape, prefillTokensPerS: null, returningPromptTokens: null, toolGapOverPrefill: null };
+  const workload = loadWorkload(sessions);
+  const shape: ServerShape = { model, pageSize: 16, deviceTokens: Math.max(deviceFloor(), num("device-tokens", "8192", 16)), hostRatio: 2, storage: true };
+  return { name: "saturated", workload, sessions: planWorkload(workload, workloadShape(timeScale), SEED), timeScale, shape, prefillTokensPerS: null, returningPromptTokens: null, toolGapOverPrefill: null };
+}
+
+/**
+ * The warm scenario: the saturated shape (file L3), one L3 directory for both workers, and worker
+ * w1 restarted between two waves of sessions, so the warm rule has a cold worker to warm.
+ */
+function warmRegime(model: string): Regime {
+  const r = saturatedRegime(model, num("warm-sessions", "16", 1));
+  return { ...r, name: "warm", restart: true };
 }
 
 /**
@@ -228,7 +267,7 @@ function saturatedRegime(model: string): Regime {
  */
 async function gpuShapedRegime(model: string, other: Regime | null): Promise<Regime> {
   const workload = loadWorkload(GPU_SESSIONS);
-  const unscaled = planWorkload(workload, { ...DEFAULT_SHAPE, timeScale: 1 }, SEED);
+  const unscaled = planWorkload(workload, workloadShape(1), SEED);
   const probe = await startRealServer({ model, workerId: "calibrate", pageSize: 16, maxTotalTokens: 32768, hostRatio: 2, warmup: false, storageDir: "", extraArgs: ["--context-length", "32768"], readyTimeoutS: 600 });
   let rate: number;
   let promptTokens: number;
@@ -246,9 +285,9 @@ async function gpuShapedRegime(model: string, other: Regime | null): Promise<Reg
   const prefillMs = (promptTokens / rate) * 1000;
   const toolMs = medianToolMs(unscaled);
   const timeScale = +(toolMs / (GAP_OVER_PREFILL * prefillMs)).toPrecision(3);
-  const sessions = planWorkload(workload, { ...DEFAULT_SHAPE, timeScale }, SEED);
+  const sessions = planWorkload(workload, workloadShape(timeScale), SEED);
   const perWorker = Math.ceil(sessions.length / WORKERS);
-  const deviceTokens = Math.max(8192, Math.ceil((0.25 * perWorker * promptTokens) / 16) * 16);
+  const deviceTokens = Math.max(deviceFloor(), Math.ceil((0.25 * perWorker * promptTokens) / 16) * 16);
   const shape: ServerShape = { model, pageSize: 16, deviceTokens, hostRatio: 2, storage: false };
   log(`gpu_shaped calibration: prefill ${rate.toFixed(0)} tokens/s on the median returning-turn prompt of ${promptTokens} tokens (${prefillMs.toFixed(0)} ms); ` +
     `median tool gap ${toolMs} ms unscaled -> time scale ${timeScale} (tool gap / prefill = ${(medianToolMs(sessions) / prefillMs).toFixed(1)}); device pool ${deviceTokens} tokens per worker`);
@@ -266,7 +305,8 @@ interface RegimeResult {
 async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeResult> {
   const t0 = performance.now();
   const turns = regime.workload.sessions.reduce((n, s) => n + s.turns.length, 0);
-  log(`== ${regime.name}: ${regime.sessions.length} BFCL sessions (seed ${SEED}), ${turns} user turns; time scale 1/${regime.timeScale}; ` +
+  const calls = regime.sessions.reduce((n, s) => n + s.turns.reduce((m, t) => m + t.calls.length, 0), 0);
+  log(`== ${regime.name}: ${regime.sessions.length} ${WORKLOAD} sessions (seed ${SEED}), ${turns} user turns, ${calls} tool calls, ${compactions(regime.sessions)} compactions; time scale 1/${regime.timeScale}; ` +
     `${WORKERS} workers x ${regime.shape.deviceTokens} device tokens, host ratio ${regime.shape.hostRatio}, ${regime.shape.storage ? "file L3" : "no L3"}; ` +
     `admission budget ${ADMISSION_REQUESTS} requests per worker (${ADMISSION_REQUESTS * WORKERS} in all)`);
   const perRun: Record<string, RunOut[]> = Object.fromEntries(specs.map((s) => [s.name, []]));
@@ -307,7 +347,7 @@ const f = (x: number | null | undefined, d = 0) => (x === null || x === undefine
 function printRegime(r: RegimeResult): void {
   const { regime, configs, verdict } = r;
   const floor = ideal.get(regime.name);
-  console.log(`${regime.name}: ${regime.sessions.length} sessions, time scale 1/${regime.timeScale}, ${RUNS} run(s) per configuration, ${regime.shape.deviceTokens} device tokens per worker, ` +
+  console.log(`${regime.name}: ${regime.sessions.length} ${WORKLOAD} sessions (${compactions(regime.sessions)} compactions), time scale 1/${regime.timeScale}, ${RUNS} run(s) per configuration, ${regime.shape.deviceTokens} device tokens per worker, ` +
     `${regime.shape.storage ? "file L3" : "no L3"}; regime wall ${r.wallS} s`);
   if (regime.prefillTokensPerS !== null) console.log(`  prefill ${regime.prefillTokensPerS} tokens/s, median returning-turn prompt ${regime.returningPromptTokens} tokens, median tool gap / prefill = ${regime.toolGapOverPrefill}`);
   console.log("  config           role      prompt tok  recomputed  gap closed  TTFT ret p50/p90/p99 ms  session s mean/p90  errors  wall s  commands");
@@ -324,6 +364,14 @@ function printRegime(r: RegimeResult): void {
     );
   }
   if (floor) console.log(`  ideal cache (every earlier prompt kept, page ${regime.shape.pageSize}): ${floor.recomputed} recomputed tokens${floor.mismatched ? ` (${floor.mismatched} prompts tokenized to another length than served)` : ""}`);
+  printAblation(ablationRows(configs), (l) => console.log(l));
+  for (const [name, c] of Object.entries(configs)) {
+    const rs = c?.extra.restart;
+    if (!rs) continue;
+    const warmCmds = Object.entries(c?.commands ?? {}).filter(([k]) => k.startsWith("Warm:")).map(([k, n]) => `${k}=${n}`).join(" ") || "no Warm command";
+    console.log(`  restart ${name}: ${rs.worker} out of rotation ${rs.out_s} s; its second-wave requests: ${rs.after.requests}, ${rs.after.prompt_tokens} prompt tokens, ` +
+      `${rs.after.recomputed_tokens} recomputed, ${rs.after.storage_hit_tokens} from L3, ${rs.after.host_hit_tokens} from host; ${warmCmds}`);
+  }
   if (!verdict.valid) {
     console.log(`  NO VERDICT: the comparison is not a fair one: ${verdict.problems.join("; ")}`);
     return;
@@ -335,28 +383,14 @@ function printRegime(r: RegimeResult): void {
   console.log(`  best fair peer: ${verdict.best_fair_peer}; kvctl recomputes ${f(x, 2)}x fewer (bar >= 1.5x: ${x !== null && x >= 1.5 ? "PASS" : "FAIL"}), ` +
     `gap closed ${f(verdict.gap_closed_vs_best_fair, 2)}, returning-turn TTFT p90 ${f(ttft, 2)}x of it (bar < 1: ${ttft !== null && ttft < 1 ? "PASS" : "FAIL"}), ` +
     `${f(verdict.ttft_p90_ratio_vs_admission_only, 2)}x of admission alone (cache_aware_adm)`);
-  printAblation(configs);
-}
-
-/** Per rule: commands sent and acked, and its effect against the gateway with no rule (cache_aware). */
-function printAblation(configs: RegimeResult["configs"]): void {
-  const rows = Object.entries(configs).filter(([n, c]) => n.startsWith("kvctl_") && c);
-  const base = configs.cache_aware;
-  if (rows.length === 0 || !base) return;
-  console.log("  ablation (one rule alone vs cache_aware): commands sent / acked, recomputed tokens and TTFT p90 vs cache_aware");
-  for (const [name, c] of rows) {
-    const cmds = Object.entries(c?.commands ?? {});
-    const sent = cmds.filter(([k]) => k.includes(":sent")).reduce((n, [, v]) => n + v, 0);
-    const acked = cmds.filter(([k]) => k.includes(":acked")).reduce((n, [, v]) => n + v, 0);
-    const dr = (c as ConfigSummary).recomputed_tokens - base.recomputed_tokens;
-    console.log(`  ${name.padEnd(16)} ${sent} / ${acked}  recomputed ${dr >= 0 ? "+" : ""}${dr}  TTFT p90 ${f((c as ConfigSummary).ttft_returning_ms.p90)} vs ${f(base.ttft_returning_ms.p90)} ms`);
-  }
 }
 
 function regimeJson(r: RegimeResult): Record<string, unknown> {
   const v = r.verdict;
   return {
+    workload: WORKLOAD,
     sessions: r.regime.sessions.length,
+    compactions: compactions(r.regime.sessions),
     time_scale: r.regime.timeScale,
     device_tokens: r.regime.shape.deviceTokens,
     l3: r.regime.shape.storage,
@@ -373,6 +407,7 @@ function regimeJson(r: RegimeResult): Record<string, unknown> {
     gap_closed_vs_best_fair: v.gap_closed_vs_best_fair,
     ttft_p90_ratio_vs_best_fair: v.ttft_p90_ratio_vs_best_fair,
     ttft_p90_ratio_vs_admission_only: v.ttft_p90_ratio_vs_admission_only,
+    ablation: ablationRows(r.configs),
     wall_s: r.wallS,
   };
 }
@@ -383,13 +418,19 @@ async function main(): Promise<number> {
   const all = configSpecs(WORKERS, ADMISSION_REQUESTS, true);
   const unknown = only ? only.split(",").filter((n) => !all.some((s) => s.name === n)) : [];
   if (unknown.length) throw new Error(`--configs: unknown configuration ${unknown.join(", ")} (${all.map((s) => s.name).join(", ")})`);
-  const specs = configSpecs(WORKERS, ADMISSION_REQUESTS, argv.includes("--ablation")).filter((s) => !only || only.split(",").includes(s.name));
+  // --ablation: kvctl, each rule alone, and the base they are measured against (cache_aware).
+  const ablation = argv.includes("--ablation");
+  const specs = all.filter((s) => (only ? only.split(",").includes(s.name) : ablation ? s.name === "kvctl" || s.name === "cache_aware" || s.role === "ablation" : s.role !== "ablation"));
   const names = opt("regimes", "saturated,gpu_shaped").split(",");
-  for (const n of names) if (n !== "saturated" && n !== "gpu_shaped") throw new Error(`--regimes: unknown regime '${n}' (saturated, gpu_shaped)`);
+  for (const n of names) if (n !== "saturated" && n !== "gpu_shaped" && n !== "warm") throw new Error(`--regimes: unknown regime '${n}' (saturated, gpu_shaped, warm)`);
   const saturated = names.includes("saturated") ? saturatedRegime(model) : null;
   const gpuShaped = names.includes("gpu_shaped") ? await gpuShapedRegime(model, saturated) : null;
+  const warm = names.includes("warm") ? warmRegime(model) : null;
   const results: RegimeResult[] = [];
   for (const regime of [saturated, gpuShaped]) if (regime) results.push(await runRegime(regime, specs));
+  // The warm scenario runs the gateway configurations that tell the rule's effect (a restart needs
+  // the gateway's health checks to route around the worker): kvctl, kvctl_warm, cache_aware_adm.
+  if (warm) results.push(await runRegime(warm, only ? specs : all.filter((s) => WARM_CONFIGS.includes(s.name))));
   for (const r of results) printRegime(r);
   if (JSON_OUT) console.log(JSON.stringify({ bench: "agent", runs: RUNS, admission_requests_per_worker: ADMISSION_REQUESTS, regimes: Object.fromEntries(results.map((r) => [r.regime.name, regimeJson(r)])) }));
   const refused = results.filter((r) => !r.verdict.valid);

@@ -118,6 +118,29 @@ export interface DriveOptions {
   maxTokens: number;
 }
 
+/** Sends one request and fills in the record's answer fields; the result when it streamed. */
+async function attemptOnce(url: string, body: Record<string, unknown>, headers: Record<string, string>, rec: RequestRecord, t0: number): Promise<StreamResult | null> {
+  try {
+    const res = await streamChat(url, body, headers);
+    rec.doneMs = performance.now() - t0;
+    rec.worker = res.worker;
+    rec.ttftMs = res.ttftMs;
+    rec.ok = res.status === 200 && res.usage !== null && res.error === null;
+    rec.error = rec.ok ? undefined : (res.error ?? `HTTP ${res.status}: ${res.text.slice(0, 200)}`);
+    const u: Usage = res.usage ?? {};
+    rec.promptTokens = u.prompt_tokens ?? 0;
+    rec.cachedTokens = u.prompt_tokens_details?.cached_tokens ?? 0;
+    rec.hostTokens = res.details?.host ?? 0;
+    rec.storageTokens = res.details?.storage ?? 0;
+    return res;
+  } catch (e) {
+    rec.doneMs = performance.now() - t0;
+    rec.ok = false;
+    rec.error = (e as Error).message;
+    return null;
+  }
+}
+
 /** Each session's time from its first request sent to its last answer done (s). */
 export function sessionCompletion(records: readonly RequestRecord[]): number[] {
   const span = new Map<string, [number, number]>();
@@ -129,9 +152,9 @@ export function sessionCompletion(records: readonly RequestRecord[]): number[] {
 }
 
 export async function drive(target: Target, sessions: PlannedSession[], o: DriveOptions): Promise<RequestRecord[]> {
+  const t0 = performance.now();
   const records: RequestRecord[] = [];
   let seq = 0;
-  const t0 = performance.now();
   const system = { role: "system", content: [{ type: "text", text: o.system, cache_control: { type: "ephemeral", ttl: "1h" } }] };
 
   const runSession = async (s: PlannedSession) => {
@@ -140,13 +163,19 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
     const asked: string[] = [];
     for (const turn of s.turns) {
       if (turn.idleMs) await sleep(turn.idleMs);
-      if (turn.compact) history = [{ role: "user", content: `Earlier requests, summarised: ${asked.join(" ")}` }, { role: "assistant", content: "Noted." }];
-      asked.push(turn.user);
+      // Compaction: the history becomes a summary of the earlier requests (workload.ts plans when).
+      const summary = () => [{ role: "user", content: `Earlier requests, summarised: ${asked.join(" ")}` }, { role: "assistant", content: "Noted." }];
+      if (turn.compact) history = summary();
       history.push({ role: "user", content: turn.user });
       let first = true;
       const send = async (kind: RequestRecord["kind"], regex: string): Promise<StreamResult | null> => {
         const body = {
           model: o.model, messages: [system, ...history], tools: s.tools, max_tokens: o.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, return_cached_tokens_details: true, regex,
+          // In thinking mode SGLang applies a regex only after the reasoning ends, and the model would
+          // write an unconstrained reasoning span until max_tokens; the regex here spells the
+          // reasoning itself (<think>…</think>), so it must bind from the first token. The reasoning
+          // parser still separates the span (reasoning_content).
+          chat_template_kwargs: { enable_thinking: false },
           ...(target.sessionBody ? { session_id: s.id } : {}),
         };
         const headers: Record<string, string> = target.sessionHeader ? { "x-session-id": s.id } : {};
@@ -155,30 +184,16 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
           sentMs: performance.now() - t0, doneMs: 0, prompt: { messages: body.messages, tools: s.tools }, worker: null, ok: false,
         };
         first = false;
-        try {
-          const res = await streamChat(target.url(seq++), body, headers);
-          rec.doneMs = performance.now() - t0;
-          rec.worker = res.worker;
-          rec.ttftMs = res.ttftMs;
-          rec.ok = res.status === 200 && res.usage !== null && res.error === null;
-          if (!rec.ok) rec.error = res.error ?? `HTTP ${res.status}: ${res.text.slice(0, 200)}`;
-          const u: Usage = res.usage ?? {};
-          rec.promptTokens = u.prompt_tokens ?? 0;
-          rec.cachedTokens = u.prompt_tokens_details?.cached_tokens ?? 0;
-          rec.hostTokens = res.details?.host ?? 0;
-          rec.storageTokens = res.details?.storage ?? 0;
-          records.push(rec);
-          return rec.ok ? res : null;
-        } catch (e) {
-          rec.doneMs = performance.now() - t0;
-          rec.error = (e as Error).message;
-          records.push(rec);
-          return null;
-        }
+        const res = await attemptOnce(target.url(seq++), body, headers, rec, t0);
+        records.push(rec);
+        return rec.ok ? res : null;
       };
       for (const [i, call] of turn.calls.entries()) {
+        // Inside a tool loop the summary keeps the request being worked on after it.
+        if (call.compactBefore) history = [...summary(), { role: "user", content: turn.user }];
         const fn = { name: call.name, arguments: call.arguments };
-        const res = await send("tool", `<tool_call>${escapeRegex(JSON.stringify(fn))}</tool_call>`);
+        const think = call.reasoningChars > 0 ? `<think>[a-z ]{${call.reasoningChars}}</think>` : "";
+        const res = await send("tool", `${think}<tool_call>${escapeRegex(JSON.stringify(fn))}</tool_call>`);
         const id = res?.toolCallIds[0] ?? `call_${s.id}_${history.length}_${i}`;
         history.push({ role: "assistant", content: "", tool_calls: [{ id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.arguments) } }] });
         await sleep(call.toolMs);
@@ -188,6 +203,7 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
       // The reasoning is not sent back: the answer alone joins the history.
       const answer = res ? res.text.replace(/^[\s\S]*<\/think>/, "") : "";
       history.push({ role: "assistant", content: answer });
+      asked.push(turn.user);
     }
     await target.closeSession?.(s.id);
   };

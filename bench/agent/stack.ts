@@ -40,20 +40,18 @@ export interface ServerShape {
   hostRatio: number;
   /** HiCache's `file` L3 (false: device + host only, what is dropped is lost). */
   storage: boolean;
+  /** One `file` L3 directory for every worker (unset: each worker its own temp dir). */
+  sharedStorageDir?: string;
+}
+
+/** Where a worker listens, so a restart comes back where the gateway and its subscriber know it. */
+export interface WorkerPlace {
+  port: number;
+  eventsPort: number;
 }
 
 export async function startWorkers(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined): Promise<RealServer[]> {
-  // --enable-metrics: the bench reads HiCache's L3 counters (backups, prefetch hits and why found
-  // tokens were not used) from each worker's /metrics.
-  // --reasoning-parser: the worker separates the answer's <think> span (reasoning_content), so the
-  // gateway sees the reasoning of each turn (the think rule's input).
-  const args = ["--enable-cache-report", "--enable-metrics", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3", "--context-length", "32768", ...extraArgs];
-  const start = (id: string) =>
-    startRealServer({
-      model: shape.model, workerId: id, natsUrl, pageSize: shape.pageSize, maxTotalTokens: shape.deviceTokens, hostRatio: shape.hostRatio, warmup: false, extraArgs: args, readyTimeoutS: 600,
-      ...(shape.storage ? {} : { storageDir: "" }),
-    });
-  const settled = await Promise.allSettled([start("w0"), start("w1")]);
+  const settled = await Promise.allSettled([startWorker(shape, extraArgs, natsUrl, "w0"), startWorker(shape, extraArgs, natsUrl, "w1")]);
   const ok = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
   const failed = settled.find((s) => s.status === "rejected") as PromiseRejectedResult | undefined;
   if (failed) {
@@ -61,6 +59,27 @@ export async function startWorkers(shape: ServerShape, extraArgs: string[], nats
     throw failed.reason;
   }
   return ok;
+}
+
+/** One worker of the bench; `place` starts it where an earlier one of the same id listened. */
+export function startWorker(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined, id: string, place?: WorkerPlace): Promise<RealServer> {
+  // --enable-metrics: the bench reads HiCache's L3 counters (backups, prefetch hits and why found
+  // tokens were not used) from each worker's /metrics.
+  // --reasoning-parser: the worker separates the answer's <think> span (reasoning_content), so the
+  // gateway sees the reasoning of each turn (the think rule's input).
+  const args = ["--enable-cache-report", "--enable-metrics", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3", "--context-length", "32768", ...extraArgs];
+  const storage = shape.storage ? (shape.sharedStorageDir ? { storageDir: shape.sharedStorageDir } : {}) : { storageDir: "" };
+  return startRealServer({
+    model: shape.model, workerId: id, natsUrl, pageSize: shape.pageSize, maxTotalTokens: shape.deviceTokens, hostRatio: shape.hostRatio, warmup: false, extraArgs: args, readyTimeoutS: 600,
+    ...storage, ...(place ?? {}),
+  });
+}
+
+/** Where a running worker listens (its HTTP and KV-event ports). */
+export function placeOf(w: RealServer): WorkerPlace {
+  const m = /:(\d+)$/.exec(w.info.events_endpoint ?? "");
+  if (!m) throw new Error(`worker ${w.info.worker_id} publishes no KV events: it cannot be restarted in place`);
+  return { port: w.info.port, eventsPort: Number(m[1]) };
 }
 
 export async function startNats(dir: string): Promise<NatsServer> {

@@ -2,7 +2,8 @@
 // wheel) laid out in time by a seeded generator whose shape follows published agent statistics
 // (bench/agent/README.md has the sources): staggered session starts, tool calls of heavy-tailed
 // per-tool duration, human idle gaps between user turns, reasoning about 40% of each answer, and
-// occasional compaction of the history. Every duration is divided by one time-scale factor.
+// compaction of the history when the session nears its context limit (as agent harnesses
+// auto-compact). Every duration is divided by one time-scale factor.
 export interface BfclCall {
   name: string;
   arguments: Record<string, unknown>;
@@ -22,12 +23,16 @@ export interface BfclWorkload {
 export interface PlannedCall extends BfclCall {
   /** How long the tool runs before its result comes back (ms, scaled). */
   toolMs: number;
+  /** The history is compacted before this step (the context neared its limit inside a tool loop). */
+  compactBefore: boolean;
+  /** Characters of reasoning before the call (0: none), left out of the history like an answer's. */
+  reasoningChars: number;
 }
 export interface PlannedTurn {
   user: string;
   /** Human think time before this turn (ms, scaled; 0 for the first). */
   idleMs: number;
-  /** The history is compacted before this turn (old tool exchanges dropped). */
+  /** The history is compacted before this turn (rewritten to a summary of the earlier requests). */
   compact: boolean;
   calls: PlannedCall[];
   /** Characters of reasoning and of answer the final reply is constrained to. */
@@ -51,9 +56,15 @@ export interface WorkloadShape {
   /** Tool durations: per tool a median drawn log-uniformly from this range, lognormal around it. */
   toolMedianRangeS: [number, number];
   toolSigma: number;
-  compactProbability: number;
+  /** The session's context limit (tokens) and the share of it at which the history is compacted. */
+  contextLimitTokens: number;
+  compactAtShare: number;
+  /** Characters per token for the planner's size estimate (the same estimate for every configuration). */
+  charsPerToken: number;
   /** Share of each final answer's characters that are reasoning. */
   reasoningShare: number;
+  /** Characters of reasoning before each tool call (0: none; coding agents think before each step). */
+  toolReasoningChars: number;
   answerChars: number;
 }
 
@@ -64,8 +75,11 @@ export const DEFAULT_SHAPE: WorkloadShape = {
   idleSigma: 1.0,
   toolMedianRangeS: [0.5, 8],
   toolSigma: 1.2,
-  compactProbability: 0.1,
+  contextLimitTokens: 7168,
+  compactAtShare: 0.8,
+  charsPerToken: 1.25,
   reasoningShare: 0.4,
+  toolReasoningChars: 0,
   answerChars: 120,
 };
 
@@ -85,6 +99,9 @@ function normal(r: () => number): number {
   return Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
 }
 
+/** What the history of a compacted session keeps: one summary exchange (see driver.ts). */
+export const SUMMARY_OVERHEAD_CHARS = 120;
+
 export function planWorkload(w: BfclWorkload, shape: WorkloadShape, seed: number): PlannedSession[] {
   const r = rng(seed);
   const scale = (s: number) => Math.round((s * 1000) / shape.timeScale);
@@ -98,21 +115,41 @@ export function planWorkload(w: BfclWorkload, shape: WorkloadShape, seed: number
     }
     return m;
   };
-  return w.sessions.map((s) => ({
-    id: s.id,
-    startMs: scale(r() * shape.arrivalWindowS),
-    tools: s.tools,
-    turns: s.turns.map((t, k) => {
-      const total = shape.answerChars;
-      const reasoningChars = Math.max(8, Math.round(total * shape.reasoningShare));
-      return {
-        user: t.user,
-        idleMs: k === 0 ? 0 : scale(shape.idleMedianS * Math.exp(shape.idleSigma * normal(r))),
-        compact: k >= 2 && r() < shape.compactProbability,
-        calls: t.calls.map((c) => ({ ...c, toolMs: scale(medianOf(c.name) * Math.exp(shape.toolSigma * normal(r))) })),
-        reasoningChars,
-        answerChars: Math.max(8, total - reasoningChars),
-      };
-    }),
-  }));
+  const limitChars = shape.contextLimitTokens * shape.compactAtShare * shape.charsPerToken;
+  return w.sessions.map((s) => {
+    // The prompt's size as the planner estimates it: system prompt, tools, then the history.
+    const fixed = w.system_prompt.length + JSON.stringify(s.tools).length;
+    let history = 0;
+    let asked = 0;
+    // Compaction keeps a summary of the earlier requests (and, inside a tool loop, the current one).
+    const compactIfNear = (next: number, kept: number): boolean => {
+      const after = asked + SUMMARY_OVERHEAD_CHARS + kept;
+      if (fixed + history + next <= limitChars || history <= after) return false;
+      history = after;
+      return true;
+    };
+    return {
+      id: s.id,
+      startMs: scale(r() * shape.arrivalWindowS),
+      tools: s.tools,
+      turns: s.turns.map((t, k) => {
+        const total = shape.answerChars;
+        const reasoningChars = Math.max(8, Math.round(total * shape.reasoningShare));
+        const idleMs = k === 0 ? 0 : scale(shape.idleMedianS * Math.exp(shape.idleSigma * normal(r)));
+        const compact = compactIfNear(t.user.length, 0);
+        history += t.user.length;
+        const calls = t.calls.map((c) => {
+          const toolMs = scale(medianOf(c.name) * Math.exp(shape.toolSigma * normal(r)));
+          const step = JSON.stringify(c.arguments).length + c.name.length + c.result.length;
+          const compactBefore = compactIfNear(step, t.user.length);
+          history += step;
+          return { ...c, toolMs, compactBefore, reasoningChars: shape.toolReasoningChars };
+        });
+        const answerChars = Math.max(8, total - reasoningChars);
+        history += answerChars;
+        asked += t.user.length + 1;
+        return { user: t.user, idleMs, compact, calls, reasoningChars, answerChars };
+      }),
+    };
+  });
 }

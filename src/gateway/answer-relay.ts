@@ -7,6 +7,7 @@ import type { ServerResponse } from "node:http";
 import { type Dispatcher, errors as undiciErrors } from "undici";
 import type { RouteKind } from "../contract/observations.js";
 import { errorBody, sendJson, streamErrorEvent } from "./errors.js";
+import { IdsFrameFilter } from "./stream-output-ids.js";
 import { StreamScan } from "./stream-scan.js";
 import { stripTokenFields, type TurnResult, turnResultOf } from "./token-truth.js";
 import { NO_RETRY_HEADERS } from "./timeouts.js";
@@ -31,6 +32,8 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
   private sse = false;
   private json = false;
   private scan: StreamScan | null = null;
+  /** Cuts the output-ids event the gateway asked for from a stream (stream-output-ids.ts). */
+  private idsFilter: IdsFrameFilter | null = null;
   private headers: Record<string, string | number> = {};
   private readonly chunks: Buffer[] = [];
   private settled = false;
@@ -47,6 +50,8 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     private readonly resolve: (o: CallOutcome) => void,
     /** The call's latency clock (latency.ts), when the histograms are on. */
     private readonly clock: CallClock | null = null,
+    /** The gateway asked for the stream's output ids in a framed event of their own. */
+    private readonly cutIdsEvent = false,
   ) {
     this.route = call.turn.route;
     this.res = call.res;
@@ -69,6 +74,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     // Streaming: bytes go to the client as they come; a full client buffer pauses the worker's
     // stream (backpressure). The scan only looks for the closing usage/finish_reason.
     this.scan = new StreamScan(this.route);
+    if (this.cutIdsEvent) this.idsFilter = new IdsFrameFilter();
     this.res.writeHead(statusCode, this.headers);
     this.res.on("drain", () => controller.resume());
   }
@@ -80,11 +86,14 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     }
     this.scan?.push(chunk);
     this.clock?.chunk();
-    if (!this.res.destroyed && !this.res.write(chunk)) controller.pause();
+    const out = this.idsFilter ? this.idsFilter.push(chunk) : chunk;
+    if (out.length > 0 && !this.res.destroyed && !this.res.write(out)) controller.pause();
   }
 
   onResponseEnd(): void {
     if (this.sse) {
+      const held = this.idsFilter?.end();
+      if (held && !this.res.destroyed) this.res.write(held);
       this.res.end();
       this.ctx.metrics.countRequest(this.route, this.call.worker.id, this.status);
       this.finish({ kind: "done", status: this.status, error: null, result: this.scan?.result() ?? null });

@@ -1,9 +1,10 @@
 // Watches a streamed answer's SSE bytes for what the turn record needs (finish reason, usage,
-// tool calls, the reasoning text, /generate's output ids) while the bytes go on to the client
+// tool calls, the reasoning text, the output ids of /generate and of chat streams that carry them
+// in sglext, see stream-output-ids.ts) while the bytes go on to the client
 // untouched.
 import type { RouteKind, ToolCallInfo } from "../contract/observations.js";
 import { type TurnResult, usageOf } from "./token-truth.js";
-import { isObject } from "./json-shape.js";
+import { isIntArray, isObject } from "./json-shape.js";
 
 /** Watches SSE bytes for the finish reason and usage (the last events), without holding them up. */
 export class StreamScan {
@@ -23,7 +24,7 @@ export class StreamScan {
       const line = this.tail.slice(0, nl);
       this.tail = this.tail.slice(nl + 1);
       if (!line.startsWith("data:") || !line.includes('"')) continue;
-      if (!line.includes("finish_reason") && !line.includes("usage") && !line.includes("stop_reason") && !line.includes("meta_info") && !line.includes('"tool_use"') && !line.includes('"thinking_delta"')) continue;
+      if (!line.includes("finish_reason") && !line.includes("usage") && !line.includes("stop_reason") && !line.includes("meta_info") && !line.includes('"tool_use"') && !line.includes('"thinking_delta"') && !line.includes('"output_ids"')) continue;
       let ev: Record<string, unknown>;
       try {
         ev = JSON.parse(line.slice(5));
@@ -39,6 +40,8 @@ export class StreamScan {
       // Anthropic: a tool_use block opens with its id and name; thinking arrives in deltas.
       if (isObject(ev.content_block) && ev.content_block.type === "tool_use") this.addCall(this.toolCalls.size, ev.content_block.id, ev.content_block.name);
       if (delta?.type === "thinking_delta" && typeof delta.thinking === "string") this.reasoning += delta.thinking;
+      // Chat: SGLang's sglext carries the output ids per choice (the gateway reads the first).
+      if (this.route === "chat" && isObject(ev.sglext) && Array.isArray(ev.sglext.output_ids) && isIntArray(ev.sglext.output_ids[0])) this.outputIds = ev.sglext.output_ids[0];
       if (this.route === "generate" && isObject(ev.meta_info)) {
         const fr = ev.meta_info.finish_reason as { type?: string } | null;
         if (fr && typeof fr.type === "string") this.finishReason = fr.type;
@@ -69,7 +72,7 @@ export class StreamScan {
   result(): TurnResult {
     return {
       promptTokens: null,
-      outputTokens: this.route === "generate" && this.outputIds.length ? this.outputIds : null,
+      outputTokens: (this.route === "generate" || this.route === "chat") && this.outputIds.length ? this.outputIds : null,
       finishReason: this.finishReason,
       usage: usageOf(this.usage),
       toolCalls: [...this.toolCalls.values()],

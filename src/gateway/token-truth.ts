@@ -5,7 +5,8 @@
 //     prompt_token_ids and response_token_ids in each choice) and the gateway cuts the fields the
 //     client did not ask for out of the response bytes, leaving every other byte as the worker sent it;
 //   streaming requests (SGLang refuses the flags with stream=true): /v1/tokenize on the same
-//     worker with the request's messages (or prompt);
+//     worker with the request's messages (or prompt); a chat stream's output ids from the
+//     framed sglext event the gateway asks for (stream-output-ids.ts);
 //   /generate: the request's input_ids, or /v1/tokenize of its text; output_ids from the answer;
 //   /v1/messages (Anthropic): the worker's own conversion to chat and chat template, through the
 //     kvctl worker's /kvctl/v1/messages/tokenize (SGLang 0.5.23 returns no token ids there and its

@@ -1,5 +1,5 @@
 // The call to the chosen worker: the request bytes (token ids asked for when the answer is not
-// streamed, see request/turn-request.ts), then the answer passed back by the relay
+// streamed, see request/turn-request.ts; a chat stream's output ids by header, stream-output-ids.ts), then the answer passed back by the relay
 // (answer-relay.ts). While it runs the call holds a place on the worker: its in-flight counts,
 // the duration timer and, under admission limits, a ticket it may have to wait for.
 import type { IncomingHttpHeaders } from "node:http";
@@ -7,6 +7,7 @@ import type { AdmissionTicket } from "./admission.js";
 import { continuesToolLoop } from "./admission-mode.js";
 import type { TurnResult } from "./token-truth.js";
 import { AnswerRelay } from "./answer-relay.js";
+import { asksStreamOutputIds, STREAM_IDS_HEADERS } from "./stream-output-ids.js";
 import type { CallOutcome, ClientLink, WorkerCall } from "./call.js";
 import { ROUTE_PATHS } from "./request/routes.js";
 import { callTimeouts } from "./timeouts.js";
@@ -44,6 +45,8 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
     }
     if (over) return refuse(ctx, call, over, tenantLabel(turn));
   }
+  // A streamed chat turn asks for its output ids (token truth), cut from what the client gets.
+  const askIds = asksStreamOutputIds(turn, worker.streamOutputIds);
   return new Promise<CallOutcome>((resolve) => {
     const span = ctx.tracer?.start(`POST ${ROUTE_PATHS[turn.route]}`, turn.headers.traceparent) ?? null;
     const clock = ctx.latency?.start(turn.route, worker.id, tenantLabel(turn), call.startedAt) ?? null;
@@ -51,9 +54,11 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
       clock?.end();
       span?.end(o.kind === "done" ? o.status : 0, { "kvctl.worker": worker.id, "kvctl.route": turn.route, "kvctl.tenant": tenantLabel(turn) });
       resolve(o);
-    }, clock);
+    }, clock, askIds);
     const timeouts = callTimeouts(ctx.config.limits, !turn.stream);
-    worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers: forwardHeaders(turn.headers, span?.traceparent ?? null), body: turn.upstreamBody, ...timeouts }, relay);
+    const forwarded = forwardHeaders(turn.headers, span?.traceparent ?? null);
+    const headers = askIds ? { ...forwarded, ...STREAM_IDS_HEADERS } : forwarded;
+    worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers, body: turn.upstreamBody, ...timeouts }, relay);
   });
 }
 

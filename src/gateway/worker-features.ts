@@ -23,3 +23,20 @@ export async function probeMessagesTokenize(id: string, pool: Pool, timeoutMs: n
   }
   return status !== 404;
 }
+
+// SGLang serves chat-stream output ids in a framed event (x-sglext-return-output-ids with
+// x-sglext-ids-framed; stream-output-ids.ts) from 0.5.23 on; /server_info carries the version.
+const STREAM_IDS_SINCE = [0, 5, 23];
+
+/** Whether the worker's /server_info names an SGLang release that returns output ids on chat streams. */
+export function servesStreamOutputIds(serverInfo: Record<string, unknown>): boolean {
+  const v = serverInfo.version;
+  if (typeof v !== "string") return false;
+  const m = /^(\d+)\.(\d+)\.(\d+)/.exec(v);
+  if (!m) return false;
+  for (let i = 0; i < 3; i++) {
+    const d = Number(m[i + 1]) - STREAM_IDS_SINCE[i];
+    if (d !== 0) return d > 0;
+  }
+  return true;
+}

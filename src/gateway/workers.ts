@@ -17,7 +17,7 @@ import type { WorkerState } from "./router.js";
 import type { Clock } from "./session-store.js";
 import { callJson, createUpstreamPool } from "./upstream.js";
 import { resolveWorkerCredentials } from "./auth/upstream-credentials.js";
-import { probeMessagesTokenize } from "./worker-features.js";
+import { probeMessagesTokenize, servesStreamOutputIds } from "./worker-features.js";
 import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
 
 /** A worker that did not answer its probe (it may come up later). */
@@ -59,6 +59,8 @@ export class GatewayWorker {
   readonly calls = new Set<() => void>();
   /** It serves kvctl's /kvctl/v1/messages/tokenize (probed at start; see worker-features.ts). */
   messagesTokenize = true;
+  /** It returns output ids on chat streams when asked (from its /server_info version; see worker-features.ts). */
+  streamOutputIds = false;
   /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
   readonly gate: Gate | null;
 
@@ -185,6 +187,7 @@ export class WorkerSet {
     w.replay ??= ad.replay;
     w.topic = ad.topic;
     if (!ad.cacheReport) this.o.log(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
+    w.streamOutputIds = servesStreamOutputIds(r.json as Record<string, unknown>);
     w.messagesTokenize = await probeMessagesTokenize(w.id, w.pool, timeoutMs, this.o.log);
   }
 

@@ -1,0 +1,68 @@
+// The ablation table: kvctl with one rule alone (configs.ts: kvctl_<rule>), per rule the commands
+// it had sent and acked (by type, from the gateway's counters) and its effect on recomputed prefill
+// tokens and returning-turn TTFT p90 against the gateway with no rule and no admission
+// (cache_aware), the admission row against the same base.
+import type { ConfigSummary } from "./verdict.js";
+
+export interface AblationRow {
+  rule: string;
+  /** Commands by type: sent, and acked by status ("applied", "partial", ...). */
+  commands: Record<string, { sent: number; acked: Record<string, number>; failed: number }>;
+  sent: number;
+  acked: number;
+  recomputed_tokens: number;
+  recomputed_delta: number;
+  ttft_p90_ms: number | null;
+  base_ttft_p90_ms: number | null;
+}
+
+/** Folds the gateway's `type:outcome[:status]` counters into sent / acked-by-status / failed per type. */
+export function commandsByType(counters: Record<string, number> | null): AblationRow["commands"] {
+  const out: AblationRow["commands"] = {};
+  for (const [k, n] of Object.entries(counters ?? {})) {
+    const [type, outcome, status] = k.split(":");
+    const c = out[type] ?? { sent: 0, acked: {}, failed: 0 };
+    out[type] = c;
+    if (outcome === "sent") c.sent += n;
+    else if (outcome === "acked") c.acked[status ?? "?"] = (c.acked[status ?? "?"] ?? 0) + n;
+    else c.failed += n;
+  }
+  return out;
+}
+
+/** One row per kvctl_<rule> configuration that ran; empty without the base (cache_aware). */
+export function ablationRows(configs: Record<string, ConfigSummary | null>): AblationRow[] {
+  const base = configs.cache_aware;
+  if (!base) return [];
+  const rows: AblationRow[] = [];
+  for (const [name, c] of Object.entries(configs)) {
+    if (!name.startsWith("kvctl_") || !c) continue;
+    const commands = commandsByType(c.commands);
+    const types = Object.values(commands);
+    rows.push({
+      rule: name.slice("kvctl_".length),
+      commands,
+      sent: types.reduce((n, t) => n + t.sent, 0),
+      acked: types.reduce((n, t) => n + Object.values(t.acked).reduce((a, b) => a + b, 0), 0),
+      recomputed_tokens: c.recomputed_tokens,
+      recomputed_delta: c.recomputed_tokens - base.recomputed_tokens,
+      ttft_p90_ms: c.ttft_returning_ms.p90,
+      base_ttft_p90_ms: base.ttft_returning_ms.p90,
+    });
+  }
+  return rows;
+}
+
+const ms = (x: number | null) => (x === null ? "-" : x.toFixed(0));
+
+export function printAblation(rows: readonly AblationRow[], print: (line: string) => void): void {
+  if (rows.length === 0) return;
+  print("  ablation: kvctl with one rule alone vs cache_aware (no rule, no admission); commands sent / acked (by status) per type");
+  for (const r of rows) {
+    const cmds = Object.entries(r.commands).map(([t, c]) => `${t} ${c.sent}/${Object.values(c.acked).reduce((a, b) => a + b, 0)} (${Object.entries(c.acked).map(([s, n]) => `${s} ${n}`).join(", ") || "none acked"}${c.failed ? `, ${c.failed} failed` : ""})`);
+    print(
+      `  ${`kvctl_${r.rule}`.padEnd(18)} recomputed ${String(r.recomputed_tokens).padStart(8)} (${r.recomputed_delta >= 0 ? "+" : ""}${r.recomputed_delta})  TTFT p90 ${ms(r.ttft_p90_ms)} vs ${ms(r.base_ttft_p90_ms)} ms  ` +
+        `${cmds.length ? cmds.join("; ") : "no command sent"}`,
+    );
+  }
+}
