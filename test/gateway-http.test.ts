@@ -102,7 +102,7 @@ afterAll(async () => {
   if (jsDir) rmSync(jsDir, { recursive: true, force: true });
 });
 
-async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolicy): Promise<Gateway> {
+async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolicy, decisionLog?: (line: string) => void): Promise<Gateway> {
   const g = await createGateway({
     config: {
       listen: { host: "127.0.0.1", port: 0 },
@@ -113,6 +113,7 @@ async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolic
     },
     policy,
     log: (l) => logs.push(l),
+    decisionLog,
   });
   gateways.push(g);
   return g;
@@ -283,6 +284,30 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     expect(b.status).toBe(200);
     await b.text();
     expect(await metric(g, "kvctl_gateway_admission_queued_total")).toEqual(['kvctl_gateway_admission_queued_total{worker="w0"} 1']);
+  });
+
+  it("program admission with retention: the tool boundary is one decision, counted with its outcome once the session comes back", async () => {
+    const u = upstreams[0];
+    const lines: string[] = [];
+    const g = await gw(
+      { workers: [{ id: "w0", url: u.url }], jsonLog: true, admission: { mode: "program", retention: true, maxRequestsPerWorker: 1, capacityTokensPerWorker: 100_000 } },
+      undefined,
+      (l) => lines.push(l),
+    );
+    const a1 = await post(`${g.url}/v1/chat/completions`, '{"tool":true,"messages":[{"role":"user","content":"a"}]}', { "x-session-id": "ret-a" });
+    expect(a1.status).toBe(200);
+    await a1.text();
+    const decided = (await metric(g, "kvctl_program_retention_decisions_total")).filter((l) => l.endsWith(" 1"));
+    expect(decided).toHaveLength(1);
+    const action = /action="(\w+)"/.exec(decided[0])?.[1];
+    const a2 = await post(`${g.url}/v1/chat/completions`, '{"messages":[{"role":"user","content":"a"},{"role":"tool","content":"r"}]}', { "x-session-id": "ret-a" });
+    expect(a2.status).toBe(200);
+    await a2.text();
+    const outcome = action === "let_go" ? "recomputed" : "hit";
+    expect(await metric(g, "kvctl_program_retention_outcomes_total")).toEqual([`kvctl_program_retention_outcomes_total{worker="w0",action="${action}",outcome="${outcome}"} 1`]);
+    const recorded = lines.map((l) => JSON.parse(l)).filter((l) => l.event === "retention");
+    expect(recorded.map((l) => l.outcome ?? "decided")).toEqual(["decided", outcome]);
+    expect(recorded[1].actual_gap_seconds).toBeGreaterThanOrEqual(0);
   });
 
   it("a generation past the response timeout is a 504 naming the worker, marked not to be retried", async () => {

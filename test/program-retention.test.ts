@@ -9,7 +9,7 @@ import { DurationModel } from "../src/policy/duration-model.js";
 
 const LIMITS: ProgramLimits = { maxPrograms: 1, capacityTokens: 100_000, pauseAt: 0.95, resumeBelow: 0.8, holdMs: 60_000, prefetchDeadlineMs: 500 };
 // As in retention-decision.test.ts: 4000 tokens re-prefill in 1 s and restore in 0.1 s.
-const COSTS = { pageSize: 16, prefillTokensPerSecond: 4000, restoreTokensPerSecond: 40_000, deviceHoldCostPerBlockSecond: 0.0001, hostHoldCostPerBlockSecond: 0.00001, leaseSeconds: 300, taus: [1, 2, 5] };
+const COSTS = { prefillTokensPerSecond: 4000, restoreTokensPerSecond: 40_000, deviceHoldCostPerBlockSecond: 0.0001, hostHoldCostPerBlockSecond: 0.00001, leaseSeconds: 300, taus: [1, 2, 5] };
 
 function setup(restore?: (p: string) => Promise<"resident" | "partial" | "failed">) {
   const model = new DurationModel({ priorMeanSeconds: 10, minSamples: 4, maxSamples: 100, maxTools: 8 });
@@ -19,7 +19,7 @@ function setup(restore?: (p: string) => Promise<"resident" | "partial" | "failed
   const registry = new Registry();
   const metrics = new RetentionMetrics(registry);
   const lines: Record<string, unknown>[] = [];
-  const rec = new RetentionRecorder({ worker: "w0", model, costs: COSTS, metrics, decisionLog: (l) => lines.push(JSON.parse(l)), restore });
+  const rec = new RetentionRecorder({ worker: "w0", model, costs: COSTS, pageSize: () => 16, metrics, decisionLog: (l) => lines.push(JSON.parse(l)), restore });
   return { gate: new ProgramGate(LIMITS, rec), metrics, lines, model };
 }
 

@@ -45,7 +45,9 @@ interface Open {
 export interface RetentionRecorderOptions {
   worker: string;
   model: DurationModel;
-  costs: Omit<RetentionCosts, "tokens">;
+  costs: Omit<RetentionCosts, "tokens" | "pageSize">;
+  /** The worker's page size (known once it answered). */
+  pageSize: () => number;
   metrics: RetentionMetrics;
   decisionLog?: ((line: string) => void) | null;
   /** The worker's restore of a parked program's blocks (absent: parked programs re-prefill what they lost). */
@@ -72,7 +74,7 @@ export class RetentionRecorder implements ProgramRetention {
   }
 
   decide(id: string, tokens: number, tools: readonly (string | null)[]): { action: RetentionAction; ttlSeconds: number } {
-    const d = decideRetention(this.o.model, tools, { ...this.o.costs, tokens });
+    const d = decideRetention(this.o.model, tools, { ...this.o.costs, tokens, pageSize: this.o.pageSize() });
     this.open.delete(id);
     this.open.set(id, { action: d.action, tools, predicted: d.predictedGapSeconds, at: this.now(), settled: false });
     if (this.open.size > (this.o.maxOpen ?? 100_000)) this.open.delete(this.open.keys().next().value as string);

@@ -18,6 +18,7 @@ import type { Clock } from "./session-store.js";
 import { callJson, createUpstreamPool } from "./upstream.js";
 import { resolveWorkerCredentials } from "./auth/upstream-credentials.js";
 import { probeMessagesTokenize } from "./worker-features.js";
+import { type RetentionFor, retentionFor } from "./program-retention-setup.js";
 import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
 
 /** A worker that did not answer its probe (it may come up later). */
@@ -62,10 +63,10 @@ export class GatewayWorker {
   /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
   readonly gate: Gate | null;
 
-  constructor(c: WorkerConfig, cfg: GatewayConfig) {
+  constructor(c: WorkerConfig, cfg: GatewayConfig, retention: RetentionFor | null = null) {
     this.id = c.id;
     this.url = c.url.replace(/\/$/, "");
-    this.gate = admissionGate(cfg.admission);
+    this.gate = admissionGate(cfg.admission, retention?.(c.id, () => this.scheme?.pageSize ?? 1) ?? null);
     this.events = c.events ?? null;
     this.replay = c.replay ?? null;
     this.pool = createUpstreamPool(this.url, {
@@ -96,6 +97,8 @@ export interface WorkerSetOptions {
   clock: Clock;
   observe: (o: Observation) => void;
   log: (line: string) => void;
+  /** One JSON line per retention decision (--json-log), or null. */
+  decisionLog?: ((line: string) => void) | null;
 }
 
 export class WorkerSet {
@@ -104,10 +107,12 @@ export class WorkerSet {
   private readonly byId = new Map<string, GatewayWorker>();
   private timer: NodeJS.Timeout | null = null;
   private checking = false;
+  private readonly retention: RetentionFor | null;
 
   constructor(private readonly o: WorkerSetOptions) {
     this.metrics = o.metrics;
-    for (const c of o.config.workers) this.track(new GatewayWorker(c, o.config));
+    this.retention = retentionFor(o.config, o.metrics.registry, o.decisionLog ?? null);
+    for (const c of o.config.workers) this.track(new GatewayWorker(c, o.config, this.retention));
   }
 
   private track(w: GatewayWorker): void {
@@ -194,7 +199,7 @@ export class WorkerSet {
    */
   async add(c: WorkerConfig): Promise<GatewayWorker> {
     if (this.byId.has(c.id)) throw new MembershipError(`worker '${c.id}' is already a member`);
-    const w = new GatewayWorker(c, this.o.config);
+    const w = new GatewayWorker(c, this.o.config, this.retention);
     this.track(w);
     try {
       if (await this.join(w)) this.markUp(w, "added");
