@@ -12,6 +12,8 @@ export const pinsConfigSchema = z.strictObject({
   budgetBlocks: positiveInt.default(4096),
   /** Pinned blocks across all workers at most (unset: no global cap beyond the per-worker one). */
   globalBudgetBlocks: positiveInt.optional(),
+  /** Pinned blocks one session may hold on a worker, whatever rule asks (unset: no cap but the budget). */
+  sessionCapBlocks: positiveInt.optional(),
   /** TTL for OpenAI prompt_cache_retention "in_memory" (OpenAI clears it after 5-10 idle minutes). */
   inMemoryTtlSeconds: positiveInt.default(600),
   /** TTL for prompt_cache_retention "24h" (and the cap on any marker's TTL). */
