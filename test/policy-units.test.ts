@@ -604,6 +604,23 @@ describe("idle, leases and pressure", () => {
     expect(capped.p.context.budget.usedBy("w0", "marker")).toBe(7);
   });
 
+  it("a tool keep preempts a parked session's lease instead of being skipped", () => {
+    const { p } = policy({ ...ONLY("tools"), idle: { enabled: true, budgetShare: 1 }, pins: { enabled: false, budgetBlocks: 10 }, tools: { enabled: true, priorMeanSeconds: 1, tauCandidatesSeconds: [5] } });
+    p.observe(started(0, "a"));
+    p.observe(finished(1, "a", chainOf(6, 5000n)));
+    expect(types(p.observe(idle(10_000, "a")))).toEqual(["Pause"]);
+    p.observe(started(19_000, "b"));
+    // b's reply is a tool call: its 8 blocks need 4 of a's 6 leased ones; a's lease goes first.
+    const out = p.observe(finished(20_000, "b", chainOf(8, 6000n), { finishReason: "tool_calls", toolCalls: [{ id: "c1", name: "grep" }] }));
+    expect(out.map((c) => [c.command.type, c.sessionId])).toEqual([
+      ["RevokeLease", "a"],
+      ["Cache", "b"],
+    ]);
+    expect(out[1].command).toMatchObject({ type: "Cache", pin: true });
+    expect(p.context.budget.usedBy("w0", "lease")).toBe(0);
+    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+  });
+
   it("a lease in the session store is re-issued by a replica that never saw it", () => {
     const { p } = policy(ONLY("idle"));
     const stored = { worker: "w0", pins: [], leases: [{ worker: "w0", leaseId: "s.4", blockHashes: ["1", "2"], ttlSeconds: 300, atMs: 0 }], tool: null };

@@ -10,7 +10,7 @@
 // unpaused (ahead of the events, which arrive after the turn).
 import type { Observation } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
-import { planPin } from "../pin-priority.js";
+import { makeRoom } from "./make-room.js";
 import type { AgentRule } from "./policy.js";
 
 const NAME = "idle";
@@ -44,7 +44,7 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
   const blocks = ownTail(ctx, s, worker);
   // A lease on part of the tail keeps nothing the session can use (its prefix match stops at the
   // first missing block): all of it, or no pause.
-  if (!makeRoom(ctx, s, worker, blocks)) return false;
+  if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "lease", share: ctx.cfg.idle.budgetShare }, revoke)) return false;
   s.leaseSeq++;
   const leaseId = `${SAFE_ID(s.id)}.${s.leaseSeq}`;
   const sent = ctx.emit(
@@ -75,47 +75,8 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
   return true;
 }
 
-/** When an idle session is expected back: after as long again as it has been idle. */
-const expectedReturn = (ctx: PolicyContext, s: SessionView | undefined): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
-
-/**
- * Room for a lease of `blocks`: what fits, or what fits once lower holds are preempted (prompt-cache
- * markers, and leases of sessions expected back later), each released through its own release.
- * Markers free only the budget, not the paused sessions' share: they are preempted only when the
- * share is not what binds. False (nothing released) when no plan makes room.
- */
-function makeRoom(ctx: PolicyContext, s: SessionView, worker: string, blocks: readonly bigint[]): boolean {
-  const share = ctx.cfg.idle.budgetShare;
-  const fit = ctx.budget.admit(worker, blocks, { kind: "lease", share });
-  const fresh = blocks.filter((h) => ctx.budget.holdsAt(worker, h).length === 0).length;
-  const shareBinds = ctx.budget.shareRoom(worker, "lease", share) < fresh;
-  const groups = ctx.budget
-    .groups(worker)
-    .filter((g) => (g.kind === "lease" ? ctx.sessions.get(g.session)?.lease?.worker === worker : !shareBinds))
-    .map((g) => ({ ...g, tenant: null, expectedReturnAt: expectedReturn(ctx, ctx.sessions.get(g.session)) }));
-  const mine = ctx.budget.holdsOf(worker, s.id).size;
-  const plan = planPin(groups, { session: s.id, tenant: null, kind: "lease", blocks: blocks.length, expectedReturnAt: expectedReturn(ctx, s) }, fit, { perSession: ctx.cfg.pins.sessionCapBlocks ?? null, perTenant: null }, { session: mine, tenant: 0 });
-  if (!plan.grant) {
-    const why = plan.refused === "session_cap" ? `session cap: ${mine} + ${blocks.length} blocks over ${ctx.cfg.pins.sessionCapBlocks}` : `pin budget: no room for ${blocks.length} blocks, and no lower holds to preempt`;
-    ctx.note(NAME, "skip", why, { session: s.id, worker, used: ctx.budget.usedBy(worker, "lease") });
-    return false;
-  }
-  for (const v of plan.preempt) {
-    const why = `preempted for ${s.id}'s lease: ${v.kind === "marker" ? "markers" : "sessions expected back later"} yield to a parked session`;
-    if (v.kind === "lease") {
-      const o = ctx.sessions.get(v.session);
-      if (o?.lease?.worker === worker) revoke(ctx, o, why);
-    } else {
-      const hashes = [...ctx.budget.holdsOf(worker, v.session, v.kind).keys()];
-      ctx.budget.release(worker, hashes, v.session, v.kind);
-      ctx.emit(NAME, { worker, sessionId: v.session, reason: why, hold: "marker", command: { type: "Cache", block_hashes: hashes, pin: false } }, { essential: true });
-    }
-    ctx.metrics.decisions.inc({ policy: NAME, action: "preempt", reason: v.kind });
-  }
-  return ctx.budget.admit(worker, blocks, { kind: "lease", share }) >= blocks.length;
-}
-
-function revoke(ctx: PolicyContext, s: SessionView, why: string): void {
+/** Revokes a session's lease: its own release (RevokeLease), whichever rule asks. */
+export function revoke(ctx: PolicyContext, s: SessionView, why: string): void {
   if (!s.lease) return;
   ctx.emit(NAME, { worker: s.lease.worker, sessionId: s.id, reason: why, command: { type: "RevokeLease", lease_id: s.lease.id } }, { essential: true });
   ctx.budget.release(s.lease.worker, s.lease.blocks, s.id, "lease");

@@ -10,6 +10,8 @@
 import type { Observation, SessionHint, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import { type PolicyContext, SAFE_ID, type SessionView, type ToolWait } from "../context.js";
 import { bestKeep, type DurationModel } from "../duration-model.js";
+import { revoke } from "./idle.js";
+import { makeRoom } from "./make-room.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
 const NAME = "tool_calls";
@@ -47,8 +49,9 @@ function startWait(ctx: PolicyContext, model: DurationModel, serving: ServingMap
   const wait: OpenWait = { worker, names, callIds, startedAt: ctx.now, predictedSeconds: predicted, blocks, epoch: null };
   // Keep and offload both hold the host copies, from the same pin budget: past it the worker would
   // hold part of the path (useless to a prefix match) and an offload would still free the GPU.
-  if (ctx.budget.admit(worker, blocks) < blocks.length) {
-    ctx.note(NAME, "skip", `pin budget: no room to hold ${blocks.length} blocks through the tool call`, { session: s.id, worker, used: ctx.budget.used(worker) });
+  // An admitted program's working set comes before parked sessions and markers: they yield.
+  // (makeRoom notes the skip with its reason.)
+  if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "tool", share: null }, revoke)) {
     // Still a wait: the tool results close it, and its duration teaches the model.
     s.tool = { mode: "none", ...wait };
     return;
