@@ -15,7 +15,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { encodeSeq, END_SEQ } from "../src/events/decode.js";
 import { encodeBatch } from "../src/events/encode.js";
 import { connect } from "@nats-io/transport-node";
-import { createGateway, type Gateway, type GatewayConfigInput, type GatewayPolicy } from "../src/gateway/index.js";
+import { createGateway, type Gateway, type GatewayConfigInput, type GatewayPolicy, type PolicyFactory } from "../src/gateway/index.js";
+import { policiesConfigSchema } from "../src/contract/policies-config.js";
+import { retentionFor } from "../src/policy/program-retention-setup.js";
 import { blankAck, type CommandType, encodeAck } from "../src/protocol/index.js";
 import { freePort } from "../src/util/net.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
@@ -102,7 +104,7 @@ afterAll(async () => {
   if (jsDir) rmSync(jsDir, { recursive: true, force: true });
 });
 
-async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolicy, decisionLog?: (line: string) => void): Promise<Gateway> {
+async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolicy | PolicyFactory, decisionLog?: (line: string) => void): Promise<Gateway> {
   const g = await createGateway({
     config: {
       listen: { host: "127.0.0.1", port: 0 },
@@ -289,9 +291,11 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
   it("program admission with retention: the tool boundary is one decision, counted with its outcome once the session comes back", async () => {
     const u = upstreams[0];
     const lines: string[] = [];
+    // The agent policy's retention alone, with no rule sending a command (the stand-in acks none).
+    const retentionOnly: PolicyFactory = (env) => ({ name: "retention", observe: () => [], programRetention: retentionFor(policiesConfigSchema.parse({}), env.registry, env.decisionLog) });
     const g = await gw(
-      { workers: [{ id: "w0", url: u.url }], jsonLog: true, admission: { mode: "program", retention: true, maxRequestsPerWorker: 1, capacityTokensPerWorker: 100_000 } },
-      undefined,
+      { workers: [{ id: "w0", url: u.url }], jsonLog: true, admission: { mode: "program", maxRequestsPerWorker: 1, capacityTokensPerWorker: 100_000 } },
+      retentionOnly,
       (l) => lines.push(l),
     );
     const a1 = await post(`${g.url}/v1/chat/completions`, '{"tool":true,"messages":[{"role":"user","content":"a"}]}', { "x-session-id": "ret-a" });

@@ -4,7 +4,7 @@
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ProgramGate, type ProgramLimits } from "../src/gateway/program-admission.js";
-import { RetentionMetrics, RetentionRecorder } from "../src/gateway/program-retention.js";
+import { RetentionMetrics, RetentionRecorder } from "../src/policy/program-retention.js";
 import { DurationModel } from "../src/policy/duration-model.js";
 
 const LIMITS: ProgramLimits = { maxPrograms: 1, capacityTokens: 100_000, pauseAt: 0.95, resumeBelow: 0.8, holdMs: 60_000, prefetchDeadlineMs: 500 };

@@ -97,8 +97,17 @@ function defaults<T extends z.ZodType>(s: T): z.output<T> {
   return s.parse({});
 }
 
+/** Program admission's retention decision (priced with the tool and idle settings, and these). */
+export const retentionConfigSchema = z.strictObject({
+  /** Host -> device load rate a parked program's restore is priced at. */
+  restoreTokensPerSecond: z.number().positive().default(40_000),
+  /** Worker seconds one host block held for a second is worth. */
+  hostHoldCostPerBlockSecond: nonNegative.default(0.00001),
+});
+
 export const policiesConfigSchema = z.strictObject({
   pins: pinsConfigSchema.default(defaults(pinsConfigSchema)),
+  retention: retentionConfigSchema.default(defaults(retentionConfigSchema)),
   inflight: inflightConfigSchema.default(defaults(inflightConfigSchema)),
   tools: toolsConfigSchema.default(defaults(toolsConfigSchema)),
   think: thinkConfigSchema.default(defaults(thinkConfigSchema)),

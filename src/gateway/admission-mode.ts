@@ -2,7 +2,8 @@
 // its own) or program (program-admission.ts: a session's tool loop as one unit).
 import { AdmissionGate, type AdmissionTicket } from "./admission.js";
 import type { GatewayConfig } from "./config.js";
-import { ProgramGate, type ProgramRetention } from "./program-admission.js";
+import type { ProgramRetention } from "../contract/policy.js";
+import { ProgramGate } from "./program-admission.js";
 
 /** A ticket whose release may say the reply was a tool call (the session's program goes on). */
 export interface GateTicket extends AdmissionTicket {

@@ -166,13 +166,9 @@ export const gatewayConfigSchema = z.strictObject({
       resumeBelow: z.number().gt(0).max(1).default(0.8),
       /** program mode: how long a program between tool calls keeps its slot. */
       holdSeconds: z.number().gt(0).default(60),
-      /** program mode: decide keep / park / let go at each tool boundary (program-retention.ts);
-       * default: on under the agent policy. */
-      retention: z.boolean().optional(),
-      /** program mode: host -> device load rate a parked program's restore is priced at. */
-      restoreTokensPerSecond: z.number().positive().default(40_000),
-      /** program mode: worker seconds one host block held for a second is worth. */
-      hostHoldCostPerBlockSecond: z.number().min(0).default(0.00001),
+      /** program mode: let the policy decide keep / park / let go at each tool boundary (the
+       * agent policy does: src/policy/program-retention.ts); default on. */
+      retention: z.boolean().default(true),
       /** program mode: longest a parked program's request waits for its restore before it is admitted anyway (ms). */
       prefetchDeadlineMs: positiveInt.default(2000),
     })
@@ -185,7 +181,7 @@ export const gatewayConfigSchema = z.strictObject({
       message: "a queue bound needs a queue: set maxRequestsPerWorker or maxPromptTokensPerWorker",
       path: ["maxQueuedPerWorker"],
     })
-    .default({ mode: "request", pauseAt: 0.95, resumeBelow: 0.8, holdSeconds: 60, restoreTokensPerSecond: 40_000, hostHoldCostPerBlockSecond: 0.00001, prefetchDeadlineMs: 2000 }),
+    .default({ mode: "request", pauseAt: 0.95, resumeBelow: 0.8, holdSeconds: 60, retention: true, prefetchDeadlineMs: 2000 }),
   health: z
     .strictObject({
       intervalMs: positiveInt.default(2000),

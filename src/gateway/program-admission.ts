@@ -7,9 +7,10 @@
 // until the rest fit under `resumeBelow`; a paused program's next request waits, ahead of new
 // programs, until its working set fits under `resumeBelow` again (hysteresis). With no retention it
 // sends no cache command: what a paused program loses is whatever the worker's own cache evicts
-// meanwhile. With one (program-retention.ts), each tool boundary is one decision for the program:
+// meanwhile. With one (the policy's; src/policy/program-retention.ts), each tool boundary is one decision for the program:
 // keep its slot and KV for a TTL, park it on host under a lease (slot freed; its blocks are brought
 // back before its next request is admitted, bounded by a deadline), or let it go.
+import type { ProgramRetention } from "../contract/policy.js";
 import type { AdmissionTicket } from "./admission.js";
 
 export interface ProgramLimits {
@@ -27,19 +28,6 @@ export interface ProgramLimits {
   prefetchDeadlineMs?: number;
 }
 
-/** What a program's KV and slot do while its tool runs, and what became of that. */
-export interface ProgramRetention {
-  /** At a tool boundary: keep (slot and KV for ttlSeconds), park (KV on host, slot freed) or let go. */
-  decide(id: string, tokens: number, tools: readonly (string | null)[]): { action: "keep" | "park" | "let_go"; ttlSeconds: number };
-  /** The hold chosen ended before the program came back: its TTL or lease ran out, or pressure took a kept slot. */
-  lapsed(id: string, why: "ttl" | "lease" | "pressure"): void;
-  /** A request of the program came: the gap its last decision opened, if any, ended. */
-  returned(id: string): void;
-  /** Brings a parked program's blocks back to the device; resolves with what the worker said. */
-  prefetch?(id: string): Promise<"resident" | "partial" | "failed">;
-  /** How a prefetch ended for the admission that waited on it (timeout: admitted at the deadline). */
-  prefetched?(id: string, outcome: "resident" | "partial" | "failed" | "timeout"): void;
-}
 
 /** A request's ticket; `release(true)` says its reply was a tool call (the program goes on). */
 export interface ProgramTicket extends AdmissionTicket {

@@ -13,12 +13,12 @@ import { indexSink, type KvIndex } from "../index/index.js";
 import type { GatewayConfig, WorkerConfig } from "./config.js";
 import type { GatewayMetrics } from "./metrics.js";
 import type { Observation } from "../contract/observations.js";
+import type { ProgramRetention } from "../contract/policy.js";
 import type { WorkerState } from "./router.js";
 import type { Clock } from "./session-store.js";
 import { callJson, createUpstreamPool } from "./upstream.js";
 import { resolveWorkerCredentials } from "./auth/upstream-credentials.js";
 import { probeMessagesTokenize } from "./worker-features.js";
-import { type RetentionFor, retentionFor } from "./program-retention-setup.js";
 import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
 
 /** A worker that did not answer its probe (it may come up later). */
@@ -97,9 +97,11 @@ export interface WorkerSetOptions {
   clock: Clock;
   observe: (o: Observation) => void;
   log: (line: string) => void;
-  /** One JSON line per retention decision (--json-log), or null. */
-  decisionLog?: ((line: string) => void) | null;
+  /** The policy's retention for program admission (per worker), if it decides one. */
+  retention?: RetentionFor | null;
 }
+
+type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
 
 export class WorkerSet {
   readonly workers: GatewayWorker[] = [];
@@ -111,7 +113,7 @@ export class WorkerSet {
 
   constructor(private readonly o: WorkerSetOptions) {
     this.metrics = o.metrics;
-    this.retention = retentionFor(o.config, o.metrics.registry, o.decisionLog ?? null);
+    this.retention = o.config.admission.mode === "program" && o.config.admission.retention ? (o.retention ?? null) : null;
     for (const c of o.config.workers) this.track(new GatewayWorker(c, o.config, this.retention));
   }
 

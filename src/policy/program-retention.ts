@@ -6,9 +6,9 @@
 // `restore` (the worker's restore path) before its next request is admitted.
 import { Counter, Histogram, type Registry } from "prom-client";
 import { decisionLine } from "../contract/decision-log.js";
-import type { DurationModel } from "../policy/duration-model.js";
-import { decideRetention, type RetentionAction, type RetentionCosts } from "../policy/retention.js";
-import type { ProgramRetention } from "./program-admission.js";
+import type { ProgramRetention } from "../contract/policy.js";
+import type { DurationModel } from "./duration-model.js";
+import { decideRetention, type RetentionAction, type RetentionCosts } from "./retention.js";
 
 export type RetentionOutcome = "hit" | "wasted" | "recomputed";
 
