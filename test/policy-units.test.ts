@@ -621,6 +621,28 @@ describe("idle, leases and pressure", () => {
     expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
   });
 
+  it("the tool rule follows program admission's retention decision for the same boundary", () => {
+    const toolTurn = (at: number, sid: string) => finished(at, sid, chainOf(10, 7000n), { finishReason: "tool_calls", toolCalls: [{ id: "c", name: "slow" }] });
+    // A tool expected to take a day: the rule's own choice would offload; the gate let the program go.
+    const cfg = { ...ONLY("tools"), pins: { enabled: false, budgetBlocks: 100 }, tools: { enabled: true, priorMeanSeconds: 86_400, tauCandidatesSeconds: [5] } };
+    const own = policy(cfg);
+    own.p.observe(started(0, "s"));
+    expect(types(own.p.observe(toolTurn(1, "s")))).toEqual(["ToolStart"]);
+    const { p } = policy(cfg);
+    p.observe(started(0, "s"));
+    expect(p.programRetention?.("w0", () => PAGE).decide("s", 10 * PAGE, ["slow"]).action).toBe("let_go");
+    expect(p.observe(toolTurn(1, "s"))).toEqual([]);
+    expect(p.context.sessions.get("s")?.tool?.mode).toBe("none");
+    // A quick tool: kept for the decision's TTL, said so in the reason.
+    const quick = policy({ ...cfg, tools: { enabled: true, priorMeanSeconds: 0.5, tauCandidatesSeconds: [5] } });
+    quick.p.observe(started(0, "s"));
+    const d = quick.p.programRetention?.("w0", () => PAGE).decide("s", 10 * PAGE, ["slow"]);
+    expect(d).toEqual({ action: "keep", ttlSeconds: 5 });
+    const out = quick.p.observe(toolTurn(1, "s"));
+    expect(out.map((c) => c.command.type)).toEqual(["Cache"]);
+    expect(out[0].reason).toMatch(/program admission's retention decision, TTL 5s/);
+  });
+
   it("a lease in the session store is re-issued by a replica that never saw it", () => {
     const { p } = policy(ONLY("idle"));
     const stored = { worker: "w0", pins: [], leases: [{ worker: "w0", leaseId: "s.4", blockHashes: ["1", "2"], ttlSeconds: 300, atMs: 0 }], tool: null };

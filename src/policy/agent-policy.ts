@@ -107,7 +107,13 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
   );
   const rules = enabledRules(cfg, durations);
   const peak = new Map<string, number>();
-  const retention = retentionFor(cfg, o.registry ?? new Registry(), o.decisionLog ?? null);
+  const maxSessions = o.maxSessions ?? 100_000;
+  const retention = retentionFor(cfg, o.registry ?? new Registry(), o.decisionLog ?? null, (id, d) => {
+    // Taken up by the tool rule at the turn's end (observed after the gate's release).
+    ctx.programDecisions.delete(id);
+    ctx.programDecisions.set(id, d);
+    if (ctx.programDecisions.size > maxSessions) ctx.programDecisions.delete(ctx.programDecisions.keys().next().value as string);
+  });
   return {
     name: "agent",
     programRetention: retention,

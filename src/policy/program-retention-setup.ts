@@ -10,7 +10,12 @@ import { RetentionMetrics, RetentionRecorder } from "./program-retention.js";
 
 export type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
 
-export function retentionFor(p: PoliciesConfig, registry: Registry, decisionLog: ((line: string) => void) | null): RetentionFor {
+export function retentionFor(
+  p: PoliciesConfig,
+  registry: Registry,
+  decisionLog: ((line: string) => void) | null,
+  onDecision?: (program: string, d: { action: "keep" | "park" | "let_go"; ttlSeconds: number }) => void,
+): RetentionFor {
   // Its own samples: the tool rule's model learns the same gaps from the turns it sees.
   const model = new DurationModel(p.tools);
   let metrics: RetentionMetrics | null = null;
@@ -24,6 +29,6 @@ export function retentionFor(p: PoliciesConfig, registry: Registry, decisionLog:
   };
   return (worker, pageSize) => {
     metrics ??= new RetentionMetrics(registry);
-    return new RetentionRecorder({ worker, model, costs, pageSize, metrics, decisionLog });
+    return new RetentionRecorder({ worker, model, costs, pageSize, metrics, decisionLog, onDecision });
   };
 }

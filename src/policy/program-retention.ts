@@ -53,6 +53,8 @@ export interface RetentionRecorderOptions {
   /** The worker's restore of a parked program's blocks (absent: parked programs re-prefill what they lost). */
   restore?: (program: string) => Promise<"resident" | "partial" | "failed">;
   now?: () => number;
+  /** Each decision, as it is made (the policy's tool rule follows it for the KV). */
+  onDecision?: (program: string, d: { action: RetentionAction; ttlSeconds: number }) => void;
   /** Open gaps remembered at most (the oldest go first). */
   maxOpen?: number;
 }
@@ -82,7 +84,9 @@ export class RetentionRecorder implements ProgramRetention {
     this.o.metrics.gaps.observe({ kind: "predicted" }, d.predictedGapSeconds);
     const w = d.waste;
     this.line({ program: id, action: d.action, ttl_seconds: d.ttlSeconds, tokens, tools, predicted_gap_seconds: d.predictedGapSeconds, waste_keep: w.keep, waste_park: w.park, waste_let_go: w.letGo });
-    return { action: d.action, ttlSeconds: d.ttlSeconds };
+    const out = { action: d.action, ttlSeconds: d.ttlSeconds };
+    this.o.onDecision?.(id, out);
+    return out;
   }
 
   private settle(id: string, e: Open, outcome: RetentionOutcome, fields: Record<string, unknown>): void {
