@@ -15,7 +15,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { encodeSeq, END_SEQ } from "../src/events/decode.js";
 import { encodeBatch } from "../src/events/encode.js";
 import { connect } from "@nats-io/transport-node";
-import { createGateway, type Gateway, type GatewayConfigInput, type GatewayPolicy } from "../src/gateway/index.js";
+import { createGateway, type Gateway, type GatewayConfigInput, type GatewayPolicy, type PolicyFactory } from "../src/gateway/index.js";
+import { policiesConfigSchema } from "../src/contract/policies-config.js";
+import { retentionFor } from "../src/policy/program-retention-setup.js";
 import { blankAck, type CommandType, encodeAck } from "../src/protocol/index.js";
 import { freePort } from "../src/util/net.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
@@ -102,7 +104,7 @@ afterAll(async () => {
   if (jsDir) rmSync(jsDir, { recursive: true, force: true });
 });
 
-async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolicy): Promise<Gateway> {
+async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolicy | PolicyFactory, decisionLog?: (line: string) => void): Promise<Gateway> {
   const g = await createGateway({
     config: {
       listen: { host: "127.0.0.1", port: 0 },
@@ -113,6 +115,7 @@ async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolic
     },
     policy,
     log: (l) => logs.push(l),
+    decisionLog,
   });
   gateways.push(g);
   return g;
@@ -283,6 +286,32 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     expect(b.status).toBe(200);
     await b.text();
     expect(await metric(g, "kvctl_gateway_admission_queued_total")).toEqual(['kvctl_gateway_admission_queued_total{worker="w0"} 1']);
+  });
+
+  it("program admission with retention: the tool boundary is one decision, counted with its outcome once the session comes back", async () => {
+    const u = upstreams[0];
+    const lines: string[] = [];
+    // The agent policy's retention alone, with no rule sending a command (the stand-in acks none).
+    const retentionOnly: PolicyFactory = (env) => ({ name: "retention", observe: () => [], programRetention: retentionFor(policiesConfigSchema.parse({}), env.registry, env.decisionLog) });
+    const g = await gw(
+      { workers: [{ id: "w0", url: u.url }], jsonLog: true, admission: { mode: "program", maxRequestsPerWorker: 1, capacityTokensPerWorker: 100_000 } },
+      retentionOnly,
+      (l) => lines.push(l),
+    );
+    const a1 = await post(`${g.url}/v1/chat/completions`, '{"tool":true,"messages":[{"role":"user","content":"a"}]}', { "x-session-id": "ret-a" });
+    expect(a1.status).toBe(200);
+    await a1.text();
+    const decided = (await metric(g, "kvctl_program_retention_decisions_total")).filter((l) => l.endsWith(" 1"));
+    expect(decided).toHaveLength(1);
+    const action = /action="(\w+)"/.exec(decided[0])?.[1];
+    const a2 = await post(`${g.url}/v1/chat/completions`, '{"messages":[{"role":"user","content":"a"},{"role":"tool","content":"r"}]}', { "x-session-id": "ret-a" });
+    expect(a2.status).toBe(200);
+    await a2.text();
+    const outcome = action === "let_go" ? "recomputed" : "hit";
+    expect(await metric(g, "kvctl_program_retention_outcomes_total")).toEqual([`kvctl_program_retention_outcomes_total{worker="w0",action="${action}",outcome="${outcome}"} 1`]);
+    const recorded = lines.map((l) => JSON.parse(l)).filter((l) => l.event === "retention");
+    expect(recorded.map((l) => l.outcome ?? "decided")).toEqual(["decided", outcome]);
+    expect(recorded[1].actual_gap_seconds).toBeGreaterThanOrEqual(0);
   });
 
   it("a generation past the response timeout is a 504 naming the worker, marked not to be retried", async () => {

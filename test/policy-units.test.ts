@@ -564,6 +564,85 @@ describe("idle, leases and pressure", () => {
     expect(p.context.budget.usedBy("w0", "lease")).toBe(3);
   });
 
+  it("a lease past the paused share preempts the lease of a session expected back later, released through its RevokeLease", () => {
+    const { p } = policy({ ...ONLY("idle"), pins: { enabled: false, budgetBlocks: 20 }, idle: { enabled: true, budgetShare: 0.5 } });
+    p.observe(started(0, "a"));
+    p.observe(finished(1, "a", chainOf(4, 5000n)));
+    expect(types(p.observe(idle(10_000, "a")))).toEqual(["Pause"]);
+    p.observe(started(19_000, "b"));
+    p.observe(finished(20_000, "b", chainOf(8, 6000n)));
+    // b needs 8 of the share's 10 and a holds 4; a, idle since 1 ms, is expected back after b
+    // (idle since 20 s): a's lease goes through its own release, then b pauses.
+    const out = p.observe(idle(30_000, "b"));
+    expect(out.map((c) => [c.command.type, c.sessionId])).toEqual([
+      ["RevokeLease", "a"],
+      ["Pause", "b"],
+    ]);
+    expect(out[0].reason).toMatch(/^preempted for b's lease/);
+    expect(p.context.budget.usedBy("w0", "lease")).toBe(8);
+    expect(p.context.sessions.get("a")?.lease).toBeNull();
+  });
+
+  it("markers yield to a parked session when the budget, not the share, binds; a session cap refuses whatever could be preempted", () => {
+    const { p } = policy({ ...ONLY("idle"), pins: { enabled: false, budgetBlocks: 10 }, idle: { enabled: true, budgetShare: 1 } });
+    const marked = chainOf(7, 9000n);
+    p.context.budget.hold("w0", marked, { session: "m", kind: "marker", ttlSeconds: 600, expiresAt: 600_000 });
+    p.observe(started(0, "a"));
+    p.observe(finished(1, "a", chainOf(5, 5000n)));
+    const out = p.observe(idle(30_000, "a"));
+    expect(out.map((c) => [c.command.type, c.sessionId])).toEqual([
+      ["Cache", "m"],
+      ["Pause", "a"],
+    ]);
+    expect(out[0].command).toEqual({ type: "Cache", block_hashes: marked, pin: false });
+    expect(p.context.budget.usedBy("w0", "marker")).toBe(0);
+    const capped = policy({ ...ONLY("idle"), pins: { enabled: false, budgetBlocks: 10, sessionCapBlocks: 4 }, idle: { enabled: true, budgetShare: 1 } });
+    capped.p.context.budget.hold("w0", marked, { session: "m", kind: "marker", ttlSeconds: 600, expiresAt: 600_000 });
+    capped.p.observe(started(0, "a"));
+    capped.p.observe(finished(1, "a", chainOf(5, 5000n)));
+    expect(capped.p.observe(idle(30_000, "a"))).toEqual([]);
+    expect(capped.p.context.budget.usedBy("w0", "marker")).toBe(7);
+  });
+
+  it("a tool keep preempts a parked session's lease instead of being skipped", () => {
+    const { p } = policy({ ...ONLY("tools"), idle: { enabled: true, budgetShare: 1 }, pins: { enabled: false, budgetBlocks: 10 }, tools: { enabled: true, priorMeanSeconds: 1, tauCandidatesSeconds: [5] } });
+    p.observe(started(0, "a"));
+    p.observe(finished(1, "a", chainOf(6, 5000n)));
+    expect(types(p.observe(idle(10_000, "a")))).toEqual(["Pause"]);
+    p.observe(started(19_000, "b"));
+    // b's reply is a tool call: its 8 blocks need 4 of a's 6 leased ones; a's lease goes first.
+    const out = p.observe(finished(20_000, "b", chainOf(8, 6000n), { finishReason: "tool_calls", toolCalls: [{ id: "c1", name: "grep" }] }));
+    expect(out.map((c) => [c.command.type, c.sessionId])).toEqual([
+      ["RevokeLease", "a"],
+      ["Cache", "b"],
+    ]);
+    expect(out[1].command).toMatchObject({ type: "Cache", pin: true });
+    expect(p.context.budget.usedBy("w0", "lease")).toBe(0);
+    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+  });
+
+  it("the tool rule follows program admission's retention decision for the same boundary", () => {
+    const toolTurn = (at: number, sid: string) => finished(at, sid, chainOf(10, 7000n), { finishReason: "tool_calls", toolCalls: [{ id: "c", name: "slow" }] });
+    // A tool expected to take a day: the rule's own choice would offload; the gate let the program go.
+    const cfg = { ...ONLY("tools"), pins: { enabled: false, budgetBlocks: 100 }, tools: { enabled: true, priorMeanSeconds: 86_400, tauCandidatesSeconds: [5] } };
+    const own = policy(cfg);
+    own.p.observe(started(0, "s"));
+    expect(types(own.p.observe(toolTurn(1, "s")))).toEqual(["ToolStart"]);
+    const { p } = policy(cfg);
+    p.observe(started(0, "s"));
+    expect(p.programRetention?.("w0", () => PAGE).decide("s", 10 * PAGE, ["slow"]).action).toBe("let_go");
+    expect(p.observe(toolTurn(1, "s"))).toEqual([]);
+    expect(p.context.sessions.get("s")?.tool?.mode).toBe("none");
+    // A quick tool: kept for the decision's TTL, said so in the reason.
+    const quick = policy({ ...cfg, tools: { enabled: true, priorMeanSeconds: 0.5, tauCandidatesSeconds: [5] } });
+    quick.p.observe(started(0, "s"));
+    const d = quick.p.programRetention?.("w0", () => PAGE).decide("s", 10 * PAGE, ["slow"]);
+    expect(d).toEqual({ action: "keep", ttlSeconds: 5 });
+    const out = quick.p.observe(toolTurn(1, "s"));
+    expect(out.map((c) => c.command.type)).toEqual(["Cache"]);
+    expect(out[0].reason).toMatch(/program admission's retention decision, TTL 5s/);
+  });
+
   it("a lease in the session store is re-issued by a replica that never saw it", () => {
     const { p } = policy(ONLY("idle"));
     const stored = { worker: "w0", pins: [], leases: [{ worker: "w0", leaseId: "s.4", blockHashes: ["1", "2"], ttlSeconds: 300, atMs: 0 }], tool: null };

@@ -12,6 +12,8 @@ export const pinsConfigSchema = z.strictObject({
   budgetBlocks: positiveInt.default(4096),
   /** Pinned blocks across all workers at most (unset: no global cap beyond the per-worker one). */
   globalBudgetBlocks: positiveInt.optional(),
+  /** Pinned blocks one session may hold on a worker, whatever rule asks (unset: no cap but the budget). */
+  sessionCapBlocks: positiveInt.optional(),
   /** TTL for OpenAI prompt_cache_retention "in_memory" (OpenAI clears it after 5-10 idle minutes). */
   inMemoryTtlSeconds: positiveInt.default(600),
   /** TTL for prompt_cache_retention "24h" (and the cap on any marker's TTL). */
@@ -95,8 +97,17 @@ function defaults<T extends z.ZodType>(s: T): z.output<T> {
   return s.parse({});
 }
 
+/** Program admission's retention decision (priced with the tool and idle settings, and these). */
+export const retentionConfigSchema = z.strictObject({
+  /** Host -> device load rate a parked program's restore is priced at. */
+  restoreTokensPerSecond: z.number().positive().default(40_000),
+  /** Worker seconds one host block held for a second is worth. */
+  hostHoldCostPerBlockSecond: nonNegative.default(0.00001),
+});
+
 export const policiesConfigSchema = z.strictObject({
   pins: pinsConfigSchema.default(defaults(pinsConfigSchema)),
+  retention: retentionConfigSchema.default(defaults(retentionConfigSchema)),
   inflight: inflightConfigSchema.default(defaults(inflightConfigSchema)),
   tools: toolsConfigSchema.default(defaults(toolsConfigSchema)),
   think: thinkConfigSchema.default(defaults(thinkConfigSchema)),

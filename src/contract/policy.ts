@@ -28,6 +28,22 @@ export type HoldKind = "marker" | "inflight" | "tool" | "lease" | "offload";
 export interface GatewayPolicy {
   readonly name: string;
   observe(o: Observation): readonly PolicyCommand[];
+  /** Program admission's retention for one worker (`admission.mode: program`), if the policy decides it. */
+  programRetention?(worker: string, pageSize: () => number): ProgramRetention;
+}
+
+/** What a program's KV and slot do while its tool runs, and what became of that. */
+export interface ProgramRetention {
+  /** At a tool boundary: keep (slot and KV for ttlSeconds), park (KV on host, slot freed) or let go. */
+  decide(id: string, tokens: number, tools: readonly (string | null)[]): { action: "keep" | "park" | "let_go"; ttlSeconds: number };
+  /** The hold chosen ended before the program came back: its TTL or lease ran out, or pressure took a kept slot. */
+  lapsed(id: string, why: "ttl" | "lease" | "pressure"): void;
+  /** A request of the program came: the gap its last decision opened, if any, ended. */
+  returned(id: string): void;
+  /** Brings a parked program's blocks back to the device; resolves with what the worker said. */
+  prefetch?(id: string): Promise<"resident" | "partial" | "failed">;
+  /** How a prefetch ended for the admission that waited on it (timeout: admitted at the deadline). */
+  prefetched?(id: string, outcome: "resident" | "partial" | "failed" | "timeout"): void;
 }
 
 /** What the gateway hands a policy factory: its settings and the gateway's shared outlets. */

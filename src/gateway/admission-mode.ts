@@ -2,11 +2,13 @@
 // its own) or program (program-admission.ts: a session's tool loop as one unit).
 import { AdmissionGate, type AdmissionTicket } from "./admission.js";
 import type { GatewayConfig } from "./config.js";
+import type { ProgramRetention } from "../contract/policy.js";
 import { ProgramGate } from "./program-admission.js";
 
 /** A ticket whose release may say the reply was a tool call (the session's program goes on). */
 export interface GateTicket extends AdmissionTicket {
-  release(continues?: boolean): void;
+  /** `tools`: the names of the calls a tool-call reply made. */
+  release(continues?: boolean, tools?: readonly (string | null)[]): void;
 }
 
 export interface Gate {
@@ -16,15 +18,19 @@ export interface Gate {
 }
 
 /** The worker's gate under the configured admission, or null when admission is off. */
-export function admissionGate(a: GatewayConfig["admission"]): Gate | null {
+export function admissionGate(a: GatewayConfig["admission"], retention: ProgramRetention | null = null): Gate | null {
   if (a.mode === "program") {
-    return new ProgramGate({
-      maxPrograms: a.maxRequestsPerWorker as number,
-      capacityTokens: a.capacityTokensPerWorker as number,
-      pauseAt: a.pauseAt,
-      resumeBelow: a.resumeBelow,
-      holdMs: a.holdSeconds * 1000,
-    });
+    return new ProgramGate(
+      {
+        maxPrograms: a.maxRequestsPerWorker as number,
+        capacityTokens: a.capacityTokensPerWorker as number,
+        pauseAt: a.pauseAt,
+        resumeBelow: a.resumeBelow,
+        holdMs: a.holdSeconds * 1000,
+        prefetchDeadlineMs: a.prefetchDeadlineMs,
+      },
+      retention,
+    );
   }
   const limits = { maxRequests: a.maxRequestsPerWorker, maxPromptTokens: a.maxPromptTokensPerWorker };
   return AdmissionGate.enabled(limits) ? new AdmissionGate(limits) : null;

@@ -166,6 +166,11 @@ export const gatewayConfigSchema = z.strictObject({
       resumeBelow: z.number().gt(0).max(1).default(0.8),
       /** program mode: how long a program between tool calls keeps its slot. */
       holdSeconds: z.number().gt(0).default(60),
+      /** program mode: let the policy decide keep / park / let go at each tool boundary (the
+       * agent policy does: src/policy/program-retention.ts); default on. */
+      retention: z.boolean().default(true),
+      /** program mode: longest a parked program's request waits for its restore before it is admitted anyway (ms). */
+      prefetchDeadlineMs: positiveInt.default(2000),
     })
     .refine((a) => a.mode === "request" || (a.maxRequestsPerWorker !== undefined && a.capacityTokensPerWorker !== undefined), {
       message: "mode program needs maxRequestsPerWorker (programs per worker) and capacityTokensPerWorker",
@@ -176,7 +181,7 @@ export const gatewayConfigSchema = z.strictObject({
       message: "a queue bound needs a queue: set maxRequestsPerWorker or maxPromptTokensPerWorker",
       path: ["maxQueuedPerWorker"],
     })
-    .default({ mode: "request", pauseAt: 0.95, resumeBelow: 0.8, holdSeconds: 60 }),
+    .default({ mode: "request", pauseAt: 0.95, resumeBelow: 0.8, holdSeconds: 60, retention: true, prefetchDeadlineMs: 2000 }),
   health: z
     .strictObject({
       intervalMs: positiveInt.default(2000),
@@ -222,9 +227,24 @@ export class GatewayConfigError extends Error {
   override name = "GatewayConfigError";
 }
 
+/**
+ * The agent policy's admission default: program admission (its retention decisions and restores
+ * need a program's tool loop) when the admission limits it needs are given and no mode is named.
+ * Without a capacity there is nothing to hold programs to, and admission stays per request.
+ */
+export function withAgentDefaults(input: unknown): unknown {
+  if (input === null || typeof input !== "object" || Array.isArray(input)) return input;
+  const c = input as Record<string, unknown>;
+  const a = c.admission;
+  if (c.policy !== "agent" || a === null || typeof a !== "object" || Array.isArray(a)) return input;
+  const adm = a as Record<string, unknown>;
+  if (adm.mode !== undefined || adm.maxRequestsPerWorker === undefined || adm.capacityTokensPerWorker === undefined) return input;
+  return { ...c, admission: { ...adm, mode: "program" } };
+}
+
 /** Validates a configuration object; the error names every bad field by its path. */
 export function parseGatewayConfig(input: unknown, source = "config"): GatewayConfig {
-  const r = gatewayConfigSchema.safeParse(input);
+  const r = gatewayConfigSchema.safeParse(withAgentDefaults(input));
   if (!r.success) {
     const lines = r.error.issues.map((i) => `  ${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`);
     throw new GatewayConfigError(`${source} is invalid:\n${lines.join("\n")}`);

@@ -140,7 +140,7 @@ function assemble(options: GatewayOptions): Parts {
   const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res) });
   const commands = new CommandSink({ publisher: () => (nats.connected ? nats.publisher : null), maxQueued: config.limits.commandQueue, metrics, onOutcome: (pc, o) => recorder.record(pc, o), log });
   nats.whenUp(() => commands.flush());
-  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log }));
+  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, retention: policy.programRetention?.bind(policy) ?? null }));
   const inspector = new WorkerInspector({
     workers: () => workers.workers,
     publisher: () => (nats.connected ? nats.publisher : null),

@@ -5,8 +5,12 @@
 // Under KV pressure (the working sets of the programs holding slots above `pauseAt` of the
 // worker's device + host capacity) whole programs are paused at a tool boundary, smallest first,
 // until the rest fit under `resumeBelow`; a paused program's next request waits, ahead of new
-// programs, until its working set fits under `resumeBelow` again (hysteresis). It sends no cache
-// command: what a paused program loses is whatever the worker's own cache evicts meanwhile.
+// programs, until its working set fits under `resumeBelow` again (hysteresis). With no retention it
+// sends no cache command: what a paused program loses is whatever the worker's own cache evicts
+// meanwhile. With one (the policy's; src/policy/program-retention.ts), each tool boundary is one decision for the program:
+// keep its slot and KV for a TTL, park it on host under a lease (slot freed; its blocks are brought
+// back before its next request is admitted, bounded by a deadline), or let it go.
+import type { ProgramRetention } from "../contract/policy.js";
 import type { AdmissionTicket } from "./admission.js";
 
 export interface ProgramLimits {
@@ -20,11 +24,15 @@ export interface ProgramLimits {
   resumeBelow: number;
   /** A program between tool calls keeps its slot at most this long (ms) before it is let go. */
   holdMs: number;
+  /** Longest a parked program's next request waits for its blocks to come back before it is admitted anyway (ms). */
+  prefetchDeadlineMs?: number;
 }
+
 
 /** A request's ticket; `release(true)` says its reply was a tool call (the program goes on). */
 export interface ProgramTicket extends AdmissionTicket {
-  release(continues?: boolean): void;
+  /** `tools`: the names of the calls the reply made (what the gap is predicted from). */
+  release(continues?: boolean, tools?: readonly (string | null)[]): void;
 }
 
 interface Program {
@@ -34,11 +42,16 @@ interface Program {
   /** waiting: not yet admitted; running: a request on the worker; acting: between tool calls. */
   state: "waiting" | "running" | "acting" | "paused";
   hold: NodeJS.Timeout | null;
+  /** The retention decision of its current gap (null: none, or it lapsed). */
+  kept: "keep" | "park" | "let_go" | null;
 }
 
 interface Waiter {
   program: Program;
   admit: () => void;
+  /** Its blocks are being brought back; it holds the slot meanwhile. */
+  restoring?: boolean;
+  cancelled?: boolean;
 }
 
 export class ProgramGate {
@@ -48,7 +61,10 @@ export class ProgramGate {
   /** Programs paused under KV pressure (counted for the gateway's metrics). */
   pausedTotal = 0;
 
-  constructor(private readonly limits: ProgramLimits) {
+  constructor(
+    private readonly limits: ProgramLimits,
+    private readonly retention: ProgramRetention | null = null,
+  ) {
     if (!(limits.resumeBelow > 0 && limits.resumeBelow < limits.pauseAt && limits.pauseAt <= 1)) {
       throw new Error(`admission: expected 0 < resumeBelow < pauseAt <= 1, got ${limits.resumeBelow} / ${limits.pauseAt}`);
     }
@@ -79,13 +95,14 @@ export class ProgramGate {
     // A program in its tool loop (or with a request already running) has its slot.
     const holds = p !== undefined && (p.state === "acting" || p.state === "running");
     if (!p) {
-      p = { id, tokens, state: "waiting", hold: null };
+      p = { id, tokens, state: "waiting", hold: null, kept: null };
       this.programs.set(id, p);
     }
     const prog = p;
     prog.tokens = tokens;
     if (prog.hold) clearTimeout(prog.hold);
     prog.hold = null;
+    if (program !== null) this.retention?.returned(id);
     let state: "waiting" | "running" | "done" = "waiting";
     let admit: () => void = () => undefined;
     const ready = new Promise<void>((resolve) => {
@@ -96,18 +113,26 @@ export class ProgramGate {
       };
     });
     const w: Waiter = { program: prog, admit };
-    const queued = !holds && (this.queue.length > 0 || !this.fits(prog));
+    // A parked program's blocks come back before it runs: it goes through the queue's pump.
+    const restore = prog.state === "paused" && prog.kept === "park" && this.retention?.prefetch !== undefined;
+    const queued = !holds && (restore || this.queue.length > 0 || !this.fits(prog));
     if (queued) this.queue.push(w);
     else admit();
+    if (restore) this.pump();
     return {
       ready,
       queued,
-      release: (continues?: boolean) => {
+      release: (continues?: boolean, tools?: readonly (string | null)[]) => {
         if (state === "done") return;
         if (state === "waiting") {
-          this.queue.splice(this.queue.indexOf(w), 1);
-          if (prog.state === "waiting") this.programs.delete(prog.id);
-        } else this.finish(prog, continues === true && program !== null);
+          const i = this.queue.indexOf(w);
+          if (i >= 0) this.queue.splice(i, 1);
+          if (w.restoring) {
+            // Gone while its blocks came back: the slot it held goes.
+            w.cancelled = true;
+            this.programs.delete(prog.id);
+          } else if (prog.state === "waiting") this.programs.delete(prog.id);
+        } else this.finish(prog, continues === true && program !== null, tools ?? []);
         state = "done";
         this.pump();
       },
@@ -115,20 +140,43 @@ export class ProgramGate {
   }
 
   /** A program's request ended: it keeps its slot through its tool loop, or lets it go. */
-  private finish(p: Program, continues: boolean): void {
+  private finish(p: Program, continues: boolean, tools: readonly (string | null)[]): void {
+    p.kept = null;
     if (!continues) {
       this.programs.delete(p.id);
       return;
     }
+    const d = this.retention?.decide(p.id, p.tokens, tools) ?? null;
+    p.kept = d?.action ?? null;
+    if (d && d.action !== "keep") {
+      // Its slot goes now; it still comes back ahead of new programs. A parked one is forgotten when
+      // its lease runs out (its next request is then a new program's, re-prefilled), one let go
+      // after holdMs.
+      p.state = "paused";
+      this.later(p, d.action === "park" ? d.ttlSeconds * 1000 : this.limits.holdMs, () => {
+        if (d.action === "park") this.retention?.lapsed(p.id, "lease");
+        this.programs.delete(p.id);
+      });
+      this.pump();
+      return;
+    }
     p.state = "acting";
-    p.hold = setTimeout(() => {
-      p.hold = null;
+    const ms = d ? Math.min(d.ttlSeconds * 1000, this.limits.holdMs) : this.limits.holdMs;
+    this.later(p, ms, () => {
       if (p.state !== "acting") return;
+      if (d) this.retention?.lapsed(p.id, "ttl");
       this.programs.delete(p.id);
       this.pump();
-    }, this.limits.holdMs);
-    p.hold.unref?.();
+    });
     this.relievePressure();
+  }
+
+  private later(p: Program, ms: number, f: () => void): void {
+    p.hold = setTimeout(() => {
+      p.hold = null;
+      f();
+    }, ms);
+    p.hold.unref?.();
   }
 
   /** Above `pauseAt`, pause programs between tool calls, smallest first, down to `resumeBelow`. */
@@ -141,6 +189,8 @@ export class ProgramGate {
       p.state = "paused";
       if (p.hold) clearTimeout(p.hold);
       p.hold = null;
+      if (p.kept === "keep") this.retention?.lapsed(p.id, "pressure");
+      p.kept = null;
       this.pausedTotal++;
     }
   }
@@ -160,7 +210,37 @@ export class ProgramGate {
       const next = paused[0] ?? this.queue[0];
       if (!next || !this.fits(next.program)) return;
       this.queue.splice(this.queue.indexOf(next), 1);
-      next.admit();
+      if (next.program.state === "paused" && next.program.kept === "park" && this.retention?.prefetch) this.restoreThenAdmit(next);
+      else next.admit();
     }
+  }
+
+  /**
+   * Prefetch, then admit: a parked program's slot is taken now and its request admitted once the
+   * worker says its blocks are back on the device, or at the deadline whatever the restore did
+   * (a restore that fails or is partial admits at once: the request re-prefills what is missing).
+   */
+  private restoreThenAdmit(w: Waiter): void {
+    const r = this.retention as ProgramRetention & Required<Pick<ProgramRetention, "prefetch">>;
+    const p = w.program;
+    p.state = "running";
+    p.kept = null;
+    w.restoring = true;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), this.limits.prefetchDeadlineMs ?? 2000);
+      timer.unref?.();
+    });
+    const restore = r.prefetch(p.id).catch(() => "failed" as const);
+    void Promise.race([restore, deadline]).then((outcome) => {
+      clearTimeout(timer);
+      w.restoring = false;
+      r.prefetched?.(p.id, outcome);
+      if (w.cancelled) {
+        this.pump();
+        return;
+      }
+      w.admit();
+    });
   }
 }

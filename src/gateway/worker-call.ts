@@ -75,7 +75,7 @@ function occupy(ctx: TurnContext, call: WorkerCall): { ticket: AdmissionTicket |
   const release = (result: TurnResult | null = null) => {
     if (released) return;
     released = true;
-    ticket?.release(continuesToolLoop(result));
+    ticket?.release(continuesToolLoop(result), result?.toolCalls.map((c) => c.name));
     worker.inFlight--;
     worker.inFlightPromptTokens -= promptTokenCount;
     endTimer();

@@ -13,6 +13,7 @@ import { indexSink, type KvIndex } from "../index/index.js";
 import type { GatewayConfig, WorkerConfig } from "./config.js";
 import type { GatewayMetrics } from "./metrics.js";
 import type { Observation } from "../contract/observations.js";
+import type { ProgramRetention } from "../contract/policy.js";
 import type { WorkerState } from "./router.js";
 import type { Clock } from "./session-store.js";
 import { callJson, createUpstreamPool } from "./upstream.js";
@@ -64,10 +65,10 @@ export class GatewayWorker {
   /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
   readonly gate: Gate | null;
 
-  constructor(c: WorkerConfig, cfg: GatewayConfig) {
+  constructor(c: WorkerConfig, cfg: GatewayConfig, retention: RetentionFor | null = null) {
     this.id = c.id;
     this.url = c.url.replace(/\/$/, "");
-    this.gate = admissionGate(cfg.admission);
+    this.gate = admissionGate(cfg.admission, retention?.(c.id, () => this.scheme?.pageSize ?? 1) ?? null);
     this.events = c.events ?? null;
     this.replay = c.replay ?? null;
     this.pool = createUpstreamPool(this.url, {
@@ -98,7 +99,11 @@ export interface WorkerSetOptions {
   clock: Clock;
   observe: (o: Observation) => void;
   log: (line: string) => void;
+  /** The policy's retention for program admission (per worker), if it decides one. */
+  retention?: RetentionFor | null;
 }
+
+type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
 
 export class WorkerSet {
   readonly workers: GatewayWorker[] = [];
@@ -106,10 +111,12 @@ export class WorkerSet {
   private readonly byId = new Map<string, GatewayWorker>();
   private timer: NodeJS.Timeout | null = null;
   private checking = false;
+  private readonly retention: RetentionFor | null;
 
   constructor(private readonly o: WorkerSetOptions) {
     this.metrics = o.metrics;
-    for (const c of o.config.workers) this.track(new GatewayWorker(c, o.config));
+    this.retention = o.config.admission.mode === "program" && o.config.admission.retention ? (o.retention ?? null) : null;
+    for (const c of o.config.workers) this.track(new GatewayWorker(c, o.config, this.retention));
   }
 
   private track(w: GatewayWorker): void {
@@ -197,7 +204,7 @@ export class WorkerSet {
    */
   async add(c: WorkerConfig): Promise<GatewayWorker> {
     if (this.byId.has(c.id)) throw new MembershipError(`worker '${c.id}' is already a member`);
-    const w = new GatewayWorker(c, this.o.config);
+    const w = new GatewayWorker(c, this.o.config, this.retention);
     this.track(w);
     try {
       if (await this.join(w)) this.markUp(w, "added");

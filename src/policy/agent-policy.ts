@@ -1,7 +1,7 @@
 // The agent policy: the rules of policies/ behind one GatewayPolicy. For each observation it
 // updates the per-session view the rules share, runs every enabled rule in a fixed order, hands
 // acks back to the rule that sent the command, and keeps the pin-budget gauges current.
-import type { Registry } from "prom-client";
+import { Registry } from "prom-client";
 import type { CommandAcked, Observation, StoredSessionState, TurnFinished } from "../contract/observations.js";
 import type { GatewayPolicy, PolicyCommand, PolicyFactory } from "../contract/policy.js";
 import { storageKeys as addonStorageKeys } from "../hash/index.js";
@@ -12,6 +12,7 @@ import { DurationModel } from "./duration-model.js";
 import { CommandGuards } from "./guards.js";
 import { PolicyMetrics } from "./metrics.js";
 import { PinBudget } from "./pin-budget.js";
+import { retentionFor } from "./program-retention-setup.js";
 import { reconcilePins, resyncSession, storedMarkers } from "./resync.js";
 import { idleRule } from "./policies/idle.js";
 import { inflightRule } from "./policies/inflight.js";
@@ -106,8 +107,16 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
   );
   const rules = enabledRules(cfg, durations);
   const peak = new Map<string, number>();
+  const maxSessions = o.maxSessions ?? 100_000;
+  const retention = retentionFor(cfg, o.registry ?? new Registry(), o.decisionLog ?? null, (id, d) => {
+    // Taken up by the tool rule at the turn's end (observed after the gate's release).
+    ctx.programDecisions.delete(id);
+    ctx.programDecisions.set(id, d);
+    if (ctx.programDecisions.size > maxSessions) ctx.programDecisions.delete(ctx.programDecisions.keys().next().value as string);
+  });
   return {
     name: "agent",
+    programRetention: retention,
     context: ctx,
     durations,
     metrics,

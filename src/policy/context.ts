@@ -64,6 +64,8 @@ export interface PolicyContext {
   readonly budget: PinBudget;
   readonly metrics: PolicyMetrics;
   readonly pageSizes: Map<string, number>;
+  /** Program admission's retention decisions by session, not yet taken up by the tool rule. */
+  readonly programDecisions: Map<string, { action: "keep" | "park" | "let_go"; ttlSeconds: number }>;
   /** Storage keys (SHA-256 hex) of full pages of tokens, as the worker's storage backend names them. */
   readonly storageKeys: (tokens: number[], pageSize: number) => string[];
   session(id: string): SessionView;
@@ -101,6 +103,7 @@ export function createContext(d: ContextDeps, out: PolicyCommand[], acks: WeakMa
     budget: d.budget,
     metrics: d.metrics,
     pageSizes: new Map(),
+    programDecisions: new Map(),
     storageKeys: d.storageKeys,
     session(id) {
       let s = sessions.get(id);

@@ -40,6 +40,14 @@ export class DurationModel {
     return 1 - Math.exp(-t / Math.max(mean, 1e-6));
   }
 
+  /** E[min(D, tau)]: how long a hold with TTL tau is held, on average (exact for both forms). */
+  expectedMin(name: string | null, tau: number): number {
+    const l = this.samples.get(name ?? "*") ?? [];
+    if (l.length >= this.o.minSamples) return l.reduce((a, x) => a + Math.min(x, tau), 0) / l.length;
+    const mean = Math.max(l.length ? l.reduce((a, b) => a + b, 0) / l.length : this.o.priorMeanSeconds, 1e-6);
+    return mean * (1 - Math.exp(-tau / mean));
+  }
+
   /** The median (what a prediction is recorded as). */
   median(name: string | null): number {
     const l = this.samples.get(name ?? "*") ?? [];

@@ -180,6 +180,29 @@ export class PinBudget {
     return out;
   }
 
+  /** Room a kind has left under its share of the per-worker budget. */
+  shareRoom(worker: string, kind: PinHold["kind"], share: number): number {
+    return Math.floor(this.perWorker * share) - this.usedBy(worker, kind);
+  }
+
+  /** Each session's holds of one kind on a worker, with the blocks only they hold (what releasing them frees). */
+  groups(worker: string): { session: string; kind: PinHold["kind"]; freed: number }[] {
+    const out = new Map<string, { session: string; kind: PinHold["kind"]; freed: number }>();
+    for (const l of this.byWorker.get(worker)?.values() ?? []) {
+      const only = l.every((p) => p.session === l[0].session && p.kind === l[0].kind);
+      for (const p of l) {
+        const k = `${p.kind}\u0000${p.session}`;
+        let e = out.get(k);
+        if (!e) {
+          e = { session: p.session, kind: p.kind, freed: 0 };
+          out.set(k, e);
+        }
+        if (only && p === l[0]) e.freed++;
+      }
+    }
+    return [...out.values()];
+  }
+
   /** Every live hold on one block of a worker (any session). */
   holdsAt(worker: string, hash: bigint): readonly PinHold[] {
     return this.byWorker.get(worker)?.get(hash) ?? [];

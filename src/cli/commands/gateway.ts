@@ -11,7 +11,8 @@ const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp:
   --worker SPEC            a worker (repeatable; replaces the file's list): id=http://host:port,
                            optionally its KV-event endpoints (default: what its /server_info advertises)
   --listen HOST:PORT       where to serve (default 127.0.0.1:8080)
-  --policy noop|log|agent  decision policy (default noop; agent: settings under policies: in --config)
+  --policy noop|log|agent  decision policy (default noop; agent: settings under policies: in --config,
+                           and program admission when admission: gives its limits)
   --json-log               one JSON line per routing decision and command on stdout
   --body-limit BYTES       largest request body (default 16 MiB)
   --connect-timeout-ms N   time to open a connection to a worker (default 10000)

@@ -10,6 +10,7 @@
 // unpaused (ahead of the events, which arrive after the turn).
 import type { Observation } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
+import { makeRoom } from "./make-room.js";
 import type { AgentRule } from "./policy.js";
 
 const NAME = "idle";
@@ -43,11 +44,7 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
   const blocks = ownTail(ctx, s, worker);
   // A lease on part of the tail keeps nothing the session can use (its prefix match stops at the
   // first missing block): all of it, or no pause.
-  const fit = ctx.budget.admit(worker, blocks, { kind: "lease", share: ctx.cfg.idle.budgetShare });
-  if (fit < blocks.length) {
-    ctx.note(NAME, "skip", `pin budget: paused sessions hold their share, no room for ${blocks.length} blocks`, { session: s.id, worker, used: ctx.budget.usedBy(worker, "lease") });
-    return false;
-  }
+  if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "lease", share: ctx.cfg.idle.budgetShare }, revoke)) return false;
   s.leaseSeq++;
   const leaseId = `${SAFE_ID(s.id)}.${s.leaseSeq}`;
   const sent = ctx.emit(
@@ -78,7 +75,8 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
   return true;
 }
 
-function revoke(ctx: PolicyContext, s: SessionView, why: string): void {
+/** Revokes a session's lease: its own release (RevokeLease), whichever rule asks. */
+export function revoke(ctx: PolicyContext, s: SessionView, why: string): void {
   if (!s.lease) return;
   ctx.emit(NAME, { worker: s.lease.worker, sessionId: s.id, reason: why, command: { type: "RevokeLease", lease_id: s.lease.id } }, { essential: true });
   ctx.budget.release(s.lease.worker, s.lease.blocks, s.id, "lease");

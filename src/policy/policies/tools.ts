@@ -10,6 +10,8 @@
 import type { Observation, SessionHint, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import { type PolicyContext, SAFE_ID, type SessionView, type ToolWait } from "../context.js";
 import { bestKeep, type DurationModel } from "../duration-model.js";
+import { revoke } from "./idle.js";
+import { makeRoom } from "./make-room.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
 const NAME = "tool_calls";
@@ -45,15 +47,26 @@ function startWait(ctx: PolicyContext, model: DurationModel, serving: ServingMap
   const predicted = Math.max(...(names.length ? names : [null]).map((n) => model.median(n)));
   const detail = `P(<=${best.tauSeconds}s)=${best.p.toFixed(2)} x ${best.benefitSeconds.toFixed(3)}s vs hold ${best.costSeconds.toFixed(3)}s`;
   const wait: OpenWait = { worker, names, callIds, startedAt: ctx.now, predictedSeconds: predicted, blocks, epoch: null };
+  // Program admission decided this boundary already (its slot and the KV are one decision): follow it.
+  const gate = ctx.programDecisions.get(s.id);
+  ctx.programDecisions.delete(s.id);
+  if (gate?.action === "let_go") {
+    ctx.note(NAME, "skip", "let go by program admission's retention decision", { session: s.id, worker });
+    s.tool = { mode: "none", ...wait };
+    return;
+  }
   // Keep and offload both hold the host copies, from the same pin budget: past it the worker would
   // hold part of the path (useless to a prefix match) and an offload would still free the GPU.
-  if (ctx.budget.admit(worker, blocks) < blocks.length) {
-    ctx.note(NAME, "skip", `pin budget: no room to hold ${blocks.length} blocks through the tool call`, { session: s.id, worker, used: ctx.budget.used(worker) });
+  // An admitted program's working set comes before parked sessions and markers: they yield.
+  // (makeRoom notes the skip with its reason.)
+  if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "tool", share: null }, revoke)) {
     // Still a wait: the tool results close it, and its duration teaches the model.
     s.tool = { mode: "none", ...wait };
     return;
   }
-  if (best.net > 0) keepThroughWait(ctx, serving, s, wait, best.tauSeconds, `keep (${why}): ${detail}`);
+  if (gate?.action === "keep") keepThroughWait(ctx, serving, s, wait, gate.ttlSeconds, `keep (${why}): program admission's retention decision, TTL ${gate.ttlSeconds}s`);
+  else if (gate?.action === "park") offloadForWait(ctx, s, wait, `offload (${why}): parked by program admission's retention decision`);
+  else if (best.net > 0) keepThroughWait(ctx, serving, s, wait, best.tauSeconds, `keep (${why}): ${detail}`);
   else offloadForWait(ctx, s, wait, `offload (${why}): ${detail}`);
 }
 

@@ -1,0 +1,53 @@
+// Room in a worker's pin budget for one session's hold, preempting lower holds (pin-priority.ts)
+// instead of refusing a higher one: each preempted hold goes through its own release (a lease its
+// RevokeLease, markers their unpin), so the hold records stay true. The paused sessions' share, when
+// the hold is a lease, is freed only by other leases: markers are preempted for a lease only when
+// the budget, not the share, binds.
+import type { PinHold } from "../pin-budget.js";
+import { planPin } from "../pin-priority.js";
+import type { PolicyContext, SessionView } from "../context.js";
+
+/** When a session is expected back: after as long again as it has been idle. */
+const expectedReturn = (ctx: PolicyContext, s: SessionView | undefined): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
+
+export interface RoomWant {
+  /** The rule asking (its decisions are counted under it). */
+  policy: string;
+  kind: PinHold["kind"];
+  /** The share of the per-worker budget this kind may hold, or null (all of it). */
+  share: number | null;
+}
+
+/** Whether `blocks` fit for `s` now, or once lower holds were preempted; false releases nothing. */
+export function makeRoom(ctx: PolicyContext, s: SessionView, worker: string, blocks: readonly bigint[], want: RoomWant, revokeLease: (ctx: PolicyContext, s: SessionView, why: string) => void): boolean {
+  const limit = want.share === null ? undefined : { kind: want.kind, share: want.share };
+  const fit = ctx.budget.admit(worker, blocks, limit);
+  if (fit >= blocks.length) return true;
+  const fresh = blocks.filter((h) => ctx.budget.holdsAt(worker, h).length === 0).length;
+  const shareBinds = want.share !== null && ctx.budget.shareRoom(worker, want.kind, want.share) < fresh;
+  const groups = ctx.budget
+    .groups(worker)
+    .filter((g) => (g.kind === "lease" ? ctx.sessions.get(g.session)?.lease?.worker === worker : !shareBinds && g.kind === "marker"))
+    .map((g) => ({ ...g, tenant: null, expectedReturnAt: expectedReturn(ctx, ctx.sessions.get(g.session)) }));
+  const mine = ctx.budget.holdsOf(worker, s.id).size;
+  const cap = ctx.cfg.pins.sessionCapBlocks ?? null;
+  const plan = planPin(groups, { session: s.id, tenant: null, kind: want.kind, blocks: blocks.length, expectedReturnAt: expectedReturn(ctx, s) }, fit, { perSession: cap, perTenant: null }, { session: mine, tenant: 0 });
+  if (!plan.grant) {
+    const why = plan.refused === "session_cap" ? `session cap: ${mine} + ${blocks.length} blocks over ${cap}` : `pin budget: no room for ${blocks.length} blocks, and no lower holds to preempt`;
+    ctx.note(want.policy, "skip", why, { session: s.id, worker, used: ctx.budget.used(worker) });
+    return false;
+  }
+  for (const v of plan.preempt) {
+    const why = `preempted for ${s.id}'s ${want.kind} hold: ${v.kind === "marker" ? "markers yield" : "a session expected back later yields"}`;
+    if (v.kind === "lease") {
+      const o = ctx.sessions.get(v.session);
+      if (o) revokeLease(ctx, o, why);
+    } else {
+      const hashes = [...ctx.budget.holdsOf(worker, v.session, v.kind).keys()];
+      ctx.budget.release(worker, hashes, v.session, v.kind);
+      ctx.emit(want.policy, { worker, sessionId: v.session, reason: why, hold: "marker", command: { type: "Cache", block_hashes: hashes, pin: false } }, { essential: true });
+    }
+    ctx.note(want.policy, "preempt", `${v.kind}: ${why}`, { session: v.session, worker, for: s.id });
+  }
+  return ctx.budget.admit(worker, blocks, limit) >= blocks.length;
+}

@@ -1,0 +1,34 @@
+// The agent policy's retention for program admission: one recorder per worker, sharing the gap
+// distributions (a tool takes as long whichever worker its program runs on) and the metrics. The
+// prices come from the policy's tool settings (prefill rate, device hold cost, keep TTLs), its
+// idle lease and its retention settings (restore rate, host hold cost).
+import type { Registry } from "prom-client";
+import type { PoliciesConfig } from "../contract/policies-config.js";
+import type { ProgramRetention } from "../contract/policy.js";
+import { DurationModel } from "./duration-model.js";
+import { RetentionMetrics, RetentionRecorder } from "./program-retention.js";
+
+export type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
+
+export function retentionFor(
+  p: PoliciesConfig,
+  registry: Registry,
+  decisionLog: ((line: string) => void) | null,
+  onDecision?: (program: string, d: { action: "keep" | "park" | "let_go"; ttlSeconds: number }) => void,
+): RetentionFor {
+  // Its own samples: the tool rule's model learns the same gaps from the turns it sees.
+  const model = new DurationModel(p.tools);
+  let metrics: RetentionMetrics | null = null;
+  const costs = {
+    prefillTokensPerSecond: p.tools.prefillTokensPerSecond,
+    restoreTokensPerSecond: p.retention.restoreTokensPerSecond,
+    deviceHoldCostPerBlockSecond: p.tools.holdCostPerBlockSecond,
+    hostHoldCostPerBlockSecond: p.retention.hostHoldCostPerBlockSecond,
+    leaseSeconds: p.idle.leaseSeconds,
+    taus: p.tools.tauCandidatesSeconds,
+  };
+  return (worker, pageSize) => {
+    metrics ??= new RetentionMetrics(registry);
+    return new RetentionRecorder({ worker, model, costs, pageSize, metrics, decisionLog, onDecision });
+  };
+}

@@ -1,0 +1,39 @@
+// The agent policy's admission default, and who decides retention (config.ts, the agent policy's
+// programRetention).
+import { Registry } from "prom-client";
+import { describe, expect, it } from "vitest";
+import { parseGatewayConfig } from "../src/gateway/config.js";
+import { createAgentPolicy } from "../src/policy/agent-policy.js";
+
+const WORKERS = [{ id: "w0", url: "http://127.0.0.1:1" }];
+const LIMITS = { maxRequestsPerWorker: 4, capacityTokensPerWorker: 100_000 };
+
+describe("agent policy defaults", () => {
+  it("turns on program admission, with retention, when the admission limits are given and no mode is named", () => {
+    const c = parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: LIMITS });
+    expect(c.admission.mode).toBe("program");
+    expect(c.admission.retention).toBe(true);
+  });
+
+  it("keeps a named mode, and per-request admission without a capacity to hold programs to", () => {
+    expect(parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: { ...LIMITS, mode: "request" } }).admission.mode).toBe("request");
+    expect(parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: { maxRequestsPerWorker: 4 } }).admission.mode).toBe("request");
+    expect(parseGatewayConfig({ workers: WORKERS, policy: "noop", admission: LIMITS }).admission.mode).toBe("request");
+    expect(parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: { ...LIMITS, retention: false } }).admission.retention).toBe(false);
+  });
+
+  it("the agent policy decides retention per worker, priced from its settings", () => {
+    const registry = new Registry();
+    const p = createAgentPolicy({ registry, config: { retention: { restoreTokensPerSecond: 8000 } } });
+    const r = p.programRetention?.("w0", () => 16);
+    // 4000 tokens: re-prefill 1 s at the default 4000 tokens/s; no samples yet (prior mean).
+    const d = r?.decide("s", 4000, ["grep"]);
+    expect(d && ["keep", "park", "let_go"].includes(d.action)).toBe(true);
+    expect(registry.getSingleMetric("kvctl_program_retention_decisions_total")).toBeDefined();
+  });
+
+  it("names a bad retention setting", () => {
+    expect(() => createAgentPolicy({ config: { retention: { restoreTokensPerSecond: 0 } } })).toThrow(/restoreTokensPerSecond/);
+    expect(() => parseGatewayConfig({ workers: WORKERS, admission: { ...LIMITS, mode: "program", retention: "yes" } })).toThrow(/admission\.retention/);
+  });
+});
