@@ -11,7 +11,7 @@
 // admission budget; lru, cache_aware and sgl_router are context rows outside the verdict. The
 // verdict (bench/agent/verdict.ts) is refused, exit 1, when a configuration did not start, had
 // errors, or served a different amount of prompt than the others.
-// --smoke: one tiny saturated regime (2 sessions), kvctl and cache_aware_adm, one run.
+// --smoke: one tiny saturated regime (2 sessions), kvctl and thunder (the same program admission, no command), one run.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,7 +32,7 @@ import { type BfclWorkload, DEFAULT_SHAPE, type PlannedSession, planWorkload, ty
 const argv = process.argv.slice(2);
 const JSON_OUT = argv.includes("--json");
 const SMOKE_DEFAULTS: Record<string, string> = argv.includes("--smoke")
-  ? { sessions: "2", runs: "1", configs: "kvctl,cache_aware_adm", flood: "2", regimes: "saturated", "coding-steps": "6", "coding-read-lines": "6", "coding-context": "6144" }
+  ? { sessions: "2", runs: "1", configs: "kvctl,thunder", flood: "2", regimes: "saturated", "coding-steps": "6", "coding-read-lines": "6", "coding-context": "6144" }
   : {};
 const opt = (name: string, dflt: string) => {
   const i = argv.indexOf(`--${name}`);
@@ -338,7 +338,7 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
     configs[s.name] = { role: s.role, ...sum, extra: mid.extra };
   }
   const judged = Object.fromEntries(Object.entries(configs).filter(([n]) => specs.find((s) => s.name === n)?.role !== "ablation"));
-  const verdict = judge(judged, notRun, FAIR_PEERS(specs), "cache_aware_adm", ideal.get(regime.name)?.recomputed ?? null);
+  const verdict = judge(judged, notRun, FAIR_PEERS(specs), "thunder", ideal.get(regime.name)?.recomputed ?? null);
   return { regime, configs, notRun, verdict, wallS: +((performance.now() - t0) / 1000).toFixed(1) };
 }
 
@@ -382,7 +382,7 @@ function printRegime(r: RegimeResult): void {
   const ttft = verdict.ttft_p90_ratio_vs_best_fair;
   console.log(`  best fair peer: ${verdict.best_fair_peer}; kvctl recomputes ${f(x, 2)}x fewer (bar >= 1.5x: ${x !== null && x >= 1.5 ? "PASS" : "FAIL"}), ` +
     `gap closed ${f(verdict.gap_closed_vs_best_fair, 2)}, returning-turn TTFT p90 ${f(ttft, 2)}x of it (bar < 1: ${ttft !== null && ttft < 1 ? "PASS" : "FAIL"}), ` +
-    `${f(verdict.ttft_p90_ratio_vs_admission_only, 2)}x of admission alone (cache_aware_adm)`);
+    `${f(verdict.ttft_p90_ratio_vs_admission_only, 2)}x of admission alone (thunder)`);
 }
 
 function regimeJson(r: RegimeResult): Record<string, unknown> {

@@ -1,6 +1,6 @@
 // `npm run bench:agent -- --json --smoke`: two BFCL sessions in one tiny saturated regime through
-// kvctl (its gateway, agent policy and NATS commands) and the fair peer cache_aware_adm (the
-// gateway with the same admission, no-op policy) on real patched SGLang servers on CPU. The bench
+// kvctl (its gateway, agent policy, program admission and NATS commands) and the fair peer thunder
+// (the gateway with the same program admission, no-op policy) on real patched SGLang servers on CPU. The bench
 // exits 1 with no verdict when a configuration did not run, had errors or served a different amount
 // of prompt, so exit 0 with a verdict is itself the check that the comparison held.
 import { describe, expect, it } from "vitest";
@@ -41,9 +41,9 @@ describe("npm run bench:agent -- --json --smoke", () => {
     const s = j?.regimes.saturated as Regime;
     expect(s.not_run).toEqual({});
     expect(s.valid, s.problems.join("; ")).toBe(true);
-    expect(s.best_fair_peer).toBe("cache_aware_adm");
+    expect(s.best_fair_peer).toBe("thunder");
     expect(s.ideal_recomputed).toBeGreaterThan(0);
-    for (const name of ["kvctl", "cache_aware_adm"]) {
+    for (const name of ["kvctl", "thunder"]) {
       const c = s.configs[name] as Config;
       expect(c, name).not.toBeNull();
       expect(c.errors, name).toBe(0);
@@ -54,7 +54,7 @@ describe("npm run bench:agent -- --json --smoke", () => {
       if (c.returning_turns > 0) expect(c.ttft_returning_ms.p90, name).toBeGreaterThan(0);
     }
     // Equal work: the verdict held, so the two served prompt totals within 0.5% of each other.
-    const [a, b] = [s.configs.kvctl as Config, s.configs.cache_aware_adm as Config];
+    const [a, b] = [s.configs.kvctl as Config, s.configs.thunder as Config];
     expect(Math.abs(a.prompt_tokens - b.prompt_tokens) / a.prompt_tokens).toBeLessThanOrEqual(0.005);
     // The policy sent commands and the workers applied them ("Cache:acked:applied" and the like).
     const applied = Object.entries(a.commands ?? {}).filter(([k]) => k.endsWith(":acked:applied"));

@@ -26,7 +26,7 @@ export const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "wa
 export function configSpecs(workers: number, perWorker: number, ablation: boolean): ConfigSpec[] {
   const gw = (name: string, role: Role, o: Partial<ConfigSpec> = {}): ConfigSpec => ({ name, role, front: "gateway", serverArgs: [], policy: "noop", admission: "none", ...o });
   const specs: ConfigSpec[] = [
-    gw("kvctl", "kvctl", { policy: "agent", admission: "request" }),
+    gw("kvctl", "kvctl", { policy: "agent", admission: "program" }),
     gw("cache_aware_adm", "fair", { admission: "request" }),
     // smg's limit is one for the whole router (not per worker): 2 per worker x workers, with a
     // queue long and patient enough that nothing is refused, and no refill rate.
@@ -43,7 +43,7 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
     { name: "sgl_router", role: "context", front: "smg", serverArgs: [], policy: "noop", admission: "none" },
   ];
   if (!ablation) return specs;
-  return [...specs, ...RULES.map((r) => gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: r === "admission" ? "request" : "none" }))];
+  return [...specs, ...RULES.map((r) => gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: r === "admission" ? "program" : "none" }))];
 }
 
 export const FAIR_PEERS = (specs: readonly ConfigSpec[]) => specs.filter((s) => s.role === "fair").map((s) => s.name);
