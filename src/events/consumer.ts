@@ -20,7 +20,7 @@ import { EventEmitter } from "node:events";
 import { Dealer, Subscriber } from "zeromq";
 import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
 import { batchTs } from "./batch-ts.js";
-import { SeqTracker } from "./seq.js";
+import { SeqTracker, type SeqVerdict } from "./seq.js";
 import { RateLimitedLog } from "../util/rate-log.js";
 import type { BadEvent, DecodedBatch, KvEventBatch } from "./types.js";
 
@@ -308,10 +308,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       this.bad("badFrames", seq, "negative seq outside a replay");
       return;
     }
-    let v = this.seq.classify(seq);
-    // A live batch numbered below the expected one but stamped later than every batch seen is a
-    // new process's (its sequence started over, and its first batches were missed): not a duplicate.
-    if (v.kind === "duplicate" && !replayed && this.newerThanSeen(frames[2])) v = { kind: "restart", expected: v.expected };
+    const v = this.classify(seq, frames[2], replayed);
     switch (v.kind) {
       case "duplicate":
         if (!replayed) {
@@ -356,9 +353,15 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     this.applyPayload(seq, frames[2], replayed);
   }
 
-  private newerThanSeen(payload: Buffer): boolean {
+  /**
+   * The seq's verdict. A live batch numbered below the expected one but stamped later than every
+   * batch seen is a new process's (its sequence started over, its first batches were missed).
+   */
+  private classify(seq: bigint, payload: Buffer, replayed: boolean): SeqVerdict {
+    const v = this.seq.classify(seq);
+    if (v.kind !== "duplicate" || replayed) return v;
     const ts = batchTs(payload);
-    return ts !== null && this.lastTs !== null && ts > this.lastTs;
+    return ts !== null && this.lastTs !== null && ts > this.lastTs ? { kind: "restart", expected: v.expected } : v;
   }
 
   private applyPayload(seq: bigint, payload: Buffer, replayed: boolean): void {
