@@ -22,6 +22,7 @@ import { LatencyRecorder } from "./latency.js";
 import { Tracer } from "./trace.js";
 import { gatewayLogger } from "./logger.js";
 import { drainThenClose } from "./drain.js";
+import { SessionExpiry } from "./session-expiry.js";
 import { type Clock, SessionStore, systemClock } from "./session-store.js";
 import type { TurnContext } from "./turn-context.js";
 import { WorkerInspector } from "./worker-inspect.js";
@@ -78,6 +79,7 @@ interface Parts {
   recorder: CommandRecorder;
   ledger: HoldLedger;
   inspector: WorkerInspector;
+  expiry: SessionExpiry;
   sweepIdle: () => Promise<void>;
 }
 
@@ -112,10 +114,10 @@ function assemble(options: GatewayOptions): Parts {
   const incarnation = (w: string): string | null => inspector.incarnation(w);
   const ledger = new HoldLedger({ sessions, kv: () => nats.kv(), send: (pc) => commands.submit(pc), unsent: (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }), clock, metrics: holdMetrics, log, heartbeatMs: config.sessions.heartbeatMs, pending: recording, incarnation });
   const observe = policyObserver(policy, ledger, incarnation, log);
-  const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res) });
+  const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res), recordOf: (pc) => ledger.recordOf(pc) });
   const commands = new CommandSink({ publisher: () => (nats.connected ? nats.publisher : null), maxQueued: config.limits.commandQueue, metrics, onOutcome: (pc, o) => recorder.record(pc, o), log });
   nats.whenUp(() => commands.flush());
-  const workers = new WorkerSet({ config, index, metrics, clock, observe, log });
+  const workers = new WorkerSet({ config, index, metrics, clock, observe, log, restarted: (w) => inspector.restartedFromEvents(w) });
   const inspector = new WorkerInspector({
     workers: () => workers.workers,
     publisher: () => (nats.connected ? nats.publisher : null),
@@ -127,6 +129,7 @@ function assemble(options: GatewayOptions): Parts {
     intervalMs: config.sessions.inspectMs,
     namedPins: (w) => namedPins(sessions.localRecords(), w),
   });
+  const expiry = new SessionExpiry({ kv: () => nats.kv(), ledger, observe, clock, log, ttlSeconds: config.sessions.ttlSeconds });
   let requestSeq = 0;
   const ctx: TurnContext = {
     config,
@@ -145,7 +148,7 @@ function assemble(options: GatewayOptions): Parts {
     latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
     tracer: config.telemetry.otlpTracesUrl ? new Tracer(config.telemetry.otlpTracesUrl, config.telemetry.serviceName, log) : null,
   };
-  return { config, ctx, nats, commands, recorder, ledger, inspector, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
+  return { config, ctx, nats, commands, recorder, ledger, inspector, expiry, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
 }
 
 /**
@@ -183,10 +186,12 @@ async function startLinks(p: Parts): Promise<(() => Promise<void>)[]> {
     if (p.nats.configured) {
       p.ledger.start();
       p.inspector.start();
+      p.expiry.start();
       if (p.config.sessions.inspectMs > 0) void p.inspector.inspectAll();
     }
     cleanup.push(() => p.ledger.stop());
     cleanup.push(() => p.inspector.stop());
+    cleanup.push(() => p.expiry.stop());
   } catch (e) {
     await workers.close().catch(() => undefined);
     await p.nats.close().catch(() => undefined);

@@ -95,6 +95,8 @@ export interface WorkerSetOptions {
   clock: Clock;
   observe: (o: Observation) => void;
   log: (line: string) => void;
+  /** A worker's event stream started over (a new process): handled as its Inspect's restart is. */
+  restarted?: (worker: string) => void;
 }
 
 export class WorkerSet {
@@ -266,6 +268,7 @@ export class WorkerSet {
         resetWorker: (worker) => {
           sink.resetWorker(worker);
           observe({ type: "WorkerCleared", at: clock.now(), worker, reason: "restart" });
+          this.o.restarted?.(worker);
         },
       },
       log,
