@@ -207,7 +207,7 @@ function scrapeGauges(p: Parts): () => void {
   return () => {
     const now = clock.now();
     let active = 0;
-    for (const r of sessions.localRecords()) if (now - r.lastActivityMs < activeWindowMs) active++;
+    for (const r of sessions.localRecords()) if (now - r.lastActivityMs < activeWindowMs && r.id !== p.ledger.sessionlessId) active++;
     metrics.sessionsActive.set(active);
     metrics.commandsQueued.set(p.commands.queued);
     for (const w of workers.workers) metrics.inFlight.set({ worker: w.id }, w.inFlight);
