@@ -263,6 +263,9 @@ describe("bad input", () => {
     await g.settled();
     expect((await kv.get(sessionKey("s6")))?.json()).toEqual(foreign);
     expect(logs.filter((l) => l.includes('"s6"') && l.includes("version 2")).length).toBe(1);
+    // No hold is taken that only this replica's copy would name (no other replica could release it).
+    expect(workerPins("s6").size).toBe(0);
+    expect(logs.filter((l) => l.includes('"s6"') && l.includes("could not be recorded")).length).toBe(1);
     expect(await (await fetch(`${g.url}/metrics`)).text()).toMatch(/kvctl_gateway_session_store_errors_total\{op="version"\} 1/);
   });
 

@@ -98,8 +98,11 @@ export class SessionStore {
           const e = await this.timed(kv.get(key));
           const cur = e && e.operation === "PUT" && e.length > 0 ? e.json<unknown>() : null;
           // Another gateway version's record is left as it is (its holds stay named there): this
-          // replica serves the session from its own copy.
-          if (this.foreign(id, cur)) break;
+          // replica serves the session from its own copy, but takes no hold only that copy would name.
+          if (this.foreign(id, cur)) {
+            if (strict) throw new Error("the stored record is another gateway version's");
+            break;
+          }
           const rec = isSessionRecord(cur) && cur.id === id ? cur : (this.local.get(id)?.record ?? newSessionRecord(id, this.clock.now()));
           const next = structuredClone(rec);
           change(next);
