@@ -24,7 +24,7 @@ let nc: NatsConnection;
 let server: SglangServer;
 let ports: { port: number; eventsPort: number };
 const gateways: Gateway[] = [];
-const logs: string[][] = [[], []];
+const logs: string[][] = [[], [], []];
 
 const startWorker = () => startSglangServer({ natsUrl: nats.url, workerId: "w0", storageDir: "", maxTotalTokens: 2048, hostRatio: 2, readyTimeoutS: 540, extraArgs: ["--enable-cache-report"], ...ports });
 
@@ -34,7 +34,8 @@ beforeAll(async () => {
   nc = await connect({ servers: nats.url });
   ports = { port: await freePort(), eventsPort: await freePort() };
   server = await startWorker();
-  for (const i of [0, 1]) {
+  // Two replicas sharing a bucket with a short TTL, and one whose sessions outlive a worker restart.
+  for (const i of [0, 1, 2]) {
     gateways.push(
       await createGateway({
         config: {
@@ -42,7 +43,7 @@ beforeAll(async () => {
           workers: [{ id: "w0", url: server.baseUrl }],
           nats: { url: nats.url, opTimeoutMs: 5000 },
           // Inspect once at start (so holds carry the worker's process), then only when asked.
-          sessions: { bucket: "expiry_sessions", idleAfterSeconds: 0, ttlSeconds: TTL_SECONDS, inspectMs: 600_000 },
+          sessions: i < 2 ? { bucket: "expiry_sessions", idleAfterSeconds: 0, ttlSeconds: TTL_SECONDS, inspectMs: 600_000 } : { bucket: "restart_sessions", idleAfterSeconds: 0, inspectMs: 600_000 },
           health: { intervalMs: 600_000, timeoutMs: 15_000, failures: 3 },
           policy: "agent",
         },
@@ -95,7 +96,7 @@ async function until<T>(what: string, get: () => Promise<T>, ok: (v: T) => boole
   }
 }
 
-const record = (sid: string) => gateways[0].sessions.get(sid);
+const record = (sid: string) => (sid === "rs" ? gateways[2] : gateways[0]).sessions.get(sid);
 const heldHolds = (r: SessionRecord | null) => (r?.holds ?? []).filter((h) => h.state === "held" && h.blocks.length > 0);
 
 describe("session expiry releases what the record names", () => {
@@ -127,7 +128,7 @@ describe("session expiry releases what the record names", () => {
 
 describe("a worker restarted on the same ports", () => {
   it("is noticed from its KV-event stream: its blocks leave the index, and the session's next turn pins the marker on the new process", async () => {
-    const [a] = gateways;
+    const a = gateways[2];
     expect(await turn(a, "rs", "Begin.")).toBe(200);
     const rec = (await until("the marker pin held", () => record("rs"), (r) => heldHolds(r).some((h) => h.kind === "marker"))) as SessionRecord;
     const marker = heldHolds(rec).find((h) => h.kind === "marker") as NonNullable<SessionRecord["holds"]>[number];
@@ -149,9 +150,9 @@ describe("a worker restarted on the same ports", () => {
     const restartLine = /worker w0 runs a new process \(its KV-event sequence started over\)/;
     await until("the restart to be seen in the event stream", async () => {
       expect(await post(a, "/v1/completions", { prompt: `Unrelated prompt ${Date.now()}`, max_tokens: 1, temperature: 0 })).toBe(200);
-      return logs[0].some((l) => restartLine.test(l));
+      return logs[2].some((l) => restartLine.test(l));
     }, (x) => x);
-    await until("the new process to be learned", async () => logs[0].some((l) => /worker w0: its new process is/.test(l)), (x) => x);
+    await until("the new process to be learned", async () => logs[2].some((l) => /worker w0: its new process is/.test(l)), (x) => x);
     // The index forgot the old process's blocks (the new one has not stored the session's).
     expect(chain.filter(onW0)).toEqual([]);
     expect(await (await fetch(`${a.url}/metrics`)).text()).toMatch(/kvctl_gateway_worker_restarts_total\{worker="w0"\} 1/);

@@ -66,7 +66,7 @@ export class SessionExpiry {
     for (const filter of SESSION_KEYS) for await (const k of await kv.keys(filter)) keys.push(k);
     for (const key of keys) {
       const e = await kv.get(key);
-      if (!e || e.operation !== "PUT" || e.length === 0) continue;
+      if (e?.operation !== "PUT" || e.length === 0) continue;
       const age = this.o.clock.now() - e.created.getTime();
       if (age < this.timing.expireAfterMs) continue;
       let rec: unknown;

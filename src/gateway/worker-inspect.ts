@@ -123,7 +123,17 @@ export class WorkerInspector {
     this.o.metrics.workerRestarts.inc({ worker });
     this.o.log(`gateway: worker ${worker} runs a new process (its KV-event sequence started over): its pins, leases and blocks are forgotten`);
     if (this.incarnations.has(worker)) this.fromEvents.add(worker);
-    void this.inspect(w);
+    void this.learn(w, this.incarnations.get(worker));
+  }
+
+  /** Asks the worker's Inspect until it names a process other than `before` (a fresh one may not answer yet). */
+  private async learn(w: GatewayWorker, before: string | undefined): Promise<void> {
+    for (let attempt = 1; attempt <= 10; attempt++) {
+      await this.inspect(w);
+      const now = this.incarnations.get(w.id);
+      if (now !== undefined && now !== before) return;
+      await new Promise((r) => setTimeout(r, Math.min(5000, 500 * attempt)).unref());
+    }
   }
 
   private restarted(w: GatewayWorker, prev: string, now: string): void {
