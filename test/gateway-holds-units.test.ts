@@ -169,9 +169,39 @@ describe("holds", () => {
     const unsent: string[] = [];
     const ledger = new HoldLedger({ sessions, kv: () => null, send: (pc) => sent.push(pc), unsent: (_pc, why) => unsent.push(why), clock: { now: () => 0 }, metrics: new HoldMetrics(registry), log: (l) => lines.push(l), heartbeatMs: 1000, incarnation: () => null });
     ledger.submit(pin([1n]));
+    ledger.submit(pin([2n]));
     await ledger.settled();
+    // Nothing sent, so no hold exists on the worker that no record names.
     expect(sent).toEqual([]);
-    expect(unsent).toEqual([expect.stringMatching(/could not be recorded.*8 conflicting writes/)]);
-    expect(await registry.getSingleMetricAsString("kvctl_gateway_bad_records_total")).toMatch(/why="update_lost"} 1/);
+    expect(unsent).toEqual([expect.stringMatching(/could not be recorded.*8 conflicting writes/), expect.stringMatching(/could not be recorded/)]);
+    expect(await registry.getSingleMetricAsString("kvctl_gateway_bad_records_total")).toMatch(/why="update_lost"} 2/);
+    expect(lines.filter((l) => /could not be recorded/.test(l))).toHaveLength(1);
+  });
+
+  it("a hold acked error or partial is counted and logged once; it stays named (in doubt) and close releases it", async () => {
+    const lines: string[] = [];
+    const sessions = new SessionStore({ kv: () => null, configured: false, opTimeoutMs: 1000, metrics: new GatewayMetrics(), log: (l) => lines.push(l) });
+    const registry = new Registry();
+    const sent: PolicyCommand[] = [];
+    const ledger = new HoldLedger({ sessions, kv: () => null, send: (pc) => sent.push(pc), unsent: () => undefined, clock: { now: () => 0 }, metrics: new HoldMetrics(registry), log: (l) => lines.push(l), heartbeatMs: 1000, incarnation: () => null });
+    for (const b of [1n, 2n, 3n]) ledger.submit(pin([b]));
+    await ledger.settled();
+    expect(sent).toHaveLength(3);
+    const ack = (pc: PolicyCommand, status: string, more: Record<string, unknown> = {}) => sessions.update("s", (rec) => ledger.settleInto(rec, pc, "w0", { status, ...more }));
+    await ack(sent[0], "error");
+    await ack(sent[1], "error");
+    await ack(sent[2], "partial", { affected: 0, missing: [3n], skipped: 0 });
+    expect(lines.filter((l) => /came back error/.test(l))).toHaveLength(1);
+    const metric = await registry.getSingleMetricAsString("kvctl_gateway_hold_acks_unsure_total");
+    expect(metric).toMatch(/type="Cache",status="error"} 2/);
+    expect(metric).toMatch(/type="Cache",status="partial"} 1/);
+    // The errors' holds stay named (the worker may hold them); the partial one held nothing.
+    const rec = await sessions.get("s");
+    expect(rec?.holds?.map((h) => [h.blocks, h.state])).toEqual([
+      [["1"], "doubt"],
+      [["2"], "doubt"],
+    ]);
+    await ledger.close("s");
+    expect(sent.slice(3).map((pc) => pc.command)).toEqual([{ type: "Cache", block_hashes: [1n, 2n], pin: false }]);
   });
 });

@@ -16,7 +16,7 @@ import type { PolicyCommand } from "../src/contract/policy.js";
 import { newSessionRecord, type SessionRecord } from "../src/gateway/session-record.js";
 import { sessionKey } from "../src/gateway/session-store.js";
 import { createAgentPolicy } from "../src/policy/agent-policy.js";
-import { blocksOf, holdsPolicy } from "./helpers/holds-policy.js";
+import { blocksOf, holdsPolicy, SESSIONLESS } from "./helpers/holds-policy.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 import { chainOf, finished, joined, started } from "./helpers/policy-observations.js";
 import { startWorkerStandIn, type WorkerStandIn } from "./helpers/worker-stand-in.js";
@@ -200,6 +200,38 @@ describe("orphan reaping", () => {
     expect(rec?.commands.some((x) => x.state === "reaped" && /gone/.test(x.reason))).toBe(true);
     expect(namedPins(rec).size).toBe(0);
   });
+
+  it("a sessionless request's in-flight hold is named with its replica's identity, and reaped when that replica disappears mid-turn", async () => {
+    const b = await gw({ heartbeatMs: 200 });
+    const c = await childReplica({ heartbeatMs: 200 });
+    let release: () => void = () => undefined;
+    w0.hold = new Promise<void>((r) => {
+      release = r;
+    });
+    const arrived = w0.arrived;
+    const body = JSON.stringify({ messages: [{ role: "user", content: "no session here" }] });
+    void fetch(`${c.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body }).catch(() => undefined);
+    await until("the sessionless turn to reach the worker with its hold", () => w0.arrived > arrived && workerPins(SESSIONLESS).size === 3);
+    // The hold is named in a record (the child replica's own), under that replica's identity.
+    const kv = await new Kvm(nc).open(BUCKET);
+    const named: { replica: string; kind: string; blocks: string[] }[] = [];
+    for await (const k of await kv.keys()) {
+      const e = await kv.get(k);
+      const r = e?.operation === "PUT" && e.length ? e.json<Partial<SessionRecord>>() : null;
+      for (const h of r?.holds ?? []) if (h.blocks.length && h.blocks.every((x) => blocksOf(SESSIONLESS).map(String).includes(x))) named.push(h);
+    }
+    expect(named.map((h) => [h.kind, h.blocks.length])).toEqual([["inflight", 3]]);
+    expect(named[0].replica).toMatch(new RegExp(`-${c.proc.pid}-`));
+    await kill(c.proc);
+    const killedAt = Date.now();
+    w0.hold = null;
+    release();
+    await until("the reaper to release the sessionless hold", async () => {
+      await b.settled();
+      return workerPins(SESSIONLESS).size === 0;
+    });
+    expect(Date.now() - killedAt).toBeLessThan(20 * 200 + 2000);
+  });
 });
 
 describe("reconciliation with the worker", () => {
@@ -231,6 +263,9 @@ describe("bad input", () => {
     await g.settled();
     expect((await kv.get(sessionKey("s6")))?.json()).toEqual(foreign);
     expect(logs.filter((l) => l.includes('"s6"') && l.includes("version 2")).length).toBe(1);
+    // No hold is taken that only this replica's copy would name (no other replica could release it).
+    expect(workerPins("s6").size).toBe(0);
+    expect(logs.filter((l) => l.includes('"s6"') && l.includes("could not be recorded")).length).toBe(1);
     expect(await (await fetch(`${g.url}/metrics`)).text()).toMatch(/kvctl_gateway_session_store_errors_total\{op="version"\} 1/);
   });
 
@@ -251,6 +286,29 @@ describe("bad input", () => {
       return workerPins("s7").size === 0 && !w0.leases.has("old-lease");
     });
     expect(logs.some((l) => l.includes('"s7"') && l.includes("older gateway"))).toBe(true);
+  });
+});
+
+describe("bad input: a worker's counts the records cannot explain", () => {
+  it("fewer pins than the record names: counted every round, logged once, the session still served, and close leaves no hold named", async () => {
+    const from = logs.length;
+    const g = await gw({ inspectMs: 200 });
+    expect((await chat(g.url, "s8")).status).toBe(200);
+    await g.settled();
+    await until("the marker pin", () => workerPins("s8").size === 4);
+    // The worker lost them (as a process that dropped its pins would).
+    for (const h of blocksOf("s8")) w0.pins.delete(h);
+    const divergences = async () => Number(/kvctl_gateway_pin_divergences_total\{worker="w0",kind="fewer_pins"\} (\d+)/.exec(await (await fetch(`${g.url}/metrics`)).text())?.[1] ?? 0);
+    await until("two Inspect rounds to count the missing pins", async () => (await divergences()) >= 8);
+    expect(logs.slice(from).filter((l) => /worker w0 holds fewer pins than the session records name/.test(l))).toHaveLength(1);
+    expect((await chat(g.url, "s8")).status).toBe(200);
+    expect((await hint(g.url, "s8", "close")).status).toBe(202);
+    await until("the record to name no hold", async () => {
+      await g.settled();
+      const r = await g.sessions.get("s8");
+      return r !== null && (r.holds ?? []).length === 0 && (r.releases ?? []).length === 0;
+    });
+    expect(workerPins("s8").size).toBe(0);
   });
 });
 

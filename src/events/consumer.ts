@@ -3,7 +3,8 @@
 // It tracks each publisher's seq: a gap is reported and, when the worker offers a ROUTER replay
 // socket, the missing batches are requested from it while live batches are held back, so that
 // a removal is never applied before a replayed store; a duplicate is dropped; a restart (seq back
-// to 0 or far below) clears the worker's view before the new stream applies. Everything is
+// to 0 or far below, or back at all with a batch stamped later than any seen: see batch-ts.ts)
+// clears the worker's view before the new stream applies. Everything is
 // counted in `metrics` and emitted as an event. Bad input (wrong frame counts, a short seq
 // frame, undecodable payloads, bad events) is counted per kind and skipped; the loop never stops
 // on it. Problems that can come per event or per batch are logged through a rate limiter (one
@@ -18,7 +19,8 @@
 import { EventEmitter } from "node:events";
 import { Dealer, Subscriber } from "zeromq";
 import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
-import { SeqTracker } from "./seq.js";
+import { batchTs } from "./batch-ts.js";
+import { SeqTracker, type SeqVerdict } from "./seq.js";
 import { RateLimitedLog } from "../util/rate-log.js";
 import type { BadEvent, DecodedBatch, KvEventBatch } from "./types.js";
 
@@ -152,6 +154,8 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   private sub: Subscriber | null = null;
   private dealer: Dealer | null = null;
   private replaying = false;
+  /** The publish time of the last batch accepted (null before one, or when batches carry none). */
+  private lastTs: number | null = null;
   private pending: Buffer[][] = [];
   private running = false;
   private loop: Promise<void> | null = null;
@@ -304,7 +308,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       this.bad("badFrames", seq, "negative seq outside a replay");
       return;
     }
-    const v = this.seq.classify(seq);
+    const v = this.classify(seq, frames[2], replayed);
     switch (v.kind) {
       case "duplicate":
         if (!replayed) {
@@ -345,7 +349,19 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
         break;
     }
     this.seq.accept(seq);
+    this.lastTs = batchTs(frames[2]) ?? this.lastTs;
     this.applyPayload(seq, frames[2], replayed);
+  }
+
+  /**
+   * The seq's verdict. A live batch numbered below the expected one but stamped later than every
+   * batch seen is a new process's (its sequence started over, its first batches were missed).
+   */
+  private classify(seq: bigint, payload: Buffer, replayed: boolean): SeqVerdict {
+    const v = this.seq.classify(seq);
+    if (v.kind !== "duplicate" || replayed) return v;
+    const ts = batchTs(payload);
+    return ts !== null && this.lastTs !== null && ts > this.lastTs ? { kind: "restart", expected: v.expected } : v;
   }
 
   private applyPayload(seq: bigint, payload: Buffer, replayed: boolean): void {

@@ -18,6 +18,8 @@ export interface CommandRecorderOptions {
   log: (line: string) => void;
   /** Folds one worker's outcome of a command into the holds its record names (the hold ledger). */
   settle: (rec: SessionRecord, pc: PolicyCommand, worker: string, res: HoldResult) => void;
+  /** The record a sessionless command's hold is named in (the ledger's), if any. */
+  recordOf?: (pc: PolicyCommand) => string | null;
 }
 
 export class CommandRecorder {
@@ -30,7 +32,8 @@ export class CommandRecorder {
     const now = this.o.clock.now();
     this.o.decisionLog?.(commandLine(now, pc, outcome));
     for (const o of ackObservations(now, pc, outcome)) this.o.observe(o);
-    if (pc.sessionId) this.inSession(pc.sessionId, pc, outcome, now);
+    const sid = pc.sessionId ?? this.o.recordOf?.(pc) ?? null;
+    if (sid) this.inSession(sid, pc, outcome, now);
   }
 
   private inSession(sessionId: string, pc: PolicyCommand, outcome: CommandOutcome, now: number): void {

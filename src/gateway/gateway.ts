@@ -29,6 +29,7 @@ import { LatencyRecorder } from "./latency.js";
 import { Tracer } from "./trace.js";
 import { gatewayLogger } from "./logger.js";
 import { drainThenClose } from "./drain.js";
+import { SessionExpiry } from "./session-expiry.js";
 import { type Clock, SessionStore, systemClock } from "./session-store.js";
 import type { TurnContext } from "./turn-context.js";
 import { WorkerInspector } from "./worker-inspect.js";
@@ -87,6 +88,7 @@ interface Parts {
   recorder: CommandRecorder;
   ledger: HoldLedger;
   inspector: WorkerInspector;
+  expiry: SessionExpiry;
   sweepIdle: () => Promise<void>;
   tls: SecureContextOptions | null;
 }
@@ -137,10 +139,10 @@ function assemble(options: GatewayOptions): Parts {
   const incarnation = (w: string): string | null => inspector.incarnation(w);
   const ledger = new HoldLedger({ sessions, kv: () => nats.kv(), send: (pc) => commands.submit(pc), unsent: (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }), clock, metrics: holdMetrics, log, heartbeatMs: config.sessions.heartbeatMs, pending: recording, incarnation });
   const observe = policyObserver(policy, ledger, incarnation, log, caps);
-  const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res) });
+  const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res), recordOf: (pc) => ledger.recordOf(pc) });
   const commands = new CommandSink({ publisher: () => (nats.connected ? nats.publisher : null), maxQueued: config.limits.commandQueue, metrics, onOutcome: (pc, o) => recorder.record(pc, o), log });
   nats.whenUp(() => commands.flush());
-  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, retention: policy.programRetention?.bind(policy) ?? null }));
+  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, retention: policy.programRetention?.bind(policy) ?? null, restarted: (w) => inspector.restartedFromEvents(w) }));
   const inspector = new WorkerInspector({
     workers: () => workers.workers,
     publisher: () => (nats.connected ? nats.publisher : null),
@@ -152,6 +154,7 @@ function assemble(options: GatewayOptions): Parts {
     intervalMs: config.sessions.inspectMs,
     namedPins: (w) => namedPins(sessions.localRecords(), w),
   });
+  const expiry = new SessionExpiry({ kv: () => nats.kv(), ledger, observe, clock, log, ttlSeconds: config.sessions.ttlSeconds });
   let requestSeq = 0;
   const ctx: TurnContext = {
     config,
@@ -171,7 +174,7 @@ function assemble(options: GatewayOptions): Parts {
     tracer: config.telemetry.otlpTracesUrl ? new Tracer(config.telemetry.otlpTracesUrl, config.telemetry.serviceName, log) : null,
     auth,
   };
-  return { tls, config, ctx, nats, commands, recorder, ledger, inspector, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
+  return { tls, config, ctx, nats, commands, recorder, ledger, inspector, expiry, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
 }
 
 /**
@@ -209,10 +212,12 @@ async function startLinks(p: Parts): Promise<(() => Promise<void>)[]> {
     if (p.nats.configured) {
       p.ledger.start();
       p.inspector.start();
+      p.expiry.start();
       if (p.config.sessions.inspectMs > 0) void p.inspector.inspectAll();
     }
     cleanup.push(() => p.ledger.stop());
     cleanup.push(() => p.inspector.stop());
+    cleanup.push(() => p.expiry.stop());
   } catch (e) {
     await workers.close().catch(() => undefined);
     await p.nats.close().catch(() => undefined);
@@ -228,7 +233,7 @@ function scrapeGauges(p: Parts): () => void {
   return () => {
     const now = clock.now();
     let active = 0;
-    for (const r of sessions.localRecords()) if (now - r.lastActivityMs < activeWindowMs) active++;
+    for (const r of sessions.localRecords()) if (now - r.lastActivityMs < activeWindowMs && r.id !== p.ledger.sessionlessId) active++;
     metrics.sessionsActive.set(active);
     metrics.commandsQueued.set(p.commands.queued);
     for (const w of workers.workers) metrics.inFlight.set({ worker: w.id }, w.inFlight);

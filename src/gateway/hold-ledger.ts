@@ -11,6 +11,7 @@ import { type HoldEffect, type HoldEnv, type HoldRecord, type HoldResult, adoptL
 import type { HoldMetrics } from "./hold-metrics.js";
 import type { PolicyCommand } from "../contract/policy.js";
 import type { ReleaseRecord, SessionRecord } from "./session-record.js";
+import { MAX_SESSION_ID_BYTES } from "./session-id.js";
 import type { Clock, SessionStore } from "./session-store.js";
 
 export interface HoldLedgerOptions {
@@ -43,6 +44,7 @@ export class HoldLedger {
   readonly replica = `${hostname().replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 32)}-${process.pid}-${randomBytes(3).toString("hex")}`;
   private readonly chains = new Map<string, Promise<void>>();
   private readonly effects = new WeakMap<PolicyCommand, HoldEffect>();
+  private readonly sessionless = new WeakMap<PolicyCommand, string>();
   /** Sessions where this replica holds in-flight pins or has a release unacked (advertised in its heartbeat). */
   private readonly owned = new Set<string>();
   private advertised = new Set<string>();
@@ -62,9 +64,20 @@ export class HoldLedger {
     };
   }
 
-  /** Records what `pc` takes or releases in its session, then sends it (sessionless: as it is). */
+  /**
+   * The record of this replica's sessionless in-flight holds: longer than any session id a request
+   * may name (so no client's session shares it), advertised in the heartbeat like a session's.
+   */
+  readonly sessionlessId = `${this.replica}: in-flight holds of sessionless requests ${"~".repeat(MAX_SESSION_ID_BYTES)}`;
+
+  /** The record a command's hold is named in: its session's, or this replica's sessionless record. */
+  recordOf(pc: PolicyCommand): string | null {
+    return pc.sessionId ?? this.sessionless.get(pc) ?? null;
+  }
+
+  /** Records what `pc` takes or releases in its session (a sessionless in-flight hold: in this replica's record), then sends it. */
   submit(pc: PolicyCommand): void {
-    const sid = pc.sessionId;
+    const sid = pc.sessionId ?? (pc.hold === "inflight" && pc.command.type === "Cache" ? this.sessionlessId : null);
     if (!sid || pc.worker === "broadcast") {
       this.o.send(pc);
       return;
@@ -84,7 +97,9 @@ export class HoldLedger {
         await this.track(rec);
       } catch (e) {
         this.o.metrics.badRecords.inc({ why: "update_lost" });
-        this.o.unsent(pc, `its hold could not be recorded in the session store (${(e as Error).message}); not sent`);
+        const why = `its hold could not be recorded in the session store (${(e as Error).message}); not sent`;
+        this.once(`lost|${sid}`, `gateway: session ${JSON.stringify(sid)}: ${pc.command.type} to ${pc.worker}: ${why} (logged once a session; kvctl_gateway_bad_records_total counts each)`);
+        this.o.unsent(pc, why);
         return;
       }
       if (!out.pc) {
@@ -92,6 +107,7 @@ export class HoldLedger {
         return;
       }
       this.effects.set(out.pc, out.effect);
+      if (!pc.sessionId) this.sessionless.set(out.pc, sid);
       this.o.send(out.pc);
     });
   }
@@ -102,6 +118,7 @@ export class HoldLedger {
     if (!effect || worker !== pc.worker) return;
     this.adopt(rec);
     settleHold(rec, effect, res, this.o.clock.now());
+    if (res.status === "error" || res.status === "failed" || res.status === "partial") this.o.metrics.unsure.inc({ type: pc.command.type, status: res.status });
     if (res.status === "error" || res.status === "failed" || (res.status === "partial" && "release" in effect)) this.once(`${rec.id}|${pc.command.type}|${res.status}`, `gateway: session ${JSON.stringify(rec.id)}: ${pc.command.type} to ${worker} came back ${res.status}; its hold is kept in doubt until close or expiry`);
     if (!this.owns(rec)) this.owned.delete(rec.id);
     syncLegacyFields(rec);
@@ -114,6 +131,35 @@ export class HoldLedger {
       const live = await this.liveReplicas();
       await this.releaseNow(sid, () => true, reason, null, (e) => e.doubt || !live.has(e.by));
     });
+  }
+
+  /**
+   * A session whose record is about to leave the bucket (its TTL): releases every hold it names,
+   * as close does, in one compare-and-set on the revision the caller read. Of the replicas that
+   * read that revision exactly one wins; the others (and this one, when the session was used
+   * meanwhile) do nothing. Resolves whether this replica released them.
+   */
+  expire(sid: string, revision: number, idleMs: number): Promise<boolean> {
+    let won = false;
+    return this.run(sid, async () => {
+      const live = await this.liveReplicas();
+      let out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
+      const rec = await this.o.sessions.updateAt(sid, revision, (rec) => {
+        this.adopt(rec);
+        out = releaseCommands(rec, this.env(), () => true, "session expired", (e) => e.doubt || !live.has(e.by));
+        const worker = out[0]?.pc.worker ?? rec.worker ?? "";
+        rec.commands.push({ id: null, worker, type: "Cache", reason: `session expired (no write for ${idleMs} ms, the bucket drops it soon): every hold released by ${this.replica}`, createdMs: this.o.clock.now(), state: "expired", ackedMs: null, detail: `${out.length} release(s) sent` });
+        syncLegacyFields(rec);
+      });
+      if (!rec) return;
+      won = true;
+      this.o.metrics.expired.inc();
+      await this.track(rec);
+      for (const x of out) {
+        this.effects.set(x.pc, x.effect);
+        this.o.send(x.pc);
+      }
+    }).then(() => won);
   }
 
   /** Whether this replica has an in-flight hold or an unacked release in the record. */

@@ -98,8 +98,11 @@ export class SessionStore {
           const e = await this.timed(kv.get(key));
           const cur = e && e.operation === "PUT" && e.length > 0 ? e.json<unknown>() : null;
           // Another gateway version's record is left as it is (its holds stay named there): this
-          // replica serves the session from its own copy.
-          if (this.foreign(id, cur)) break;
+          // replica serves the session from its own copy, but takes no hold only that copy would name.
+          if (this.foreign(id, cur)) {
+            if (strict) throw new Error("the stored record is another gateway version's");
+            break;
+          }
           const rec = isSessionRecord(cur) && cur.id === id ? cur : (this.local.get(id)?.record ?? newSessionRecord(id, this.clock.now()));
           const next = structuredClone(rec);
           change(next);
@@ -116,8 +119,12 @@ export class SessionStore {
         }
         if (attempt === 8) throw new Error("8 conflicting writes in a row");
       } catch (err) {
+        // strict: the caller says what it did instead (logged there, once), not "this replica's copy".
+        if (strict) {
+          this.o.metrics.sessionStoreErrors.inc({ op: "put" });
+          throw err;
+        }
         this.fail("put", id, err);
-        if (strict) throw err;
       }
     }
     const cur = this.local.get(id);
@@ -125,6 +132,32 @@ export class SessionStore {
     change(next);
     this.remember(id, next, cur?.revision ?? 0);
     return next;
+  }
+
+  /**
+   * Applies `change` to the record only if the bucket still holds it at `revision` (one
+   * compare-and-set, no retry): null when another write came first (or the bucket is down), so
+   * of several replicas acting on what they read at one revision, exactly one goes ahead.
+   */
+  async updateAt(id: string, revision: number, change: (r: SessionRecord) => void): Promise<SessionRecord | null> {
+    const kv = this.kvIfUp("put");
+    if (!kv) return null;
+    const key = sessionKey(id);
+    try {
+      const e = await this.timed(kv.get(key));
+      if (!e || e.revision !== revision || e.operation !== "PUT" || e.length === 0) return null;
+      const cur = e.json<unknown>();
+      if (!isSessionRecord(cur) || cur.id !== id) return null;
+      const next = structuredClone(cur);
+      change(next);
+      const rev = await this.timed(kv.update(key, JSON.stringify(next), revision));
+      this.remember(id, next, rev);
+      return next;
+    } catch (err) {
+      if (!(err instanceof OpTimeout) && /wrong last sequence/i.test((err as Error).message)) return null;
+      this.fail("put", id, err);
+      return null;
+    }
   }
 
   /** Records this replica touched recently (for the idle sweep); the KV bucket is not listed. */

@@ -2,7 +2,8 @@
 // worker for the pin counts of the blocks its session records name there, and for the process it
 // runs. A new process means the worker restarted (whatever the event stream showed): its blocks
 // leave the index, the event sequence starts over, and the policy forgets what it held there (and
-// re-issues what sessions still need). The pin counts go to the policy, which repairs its budget
+// re-issues what sessions still need). A restart the event stream shows first (its sequence starts
+// over) is handled the same way there, and the worker's Inspect is asked at once. The pin counts go to the policy, which repairs its budget
 // view where the worker holds fewer pins than it thinks.
 import type { ControlPublisher } from "../control/publisher.js";
 import type { KvIndex } from "../index/index.js";
@@ -31,6 +32,8 @@ export interface WorkerInspectorOptions {
 export class WorkerInspector {
   private readonly incarnations = new Map<string, string>();
   private readonly silent = new Set<string>();
+  /** Workers whose restart the event stream showed, until their Inspect names the new process. */
+  private readonly fromEvents = new Set<string>();
   private readonly logged = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
@@ -85,7 +88,10 @@ export class WorkerInspector {
     }
     const prev = this.incarnations.get(w.id);
     if (inc !== null) this.incarnations.set(w.id, inc);
-    if (prev !== undefined && inc !== null && prev !== inc) this.restarted(w, prev, inc);
+    // A restart the event stream showed first is handled already: this only learns the new process.
+    const seen = inc !== null && prev !== inc && this.fromEvents.delete(w.id);
+    if (prev !== undefined && inc !== null && prev !== inc && !seen) this.restarted(w, prev, inc);
+    if (seen) this.o.log(`gateway: worker ${w.id}: its new process is ${inc} (was ${prev})`);
     const pins = new Map<bigint, number>(blocks.map((h) => [h, 0]));
     for (const b of Array.isArray(detail?.blocks) ? detail.blocks : []) {
       const x = b as { block_hash?: unknown; pin_count?: unknown };
@@ -104,6 +110,30 @@ export class WorkerInspector {
     if (this.logged.has(worker)) return;
     this.logged.add(worker);
     this.o.log(`gateway: worker ${worker} holds fewer pins than the session records name on ${n} block(s) (expired, or lost with a restart); the budget view follows the worker, the records drop them on release or expiry`);
+  }
+
+  /**
+   * The worker's event stream started over (the consumer cleared its blocks and told the policy):
+   * counted and logged as a restart, and its Inspect asked now, so holds taken on the old process
+   * are told apart from new ones without waiting for the next round.
+   */
+  restartedFromEvents(worker: string): void {
+    const w = this.o.workers().find((x) => x.id === worker);
+    if (!w) return;
+    this.o.metrics.workerRestarts.inc({ worker });
+    this.o.log(`gateway: worker ${worker} runs a new process (its KV-event sequence started over): its pins, leases and blocks are forgotten`);
+    if (this.incarnations.has(worker)) this.fromEvents.add(worker);
+    void this.learn(w, this.incarnations.get(worker));
+  }
+
+  /** Asks the worker's Inspect until it names a process other than `before` (a fresh one may not answer yet). */
+  private async learn(w: GatewayWorker, before: string | undefined): Promise<void> {
+    for (let attempt = 1; attempt <= 10; attempt++) {
+      await this.inspect(w);
+      const now = this.incarnations.get(w.id);
+      if (now !== undefined && now !== before) return;
+      await new Promise((r) => setTimeout(r, Math.min(5000, 500 * attempt)).unref());
+    }
   }
 
   private restarted(w: GatewayWorker, prev: string, now: string): void {

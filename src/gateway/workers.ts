@@ -101,6 +101,8 @@ export interface WorkerSetOptions {
   log: (line: string) => void;
   /** The policy's retention for program admission (per worker), if it decides one. */
   retention?: RetentionFor | null;
+  /** A worker's event stream started over (a new process): handled as its Inspect's restart is. */
+  restarted?: (worker: string) => void;
 }
 
 type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
@@ -277,6 +279,7 @@ export class WorkerSet {
         resetWorker: (worker) => {
           sink.resetWorker(worker);
           observe({ type: "WorkerCleared", at: clock.now(), worker, reason: "restart" });
+          this.o.restarted?.(worker);
         },
       },
       log,

@@ -1,8 +1,11 @@
 // A scripted policy for the hold-ledger tests: each turn holds its session's blocks while in
-// flight (released at its end), the first turn's end pins them as a marker, an "idle" hint pauses
+// flight (released at its end; a sessionless request holds blocksOf(SESSIONLESS)), the first turn's end pins them as a marker, an "idle" hint pauses
 // the session under a new lease, and a "tool_start" hint offloads it. It keeps no other state, so
 // a replica running it knows only what it did itself, as a replica running the agent policy does.
 import type { GatewayPolicy, PolicyCommand } from "../../src/contract/policy.js";
+
+/** What a sessionless request's in-flight hold covers (the first three of blocksOf(SESSIONLESS)). */
+export const SESSIONLESS = "(sessionless)";
 
 /** Four block hashes per session, from its id. */
 export function blocksOf(sid: string): bigint[] {
@@ -19,7 +22,11 @@ export function holdsPolicy(seen: unknown[] = []): GatewayPolicy {
     observe(o) {
       seen.push(o);
       const out: PolicyCommand[] = [];
-      if (o.type === "TurnStarted" && o.sessionId) {
+      if (o.type === "TurnStarted" && !o.sessionId) {
+        out.push({ worker: o.worker, sessionId: null, hold: "inflight", reason: "in flight", command: { type: "Cache", block_hashes: blocksOf(SESSIONLESS).slice(0, 3), pin: true, ttl_seconds: 120 } });
+      } else if (o.type === "TurnFinished" && !o.sessionId) {
+        out.push({ worker: o.worker, sessionId: null, hold: "inflight", reason: "served", command: { type: "Cache", block_hashes: blocksOf(SESSIONLESS).slice(0, 3), pin: false } });
+      } else if (o.type === "TurnStarted" && o.sessionId) {
         out.push({ worker: o.worker, sessionId: o.sessionId, hold: "inflight", reason: "in flight", command: { type: "Cache", block_hashes: blocksOf(o.sessionId).slice(0, 3), pin: true, ttl_seconds: 120 } });
       } else if (o.type === "TurnFinished" && o.sessionId) {
         out.push({ worker: o.worker, sessionId: o.sessionId, hold: "inflight", reason: "served", command: { type: "Cache", block_hashes: blocksOf(o.sessionId).slice(0, 3), pin: false } });
