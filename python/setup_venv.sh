@@ -23,7 +23,7 @@ if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; }; then
   echo "$want" > "$stamp"
 fi
 
-# NVIDIA Dynamo (optional: the Dynamo tests and bench peers) into its own target folder beside the
+# NVIDIA Dynamo (optional: the Dynamo entry point and tests) into its own target folder beside the
 # venv's site-packages, without dependencies (its `sglang` extra would pull CUDA packages and
 # another SGLang). Processes that run Dynamo put this folder on PYTHONPATH (src/paths.ts
 # dynamoSite). KVCTL_DYNAMO=0 skips it.
