@@ -92,6 +92,8 @@ async function until<T>(what: string, get: () => Promise<T>, ok: (v: T) => boole
     const v = await get();
     if (ok(v)) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? String(x) : x))}\n${logs.map((l) => l.slice(-20).join("\n")).join("\n---\n")}`);
+    // The condition is the signal (the worker's own Inspect, or the record in the bucket); the worker
+    // offers no release event to wait on, so the pause only spaces the polls.
     await new Promise((r) => setTimeout(r, 100));
   }
 }
