@@ -5,7 +5,8 @@
 // telemetry (latency histograms, W3C traceparent to the worker, OTLP/HTTP span export to a real
 // HTTP collector). The workers are HTTP stand-ins (test/helpers/http-stand-in.ts says why).
 import { once } from "node:events";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { type AddressInfo, connect } from "node:net";
 import { tmpdir } from "node:os";
@@ -241,13 +242,40 @@ describe("telemetry", () => {
     expect(lines.find((l) => String(l.msg).includes("worker w1"))).toMatchObject({ level: 40 });
   });
 
+  it("loads the OpenTelemetry SDK only when an OTLP endpoint is configured", () => {
+    // A child process with a resolve hook that notes each @opentelemetry/* import; the second
+    // run (endpoint set) shows the hook sees the SDK when it is loaded.
+    const seen = (url: string): string[] => {
+      const file = join(dir, `modules-${url ? "on" : "off"}.txt`);
+      writeFileSync(file, "");
+      const script = `import { createGateway } from "./src/gateway/index.ts";
+        const g = await createGateway({ config: { listen: { port: 0 }, workers: [{ id: "w0", url: "http://127.0.0.1:1" }], telemetry: { otlpTracesUrl: process.argv[1] || undefined } }, log: () => {} });
+        await g.close();
+        console.log("closed");`;
+      const r = spawnSync(process.execPath, ["--import", "tsx", "--import", "./test/fixtures/module-watch/register.mjs", "--input-type=module", "-e", script, url], { env: { ...process.env, MODULE_WATCH_FILE: file }, encoding: "utf8", timeout: 60_000 });
+      expect(r.stdout, r.stderr).toContain("closed");
+      return readFileSync(file, "utf8").split("\n").filter(Boolean);
+    };
+    expect(seen("").filter((m) => m !== "@opentelemetry/api")).toEqual([]);
+    expect(seen("http://127.0.0.1:9/v1/traces")).toEqual(expect.arrayContaining(["@opentelemetry/sdk-trace-base", "@opentelemetry/exporter-trace-otlp-http"]));
+  }, 120_000);
+
   it("observes TTFT, inter-token and end-to-end latency, and traces each call under the client's traceparent", async () => {
-    const spans: { traceId: string; spanId: string; parentSpanId?: string; name: string }[] = [];
+    // A real OTLP/HTTP receiver: it decodes what the OpenTelemetry exporter posts (OTLP JSON).
+    type OtlpSpan = { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes: { key: string; value: { stringValue?: string; intValue?: string | number } }[] };
+    const spans: OtlpSpan[] = [];
+    const services: string[] = [];
     const collector = createServer(async (req, res) => {
       const chunks: Buffer[] = [];
       for await (const c of req) chunks.push(c as Buffer);
+      expect(req.url).toBe("/v1/traces");
+      expect(req.headers["content-type"]).toContain("application/json");
       const doc = JSON.parse(Buffer.concat(chunks).toString());
-      for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+      for (const rs of doc.resourceSpans) {
+        services.push(rs.resource.attributes.find((a: { key: string }) => a.key === "service.name")?.value.stringValue);
+        for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+      }
+      res.writeHead(200, { "content-type": "application/json" });
       res.end("{}");
     });
     collector.listen(0, "127.0.0.1");
@@ -259,12 +287,19 @@ describe("telemetry", () => {
     const g = await gateway({ workers: [{ id: "w0", url: w.url }], telemetry: { otlpTracesUrl: `http://127.0.0.1:${(collector.address() as AddressInfo).port}/v1/traces` } });
     const incoming = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     for (let i = 0; i < 3; i++) {
-      const r = await chat(g, { stream: true }, { traceparent: incoming });
+      const r = await chat(g, { stream: true }, { traceparent: incoming, tracestate: "vendor=abc" });
       expect(await r.text()).toContain("[DONE]");
     }
-    const [sent] = w.chats.map((h) => h.traceparent as string);
-    expect(sent).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
-    expect(sent).not.toContain("b7ad6b7169203331");
+    // A request with no trace context starts a trace of its own.
+    expect((await chat(g)).status).toBe(200);
+    const sent = w.chats.map((h) => h.traceparent as string);
+    for (const tp of sent.slice(0, 3)) {
+      expect(tp).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
+      expect(tp).not.toContain("b7ad6b7169203331");
+    }
+    expect(w.chats[0].tracestate).toBe("vendor=abc");
+    expect(sent[3]).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect(sent[3]).not.toContain("0af7651916cd43dd8448eb211c80319c");
     const count = async (name: string) => Number((await metric(g, name)).find((l) => l.includes('worker="w0"'))?.split(" ")[1]);
     expect(await count("kvctl_gateway_time_to_first_token_seconds_count")).toBe(3);
     // 5 content chunks and the closing one per stream, as the stand-in writes them; the gateway
@@ -272,11 +307,22 @@ describe("telemetry", () => {
     const gaps = await count("kvctl_gateway_inter_token_latency_seconds_count");
     expect(gaps).toBeGreaterThanOrEqual(3);
     expect(gaps).toBeLessThanOrEqual(3 * 5);
-    expect(await count("kvctl_gateway_e2e_latency_seconds_count")).toBe(3);
+    expect(await count("kvctl_gateway_e2e_latency_seconds_count")).toBe(4);
     expect((await metric(g, "kvctl_gateway_e2e_latency_seconds_count")).join()).toContain('route="chat",worker="w0",tenant="default"');
+    // close() flushes the batch to the receiver.
     await g.close();
-    expect(spans.length).toBe(3);
-    expect(spans[0]).toMatchObject({ traceId: "0af7651916cd43dd8448eb211c80319c", parentSpanId: "b7ad6b7169203331", name: "POST /v1/chat/completions" });
-    expect(spans.map((s) => s.spanId)).toContain(sent.split("-")[2]);
+    expect(spans.length).toBe(4);
+    expect(new Set(services)).toEqual(new Set(["kvctl-gateway"]));
+    // Each span the worker was told of arrived, under the client's span (or as a root), as a client span.
+    for (const [i, tp] of sent.entries()) {
+      const [, traceId, spanId] = tp.split("-");
+      const span = spans.find((s) => s.spanId === spanId);
+      expect(span).toMatchObject({ traceId, name: "POST /v1/chat/completions", kind: 3 });
+      if (i < 3) expect(span?.parentSpanId).toBe("b7ad6b7169203331");
+      else expect(span?.parentSpanId ?? "").toBe("");
+      const attr = (k: string) => span?.attributes.find((a) => a.key === k)?.value;
+      expect(attr("kvctl.worker")?.stringValue).toBe("w0");
+      expect(Number(attr("http.response.status_code")?.intValue)).toBe(200);
+    }
   }, 30_000);
 });

@@ -26,7 +26,7 @@ import type { InferenceFront } from "./inference-front.js";
 import { buildServer } from "./server.js";
 import { DrainGate } from "./listener.js";
 import { LatencyRecorder } from "./latency.js";
-import { Tracer } from "./trace.js";
+import { openTracer } from "./trace.js";
 import { gatewayLogger } from "./logger.js";
 import { drainThenClose } from "./drain.js";
 import { SessionExpiry } from "./session-expiry.js";
@@ -95,6 +95,7 @@ interface Parts {
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const parts = assemble(options);
+  parts.ctx.tracer = await openTracer(parts.config.telemetry, parts.ctx.log);
   const cleanup = await startLinks(parts);
   const drain = new DrainGate(parts.config.drain.retryAfterSeconds);
   const { app, front } = buildServer({ ctx: parts.ctx, workers: parts.ctx.workers, metrics: parts.ctx.metrics, beforeScrape: scrapeGauges(parts), drain, tls: parts.tls }, parts.config.limits.bodyLimitBytes);
@@ -102,6 +103,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     await app.listen({ host: parts.config.listen.host, port: parts.config.listen.port });
   } catch (e) {
     for (const c of cleanup.reverse()) await c().catch(() => undefined);
+    await parts.ctx.tracer?.close().catch(() => undefined);
     throw e;
   }
   return handle(parts, app, front, cleanup, startIdleTimer(parts), drain);
@@ -171,7 +173,6 @@ function assemble(options: GatewayOptions): Parts {
     recording,
     requestLog: logger.request,
     latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
-    tracer: config.telemetry.otlpTracesUrl ? new Tracer(config.telemetry.otlpTracesUrl, config.telemetry.serviceName, log) : null,
     auth,
   };
   return { tls, config, ctx, nats, commands, recorder, ledger, inspector, expiry, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
@@ -292,7 +293,7 @@ function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: 
     await app.close();
     await Promise.all([...ctx.recording.values()]).catch(() => undefined);
     await commands.settled().catch(() => undefined);
-    await ctx.tracer?.flush();
+    await ctx.tracer?.close();
     for (const c of cleanup.reverse()) await c().catch(() => undefined);
   }
   return gw;

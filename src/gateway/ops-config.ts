@@ -39,7 +39,7 @@ export const telemetryConfigSchema = z
   .strictObject({
     /** TTFT, inter-token and end-to-end latency histograms (kvctl_gateway_*_seconds). */
     latencyHistograms: z.boolean().default(true),
-    /** OTLP/HTTP JSON traces endpoint, e.g. http://collector:4318/v1/traces; unset: no spans are exported. */
+    /** OTLP/HTTP traces endpoint (the OpenTelemetry SDK exports to it, see trace.ts), e.g. http://collector:4318/v1/traces; unset: no spans are exported. */
     otlpTracesUrl: z
       .string()
       .refine((s) => /^https?:\/\/[^\s]+$/.test(s), { message: "must be an http(s) URL" })

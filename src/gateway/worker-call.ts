@@ -11,6 +11,7 @@ import { asksStreamOutputIds, STREAM_IDS_HEADERS } from "./stream-output-ids.js"
 import type { CallOutcome, ClientLink, WorkerCall } from "./call.js";
 import { ROUTE_PATHS } from "./request/routes.js";
 import { callTimeouts } from "./timeouts.js";
+import type { Span } from "./trace.js";
 import type { TurnContext } from "./turn-context.js";
 import type { GatewayWorker } from "./workers.js";
 import { admissionBound, type Refusal, refuse } from "./admission-bound.js";
@@ -19,7 +20,7 @@ import { tenantLabel } from "./tenant-label.js";
 // Hop-by-hop and framing headers are the gateway's own business on each leg.
 export const DROP_REQUEST_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade", "expect", "te", "proxy-connection"]);
 
-function forwardHeaders(headers: IncomingHttpHeaders, traceparent: string | null): Record<string, string> {
+function forwardHeaders(headers: IncomingHttpHeaders, span: Span | null): Record<string, string> {
   const out: Record<string, string> = {};
   for (const k in headers) {
     const v = headers[k];
@@ -27,7 +28,11 @@ function forwardHeaders(headers: IncomingHttpHeaders, traceparent: string | null
     out[k] = Array.isArray(v) ? v.join(", ") : v;
   }
   out["content-type"] = "application/json";
-  if (traceparent) out.traceparent = traceparent;
+  if (span) {
+    out.traceparent = span.traceparent;
+    if (span.tracestate) out.tracestate = span.tracestate;
+    else delete out.tracestate;
+  }
   return out;
 }
 
@@ -48,7 +53,7 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
   // A streamed chat turn asks for its output ids (token truth), cut from what the client gets.
   const askIds = asksStreamOutputIds(turn, worker.streamOutputIds);
   return new Promise<CallOutcome>((resolve) => {
-    const span = ctx.tracer?.start(`POST ${ROUTE_PATHS[turn.route]}`, turn.headers.traceparent) ?? null;
+    const span = ctx.tracer?.start(`POST ${ROUTE_PATHS[turn.route]}`, turn.headers) ?? null;
     const clock = ctx.latency?.start(turn.route, worker.id, tenantLabel(turn), call.startedAt) ?? null;
     const relay = new AnswerRelay(ctx, call, place.release, (o) => {
       clock?.end();
@@ -56,7 +61,7 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
       resolve(o);
     }, clock, askIds);
     const timeouts = callTimeouts(ctx.config.limits, !turn.stream);
-    const forwarded = forwardHeaders(turn.headers, span?.traceparent ?? null);
+    const forwarded = forwardHeaders(turn.headers, span);
     const headers = askIds ? { ...forwarded, ...STREAM_IDS_HEADERS } : forwarded;
     worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers, body: turn.upstreamBody, ...timeouts }, relay);
   });
