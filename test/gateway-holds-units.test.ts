@@ -10,6 +10,7 @@ import { HoldLedger } from "../src/gateway/hold-ledger.js";
 import { HoldMetrics } from "../src/gateway/hold-metrics.js";
 import { GatewayMetrics } from "../src/gateway/metrics.js";
 import { SessionStore } from "../src/gateway/session-store.js";
+import { lineLog } from "../src/gateway/logger.js";
 import { uniform } from "./helpers/random.js";
 
 describe("holds", () => {
@@ -163,11 +164,11 @@ describe("holds", () => {
       },
     } as unknown as KV;
     const lines: string[] = [];
-    const sessions = new SessionStore({ kv: () => conflicting, configured: true, opTimeoutMs: 1000, metrics: new GatewayMetrics(), log: (l) => lines.push(l) });
+    const sessions = new SessionStore({ kv: () => conflicting, configured: true, opTimeoutMs: 1000, metrics: new GatewayMetrics(), log: lineLog((l) => lines.push(l)) });
     const registry = new Registry();
     const sent: PolicyCommand[] = [];
     const unsent: string[] = [];
-    const ledger = new HoldLedger({ sessions, kv: () => null, send: (pc) => sent.push(pc), unsent: (_pc, why) => unsent.push(why), clock: { now: () => 0 }, metrics: new HoldMetrics(registry), log: (l) => lines.push(l), heartbeatMs: 1000, incarnation: () => null });
+    const ledger = new HoldLedger({ sessions, kv: () => null, send: (pc) => sent.push(pc), unsent: (_pc, why) => unsent.push(why), clock: { now: () => 0 }, metrics: new HoldMetrics(registry), log: lineLog((l) => lines.push(l)), heartbeatMs: 1000, incarnation: () => null });
     ledger.submit(pin([1n]));
     ledger.submit(pin([2n]));
     await ledger.settled();
@@ -180,10 +181,10 @@ describe("holds", () => {
 
   it("a hold acked error or partial is counted and logged once; it stays named (in doubt) and close releases it", async () => {
     const lines: string[] = [];
-    const sessions = new SessionStore({ kv: () => null, configured: false, opTimeoutMs: 1000, metrics: new GatewayMetrics(), log: (l) => lines.push(l) });
+    const sessions = new SessionStore({ kv: () => null, configured: false, opTimeoutMs: 1000, metrics: new GatewayMetrics(), log: lineLog((l) => lines.push(l)) });
     const registry = new Registry();
     const sent: PolicyCommand[] = [];
-    const ledger = new HoldLedger({ sessions, kv: () => null, send: (pc) => sent.push(pc), unsent: () => undefined, clock: { now: () => 0 }, metrics: new HoldMetrics(registry), log: (l) => lines.push(l), heartbeatMs: 1000, incarnation: () => null });
+    const ledger = new HoldLedger({ sessions, kv: () => null, send: (pc) => sent.push(pc), unsent: () => undefined, clock: { now: () => 0 }, metrics: new HoldMetrics(registry), log: lineLog((l) => lines.push(l)), heartbeatMs: 1000, incarnation: () => null });
     for (const b of [1n, 2n, 3n]) ledger.submit(pin([b]));
     await ledger.settled();
     expect(sent).toHaveLength(3);

@@ -233,12 +233,30 @@ describe("telemetry", () => {
     const w = await worker();
     const lines: Record<string, unknown>[] = [];
     const g = await gateway({ workers: [{ id: "w0", url: w.url }, { id: "w1", url: `http://127.0.0.1:${await freePort()}` }], logging: { format: "json" } }, (l) => lines.push(JSON.parse(l)));
-    expect((await chat(g, {}, { "x-session-id": "s-log" })).status).toBe(200);
+    const asked = [
+      await chat(g, {}, { "x-session-id": "s-log" }),
+      // Malformed JSON on the inference door, an unknown route and a hint on the fastify door.
+      await fetch(`${g.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{" }),
+      await fetch(`${g.url}/nope`),
+      await fetch(`${g.url}/kvctl/v1/sessions/s-nobody/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event: "idle" }) }),
+    ];
+    expect(asked.map((r) => r.status)).toEqual([200, 400, 404, 404]);
+    for (const r of asked) await r.arrayBuffer();
+    const ids = asked.map((r) => r.headers.get("x-request-id"));
+    for (const id of ids) expect(id).toMatch(/^gw-/);
+    expect(new Set(ids).size).toBe(4);
     await g.settled();
-    const req = lines.find((l) => l.msg === "request");
-    expect(req).toMatchObject({ level: 30, service: "kvctl-gateway", route: "chat", worker: "w0", tenant: "default", session: "s-log", status: 200, error: null });
-    expect(req?.request_id).toMatch(/^gw-/);
-    // The worker that did not answer at start is a warning.
+    const requestLines = () => lines.filter((l) => l.msg === "request");
+    await until(() => requestLines().length === 4, "a request line for each request");
+    const byId = new Map(requestLines().map((l) => [l.request_id, l]));
+    expect(byId.get(ids[0])).toMatchObject({ level: 30, service: "kvctl-gateway", method: "POST", path: "/v1/chat/completions", route: "chat", worker: "w0", tenant: "default", session: "s-log", status: 200, error: null });
+    expect(byId.get(ids[1])).toMatchObject({ level: 30, path: "/v1/chat/completions", status: 400, worker: null });
+    expect(byId.get(ids[2])).toMatchObject({ level: 30, path: "/nope", route: null, status: 404 });
+    expect(byId.get(ids[3])).toMatchObject({ level: 30, path: "/kvctl/v1/sessions/s-nobody/events", status: 404 });
+    // A line written while serving a request carries its request id.
+    expect(lines.find((l) => String(l.msg).includes("unknown session"))).toMatchObject({ level: 30, request_id: ids[3] });
+    // Each line names its level; the worker that did not answer at start is a warning.
+    for (const l of lines) expect([20, 30, 40, 50]).toContain(l.level);
     expect(lines.find((l) => String(l.msg).includes("worker w1"))).toMatchObject({ level: 40 });
   });
 

@@ -15,6 +15,7 @@ import type { TurnContext } from "./turn-context.js";
 import { classifyUpstreamError } from "./upstream.js";
 import type { CallOutcome, WorkerCall } from "./call.js";
 import type { CallClock } from "./latency.js";
+import { requestFields } from "./request-log.js";
 
 const PASS_RESPONSE_HEADERS = ["content-type", "cache-control", "x-request-id"];
 
@@ -154,7 +155,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     metrics.upstreamErrors.inc({ worker: worker.id, kind });
     // Not drained here: a worker that died refuses the next connection and is drained then;
     // one that only lost this connection keeps its sessions and its blocks in the index.
-    this.ctx.log(`gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message}); client told`);
+    this.ctx.log.warn(`gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message}); client told`, requestFields(this.res.req));
     this.res.end(streamErrorEvent(this.call.turn.flavor, "upstream_error", `worker ${worker.id} failed mid-stream (${kind}); retry the request`));
     metrics.countRequest(this.route, worker.id, 502);
     return { kind: "done", status: this.status, error: `worker failed mid-stream: ${e.message}`, result: null };

@@ -8,6 +8,7 @@ import type { CommandOutcome } from "./command-sink.js";
 import type { HoldResult } from "./holds.js";
 import type { CommandRecord, SessionRecord } from "./session-record.js";
 import type { Clock, SessionStore } from "./session-store.js";
+import type { GatewayLog } from "./logger.js";
 
 export interface CommandRecorderOptions {
   sessions: SessionStore;
@@ -15,7 +16,7 @@ export interface CommandRecorderOptions {
   maxCommands: number;
   observe: (o: Observation) => void;
   decisionLog: ((line: string) => void) | null;
-  log: (line: string) => void;
+  log: GatewayLog;
   /** Folds one worker's outcome of a command into the holds its record names (the hold ledger). */
   settle: (rec: SessionRecord, pc: PolicyCommand, worker: string, res: HoldResult) => void;
   /** The record a sessionless command's hold is named in (the ledger's), if any. */
@@ -60,7 +61,7 @@ export class CommandRecorder {
         }
         if (rec.commands.length > this.o.maxCommands) rec.commands.splice(0, rec.commands.length - this.o.maxCommands);
       })
-      .catch((e) => this.o.log(`gateway: recording a command in session ${sessionId}: ${(e as Error).message}`));
+      .catch((e) => this.o.log.warn(`gateway: recording a command in session ${sessionId}: ${(e as Error).message}`));
     this.pending.add(recorded);
     void recorded.finally(() => this.pending.delete(recorded));
   }

@@ -5,6 +5,7 @@ import type { ControlPublisher } from "../control/publisher.js";
 import { type Ack, CommandValidationError, validateCommand } from "../protocol/index.js";
 import type { GatewayMetrics } from "./metrics.js";
 import type { PolicyCommand } from "../contract/policy.js";
+import type { GatewayLog } from "./logger.js";
 
 /** What became of a policy command; `elapsedMs`: from its hand-over to the outcome (sent ones). */
 export type CommandOutcome =
@@ -18,7 +19,7 @@ export interface CommandSinkOptions {
   maxQueued: number;
   metrics: GatewayMetrics;
   onOutcome: (pc: PolicyCommand, outcome: CommandOutcome) => void;
-  log: (line: string) => void;
+  log: GatewayLog;
 }
 
 export class CommandSink {
@@ -43,7 +44,7 @@ export class CommandSink {
     } catch (e) {
       if (!(e instanceof CommandValidationError)) throw e;
       metrics.commandsDropped.inc({ reason: "invalid" });
-      this.o.log(`gateway: policy command ${pc.command?.type ?? "?"} for ${pc.worker} is invalid (${e.message}); dropped`);
+      this.o.log.error(`gateway: policy command ${pc.command?.type ?? "?"} for ${pc.worker} is invalid (${e.message}); dropped`);
       this.o.onOutcome(pc, { state: "dropped", id: null, error: `invalid: ${e.message}` });
       return;
     }
@@ -93,7 +94,7 @@ export class CommandSink {
       } catch (e) {
         const err = e as Error & { id?: string };
         metrics.commandsFailed.inc({ type, error: err.name || "Error" });
-        this.o.log(`gateway: command ${type} to ${pc.worker} failed: ${err.message}`);
+        this.o.log.warn(`gateway: command ${type} to ${pc.worker} failed: ${err.message}`);
         this.o.onOutcome(pc, { state: "failed", id: typeof err.id === "string" ? err.id : null, error: err.message, elapsedMs: elapsed() });
       }
     })();

@@ -6,6 +6,7 @@ import { type FSWatcher, watch } from "node:fs";
 import { basename, dirname } from "node:path";
 import { GatewayConfigError, parseGatewayConfig, readConfigFile, type WorkerConfig } from "./config.js";
 import type { WorkerSet } from "./workers.js";
+import { asLog, type GatewayLog } from "./logger.js";
 
 export interface ConfigWatch {
   /** Resolves when the change under way (if any) has been applied. */
@@ -17,13 +18,14 @@ const same = (a: WorkerConfig, b: { url: string; events: string | null; replay: 
   a.url.replace(/\/$/, "") === b.url && (a.events === undefined || a.events === b.events) && (a.replay === undefined || a.replay === b.replay);
 
 /** Applies the file's worker list to `workers`; what changed, or the error that changed nothing. */
-export async function applyWorkerList(path: string, workers: WorkerSet, graceMs: number, log: (line: string) => void): Promise<string[]> {
+export async function applyWorkerList(path: string, workers: WorkerSet, graceMs: number, to: GatewayLog | ((line: string) => void)): Promise<string[]> {
+  const log = asLog(to);
   let want: WorkerConfig[];
   try {
     want = parseGatewayConfig(readConfigFile(path), `config file ${path}`).workers;
   } catch (e) {
     if (!(e instanceof GatewayConfigError)) throw e;
-    log(`gateway: config reload refused, nothing changed: ${e.message}`);
+    log.error(`gateway: config reload refused, nothing changed: ${e.message}`);
     return [];
   }
   const changes: string[] = [];
@@ -42,15 +44,16 @@ export async function applyWorkerList(path: string, workers: WorkerSet, graceMs:
       workers.metrics.ops.membership.inc({ change: "added" });
       changes.push(`+${c.id}`);
     } catch (e) {
-      log(`gateway: config reload: worker ${c.id} refused: ${(e as Error).message}`);
+      log.error(`gateway: config reload: worker ${c.id} refused: ${(e as Error).message}`);
     }
   }
-  if (changes.length) log(`gateway: config reload applied workers ${changes.join(" ")}`);
+  if (changes.length) log.info(`gateway: config reload applied workers ${changes.join(" ")}`);
   return changes;
 }
 
 /** Watches the file's directory (editors replace files rather than write them in place). */
-export function watchWorkerList(path: string, workers: WorkerSet, graceMs: number, log: (line: string) => void): ConfigWatch {
+export function watchWorkerList(path: string, workers: WorkerSet, graceMs: number, to: GatewayLog | ((line: string) => void)): ConfigWatch {
+  const log = asLog(to);
   let chain: Promise<unknown> = Promise.resolve();
   let timer: NodeJS.Timeout | null = null;
   const name = basename(path);
@@ -59,10 +62,10 @@ export function watchWorkerList(path: string, workers: WorkerSet, graceMs: numbe
     // Several events come for one save: apply once they stop.
     if (timer) clearTimeout(timer);
     timer = setTimeout(() => {
-      chain = chain.then(() => applyWorkerList(path, workers, graceMs, log)).catch((e) => log(`gateway: config reload failed: ${(e as Error).message}`));
+      chain = chain.then(() => applyWorkerList(path, workers, graceMs, log)).catch((e) => log.error(`gateway: config reload failed: ${(e as Error).message}`));
     }, 100);
   });
-  watcher.on("error", (e) => log(`gateway: watching ${path} stopped: ${e.message}`));
+  watcher.on("error", (e) => log.error(`gateway: watching ${path} stopped: ${e.message}`));
   return {
     settled: async () => {
       await chain;

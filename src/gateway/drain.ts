@@ -4,11 +4,12 @@
 // records flushed (the gateway's close waits for both before it drops NATS).
 import type { DrainGate } from "./listener.js";
 import type { OpsMetrics } from "./ops-metrics.js";
+import type { GatewayLog } from "./logger.js";
 
 export interface DrainParts {
   graceMs: number;
   metrics: OpsMetrics;
-  log: (line: string) => void;
+  log: GatewayLog;
   /** Closes the server and flushes (the gateway's close). */
   close: () => Promise<void>;
 }
@@ -17,11 +18,11 @@ export interface DrainParts {
 export async function drainThenClose(gate: DrainGate, p: DrainParts): Promise<{ cut: number }> {
   gate.draining = true;
   p.metrics.draining.set(1);
-  p.log(`gateway: draining: not ready, new requests get 503; ${gate.active} request(s) under way get ${p.graceMs} ms to finish`);
+  p.log.info(`gateway: draining: not ready, new requests get 503; ${gate.active} request(s) under way get ${p.graceMs} ms to finish`);
   const finished = await gate.idle(p.graceMs);
   const cut = finished ? 0 : gate.active;
-  if (cut > 0) p.log(`gateway: drain grace over with ${cut} request(s) still under way: cutting them`);
+  if (cut > 0) p.log.warn(`gateway: drain grace over with ${cut} request(s) still under way: cutting them`);
   await p.close();
-  p.log("gateway: drained; commands and session records flushed");
+  p.log.info("gateway: drained; commands and session records flushed");
   return { cut };
 }

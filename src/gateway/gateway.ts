@@ -27,7 +27,7 @@ import { buildServer } from "./server.js";
 import { DrainGate } from "./listener.js";
 import { LatencyRecorder } from "./latency.js";
 import { openTracer } from "./trace.js";
-import { gatewayLogger } from "./logger.js";
+import { type GatewayLog, gatewayLogger } from "./logger.js";
 import { drainThenClose } from "./drain.js";
 import { SessionExpiry } from "./session-expiry.js";
 import { type Clock, SessionStore, systemClock } from "./session-store.js";
@@ -61,6 +61,8 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   readonly index: KvIndex;
   readonly sessions: SessionStore;
+  /** The gateway's log (logging.format and level), for the lines an embedding program adds. */
+  readonly log: GatewayLog;
   /** Reports sessions idle past sessions.idleAfterSeconds to the policy (a timer calls it too). */
   sweepIdle(): Promise<void>;
   /** One round of worker health checks now. */
@@ -125,14 +127,14 @@ function assemble(options: GatewayOptions): Parts {
   const tlsConfig = config.listen.tls;
   const tls = secured(() => (tlsConfig ? loadTls(tlsConfig) : null));
   const logger = gatewayLogger(config.logging, options.log);
-  const log = logger.line;
+  const log = logger.log;
   const clock = options.clock ?? systemClock;
   const metrics = new GatewayMetrics();
   const auth = resolvedAuth ? new AuthGate(resolvedAuth, metrics.registry, () => clock.now()) : null;
   const caps = resolvedAuth ? new PinCaps(resolvedAuth.tenants, () => sessions.localRecords(), metrics.registry) : null;
   const index = options.index ?? new InMemoryKvIndex();
   const decisionLog = config.jsonLog ? (options.decisionLog ?? ((l: string) => process.stdout.write(`${l}\n`))) : null;
-  const policy = resolvePolicy(options.policy, config, { config: config.policies, registry: metrics.registry, log, decisionLog });
+  const policy = resolvePolicy(options.policy, config, { config: config.policies, registry: metrics.registry, log: log.warn, decisionLog }, log.info);
   const nats = new NatsLink(config, metrics, log);
   const sessions = new SessionStore({ kv: () => nats.kv(), configured: nats.configured, opTimeoutMs: config.nats?.opTimeoutMs ?? 500, metrics, clock, log });
   // Every hold-changing command is recorded in its session before it is sent (see hold-ledger.ts).
@@ -182,7 +184,7 @@ function assemble(options: GatewayOptions): Parts {
  * The policy's commands go out through the hold ledger (each hold named in its record first) to
  * the sink; their outcomes come back as observations.
  */
-function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: (worker: string) => string | null, log: (line: string) => void, caps: PinCaps | null): (o: Observation) => void {
+function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: (worker: string) => string | null, log: GatewayLog, caps: PinCaps | null): (o: Observation) => void {
   return (o) => {
     // Holds on a worker's earlier process are not the session's any more (the policy re-issues them).
     if (o.type === "TurnStarted" && o.stored) {
@@ -192,7 +194,7 @@ function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: 
     try {
       out = policy.observe(o);
     } catch (e) {
-      log(`gateway: policy ${policy.name} threw on ${o.type}: ${(e as Error).message} (ignored)`);
+      log.error(`gateway: policy ${policy.name} threw on ${o.type}: ${(e as Error).message} (ignored)`);
       return;
     }
     for (const pc of caps ? caps.limit(out) : out) ledger.submit(pc);
@@ -244,7 +246,7 @@ function scrapeGauges(p: Parts): () => void {
 function startIdleTimer(p: Parts): NodeJS.Timeout | null {
   const idleAfterSeconds = p.config.sessions.idleAfterSeconds;
   if (idleAfterSeconds <= 0) return null;
-  const timer = setInterval(() => void p.sweepIdle().catch((e) => p.ctx.log(`gateway: idle sweep: ${(e as Error).message}`)), Math.max(1000, (idleAfterSeconds * 1000) / 2));
+  const timer = setInterval(() => void p.sweepIdle().catch((e) => p.ctx.log.warn(`gateway: idle sweep: ${(e as Error).message}`)), Math.max(1000, (idleAfterSeconds * 1000) / 2));
   timer.unref();
   return timer;
 }
@@ -261,6 +263,7 @@ function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: 
     metrics: ctx.metrics,
     index: ctx.index,
     sessions: ctx.sessions,
+    log: ctx.log,
     sweepIdle: p.sweepIdle,
     checkHealth: () => ctx.workers.checkHealth(),
     workers: ctx.workers,

@@ -9,6 +9,7 @@ import { HintError, parseHintBody } from "./request/hints.js";
 import { errorBody } from "./errors.js";
 import { MAX_SESSION_ID_BYTES } from "./session-id.js";
 import type { TurnContext } from "./turn-context.js";
+import { requestFields } from "./request-log.js";
 
 export const HINTS_ROUTE = "/kvctl/v1/sessions/:id/events";
 
@@ -35,12 +36,12 @@ export function registerHintsRoute(app: FastifyInstance, ctx: TurnContext): void
     // Under auth a client key gets the same 403 for an unknown id and another tenant's session (auth/ownership.ts).
     if (ctx.auth && !who.admin && (!rec || !mayUse(who, rec))) {
       ctx.auth.count("other_tenant");
-      ctx.log(`gateway: hint ${hint.event} for session ${JSON.stringify(id)} refused (${rec ? "another tenant's" : "unknown"})`);
+      ctx.log.warn(`gateway: hint ${hint.event} for session ${JSON.stringify(id)} refused (${rec ? "another tenant's" : "unknown"})`, requestFields(req.raw));
       metrics.hints.inc({ event: hint.event, outcome: rec ? "other_tenant" : "unknown_session" });
       return reply.code(403).header("content-type", "application/json").send(errorBody("openai", "permission_error", SESSION_REFUSED, "id"));
     }
     if (!rec) {
-      ctx.log(`gateway: hint ${hint.event} for unknown session ${JSON.stringify(id)} (ignored)`);
+      ctx.log.info(`gateway: hint ${hint.event} for unknown session ${JSON.stringify(id)} (ignored)`, requestFields(req.raw));
       return fail(404, "unknown_session", hint.event, `no session ${JSON.stringify(id)}`, "id");
     }
     metrics.hints.inc({ event: hint.event, outcome: "accepted" });

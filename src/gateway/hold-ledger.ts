@@ -13,6 +13,7 @@ import type { PolicyCommand } from "../contract/policy.js";
 import type { ReleaseRecord, SessionRecord } from "./session-record.js";
 import { MAX_SESSION_ID_BYTES } from "./session-id.js";
 import type { Clock, SessionStore } from "./session-store.js";
+import type { GatewayLog } from "./logger.js";
 
 export interface HoldLedgerOptions {
   sessions: SessionStore;
@@ -23,7 +24,7 @@ export interface HoldLedgerOptions {
   unsent: (pc: PolicyCommand, why: string) => void;
   clock: Clock;
   metrics: HoldMetrics;
-  log: (line: string) => void;
+  log: GatewayLog;
   heartbeatMs: number;
   /** Work a session's next turn waits for (the gateway's map of turns being recorded): a chain joins it. */
   pending?: Map<string, Promise<void>>;
@@ -174,7 +175,7 @@ export class HoldLedger {
       return;
     }
     this.owned.add(rec.id);
-    if (!this.advertised.has(rec.id)) await this.beat().catch((e) => this.o.log(`gateway: replica heartbeat: ${(e as Error).message}`));
+    if (!this.advertised.has(rec.id)) await this.beat().catch((e) => this.o.log.warn(`gateway: replica heartbeat: ${(e as Error).message}`));
   }
 
   /** Whether a session chain is still running. */
@@ -236,7 +237,7 @@ export class HoldLedger {
   /** Starts the heartbeat and the reaper (one timer: each tick beats, then looks for silent replicas). */
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.tick().catch((e) => this.o.log(`gateway: replica heartbeat: ${(e as Error).message}`)), this.o.heartbeatMs);
+    this.timer = setInterval(() => void this.tick().catch((e) => this.o.log.warn(`gateway: replica heartbeat: ${(e as Error).message}`)), this.o.heartbeatMs);
     this.timer.unref();
   }
 
@@ -273,7 +274,7 @@ export class HoldLedger {
       const mine = (h: HoldRecord) => (h.replica === hb.replica && h.kind === "inflight") || h.releasingBy === hb.replica;
       await Promise.all(sessions.map((sid) => this.run(sid, () => this.releaseNow(sid, mine, "replica gone: release its in-flight hold", note, (e) => e.by === hb.replica))));
       this.o.metrics.replicasReaped.inc();
-      this.o.log(`gateway: ${note} (${sessions.length} session(s))`);
+      this.o.log.warn(`gateway: ${note} (${sessions.length} session(s))`);
       await kv.delete(hb.key, { previousSeq: hb.revision }).catch(() => undefined);
     }
   }
@@ -289,12 +290,12 @@ export class HoldLedger {
     if (this.logged.has(key)) return;
     if (this.logged.size > 10_000) this.logged.clear();
     this.logged.add(key);
-    this.o.log(line);
+    this.o.log.warn(line);
   }
 
   private run(sid: string, fn: () => Promise<void>): Promise<void> {
     const prev = this.chains.get(sid) ?? Promise.resolve();
-    const next = prev.then(fn).catch((e) => this.o.log(`gateway: holds of session ${JSON.stringify(sid)}: ${(e as Error).message}`));
+    const next = prev.then(fn).catch((e) => this.o.log.warn(`gateway: holds of session ${JSON.stringify(sid)}: ${(e as Error).message}`));
     this.chains.set(sid, next);
     const pending = this.o.pending;
     const joined = pending ? Promise.all([pending.get(sid), next]).then(() => undefined) : next;

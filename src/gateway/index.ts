@@ -5,6 +5,7 @@ export { GatewayConfigError, gatewayConfigSchema, parseGatewayConfig, parseWorke
 export type { GatewayConfig, GatewayConfigInput, NatsConfig, RoutingConfig, WorkerConfig } from "./config.js";
 export { loggingPolicy, noopPolicy } from "./policy.js";
 export { applyWorkerList, watchWorkerList } from "./config-watch.js";
+export type { GatewayLog, LogFields } from "./logger.js";
 export type { GatewayPolicy, PolicyCommand, PolicyEnv, PolicyFactory } from "../contract/policy.js";
 export type * from "../contract/observations.js";
 export type { CommandRecord, LeaseRecord, PinRecord, SessionRecord, TurnSummary } from "./session-record.js";

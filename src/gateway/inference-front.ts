@@ -11,6 +11,7 @@ import { flavorOf, routeOfUrl } from "./request/routes.js";
 import { parseTurn, type TurnRequest, TurnRequestError, type TurnRules } from "./request/turn-request.js";
 import { serveTurn } from "./turn.js";
 import type { TurnContext } from "./turn-context.js";
+import { requestFields } from "./request-log.js";
 
 export interface InferenceFront {
   /** Serves req when it is one of the inference routes and says whether it did. */
@@ -69,7 +70,7 @@ function readBody(req: IncomingMessage, limit: number, done: (raw: Buffer) => vo
 
 function serve(ctx: TurnContext, rules: TurnRules, route: RouteKind, req: IncomingMessage, res: ServerResponse, raw: Buffer): void {
   const failed = (e: Error) => {
-    ctx.log(`gateway: ${req.method} ${req.url}: ${e.stack ?? e.message}`);
+    ctx.log.error(`gateway: ${req.method} ${req.url}: ${e.stack ?? e.message}`, requestFields(req));
     if (res.headersSent) res.destroy();
     else sendJson(res, 500, errorBody(flavorOf(route), "internal_error", e.message));
   };

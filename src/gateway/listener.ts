@@ -56,8 +56,8 @@ export class DrainGate {
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
-/** The node:http server with the listener's bounds, counting what it cuts. */
-export function createListener(l: GatewayConfig["listener"], gate: DrainGate, metrics: OpsMetrics, handler: Handler, tls: SecureContextOptions | null = null): Server {
+/** The node:http server with the listener's bounds, counting what it cuts; `arrive` sees every request first. */
+export function createListener(l: GatewayConfig["listener"], gate: DrainGate, metrics: OpsMetrics, handler: Handler, tls: SecureContextOptions | null = null, arrive: Handler | null = null): Server {
   // With TLS (auth/tls.ts) the same bounds on an https server.
   const make = (tls ? (o: object, h: Handler) => createTlsServer({ ...o, ...tls }, h) : createServer) as typeof createServer;
   const server = make(
@@ -69,6 +69,7 @@ export function createListener(l: GatewayConfig["listener"], gate: DrainGate, me
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(l.headersTimeoutMs / 4))),
     },
     (req, res) => {
+      arrive?.(req, res);
       if (!gate.admit(req, res, metrics)) handler(req, res);
     },
   );

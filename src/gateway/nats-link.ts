@@ -10,6 +10,7 @@ import { ControlPublisher } from "../control/publisher.js";
 import { secretOf } from "../control/secret-source.js";
 import type { GatewayConfig, NatsConfig } from "./config.js";
 import type { GatewayMetrics } from "./metrics.js";
+import type { GatewayLog } from "./logger.js";
 
 export function connectOptionsOf(n: NatsConfig, name: string): ControlConnectOptions {
   const env = process.env;
@@ -46,7 +47,7 @@ export class NatsLink {
   constructor(
     private readonly cfg: GatewayConfig,
     private readonly metrics: GatewayMetrics,
-    private readonly log: (line: string) => void,
+    private readonly log: GatewayLog,
   ) {
     metrics.natsConnected.set(0);
   }
@@ -75,7 +76,7 @@ export class NatsLink {
     try {
       await this.connect();
     } catch (e) {
-      this.log(`gateway: NATS unavailable (${(e as Error).message}); serving without shared sessions or commands, retrying`);
+      this.log.warn(`gateway: NATS unavailable (${(e as Error).message}); serving without shared sessions or commands, retrying`);
       this.scheduleRetry();
     }
   }
@@ -127,7 +128,8 @@ export class NatsLink {
     if (this.up === up) return;
     this.up = up;
     this.metrics.natsConnected.set(up ? 1 : 0);
-    this.log(`gateway: NATS ${up ? "connected" : "disconnected"}`);
+    if (up) this.log.info("gateway: NATS connected");
+    else this.log.warn("gateway: NATS disconnected");
     if (up) for (const fn of this.onUp) fn();
   }
 

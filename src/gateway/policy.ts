@@ -24,11 +24,14 @@ export function loggingPolicy(write: (line: string) => void = (l) => process.std
   };
 }
 
-/** The policy the gateway runs: the one handed in, else the one config.policy names. */
-export function resolvePolicy(given: GatewayPolicy | PolicyFactory | undefined, config: GatewayConfig, env: PolicyEnv): GatewayPolicy {
+/**
+ * The policy the gateway runs: the one handed in, else the one config.policy names. env.log takes
+ * what a policy reports as wrong; `log` writes its observation lines to `observations`.
+ */
+export function resolvePolicy(given: GatewayPolicy | PolicyFactory | undefined, config: GatewayConfig, env: PolicyEnv, observations: (line: string) => void = env.log): GatewayPolicy {
   if (typeof given === "function") return given(env);
   if (given) return given;
-  if (config.policy === "log") return loggingPolicy(env.log);
+  if (config.policy === "log") return loggingPolicy(observations);
   if (config.policy === "agent") {
     throw new GatewayConfigError("policy: 'agent' is wired by the caller: pass `policy: agentPolicy` (kvctl/policy) to createGateway, or use the kvctl gateway command");
   }

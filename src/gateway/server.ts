@@ -17,6 +17,7 @@ import type { WorkerSet } from "./workers.js";
 import { createListener, type DrainGate } from "./listener.js";
 import { registerProbeRoutes } from "./probe-routes.js";
 import { registerAdminRoutes } from "./admin-routes.js";
+import { requestFields, requestLogger } from "./request-log.js";
 
 export interface ServerParts {
   ctx: TurnContext;
@@ -66,6 +67,7 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
           if (!front.handle(req, res)) handler(req, res);
         },
         p.tls,
+        requestLogger(p.ctx),
       );
     },
   });
@@ -90,7 +92,7 @@ function answerFaults(app: FastifyInstance, p: ServerParts, bodyLimit: number): 
     if (status < 500) p.metrics.badRequests.inc({ reason });
     const flavor = flavorOfRequest(req.url, req.headers);
     const message = reason === "body_too_large" ? tooLargeMessage(bodyLimit) : err.message;
-    if (status >= 500) p.ctx.log(`gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`);
+    if (status >= 500) p.ctx.log.error(`gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`, requestFields(req.raw));
     const type = status >= 500 ? "internal_error" : reason === "body_too_large" ? "request_too_large" : "invalid_request_error";
     reply.code(status).header("content-type", "application/json").send(errorBody(flavor, type, message));
   });

@@ -9,13 +9,14 @@ import type { Observation } from "../contract/observations.js";
 import type { HoldLedger } from "./hold-ledger.js";
 import { isSessionRecord, type SessionRecord } from "./session-record.js";
 import type { Clock } from "./session-store.js";
+import type { GatewayLog } from "./logger.js";
 
 export interface SessionExpiryOptions {
   kv: () => KV | null;
   ledger: HoldLedger;
   observe: (o: Observation) => void;
   clock: Clock;
-  log: (line: string) => void;
+  log: GatewayLog;
   ttlSeconds: number;
 }
 
@@ -52,7 +53,7 @@ export class SessionExpiry {
   /** One look over the bucket (a sweep still running is joined, not doubled). */
   sweep(): Promise<void> {
     this.running ??= this.sweepOnce()
-      .catch((e) => this.o.log(`gateway: session expiry: ${(e as Error).message}`))
+      .catch((e) => this.o.log.warn(`gateway: session expiry: ${(e as Error).message}`))
       .finally(() => {
         this.running = null;
       });
@@ -77,7 +78,7 @@ export class SessionExpiry {
       }
       if (!isSessionRecord(rec) || !holdsLeft(rec)) continue;
       if (!(await this.o.ledger.expire(rec.id, e.revision, age))) continue;
-      this.o.log(`gateway: session ${JSON.stringify(rec.id)} expired (no write for ${age} ms): its holds are released`);
+      this.o.log.info(`gateway: session ${JSON.stringify(rec.id)} expired (no write for ${age} ms): its holds are released`);
       this.o.observe({ type: "SessionHint", at: this.o.clock.now(), sessionId: rec.id, event: "close", toolName: null, toolCallId: null, keepTokens: null });
     }
   }

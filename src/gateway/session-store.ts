@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import type { KV } from "@nats-io/kv";
 import type { GatewayMetrics } from "./metrics.js";
 import { isSessionRecord, newSessionRecord, type SessionRecord } from "./session-record.js";
+import { type GatewayLog, lineLog } from "./logger.js";
 
 export interface Clock {
   now(): number;
@@ -35,7 +36,7 @@ export interface SessionStoreOptions {
   clock?: Clock;
   /** Records kept locally (least recently used dropped first). */
   maxLocal?: number;
-  log?: (line: string) => void;
+  log?: GatewayLog;
 }
 
 class OpTimeout extends Error {}
@@ -45,12 +46,12 @@ export class SessionStore {
   private readonly foreignSeen = new Set<string>();
   private readonly clock: Clock;
   private readonly maxLocal: number;
-  private readonly log: (line: string) => void;
+  private readonly log: GatewayLog;
 
   constructor(private readonly o: SessionStoreOptions) {
     this.clock = o.clock ?? systemClock;
     this.maxLocal = o.maxLocal ?? 100_000;
-    this.log = o.log ?? ((l) => console.error(l));
+    this.log = o.log ?? lineLog((l) => console.error(l));
   }
 
   get shared(): boolean {
@@ -71,7 +72,7 @@ export class SessionStore {
           }
           if (this.foreign(id, r)) return this.local.get(id)?.record ?? null;
           this.o.metrics.sessionStoreErrors.inc({ op: "decode" });
-          this.log(`gateway: session ${JSON.stringify(id)}: the stored record is not a session record (ignored)`);
+          this.log.warn(`gateway: session ${JSON.stringify(id)}: the stored record is not a session record (ignored)`);
           return null;
         }
         if (!e) return this.local.get(id)?.record ?? null;
@@ -173,7 +174,7 @@ export class SessionStore {
       if (this.foreignSeen.size > 10_000) this.foreignSeen.clear();
       this.foreignSeen.add(id);
       this.o.metrics.sessionStoreErrors.inc({ op: "version" });
-      this.log(`gateway: session ${JSON.stringify(id)}: the stored record has version ${JSON.stringify(r.v)}, this gateway writes 1; it is left as it is and the session is served from this replica's copy`);
+      this.log.warn(`gateway: session ${JSON.stringify(id)}: the stored record has version ${JSON.stringify(r.v)}, this gateway writes 1; it is left as it is and the session is served from this replica's copy`);
     }
     return true;
   }
@@ -196,7 +197,7 @@ export class SessionStore {
 
   private fail(op: string, id: string, err: unknown): void {
     this.o.metrics.sessionStoreErrors.inc({ op });
-    this.log(`gateway: session ${JSON.stringify(id)}: KV ${op} failed (${(err as Error).message}); using this replica's copy`);
+    this.log.warn(`gateway: session ${JSON.stringify(id)}: KV ${op} failed (${(err as Error).message}); using this replica's copy`);
   }
 
   private timed<T>(p: Promise<T>): Promise<T> {

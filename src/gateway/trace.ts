@@ -8,6 +8,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { SpanExporter } from "@opentelemetry/sdk-trace-base";
 import type { GatewayConfig } from "./config.js";
+import type { GatewayLog } from "./logger.js";
 
 export interface Span {
   /** The traceparent the worker gets. */
@@ -34,7 +35,7 @@ const FLUSH_MS = 1000;
 const EXPORT_TIMEOUT_MS = 5000;
 
 /** The tracer the telemetry section asks for, or null (and no SDK loaded) when it names no endpoint. */
-export async function openTracer(t: GatewayConfig["telemetry"], log: (line: string) => void): Promise<Tracer | null> {
+export async function openTracer(t: GatewayConfig["telemetry"], log: GatewayLog): Promise<Tracer | null> {
   if (!t.otlpTracesUrl) return null;
   const url = t.otlpTracesUrl;
   const [api, core, base, otlp, resources] = await Promise.all([
@@ -51,7 +52,7 @@ export async function openTracer(t: GatewayConfig["telemetry"], log: (line: stri
     export(spans, done) {
       otlpExporter.export(spans, (r) => {
         if (r.code !== core.ExportResultCode.SUCCESS) {
-          if (lost === 0) log(`gateway: OTLP export to ${url} failed: ${r.error?.message ?? "unknown error"} (spans dropped; counted)`);
+          if (lost === 0) log.warn(`gateway: OTLP export to ${url} failed: ${r.error?.message ?? "unknown error"} (spans dropped; counted)`);
           lost += spans.length;
         }
         done(r);

@@ -9,7 +9,7 @@ import type { Clock, SessionStore } from "./session-store.js";
 import type { WorkerSet } from "./workers.js";
 import type { LatencyRecorder } from "./latency.js";
 import type { Tracer } from "./trace.js";
-import type { RequestLogLine } from "./logger.js";
+import type { GatewayLog, RequestLogLine } from "./logger.js";
 
 export interface TurnContext {
   config: GatewayConfig;
@@ -21,7 +21,7 @@ export interface TurnContext {
   observe: (o: Observation) => void;
   /** Where --json-log decision lines go (contract/decision-log.ts), or null when the log is off. */
   decisionLog: ((line: string) => void) | null;
-  log: (line: string) => void;
+  log: GatewayLog;
   rand: () => number;
   nextRequestId: () => string;
   /** Turns of a session still being recorded on this replica; its next turn waits for them. */

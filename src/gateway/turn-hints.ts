@@ -13,7 +13,7 @@ export function headerHints(ctx: TurnContext, value: string | null, sessionId: s
   if (value === null) return [];
   if (sessionId === null) {
     ctx.metrics.hints.inc({ event: "header", outcome: "no_session" });
-    ctx.log(`gateway: ${HINT_HEADER} on a request with no session id (ignored)`);
+    ctx.log.warn(`gateway: ${HINT_HEADER} on a request with no session id (ignored)`);
     return [];
   }
   let hints: SessionHint[];
@@ -22,7 +22,7 @@ export function headerHints(ctx: TurnContext, value: string | null, sessionId: s
   } catch (e) {
     if (!(e instanceof HintError)) throw e;
     ctx.metrics.hints.inc({ event: "header", outcome: "invalid" });
-    ctx.log(`gateway: session ${JSON.stringify(sessionId)}: ${e.message} (ignored)`);
+    ctx.log.warn(`gateway: session ${JSON.stringify(sessionId)}: ${e.message} (ignored)`);
     return [];
   }
   for (const h of hints) ctx.metrics.hints.inc({ event: h.event, outcome: known ? "accepted" : "unknown_session" });
@@ -44,7 +44,7 @@ export async function cacheMarkersOf(ctx: TurnContext, worker: GatewayWorker, ma
       while (n < t.length && n < prompt.length && t[n] === prompt[n]) n++;
       out.breakpoints.push({ tokens: n, ttlSeconds: spec.ttlSeconds, at: spec.at });
     } catch (e) {
-      ctx.log(`gateway: tokenize for the cache marker at ${spec.at} on ${worker.id} failed: ${(e as Error).message} (marker skipped)`);
+      ctx.log.warn(`gateway: tokenize for the cache marker at ${spec.at} on ${worker.id} failed: ${(e as Error).message} (marker skipped)`);
     }
   }
   return out;

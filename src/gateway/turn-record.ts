@@ -79,7 +79,7 @@ async function tokensOf(ctx: TurnContext, a: FinishArgs): Promise<Tokens> {
     try {
       prompt = await tokenizePrompt(worker, a.turn.tokenize, ctx.config.health.timeoutMs * 5);
     } catch (e) {
-      ctx.log(`gateway: tokenize on ${worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`);
+      ctx.log.warn(`gateway: tokenize on ${worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`, { request_id: a.requestId });
     }
   }
   const output = r?.outputTokens ?? null;

@@ -21,6 +21,7 @@ import { callWorker } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
 import { schemeKey } from "./worker-scheme.js";
 import { tenantLabel } from "./tenant-label.js";
+import { noteRequest, requestIdOf } from "./request-log.js";
 
 /** What the turn knew before its first routing decision. */
 interface Prepared {
@@ -40,9 +41,10 @@ const MAX_ATTEMPTS = 3;
 
 export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: ServerResponse): Promise<void> {
   const startedAt = performance.now();
+  noteRequest(res.req, { route: turn.route, tenant: tenantLabel(turn), session: turn.session?.id ?? null });
   let p: Prepared;
   try {
-    p = await prepare(ctx, turn);
+    p = await prepare(ctx, turn, requestIdOf(res.req));
   } catch (e) {
     if (!(e instanceof SessionRefusedError)) throw e;
     ctx.auth?.count("other_tenant");
@@ -56,17 +58,20 @@ export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: Server
       ctx.metrics.countRequest(turn.route, "none", 503);
       return sendJson(res, 503, errorBody(turn.flavor, "service_unavailable", worker));
     }
+    noteRequest(res.req, { worker: worker.id });
     const outcome = await callWorker(ctx, { turn, worker, res, client, promptTokenCount: p.promptTokens?.length ?? 0, startedAt });
     if (outcome.kind === "retry" && attempt < MAX_ATTEMPTS - 1 && ctx.workers.available().length > 0) continue;
-    record(ctx, turn, p, worker, settle(ctx, res, turn, worker, outcome));
+    const done = settle(ctx, res, turn, worker, outcome);
+    noteRequest(res.req, { error: done.error });
+    record(ctx, turn, p, worker, done);
     return;
   }
 }
 
-async function prepare(ctx: TurnContext, turn: TurnRequest): Promise<Prepared> {
+async function prepare(ctx: TurnContext, turn: TurnRequest, id: string | null): Promise<Prepared> {
   const sid = turn.session;
   const started = ctx.clock.now();
-  const requestId = ctx.nextRequestId();
+  const requestId = id ?? ctx.nextRequestId();
   if (sid) await ctx.recording.get(sid.id);
   const session = sid ? await ctx.sessions.get(sid.id) : null;
   if (session && !mayUse(turn, session)) throw new SessionRefusedError();
@@ -89,7 +94,7 @@ async function promptBeforeRouting(ctx: TurnContext, turn: TurnRequest): Promise
   try {
     return await tokenizePrompt(w, turn.tokenize as TokenizeCall, ctx.config.health.timeoutMs * 5);
   } catch (e) {
-    ctx.log(`gateway: tokenize on ${w.id} before routing failed (${(e as Error).message}); routing without prompt hashes`);
+    ctx.log.warn(`gateway: tokenize on ${w.id} before routing failed (${(e as Error).message}); routing without prompt hashes`);
     return null;
   }
 }
@@ -176,9 +181,8 @@ function settle(ctx: TurnContext, res: ServerResponse, turn: TurnRequest, worker
 
 /** Keeps the turn's record after the response went out (off the client's path). */
 function record(ctx: TurnContext, turn: TurnRequest, p: Prepared, worker: GatewayWorker, outcome: DoneOutcome): void {
-  ctx.requestLog?.({ request_id: p.requestId, route: turn.route, worker: worker.id, tenant: tenantLabel(turn), session: turn.session?.id ?? null, status: outcome.status, duration_ms: ctx.clock.now() - p.started, error: outcome.error });
   const recording = finishTurn(ctx, { turn, worker, requestId: p.requestId, session: p.session, promptTokens: p.promptTokens, started: p.started, outcome }).catch((e) =>
-    ctx.log(`gateway: recording turn ${p.requestId} failed: ${(e as Error).message}`),
+    ctx.log.warn(`gateway: recording turn ${p.requestId} failed: ${(e as Error).message}`, { request_id: p.requestId }),
   );
   const sid = turn.session;
   if (!sid) return;

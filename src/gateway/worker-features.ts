@@ -5,18 +5,19 @@
 import { MESSAGES_TOKENIZE_PATH } from "./request/token-request.js";
 import { callJson } from "./upstream.js";
 import type { Pool } from "undici";
+import type { GatewayLog } from "./logger.js";
 
 /** Whether the worker serves the route (a failed probe says yes: the route is then tried per turn); logs once when it does not. */
-export async function probeMessagesTokenize(id: string, pool: Pool, timeoutMs: number, log: (line: string) => void): Promise<boolean> {
+export async function probeMessagesTokenize(id: string, pool: Pool, timeoutMs: number, log: GatewayLog): Promise<boolean> {
   let status: number;
   try {
     status = (await callJson(pool, "POST", MESSAGES_TOKENIZE_PATH, {}, timeoutMs)).status;
   } catch (e) {
-    log(`gateway: worker ${id}: probing ${MESSAGES_TOKENIZE_PATH} failed (${(e as Error).message}); assuming it is served`);
+    log.warn(`gateway: worker ${id}: probing ${MESSAGES_TOKENIZE_PATH} failed (${(e as Error).message}); assuming it is served`);
     return true;
   }
   if (status === 404) {
-    log(
+    log.warn(
       `gateway: worker ${id} has no ${MESSAGES_TOKENIZE_PATH} (kvctl is off in it: started without --kv-control-nats-url or --kv-control-config): ` +
         "its /v1/messages prompt ids come from /v1/tokenize on the gateway's chat rendering, kept only when they match its /v1/messages/count_tokens",
     );

@@ -11,6 +11,7 @@ import type { HoldMetrics } from "./hold-metrics.js";
 import type { Observation } from "../contract/observations.js";
 import type { Clock } from "./session-store.js";
 import type { GatewayWorker } from "./workers.js";
+import type { GatewayLog } from "./logger.js";
 
 /** Most block hashes one Inspect asks about (the ack must stay within a NATS message). */
 const MAX_INSPECT_BLOCKS = 4096;
@@ -22,7 +23,7 @@ export interface WorkerInspectorOptions {
   index: KvIndex;
   observe: (o: Observation) => void;
   clock: Clock;
-  log: (line: string) => void;
+  log: GatewayLog;
   metrics: HoldMetrics;
   intervalMs: number;
   /** Pins per block the records this replica touched name on a worker (what its counts are read for). */
@@ -84,14 +85,14 @@ export class WorkerInspector {
     const inc = typeof detail?.incarnation === "string" ? detail.incarnation : null;
     if (inc === null && !this.silent.has(w.id)) {
       this.silent.add(w.id);
-      this.o.log(`gateway: worker ${w.id}: Inspect names no process incarnation (an older worker); its restarts are seen from its event stream only`);
+      this.o.log.warn(`gateway: worker ${w.id}: Inspect names no process incarnation (an older worker); its restarts are seen from its event stream only`);
     }
     const prev = this.incarnations.get(w.id);
     if (inc !== null) this.incarnations.set(w.id, inc);
     // A restart the event stream showed first is handled already: this only learns the new process.
     const seen = inc !== null && prev !== inc && this.fromEvents.delete(w.id);
     if (prev !== undefined && inc !== null && prev !== inc && !seen) this.restarted(w, prev, inc);
-    if (seen) this.o.log(`gateway: worker ${w.id}: its new process is ${inc} (was ${prev})`);
+    if (seen) this.o.log.info(`gateway: worker ${w.id}: its new process is ${inc} (was ${prev})`);
     const pins = new Map<bigint, number>(blocks.map((h) => [h, 0]));
     for (const b of Array.isArray(detail?.blocks) ? detail.blocks : []) {
       const x = b as { block_hash?: unknown; pin_count?: unknown };
@@ -109,7 +110,7 @@ export class WorkerInspector {
     this.o.metrics.divergences.inc({ worker, kind: "fewer_pins" }, n);
     if (this.logged.has(worker)) return;
     this.logged.add(worker);
-    this.o.log(`gateway: worker ${worker} holds fewer pins than the session records name on ${n} block(s) (expired, or lost with a restart); the budget view follows the worker, the records drop them on release or expiry`);
+    this.o.log.warn(`gateway: worker ${worker} holds fewer pins than the session records name on ${n} block(s) (expired, or lost with a restart); the budget view follows the worker, the records drop them on release or expiry`);
   }
 
   /**
@@ -121,7 +122,7 @@ export class WorkerInspector {
     const w = this.o.workers().find((x) => x.id === worker);
     if (!w) return;
     this.o.metrics.workerRestarts.inc({ worker });
-    this.o.log(`gateway: worker ${worker} runs a new process (its KV-event sequence started over): its pins, leases and blocks are forgotten`);
+    this.o.log.warn(`gateway: worker ${worker} runs a new process (its KV-event sequence started over): its pins, leases and blocks are forgotten`);
     if (this.incarnations.has(worker)) this.fromEvents.add(worker);
     void this.learn(w, this.incarnations.get(worker));
   }
@@ -138,7 +139,7 @@ export class WorkerInspector {
 
   private restarted(w: GatewayWorker, prev: string, now: string): void {
     this.o.metrics.workerRestarts.inc({ worker: w.id });
-    this.o.log(`gateway: worker ${w.id} runs a new process (${prev} -> ${now}): its pins, leases and blocks are forgotten`);
+    this.o.log.warn(`gateway: worker ${w.id} runs a new process (${prev} -> ${now}): its pins, leases and blocks are forgotten`);
     this.o.index.clearWorker(w.id);
     // The new process numbers its event batches from 0 again: the next one starts a fresh sequence.
     w.consumer?.seq.reset();

@@ -20,6 +20,7 @@ import { callJson, createUpstreamPool } from "./upstream.js";
 import { resolveWorkerCredentials } from "./auth/upstream-credentials.js";
 import { probeMessagesTokenize, servesStreamOutputIds } from "./worker-features.js";
 import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
+import type { GatewayLog } from "./logger.js";
 
 /** A worker that did not answer its probe (it may come up later). */
 export class WorkerDownError extends Error {
@@ -98,7 +99,7 @@ export interface WorkerSetOptions {
   metrics: GatewayMetrics;
   clock: Clock;
   observe: (o: Observation) => void;
-  log: (line: string) => void;
+  log: GatewayLog;
   /** The policy's retention for program admission (per worker), if it decides one. */
   retention?: RetentionFor | null;
   /** A worker's event stream started over (a new process): handled as its Inspect's restart is. */
@@ -166,7 +167,7 @@ export class WorkerSet {
         await this.probe(w);
       } catch (e) {
         if (!(e instanceof WorkerDownError)) throw e;
-        if (w.healthy || w.failures === 0) this.o.log(`gateway: ${e.message}; it joins when it answers`);
+        if (w.healthy || w.failures === 0) this.o.log.warn(`gateway: ${e.message}; it joins when it answers`);
         w.healthy = false;
         w.failures = Math.max(1, w.failures);
         this.o.metrics.workerHealthy.set({ worker: w.id }, 0);
@@ -195,7 +196,7 @@ export class WorkerSet {
     w.events ??= ad.events;
     w.replay ??= ad.replay;
     w.topic = ad.topic;
-    if (!ad.cacheReport) this.o.log(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
+    if (!ad.cacheReport) this.o.log.warn(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
     w.streamOutputIds = servesStreamOutputIds(r.json as Record<string, unknown>);
     w.messagesTokenize = await probeMessagesTokenize(w.id, w.pool, timeoutMs, this.o.log);
   }
@@ -223,7 +224,7 @@ export class WorkerSet {
     if (!w) throw new MembershipError(`no worker '${id}'`);
     if (w.cordoned === on) return w;
     w.cordoned = on;
-    this.o.log(`gateway: worker ${id} ${on ? "drained by an operator: no new traffic, its calls under way finish" : "undrained: taking traffic"}`);
+    this.o.log.info(`gateway: worker ${id} ${on ? "drained by an operator: no new traffic, its calls under way finish" : "undrained: taking traffic"}`);
     if (on) this.o.observe({ type: "WorkerCleared", at: this.o.clock.now(), worker: id, reason: "drained" });
     return w;
   }
@@ -236,7 +237,7 @@ export class WorkerSet {
     for (const abort of [...w.calls]) abort();
     this.o.index.clearWorker(id);
     await this.forget(w);
-    this.o.log(`gateway: worker ${id} removed`);
+    this.o.log.info(`gateway: worker ${id} removed`);
   }
 
   private async forget(w: GatewayWorker): Promise<void> {
@@ -253,12 +254,13 @@ export class WorkerSet {
     if (w.healthy) return;
     w.healthy = true;
     this.o.metrics.workerHealthy.set({ worker: w.id }, 1);
-    this.o.log(`gateway: worker ${w.id} ${how}; taking traffic`);
+    this.o.log.info(`gateway: worker ${w.id} ${how}; taking traffic`);
   }
 
   private async subscribe(w: GatewayWorker): Promise<void> {
     const { index, metrics, clock, observe, log } = this.o;
-    const sink = indexSink(index, log);
+    // Both report problems with a worker's event stream.
+    const sink = indexSink(index, log.warn);
     const c = new KvEventConsumer({
       endpoint: w.events as string,
       worker: w.id,
@@ -282,7 +284,7 @@ export class WorkerSet {
           this.o.restarted?.(worker);
         },
       },
-      log,
+      log: log.warn,
     });
     c.on("gap", (g) => {
       metrics.zmqGaps.inc({ worker: w.id });
@@ -290,20 +292,20 @@ export class WorkerSet {
         this.setStale(w, true);
         observe({ type: "WorkerStale", at: clock.now(), worker: w.id, missing: Number(g.missing) });
       } else {
-        log(`gateway: worker ${w.id}: ${g.missing} KV-event batch(es) lost and no replay endpoint; forgetting its blocks`);
+        log.warn(`gateway: worker ${w.id}: ${g.missing} KV-event batch(es) lost and no replay endpoint; forgetting its blocks`);
         index.clearWorker(w.id);
         observe({ type: "WorkerCleared", at: clock.now(), worker: w.id, reason: "gap" });
       }
     });
     c.on("replay", (r) => {
       if (!r.ok || r.unrecovered > 0n) {
-        log(`gateway: worker ${w.id}: replay left ${r.unrecovered} batch(es) unrecovered; forgetting its blocks`);
+        log.warn(`gateway: worker ${w.id}: replay left ${r.unrecovered} batch(es) unrecovered; forgetting its blocks`);
         index.clearWorker(w.id);
         observe({ type: "WorkerCleared", at: clock.now(), worker: w.id, reason: "gap" });
       }
       this.setStale(w, false);
     });
-    c.on("error", (e) => log(`gateway: worker ${w.id}: KV-event consumer: ${e.message}`));
+    c.on("error", (e) => log.warn(`gateway: worker ${w.id}: KV-event consumer: ${e.message}`));
     c.on("refused", () => metrics.ops.kvEventsRefused.inc({ worker: w.id }));
     await c.start();
     w.consumer = c;
@@ -322,7 +324,7 @@ export class WorkerSet {
     this.o.metrics.workerHealthy.set({ worker: w.id }, 0);
     this.o.index.clearWorker(w.id);
     for (const abort of [...w.calls]) abort();
-    this.o.log(`gateway: worker ${w.id} drained (${why}); its sessions re-route and its blocks are forgotten`);
+    this.o.log.warn(`gateway: worker ${w.id} drained (${why}); its sessions re-route and its blocks are forgotten`);
     this.o.observe({ type: "WorkerCleared", at: this.o.clock.now(), worker: w.id, reason: "drained" });
   }
 
@@ -346,7 +348,7 @@ export class WorkerSet {
           this.markUp(w, "answers now and joined");
         }
       } catch (e) {
-        if (w.failures++ === 1) this.o.log(`gateway: worker ${w.id} cannot join: ${(e as Error).message}`);
+        if (w.failures++ === 1) this.o.log.warn(`gateway: worker ${w.id} cannot join: ${(e as Error).message}`);
       }
       return;
     }
@@ -365,7 +367,7 @@ export class WorkerSet {
       if (!w.healthy) {
         w.healthy = true;
         this.o.metrics.workerHealthy.set({ worker: w.id }, 1);
-        this.o.log(`gateway: worker ${w.id} passes health again; taking traffic`);
+        this.o.log.info(`gateway: worker ${w.id} passes health again; taking traffic`);
         this.o.observe({ type: "WorkerJoined", at: this.o.clock.now(), worker: w.id, pageSize: w.scheme?.pageSize ?? 1 });
       }
       return;

@@ -4,6 +4,7 @@ import { NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
 import { warnSecretFlag } from "../../control/secret-source.js";
 import { type ArgValues, commandArgs } from "../args.js";
 import type { Command } from "../command.js";
+import type { GatewayLog } from "../../gateway/logger.js";
 
 const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp://..][,replay=tcp://..] ...] [options]
   --config FILE            YAML or JSON file (workers, nats, routing, limits, health, sessions,
@@ -105,12 +106,12 @@ function configFromFlags(values: Values, gateway: typeof import("../../gateway/i
 }
 
 /** SIGHUP: the listener's certificate and key read again; a bad pair leaves the old ones serving. */
-function reloadTls(gw: { reloadTls(): void }): void {
+function reloadTls(gw: { reloadTls(): void; log: GatewayLog }): void {
   try {
     gw.reloadTls();
-    console.error("gateway: TLS certificate and key reloaded");
+    gw.log.info("gateway: TLS certificate and key reloaded");
   } catch (e) {
-    console.error(`gateway: TLS reload failed, still serving the previous certificate: ${(e as Error).message}`);
+    gw.log.error(`gateway: TLS reload failed, still serving the previous certificate: ${(e as Error).message}`);
   }
 }
 
@@ -144,11 +145,10 @@ export const command: Command = {
       console.error(`gateway: cannot start: ${(e as Error).message}`);
       return 1;
     }
-    console.error(`gateway: listening on ${gw.url} for ${gw.config.workers.map((w) => `${w.id}=${w.url}`).join(", ")}`);
+    gw.log.info(`gateway: listening on ${gw.url} for ${gw.config.workers.map((w) => `${w.id}=${w.url}`).join(", ")}`);
     const live = gw;
     if (gw.config.listen.tls) process.on("SIGHUP", () => reloadTls(live));
-    const log = (l: string) => console.error(l);
-    const watching = values.config && !values.worker?.length ? gateway.watchWorkerList(values.config, gw.workers, gw.config.drain.graceMs, log) : null;
+    const watching = values.config && !values.worker?.length ? gateway.watchWorkerList(values.config, gw.workers, gw.config.drain.graceMs, gw.log) : null;
     const signal = await new Promise<string>((resolve) => {
       process.once("SIGINT", () => resolve("SIGINT"));
       process.once("SIGTERM", () => resolve("SIGTERM"));
@@ -158,7 +158,7 @@ export const command: Command = {
     const now = () => void gw.close();
     process.once("SIGINT", now);
     process.once("SIGTERM", now);
-    console.error(`gateway: ${signal}: draining`);
+    gw.log.info(`gateway: ${signal}: draining`);
     const { cut } = await gw.drain();
     return cut > 0 ? 1 : 0;
   },
