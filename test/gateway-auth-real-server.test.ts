@@ -67,8 +67,13 @@ describe("a real worker with --api-key and --admin-api-key behind a gateway with
     expect(res.status).toBe(200);
     expect(typeof body.choices[0]?.message.content).toBe("string");
     await gw?.settled();
-    expect((await gw?.sessions.get("real-a"))?.tenant).toBe("a");
-    expect((await chat(TENANT_B, "real-a")).status).toBe(403);
+    const owned = await gw?.sessions.get("a/real-a");
+    expect(owned?.tenant).toBe("a");
+    // Tenant b's "real-a" is a session of b's own (a tenant's ids are its own): a's is untouched.
+    expect((await chat(TENANT_B, "real-a")).status).toBe(200);
+    await gw?.settled();
+    expect((await gw?.sessions.get("b/real-a"))?.tenant).toBe("b");
+    expect(await gw?.sessions.get("a/real-a")).toEqual(owned);
     const models = await fetch(`${gw?.url}/v1/models`, { headers: { "x-api-key": TENANT_B } });
     expect(models.status).toBe(200);
   }, 300_000);
@@ -81,7 +86,7 @@ describe("a real worker with --api-key and --admin-api-key behind a gateway with
     });
     expect(res.status).toBe(200);
     await gw?.settled();
-    const rec = await gw?.sessions.get("real-m");
+    const rec = await gw?.sessions.get("a/real-m");
     expect(rec?.tenant).toBe("a");
     // The chain is hashed from the prompt ids the worker's tokenize route returned.
     expect(rec?.chain.length).toBeGreaterThan(0);

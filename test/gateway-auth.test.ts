@@ -147,7 +147,7 @@ const chat = (g: Gateway, session: string, headers: Record<string, string>) =>
   fetch(`${g.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", "x-session-id": session, ...headers }, body: JSON.stringify({ model: "tiny", messages: MSGS }) });
 
 const hint = (g: Gateway, session: string, headers: Record<string, string>, event = "idle") =>
-  fetch(`${g.url}/kvctl/v1/sessions/${session}/events`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ event }) });
+  fetch(`${g.url}/kvctl/v1/sessions/${encodeURIComponent(session)}/events`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ event }) });
 
 interface Case {
   route: string;
@@ -155,15 +155,18 @@ interface Case {
   expect: Record<Who, number>;
 }
 
-// The documented matrix (docs/gateway-security.md). Session "owned" was opened with tenant a's key.
+// The documented matrix (docs/gateway-security.md). Session "owned" was opened with tenant a's key:
+// it is stored as "a/owned" (a tenant's ids are its own), which the admin key names.
 const MATRIX: Case[] = [
   { route: "GET /health", call: (g, w) => fetch(`${g.url}/health`, { headers: bearer(w) }), expect: { none: 200, wrong: 401, other: 200, client: 200, admin: 200 } },
   { route: "GET /metrics", call: (g, w) => fetch(`${g.url}/metrics`, { headers: bearer(w) }), expect: { none: 401, wrong: 401, other: 403, client: 403, admin: 200 } },
   { route: "GET /v1/models", call: (g, w) => fetch(`${g.url}/v1/models`, { headers: bearer(w) }), expect: { none: 401, wrong: 401, other: 200, client: 200, admin: 200 } },
   { route: "POST chat, new session", call: (g, w, n) => chat(g, `new-${w}-${n}`, bearer(w)), expect: { none: 401, wrong: 401, other: 200, client: 200, admin: 200 } },
-  { route: "POST chat, tenant a's session", call: (g, w) => chat(g, "owned", bearer(w)), expect: { none: 401, wrong: 401, other: 403, client: 200, admin: 200 } },
-  { route: "POST hint, tenant a's session", call: (g, w) => hint(g, "owned", bearer(w)), expect: { none: 401, wrong: 401, other: 403, client: 202, admin: 202 } },
-  { route: "POST hint, unknown session", call: (g, w) => hint(g, "ghost", bearer(w)), expect: { none: 401, wrong: 401, other: 403, client: 403, admin: 404 } },
+  { route: "POST hint, tenant a's session", call: (g, w) => hint(g, "owned", bearer(w)), expect: { none: 401, wrong: 401, other: 404, client: 202, admin: 404 } },
+  { route: "POST hint, tenant a's session by its stored id", call: (g, w) => hint(g, "a/owned", bearer(w)), expect: { none: 401, wrong: 401, other: 404, client: 404, admin: 202 } },
+  { route: "POST hint, unknown session", call: (g, w) => hint(g, "ghost", bearer(w)), expect: { none: 401, wrong: 401, other: 404, client: 404, admin: 404 } },
+  // Tenant b's and the admin's turns on "owned" open sessions of their own ("b/owned", "owned").
+  { route: "POST chat, tenant a's session", call: (g, w) => chat(g, "owned", bearer(w)), expect: { none: 401, wrong: 401, other: 200, client: 200, admin: 200 } },
   { route: "GET admin API", call: (g, w) => fetch(`${g.url}/kvctl/v1/admin/workers`, { headers: bearer(w) }), expect: { none: 401, wrong: 401, other: 403, client: 403, admin: 200 } },
   { route: "GET unknown route", call: (g, w) => fetch(`${g.url}/kvctl/v1/nothing`, { headers: bearer(w) }), expect: { none: 401, wrong: 401, other: 403, client: 403, admin: 404 } },
 ];
@@ -171,7 +174,7 @@ const MATRIX: Case[] = [
 /** What a refusal must leave as it was. */
 async function snapshot(g: Gateway, r: ReferenceResponder): Promise<string> {
   await g.settled();
-  const rec = await g.sessions.get("owned");
+  const rec = await g.sessions.get("a/owned");
   const ghost = await g.sessions.get("ghost");
   return JSON.stringify({ rec, ghost, commands: r.received.length, calls: up.calls.filter((c) => !c.path.startsWith("/health")).length });
 }
@@ -183,7 +186,8 @@ describe("gateway auth matrix", () => {
     // Tenant a opens the session (its marker pins the system prompt).
     expect((await chat(g, "owned", bearer("client"))).status).toBe(200);
     await g.settled();
-    expect((await g.sessions.get("owned"))?.tenant).toBe("a");
+    expect((await g.sessions.get("a/owned"))?.tenant).toBe("a");
+    expect(await g.sessions.get("owned")).toBeNull();
     let n = 0;
     const seen: string[] = [];
     // Refusals first (their effect would show in the snapshot), then the admitted calls.
@@ -197,20 +201,59 @@ describe("gateway auth matrix", () => {
         expect(`${c.route} [${who}] ${res.status}`).toBe(`${c.route} [${who}] ${c.expect[who]}`);
         if (res.status === 401) expect(res.headers.get("www-authenticate")).toBe("Bearer");
         if (res.status >= 400) expect(JSON.parse(body).error.message).toBeTruthy();
-        if (res.status === 401 || res.status === 403) expect(await snapshot(g, r)).toBe(before);
+        if (res.status === 401 || res.status === 403 || res.status === 404) expect(await snapshot(g, r)).toBe(before);
       }
     }
     expect(seen).toHaveLength(MATRIX.length * WHO.length);
-    // Another tenant's session and an unknown one answer alike.
-    const other = (await (await hint(g, "owned", bearer("other"))).json()) as { error: unknown };
-    const ghost = (await (await hint(g, "ghost", bearer("other"))).json()) as { error: unknown };
-    expect(other).toEqual(ghost);
     // Refusals are counted by reason.
     const metrics = await (await fetch(`${g.url}/metrics`, { headers: bearer("admin") })).text();
     expect(metrics).toMatch(/kvctl_gateway_auth_refused_total\{reason="missing_key"\} \d+/);
-    expect(metrics).toMatch(/kvctl_gateway_auth_refused_total\{reason="other_tenant"\} \d+/);
     expect(metrics).toMatch(/kvctl_gateway_auth_refused_total\{reason="not_admin"\} \d+/);
   }, 120_000);
+
+  it("another tenant's session id is a session of its own: answered as an unused id, the owner's session untouched", async () => {
+    const r = await responder(MSGS);
+    const g = await gw();
+    expect((await chat(g, "priv", bearer("client"))).status).toBe(200);
+    await g.settled();
+    const owner = JSON.stringify(await g.sessions.get("a/priv"));
+    expect(JSON.parse(owner)).toMatchObject({ tenant: "a" });
+    const commandsBefore = r.received.length;
+    const looked: string[] = [];
+    const get = g.sessions.get.bind(g.sessions);
+    const spy = vi.spyOn(g.sessions, "get").mockImplementation((id: string) => {
+      looked.push(id);
+      return get(id);
+    });
+    // Tenant b names a's id and an id nobody used, the same way: every hint (the destructive ones
+    // included), then a turn (it opens b's own session), then a hint on that.
+    const answers: Record<string, string[]> = { priv: [], unused: [] };
+    const hintAnswer = async (id: string, event: string) => {
+      const h = await hint(g, id, bearer("other"), event);
+      return `${h.status} ${(await h.text()).replaceAll(id, "<id>")}`;
+    };
+    for (const [name, id] of [["priv", "priv"], ["unused", "never-used"]] as const) {
+      for (const event of ["tool_start", "idle", "rewrite", "close"]) answers[name].push(await hintAnswer(id, event));
+      const t = await chat(g, id, bearer("other"));
+      answers[name].push(`${t.status} ${JSON.stringify(Object.keys((await t.json()) as object).sort())}`);
+      await g.settled();
+      answers[name].push(await hintAnswer(id, "idle"));
+    }
+    await g.settled();
+    spy.mockRestore();
+    expect(answers.priv).toEqual(answers.unused);
+    for (const a of answers.priv.slice(0, 4)) expect(a).toMatch(/^404 /);
+    expect(answers.priv.slice(4)).toEqual([expect.stringMatching(/^200 /), expect.stringMatching(/^202 /)]);
+    // Every lookup b's requests made was in b's namespace: a's session was never read, let alone changed.
+    expect(looked.length).toBeGreaterThan(0);
+    for (const id of looked) expect(id.startsWith("b/")).toBe(true);
+    expect(JSON.stringify(await g.sessions.get("a/priv"))).toBe(owner);
+    expect((await g.sessions.get("b/priv"))?.tenant).toBe("b");
+    const named = r.received.slice(commandsBefore).filter((c) => JSON.stringify(c.command ?? {}, (_k, v) => (typeof v === "bigint" ? String(v) : v)).includes("a/priv"));
+    expect(named).toEqual([]);
+    // Tenant a still has its session.
+    expect((await hint(g, "priv", bearer("client"))).status).toBe(202);
+  }, 60_000);
 
   it("/health names worker URLs to the admin key only; x-api-key works like Bearer", async () => {
     await responder();
@@ -272,7 +315,7 @@ describe("tenant limits", () => {
     await g.settled();
     const total = r.received.filter((x) => x.command?.type === "Cache" && x.command.pin).reduce((s, x) => s + (x.command?.type === "Cache" ? x.command.block_hashes.length : 0), 0);
     expect(total).toBeLessThanOrEqual(2);
-    const rec = await g.sessions.get("capped");
+    const rec = await g.sessions.get("a/capped");
     expect(rec?.pins.reduce((s, p) => s + p.blockHashes.length, 0)).toBeLessThanOrEqual(2);
   }, 60_000);
 

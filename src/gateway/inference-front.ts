@@ -6,6 +6,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { RouteKind } from "../contract/observations.js";
 import { principalOf } from "./auth/gate.js";
+import { scopedSessionId } from "./auth/ownership.js";
 import { type ApiFlavor, errorBody, sendJson, tooLargeMessage } from "./errors.js";
 import { flavorOf, routeOfUrl } from "./request/routes.js";
 import { parseTurn, type TurnRequest, TurnRequestError, type TurnRules } from "./request/turn-request.js";
@@ -86,5 +87,6 @@ function serve(ctx: TurnContext, rules: TurnRules, route: RouteKind, req: Incomi
   const who = principalOf(req);
   turn.tenant = who.tenant;
   turn.admin = who.admin;
+  if (turn.session) turn.session = { ...turn.session, id: scopedSessionId(who, turn.session.id) };
   serveTurn(ctx, turn, res).catch(failed);
 }

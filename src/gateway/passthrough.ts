@@ -17,6 +17,8 @@ import { callTimeouts } from "./timeouts.js";
 import type { TurnContext } from "./turn-context.js";
 import { DROP_REQUEST_HEADERS } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
+import { principalOf } from "./auth/gate.js";
+import { scopedSessionId } from "./auth/ownership.js";
 
 export interface PassRoute {
   method: "GET" | "POST" | "PUT";
@@ -71,7 +73,7 @@ async function candidates(ctx: TurnContext, r: PassRoute, req: FastifyRequest, b
   let session: { worker: string | null; lastActivityMs: number } | null = null;
   try {
     const sid = sessionIdOf(req.headers, body);
-    session = sid ? await ctx.sessions.get(sid.id) : null;
+    session = sid ? await ctx.sessions.get(scopedSessionId(principalOf(req.raw), sid.id)) : null;
   } catch (e) {
     if (!(e instanceof SessionIdError)) throw e;
   }
