@@ -215,6 +215,53 @@ describe("listener cap", () => {
   }, 30_000);
 });
 
+describe("the body deadline", () => {
+  it("cuts a body trickled at 1 byte/s at listener.bodyTimeoutMs, within a small bound, and on a kept-alive connection counts from each request", async () => {
+    const BODY_MS = 3000;
+    // Within this of the deadline (node's own sweep, every headersTimeoutMs / 4 here, was up to that late).
+    const BOUND_MS = 300;
+    const w0 = await worker();
+    const lines: { msg: string; path: string; status: number; duration_ms: number }[] = [];
+    const g = await gateway({ workers: [{ id: "w0", url: w0.url }], listener: { headersTimeoutMs: BODY_MS, bodyTimeoutMs: BODY_MS }, logging: { format: "json" } }, (l) => lines.push(JSON.parse(l)));
+    const port = Number(new URL(g.url).port);
+    const head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{";
+    const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] });
+    const whole = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+    const sockets = Array.from({ length: 20 }, () => connect(port, "127.0.0.1"));
+    const closed = sockets.map((s) => new Promise<void>((r) => s.on("close", () => r())));
+    let replies = "";
+    sockets.forEach((s, i) => {
+      s.on("error", () => undefined);
+      s.on("data", (d) => {
+        if (i === 0) replies += d.toString();
+      });
+      // The first connection is kept alive: a whole request, its answer, then a trickled one.
+      s.once("connect", () => s.write(i === 0 ? whole : head));
+    });
+    await until(() => replies.includes("[DONE]") || replies.includes('"choices"'), "the whole request's answer");
+    // Its trickled request starts with the first tick, a second into the connection's life: its
+    // deadline counts from there (a deadline from the connection's start would cut it early).
+    let ticks = 0;
+    const trickle = setInterval(() => {
+      for (const [i, s] of sockets.entries()) if (s.writable) s.write(i === 0 && ticks === 0 ? head : " ");
+      ticks++;
+    }, 1000);
+    try {
+      await Promise.all(closed);
+    } finally {
+      clearInterval(trickle);
+    }
+    await until(() => lines.filter((l) => l.msg === "request").length === 21, "a request line for every request");
+    const cut = lines.filter((l) => l.msg === "request" && l.status === 0).map((l) => l.duration_ms);
+    expect(cut).toHaveLength(20);
+    for (const ms of cut) {
+      expect(ms).toBeGreaterThanOrEqual(BODY_MS);
+      expect(ms).toBeLessThan(BODY_MS + BOUND_MS);
+    }
+    expect((await metric(g, "kvctl_gateway_listener_cuts_total")).join()).toContain('reason="request_timeout"} 20');
+  }, 30_000);
+});
+
 describe("probes", () => {
   it("/livez answers while the process serves; /readyz only while a worker takes traffic", async () => {
     const w0 = await worker();

@@ -5,11 +5,13 @@
 // front of both doors (the inference front and fastify): while the gateway drains, a new request is
 // answered 503 with Retry-After, and the requests under way are counted until they have finished.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import { createServer as createTlsServer } from "node:https";
 import type { SecureContextOptions } from "node:tls";
 import type { GatewayConfig } from "./config.js";
 import { errorBody } from "./errors.js";
 import type { OpsMetrics } from "./ops-metrics.js";
+import { bodyDeadlineStarts } from "./body-deadline.js";
 import { flavorOfRequest } from "./request/routes.js";
 
 /** Routes that answer while draining: the probes (readiness says draining) and the scrape. */
@@ -64,11 +66,12 @@ export function createListener(l: GatewayConfig["listener"], gate: DrainGate, me
     {
       headersTimeout: l.headersTimeoutMs,
       requestTimeout: l.bodyTimeoutMs,
-      // How often node looks for requests past their deadline: often enough that a cut comes
-      // within a small share of the deadline.
+      // How often node looks for requests past their deadlines: often enough that a slow header
+      // is cut within a small share of its deadline (a slow body has its own timer, body-deadline.ts).
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(l.headersTimeoutMs / 4))),
     },
     (req, res) => {
+      bodyDeadlineStarts(server, req, l.bodyTimeoutMs);
       arrive?.(req, res);
       if (!gate.admit(req, res, metrics)) handler(req, res);
     },
@@ -81,7 +84,9 @@ export function createListener(l: GatewayConfig["listener"], gate: DrainGate, me
   });
   server.on("drop", () => metrics.connectionsRefused.inc());
   // fastify's own clientError handler answers (408 on a timeout) and closes the socket; this one counts.
-  server.on("clientError", (err: Error & { code?: string }) => {
+  server.on("clientError", (err: Error & { code?: string }, socket: Duplex) => {
+    // node's backstop sweep reports a connection again until its close has gone through.
+    if (socket.destroyed) return;
     const reason = err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? "request_timeout" : err.code === "ECONNRESET" ? "reset" : "parse_error";
     metrics.listenerCuts.inc({ reason });
   });

@@ -20,11 +20,13 @@ export function requestLogger(ctx: TurnContext): ((req: IncomingMessage, res: Se
     notes.set(req, note);
     res.setHeader("x-request-id", note.id);
     res.once("close", () => {
+      const duration_ms = Math.round((performance.now() - started) * 1000) / 1000;
+      const status = res.writableFinished ? res.statusCode : 0;
       // 'close' can come before the turn's last note (its outcome arrives in a promise
       // continuation): the line is written after those have run.
       setImmediate(() => {
-        const status = res.writableFinished ? res.statusCode : 0;
-        write({ request_id: note.id, method: req.method ?? "", path: (req.url ?? "/").split("?")[0], ...note, status, duration_ms: Math.round((performance.now() - started) * 1000) / 1000 });
+        const { id, ...known } = note;
+        write({ request_id: id, method: req.method ?? "", path: (req.url ?? "/").split("?")[0], ...known, status, duration_ms });
       });
     });
   };
