@@ -12,7 +12,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect as netConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
@@ -388,6 +388,38 @@ describe("bad input", () => {
     expect(await anth.json()).toMatchObject({ type: "error", error: { type: "authentication_error" } });
   }, 60_000);
 
+  it("an oversized x-api-key, and key headers with a control or non-ASCII character: refused with the header named", async () => {
+    await responder();
+    const g = await gw();
+    const big = await fetch(`${g.url}/v1/models`, { headers: { "x-api-key": "k".repeat(2000) } });
+    expect(big.status).toBe(431);
+    expect(((await big.json()) as { error: { param: string } }).error.param).toBe("x-api-key");
+    // fetch refuses to send these bytes: a raw request carries them as a client could.
+    const raw = (header: string): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const s = netConnect(Number(new URL(g.url).port), "127.0.0.1", () => s.end(Buffer.concat([Buffer.from("GET /v1/models HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"), Buffer.from(header, "latin1"), Buffer.from("\r\n\r\n")])));
+        let got = "";
+        s.on("data", (d) => (got += d.toString()));
+        s.on("close", () => resolve(got));
+        s.on("error", reject);
+      });
+    // node's HTTP parser refuses a control byte in a header itself (400, before any route); a
+    // non-ASCII byte or a tab reaches the gateway, which refuses the header by name.
+    const from = up.calls.length;
+    for (const [name, header, expected] of [
+      ["authorization", `authorization: Bearer ${KEY_A.slice(0, 8)}\u0001${KEY_A.slice(9)}`, 400],
+      ["x-api-key", `x-api-key: ${KEY_A.slice(0, 8)}\u007f${KEY_A.slice(9)}`, 400],
+      ["authorization", `authorization: Bearer ${KEY_A.slice(0, 8)}\u00e9${KEY_A.slice(9)}`, 401],
+      ["authorization", `authorization: Bearer ${KEY_A.slice(0, 8)}\t${KEY_A.slice(9)}`, 401],
+      ["x-api-key", `x-api-key: ${KEY_A.slice(0, 8)}\u00e9${KEY_A.slice(9)}`, 401],
+    ] as const) {
+      const answer = await raw(header);
+      expect(`${JSON.stringify(header)} ${answer.split(" ")[1]}`).toBe(`${JSON.stringify(header)} ${expected}`);
+      if (expected === 401) expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)).error.param).toBe(name);
+    }
+    expect(up.calls.length).toBe(from);
+  }, 60_000);
+
   const refused = async (over: Partial<GatewayConfigInput>, field: string) => {
     const e = await createGateway({ config: config(over), log: () => undefined }).then(
       (g) => {
@@ -413,6 +445,12 @@ describe("bad input", () => {
     await refused({ auth: { tenants: [{ id: "a", keyEnv: "KVCTL_TEST_UNSET_VAR" }] } }, "KVCTL_TEST_UNSET_VAR");
     await refused({ auth: { tenants: [{ id: "a", keys: [] }] } }, "has no key");
     await refused({ workers: [{ id: "w0", url: up.url, apiKeyEnv: "KVCTL_TEST_UNSET_VAR" }] }, "workers[w0].apiKeyEnv");
+    await refused({ workers: [{ id: "w0", url: up.url, apiKey: "worker\u0000key-0123456789" }] }, "workers[w0].apiKey");
+    expect(await refused({ auth: { admin: { keys: [ADMIN] } } }, "auth.admin.keys.0")).toContain("sha256:");
+    await refused({ auth: { tenants: [{ id: "a", keys: [hashKey(KEY_A), hashKey(KEY_A)] }] } }, "auth.tenants.0.keys.1");
+    const ctrlFile = join(dir, "ctrl-keys.txt");
+    writeFileSync(ctrlFile, `${KEY_B}\nabc\u0001defghijklmnopqrstu\n`);
+    expect(await refused({ auth: { tenants: [{ id: "a", keyFile: ctrlFile }] } }, "line 2")).toContain("control character");
   });
 
   it("a TLS file that does not parse refuses to start, naming the field", async () => {
