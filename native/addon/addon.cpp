@@ -6,6 +6,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterCuda(env, exports);
   RegisterCopy(env, exports);
   RegisterEvents(env, exports);
+  RegisterDynamoEvents(env, exports);
   RegisterIndex(env, exports);
   return exports;
 }

@@ -7,4 +7,5 @@ void RegisterHash(Napi::Env env, Napi::Object exports);
 void RegisterCuda(Napi::Env env, Napi::Object exports);
 void RegisterCopy(Napi::Env env, Napi::Object exports);
 void RegisterEvents(Napi::Env env, Napi::Object exports);  // events.cpp (native/events)
+void RegisterDynamoEvents(Napi::Env env, Napi::Object exports);  // dynamo_events.cpp (native/events/adapters)
 void RegisterIndex(Napi::Env env, Napi::Object exports);   // index.cpp (native/index)

@@ -5,10 +5,15 @@
 // the same verdict and events; every event's ranges lie inside the batch; applying the frame
 // and then clearing every worker leaves the index empty (the deletion path); the SIMD and scalar
 // paths over token-id runs decode it alike, and so do the BlockStored fast path and the adapters.
+// The same input is also read as Dynamo's event-plane envelope, raw and behind a well-formed
+// version/length header (so mutations reach its msgpack), and every range a decoded frame holds
+// must lie inside it, a refused one keep nothing and name a field.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
+#include "adapters/dynamo_envelope.h"
 #include "block_index.h"
 #include "event_batch.h"
 #include "int_runs.h"
@@ -21,10 +26,35 @@ void require(bool ok, const char* what) {
   std::abort();
 }
 
+void check_dynamo(const uint8_t* data, size_t size) {
+  using namespace kv::events::dynamo;
+  static Frame f;
+  if (!decode_envelope(data, size, f)) {
+    require(!f.error_field.empty() && !f.error_text.empty(), "refused Dynamo frame without a field or reason");
+    require(f.records.empty() && f.blocks.empty() && f.hashes.empty(), "refused Dynamo frame kept records");
+    return;
+  }
+  require(f.error_field.empty(), "decoded Dynamo frame with an error");
+  for (const Record& r : f.records) {
+    const size_t n = r.kind == kStored ? f.blocks.size() : r.kind == kRemoved ? f.hashes.size() : 0;
+    require(r.begin <= r.end && r.end <= n, "Dynamo record range outside the frame");
+    const char* in = reinterpret_cast<const char*>(data);
+    const bool inside = r.storage_tier.data() >= in && r.storage_tier.data() + r.storage_tier.size() <= in + size;
+    require(inside || r.storage_tier == "device", "Dynamo storage tier neither from the input nor the default");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kv;
+  check_dynamo(data, size);
+  {
+    static std::vector<uint8_t> framed;
+    framed.assign({1, uint8_t(size >> 24), uint8_t(size >> 16), uint8_t(size >> 8), uint8_t(size)});
+    framed.insert(framed.end(), data, data + size);
+    check_dynamo(framed.data(), framed.size());
+  }
   events::Limits limits;
   limits.max_events = 4096;
   limits.max_bytes = 1 << 22;

@@ -9,31 +9,16 @@
 
 #include "check.h"
 #include "event_batch.h"
+#include "msgpack_build.h"
 
 using namespace kv;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-void put_be(Bytes& o, uint64_t v, int n) {
-  for (int i = n - 1; i >= 0; --i) o.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-Bytes str(const std::string& s) {
-  Bytes o{static_cast<uint8_t>(0xa0 | s.size())};
-  for (char c : s) o.push_back(static_cast<uint8_t>(c));
-  return o;
-}
-
-Bytes uint_of(uint64_t v) {
-  Bytes o;
-  if (v < 128) o.push_back(static_cast<uint8_t>(v));
-  else if (v < 0x10000) o.push_back(0xcd), put_be(o, v, 2);
-  else if (v < 0x100000000ULL) o.push_back(0xce), put_be(o, v, 4);
-  else o.push_back(0xcf), put_be(o, v, 8);
-  return o;
-}
+using kvtest::mp::Bytes;
+using kvtest::mp::put_be;
+using kvtest::mp::str;
+using kvtest::mp::uint_of;
 
 Bytes hash_of(uint64_t h, int form) {
   Bytes o;

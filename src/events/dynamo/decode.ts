@@ -1,16 +1,11 @@
 // Dynamo's KV-event plane (ZMQ transport, topic "kv-events") onto plain records. A message is
-// [topic, publisher id (8 bytes), sequence (8 bytes), envelope]; the envelope is a version byte
-// (1), a big-endian u32 length and a MessagePack map {publisher_id, sequence, published_at, topic,
-// payload}, whose payload (bytes) is a MessagePack array of router events:
-//   {worker_id, storage_tier, residency_domain, dp_rank,
-//    event: {event_id, data: {stored: {parent_hash, blocks: [{block_hash, tokens_hash}]}}
-//                          | {removed: {block_hashes}} | "cleared"}}
-// `block_hash` is the engine's own hash passed through (for SGLang, its page hash chain);
-// `tokens_hash` is Dynamo's xxh3 of the block's tokens (hashing.md §2, "local"). Events carry no
-// token ids. A bad field is reported by its name.
-import { type Tier, tierOfMedium } from "../types.js";
-import { decodeMsgpack, MsgpackError, type MsgValue } from "./msgpack.js";
-
+// [topic, publisher id (8 bytes), sequence (8 bytes), envelope]. The envelope is decoded by the
+// addon's event decoder (native/events/adapters/dynamo_envelope.h describes its form), which
+// hands back flat columns; this turns them into records. `block_hash` is the engine's own hash
+// passed through (for SGLang, its page hash chain); `tokens_hash` is Dynamo's xxh3 of the block's
+// tokens (hashing.md §2, "local"). Events carry no token ids. A bad field is reported by its name.
+import { addonPart } from "../../addon.js";
+import { type Tier, TIERS } from "../types.js";
 export class DynamoDecodeError extends Error {
   /** The field (dotted path) that was missing or of the wrong kind; "frame" for the framing. */
   readonly field: string;
@@ -50,104 +45,92 @@ export interface DynamoFrame {
 }
 
 export const DYNAMO_TOPIC = "kv-events";
-const ENVELOPE_VERSION = 1;
 
 /** u64 or i64 on the wire -> the signed int64 kvctl keys blocks by (hashing.md §1). */
 export function toSigned64(v: bigint): bigint {
   return BigInt.asIntN(64, v);
 }
 
-function int(v: MsgValue | undefined, field: string): bigint {
-  if (typeof v === "bigint") return v;
-  if (typeof v === "number" && Number.isInteger(v)) return BigInt(v);
-  throw new DynamoDecodeError(field, `expected an integer, got ${v === undefined ? "nothing" : typeof v}`);
+type NativeVerdict = string[] | number | { error: string; field: string };
+
+interface NativeDynamo {
+  decodeDynamoEnvelopeInto(envelope: Uint8Array, out: Uint8Array): NativeVerdict;
+  dynamoTierOfStorage(name: string): number;
 }
 
-function obj(v: MsgValue | undefined, field: string): { [k: string]: MsgValue } {
-  if (v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Uint8Array)) return v;
-  throw new DynamoDecodeError(field, "expected a map");
-}
-
-function list(v: MsgValue | undefined, field: string): MsgValue[] {
-  if (Array.isArray(v)) return v;
-  throw new DynamoDecodeError(field, "expected an array");
-}
+let native: NativeDynamo | undefined;
+const addon = () => (native ??= addonPart<NativeDynamo>("events", ["decodeDynamoEnvelopeInto", "dynamoTierOfStorage"]));
 
 /** Dynamo's storage tiers onto kvctl's (device -> GPU, host_pinned -> CPU_PINNED, disk, external). */
 export function tierOfStorage(name: string): Tier | undefined {
-  const t = name.toLowerCase();
-  if (t === "device") return "GPU";
-  if (t === "host_pinned") return "CPU_PINNED";
-  if (t === "disk") return "DISK";
-  if (t === "external") return "EXTERNAL";
-  return tierOfMedium(name, true);
+  const t = addon().dynamoTierOfStorage(name);
+  return t < 0 ? undefined : TIERS[t];
 }
 
-function eventData(v: MsgValue | undefined, field: string): DynamoEventData {
-  if (v === "cleared" || v === "Cleared") return { kind: "cleared" };
-  const d = obj(v, field);
-  if ("cleared" in d) return { kind: "cleared" };
-  if ("stored" in d) {
-    const s = obj(d.stored, `${field}.stored`);
-    const parent = s.parent_hash;
-    const blocks = list(s.blocks, `${field}.stored.blocks`).map((b, i) => {
-      const f = `${field}.stored.blocks[${i}]`;
-      const m = obj(b, f);
-      return { blockHash: toSigned64(int(m.block_hash, `${f}.block_hash`)), tokensHash: BigInt.asUintN(64, int(m.tokens_hash, `${f}.tokens_hash`)) };
-    });
-    return { kind: "stored", parentHash: parent == null ? null : toSigned64(int(parent, `${field}.stored.parent_hash`)), blocks };
-  }
-  if ("removed" in d) {
-    const r = obj(d.removed, `${field}.removed`);
-    const hashes = list(r.block_hashes, `${field}.removed.block_hashes`).map((h, i) => toSigned64(int(h, `${field}.removed.block_hashes[${i}]`)));
-    return { kind: "removed", blockHashes: hashes };
-  }
-  throw new DynamoDecodeError(field, `unknown event kind (${Object.keys(d).join(",") || "empty"})`);
-}
-
-function record(v: MsgValue, i: number): DynamoRecord {
-  const f = `payload[${i}]`;
-  const m = obj(v, f);
-  const storage = m.storage_tier ?? "device";
-  if (typeof storage !== "string") throw new DynamoDecodeError(`${f}.storage_tier`, "expected a string");
-  const tier = tierOfStorage(storage);
-  if (!tier) throw new DynamoDecodeError(`${f}.storage_tier`, `unknown tier '${storage}'`);
-  const ev = obj(m.event, `${f}.event`);
-  return {
-    dynamoWorker: BigInt.asUintN(64, int(m.worker_id, `${f}.worker_id`)).toString(),
-    dpRank: m.dp_rank == null ? 0 : Number(int(m.dp_rank, `${f}.dp_rank`)),
-    tier,
-    storageTier: storage,
-    eventId: int(ev.event_id, `${f}.event.event_id`),
-    data: eventData(ev.data, `${f}.event.data`),
-  };
-}
+const DATA_KINDS = ["stored", "removed", "cleared"] as const;
+const al8 = (n: number) => (n + 7) & ~7;
+let scratch = new ArrayBuffer(1 << 14);
+let scratchU8 = new Uint8Array(scratch);
 
 /** One ZMQ message of Dynamo's kv-events topic. Throws DynamoDecodeError naming the bad field. */
 export function decodeDynamoMessage(frames: Uint8Array[]): DynamoFrame {
   if (frames.length !== 4) throw new DynamoDecodeError("frame", `expected 4 ZMQ frames, got ${frames.length}`);
-  const env = frames[3];
-  if (env.length < 5) throw new DynamoDecodeError("frame", `envelope of ${env.length} bytes`);
-  if (env[0] !== ENVELOPE_VERSION) throw new DynamoDecodeError("frame", `envelope version ${env[0]} (expected ${ENVELOPE_VERSION})`);
-  const n = new DataView(env.buffer, env.byteOffset, env.byteLength).getUint32(1);
-  if (n !== env.length - 5) throw new DynamoDecodeError("frame", `envelope says ${n} bytes, has ${env.length - 5}`);
-  let envelope: MsgValue;
-  let payload: MsgValue;
-  try {
-    envelope = decodeMsgpack(env.subarray(5));
-  } catch (e) {
-    throw new DynamoDecodeError("envelope", e instanceof MsgpackError ? e.message : String(e));
+  const a = addon();
+  let r = a.decodeDynamoEnvelopeInto(frames[3], scratchU8);
+  if (typeof r === "number") {
+    // Too small for this frame: grow, and decode it again.
+    scratch = new ArrayBuffer(al8(-r) * 2);
+    scratchU8 = new Uint8Array(scratch);
+    r = a.decodeDynamoEnvelopeInto(frames[3], scratchU8);
+    if (typeof r === "number") throw new Error(`decodeDynamoEnvelopeInto wants ${-r} bytes after growing to them`);
   }
-  const m = obj(envelope, "envelope");
-  if (!(m.payload instanceof Uint8Array)) throw new DynamoDecodeError("envelope.payload", "expected bytes");
-  try {
-    payload = decodeMsgpack(m.payload);
-  } catch (e) {
-    throw new DynamoDecodeError("payload", e instanceof MsgpackError ? e.message : String(e));
-  }
-  return {
-    publisherId: int(m.publisher_id, "envelope.publisher_id"),
-    sequence: int(m.sequence, "envelope.sequence"),
-    records: list(payload, "payload").map(record),
+  if (!Array.isArray(r)) throw new DynamoDecodeError(r.field, r.error);
+  return framesOf(r);
+}
+
+/** The columns decodeDynamoEnvelopeInto wrote (its comment in native/addon/dynamo_events.cpp). */
+function framesOf(storageTiers: string[]): DynamoFrame {
+  const head = new BigInt64Array(scratch, 0, 8);
+  const [n, nb, nh] = [Number(head[3]), Number(head[4]), Number(head[5])];
+  let o = 64;
+  const take = <T>(make: (off: number, len: number) => T, len: number, width: number): T => {
+    const v = make(o, len);
+    o += al8(len * width);
+    return v;
   };
+  const i64 = (len: number) => take((x, l) => new BigInt64Array(scratch, x, l), len, 8);
+  const u64 = (len: number) => take((x, l) => new BigUint64Array(scratch, x, l), len, 8);
+  const u32 = (len: number) => take((x, l) => new Uint32Array(scratch, x, l), len, 4);
+  const u8 = (len: number) => take((x, l) => new Uint8Array(scratch, x, l), len, 1);
+  const worker = u64(n);
+  const eventId = i64(n);
+  const parent = i64(n);
+  const dpRank = take((x, l) => new Float64Array(scratch, x, l), n, 8);
+  const blockHash = i64(nb);
+  const tokensHash = u64(nb);
+  const hashes = i64(nh);
+  const [begin, end, name] = [u32(n), u32(n), u32(n)];
+  const [kind, tier, flags] = [u8(n), u8(n), u8(n)];
+  // A wire value below zero keeps its sign; any other comes back as the unsigned it was sent as.
+  const wire = (bits: bigint, negative: boolean) => (negative ? bits : BigInt.asUintN(64, bits));
+  const records: DynamoRecord[] = [];
+  for (let i = 0; i < n; i++) {
+    const k = DATA_KINDS[kind[i]];
+    let data: DynamoEventData;
+    if (k === "stored") {
+      const blocks: DynamoBlock[] = [];
+      for (let j = begin[i]; j < end[i]; j++) blocks.push({ blockHash: blockHash[j], tokensHash: tokensHash[j] });
+      data = { kind: "stored", parentHash: flags[i] & 1 ? parent[i] : null, blocks };
+    } else if (k === "removed") data = { kind: "removed", blockHashes: Array.from(hashes.subarray(begin[i], end[i])) };
+    else data = { kind: "cleared" };
+    records.push({
+      dynamoWorker: worker[i].toString(),
+      dpRank: dpRank[i],
+      tier: TIERS[tier[i]],
+      storageTier: storageTiers[name[i]],
+      eventId: wire(eventId[i], (flags[i] & 2) !== 0),
+      data,
+    });
+  }
+  return { publisherId: wire(head[0], (head[2] & 1n) !== 0n), sequence: wire(head[1], (head[2] & 2n) !== 0n), records };
 }
