@@ -3,7 +3,7 @@
 // It tracks each publisher's seq: a gap is reported and, when the worker offers a ROUTER replay
 // socket, the missing batches are requested from it while live batches are held back, so that
 // a removal is never applied before a replayed store; a duplicate is dropped; a restart (seq back
-// to 0 or far below, or back at all with a batch stamped later than any seen: see batch-ts.ts)
+// to 0 or far below, or back at all with a batch stamped later than any seen: see classify)
 // clears the worker's view before the new stream applies. Everything is
 // counted in `metrics` and emitted as an event. Bad input (wrong frame counts, a short seq
 // frame, undecodable payloads, bad events) is counted per kind and skipped; the loop never stops
@@ -18,8 +18,7 @@
 // a fresh socket.
 import { EventEmitter } from "node:events";
 import { Dealer, Subscriber } from "zeromq";
-import { BatchDecodeError, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
-import { batchTs } from "./batch-ts.js";
+import { BatchDecodeError, batchTs, decodeBatch, decodeSeq, encodeSeq, END_SEQ } from "./decode.js";
 import { SeqTracker, type SeqVerdict } from "./seq.js";
 import { RateLimitedLog } from "../util/rate-log.js";
 import type { BadEvent, DecodedBatch, KvEventBatch } from "./types.js";
@@ -28,6 +27,8 @@ import type { BadEvent, DecodedBatch, KvEventBatch } from "./types.js";
 export interface FrameVerdict {
   ok: boolean;
   error: string | null;
+  /** The batch's publish time (seconds), as decoded. */
+  ts: number;
   events: number;
   clearedEvents: number;
   storedBlocks: number;
@@ -154,7 +155,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   private sub: Subscriber | null = null;
   private dealer: Dealer | null = null;
   private replaying = false;
-  /** The publish time of the last batch accepted (null before one, or when batches carry none). */
+  /** The publish time of the last batch applied (null before one). */
   private lastTs: number | null = null;
   private pending: Buffer[][] = [];
   private running = false;
@@ -349,13 +350,15 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
         break;
     }
     this.seq.accept(seq);
-    this.lastTs = batchTs(frames[2]) ?? this.lastTs;
     this.applyPayload(seq, frames[2], replayed);
   }
 
   /**
-   * The seq's verdict. A live batch numbered below the expected one but stamped later than every
-   * batch seen is a new process's (its sequence started over, its first batches were missed).
+   * The seq's verdict. SGLang stamps each batch with time.time() when it builds it, so within one
+   * process a later batch never has an earlier ts: a live batch numbered below the expected one
+   * but stamped later than every batch seen is a new process's (its sequence started over, its
+   * first batches were missed). Only such a batch is decoded here, for its ts; the rest are
+   * decoded once, when applied.
    */
   private classify(seq: bigint, payload: Buffer, replayed: boolean): SeqVerdict {
     const v = this.seq.classify(seq);
@@ -385,6 +388,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
         this.bad("badBatches", seq, v.error ?? "batch refused");
         return;
       }
+      this.lastTs = v.ts;
       // A sink that did not hand the events back: decoded apart for the listeners.
       if (listened) decoded = v.decoded !== undefined ? v.decoded : decodeOrNull(payload);
       m.events += v.events;
@@ -393,6 +397,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       m.cleared += v.clearedEvents;
       this.badEvents(seq, v.badEvents, v.bad);
     } else if (decoded) {
+      this.lastTs = decoded.batch.ts;
       for (const e of decoded.batch.events) {
         m.events++;
         if (e.type === "BlockStored") m.blocksStored += e.blockHashes.length;

@@ -24,6 +24,16 @@ export function decodeBatch(payload: Uint8Array): DecodedBatch {
   return columnsToBatch(decodeBatchColumns(payload, true));
 }
 
+/** The batch's publish time (seconds), or null when the payload does not decode as a batch. */
+export function batchTs(payload: Uint8Array): number | null {
+  try {
+    return decodeBatchColumns(payload).ts;
+  } catch (e) {
+    if (!(e instanceof BatchDecodeError)) throw e;
+    return null;
+  }
+}
+
 /** The seq frame: 8 bytes big-endian. Returns a signed bigint (END_SEQ reads as -1). */
 export function decodeSeq(frame: Uint8Array): bigint {
   if (frame.length !== 8) throw new BatchDecodeError(`seq frame has ${frame.length} bytes, expected 8`, "shape");
