@@ -5,31 +5,25 @@
 // the calls the worker got). Also: the worker's key on every call the gateway makes (the client's
 // never), pin caps, tenant rate and concurrency limits, bad Authorization headers, bad key and TLS
 // config, TLS on the listener with a reload (library and SIGHUP to the CLI), and NATS secrets from
-// files. Two stand-ins, as in policy-http.test.ts: the worker's HTTP surface (a tiny node:http
+// files. Two stand-ins (helpers/agent-policy-bed.ts): the worker's HTTP surface (a tiny node:http
 // server that records the Authorization of every call) and its control plane (ReferenceResponder).
 // The real worker's keys are tested in gateway-auth-real-server.test.ts.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import { readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { type AddressInfo, connect as netConnect } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Agent, fetch as undiciFetch } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { createGateway, type Gateway } from "../src/app/gateway.js";
 import { connectOptionsFromFlags } from "../src/control/connection-flags.js";
 import { connectOptionsOf } from "../src/gateway/nats-link.js";
 import { hashKey } from "../src/gateway/auth/keys.js";
 import { GatewayConfigError, type GatewayConfigInput } from "../src/gateway/index.js";
-import { blockHashes } from "../src/hash/index.js";
-import { ReferenceResponder } from "../src/testing/index.js";
-import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
-
-const PAGE = 4;
-const tokensOf = (messages: unknown): number[] => [...JSON.stringify(messages)].map((c) => c.charCodeAt(0));
+import type { ReferenceResponder } from "../src/testing/index.js";
+import { PAGE, useAgentPolicyBed } from "./helpers/agent-policy-bed.js";
 
 const KEY_A = "tenant-a-key-0123456789";
 const KEY_B = "tenant-b-key-0123456789";
@@ -37,68 +31,8 @@ const ADMIN = "admin-key-0123456789abcdef";
 const WRONG = "not-a-key-0123456789abcd";
 const WORKER_KEY = "worker-inference-key-0123";
 
-interface Upstream {
-  url: string;
-  server: Server;
-  /** Every call: path and the Authorization / x-api-key it came with. */
-  calls: { path: string; auth: string | undefined; xkey: string | undefined }[];
-}
-
-/** Stand-in for an SGLang worker's HTTP surface (see the file comment). */
-async function upstream(): Promise<Upstream> {
-  const calls: Upstream["calls"] = [];
-  const server = createServer(async (req, res) => {
-    calls.push({ path: req.url ?? "", auth: req.headers.authorization, xkey: req.headers["x-api-key"] as string | undefined });
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
-    const json = (v: unknown, status = 200) => {
-      res.writeHead(status, { "content-type": "application/json" });
-      res.end(JSON.stringify(v));
-    };
-    if (req.url === "/health") return json({});
-    if (req.url === "/server_info") return json({ page_size: PAGE, kv_events: null, kv_events_config: null });
-    if (req.url === "/v1/models") return json({ object: "list", data: [{ id: "tiny", object: "model" }] });
-    if (req.url === "/v1/tokenize") return json({ tokens: tokensOf(body.messages ?? body.prompt), count: 0, max_model_len: 1 << 20 });
-    if (req.url?.startsWith("/v1/loads")) return json({}, 404);
-    if (req.url === "/kvctl/v1/messages/tokenize" && !body.messages) return json({}, 400);
-    json({
-      id: "c",
-      choices: [{ index: 0, message: { role: "assistant", content: "ok" }, prompt_token_ids: tokensOf(body.messages), response_token_ids: [7, 7, 7, 7], finish_reason: "stop" }],
-      usage: { prompt_tokens: 1, completion_tokens: 4, prompt_tokens_details: { cached_tokens: 0 } },
-    });
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, calls };
-}
-
-let nats: NatsServer;
-let nc: NatsConnection;
-let dir: string;
-let up: Upstream;
-const gateways: Gateway[] = [];
-const responders: ReferenceResponder[] = [];
+const bed = useAgentPolicyBed("gateway-auth");
 const logs: string[] = [];
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "kvctl-gateway-auth-"));
-  nats = await startNatsServer(["-js", "-sd", join(dir, "js")]);
-  nc = await connect({ servers: nats.url });
-  up = await upstream();
-}, 60_000);
-
-afterEach(async () => {
-  for (const g of gateways.splice(0)) await g.close();
-  for (const r of responders.splice(0)) r.stop();
-});
-
-afterAll(async () => {
-  up?.server.close();
-  await nc?.close();
-  await nats?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
 
 const AUTH = {
   admin: { keys: [hashKey(ADMIN)] },
@@ -109,30 +43,16 @@ const AUTH = {
 };
 
 function config(over: Partial<GatewayConfigInput> = {}): GatewayConfigInput {
-  return {
-    listen: { host: "127.0.0.1", port: 0 },
-    workers: [{ id: "w0", url: up.url }],
-    nats: { url: nats.url, opTimeoutMs: 2000 },
-    health: { intervalMs: 60_000, timeoutMs: 2000, failures: 1 },
-    sessions: { idleAfterSeconds: 0, bucket: `auth${gateways.length}${Date.now()}` },
-    policy: "agent",
-    auth: AUTH,
-    ...over,
-  };
+  return bed.config({ auth: AUTH, ...over });
 }
 
 async function gw(over: Partial<GatewayConfigInput> = {}): Promise<Gateway> {
   const g = await createGateway({ config: config(over), log: (l) => logs.push(l) });
-  gateways.push(g);
+  bed.gateways.push(g);
   return g;
 }
 
-async function responder(...prompts: unknown[][]): Promise<ReferenceResponder> {
-  const r = await ReferenceResponder.start(nc, { workerId: "w0", pinBudgetBlocks: 1000, log: () => undefined, record: true });
-  for (const p of prompts) r.model.addPath(blockHashes([...tokensOf(p), 7, 7, 7, 7], { pageSize: PAGE }));
-  responders.push(r);
-  return r;
-}
+const responder = (...prompts: unknown[][]): Promise<ReferenceResponder> => bed.responder(1000, ...prompts);
 
 type Who = "none" | "wrong" | "other" | "client" | "admin";
 const KEYS: Record<Who, string | null> = { none: null, wrong: WRONG, other: KEY_B, client: KEY_A, admin: ADMIN };
@@ -176,7 +96,7 @@ async function snapshot(g: Gateway, r: ReferenceResponder): Promise<string> {
   await g.settled();
   const rec = await g.sessions.get("a/owned");
   const ghost = await g.sessions.get("ghost");
-  return JSON.stringify({ rec, ghost, commands: r.received.length, calls: up.calls.filter((c) => !c.path.startsWith("/health")).length });
+  return JSON.stringify({ rec, ghost, commands: r.received.length, calls: bed.up.calls.filter((c) => !c.path.startsWith("/health")).length });
 }
 
 describe("gateway auth matrix", () => {
@@ -262,7 +182,7 @@ describe("gateway auth matrix", () => {
     expect(pub.workers[0]).toMatchObject({ id: "w0" });
     expect(pub.workers[0]?.url).toBeUndefined();
     const adm = (await (await fetch(`${g.url}/health`, { headers: bearer("admin") })).json()) as { workers: { url?: string }[] };
-    expect(adm.workers[0]?.url).toBe(up.url);
+    expect(adm.workers[0]?.url).toBe(bed.up.url);
     expect((await fetch(`${g.url}/v1/models`, { headers: { "x-api-key": KEY_A } })).status).toBe(200);
     expect((await fetch(`${g.url}/metrics`, { headers: { "x-api-key": ADMIN } })).status).toBe(200);
   }, 60_000);
@@ -279,14 +199,14 @@ describe("gateway auth matrix", () => {
 describe("upstream credentials", () => {
   it("the worker's key goes on every call the gateway makes; the client's key never reaches the worker", async () => {
     await responder();
-    const from = up.calls.length;
+    const from = bed.up.calls.length;
     process.env.KVCTL_TEST_WORKER_KEY = WORKER_KEY;
-    const g = await gw({ workers: [{ id: "w0", url: up.url, apiKeyEnv: "KVCTL_TEST_WORKER_KEY" }] });
+    const g = await gw({ workers: [{ id: "w0", url: bed.up.url, apiKeyEnv: "KVCTL_TEST_WORKER_KEY" }] });
     expect((await chat(g, "cred", { ...bearer("client"), "x-api-key": KEY_A })).status).toBe(200);
     expect((await fetch(`${g.url}/v1/models`, { headers: bearer("client") })).status).toBe(200);
     await g.checkHealth();
     await g.settled();
-    const calls = up.calls.slice(from);
+    const calls = bed.up.calls.slice(from);
     const paths = new Set(calls.map((c) => c.path.split("?")[0]));
     for (const p of ["/server_info", "/v1/chat/completions", "/v1/models", "/health"]) expect(paths).toContain(p);
     for (const c of calls) expect({ path: c.path, auth: c.auth, xkey: c.xkey }).toEqual({ path: c.path, auth: `Bearer ${WORKER_KEY}`, xkey: undefined });
@@ -294,11 +214,11 @@ describe("upstream credentials", () => {
 
   it("with gateway auth on and no worker key, the client's key is not forwarded", async () => {
     await responder();
-    const from = up.calls.length;
+    const from = bed.up.calls.length;
     const g = await gw();
     expect((await chat(g, "fwd", bearer("client"))).status).toBe(200);
     await g.settled();
-    for (const c of up.calls.slice(from)) expect(c.auth).toBeUndefined();
+    for (const c of bed.up.calls.slice(from)) expect(c.auth).toBeUndefined();
   }, 60_000);
 });
 
@@ -405,7 +325,7 @@ describe("bad input", () => {
       });
     // node's HTTP parser refuses a control byte in a header itself (400, before any route); a
     // non-ASCII byte or a tab reaches the gateway, which refuses the header by name.
-    const from = up.calls.length;
+    const from = bed.up.calls.length;
     for (const [name, header, expected] of [
       ["authorization", `authorization: Bearer ${KEY_A.slice(0, 8)}\u0001${KEY_A.slice(9)}`, 400],
       ["x-api-key", `x-api-key: ${KEY_A.slice(0, 8)}\u007f${KEY_A.slice(9)}`, 400],
@@ -417,13 +337,13 @@ describe("bad input", () => {
       expect(`${JSON.stringify(header)} ${answer.split(" ")[1]}`).toBe(`${JSON.stringify(header)} ${expected}`);
       if (expected === 401) expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)).error.param).toBe(name);
     }
-    expect(up.calls.length).toBe(from);
+    expect(bed.up.calls.length).toBe(from);
   }, 60_000);
 
   const refused = async (over: Partial<GatewayConfigInput>, field: string) => {
     const e = await createGateway({ config: config(over), log: () => undefined }).then(
       (g) => {
-        gateways.push(g);
+        bed.gateways.push(g);
         return null;
       },
       (err: unknown) => err,
@@ -439,36 +359,36 @@ describe("bad input", () => {
     await refused({ auth: { admin: { keys: [hashKey(KEY_A)] }, tenants: [{ id: "a", keys: [hashKey(KEY_A)] }] } }, "duplicate key");
     process.env.KVCTL_TEST_CTRL_KEY = "abc\u0007defghijklmnopqrstu";
     expect(await refused({ auth: { tenants: [{ id: "a", keyEnv: "KVCTL_TEST_CTRL_KEY" }] } }, "auth.tenants.0.keyEnv")).toContain("control character");
-    const keyFile = join(dir, "keys.txt");
+    const keyFile = join(bed.dir, "keys.txt");
     writeFileSync(keyFile, `${KEY_A}\nshort\n`);
     expect(await refused({ auth: { tenants: [{ id: "a", keyFile }] } }, "line 2")).toContain("shorter than");
     await refused({ auth: { tenants: [{ id: "a", keyEnv: "KVCTL_TEST_UNSET_VAR" }] } }, "KVCTL_TEST_UNSET_VAR");
     await refused({ auth: { tenants: [{ id: "a", keys: [] }] } }, "has no key");
-    await refused({ workers: [{ id: "w0", url: up.url, apiKeyEnv: "KVCTL_TEST_UNSET_VAR" }] }, "workers[w0].apiKeyEnv");
-    await refused({ workers: [{ id: "w0", url: up.url, apiKey: "worker\u0000key-0123456789" }] }, "workers[w0].apiKey");
+    await refused({ workers: [{ id: "w0", url: bed.up.url, apiKeyEnv: "KVCTL_TEST_UNSET_VAR" }] }, "workers[w0].apiKeyEnv");
+    await refused({ workers: [{ id: "w0", url: bed.up.url, apiKey: "worker\u0000key-0123456789" }] }, "workers[w0].apiKey");
     expect(await refused({ auth: { admin: { keys: [ADMIN] } } }, "auth.admin.keys.0")).toContain("sha256:");
     await refused({ auth: { tenants: [{ id: "a", keys: [hashKey(KEY_A), hashKey(KEY_A)] }] } }, "auth.tenants.0.keys.1");
-    const ctrlFile = join(dir, "ctrl-keys.txt");
+    const ctrlFile = join(bed.dir, "ctrl-keys.txt");
     writeFileSync(ctrlFile, `${KEY_B}\nabc\u0001defghijklmnopqrstu\n`);
     expect(await refused({ auth: { tenants: [{ id: "a", keyFile: ctrlFile }] } }, "line 2")).toContain("control character");
   });
 
   it("a TLS file that does not parse refuses to start, naming the field", async () => {
     const { cert, key } = selfSigned("bad");
-    const junk = join(dir, "junk.pem");
+    const junk = join(bed.dir, "junk.pem");
     writeFileSync(junk, "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n");
     await refused({ listen: { host: "127.0.0.1", port: 0, tls: { cert: junk, key } } }, "listen.tls.cert");
     await refused({ listen: { host: "127.0.0.1", port: 0, tls: { cert, key: junk } } }, "listen.tls.key");
     const other = selfSigned("other");
     await refused({ listen: { host: "127.0.0.1", port: 0, tls: { cert, key: other.key } } }, "is not the key of the certificate");
-    await refused({ listen: { host: "127.0.0.1", port: 0, tls: { cert: join(dir, "missing.pem"), key } } }, "listen.tls.cert: cannot read");
+    await refused({ listen: { host: "127.0.0.1", port: 0, tls: { cert: join(bed.dir, "missing.pem"), key } } }, "listen.tls.cert: cannot read");
   });
 });
 
 /** A self-signed certificate for 127.0.0.1 (openssl), its files and SHA-256 fingerprint. */
 function selfSigned(name: string): { cert: string; key: string; fingerprint: string } {
-  const cert = join(dir, `${name}.crt`);
-  const key = join(dir, `${name}.key`);
+  const cert = join(bed.dir, `${name}.crt`);
+  const key = join(bed.dir, `${name}.key`);
   execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", `/CN=${name}`, "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
   const fp = execFileSync("openssl", ["x509", "-in", cert, "-noout", "-fingerprint", "-sha256"]).toString().trim().split("=")[1] ?? "";
   return { cert, key, fingerprint: fp };
@@ -489,8 +409,8 @@ describe("TLS on the listener", () => {
   it("serves HTTPS; a reload picks up a new certificate; a bad reload keeps the old one", async () => {
     await responder();
     const first = selfSigned("first");
-    const cert = join(dir, "live.crt");
-    const key = join(dir, "live.key");
+    const cert = join(bed.dir, "live.crt");
+    const key = join(bed.dir, "live.key");
     writeFileSync(cert, readFileSync(first.cert));
     writeFileSync(key, readFileSync(first.key));
     const g = await gw({ listen: { host: "127.0.0.1", port: 0, tls: { cert, key } } });
@@ -515,8 +435,8 @@ describe("TLS on the listener", () => {
 
 describe("secrets from files and the environment", () => {
   it("NATS password and token come from files or env; the flag forms warn that they show in ps", () => {
-    const pw = join(dir, "nats-password");
-    const tok = join(dir, "nats-token");
+    const pw = join(bed.dir, "nats-password");
+    const tok = join(bed.dir, "nats-token");
     writeFileSync(pw, "s3cret-from-file\n");
     writeFileSync(tok, "tok-from-file\n");
     const writes: string[] = [];
@@ -531,7 +451,7 @@ describe("secrets from files and the environment", () => {
       const fromFlag = connectOptionsFromFlags({ user: "u", password: "on-the-command-line" }, "t");
       expect(fromFlag.pass).toBe("on-the-command-line");
       expect(writes.join("")).toContain("--password on the command line shows in ps");
-      expect(() => connectOptionsFromFlags({ "password-file": join(dir, "absent") }, "t")).toThrow(/--password-file: cannot read/);
+      expect(() => connectOptionsFromFlags({ "password-file": join(bed.dir, "absent") }, "t")).toThrow(/--password-file: cannot read/);
       const gwOpts = connectOptionsOf({ url: "nats://127.0.0.1:1", passwordFile: pw, tokenFile: tok, opTimeoutMs: 500, commandTimeoutMs: 1000, commandRetries: 2 }, "gw");
       expect([gwOpts.pass, gwOpts.token]).toEqual(["s3cret-from-file", "tok-from-file"]);
     } finally {
@@ -557,12 +477,12 @@ describe("kvctl gateway (the CLI)", () => {
 
   it("SIGHUP reloads the TLS pair; a bad pair is logged and the old one kept; a bad key config exits 2 naming the field", async () => {
     const first = selfSigned("cli-first");
-    const cert = join(dir, "cli.crt");
-    const key = join(dir, "cli.key");
+    const cert = join(bed.dir, "cli.crt");
+    const key = join(bed.dir, "cli.key");
     writeFileSync(cert, readFileSync(first.cert));
     writeFileSync(key, readFileSync(first.key));
-    const file = join(dir, "gw-tls.yaml");
-    writeFileSync(file, `listen: { host: 127.0.0.1, port: 0, tls: { cert: ${cert}, key: ${key} } }\nworkers:\n  - id: w0\n    url: ${up.url}\nauth:\n  tenants:\n    - id: a\n      keys: ["${hashKey(KEY_A)}"]\n`);
+    const file = join(bed.dir, "gw-tls.yaml");
+    writeFileSync(file, `listen: { host: 127.0.0.1, port: 0, tls: { cert: ${cert}, key: ${key} } }\nworkers:\n  - id: w0\n    url: ${bed.up.url}\nauth:\n  tenants:\n    - id: a\n      keys: ["${hashKey(KEY_A)}"]\n`);
     const g = cli(["--config", file, "--no-nats"]);
     try {
       await g.saw("listening on https://");
@@ -582,8 +502,8 @@ describe("kvctl gateway (the CLI)", () => {
       g.child.kill("SIGTERM");
       if (g.child.exitCode === null) await once(g.child, "exit");
     }
-    const badFile = join(dir, "gw-bad.yaml");
-    writeFileSync(badFile, `workers:\n  - id: w0\n    url: ${up.url}\nauth:\n  tenants:\n    - id: a\n      keys: ["${KEY_A}"]\n`);
+    const badFile = join(bed.dir, "gw-bad.yaml");
+    writeFileSync(badFile, `workers:\n  - id: w0\n    url: ${bed.up.url}\nauth:\n  tenants:\n    - id: a\n      keys: ["${KEY_A}"]\n`);
     const bad = cli(["--config", badFile, "--no-nats"]);
     const [code] = await once(bad.child, "exit");
     expect(code).toBe(2);

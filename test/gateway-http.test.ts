@@ -21,6 +21,7 @@ import { retentionFor } from "../src/policy/program-retention-setup.js";
 import { blankAck, type CommandType, encodeAck } from "../src/protocol/index.js";
 import { freePort } from "../src/util/net.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
+import { readJsonBody, sendJson, STAND_IN_SERVER_INFO, standInTokenize, standInTokens } from "./helpers/stand-in-http.js";
 
 interface StandIn {
   url: string;
@@ -40,18 +41,13 @@ interface StandIn {
 async function standIn(): Promise<StandIn> {
   const s: StandIn = { url: "", info: {}, server: null as unknown as Server, healthy: true, aborted: 0, requests: 0, resetNext: 0, delayMs: 0 };
   s.server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
-    const json = (status: number, v: unknown) => {
-      res.writeHead(status, { "content-type": "application/json" });
-      res.end(JSON.stringify(v));
-    };
+    const body = await readJsonBody(req);
+    const json = (status: number, v: unknown) => sendJson(res, status, v);
     if (req.url === "/health") return json(s.healthy ? 200 : 503, {});
-    if (req.url === "/server_info") return json(200, { page_size: 4, kv_events: null, kv_events_config: null, ...s.info });
-    if (req.url === "/v1/tokenize") return json(200, { tokens: [...JSON.stringify(body.messages ?? body.prompt)].map((c) => c.charCodeAt(0)), count: 0, max_model_len: 4096 });
+    if (req.url === "/server_info") return json(200, { ...STAND_IN_SERVER_INFO, ...s.info });
+    if (req.url === "/v1/tokenize") return json(200, standInTokenize(body));
     // kvctl's Anthropic tokenize route, as a kvctl worker has it (the gateway probes it at start).
-    if (req.url === "/kvctl/v1/messages/tokenize") return body.messages ? json(200, { tokens: [...JSON.stringify(body.messages)].map((c) => c.charCodeAt(0)) }) : json(400, {});
+    if (req.url === "/kvctl/v1/messages/tokenize") return body.messages ? json(200, { tokens: standInTokens(JSON.stringify(body.messages)) }) : json(400, {});
     if (req.method === "GET") return json(404, {});
     s.requests++;
     if (s.resetNext > 0) {

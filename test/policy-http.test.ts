@@ -2,115 +2,23 @@
 // pinned and released, explicit hints, and bad input (hints for unknown sessions, contradictory
 // markers, tool results for a call never seen, a bad hint header, a worker acking `rejected`):
 // each counted and logged, the request still served, the session record consistent. Two
-// stand-ins: the HTTP upstream (a tiny node:http server whose "tokenizer" is the character codes
-// of the messages' JSON, so the gateway's token positions are checkable) and the worker's control
-// plane (ReferenceResponder, the package's in-memory stand-in for the SGLang subscriber). The
-// real server's answers are tested in gateway-real-server.test.ts.
-import { once } from "node:events";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { ReferenceResponder } from "../src/testing/index.js";
+// stand-ins (helpers/agent-policy-bed.ts): the HTTP upstream (a tiny node:http server whose
+// "tokenizer" is the character codes of the messages' JSON, so the gateway's token positions are
+// checkable) and the worker's control plane (ReferenceResponder). The real server's answers are
+// tested in gateway-real-server.test.ts.
+import { describe, expect, it } from "vitest";
 import { createGateway, type Gateway } from "../src/app/gateway.js";
 import type { SessionRecord } from "../src/gateway/session-record.js";
-import { blockHashes } from "../src/hash/index.js";
-import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
+import { PAGE, tokensOf, useAgentPolicyBed } from "./helpers/agent-policy-bed.js";
 
-const PAGE = 4;
-const tokensOf = (messages: unknown): number[] => [...JSON.stringify(messages)].map((c) => c.charCodeAt(0));
-
-/** Stand-in for an SGLang worker's HTTP surface (see the file comment). */
-async function upstream(): Promise<{ url: string; server: Server }> {
-  const server = createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
-    const json = (v: unknown) => {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify(v));
-    };
-    if (req.url === "/health") return json({});
-    if (req.url === "/server_info") return json({ page_size: PAGE, kv_events: null, kv_events_config: null });
-    if (req.url === "/v1/tokenize") return json({ tokens: tokensOf(body.messages ?? body.prompt), count: 0, max_model_len: 1 << 20 });
-    // kvctl's Anthropic tokenize route, as a kvctl worker has it: the gateway probes it at start with an empty body.
-    if (req.url === "/kvctl/v1/messages/tokenize" && !body.messages) {
-      res.writeHead(400, { "content-type": "application/json" });
-      return res.end("{}");
-    }
-    const last = body.messages?.[body.messages.length - 1];
-    const tool = last?.content === "call a tool";
-    json({
-      id: "c",
-      choices: [
-        {
-          index: 0,
-          message: { role: "assistant", content: tool ? null : "ok", tool_calls: tool ? [{ id: "call_1", type: "function", function: { name: "search", arguments: "{}" } }] : undefined },
-          prompt_token_ids: tokensOf(body.messages),
-          response_token_ids: [7, 7, 7, 7],
-          finish_reason: tool ? "tool_calls" : "stop",
-        },
-      ],
-      usage: { prompt_tokens: 1, completion_tokens: 4, prompt_tokens_details: { cached_tokens: 0 } },
-    });
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
-}
-
-let nats: NatsServer;
-let nc: NatsConnection;
-let jsDir: string;
-let up: { url: string; server: Server };
-const gateways: Gateway[] = [];
-const responders: ReferenceResponder[] = [];
+const bed = useAgentPolicyBed("policy-http");
 const logs: string[] = [];
 
-beforeAll(async () => {
-  jsDir = mkdtempSync(join(tmpdir(), "kvctl-policy-http-"));
-  nats = await startNatsServer(["-js", "-sd", jsDir]);
-  nc = await connect({ servers: nats.url });
-  up = await upstream();
-}, 60_000);
-
-afterEach(async () => {
-  for (const g of gateways.splice(0)) await g.close();
-  for (const r of responders.splice(0)) r.stop();
-});
-
-afterAll(async () => {
-  up?.server.close();
-  await nc?.close();
-  await nats?.stop();
-  if (jsDir) rmSync(jsDir, { recursive: true, force: true });
-});
-
-/** A worker control plane knowing the blocks of these prompts (the hashes the gateway computes for them). */
-async function responder(pinBudgetBlocks: number, ...prompts: unknown[][]): Promise<ReferenceResponder> {
-  const r = await ReferenceResponder.start(nc, { workerId: "w0", pinBudgetBlocks, log: () => undefined, record: true });
-  for (const p of prompts) r.model.addPath(blockHashes([...tokensOf(p), 7, 7, 7, 7], { pageSize: PAGE }));
-  responders.push(r);
-  return r;
-}
+const { responder } = bed;
 
 async function gw(policies: Record<string, unknown> = {}): Promise<Gateway> {
-  const g = await createGateway({
-    config: {
-      listen: { host: "127.0.0.1", port: 0 },
-      workers: [{ id: "w0", url: up.url }],
-      nats: { url: nats.url, opTimeoutMs: 2000 },
-      health: { intervalMs: 60_000, timeoutMs: 2000, failures: 1 },
-      sessions: { idleAfterSeconds: 0, bucket: `b${gateways.length}${Date.now()}` },
-      policy: "agent",
-      policies,
-    },
-    log: (l) => logs.push(l),
-  });
-  gateways.push(g);
+  const g = await createGateway({ config: bed.config({ policies }), log: (l) => logs.push(l) });
+  bed.gateways.push(g);
   return g;
 }
 

@@ -7,6 +7,7 @@
 import { once } from "node:events";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { readJsonBody, sendJson, STAND_IN_SERVER_INFO } from "./stand-in-http.js";
 
 export interface HttpStandIn {
   url: string;
@@ -25,15 +26,10 @@ export interface HttpStandIn {
 export async function startHttpStandIn(port = 0): Promise<HttpStandIn> {
   const s = { chats: [] as IncomingHttpHeaders[], events: 30, gapMs: 20, hold: null as Promise<void> | null } as HttpStandIn;
   s.server = createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
-    const json = (status: number, v: unknown) => {
-      res.writeHead(status, { "content-type": "application/json" });
-      res.end(JSON.stringify(v));
-    };
+    const body = await readJsonBody(req);
+    const json = (status: number, v: unknown) => sendJson(res, status, v);
     if (req.url === "/health") return json(200, {});
-    if (req.url === "/server_info") return json(200, { page_size: 4, kv_events: null, kv_events_config: null });
+    if (req.url === "/server_info") return json(200, STAND_IN_SERVER_INFO);
     if (req.url !== "/v1/chat/completions") return json(404, {});
     s.chats.push(req.headers);
     if (body.stream) {

@@ -7,6 +7,7 @@
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { readJsonBody, sendJson, STAND_IN_SERVER_INFO, standInTokenize } from "./stand-in-http.js";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { type Ack, blankAck, encodeAck } from "../../src/protocol/index.js";
 import { parseJson } from "../../src/protocol/json.js";
@@ -69,16 +70,11 @@ async function serveControl(w: WorkerStandIn, nc: NatsConnection): Promise<void>
 
 function handler(w: WorkerStandIn) {
   return async (req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
-    const json = (status: number, v: unknown) => {
-      res.writeHead(status, { "content-type": "application/json" });
-      res.end(JSON.stringify(v));
-    };
+    const body = await readJsonBody(req);
+    const json = (status: number, v: unknown) => sendJson(res, status, v);
     if (req.url === "/health") return json(200, {});
-    if (req.url === "/server_info") return json(200, { page_size: 4, kv_events: null, kv_events_config: null });
-    if (req.url === "/v1/tokenize") return json(200, { tokens: [...JSON.stringify(body.messages ?? body.prompt)].map((c) => c.charCodeAt(0)), count: 0, max_model_len: 4096 });
+    if (req.url === "/server_info") return json(200, STAND_IN_SERVER_INFO);
+    if (req.url === "/v1/tokenize") return json(200, standInTokenize(body));
     if (req.method === "GET") return json(404, {});
     w.arrived++;
     while (w.hold) await w.hold;
