@@ -19,6 +19,7 @@ import { freePort } from "../src/util/net.js";
 import { startNatsServer } from "./helpers/nats-server.js";
 import { type HttpStandIn, startHttpStandIn } from "./helpers/http-stand-in.js";
 import { repoRoot } from "./helpers/python.js";
+import { until } from "./helpers/poll.js";
 
 const dir = mkdtempSync(join(tmpdir(), "kvctl-gw-bounds-"));
 const children: ChildProcessWithoutNullStreams[] = [];
@@ -37,21 +38,13 @@ function tsx(args: string[]): { child: ChildProcessWithoutNullStreams; err: () =
   return { child, err: () => err };
 }
 
-async function until(cond: () => Promise<boolean> | boolean, what: string, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 /** A gateway process from a YAML config; resolves once it listens. */
 async function gatewayProcess(yaml: string, flags: string[] = ["--no-nats"]): Promise<{ child: ChildProcessWithoutNullStreams; err: () => string; url: string }> {
   const port = await freePort();
   const file = join(dir, `gw-${port}.yaml`);
   writeFileSync(file, yaml);
   const g = tsx(["src/cli/bin.ts", "gateway", "--config", file, "--listen", `127.0.0.1:${port}`, ...flags]);
-  await until(() => g.err().includes("listening on") || g.child.exitCode !== null, "the gateway to listen");
+  await until("the gateway to listen", () => g.err().includes("listening on") || g.child.exitCode !== null);
   if (g.child.exitCode !== null) throw new Error(`gateway exited: ${g.err()}`);
   return { ...g, url: `http://127.0.0.1:${port}` };
 }
@@ -95,9 +88,9 @@ describe("kvctl gateway drains on SIGTERM", () => {
       }
       return text;
     });
-    await until(() => started.every(Boolean), "all 20 streams to start");
+    await until("all 20 streams to start", () => started.every(Boolean));
     g.child.kill("SIGTERM");
-    await until(async () => (await fetch(`${g.url}/readyz`)).status === 503, "readiness to go false");
+    await until("readiness to go false", async () => (await fetch(`${g.url}/readyz`)).status === 503);
     expect((await fetch(`${g.url}/livez`)).status).toBe(200);
     const late = await chat(g.url, false);
     expect(late.status).toBe(503);
@@ -135,7 +128,7 @@ describe("kvctl gateway's listener bounds", () => {
     // The JSON log's request lines say, per request, how long it was open in the gateway.
     const g = await gatewayProcess(`workers:\n  - id: w0\n    url: ${w.url}\nlistener:\n  headersTimeoutMs: 1000\n  bodyTimeoutMs: ${BODY_MS}\nlogging:\n  format: json\n`);
     const pid = g.child.pid as number;
-    await until(async () => (await fetch(`${g.url}/readyz`)).status === 200, "the gateway to be ready");
+    await until("the gateway to be ready", async () => (await fetch(`${g.url}/readyz`)).status === 200);
     // Idle: the scrape's own connection closed again.
     const idleFds = fds(pid);
     const N = 1000;
@@ -160,14 +153,18 @@ describe("kvctl gateway's listener bounds", () => {
       for (const s of sockets) if (s.writable && !s.connecting) s.write(" ");
     }, 1000);
     try {
-      await until(() => {
-        if (closedAfter.length < N) peakFds = Math.max(peakFds, fds(pid));
-        return closedAfter.length === N;
-      }, "every trickling connection to be closed", BODY_MS * 10);
+      await until(
+        "every trickling connection to be closed",
+        () => {
+          if (closedAfter.length < N) peakFds = Math.max(peakFds, fds(pid));
+          return closedAfter.length === N;
+        },
+        BODY_MS * 10,
+      );
     } finally {
       clearInterval(trickle);
     }
-    await until(() => fds(pid) <= idleFds + 2, "the gateway's file descriptors to come back", 10_000);
+    await until("the gateway's file descriptors to come back", () => fds(pid) <= idleFds + 2, 10_000);
     const cut = () =>
       g
         .err()
@@ -175,7 +172,7 @@ describe("kvctl gateway's listener bounds", () => {
         .filter((l) => l.includes('"msg":"request"'))
         .map((l) => JSON.parse(l) as { path: string; status: number; duration_ms: number })
         .filter((r) => r.path === "/v1/chat/completions");
-    await until(() => cut().length === N, "a request line for every cut request");
+    await until("a request line for every cut request", () => cut().length === N);
     const openMs = cut()
       .map((r) => r.duration_ms)
       .sort((a, b) => a - b);
@@ -198,7 +195,7 @@ describe("kvctl gateway's listener bounds", () => {
     const pubLines = createInterface({ input: pub.child.stdout });
     const lines: string[] = [];
     pubLines.on("line", (l) => lines.push(l));
-    await until(() => lines.some((l) => l.startsWith("READY ")), "the publisher");
+    await until("the publisher", () => lines.some((l) => l.startsWith("READY ")));
     const endpoint = (lines.find((l) => l.startsWith("READY ")) as string).slice(6);
 
     const watch = tsx(["src/cli/bin.ts", "watch", "--zmq", `w0=${endpoint}`, "--interval", "0.2", "--json", "--log-interval", "1"]);
@@ -210,7 +207,7 @@ describe("kvctl gateway's listener bounds", () => {
     const w = await worker();
     const g = await gatewayProcess(`workers:\n  - id: w0\n    url: ${w.url}\n    events: ${endpoint}\nprobeWorkers: false\n`);
     const batches = () => metricValue(g.url, 'kvctl_gateway_kv_event_batches_total{worker="w0"}');
-    await until(async () => watchSeq >= 0 && (await batches()) > 0, "both consumers to receive batches");
+    await until("both consumers to receive batches", async () => watchSeq >= 0 && (await batches()) > 0);
     const pids = { watch: watch.child.pid as number, gateway: g.child.pid as number };
     const before = { watch: rssMb(pids.watch), gateway: rssMb(pids.gateway) };
     const max = { ...before };
@@ -219,12 +216,12 @@ describe("kvctl gateway's listener bounds", () => {
     }, 20);
     closers.push(() => clearInterval(sampler));
     pub.child.stdin.write("big 1024\n");
-    await until(() => lines.some((l) => l.startsWith("SENT ")), "the big message to be sent");
+    await until("the big message to be sent", () => lines.some((l) => l.startsWith("SENT ")));
     const bigSeq = Number((lines.find((l) => l.startsWith("SENT ")) as string).slice(5));
-    await until(async () => /was dropped unread/.test(watch.err()) && (await metricValue(g.url, 'kvctl_gateway_kv_events_refused_total{worker="w0"}')) >= 1, "both consumers to drop the connection");
+    await until("both consumers to drop the connection", async () => /was dropped unread/.test(watch.err()) && (await metricValue(g.url, 'kvctl_gateway_kv_events_refused_total{worker="w0"}')) >= 1);
     // They go on: batches after the big one arrive (ZMQ reconnected).
     const after = await batches();
-    await until(async () => watchSeq > bigSeq + 2 && (await batches()) > after + 2, "batches after the big one");
+    await until("batches after the big one", async () => watchSeq > bigSeq + 2 && (await batches()) > after + 2);
     clearInterval(sampler);
     for (const k of ["watch", "gateway"] as const) max[k] = Math.max(max[k], rssMb(pids[k]));
     console.log(`oversize figures: ${JSON.stringify({ rssBeforeMb: before, rssMaxMb: max })}`);

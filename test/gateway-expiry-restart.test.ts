@@ -16,6 +16,7 @@ import { parseJson } from "../src/protocol/json.js";
 import { freePort } from "../src/util/net.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 import { type SglangServer, startSglangServer } from "./helpers/sglang-server.js";
+import { pollFor } from "./helpers/poll.js";
 
 const TTL_SECONDS = 30;
 let nats: NatsServer;
@@ -86,17 +87,13 @@ async function inspect(): Promise<InspectDetail> {
 
 const pinsOn = (d: InspectDetail, blocks: readonly string[]) => d.blocks.filter((b) => blocks.includes(String(b.block_hash))).reduce((n, b) => n + b.pin_count, 0);
 
-async function until<T>(what: string, get: () => Promise<T>, ok: (v: T) => boolean, ms = 120_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await get();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? String(x) : x))}\n${logs.map((l) => l.slice(-20).join("\n")).join("\n---\n")}`);
-    // The condition is the signal (the worker's own Inspect, or the record in the bucket); the worker
-    // offers no release event to wait on, so the pause only spaces the polls.
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** `get`'s value once `ok` holds, polled (the worker's Inspect or the record in the bucket: it offers no release event to wait on). */
+const until = <T>(what: string, get: () => Promise<T>, ok: (v: T) => boolean): Promise<T> =>
+  pollFor(what, get, ok, {
+    ms: 120_000,
+    everyMs: 100,
+    detail: (v) => `${JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? String(x) : x))}\n${logs.map((l) => l.slice(-20).join("\n")).join("\n---\n")}`,
+  });
 
 const record = (sid: string) => (sid === "rs" ? gateways[2] : gateways[0]).sessions.get(sid);
 const heldHolds = (r: SessionRecord | null) => (r?.holds ?? []).filter((h) => h.state === "held" && h.blocks.length > 0);

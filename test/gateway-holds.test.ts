@@ -20,6 +20,7 @@ import { blocksOf, holdsPolicy, SESSIONLESS } from "./helpers/holds-policy.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 import { chainOf, finished, joined, started } from "./helpers/policy-observations.js";
 import { startWorkerStandIn, type WorkerStandIn } from "./helpers/worker-stand-in.js";
+import { until } from "./helpers/poll.js";
 
 let nats: NatsServer;
 let jsDir: string;
@@ -98,14 +99,6 @@ const chat = (url: string, sid: string) =>
 const hint = (url: string, sid: string, event: string) =>
   fetch(`${url}/kvctl/v1/sessions/${encodeURIComponent(sid)}/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event, ...(event === "tool_start" ? { tool_name: "t" } : {}) }) });
 
-async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 /** Pins per block the record names (its pins field, which every gateway version writes). */
 function namedPins(r: SessionRecord | null): Map<string, number> {
   const n = new Map<string, number>();
@@ -114,6 +107,28 @@ function namedPins(r: SessionRecord | null): Map<string, number> {
 }
 
 const workerPins = (sid: string) => new Map(blocksOf(sid).filter((h) => w0.pins.has(h)).map((h) => [String(h), w0.pins.get(h) as number]));
+
+/**
+ * Holds the worker's answers, sends a turn from a replica (`send`) and waits until it has reached
+ * the worker with its hold on `holder`'s three blocks. Returns what kills that replica and then
+ * lets the worker answer, resolving to when the replica was killed.
+ */
+async function turnHeldAtWorker(holder: string, send: () => Promise<unknown>): Promise<(proc: ChildProcess) => Promise<number>> {
+  let release: () => void = () => undefined;
+  w0.hold = new Promise<void>((r) => {
+    release = r;
+  });
+  const arrived = w0.arrived;
+  void send().catch(() => undefined);
+  await until(`the turn of ${holder} to reach the worker with its hold`, () => w0.arrived > arrived && workerPins(holder).size === 3);
+  return async (proc) => {
+    await kill(proc);
+    const killedAt = Date.now();
+    w0.hold = null;
+    release();
+    return killedAt;
+  };
+}
 
 describe("one truth for holds", () => {
   it("releasing a turn's in-flight hold leaves the marker pin on the same blocks in the record, as on the worker", async () => {
@@ -156,16 +171,8 @@ describe("close means close, on any replica", () => {
   it("a temporary hold taken by a replica killed mid-turn is released by a close on another replica", async () => {
     const b = await gw();
     const c = await childReplica({ heartbeatMs: 60_000 });
-    let release: () => void = () => undefined;
-    w0.hold = new Promise<void>((r) => {
-      release = r;
-    });
-    const arrived = w0.arrived;
-    void chat(c.url, "s3").catch(() => undefined);
-    await until("the turn to reach the worker with its hold", () => w0.arrived > arrived && workerPins("s3").size === 3);
-    await kill(c.proc);
-    w0.hold = null;
-    release();
+    const killSender = await turnHeldAtWorker("s3", () => chat(c.url, "s3"));
+    await killSender(c.proc);
     expect((await hint(b.url, "s3", "close")).status).toBe(202);
     await until("the killed replica's hold to go", async () => {
       await b.settled();
@@ -179,17 +186,8 @@ describe("orphan reaping", () => {
   it("a replica that disappears mid-turn has its in-flight hold released by another within a bounded time, and the record says so", async () => {
     const b = await gw({ heartbeatMs: 200 });
     const c = await childReplica({ heartbeatMs: 200 });
-    let release: () => void = () => undefined;
-    w0.hold = new Promise<void>((r) => {
-      release = r;
-    });
-    const arrived = w0.arrived;
-    void chat(c.url, "s4").catch(() => undefined);
-    await until("the turn to reach the worker with its hold", () => w0.arrived > arrived && workerPins("s4").size === 3);
-    await kill(c.proc);
-    const killedAt = Date.now();
-    w0.hold = null;
-    release();
+    const killSender = await turnHeldAtWorker("s4", () => chat(c.url, "s4"));
+    const killedAt = await killSender(c.proc);
     await until("the reaper to release the hold", async () => {
       await b.settled();
       return workerPins("s4").size === 0;
@@ -204,14 +202,8 @@ describe("orphan reaping", () => {
   it("a sessionless request's in-flight hold is named with its replica's identity, and reaped when that replica disappears mid-turn", async () => {
     const b = await gw({ heartbeatMs: 200 });
     const c = await childReplica({ heartbeatMs: 200 });
-    let release: () => void = () => undefined;
-    w0.hold = new Promise<void>((r) => {
-      release = r;
-    });
-    const arrived = w0.arrived;
     const body = JSON.stringify({ messages: [{ role: "user", content: "no session here" }] });
-    void fetch(`${c.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body }).catch(() => undefined);
-    await until("the sessionless turn to reach the worker with its hold", () => w0.arrived > arrived && workerPins(SESSIONLESS).size === 3);
+    const killSender = await turnHeldAtWorker(SESSIONLESS, () => fetch(`${c.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body }));
     // The hold is named in a record (the child replica's own), under that replica's identity.
     const kv = await new Kvm(nc).open(BUCKET);
     const named: { replica: string; kind: string; blocks: string[] }[] = [];
@@ -222,10 +214,7 @@ describe("orphan reaping", () => {
     }
     expect(named.map((h) => [h.kind, h.blocks.length])).toEqual([["inflight", 3]]);
     expect(named[0].replica).toMatch(new RegExp(`-${c.proc.pid}-`));
-    await kill(c.proc);
-    const killedAt = Date.now();
-    w0.hold = null;
-    release();
+    const killedAt = await killSender(c.proc);
     await until("the reaper to release the sessionless hold", async () => {
       await b.settled();
       return workerPins(SESSIONLESS).size === 0;

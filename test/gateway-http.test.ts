@@ -21,6 +21,7 @@ import { retentionFor } from "../src/policy/program-retention-setup.js";
 import { blankAck, type CommandType, encodeAck } from "../src/protocol/index.js";
 import { freePort } from "../src/util/net.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
+import { until } from "./helpers/poll.js";
 import { readJsonBody, sendJson, STAND_IN_SERVER_INFO, standInTokenize, standInTokens } from "./helpers/stand-in-http.js";
 
 interface StandIn {
@@ -223,13 +224,6 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     const u = upstreams[0];
     const g = await gw({ workers: [{ id: "w0", url: u.url }], admission: { maxRequestsPerWorker: 1 } });
     // Polls the gateway's own metrics: the condition polled is the readiness signal.
-    const until = async (what: string, ok: () => Promise<boolean>) => {
-      const deadline = Date.now() + 10_000;
-      while (!(await ok())) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
     const waiting = async () => (await metric(g, 'kvctl_gateway_admission_waiting_requests{worker="w0"}'))[0] ?? "";
     const before = u.requests;
     const a = await post(`${g.url}/v1/chat/completions`, '{"stream":true,"messages":[]}');

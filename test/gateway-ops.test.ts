@@ -15,6 +15,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { applyWorkerList, createGateway, watchWorkerList, type Gateway, type GatewayConfigInput } from "../src/gateway/index.js";
 import { freePort } from "../src/util/net.js";
 import { type HttpStandIn, startHttpStandIn } from "./helpers/http-stand-in.js";
+import { until } from "./helpers/poll.js";
 
 const open: { close(): Promise<unknown> }[] = [];
 afterEach(async () => {
@@ -41,15 +42,6 @@ const chat = (g: Gateway, extra: Record<string, unknown> = {}, headers: Record<s
 async function metric(g: Gateway, name: string): Promise<string[]> {
   const text = await (await fetch(`${g.url}/metrics`)).text();
   return text.split("\n").filter((l) => l.startsWith(name));
-}
-
-/** Polls `cond` (a state the gateway reports) until it holds. */
-async function until(cond: () => Promise<boolean> | boolean, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** Sends `n` chat requests one after another on one raw connection; ms from each one's last byte to its answer's first. */
@@ -85,10 +77,10 @@ describe("bounded admission", () => {
     w.hold = new Promise<void>((r) => (release = r));
     const g = await gateway({ workers: [{ id: "w0", url: w.url }], admission: { maxRequestsPerWorker: 1, maxQueuedPerWorker: 2, queueTimeoutMs: 1500 } });
     const running = chat(g);
-    await until(() => w.chats.length === 1, "the first request to reach the worker");
+    await until("the first request to reach the worker", () => w.chats.length === 1);
     const t0 = performance.now();
     const waiting = [chat(g), chat(g)];
-    await until(async () => (await metric(g, "kvctl_gateway_admission_waiting_requests")).includes('kvctl_gateway_admission_waiting_requests{worker="w0"} 2'), "two requests waiting");
+    await until("two requests waiting", async () => (await metric(g, "kvctl_gateway_admission_waiting_requests")).includes('kvctl_gateway_admission_waiting_requests{worker="w0"} 2'));
     // The queue is full: each further request is refused without waiting, timed on one kept-alive
     // connection from the request's last byte to the answer's first.
     const r = await chat(g);
@@ -136,7 +128,7 @@ describe("membership", () => {
 
     // w1 comes up: it joins and, with w0 drained, takes the traffic.
     const w1 = await worker(downPort);
-    await until(async () => (await view()).find((w) => w.id === "w1")?.healthy === true, "w1 to join");
+    await until("w1 to join", async () => (await view()).find((w) => w.id === "w1")?.healthy === true);
     expect((await admin(g, "POST", "/w0/drain")).status).toBe(200);
     const r1 = await chat(g);
     expect(r1.headers.get("x-kvctl-worker")).toBe("w1");
@@ -190,7 +182,7 @@ describe("membership", () => {
     const watching = watchWorkerList(file, g.workers, 1000, log);
     open.push({ close: async () => watching.close() });
     writeFileSync(file, `workers:\n  - id: w0\n    url: ${w0.url}\n  - id: w1\n    url: ${w1.url}\n`);
-    await until(() => g.workers.workers.length === 2, "the saved worker list to be applied");
+    await until("the saved worker list to be applied", () => g.workers.workers.length === 2);
     await watching.settled();
     expect(g.workers.workers.map((w) => w.id)).toEqual(["w1", "w0"]);
   }, 30_000);
@@ -207,7 +199,7 @@ describe("listener cap", () => {
     for (const s of sockets) s.on("error", () => undefined).resume();
     // Three over the cap are closed by the gateway at once (the scrape would be a ninth: it waits);
     // the five it kept send half their headers and are cut at the headers deadline.
-    await until(() => closedCount >= 3, "three refusals");
+    await until("three refusals", () => closedCount >= 3);
     for (const s of sockets) if (!s.destroyed) s.write("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n");
     await Promise.all(closed);
     expect(await metric(g, "kvctl_gateway_connections_refused_total")).toEqual(["kvctl_gateway_connections_refused_total 3"]);
@@ -238,7 +230,7 @@ describe("the body deadline", () => {
       // The first connection is kept alive: a whole request, its answer, then a trickled one.
       s.once("connect", () => s.write(i === 0 ? whole : head));
     });
-    await until(() => replies.includes("[DONE]") || replies.includes('"choices"'), "the whole request's answer");
+    await until("the whole request's answer", () => replies.includes("[DONE]") || replies.includes('"choices"'));
     // Its trickled request starts with the first tick, a second into the connection's life: its
     // deadline counts from there (a deadline from the connection's start would cut it early).
     let ticks = 0;
@@ -251,7 +243,7 @@ describe("the body deadline", () => {
     } finally {
       clearInterval(trickle);
     }
-    await until(() => lines.filter((l) => l.msg === "request").length === 21, "a request line for every request");
+    await until("a request line for every request", () => lines.filter((l) => l.msg === "request").length === 21);
     const cut = lines.filter((l) => l.msg === "request" && l.status === 0).map((l) => l.duration_ms);
     expect(cut).toHaveLength(20);
     for (const ms of cut) {
@@ -294,7 +286,7 @@ describe("telemetry", () => {
     expect(new Set(ids).size).toBe(4);
     await g.settled();
     const requestLines = () => lines.filter((l) => l.msg === "request");
-    await until(() => requestLines().length === 4, "a request line for each request");
+    await until("a request line for each request", () => requestLines().length === 4);
     const byId = new Map(requestLines().map((l) => [l.request_id, l]));
     expect(byId.get(ids[0])).toMatchObject({ level: 30, service: "kvctl-gateway", method: "POST", path: "/v1/chat/completions", route: "chat", worker: "w0", tenant: "default", session: "s-log", status: 200, error: null });
     expect(byId.get(ids[1])).toMatchObject({ level: 30, path: "/v1/chat/completions", status: 400, worker: null });

@@ -8,8 +8,8 @@
 // tested in gateway-real-server.test.ts.
 import { describe, expect, it } from "vitest";
 import { createGateway, type Gateway } from "../src/app/gateway.js";
-import type { SessionRecord } from "../src/gateway/session-record.js";
 import { PAGE, tokensOf, useAgentPolicyBed } from "./helpers/agent-policy-bed.js";
+import { recordWhen } from "./helpers/poll.js";
 
 const bed = useAgentPolicyBed("policy-http");
 const logs: string[] = [];
@@ -31,18 +31,6 @@ const hint = (g: Gateway, session: string, body: unknown) =>
 async function metric(g: Gateway, name: string): Promise<string[]> {
   const text = await (await fetch(`${g.url}/metrics`)).text();
   return text.split("\n").filter((l) => l.startsWith(name));
-}
-
-/** The session's record once `ok` holds (command outcomes are written after the ack arrives). */
-async function recordWhen(g: Gateway, id: string, ok: (r: SessionRecord) => boolean): Promise<SessionRecord> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    await g.settled();
-    const r = await g.sessions.get(id);
-    if (r && ok(r)) return r;
-    if (Date.now() > deadline) throw new Error(`session ${id}: record never matched: ${JSON.stringify(r)}`);
-    await new Promise((res) => setTimeout(res, 20));
-  }
 }
 
 const SYSTEM = { role: "system", content: [{ type: "text", text: "You are a careful agent with many tools.", cache_control: { type: "ephemeral", ttl: "1h" } }] };

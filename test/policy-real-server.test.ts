@@ -9,9 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGateway, type Gateway } from "../src/app/gateway.js";
-import type { SessionRecord } from "../src/gateway/session-record.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 import { type SglangServer, startSglangServer } from "./helpers/sglang-server.js";
+import { recordWhen } from "./helpers/poll.js";
 
 let nats: NatsServer;
 let jsDir: string;
@@ -54,22 +54,11 @@ const SYSTEM_TEXT = "You are a careful agent. Think before acting, and keep ever
 const system = { role: "system", content: [{ type: "text", text: SYSTEM_TEXT, cache_control: { type: "ephemeral", ttl: "1h" } }] };
 const chat = (user: string) => ({ messages: [system, { role: "user", content: user }], max_tokens: 1, temperature: 0 });
 
-async function recordWhen(id: string, ok: (r: SessionRecord) => boolean): Promise<SessionRecord> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    await g.settled();
-    const r = await g.sessions.get(id);
-    if (r && ok(r)) return r;
-    if (Date.now() > deadline) throw new Error(`session ${id}: record never matched: ${JSON.stringify(r)}`);
-    await new Promise((res) => setTimeout(res, 50));
-  }
-}
-
 describe("agent policy on a real SGLang server", () => {
   it("pins the system prompt at its marker; a flood after it is served in full; the pinned prefix stays cached", async () => {
     const first = await post("/v1/chat/completions", chat("Hello."), { "x-session-id": "pinned" });
     expect(first.status).toBe(200);
-    const rec = await recordWhen("pinned", (r) => r.commands.some((c) => c.type === "Cache"));
+    const rec = await recordWhen(g, "pinned", (r) => r.commands.some((c) => c.type === "Cache"));
     const pin = rec.commands.find((c) => c.type === "Cache");
     expect(pin?.state).toBe("applied");
     // The pin covers the full pages of the system message as the worker's template renders it.
@@ -116,7 +105,7 @@ describe("agent policy on a real SGLang server", () => {
     const r = await post("/v1/messages", body, { "x-session-id": "anthropic" });
     expect(r.status).toBe(200);
     expect(r.json.type).toBe("message");
-    const rec = await recordWhen("anthropic", (x) => x.commands.some((c) => c.type === "Cache" && c.state === "applied"));
+    const rec = await recordWhen(g, "anthropic", (x) => x.commands.some((c) => c.type === "Cache" && c.state === "applied"));
     // The prompt as the worker renders it (its Anthropic -> chat conversion and template), and the
     // system message alone: the pin ends at the last full page of the system part.
     const tok = async (path: string, b: unknown) =>
