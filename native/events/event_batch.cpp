@@ -245,21 +245,6 @@ bool batch_fail(Batch& b, BatchError e, std::string text) {
   return false;
 }
 
-const char* reader_failure(const mp::Reader& r) {
-  switch (r.failure()) {
-    case mp::Fail::Truncated:
-      return "msgpack: truncated payload";
-    case mp::Fail::Length:
-      return "msgpack: a length exceeds the bytes that remain";
-    case mp::Fail::TooDeep:
-      return "msgpack: nested too deep";
-    case mp::Fail::BadByte:
-      return "msgpack: invalid type byte";
-    default:
-      return "msgpack: malformed payload";
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -270,7 +255,7 @@ bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch&
   uint32_t n;
   if (r.peek() != mp::Type::Array)
     return batch_fail(b, BatchError::Shape, std::string("batch events is ") + mp::type_name(r.peek()));
-  if (!r.read_array(n)) return batch_fail(b, BatchError::Msgpack, reader_failure(r));
+  if (!r.read_array(n)) return batch_fail(b, BatchError::Msgpack, mp::failure_text(r.failure()));
   if (n > limits.max_events)
     return batch_fail(b, BatchError::TooManyEvents,
                       "batch: " + std::to_string(n) + " events, over the maximum " + std::to_string(limits.max_events));
@@ -278,7 +263,7 @@ bool decode_events(mp::Reader& r, const Limits& limits, bool want_tokens, Batch&
   for (uint32_t i = 0; i < n; ++i) {
     const size_t from = b.hashes.size();
     if (!decode_event(r, i, want_tokens, limits.max_depth, limits.fast_path, b))
-      return batch_fail(b, BatchError::Msgpack, reader_failure(r));
+      return batch_fail(b, BatchError::Msgpack, mp::failure_text(r.failure()));
     if (sink && b.hashes.size() > from) sink->seen(sink->ctx, b.hashes.data() + from, b.hashes.size() - from);
   }
   return true;
@@ -297,7 +282,7 @@ bool decode_batch(const uint8_t* data, size_t size, const Limits& limits, bool w
   mp::Reader r(data, size);
   mp::Reader ts, dp;
   bool have_events = false;
-  auto broken = [&]() { return batch_fail(b, BatchError::Msgpack, reader_failure(r)); };
+  auto broken = [&]() { return batch_fail(b, BatchError::Msgpack, mp::failure_text(r.failure())); };
   const mp::Type top = r.peek();
   if (top == mp::Type::Array) {
     uint32_t n;

@@ -30,6 +30,21 @@ const char* type_name(Type t) {
   }
 }
 
+const char* failure_text(Fail f) {
+  switch (f) {
+    case Fail::Truncated:
+      return "msgpack: truncated payload";
+    case Fail::Length:
+      return "msgpack: a length exceeds the bytes that remain";
+    case Fail::TooDeep:
+      return "msgpack: nested too deep";
+    case Fail::BadByte:
+      return "msgpack: invalid type byte";
+    default:
+      return "msgpack: malformed payload";
+  }
+}
+
 bool Reader::read_nil() {
   if (!need(1) || *p_ != 0xc0) return false;
   ++p_;

@@ -83,6 +83,9 @@ inline constexpr TypeTable kTypes;
 // Why a read failed; the reader stops at the first failure and stays failed.
 enum class Fail : uint8_t { None, Truncated, BadByte, TooDeep, Length };
 
+// The failure as an error message ("msgpack: truncated payload", ...).
+const char* failure_text(Fail f);
+
 class Reader {
  public:
   Reader() = default;

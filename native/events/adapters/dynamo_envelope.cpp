@@ -31,26 +31,11 @@ const char* kind_of(const mp::Reader& r) {
   return r.remaining() == 0 ? "nothing" : mp::type_name(r.peek());
 }
 
-const char* broken(const mp::Reader& r) {
-  switch (r.failure()) {
-    case mp::Fail::Truncated:
-      return "msgpack: truncated";
-    case mp::Fail::Length:
-      return "msgpack: a length exceeds the bytes that remain";
-    case mp::Fail::TooDeep:
-      return "msgpack: nested too deep";
-    case mp::Fail::BadByte:
-      return "msgpack: invalid type byte";
-    default:
-      return "msgpack: malformed";
-  }
-}
-
 // `bytes` must hold exactly one well-formed msgpack value; reported under `field` if not.
 mp::Reader whole_value(const uint8_t* p, size_t n, const char* field) {
   mp::Reader r(p, n);
   if (n == 0) fail(field, "msgpack: empty");
-  if (!r.skip(kMaxDepth)) fail(field, broken(r));
+  if (!r.skip(kMaxDepth)) fail(field, mp::failure_text(r.failure()));
   if (!r.at_end()) fail(field, "msgpack: " + std::to_string(r.remaining()) + " trailing byte(s)");
   return mp::Reader(p, n);
 }
