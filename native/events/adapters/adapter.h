@@ -25,6 +25,22 @@ struct RawFields {
 // (the hot field: thousands of ids a batch). Other shapes are taken as they are and checked later.
 bool take_tokens(mp::Reader& ev, RawFields& f);
 
+// Calls on(key, value) for each string-keyed entry of the map `meta` holds (SGLang's metadata
+// {cache_salt, session_id, ...}); stops at an entry that is truncated or too deep.
+template <typename On>
+void for_each_field(mp::Reader meta, On on) {
+  uint32_t m;
+  if (!meta.read_map(m)) return;
+  for (uint32_t i = 0; i < m; ++i) {
+    std::string_view k;
+    const bool is_str = meta.read_str(k);
+    if (!is_str && !meta.skip()) break;
+    mp::Reader v;
+    if (!meta.take(v)) break;
+    if (is_str) on(k, v);
+  }
+}
+
 struct EventError {
   BadKind kind;
   std::string reason;

@@ -5,8 +5,7 @@
 
 #include <cmath>
 
-#include "../event_batch.h"
-#include "../msgpack_reader.h"
+#include "adapter.h"
 
 namespace kv::events::dynamo {
 
@@ -42,32 +41,20 @@ mp::Reader whole_value(const uint8_t* p, size_t n, const char* field) {
 
 // The values of `keys` in the map `r` holds (a default Reader for a key that is absent).
 template <size_t N>
-void map_fields(mp::Reader r, const std::string& field, const char* const (&keys)[N], mp::Reader (&out)[N]) {
-  uint32_t n;
-  if (r.peek() != mp::Type::Map || !r.read_map(n)) fail(field, "expected a map");
-  for (uint32_t i = 0; i < n; ++i) {
-    std::string_view k;
-    const bool is_str = r.read_str(k);
-    if (!is_str) r.skip(kMaxDepth);
-    mp::Reader v;
-    r.take(v, kMaxDepth);
-    if (!is_str) continue;
+void map_fields(const mp::Reader& r, const std::string& field, const char* const (&keys)[N], mp::Reader (&out)[N]) {
+  if (r.peek() != mp::Type::Map) fail(field, "expected a map");
+  for_each_field(r, [&](std::string_view k, const mp::Reader& v) {
     for (size_t j = 0; j < N; ++j)
       if (k == keys[j]) out[j] = v;
-  }
+  });
 }
 
 // The map's string keys, comma-separated ("empty" for none), for an error message.
-std::string key_list(mp::Reader r) {
-  uint32_t n;
+std::string key_list(const mp::Reader& r) {
   std::string keys;
-  r.read_map(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    std::string_view k;
-    if (r.read_str(k)) keys += (keys.empty() ? "" : ",") + std::string(k.substr(0, 40));
-    else r.skip(kMaxDepth);
-    r.skip(kMaxDepth);
-  }
+  for_each_field(r, [&keys](std::string_view k, const mp::Reader&) {
+    keys += (keys.empty() ? "" : ",") + std::string(k.substr(0, 40));
+  });
   return keys.empty() ? "empty" : keys;
 }
 

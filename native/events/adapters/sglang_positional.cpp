@@ -28,20 +28,11 @@ bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
   Positional p;
   if (!split_positional(ev, p, err) || !common_positional(p, f, err)) return false;
   if (f.kind != kStored || p.n < 8 || p.at[7].peek() != mp::Type::Map) return true;
-  mp::Reader meta = p.at[7];
-  uint32_t m;
-  meta.read_map(m);
-  for (uint32_t i = 0; i < m; ++i) {
-    std::string_view k;
-    const bool is_str = meta.read_str(k);
-    if (!is_str && !meta.skip()) break;
-    mp::Reader v;
-    if (!meta.take(v)) break;
-    if (!is_str) continue;
+  for_each_field(p.at[7], [&f](std::string_view k, const mp::Reader& v) {
     if (k == "cache_salt") f.cache_salt = v;
     else if (k == "session_id") f.session_id = v;
     else if (k == "lora_name") f.lora_name = v;
-  }
+  });
   return true;
 }
 

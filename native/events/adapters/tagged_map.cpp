@@ -100,20 +100,12 @@ bool fields(mp::Reader& ev, RawFields& f, EventError& err) {
   }
   if (f.kind == kStored && meta.peek() == mp::Type::Map) {
     // Older 0.5.x builds nest {cache_salt, session_id} in metadata; top-level fields win.
-    uint32_t m;
-    meta.read_map(m);
-    for (uint32_t i = 0; i < m; ++i) {
-      std::string_view k;
-      const bool is_str = meta.read_str(k);
-      if (!is_str && !meta.skip()) break;
-      mp::Reader v;
-      if (!meta.take(v)) break;
-      if (!is_str) continue;
+    for_each_field(meta, [&f](std::string_view k, const mp::Reader& v) {
       const bool unset_salt = f.cache_salt.remaining() == 0 || f.cache_salt.peek() == mp::Type::Nil;
       const bool unset_session = f.session_id.remaining() == 0 || f.session_id.peek() == mp::Type::Nil;
       if (k == "cache_salt" && unset_salt) f.cache_salt = v;
       else if (k == "session_id" && unset_session) f.session_id = v;
-    }
+    });
   }
   return true;
 }
