@@ -643,6 +643,25 @@ describe("idle, leases and pressure", () => {
     expect(out[0].reason).toMatch(/program admission's retention decision, TTL 5s/);
   });
 
+  it("program admission's retention and the tool rule learn each gap once, in one distribution", () => {
+    const cfg = { ...ONLY("tools"), pins: { enabled: false, budgetBlocks: 100 }, tools: { enabled: true, priorMeanSeconds: 1, tauCandidatesSeconds: [5] } };
+    const { p } = policy(cfg);
+    const gate = p.programRetention?.("w0", () => PAGE);
+    p.observe(started(0, "s"));
+    gate?.decide("s", 10 * PAGE, ["grep"]);
+    p.observe(finished(1, "s", chainOf(10, 7000n), { finishReason: "tool_calls", toolCalls: [{ id: "c", name: "grep" }] }));
+    // The program comes back: the gate sees it first, then the tool results' turn ends the wait.
+    gate?.returned("s");
+    p.observe(started(2_000, "s", { tail: tail("tool", ["c"]) }));
+    expect(p.durations.count("grep")).toBe(1);
+    // With the tool rule off the recorders learn the gaps into the same distribution.
+    const off = policy({ ...cfg, tools: { enabled: false } });
+    const g2 = off.p.programRetention?.("w0", () => PAGE);
+    g2?.decide("s", 10 * PAGE, ["grep"]);
+    g2?.returned("s");
+    expect(off.p.durations.count("grep")).toBe(1);
+  });
+
   it("a lease in the session store is re-issued by a replica that never saw it", () => {
     const { p } = policy(ONLY("idle"));
     const stored = { worker: "w0", pins: [], leases: [{ worker: "w0", leaseId: "s.4", blockHashes: ["1", "2"], ttlSeconds: 300, atMs: 0 }], tool: null };

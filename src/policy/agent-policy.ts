@@ -113,7 +113,7 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
     ctx.programDecisions.delete(id);
     ctx.programDecisions.set(id, d);
     if (ctx.programDecisions.size > maxSessions) ctx.programDecisions.delete(ctx.programDecisions.keys().next().value as string);
-  });
+  }, durations);
   return {
     name: "agent",
     programRetention: retention,

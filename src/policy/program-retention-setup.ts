@@ -1,7 +1,9 @@
 // The agent policy's retention for program admission: one recorder per worker, sharing the gap
 // distributions (a tool takes as long whichever worker its program runs on) and the metrics. The
 // prices come from the policy's tool settings (prefill rate, device hold cost, keep TTLs), its
-// idle lease and its retention settings (restore rate, host hold cost).
+// idle lease and its retention settings (restore rate, host hold cost). The distributions are the
+// policy's own (the tool rule decides from the same ones); each gap is learned once, by the tool
+// rule when it is on (it sees every tool wait), else by the recorders.
 import type { Registry } from "prom-client";
 import type { PoliciesConfig } from "../contract/policies-config.js";
 import type { ProgramRetention } from "../contract/policy.js";
@@ -15,9 +17,10 @@ export function retentionFor(
   registry: Registry,
   decisionLog: ((line: string) => void) | null,
   onDecision?: (program: string, d: { action: "keep" | "park" | "let_go"; ttlSeconds: number }) => void,
+  shared?: DurationModel,
 ): RetentionFor {
-  // Its own samples: the tool rule's model learns the same gaps from the turns it sees.
-  const model = new DurationModel(p.tools);
+  const model = shared ?? new DurationModel(p.tools);
+  const learnsGaps = !(shared && p.tools.enabled);
   let metrics: RetentionMetrics | null = null;
   const costs = {
     prefillTokensPerSecond: p.tools.prefillTokensPerSecond,
@@ -29,6 +32,6 @@ export function retentionFor(
   };
   return (worker, pageSize) => {
     metrics ??= new RetentionMetrics(registry);
-    return new RetentionRecorder({ worker, model, costs, pageSize, metrics, decisionLog, onDecision });
+    return new RetentionRecorder({ worker, model, learnsGaps, costs, pageSize, metrics, decisionLog, onDecision });
   };
 }

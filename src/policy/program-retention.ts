@@ -45,6 +45,8 @@ interface Open {
 export interface RetentionRecorderOptions {
   worker: string;
   model: DurationModel;
+  /** Whether the actual gaps go into `model` (false: another reader of the same model learns them). */
+  learnsGaps?: boolean;
   costs: Omit<RetentionCosts, "tokens" | "pageSize">;
   /** The worker's page size (known once it answered). */
   pageSize: () => number;
@@ -105,7 +107,7 @@ export class RetentionRecorder implements ProgramRetention {
     if (!e) return;
     this.open.delete(id);
     const actual = (this.now() - e.at) / 1000;
-    for (const t of e.tools.length ? e.tools : [null]) this.o.model.record(t, actual);
+    if (this.o.learnsGaps !== false) for (const t of e.tools.length ? e.tools : [null]) this.o.model.record(t, actual);
     this.o.metrics.gaps.observe({ kind: "actual" }, actual);
     if (!e.settled) this.settle(id, e, e.action === "let_go" ? "recomputed" : "hit", { actual_gap_seconds: actual });
     else this.line({ program: id, action: e.action, predicted_gap_seconds: e.predicted, actual_gap_seconds: actual });
