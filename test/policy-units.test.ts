@@ -604,6 +604,27 @@ describe("idle, leases and pressure", () => {
     expect(capped.p.context.budget.usedBy("w0", "marker")).toBe(7);
   });
 
+  it("a queued request's hold preempts a parked session's lease when the budget is full, released through its RevokeLease", () => {
+    const { p } = policy({ ...ONLY("inflight"), idle: { enabled: true, budgetShare: 1 }, pins: { enabled: false, budgetBlocks: 10 } });
+    p.observe(started(0, "a"));
+    p.observe(finished(1, "a", chainOf(6, 5000n)));
+    expect(types(p.observe(idle(10_000, "a")))).toEqual(["Pause"]);
+    // b's 8 cached prefix blocks need 4 of a's 6 leased ones: a's lease goes, b holds all 8.
+    const prompt = chainOf(8, 6000n);
+    const out = p.observe(started(11_000, "b", { requestId: "rb", promptBlocks: prompt, overlap: { GPU: 8, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 } }));
+    expect(out.map((c) => [c.command.type, c.sessionId])).toEqual([
+      ["RevokeLease", "a"],
+      ["Cache", "b"],
+    ]);
+    expect(out[1].command).toEqual({ type: "Cache", block_hashes: prompt, pin: true, ttl_seconds: 120 });
+    expect(p.context.budget.usedBy("w0", "lease")).toBe(0);
+    expect(p.context.budget.usedBy("w0", "inflight")).toBe(8);
+    expect(p.context.sessions.get("a")?.lease).toBeNull();
+    // Another request whose hold only other requests' holds could make room for pins what fits.
+    const c = chainOf(4, 7000n);
+    expect(cmd(p.observe(started(12_000, "c", { requestId: "rc", promptBlocks: c, overlap: { GPU: 4, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 } })), "Cache").block_hashes).toEqual(c.slice(0, 2));
+  });
+
   it("a tool keep preempts a parked session's lease instead of being skipped", () => {
     const { p } = policy({ ...ONLY("tools"), idle: { enabled: true, budgetShare: 1 }, pins: { enabled: false, budgetBlocks: 10 }, tools: { enabled: true, priorMeanSeconds: 1, tauCandidatesSeconds: [5] } });
     p.observe(started(0, "a"));

@@ -8,6 +8,8 @@
 // and stay within the gateway's view of the worker's pin budget, earliest blocks first.
 import type { CommandAcked, Observation, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, unpinned } from "../context.js";
+import { revoke } from "./idle.js";
+import { makeRoom } from "./make-room.js";
 import type { AgentRule } from "./policy.js";
 
 const NAME = "in_flight";
@@ -38,11 +40,17 @@ function knownBlocks(o: TurnStarted, ctx: PolicyContext): bigint[] {
 /** Requests in flight by owner, in arrival order (the order SGLang's queue serves them in). */
 type InFlight = Map<string, Held>;
 
-/** Pins as much of h's prefix as the budget allows beyond what it holds already. */
+/**
+ * Pins as much of h's prefix as the budget allows beyond what it holds already. A routed request's
+ * prefix ranks above parked sessions and markers: they are preempted (each through its own
+ * release) for all of it; when that cannot make room for all of it, what fits is pinned.
+ */
 function grant(inFlight: InFlight, h: Held, ctx: PolicyContext): boolean {
   const cfg = ctx.cfg.inflight;
   const rest = h.want.slice(h.held);
-  const fit = ctx.budget.admit(h.worker, rest);
+  const holder = { id: h.owner, lastActivity: ctx.now, session: h.sessionId };
+  const room = ctx.budget.admit(h.worker, rest);
+  const fit = room < rest.length && makeRoom(ctx, holder, h.worker, rest, { policy: NAME, kind: "inflight", share: null, noteRefusal: false }, revoke) ? rest.length : room;
   if (fit === 0 || (h.held === 0 && fit < cfg.minBlocks)) return false;
   const pin = rest.slice(0, fit);
   const from = h.held;

@@ -8,7 +8,14 @@ import { planPin } from "../pin-priority.js";
 import type { PolicyContext, SessionView } from "../context.js";
 
 /** When a session is expected back: after as long again as it has been idle. */
-const expectedReturn = (ctx: PolicyContext, s: SessionView | undefined): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
+const expectedReturn = (ctx: PolicyContext, s: Pick<SessionView, "lastActivity"> | undefined): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
+
+/** Who asks for the room: a session, or a request's own hold (`session`: the session it belongs to, whose holds it never preempts). */
+export interface RoomHolder {
+  id: string;
+  lastActivity: number;
+  session?: string | null;
+}
 
 export interface RoomWant {
   /** The rule asking (its decisions are counted under it). */
@@ -16,10 +23,12 @@ export interface RoomWant {
   kind: PinHold["kind"];
   /** The share of the per-worker budget this kind may hold, or null (all of it). */
   share: number | null;
+  /** Note a refusal as the rule's skip (false: the caller goes on with what fits and says so itself). */
+  noteRefusal?: boolean;
 }
 
 /** Whether `blocks` fit for `s` now, or once lower holds were preempted; false releases nothing. */
-export function makeRoom(ctx: PolicyContext, s: SessionView, worker: string, blocks: readonly bigint[], want: RoomWant, revokeLease: (ctx: PolicyContext, s: SessionView, why: string) => void): boolean {
+export function makeRoom(ctx: PolicyContext, s: RoomHolder, worker: string, blocks: readonly bigint[], want: RoomWant, revokeLease: (ctx: PolicyContext, s: SessionView, why: string) => void): boolean {
   const limit = want.share === null ? undefined : { kind: want.kind, share: want.share };
   const fit = ctx.budget.admit(worker, blocks, limit);
   if (fit >= blocks.length) return true;
@@ -27,12 +36,14 @@ export function makeRoom(ctx: PolicyContext, s: SessionView, worker: string, blo
   const shareBinds = want.share !== null && ctx.budget.shareRoom(worker, want.kind, want.share) < fresh;
   const groups = ctx.budget
     .groups(worker)
+    .filter((g) => g.session !== s.session)
     .filter((g) => (g.kind === "lease" ? ctx.sessions.get(g.session)?.lease?.worker === worker : !shareBinds && g.kind === "marker"))
     .map((g) => ({ ...g, tenant: null, expectedReturnAt: expectedReturn(ctx, ctx.sessions.get(g.session)) }));
   const mine = ctx.budget.holdsOf(worker, s.id).size;
   const cap = ctx.cfg.pins.sessionCapBlocks ?? null;
   const plan = planPin(groups, { session: s.id, tenant: null, kind: want.kind, blocks: blocks.length, expectedReturnAt: expectedReturn(ctx, s) }, fit, { perSession: cap, perTenant: null }, { session: mine, tenant: 0 });
   if (!plan.grant) {
+    if (want.noteRefusal === false) return false;
     const why = plan.refused === "session_cap" ? `session cap: ${mine} + ${blocks.length} blocks over ${cap}` : `pin budget: no room for ${blocks.length} blocks, and no lower holds to preempt`;
     ctx.note(want.policy, "skip", why, { session: s.id, worker, used: ctx.budget.used(worker) });
     return false;
