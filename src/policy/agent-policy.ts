@@ -148,7 +148,7 @@ function enabledRules(cfg: PoliciesConfig, durations: DurationModel): AgentRule[
   if (cfg.tools.enabled) rules.push(toolsRule(durations));
   if (cfg.think.enabled) rules.push(thinkRule);
   if (cfg.pins.enabled) rules.push(pinsRule);
-  if (cfg.idle.enabled) rules.push(idleRule);
+  if (cfg.idle.enabled) rules.push(idleRule());
   if (cfg.warm.enabled) rules.push(warmRule());
   return rules;
 }

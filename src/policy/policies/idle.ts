@@ -11,6 +11,7 @@
 import type { Observation } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
 import { makeRoom } from "./make-room.js";
+import { planPressure } from "./pressure.js";
 import type { AgentRule } from "./policy.js";
 
 const NAME = "idle";
@@ -107,80 +108,75 @@ function renew(ctx: PolicyContext, s: SessionView): void {
   l.restored = false;
 }
 
-const tripped = new WeakMap<PolicyContext, Set<string>>();
-
-/** Blocks of the worker's sessions that are not paused (shared blocks once). */
-function workingSet(ctx: PolicyContext, worker: string): Map<bigint, number> {
-  const users = new Map<bigint, number>();
-  for (const s of ctx.sessions.values()) {
-    if (s.worker !== worker || s.paused) continue;
-    for (const h of s.chain) users.set(h, (users.get(h) ?? 0) + 1);
-  }
-  return users;
-}
-
-function checkPressure(ctx: PolicyContext, worker: string, indexed: number | null | undefined): void {
+/** Pauses what the pressure plan orders (planPressure), until the working set is under the low mark; the next hysteresis state. */
+function relievePressure(ctx: PolicyContext, worker: string, indexed: number | null | undefined, tripped: boolean): boolean {
+  const plan = planPressure({
+    worker,
+    capBlocks: ctx.cfg.idle.deviceBlocks ?? 0,
+    highWatermark: ctx.cfg.idle.highWatermark,
+    lowWatermark: ctx.cfg.idle.lowWatermark,
+    indexedBlocks: indexed ?? null,
+    sessions: [...ctx.sessions.values()].map((s) => ({ id: s.id, worker: s.worker, chain: s.chain, paused: s.paused, inFlight: s.inFlight, offloaded: s.tool?.mode === "offload" })),
+    tripped,
+  });
+  if (!plan.act) return plan.tripped;
   const cap = ctx.cfg.idle.deviceBlocks;
-  if (!cap) return;
-  let set = tripped.get(ctx);
-  if (!set) {
-    set = new Set();
-    tripped.set(ctx, set);
+  let size = plan.seen;
+  for (const { session, freed } of plan.order) {
+    if (size <= plan.low) break;
+    const s = ctx.sessions.get(session);
+    if (s && pause(ctx, s, `pressure: working set ${size}/${cap} blocks >= ${ctx.cfg.idle.highWatermark}; largest idle session first`)) size -= freed;
   }
-  const users = workingSet(ctx, worker);
-  const seen = Math.max(users.size, indexed ?? 0);
-  const high = ctx.cfg.idle.highWatermark * cap;
-  const low = ctx.cfg.idle.lowWatermark * cap;
-  if (seen < high) {
-    if (seen <= low) set.delete(worker);
-    if (!set.has(worker)) return;
-  }
-  set.add(worker);
-  const own = (s: SessionView) => s.chain.filter((h) => users.get(h) === 1).length;
-  const idle = [...ctx.sessions.values()].filter((s) => s.worker === worker && !s.inFlight && !s.paused && s.chain.length && s.tool?.mode !== "offload");
-  idle.sort((a, b) => own(b) - own(a));
-  let size = seen;
-  for (const s of idle) {
-    if (size <= low) break;
-    const freed = own(s);
-    if (pause(ctx, s, `pressure: working set ${size}/${cap} blocks >= ${ctx.cfg.idle.highWatermark}; largest idle session first`)) size -= freed;
-  }
-  if (size <= low) set.delete(worker);
-  else ctx.note(NAME, "skip", `pressure stays: ${size}/${cap} blocks, no more idle sessions to pause`, { worker });
+  if (size <= plan.low) return false;
+  ctx.note(NAME, "skip", `pressure stays: ${size}/${cap} blocks, no more idle sessions to pause`, { worker });
+  return true;
 }
 
-export const idleRule: AgentRule = {
-  name: NAME,
-  observe(o: Observation, ctx: PolicyContext) {
-    switch (o.type) {
-      case "SessionIdle": {
-        const s = ctx.sessions.get(o.sessionId);
-        if (s) pause(ctx, s, `idle: ${Math.round(o.idleMs / 1000)}s without a turn`);
-        break;
+/** The idle rule of one policy; its hysteresis state (workers past the high mark) is its own. */
+export function idleRule(): AgentRule {
+  const tripped = new Set<string>();
+  return {
+    name: NAME,
+    observe(o: Observation, ctx: PolicyContext) {
+      if (o.type === "TurnFinished") {
+        onIdleObservation(o, ctx);
+        if (relievePressure(ctx, o.worker, o.workerDeviceBlocks, tripped.has(o.worker))) tripped.add(o.worker);
+        else tripped.delete(o.worker);
+        return;
       }
-      case "TurnStarted":
-        if (o.sessionId) {
-          const s = ctx.sessions.get(o.sessionId);
-          if (s) renew(ctx, s);
-        }
-        break;
-      case "TurnFinished":
-        if (o.sessionId && o.status === 200) {
-          const s = ctx.sessions.get(o.sessionId);
-          if (s?.lease && s.prevChain.length && s.chain[0] !== s.prevChain[0]) revoke(ctx, s, "rewrite kept nothing of the leased blocks");
-        }
-        checkPressure(ctx, o.worker, o.workerDeviceBlocks);
-        break;
-      case "SessionHint": {
-        const s = ctx.sessions.get(o.sessionId);
-        if (!s) break;
-        if (o.event === "close") revoke(ctx, s, "session closed");
-        else if (o.event === "idle") pause(ctx, s, "idle hint");
-        else if (o.event === "rewrite" && o.keepTokens === 0) revoke(ctx, s, "rewrite kept nothing of the leased blocks");
-        break;
-      }
-      default:
-        break;
+      onIdleObservation(o, ctx);
+    },
+  };
+}
+
+function onIdleObservation(o: Observation, ctx: PolicyContext): void {
+  switch (o.type) {
+    case "SessionIdle": {
+      const s = ctx.sessions.get(o.sessionId);
+      if (s) pause(ctx, s, `idle: ${Math.round(o.idleMs / 1000)}s without a turn`);
+      break;
     }
-  },
-};
+    case "TurnStarted":
+      if (o.sessionId) {
+        const s = ctx.sessions.get(o.sessionId);
+        if (s) renew(ctx, s);
+      }
+      break;
+    case "TurnFinished":
+      if (o.sessionId && o.status === 200) {
+        const s = ctx.sessions.get(o.sessionId);
+        if (s?.lease && s.prevChain.length && s.chain[0] !== s.prevChain[0]) revoke(ctx, s, "rewrite kept nothing of the leased blocks");
+      }
+      break;
+    case "SessionHint": {
+      const s = ctx.sessions.get(o.sessionId);
+      if (!s) break;
+      if (o.event === "close") revoke(ctx, s, "session closed");
+      else if (o.event === "idle") pause(ctx, s, "idle hint");
+      else if (o.event === "rewrite" && o.keepTokens === 0) revoke(ctx, s, "rewrite kept nothing of the leased blocks");
+      break;
+    }
+    default:
+      break;
+  }
+}
