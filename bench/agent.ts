@@ -13,12 +13,13 @@
 // errors, or served a different amount of prompt than the others.
 // --smoke: one tiny saturated regime (2 sessions), kvctl and thunder (the same program admission, no command), one run.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startRealServer, type RealServer } from "../src/demo/real-server.js";
 import { packageRoot, venvPython } from "../src/paths.js";
 import { ablationRows, printAblation } from "./agent/ablation.js";
+import { payColdStart } from "./agent/cold-start.js";
 import { medianToolMs, prefillRate, returningPromptTokens } from "./agent/calibrate.js";
 import { type ConfigSpec, configSpecs, FAIR_PEERS } from "./agent/configs.js";
 import { drive, type RequestRecord, sessionCompletion, type Target } from "./agent/driver.js";
@@ -156,6 +157,11 @@ interface RunOut {
   extra: RunExtra;
 }
 
+/** Each request's timing beside the decision log (what a slow session spent its time on); prompts left out. */
+function writeRequestTrace(path: string, records: readonly RequestRecord[]): void {
+  writeFileSync(path, records.map(({ prompt: _prompt, ...r }) => JSON.stringify(r)).join("\n") + "\n");
+}
+
 /** Closes a session on every worker (SGLang's session radix cache releases its tagged nodes). */
 const closeOn = (workers: RealServer[]) => async (id: string) => {
   await Promise.all(
@@ -196,6 +202,8 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
       await Promise.all(workers.map((w) => w.stop()));
     });
     const { target, metricsUrl } = await frontFor(spec, regime, workers, nats, scratch, cleanup);
+    // After the front is up (its KV-event subscriber listening), before anything is timed.
+    await payColdStart(workers, shape.pageSize);
     // The served model's name (a peer router routes on it).
     const model = ((await (await fetch(`${workers[0].baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
     const o = { system: regime.workload.system_prompt, model, maxTokens: 1024 };
@@ -206,10 +214,12 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
       const half = Math.ceil(regime.sessions.length / 2);
       const wave1 = await drive(target, regime.sessions.slice(0, half), o);
       const r = await restartWorker(workers, 1, metricsUrl, (place) => startWorker(shape, spec.serverArgs, nats?.url, "w1", place));
+      await payColdStart([workers[1]], shape.pageSize);
       const wave2 = await drive(target, regime.sessions.slice(half), o);
       records = [...wave1, ...wave2];
       restarted = afterRestart(wave2, r);
     } else records = await drive(target, regime.sessions, o);
+    if (process.env.KVCTL_BENCH_TRACE) writeRequestTrace(`${process.env.KVCTL_BENCH_TRACE}.${regime.name}.${spec.name}.requests.jsonl`, records);
     if (records.every((r) => !r.ok)) throw new Error(`every request failed, first: ${records[0]?.error}`);
     const l3 = await scrapeL3(workers);
     const served = await flood(target.url(0), FLOOD, model, SEED);
