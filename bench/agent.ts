@@ -25,7 +25,7 @@ import { type ConfigSpec, configSpecs, FAIR_PEERS } from "./agent/configs.js";
 import { drive, type RequestRecord, sessionCompletion, type Target } from "./agent/driver.js";
 import { flood, idealRecompute, type L3Report, scrape, scrapeL3 } from "./agent/measure.js";
 import { afterRestart, type RestartReport, restartWorker } from "./agent/restart.js";
-import { agentModel, type ServerShape, startKvctlGateway, startNats, startSmg, startWorker, startWorkers } from "./agent/stack.js";
+import { agentModel, removeSharedTree, type ServerShape, startKvctlGateway, startNats, startSmg, startWorker, startWorkers } from "./agent/stack.js";
 import { type ConfigSummary, judge, type RegimeVerdict, type RunFigures, summarize } from "./agent/verdict.js";
 import { unpackedWheel } from "./agent/wheels.js";
 import { type BfclWorkload, DEFAULT_SHAPE, type PlannedSession, planWorkload, type WorkloadShape } from "./agent/workload.js";
@@ -448,4 +448,8 @@ async function main(): Promise<number> {
   return refused.length ? 1 : 0;
 }
 
-process.exitCode = await main();
+try {
+  process.exitCode = await main();
+} finally {
+  removeSharedTree();
+}

@@ -6,19 +6,34 @@
 // the run, that build lands in the first request of whichever configuration meets it and stretches
 // its sessions and TTFT by the compile time, whatever the configuration does. One request of a few
 // full pages per worker, sent to the worker directly (no gateway decision sees it), takes it out.
+import { request } from "node:http";
 import type { RealServer } from "../../src/demo/real-server.js";
+
+/** POSTs JSON and resolves with the answer: no timeout (the build takes minutes on a busy machine; fetch's own 300 s limit is too short). */
+function post(url: string, body: unknown): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => {
+        text += d;
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(JSON.stringify(body));
+  });
+}
 
 /** Sends each worker one request of `pages` full pages of synthetic tokens and waits for its answer. */
 export async function payColdStart(workers: readonly RealServer[], pageSize: number, pages = 4): Promise<void> {
   // Token ids far from the workload's text, so no prompt of the trace shares a page with them.
   const inputIds = Array.from({ length: pageSize * pages }, (_, i) => 1000 + i);
   for (const w of workers) {
-    const r = await fetch(`${w.baseUrl}/generate`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ input_ids: inputIds, sampling_params: { max_new_tokens: 1, temperature: 0 } }),
+    const r = await post(`${w.baseUrl}/generate`, { input_ids: inputIds, sampling_params: { max_new_tokens: 1, temperature: 0 } }).catch((e: Error) => {
+      throw new Error(`cold-start request to ${w.info.worker_id} failed: ${e.message}`);
     });
-    const text = await r.text();
-    if (!r.ok) throw new Error(`cold-start request to ${w.info.worker_id} answered ${r.status}: ${text.slice(0, 300)}`);
+    if (r.status !== 200) throw new Error(`cold-start request to ${w.info.worker_id} answered ${r.status}: ${r.text.slice(0, 300)}`);
   }
 }

@@ -3,10 +3,12 @@
 // front of them the workers in turn, a kvctl gateway (with or without NATS and policies), or
 // SGLang's own model gateway (smg) as a peer router.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { appendFileSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { buildPatchedTree, type PatchedTree } from "../../src/demo/harness.js";
 import { startRealServer, type RealServer } from "../../src/demo/real-server.js";
 import { createGateway, type Gateway } from "../../src/app/gateway.js";
 import { packageRoot, venvPython } from "../../src/paths.js";
@@ -61,6 +63,28 @@ export async function startWorkers(shape: ServerShape, extraArgs: string[], nats
   return ok;
 }
 
+/**
+ * One patched SGLang tree and one torch extensions directory for every worker this bench process
+ * starts. SGLang's page-hash extension is JIT-built by torch; its build command names the source's
+ * path, so workers on trees of their own rebuild it one after another (and under the lock every
+ * SGLang process on the machine shares, which other builds hold for minutes on a busy machine). On
+ * one tree and a directory of the bench's own it is built once per bench run.
+ */
+let shared: { tree: PatchedTree; extensions: string } | null = null;
+
+function sharedTree(): { tree: PatchedTree; extensions: string } {
+  shared ??= { tree: buildPatchedTree(), extensions: mkdtempSync(join(tmpdir(), "kvctl-bench-torch-ext-")) };
+  return shared;
+}
+
+/** Removes the shared tree and extensions directory (once no worker runs on them). */
+export function removeSharedTree(): void {
+  if (!shared) return;
+  shared.tree.remove();
+  rmSync(shared.extensions, { recursive: true, force: true });
+  shared = null;
+}
+
 /** One worker of the bench; `place` starts it where an earlier one of the same id listened. */
 export function startWorker(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined, id: string, place?: WorkerPlace): Promise<RealServer> {
   // --enable-metrics: the bench reads HiCache's L3 counters (backups, prefetch hits and why found
@@ -69,7 +93,9 @@ export function startWorker(shape: ServerShape, extraArgs: string[], natsUrl: st
   // gateway sees the reasoning of each turn (the think rule's input).
   const args = ["--enable-cache-report", "--enable-metrics", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3", "--context-length", "32768", ...extraArgs];
   const storage = shape.storage ? (shape.sharedStorageDir ? { storageDir: shape.sharedStorageDir } : {}) : { storageDir: "" };
+  const { tree, extensions } = sharedTree();
   return startRealServer({
+    tree: tree.dir, env: { TORCH_EXTENSIONS_DIR: extensions },
     model: shape.model, workerId: id, natsUrl, pageSize: shape.pageSize, maxTotalTokens: shape.deviceTokens, hostRatio: shape.hostRatio, warmup: false, extraArgs: args, readyTimeoutS: 600,
     ...storage, ...(place ?? {}),
   });
