@@ -26,12 +26,13 @@ function post(url: string, body: unknown): Promise<{ status: number; text: strin
   });
 }
 
-/** Sends each worker one request of `pages` full pages of synthetic tokens and waits for its answer. */
+/** Sends each worker one request of at least `pages` full pages of synthetic text and waits for its answer. */
 export async function payColdStart(workers: readonly RealServer[], pageSize: number, pages = 4): Promise<void> {
-  // Token ids far from the workload's text, so no prompt of the trace shares a page with them.
-  const inputIds = Array.from({ length: pageSize * pages }, (_, i) => 1000 + i);
+  // Text the worker tokenizes itself (token ids must be its vocabulary's), unlike the workload's
+  // prompts so none shares a page with it; a character or more per token, so at least `pages` pages.
+  const text = "cold start of the page hash; ".repeat(Math.ceil((pageSize * pages * 2) / 29));
   for (const w of workers) {
-    const r = await post(`${w.baseUrl}/generate`, { input_ids: inputIds, sampling_params: { max_new_tokens: 1, temperature: 0 } }).catch((e: Error) => {
+    const r = await post(`${w.baseUrl}/generate`, { text, sampling_params: { max_new_tokens: 1, temperature: 0 } }).catch((e: Error) => {
       throw new Error(`cold-start request to ${w.info.worker_id} failed: ${e.message}`);
     });
     if (r.status !== 200) throw new Error(`cold-start request to ${w.info.worker_id} answered ${r.status}: ${r.text.slice(0, 300)}`);
