@@ -2,11 +2,12 @@
 // [--sessions N] [--gpu-sessions N] [--time-scale X] [--configs a,b] [--seed S] [--smoke]`): BFCL
 // multi-turn sessions (bench/agent/README.md) replayed through each configuration
 // (bench/agent/configs.ts) against two real patched SGLang servers on CPU, the same seeded trace
-// each time, servers started fresh per configuration, in two regimes:
+// each time, servers started fresh per configuration (or, with no L3, shared by configurations of
+// the same server flags and emptied by a flush between them), in two regimes:
 //   saturated   time scale 1/20, file L3: tool gaps shorter than a prefill here (today's shape)
 //   gpu_shaped  the time scale calibrated so the median tool gap outlasts the median returning-turn
-//               prefill >= 5x, as on a GPU; no L3; >= 32 sessions; device pools about a quarter of
-//               the active sessions' working sets
+//               prefill >= 5x, as on a GPU, and the prompt size so the trace fits --gpu-trace-s;
+//               no L3; >= 32 sessions; device pools about a quarter of the active sessions' working sets
 // The fair peers (cache_aware_adm, smg_adm, session_radix, sglang_mrr, thunder) get kvctl's
 // admission budget; lru, cache_aware and sgl_router are context rows outside the verdict. The
 // verdict (bench/agent/verdict.ts) is refused, exit 1, when a configuration did not start, had
