@@ -69,6 +69,8 @@ const CODING_STEPS = num("coding-steps", "40", 1);
 const CODING_READ_LINES = num("coding-read-lines", "20", 1);
 const CODING_CONTEXT = num("coding-context", "24576", 1024);
 const WORKERS = 2;
+/** Configurations run at once, each on its own workers (their bursts coincide: the same trace). */
+const LANES = num("lanes", "1", 1);
 const BFCL_VERSION = "2026.3.23";
 const MINI_SWE_AGENT_VERSION = "2.4.6";
 const WARM_CONFIGS = ["kvctl", "kvctl_warm", "cache_aware_adm"];
@@ -270,6 +272,20 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
   }
 }
 
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[(xs.length - 1) >> 1];
+
+/** N servers started at once; all stopped when one fails to start. */
+async function startWorkersN(n: number, start: (i: number) => Promise<RealServer>): Promise<RealServer[]> {
+  const settled = await Promise.allSettled(Array.from({ length: n }, (_, i) => start(i)));
+  const ok = settled.flatMap((x) => (x.status === "fulfilled" ? [x.value] : []));
+  const failed = settled.find((x) => x.status === "rejected") as PromiseRejectedResult | undefined;
+  if (failed) {
+    await Promise.all(ok.map((w) => w.stop()));
+    throw failed.reason;
+  }
+  return ok;
+}
+
 /** Ideal-cache floor per regime (from the first run of the regime). */
 const ideal = new Map<string, { recomputed: number; mismatched: number }>();
 
@@ -298,7 +314,12 @@ function warmRegime(model: string): Regime {
  */
 async function gpuShapedRegime(model: string, other: Regime | null): Promise<Regime> {
   const ph = new Phases("gpu_shaped calibration", log);
-  const probe = await startRealServer({ model, workerId: "calibrate", pageSize: 16, maxTotalTokens: 32768, hostRatio: 2, warmup: false, storageDir: "", extraArgs: ["--context-length", "32768"], readyTimeoutS: 600 });
+  // One probe per lane, prefilling at once: with --lanes N the configurations' bursts coincide (they
+  // replay the same trace), so the prefill a lane gets is the one measured beside N-1 others.
+  const probes = await startWorkersN(LANES, (i) => startRealServer({ model, workerId: `calibrate${i}`, pageSize: 16, maxTotalTokens: 32768, hostRatio: 2, warmup: false, storageDir: "", extraArgs: ["--context-length", "32768"], readyTimeoutS: 600 }));
+  const probe = probes[0];
+  const rateAll = async (system: string, tokens: number) => median(await Promise.all(probes.map((p) => prefillRate(p.baseUrl, served, system, tokens))));
+  let served = "";
   ph.mark("probe start");
   // Prompt sizes, largest first: the BFCL tool schemas are most of a prompt, so fewer tools per
   // class is a smaller prompt (coding sessions have one size). The first whose planned span fits
@@ -306,12 +327,12 @@ async function gpuShapedRegime(model: string, other: Regime | null): Promise<Reg
   const sizes = WORKLOAD === "bfcl" ? Array.from({ length: TOOLS_PER_CLASS }, (_, i) => TOOLS_PER_CLASS - i) : [TOOLS_PER_CLASS];
   let pick: GpuCalibration | null = null;
   try {
-    const served = ((await (await fetch(`${probe.baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
+    served = ((await (await fetch(`${probe.baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
     for (const toolsPerClass of sizes) {
       const workload = loadWorkload(GPU_SESSIONS, toolsPerClass);
       const unscaled = planWorkload(workload, workloadShape(1), SEED);
       const promptTokens = await returningPromptTokens(probe.baseUrl, served, workload.system_prompt, unscaled);
-      const rate = await prefillRate(probe.baseUrl, served, workload.system_prompt, promptTokens);
+      const rate = await rateAll(workload.system_prompt, promptTokens);
       const prefillMs = (promptTokens / rate) * 1000;
       const timeScale = +(medianToolMs(unscaled) / (GAP_OVER_PREFILL * prefillMs)).toPrecision(3);
       const spanS = +(plannedSpanMs(unscaled) / timeScale / 1000).toFixed(1);
@@ -327,12 +348,12 @@ async function gpuShapedRegime(model: string, other: Regime | null): Promise<Reg
     ph.mark("prompt sizes and prefill rates");
     if (other) {
       const t = await returningPromptTokens(probe.baseUrl, served, other.workload.system_prompt, other.sessions);
-      const r = await prefillRate(probe.baseUrl, served, other.workload.system_prompt, t);
+      const r = await rateAll(other.workload.system_prompt, t);
       Object.assign(other, { prefillTokensPerS: +r.toFixed(1), returningPromptTokens: t, toolGapOverPrefill: +(medianToolMs(other.sessions) / ((t / r) * 1000)).toFixed(2) });
       ph.mark("saturated prefill rate");
     }
   } finally {
-    await probe.stop();
+    await Promise.all(probes.map((p) => p.stop()));
     ph.mark("probe stop");
   }
   const { toolsPerClass, workload, unscaled, promptTokens, rate, prefillMs, timeScale, spanS } = pick as GpuCalibration;
@@ -383,25 +404,31 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
   // Configurations that can share workers run one after the other (first appearance order).
   const keys = [...new Set(specs.map((s) => shareKey(s, regime) ?? `fresh:${s.name}`))];
   const order = [...specs].sort((a, b) => keys.indexOf(shareKey(a, regime) ?? `fresh:${a.name}`) - keys.indexOf(shareKey(b, regime) ?? `fresh:${b.name}`));
-  const pool = new WorkerPool(log);
-  try {
-    for (let round = 0; round < RUNS; round++) {
-      for (const spec of order) {
-        if (notRun[spec.name]) continue;
-        log(`-- ${regime.name} ${spec.name}${RUNS > 1 ? ` (run ${round + 1}/${RUNS})` : ""}`);
-        try {
-          const r = await runConfig(spec, regime, pool);
-          perRun[spec.name].push(r);
-          log(`   recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, wall ${r.extra.wall_s} s`);
-        } catch (e) {
-          notRun[spec.name] = (e as Error).message.split("\n").slice(0, 3).join(" ");
-          log(`   ${spec.name} did not run: ${notRun[spec.name]}`);
+  // --lanes N: lane i runs the configurations i, i+N, ... of each round, each lane on its own workers.
+  const lanes = Array.from({ length: Math.min(LANES, order.length) }, (_, i) => order.filter((_, k) => k % LANES === i));
+  const runLane = async (mine: ConfigSpec[]) => {
+    const pool = new WorkerPool(log);
+    try {
+      for (let round = 0; round < RUNS; round++) {
+        for (const spec of mine) {
+          if (notRun[spec.name]) continue;
+          log(`-- ${regime.name} ${spec.name}${RUNS > 1 ? ` (run ${round + 1}/${RUNS})` : ""}`);
+          try {
+            const r = await runConfig(spec, regime, pool);
+            perRun[spec.name].push(r);
+            const t = summarize([r.figures]).ttft_returning_ms;
+            log(`   ${spec.name}: recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, returning TTFT p50/p90/p99 ${t.p50}/${t.p90}/${t.p99} ms, wall ${r.extra.wall_s} s`);
+          } catch (e) {
+            notRun[spec.name] = (e as Error).message.split("\n").slice(0, 3).join(" ");
+            log(`   ${spec.name} did not run: ${notRun[spec.name]}`);
+          }
         }
       }
+    } finally {
+      await pool.drop();
     }
-  } finally {
-    await pool.drop();
-  }
+  };
+  await Promise.all(lanes.map(runLane));
   const configs: RegimeResult["configs"] = {};
   for (const s of specs) {
     const runs = perRun[s.name];
@@ -499,7 +526,8 @@ async function main(): Promise<number> {
   if (unknown.length) throw new Error(`--configs: unknown configuration ${unknown.join(", ")} (${all.map((s) => s.name).join(", ")})`);
   // --ablation: kvctl, each rule alone, and the base they are measured against (cache_aware).
   const ablation = argv.includes("--ablation");
-  const specs = all.filter((s) => (only ? only.split(",").includes(s.name) : ablation ? s.name === "kvctl" || s.name === "cache_aware" || s.role === "ablation" : s.role !== "ablation"));
+  // --configs keeps its own order (with --lanes, the first N run first).
+  const specs = only ? only.split(",").map((n) => all.find((s) => s.name === n) as ConfigSpec) : all.filter((s) => (ablation ? s.name === "kvctl" || s.name === "cache_aware" || s.role === "ablation" : s.role !== "ablation"));
   const names = opt("regimes", "saturated,gpu_shaped").split(",");
   for (const n of names) if (n !== "saturated" && n !== "gpu_shaped" && n !== "warm") throw new Error(`--regimes: unknown regime '${n}' (saturated, gpu_shaped, warm)`);
   const saturated = names.includes("saturated") ? saturatedRegime(model) : null;
