@@ -417,7 +417,8 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
             const r = await runConfig(spec, regime, pool);
             perRun[spec.name].push(r);
             const t = summarize([r.figures]).ttft_returning_ms;
-            log(`   ${spec.name}: recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, returning TTFT p50/p90/p99 ${t.p50}/${t.p90}/${t.p99} ms, wall ${r.extra.wall_s} s`);
+            log(`   ${spec.name}: recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, returning TTFT p50/p90/p99 ${t.p50}/${t.p90}/${t.p99} ms, wall ${r.extra.wall_s} s` +
+                `${r.figures.commands ? `; commands ${Object.entries(r.figures.commands).map(([k, n]) => `${k}=${n}`).join(" ") || "none"}` : ""}`);
           } catch (e) {
             notRun[spec.name] = (e as Error).message.split("\n").slice(0, 3).join(" ");
             log(`   ${spec.name} did not run: ${notRun[spec.name]}`);
