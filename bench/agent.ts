@@ -272,6 +272,14 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
   }
 }
 
+/** Why a configuration did not run: the error's first line and, when it quotes a server's log,
+ * that log's last line (the exception that stopped the server, say SGLang's host-memory check). */
+function failure(e: Error): string {
+  const lines = e.message.split("\n").filter((l) => l.trim() !== "");
+  const last = lines.length > 1 ? lines[lines.length - 1].trim() : "";
+  return `${lines[0] ?? String(e)}${last ? ` ... ${last}` : ""}`;
+}
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[(xs.length - 1) >> 1];
 
 /** N servers started at once; all stopped when one fails to start. */
@@ -420,7 +428,7 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
             log(`   ${spec.name}: recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, returning TTFT p50/p90/p99 ${t.p50}/${t.p90}/${t.p99} ms, wall ${r.extra.wall_s} s` +
                 `${r.figures.commands ? `; commands ${Object.entries(r.figures.commands).map(([k, n]) => `${k}=${n}`).join(" ") || "none"}` : ""}`);
           } catch (e) {
-            notRun[spec.name] = (e as Error).message.split("\n").slice(0, 3).join(" ");
+            notRun[spec.name] = failure(e as Error);
             log(`   ${spec.name} did not run: ${notRun[spec.name]}`);
           }
         }
