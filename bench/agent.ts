@@ -1,5 +1,6 @@
 // Agentic workload bench (`npm run bench:agent [-- --json] [--ablation] [--runs N] [--regimes a,b]
-// [--sessions N] [--gpu-sessions N] [--time-scale X] [--configs a,b] [--seed S] [--smoke]`): BFCL
+// [--sessions N] [--gpu-sessions N] [--gpu-trace-s S] [--lanes N] [--time-scale X] [--configs a,b]
+// [--seed S] [--smoke]`): BFCL
 // multi-turn sessions (bench/agent/README.md) replayed through each configuration
 // (bench/agent/configs.ts) against two real patched SGLang servers on CPU, the same seeded trace
 // each time, servers started fresh per configuration (or, with no L3, shared by configurations of
