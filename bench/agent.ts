@@ -1,12 +1,14 @@
 // Agentic workload bench (`npm run bench:agent [-- --json] [--ablation] [--runs N] [--regimes a,b]
-// [--sessions N] [--gpu-sessions N] [--time-scale X] [--configs a,b] [--seed S] [--smoke]`): BFCL
+// [--sessions N] [--gpu-sessions N] [--gpu-trace-s S] [--lanes N] [--time-scale X] [--configs a,b]
+// [--seed S] [--smoke]`): BFCL
 // multi-turn sessions (bench/agent/README.md) replayed through each configuration
 // (bench/agent/configs.ts) against two real patched SGLang servers on CPU, the same seeded trace
-// each time, servers started fresh per configuration, in two regimes:
+// each time, servers started fresh per configuration (or, with no L3, shared by configurations of
+// the same server flags and emptied by a flush between them), in two regimes:
 //   saturated   time scale 1/20, file L3: tool gaps shorter than a prefill here (today's shape)
 //   gpu_shaped  the time scale calibrated so the median tool gap outlasts the median returning-turn
-//               prefill >= 5x, as on a GPU; no L3; >= 32 sessions; device pools about a quarter of
-//               the active sessions' working sets
+//               prefill >= 5x, as on a GPU, and the prompt size so the trace fits --gpu-trace-s;
+//               no L3; >= 32 sessions; device pools about a quarter of the active sessions' working sets
 // The fair peers (cache_aware_adm, smg_adm, session_radix, sglang_mrr, thunder) get kvctl's
 // admission budget; lru, cache_aware and sgl_router are context rows outside the verdict. The
 // verdict (bench/agent/verdict.ts) is refused, exit 1, when a configuration did not start, had
@@ -19,15 +21,17 @@ import { join } from "node:path";
 import { startRealServer, type RealServer } from "../src/demo/real-server.js";
 import { packageRoot, venvPython } from "../src/paths.js";
 import { ablationRows, printAblation } from "./agent/ablation.js";
+import { medianToolMs, plannedSpanMs, prefillRate, returningPromptTokens } from "./agent/calibrate.js";
 import { payColdStart } from "./agent/cold-start.js";
-import { medianToolMs, prefillRate, returningPromptTokens } from "./agent/calibrate.js";
 import { type ConfigSpec, configSpecs, FAIR_PEERS } from "./agent/configs.js";
 import { drive, type RequestRecord, sessionCompletion, type Target } from "./agent/driver.js";
-import { flood, idealRecompute, type L3Report, scrape, scrapeL3 } from "./agent/measure.js";
+import { flood, idealRecompute, type L3Report, l3Since, scrape, scrapeL3 } from "./agent/measure.js";
+import { Phases } from "./agent/phases.js";
 import { afterRestart, type RestartReport, restartWorker } from "./agent/restart.js";
 import { agentModel, removeSharedTree, type ServerShape, startKvctlGateway, startNats, startSmg, startWorker, startWorkers } from "./agent/stack.js";
 import { type ConfigSummary, judge, type RegimeVerdict, type RunFigures, summarize } from "./agent/verdict.js";
 import { unpackedWheel } from "./agent/wheels.js";
+import { WorkerPool } from "./agent/worker-pool.js";
 import { type BfclWorkload, DEFAULT_SHAPE, type PlannedSession, planWorkload, type WorkloadShape } from "./agent/workload.js";
 
 const argv = process.argv.slice(2);
@@ -53,6 +57,8 @@ const SEED = num("seed", "7", 0);
 const TOOLS_PER_CLASS = num("tools-per-class", "5", 1);
 const FLOOD = num("flood", "24", 0);
 const PIN_BUDGET_SHARE = num("pin-budget-share", "0.25", 0);
+/** The gpu_shaped regime's trace budget (s): the planned span it may take here, which picks its prompt size. */
+const GPU_TRACE_S = num("gpu-trace-s", "240", 1);
 /** The gpu_shaped regime's target: median tool gap over median returning-turn prefill time. */
 const GAP_OVER_PREFILL = num("gap-over-prefill", "5", 1);
 const ADMISSION_TOKENS = num("admission-tokens", "0", 0);
@@ -65,16 +71,18 @@ const CODING_STEPS = num("coding-steps", "40", 1);
 const CODING_READ_LINES = num("coding-read-lines", "20", 1);
 const CODING_CONTEXT = num("coding-context", "24576", 1024);
 const WORKERS = 2;
+/** Configurations run at once, each on its own workers (their bursts coincide: the same trace). */
+const LANES = num("lanes", "1", 1);
 const BFCL_VERSION = "2026.3.23";
 const MINI_SWE_AGENT_VERSION = "2.4.6";
 const WARM_CONFIGS = ["kvctl", "kvctl_warm", "cache_aware_adm"];
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
-function loadWorkload(sessions: number): BfclWorkload {
+function loadWorkload(sessions: number, toolsPerClass = TOOLS_PER_CLASS): BfclWorkload {
   const [script, args] =
     WORKLOAD === "coding"
       ? ["coding.py", [unpackedWheel("mini-swe-agent", MINI_SWE_AGENT_VERSION, "mini-swe-agent", "minisweagent/config/benchmarks/swebench.yaml"), String(sessions), String(SEED), String(CODING_STEPS), String(CODING_READ_LINES)]]
-      : ["bfcl.py", [unpackedWheel("bfcl-eval", BFCL_VERSION, "bfcl", "bfcl_eval/data"), String(sessions), String(SEED), String(TOOLS_PER_CLASS)]];
+      : ["bfcl.py", [unpackedWheel("bfcl-eval", BFCL_VERSION, "bfcl", "bfcl_eval/data"), String(sessions), String(SEED), String(toolsPerClass)]];
   const out = execFileSync(venvPython, [join(packageRoot, "bench", "agent", script), ...args], { encoding: "utf8", maxBuffer: 256 << 20, cwd: tmpdir() });
   return JSON.parse(out) as BfclWorkload;
 }
@@ -109,6 +117,9 @@ interface Regime {
   toolGapOverPrefill: number | null;
   /** The warm scenario: worker w1 restarts between the trace's two waves of sessions. */
   restart?: boolean;
+  /** BFCL tools per class (the prompt size) and the planned span (s) at the time scale. */
+  toolsPerClass?: number;
+  plannedSpanS?: number;
 }
 
 function pinBudgetBlocks(shape: ServerShape): number {
@@ -151,6 +162,8 @@ interface RunExtra {
   /** The warm scenario's restart and what the restarted worker served after it. */
   restart: RestartReport | null;
   wall_s: number;
+  /** Seconds per phase of the run (server start, trace, flood, ...). */
+  phases_s: Record<string, number>;
 }
 interface RunOut {
   figures: RunFigures;
@@ -188,22 +201,35 @@ async function frontFor(spec: ConfigSpec, regime: Regime, workers: RealServer[],
   return { target: { name: spec.name, url: () => g.url, sessionHeader: true, ...close }, metricsUrl: g.url };
 }
 
-async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
+/** Which configurations may run on one another's workers (flushed between them): the same server
+ * flags, no kvctl subscriber (it is bound to its run's NATS) and no L3 (a flush leaves it full).
+ * null: fresh workers. */
+function shareKey(spec: ConfigSpec, regime: Regime): string | null {
+  if (spec.policy === "agent" || regime.shape.storage || regime.restart) return null;
+  return spec.serverArgs.join(" ");
+}
+
+async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Promise<RunOut> {
   const t0 = performance.now();
+  const ph = new Phases(spec.name, log);
   const scratch = mkdtempSync(join(tmpdir(), `kvctl-agent-${spec.name}-`));
   const cleanup: (() => Promise<void>)[] = [];
+  let ranToEnd = false;
   try {
     const nats = spec.policy === "agent" ? await startNats(join(scratch, "js")) : null;
     if (nats) cleanup.push(() => nats.stop());
     // The warm scenario: both workers on one L3 directory (what one backed up, the other can read).
     const shape: ServerShape = regime.restart ? { ...regime.shape, sharedStorageDir: join(scratch, "l3") } : regime.shape;
-    const workers = await startWorkers(shape, spec.serverArgs, nats?.url);
-    cleanup.push(async () => {
-      await Promise.all(workers.map((w) => w.stop()));
-    });
+    const key = shareKey(spec, regime);
+    const { workers, reused } = await pool.take(key, () => startWorkers(shape, spec.serverArgs, nats?.url));
+    cleanup.push(() => pool.give(key, workers, ranToEnd));
+    ph.mark(reused ? "workers flushed" : "workers start");
+    const l3Before = await scrapeL3(workers);
     const { target, metricsUrl } = await frontFor(spec, regime, workers, nats, scratch, cleanup);
+    ph.mark("front start");
     // After the front is up (its KV-event subscriber listening), before anything is timed.
     await payColdStart(workers, shape.pageSize);
+    ph.mark("cold start");
     // The served model's name (a peer router routes on it).
     const model = ((await (await fetch(`${workers[0].baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
     const o = { system: regime.workload.system_prompt, model, maxTokens: 1024 };
@@ -219,10 +245,12 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
       records = [...wave1, ...wave2];
       restarted = afterRestart(wave2, r);
     } else records = await drive(target, regime.sessions, o);
+    ph.mark("trace");
     if (process.env.KVCTL_BENCH_TRACE) writeRequestTrace(`${process.env.KVCTL_BENCH_TRACE}.${regime.name}.${spec.name}.requests.jsonl`, records);
     if (records.every((r) => !r.ok)) throw new Error(`every request failed, first: ${records[0]?.error}`);
-    const l3 = await scrapeL3(workers);
+    const l3 = l3Since(await scrapeL3(workers), l3Before);
     const served = await flood(target.url(0), FLOOD, model, SEED);
+    ph.mark("flood");
     const scraped = metricsUrl ? await scrape(metricsUrl) : null;
     const ok = records.filter((r) => r.ok);
     const errs = records.filter((r) => !r.ok);
@@ -230,8 +258,11 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
     const prompt = ok.reduce((n, r) => n + r.promptTokens, 0);
     const cached = ok.reduce((n, r) => n + r.cachedTokens, 0);
     // The ideal floor needs a worker to tokenize: computed now, before the workers stop.
-    if (!ideal.has(regime.name)) ideal.set(regime.name, await idealRecompute(records, workers[0].baseUrl, model, regime.shape.pageSize));
-    return {
+    if (!ideal.has(regime.name)) {
+      ideal.set(regime.name, await idealRecompute(records, workers[0].baseUrl, model, regime.shape.pageSize));
+      ph.mark("ideal floor");
+    }
+    const out: RunOut = {
       figures: {
         recomputed_tokens: prompt - cached, prompt_tokens: prompt, errors: errs.length,
         ttft_returning: ok.filter((r) => r.returning).map((r) => r.ttftMs), session_completion: sessionCompletion(records), commands: scraped?.commands ?? null,
@@ -241,12 +272,38 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
         restart: restarted,
         pin_budget_peak_blocks: scraped ? scraped.pinPeak : null, pinned_blocks_hit: scraped ? scraped.pinned.hit : null, pinned_blocks_wasted: scraped ? scraped.pinned.wasted : null,
         wall_s: +((performance.now() - t0) / 1000).toFixed(1),
+        phases_s: ph.s,
       },
     };
+    ranToEnd = true;
+    return out;
   } finally {
     for (const c of cleanup.reverse()) await c().catch((e) => log(`  ${spec.name}: cleanup: ${(e as Error).message}`));
     rmSync(scratch, { recursive: true, force: true });
+    ph.mark("stop");
   }
+}
+
+/** Why a configuration did not run: the error's first line and, when it quotes a server's log,
+ * that log's last line (the exception that stopped the server, say SGLang's host-memory check). */
+function failure(e: Error): string {
+  const lines = e.message.split("\n").filter((l) => l.trim() !== "");
+  const last = lines.length > 1 ? lines[lines.length - 1].trim() : "";
+  return `${lines[0] ?? String(e)}${last ? ` ... ${last}` : ""}`;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[(xs.length - 1) >> 1];
+
+/** N servers started at once; all stopped when one fails to start. */
+async function startWorkersN(n: number, start: (i: number) => Promise<RealServer>): Promise<RealServer[]> {
+  const settled = await Promise.allSettled(Array.from({ length: n }, (_, i) => start(i)));
+  const ok = settled.flatMap((x) => (x.status === "fulfilled" ? [x.value] : []));
+  const failed = settled.find((x) => x.status === "rejected") as PromiseRejectedResult | undefined;
+  if (failed) {
+    await Promise.all(ok.map((w) => w.stop()));
+    throw failed.reason;
+  }
+  return ok;
 }
 
 /** Ideal-cache floor per regime (from the first run of the regime). */
@@ -276,32 +333,74 @@ function warmRegime(model: string): Regime {
  * probe gives `other` (the saturated regime, when it runs too) its own tool gap / prefill ratio.
  */
 async function gpuShapedRegime(model: string, other: Regime | null): Promise<Regime> {
-  const workload = loadWorkload(GPU_SESSIONS);
-  const unscaled = planWorkload(workload, workloadShape(1), SEED);
-  const probe = await startRealServer({ model, workerId: "calibrate", pageSize: 16, maxTotalTokens: 32768, hostRatio: 2, warmup: false, storageDir: "", extraArgs: ["--context-length", "32768"], readyTimeoutS: 600 });
-  let rate: number;
-  let promptTokens: number;
+  const ph = new Phases("gpu_shaped calibration", log);
+  // One probe per lane, prefilling at once: with --lanes N the configurations' bursts coincide (they
+  // replay the same trace), so the prefill a lane gets is the one measured beside N-1 others.
+  const probes = await startWorkersN(LANES, (i) => startRealServer({ model, workerId: `calibrate${i}`, pageSize: 16, maxTotalTokens: 32768, hostRatio: 2, warmup: false, storageDir: "", extraArgs: ["--context-length", "32768"], readyTimeoutS: 600 }));
+  const probe = probes[0];
+  const rateAll = async (system: string, tokens: number) => median(await Promise.all(probes.map((p) => prefillRate(p.baseUrl, served, system, tokens))));
+  let served = "";
+  ph.mark("probe start");
+  // Prompt sizes, largest first: the BFCL tool schemas are most of a prompt, so fewer tools per
+  // class is a smaller prompt (coding sessions have one size). The first whose planned span fits
+  // GPU_TRACE_S is taken; when none does, the one with the shortest span.
+  const sizes = WORKLOAD === "bfcl" ? Array.from({ length: TOOLS_PER_CLASS }, (_, i) => TOOLS_PER_CLASS - i) : [TOOLS_PER_CLASS];
+  let pick: GpuCalibration | null = null;
   try {
-    const served = ((await (await fetch(`${probe.baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
-    promptTokens = await returningPromptTokens(probe.baseUrl, served, workload.system_prompt, unscaled);
-    rate = await prefillRate(probe.baseUrl, served, workload.system_prompt, promptTokens);
+    served = ((await (await fetch(`${probe.baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
+    for (const toolsPerClass of sizes) {
+      const workload = loadWorkload(GPU_SESSIONS, toolsPerClass);
+      const unscaled = planWorkload(workload, workloadShape(1), SEED);
+      const promptTokens = await returningPromptTokens(probe.baseUrl, served, workload.system_prompt, unscaled);
+      const rate = await rateAll(workload.system_prompt, promptTokens);
+      const prefillMs = (promptTokens / rate) * 1000;
+      const timeScale = +(medianToolMs(unscaled) / (GAP_OVER_PREFILL * prefillMs)).toPrecision(3);
+      const spanS = +(plannedSpanMs(unscaled) / timeScale / 1000).toFixed(1);
+      const c: GpuCalibration = { toolsPerClass, workload, unscaled, promptTokens, rate, prefillMs, timeScale, spanS };
+      log(`   gpu_shaped prompt size: ${WORKLOAD === "bfcl" ? `${toolsPerClass} tools per class, ` : ""}median returning-turn prompt ${promptTokens} tokens, ` +
+        `prefill ${rate.toFixed(0)} tokens/s (${prefillMs.toFixed(0)} ms) -> time scale ${timeScale}, planned span ${spanS} s (budget ${GPU_TRACE_S} s)`);
+      if (!pick || spanS < pick.spanS) pick = c;
+      if (spanS <= GPU_TRACE_S) {
+        pick = c;
+        break;
+      }
+    }
+    ph.mark("prompt sizes and prefill rates");
     if (other) {
       const t = await returningPromptTokens(probe.baseUrl, served, other.workload.system_prompt, other.sessions);
-      Object.assign(other, { prefillTokensPerS: +rate.toFixed(1), returningPromptTokens: t, toolGapOverPrefill: +(medianToolMs(other.sessions) / ((t / rate) * 1000)).toFixed(2) });
+      const r = await rateAll(other.workload.system_prompt, t);
+      Object.assign(other, { prefillTokensPerS: +r.toFixed(1), returningPromptTokens: t, toolGapOverPrefill: +(medianToolMs(other.sessions) / ((t / r) * 1000)).toFixed(2) });
+      ph.mark("saturated prefill rate");
     }
   } finally {
-    await probe.stop();
+    await Promise.all(probes.map((p) => p.stop()));
+    ph.mark("probe stop");
   }
-  const prefillMs = (promptTokens / rate) * 1000;
-  const toolMs = medianToolMs(unscaled);
-  const timeScale = +(toolMs / (GAP_OVER_PREFILL * prefillMs)).toPrecision(3);
+  const { toolsPerClass, workload, unscaled, promptTokens, rate, prefillMs, timeScale, spanS } = pick as GpuCalibration;
   const sessions = planWorkload(workload, workloadShape(timeScale), SEED);
   const perWorker = Math.ceil(sessions.length / WORKERS);
   const deviceTokens = Math.max(deviceFloor(), Math.ceil((0.25 * perWorker * promptTokens) / 16) * 16);
   const shape: ServerShape = { model, pageSize: 16, deviceTokens, hostRatio: 2, storage: false };
   log(`gpu_shaped calibration: prefill ${rate.toFixed(0)} tokens/s on the median returning-turn prompt of ${promptTokens} tokens (${prefillMs.toFixed(0)} ms); ` +
-    `median tool gap ${toolMs} ms unscaled -> time scale ${timeScale} (tool gap / prefill = ${(medianToolMs(sessions) / prefillMs).toFixed(1)}); device pool ${deviceTokens} tokens per worker`);
-  return { name: "gpu_shaped", workload, sessions, timeScale, shape, prefillTokensPerS: +rate.toFixed(1), returningPromptTokens: promptTokens, toolGapOverPrefill: +(medianToolMs(sessions) / prefillMs).toFixed(2) };
+    `median tool gap ${medianToolMs(unscaled)} ms unscaled -> time scale ${timeScale} (tool gap / prefill = ${(medianToolMs(sessions) / prefillMs).toFixed(1)}); ` +
+    `planned span ${spanS} s; device pool ${deviceTokens} tokens per worker`);
+  return {
+    name: "gpu_shaped", workload, sessions, timeScale, shape, prefillTokensPerS: +rate.toFixed(1), returningPromptTokens: promptTokens, toolGapOverPrefill: +(medianToolMs(sessions) / prefillMs).toFixed(2),
+    toolsPerClass, plannedSpanS: spanS,
+  };
+}
+
+/** One prompt size the gpu_shaped calibration tried. */
+interface GpuCalibration {
+  toolsPerClass: number;
+  workload: BfclWorkload;
+  unscaled: PlannedSession[];
+  promptTokens: number;
+  rate: number;
+  prefillMs: number;
+  timeScale: number;
+  /** The trace's planned span at that time scale (arrivals, tool and human gaps; no compute). */
+  spanS: number;
 }
 
 interface RegimeResult {
@@ -322,20 +421,35 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
   const perRun: Record<string, RunOut[]> = Object.fromEntries(specs.map((s) => [s.name, []]));
   const notRun: Record<string, string> = {};
   // Rounds, not one configuration's runs back to back: every configuration sees the machine's drift alike.
-  for (let round = 0; round < RUNS; round++) {
-    for (const spec of specs) {
-      if (notRun[spec.name]) continue;
-      log(`-- ${regime.name} ${spec.name}${RUNS > 1 ? ` (run ${round + 1}/${RUNS})` : ""}`);
-      try {
-        const r = await runConfig(spec, regime);
-        perRun[spec.name].push(r);
-        log(`   recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, wall ${r.extra.wall_s} s`);
-      } catch (e) {
-        notRun[spec.name] = (e as Error).message.split("\n").slice(0, 3).join(" ");
-        log(`   ${spec.name} did not run: ${notRun[spec.name]}`);
+  // Configurations that can share workers run one after the other (first appearance order).
+  const keys = [...new Set(specs.map((s) => shareKey(s, regime) ?? `fresh:${s.name}`))];
+  const order = [...specs].sort((a, b) => keys.indexOf(shareKey(a, regime) ?? `fresh:${a.name}`) - keys.indexOf(shareKey(b, regime) ?? `fresh:${b.name}`));
+  // --lanes N: lane i runs the configurations i, i+N, ... of each round, each lane on its own workers.
+  const lanes = Array.from({ length: Math.min(LANES, order.length) }, (_, i) => order.filter((_, k) => k % LANES === i));
+  const runLane = async (mine: ConfigSpec[]) => {
+    const pool = new WorkerPool(log);
+    try {
+      for (let round = 0; round < RUNS; round++) {
+        for (const spec of mine) {
+          if (notRun[spec.name]) continue;
+          log(`-- ${regime.name} ${spec.name}${RUNS > 1 ? ` (run ${round + 1}/${RUNS})` : ""}`);
+          try {
+            const r = await runConfig(spec, regime, pool);
+            perRun[spec.name].push(r);
+            const t = summarize([r.figures]).ttft_returning_ms;
+            log(`   ${spec.name}: recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, returning TTFT p50/p90/p99 ${t.p50}/${t.p90}/${t.p99} ms, wall ${r.extra.wall_s} s` +
+                `${r.figures.commands ? `; commands ${Object.entries(r.figures.commands).map(([k, n]) => `${k}=${n}`).join(" ") || "none"}` : ""}`);
+          } catch (e) {
+            notRun[spec.name] = failure(e as Error);
+            log(`   ${spec.name} did not run: ${notRun[spec.name]}`);
+          }
+        }
       }
+    } finally {
+      await pool.drop();
     }
-  }
+  };
+  await Promise.all(lanes.map(runLane));
   const configs: RegimeResult["configs"] = {};
   for (const s of specs) {
     const runs = perRun[s.name];
@@ -360,6 +474,7 @@ function printRegime(r: RegimeResult): void {
   console.log(`${regime.name}: ${regime.sessions.length} ${WORKLOAD} sessions (${compactions(regime.sessions)} compactions), time scale 1/${regime.timeScale}, ${RUNS} run(s) per configuration, ${regime.shape.deviceTokens} device tokens per worker, ` +
     `${regime.shape.storage ? "file L3" : "no L3"}; regime wall ${r.wallS} s`);
   if (regime.prefillTokensPerS !== null) console.log(`  prefill ${regime.prefillTokensPerS} tokens/s, median returning-turn prompt ${regime.returningPromptTokens} tokens, median tool gap / prefill = ${regime.toolGapOverPrefill}`);
+  console.log(`  ${WORKLOAD === "bfcl" ? `${regime.toolsPerClass ?? TOOLS_PER_CLASS} tools per class, ` : ""}planned span ${(plannedSpanMs(regime.sessions) / 1000).toFixed(1)} s (arrivals, tool and human gaps; no compute)`);
   console.log("  config           role      prompt tok  recomputed  gap closed  TTFT ret p50/p90/p99 ms  session s mean/p90  errors  wall s  commands");
   for (const [name, c] of Object.entries(configs)) {
     if (!c) {
@@ -407,6 +522,8 @@ function regimeJson(r: RegimeResult): Record<string, unknown> {
     prefill_tokens_per_s: r.regime.prefillTokensPerS,
     returning_prompt_tokens: r.regime.returningPromptTokens,
     tool_gap_over_prefill: r.regime.toolGapOverPrefill,
+    tools_per_class: r.regime.toolsPerClass ?? TOOLS_PER_CLASS,
+    planned_span_s: r.regime.plannedSpanS ?? +(plannedSpanMs(r.regime.sessions) / 1000).toFixed(1),
     ideal_recomputed: ideal.get(r.regime.name)?.recomputed ?? null,
     configs: r.configs,
     not_run: r.notRun,
@@ -430,7 +547,8 @@ async function main(): Promise<number> {
   if (unknown.length) throw new Error(`--configs: unknown configuration ${unknown.join(", ")} (${all.map((s) => s.name).join(", ")})`);
   // --ablation: kvctl, each rule alone, and the base they are measured against (cache_aware).
   const ablation = argv.includes("--ablation");
-  const specs = all.filter((s) => (only ? only.split(",").includes(s.name) : ablation ? s.name === "kvctl" || s.name === "cache_aware" || s.role === "ablation" : s.role !== "ablation"));
+  // --configs keeps its own order (with --lanes, the first N run first).
+  const specs = only ? only.split(",").map((n) => all.find((s) => s.name === n) as ConfigSpec) : all.filter((s) => (ablation ? s.name === "kvctl" || s.name === "cache_aware" || s.role === "ablation" : s.role !== "ablation"));
   const names = opt("regimes", "saturated,gpu_shaped").split(",");
   for (const n of names) if (n !== "saturated" && n !== "gpu_shaped" && n !== "warm") throw new Error(`--regimes: unknown regime '${n}' (saturated, gpu_shaped, warm)`);
   const saturated = names.includes("saturated") ? saturatedRegime(model) : null;

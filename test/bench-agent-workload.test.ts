@@ -4,6 +4,8 @@
 // counters into sent / acked-by-status per type and measures each rule against cache_aware.
 import { describe, expect, it } from "vitest";
 import { ablationRows, commandsByType } from "../bench/agent/ablation.js";
+import { plannedSpanMs } from "../bench/agent/calibrate.js";
+import { l3Since } from "../bench/agent/measure.js";
 import type { ConfigSummary } from "../bench/agent/verdict.js";
 import { type BfclWorkload, DEFAULT_SHAPE, planWorkload, SUMMARY_OVERHEAD_CHARS } from "../bench/agent/workload.js";
 
@@ -53,5 +55,31 @@ describe("bench:agent ablation table", () => {
     const rows = ablationRows({ cache_aware: summary(500, 90, null), kvctl: summary(300, 50, {}), kvctl_prune: summary(450, 80, { "Prune:sent": 2, "Prune:acked:applied": 2 }), kvctl_warm: null });
     expect(rows).toEqual([{ rule: "prune", commands: { Prune: { sent: 2, acked: { applied: 2 }, failed: 0 } }, sent: 2, acked: 2, recomputed_tokens: 450, recomputed_delta: -50, ttft_p90_ms: 80, base_ttft_p90_ms: 90 }]);
     expect(ablationRows({ kvctl_prune: summary(1, 1, null) })).toEqual([]);
+  });
+});
+
+describe("bench:agent gpu_shaped sizing and shared workers", () => {
+  it("plans a trace's span as its latest session's start plus its human and tool gaps, at the time scale", () => {
+    const w: BfclWorkload = {
+      system_prompt: "s",
+      sessions: [
+        { id: "a", classes: [], tools: [], turns: [{ user: "u", calls: [call(1), call(2)] }, { user: "v", calls: [] }] },
+        { id: "b", classes: [], tools: [], turns: [{ user: "u", calls: [] }] },
+      ],
+    };
+    const slow = planWorkload(w, { ...DEFAULT_SHAPE, timeScale: 1 }, 3);
+    const a = slow[0];
+    const aEnd = a.startMs + a.turns[1].idleMs + a.turns[0].calls[0].toolMs + a.turns[0].calls[1].toolMs;
+    expect(a.turns[1].idleMs).toBeGreaterThan(0);
+    expect(plannedSpanMs(slow)).toBe(Math.max(aEnd, slow[1].startMs));
+    // Four times the scale, a quarter of the span (each duration is rounded to the millisecond).
+    expect(Math.abs(plannedSpanMs(planWorkload(w, { ...DEFAULT_SHAPE, timeScale: 4 }, 3)) - plannedSpanMs(slow) / 4)).toBeLessThanOrEqual(3);
+    expect(plannedSpanMs([])).toBe(0);
+  });
+
+  it("reads HiCache's counters as their growth over one configuration's run", () => {
+    const before = { backed_up: 10, query_hit: 0, prefetched: 5, unfulfilled: { deadline: 2 }, deferred: {}, dropped: { evict: 100 } };
+    const after = { backed_up: 30, query_hit: 4, prefetched: 5, unfulfilled: { deadline: 2, host_capacity: 3 }, deferred: { busy: 1 }, dropped: { evict: 160 } };
+    expect(l3Since(after, before)).toEqual({ backed_up: 20, query_hit: 4, prefetched: 0, unfulfilled: { host_capacity: 3 }, deferred: { busy: 1 }, dropped: { evict: 60 } });
   });
 });

@@ -60,3 +60,9 @@ export function medianToolMs(sessions: PlannedSession[]): number {
   const xs = sessions.flatMap((s) => s.turns.flatMap((t) => t.calls.map((c) => c.toolMs)));
   return xs.length ? median(xs) : 0;
 }
+
+/** How long the trace takes with no compute (ms, at the sessions' time scale): the latest
+ * session's start plus its human and tool gaps. */
+export function plannedSpanMs(sessions: PlannedSession[]): number {
+  return Math.max(0, ...sessions.map((s) => s.startMs + s.turns.reduce((a, t) => a + t.idleMs + t.calls.reduce((b, c) => b + c.toolMs, 0), 0)));
+}

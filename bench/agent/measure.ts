@@ -79,6 +79,16 @@ export async function scrapeL3(workers: RealServer[]): Promise<L3Report> {
   return out;
 }
 
+/** What the counters grew by between two reads (the workers may have served an earlier
+ * configuration, emptied by a flush that leaves SGLang's counters as they were). */
+export function l3Since(after: L3Report, before: L3Report): L3Report {
+  const sub = (a: Record<string, number>, b: Record<string, number>) => Object.fromEntries(Object.entries(a).map(([k, n]) => [k, n - (b[k] ?? 0)]).filter(([, n]) => n !== 0));
+  return {
+    backed_up: after.backed_up - before.backed_up, query_hit: after.query_hit - before.query_hit, prefetched: after.prefetched - before.prefetched,
+    unfulfilled: sub(after.unfulfilled, before.unfulfilled), deferred: sub(after.deferred, before.deferred), dropped: sub(after.dropped, before.dropped),
+  };
+}
+
 /**
  * Prefill tokens an ideal cache would still compute: every earlier prompt of the trace kept
  * forever on one worker, reuse at page granularity. Prompts are tokenized by a worker of the run

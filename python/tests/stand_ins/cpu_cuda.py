@@ -64,3 +64,18 @@ def install_unpinned_host_pages() -> None:
 
     __init__._kvctl_unpinned = True
     cls.__init__ = __init__
+
+
+# Host memory a real test-bed server leaves free before it sizes its HiCache host pool.
+TEST_BED_HOST_RESERVE_BYTES = 1 << 30
+
+
+def install_host_memory_reserve() -> None:
+    """Real servers: SGLang refuses to build a HiCache host pool unless 10 GiB of host memory
+    stay free beside it (``HICACHE_HOST_MEMORY_RESERVE_BYTES`` in pool_host/base.py, the headroom
+    of a GPU host). The test bed runs many small CPU servers on one shared machine, each needing
+    about a GiB, so that check refuses them whenever the machine dips under 10 GiB available
+    (the server exits before it is ready); the test bed keeps 1 GiB free instead."""
+    import sglang.srt.mem_cache.pool_host.base as base
+
+    base.HICACHE_HOST_MEMORY_RESERVE_BYTES = TEST_BED_HOST_RESERVE_BYTES

@@ -5,7 +5,7 @@
 Python imports ``sitecustomize`` at startup from ``sys.path``; python/tests/stand_ins is first on
 PYTHONPATH there, so this file runs before SGLang is imported. It does not import SGLang itself:
 ``sgl_kernel`` is served by a finder (stand_ins/sgl_kernel_cpu), and the HiCache host-pool pieces
-of ``cpu_cuda`` (and unpinned host staging pages) are installed right after
+of ``cpu_cuda`` (unpinned host staging pages, the test bed's host-memory reserve) are installed right after
 ``sglang.srt.mem_cache.pool_host.mha`` is first imported.
 Without the variable it does nothing (the harness and pytest install ``cpu_cuda`` themselves).
 """
@@ -42,6 +42,7 @@ if os.environ.get("KVCTL_CPU_STAND_INS") == "server":
 
                 cpu_cuda.install()
                 cpu_cuda.install_unpinned_host_pages()
+                cpu_cuda.install_host_memory_reserve()
 
             loader.exec_module = exec_then_install
             return spec
