@@ -540,6 +540,39 @@ describe("idle, leases and pressure", () => {
     expect(close.map((c) => c.command)).toEqual([{ type: "RevokeLease", lease_id: "s.1" }]);
   });
 
+  it("a pause covers the chain up to the reasoning the think rule marks transient (the worker refuses to park transient blocks)", () => {
+    const { p } = policy({ ...ONLY("idle"), think: { enabled: true } });
+    p.observe(started(0, "s"));
+    const ranges = { system: null, history: { start: 0, end: 0 }, prompt: { start: 0, end: 16 }, reasoning: { start: 18, end: 30 }, output: { start: 16, end: 40 } };
+    p.observe(finished(1, "s", chainOf(10), { promptBlocks: 4, model: "Qwen3-8B", ranges }));
+    // Tokens from 18 lie in block 4 on (page 4): blocks 0..3 are what the next prompt reuses.
+    expect(cmd(p.observe(idle(30_000, "s")), "Pause").block_hashes).toEqual(chainOf(4));
+    // Interleaved thinking in a tool loop keeps the reasoning: the whole chain is parked.
+    const { p: q } = policy({ ...ONLY("idle"), think: { enabled: true } });
+    q.observe(started(0, "t"));
+    q.observe(finished(1, "t", chainOf(10), { promptBlocks: 4, model: "zai/GLM-4.6", finishReason: "tool_calls", toolCalls: [{ id: "c", name: "x" }], ranges }));
+    expect(cmd(q.observe(idle(30_000, "t")), "Pause").block_hashes).toEqual(chainOf(10));
+  });
+
+  it("a Pause acked noop with every block missing holds no lease: close sends no RevokeLease and the budget is free", () => {
+    const { p } = policy(ONLY("idle"));
+    p.observe(started(0, "s"));
+    p.observe(finished(1, "s", chainOf(5)));
+    const [pause] = p.observe(idle(30_000, "s"));
+    p.observe(ack(30_001, pause, "noop", { affected: 0, missing: chainOf(5) }));
+    expect(p.context.budget.used("w0")).toBe(0);
+    const close = p.observe({ type: "SessionHint", at: 41_000, sessionId: "s", event: "close", toolName: null, toolCallId: null, keepTokens: null });
+    expect(close.map((c) => c.command.type)).not.toContain("RevokeLease");
+    // A noop that found the blocks (already on host) keeps its lease, revoked on close.
+    const { p: q } = policy(ONLY("idle"));
+    q.observe(started(0, "t"));
+    q.observe(finished(1, "t", chainOf(5)));
+    const [pz] = q.observe(idle(30_000, "t"));
+    q.observe(ack(30_001, pz, "noop", { affected: 0 }));
+    const closeT = q.observe({ type: "SessionHint", at: 41_000, sessionId: "t", event: "close", toolName: null, toolCallId: null, keepTokens: null });
+    expect(closeT.map((c) => c.command)).toEqual([{ type: "RevokeLease", lease_id: "t.1" }]);
+  });
+
   it("a pause holds the session's own tail within the paused share of the budget; renew and revoke keep the view", () => {
     const { p } = policy({ ...ONLY("idle"), pins: { enabled: false, budgetBlocks: 20 }, idle: { enabled: true, budgetShare: 0.5 } });
     const shared = chainOf(6);

@@ -19,7 +19,7 @@ import { inflightRule } from "./policies/inflight.js";
 import { pinsRule } from "./policies/pins.js";
 import type { AgentRule } from "./policies/policy.js";
 import { pruneRule } from "./policies/prune.js";
-import { thinkRule } from "./policies/think.js";
+import { thinkRule, transientFrom } from "./policies/think.js";
 import { toolsRule } from "./policies/tools.js";
 import { warmRule } from "./policies/warm.js";
 
@@ -74,6 +74,7 @@ function beginFinished(ctx: PolicyContext, o: TurnFinished): void {
   s.prevPromptBlocks = s.promptBlocks;
   if (o.chain.length) {
     s.chain = o.chain;
+    s.reusableBlocks = transientFrom(o, ctx) ?? o.chain.length;
     const page = ctx.pageSizes.get(o.worker) ?? 1;
     s.promptBlocks = o.promptTokens ? Math.min(Math.floor(o.promptTokens.length / page), o.chain.length) : o.chain.length;
   }

@@ -33,6 +33,9 @@ export interface SessionView {
   worker: string | null;
   /** The last turn's whole sequence (prompt + output full pages) on `worker`. */
   chain: bigint[];
+  /** How many of `chain`'s blocks a later turn can reuse: all of them, or those before this turn's
+   * reasoning when the think rule marks it transient (the blocks after it are dead with it). */
+  reusableBlocks: number;
   promptBlocks: number;
   /** The sequence before the last turn (what a rewrite diverged from), and its worker. */
   prevChain: bigint[];
@@ -47,6 +50,11 @@ export interface SessionView {
   tool: ToolWait | null;
   /** Reasoning blocks waiting for the next user turn to be purged. */
   reasoning: { worker: string; blocks: bigint[] }[];
+}
+
+/** The blocks of the session's last chain a later turn can reuse (what a hold should cover). */
+export function reusableChain(s: SessionView): bigint[] {
+  return s.chain.slice(0, s.reusableBlocks);
 }
 
 export interface EmitOptions {
@@ -78,7 +86,7 @@ export const SAFE_ID = (id: string): string =>
   ID_PATTERN.test(id) && id.length <= MAX_ID_LENGTH - 8 ? id : `sha-${createHash("sha256").update(id).digest("hex").slice(0, 40)}`;
 
 export function newSessionView(id: string, now: number): SessionView {
-  return { id, worker: null, chain: [], promptBlocks: 0, prevChain: [], prevPromptBlocks: 0, prevWorker: null, inFlight: false, lastActivity: now, lease: null, leaseSeq: 0, paused: false, tool: null, reasoning: [] };
+  return { id, worker: null, chain: [], reusableBlocks: 0, promptBlocks: 0, prevChain: [], prevPromptBlocks: 0, prevWorker: null, inFlight: false, lastActivity: now, lease: null, leaseSeq: 0, paused: false, tool: null, reasoning: [] };
 }
 
 export interface ContextDeps {

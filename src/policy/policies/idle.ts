@@ -9,7 +9,7 @@
 // sessionless requests', whichever replica served them) and what this replica's own sessions hold
 // unpaused (ahead of the events, which arrive after the turn).
 import type { Observation } from "../../contract/observations.js";
-import { commonBlocks, type PolicyContext, SAFE_ID, type SessionView } from "../context.js";
+import { commonBlocks, type PolicyContext, reusableChain, SAFE_ID, type SessionView } from "../context.js";
 import { makeRoom } from "./make-room.js";
 import { planPressure } from "./pressure.js";
 import type { AgentRule } from "./policy.js";
@@ -22,9 +22,10 @@ const NAME = "idle";
  * prompt-cache markers; the own tail is what only a lease keeps.
  */
 function ownTail(ctx: PolicyContext, s: SessionView, worker: string): bigint[] {
+  const chain = reusableChain(s);
   let k = 0;
-  for (const o of ctx.sessions.values()) if (o !== s && o.worker === worker) k = Math.max(k, commonBlocks(s.chain, o.chain));
-  return s.chain.slice(Math.min(k, s.chain.length - 1));
+  for (const o of ctx.sessions.values()) if (o !== s && o.worker === worker) k = Math.max(k, commonBlocks(chain, o.chain));
+  return chain.slice(Math.min(k, chain.length - 1));
 }
 
 function holdLease(ctx: PolicyContext, s: SessionView, worker: string, blocks: readonly bigint[]): void {
@@ -53,7 +54,10 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
     { worker, sessionId: s.id, reason: why, command: { type: "Pause", block_hashes: blocks, ttl_seconds: ctx.cfg.idle.leaseSeconds, lease_id: leaseId } },
     {
       onAck: (a) => {
-        if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
+        // A noop that found none of the blocks holds no lease on the worker (it drops an empty one):
+        // a later RevokeLease would name an unknown lease, so the view lets it go here.
+        const nothingHeld = a.status === "noop" && (a.missing?.length ?? 0) >= blocks.length;
+        if (a.status === "applied" || a.status === "duplicate" || (a.status === "noop" && !nothingHeld)) return;
         if (a.status === "partial") {
           // What the worker did not hold (gone meanwhile, or past its budget) is not the view's.
           ctx.budget.release(worker, blocks.slice(a.affected ?? 0), s.id, "lease");

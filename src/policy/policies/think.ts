@@ -22,6 +22,19 @@ export function blocksOfRange(start: number, end: number, pageSize: number, chai
   return [Math.floor(start / pageSize), Math.min(Math.ceil(end / pageSize), chainLength)];
 }
 
+const inToolLoop = (o: TurnFinished): boolean => (o.finishReason !== null && TOOL_FINISH.has(o.finishReason)) || o.toolCalls.length > 0;
+
+/** The index of the first block of `o.chain` this rule marks transient at the turn's end (its
+ * reasoning's first block), or null when it marks none: the rule is off, there is no reasoning, or
+ * interleaved thinking keeps it through the tool loop. */
+export function transientFrom(o: TurnFinished, ctx: PolicyContext): number | null {
+  const r = o.ranges?.reasoning;
+  if (!ctx.cfg.think.enabled || !o.sessionId || o.status !== 200 || !r || r.end <= r.start) return null;
+  const [a, b] = blocksOfRange(r.start, r.end, pageSizeOf(ctx, o.worker), o.chain.length);
+  if (b <= a) return null;
+  return inToolLoop(o) && isInterleaved(o.model, ctx.cfg.think.interleavedModels) ? null : a;
+}
+
 function onFinished(o: TurnFinished, ctx: PolicyContext): void {
   const r = o.ranges?.reasoning;
   if (!o.sessionId || o.status !== 200 || !r || r.end <= r.start) return;
@@ -30,8 +43,7 @@ function onFinished(o: TurnFinished, ctx: PolicyContext): void {
   const s = ctx.session(o.sessionId);
   const blocks = o.chain.slice(a, b);
   s.reasoning.push({ worker: o.worker, blocks });
-  const toolLoop = (o.finishReason !== null && TOOL_FINISH.has(o.finishReason)) || o.toolCalls.length > 0;
-  if (toolLoop && isInterleaved(o.model, ctx.cfg.think.interleavedModels)) {
+  if (transientFrom(o, ctx) === null) {
     ctx.note(NAME, "skip", "interleaved thinking: kept through the tool loop", { session: s.id, model: o.model, blocks: blocks.length });
     return;
   }

@@ -8,7 +8,7 @@
 // served: it is what the request is served from, and while the request waits in the worker's
 // queue nothing else protects those blocks (its end unpins them, after their hits were counted).
 import type { Observation, SessionHint, TurnFinished, TurnStarted } from "../../contract/observations.js";
-import { type PolicyContext, SAFE_ID, type SessionView, type ToolWait } from "../context.js";
+import { type PolicyContext, reusableChain, SAFE_ID, type SessionView, type ToolWait } from "../context.js";
 import { bestKeep, type DurationModel } from "../duration-model.js";
 import { revoke } from "./idle.js";
 import { makeRoom } from "./make-room.js";
@@ -41,7 +41,7 @@ function unkeep(ctx: PolicyContext, worker: string, sessionId: string, blocks: r
 function startWait(ctx: PolicyContext, model: DurationModel, serving: ServingMap, s: SessionView, worker: string, names: (string | null)[], callIds: string[], why: string): void {
   if (!waitMayOpen(ctx, s)) return;
   const cfg = ctx.cfg.tools;
-  const blocks = s.chain;
+  const blocks = reusableChain(s);
   const benefit = (blocks.length * pageSizeOf(ctx, worker)) / cfg.prefillTokensPerSecond;
   const best = bestKeep(model, names.length ? names : [null], blocks.length, benefit, cfg.tauCandidatesSeconds, cfg.holdCostPerBlockSecond);
   const predicted = Math.max(...(names.length ? names : [null]).map((n) => model.median(n)));
