@@ -113,6 +113,9 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
     ctx.programDecisions.delete(id);
     ctx.programDecisions.set(id, d);
     if (ctx.programDecisions.size > maxSessions) ctx.programDecisions.delete(ctx.programDecisions.keys().next().value as string);
+  }, (id, worker) => {
+    const s = ctx.sessions.get(id);
+    return s && s.worker === worker ? s.chain : null;
   });
   return {
     name: "agent",

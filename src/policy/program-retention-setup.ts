@@ -4,17 +4,19 @@
 // idle lease and its retention settings (restore rate, host hold cost).
 import type { Registry } from "prom-client";
 import type { PoliciesConfig } from "../contract/policies-config.js";
-import type { ProgramRetention } from "../contract/policy.js";
+import type { ProgramRetention, SendPrefetch } from "../contract/policy.js";
 import { DurationModel } from "./duration-model.js";
 import { RetentionMetrics, RetentionRecorder } from "./program-retention.js";
 
-export type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
+export type RetentionFor = (worker: string, pageSize: () => number, prefetch?: SendPrefetch) => ProgramRetention;
 
 export function retentionFor(
   p: PoliciesConfig,
   registry: Registry,
   decisionLog: ((line: string) => void) | null,
   onDecision?: (program: string, d: { action: "keep" | "park" | "let_go"; ttlSeconds: number }) => void,
+  /** A program's blocks on `worker` (its session's chain there), or null when it has none there. */
+  blocksOf?: (program: string, worker: string) => readonly bigint[] | null,
 ): RetentionFor {
   // Its own samples: the tool rule's model learns the same gaps from the turns it sees.
   const model = new DurationModel(p.tools);
@@ -27,8 +29,10 @@ export function retentionFor(
     leaseSeconds: p.idle.leaseSeconds,
     taus: p.tools.tauCandidatesSeconds,
   };
-  return (worker, pageSize) => {
+  return (worker, pageSize, prefetch) => {
     metrics ??= new RetentionMetrics(registry);
-    return new RetentionRecorder({ worker, model, costs, pageSize, metrics, decisionLog, onDecision });
+    // A parked program's blocks come back before its next request is admitted (none known: it re-prefills).
+    const restore = prefetch && blocksOf ? (id: string) => prefetch(blocksOf(id, worker) ?? []) : undefined;
+    return new RetentionRecorder({ worker, model, costs, pageSize, metrics, decisionLog, onDecision, restore });
   };
 }
