@@ -3,7 +3,8 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { parseGatewayConfig } from "../src/gateway/config.js";
-import { prefetchOutcome } from "../src/gateway/prefetch-send.js";
+import { GatewayMetrics } from "../src/gateway/metrics.js";
+import { prefetchOutcome, programRetention } from "../src/gateway/prefetch-send.js";
 import { createAgentPolicy } from "../src/policy/agent-policy.js";
 import { blankAck } from "../src/protocol/index.js";
 import { chainOf, finished, joined, started } from "./helpers/policy-observations.js";
@@ -53,6 +54,18 @@ describe("agent policy defaults", () => {
     expect(asked.slice(1)).toEqual([[], []]);
     // without a sender there is no prefetch: a parked program re-prefills what it lost
     expect(p.programRetention?.("w0", () => 4).prefetch).toBeUndefined();
+  });
+
+  it("the gateway hands each worker's retention its Prefetch sender; with NATS down a prefetch fails at once", async () => {
+    const p = createAgentPolicy({ registry: new Registry() });
+    p.observe(joined(1));
+    p.observe(started(2, "s"));
+    p.observe(finished(3, "s", chainOf(3)));
+    const config = parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: LIMITS });
+    const metrics = new GatewayMetrics();
+    const r = programRetention(p, config, () => null, metrics, () => undefined)?.("w0", () => 4);
+    expect(await r?.prefetch?.("s")).toBe("failed");
+    expect(programRetention({ name: "noop", observe: () => [] }, config, () => null, metrics, () => undefined)).toBeNull();
   });
 
   it("reads a Prefetch ack as resident, partial or failed", () => {
