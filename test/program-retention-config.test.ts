@@ -3,6 +3,7 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { parseGatewayConfig } from "../src/gateway/config.js";
+import { lineLog } from "../src/gateway/logger.js";
 import { GatewayMetrics } from "../src/gateway/metrics.js";
 import { prefetchOutcome, programRetention } from "../src/gateway/prefetch-send.js";
 import { createAgentPolicy } from "../src/policy/agent-policy.js";
@@ -63,9 +64,9 @@ describe("agent policy defaults", () => {
     p.observe(finished(3, "s", chainOf(3)));
     const config = parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: LIMITS });
     const metrics = new GatewayMetrics();
-    const r = programRetention(p, config, () => null, metrics, () => undefined)?.("w0", () => 4);
+    const r = programRetention(p, config, () => null, metrics, lineLog(() => undefined))?.("w0", () => 4);
     expect(await r?.prefetch?.("s")).toBe("failed");
-    expect(programRetention({ name: "noop", observe: () => [] }, config, () => null, metrics, () => undefined)).toBeNull();
+    expect(programRetention({ name: "noop", observe: () => [] }, config, () => null, metrics, lineLog(() => undefined))).toBeNull();
   });
 
   it("reads a Prefetch ack as resident, partial or failed", () => {

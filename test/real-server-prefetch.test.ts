@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectControlPlane, ControlPublisher } from "../src/control/index.js";
 import { EventRecorder } from "../src/demo/harness.js";
 import type { KvEvent } from "../src/events/index.js";
+import { lineLog } from "../src/gateway/logger.js";
 import { GatewayMetrics } from "../src/gateway/metrics.js";
 import { prefetchSender } from "../src/gateway/prefetch-send.js";
 import { ProgramGate } from "../src/gateway/program-admission.js";
@@ -61,7 +62,7 @@ describe("real SGLang server: Prefetch, then admit", () => {
     const model = new DurationModel({ priorMeanSeconds: 10, minSamples: 4, maxSamples: 100, maxTools: 8 });
     for (const x of [100, 100, 200, 200]) model.record("build", x);
     const metrics = new RetentionMetrics(new Registry());
-    const sender = prefetchSender({ publisher: () => pub, worker: W, deadlineMs, metrics: new GatewayMetrics(), log: (l) => logs.push(l) });
+    const sender = prefetchSender({ publisher: () => pub, worker: W, deadlineMs, metrics: new GatewayMetrics(), log: lineLog((l) => logs.push(l)) });
     const rec = new RetentionRecorder({ worker: W, model, costs: COSTS, pageSize: () => PAGE, metrics, restore: (id) => sender(chains.get(id) ?? []) });
     const gate = new ProgramGate({ maxPrograms: 4, capacityTokens: 100_000, pauseAt: 0.95, resumeBelow: 0.8, holdMs: 60_000, prefetchDeadlineMs: deadlineMs }, rec);
     return { gate, metrics, sender };

@@ -7,6 +7,7 @@ import type { ControlPublisher } from "../control/publisher.js";
 import type { GatewayPolicy, PrefetchOutcome, ProgramRetention } from "../contract/policy.js";
 import { type Ack, MAX_PREFETCH_DEADLINE_MS } from "../protocol/index.js";
 import type { GatewayConfig } from "./config.js";
+import type { GatewayLog } from "./logger.js";
 import type { GatewayMetrics } from "./metrics.js";
 
 export interface PrefetchSenderOptions {
@@ -16,7 +17,7 @@ export interface PrefetchSenderOptions {
   /** How long the worker may spend loading (the gate admits at the same deadline whatever it did). */
   deadlineMs: number;
   metrics: GatewayMetrics;
-  log: (line: string) => void;
+  log: GatewayLog;
 }
 
 /** What an ack says of the blocks asked for. */
@@ -51,13 +52,13 @@ export function prefetchSender(o: PrefetchSenderOptions): (blocks: readonly bigi
       ack = await publisher.send(o.worker, { type: "Prefetch", block_hashes: [...blocks], deadline_ms: deadline }, { timeoutMs: deadline + 1000, retries: 0 });
     } catch (e) {
       o.metrics.commandsFailed.inc({ type: "Prefetch", error: (e as Error).name || "Error" });
-      o.log(`gateway: Prefetch to ${o.worker} failed: ${(e as Error).message}`);
+      o.log.warn(`gateway: Prefetch to ${o.worker} failed: ${(e as Error).message}`);
       return "failed";
     }
     o.metrics.commandsAcked.inc({ type: "Prefetch", status: ack.status });
     const gap = firstUnknown(ack);
     if (retry && gap !== null && gap > 0) return send(blocks.slice(0, gap), false);
-    if (ack.status === "rejected" || ack.status === "error") o.log(`gateway: Prefetch to ${o.worker} came back ${ack.status}: ${ack.reason ?? ""}`);
+    if (ack.status === "rejected" || ack.status === "error") o.log.warn(`gateway: Prefetch to ${o.worker} came back ${ack.status}: ${ack.reason ?? ""}`);
     return prefetchOutcome(ack);
   };
   return (blocks) => send(blocks, true);
@@ -69,7 +70,7 @@ export function programRetention(
   config: GatewayConfig,
   publisher: () => ControlPublisher | null,
   metrics: GatewayMetrics,
-  log: (line: string) => void,
+  log: GatewayLog,
 ): ((worker: string, pageSize: () => number) => ProgramRetention) | null {
   if (!policy.programRetention) return null;
   const deadlineMs = config.admission.prefetchDeadlineMs;
