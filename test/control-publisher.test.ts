@@ -61,6 +61,7 @@ describe("send", () => {
       Warm: "noop", // the toy storage backend does not hold that key
       ToolStart: "partial", // 111 and 222 were purged: only 333 is offloaded
       ToolEnd: "applied",
+      Prefetch: "rejected", // ToolEnd ended sess-1's offload: the session it names has none in flight
       Inspect: "applied",
     };
     for (const type of COMMAND_TYPES) {

@@ -3,7 +3,12 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { parseGatewayConfig } from "../src/gateway/config.js";
+import { lineLog } from "../src/gateway/logger.js";
+import { GatewayMetrics } from "../src/gateway/metrics.js";
+import { prefetchOutcome, programRetention } from "../src/gateway/prefetch-send.js";
 import { createAgentPolicy } from "../src/policy/agent-policy.js";
+import { blankAck } from "../src/protocol/index.js";
+import { chainOf, finished, joined, started } from "./helpers/policy-observations.js";
 
 const WORKERS = [{ id: "w0", url: "http://127.0.0.1:1" }];
 const LIMITS = { maxRequestsPerWorker: 4, capacityTokensPerWorker: 100_000 };
@@ -30,6 +35,45 @@ describe("agent policy defaults", () => {
     const d = r?.decide("s", 4000, ["grep"]);
     expect(d && ["keep", "park", "let_go"].includes(d.action)).toBe(true);
     expect(registry.getSingleMetric("kvctl_program_retention_decisions_total")).toBeDefined();
+  });
+
+  it("a parked program's prefetch asks its worker for its session's chain there, and nothing of another worker's", async () => {
+    const p = createAgentPolicy({ registry: new Registry() });
+    p.observe(joined(1));
+    p.observe(started(2, "s"));
+    p.observe(finished(3, "s", chainOf(3)));
+    const asked: (readonly bigint[])[] = [];
+    const send = async (blocks: readonly bigint[]) => {
+      asked.push(blocks);
+      return "resident" as const;
+    };
+    expect(await p.programRetention?.("w0", () => 4, send).prefetch?.("s")).toBe("resident");
+    expect(asked).toEqual([chainOf(3)]);
+    // no chain on w1 (nor for a session it never saw): an empty Prefetch, which the sender answers failed
+    await p.programRetention?.("w1", () => 4, send).prefetch?.("s");
+    await p.programRetention?.("w0", () => 4, send).prefetch?.("nobody");
+    expect(asked.slice(1)).toEqual([[], []]);
+    // without a sender there is no prefetch: a parked program re-prefills what it lost
+    expect(p.programRetention?.("w0", () => 4).prefetch).toBeUndefined();
+  });
+
+  it("the gateway hands each worker's retention its Prefetch sender; with NATS down a prefetch fails at once", async () => {
+    const p = createAgentPolicy({ registry: new Registry() });
+    p.observe(joined(1));
+    p.observe(started(2, "s"));
+    p.observe(finished(3, "s", chainOf(3)));
+    const config = parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: LIMITS });
+    const metrics = new GatewayMetrics();
+    const r = programRetention(p, config, () => null, metrics, lineLog(() => undefined))?.("w0", () => 4);
+    expect(await r?.prefetch?.("s")).toBe("failed");
+    expect(programRetention({ name: "noop", observe: () => [] }, config, () => null, metrics, lineLog(() => undefined))).toBeNull();
+  });
+
+  it("reads a Prefetch ack as resident, partial or failed", () => {
+    const a = (status: Parameters<typeof blankAck>[3], skipped = 0) => ({ ...blankAck("w0", null, "Prefetch", status), skipped });
+    expect(["applied", "noop", "partial", "rejected", "error"].map((st) => prefetchOutcome(a(st as never)))).toEqual(["resident", "resident", "partial", "failed", "failed"]);
+    expect(prefetchOutcome(a("duplicate"))).toBe("resident");
+    expect(prefetchOutcome(a("duplicate", 2))).toBe("partial");
   });
 
   it("names a bad retention setting", () => {

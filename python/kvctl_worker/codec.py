@@ -12,9 +12,9 @@ import re
 from typing import Any, List, Optional
 
 from .strict_json import HugeInt, JsonError, field_path, loads
-from .wire_tables import (ENVELOPE_FIELDS, KNOWN_TYPES, KNOWN_VERSIONS, MAX_HASHES, MAX_ID_LENGTH, MAX_TOKENS,
-                          NULLABLE, NULLISH, REQUIRED, SAFE_INT_MAX, SCHEMA, TARGET_TIERS, TOKEN_MAX,
-                          TTL_MAX, TTL_MIN)
+from .wire_tables import (DEADLINE_MAX_MS, DEADLINE_MIN_MS, ENVELOPE_FIELDS, KNOWN_TYPES, KNOWN_VERSIONS,
+                          MAX_HASHES, MAX_ID_LENGTH, MAX_TOKENS, NULLABLE, NULLISH, REQUIRED, SAFE_INT_MAX,
+                          SCHEMA, TARGET_TIERS, TOKEN_MAX, TTL_MAX, TTL_MIN)
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -115,6 +115,10 @@ def _ttl(v: Any, field: str) -> int:
     return _int(v, field, TTL_MIN, TTL_MAX)
 
 
+def _deadline(v: Any, field: str) -> int:
+    return _int(v, field, DEADLINE_MIN_MS, DEADLINE_MAX_MS)
+
+
 def ident(v: Any, field: str) -> str:
     """ids: 1-128 printable ASCII without spaces (src/protocol/fields.ts idString)."""
     if not isinstance(v, str):
@@ -163,7 +167,7 @@ def _count(v: Any, field: str) -> int:
 
 
 # SCHEMA (wire_tables.py, generated from docs/protocol.schema.json) names each field's check.
-_CHECKS = {"int64[]": hash_list, "int64": to_int64, "bool": _bool, "ttl": _ttl, "id": ident,
+_CHECKS = {"int64[]": hash_list, "int64": to_int64, "bool": _bool, "ttl": _ttl, "deadline": _deadline, "id": ident,
            "count": _count, "keys": _storage_keys, "tokens": _token_ids, "tier": _tier}
 
 

@@ -11,7 +11,8 @@ registered and no subscriber starts.
 ``nats_creds``, ``nats_user``, ``nats_password_file``, ``nats_token_file`` (the same settings as the
 ``--kv-control-*`` flags, which win when both are given), ``http`` (register the HTTP routes,
 default true), ``pin_budget_fraction`` (share of the host pool pins may hold, default 0.5),
-``dedupe_window_s`` (600) / ``dedupe_max_ids`` (100000), ``tool_ttl_s`` (900), ``http_open``
+``dedupe_window_s`` (600) / ``dedupe_max_ids`` (100000), ``tool_ttl_s`` (900), ``prefetch_hold_s``
+(how long what a Prefetch made resident is held on the device for its request, default 10), ``http_open``
 (serve the HTTP routes without SGLang's ``--admin-api-key``: the same as ``--kvctl-http-open`` or env
 ``KVCTL_HTTP_OPEN=1``; default false, see http.py).
 """
@@ -35,11 +36,12 @@ class KvctlConfig:
     dedupe_window_s: float = 600.0
     dedupe_max_ids: int = 100_000
     tool_ttl_s: float = 900.0
+    prefetch_hold_s: float = 10.0
     http_open: bool = False
 
 
 _TUNING = {"http": bool, "pin_budget_fraction": float, "dedupe_window_s": float, "dedupe_max_ids": int,
-           "tool_ttl_s": float, "http_open": bool}
+           "tool_ttl_s": float, "prefetch_hold_s": float, "http_open": bool}
 _FLAG_KEYS = {field[len("kv_control_"):]: field for field, _flag, _env, _help in FIELDS}
 
 

@@ -18,6 +18,7 @@ from .commands.context import CommandContext
 from .commands.inspection import InspectCommands
 from .commands.leases import LeaseCommands
 from .commands.pins import PinCommands
+from .commands.prefetch import PrefetchCommands
 from .commands.prune_think import PruneThinkCommands
 from .commands.tools import ToolCommands
 from .commands.warm import WarmCommands
@@ -75,7 +76,7 @@ class CommandHandler:
         self.prune_think = PruneThinkCommands(ctx)
         self.inspect = InspectCommands(ctx, self.counters)
         families = (self.pins, self.prune_think, LeaseCommands(ctx), ToolCommands(ctx),
-                    WarmCommands(ctx), self.inspect)
+                    WarmCommands(ctx), PrefetchCommands(ctx), self.inspect)
         self.routes = {t: f.run for f in families for t in f.types}
 
     @property
@@ -110,6 +111,7 @@ class CommandHandler:
             st = self.state
             st.pins.reap()
             st.sessions.reap()
+            st.prefetch.reap(self.cache)
             return self.routes[cmd.type](cmd), None
         except CommandError as e:  # semantic refusals (unknown lease, stale epoch, bad keys)
             return Ack(type=cmd.type, status="rejected", reason=str(e)), e.field
@@ -144,7 +146,8 @@ class CommandHandler:
     def counters(self, st) -> dict:
         """Copies of the command layer's, the pins' and the sessions' counters."""
         return {"commands": {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.metrics.items()},
-                "pins": dict(st.pins.metrics), "sessions": dict(st.sessions.metrics)}
+                "pins": dict(st.pins.metrics), "sessions": dict(st.sessions.metrics),
+                "prefetch": {**st.prefetch.metrics, "holds": len(st.prefetch.holds)}}
 
     def flush(self) -> Ack:
         """Pin-aware flush_cache (``PinCommands.flush``), stamped like every ack."""

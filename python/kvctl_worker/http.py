@@ -35,6 +35,7 @@ ROUTES = {
     "/hicache/warm": "type:Warm",
     "/session/tool_start": "type:ToolStart",
     "/session/tool_end": "type:ToolEnd",
+    "/hicache/prefetch": "type:Prefetch",
     "/session/kv_meta": "type:Inspect",     # {"session_id": ...}: the session's blocks and epoch
 }
 

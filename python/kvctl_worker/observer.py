@@ -16,6 +16,7 @@ from . import config as kvctl_config
 from .hashes import published_hashes
 from .index import BlockHashIndex
 from .pins import PinManager
+from .prefetch import PrefetchHolds
 from .sessions import Sessions
 from .trees import RadixOps, UnifiedOps
 
@@ -32,6 +33,8 @@ class KvctlState:
         ops = UnifiedOps(tree) if hasattr(tree, "node_by_id") else RadixOps(tree)
         self.pins = PinManager(self.index, ops, budget_fraction=cfg.pin_budget_fraction)
         self.sessions = Sessions(self.pins, tool_ttl_s=cfg.tool_ttl_s)
+        # Device holds on what Prefetch loaded, until its request holds it (or the hold ends).
+        self.prefetch = PrefetchHolds(cfg.prefetch_hold_s)
         # Transient nodes whose host copy could not go yet (an in-flight write-through or storage
         # backup held it when Think arrived): the scheduler tick retries until it is gone.
         self.transient_host_pending: Dict[int, Any] = {}
@@ -116,6 +119,7 @@ class ActiveObserver(Observer):
         st.index.clear()
         st.pins.clear()
         st.sessions.clear()
+        st.prefetch.clear()
 
     def is_transient(self, node: Any) -> bool:
         return bool(getattr(node, "kvctl_transient", False))

@@ -106,6 +106,8 @@ def on_scheduler_tick(scheduler: Any) -> None:
     st = state_for_cache(cache)
     if st.sessions.leases or st.sessions.tools:
         st.sessions.reap()  # leases and tool offloads expire with no caller
+    if st.prefetch.holds:
+        st.prefetch.reap(cache)  # a request now holds what was prefetched for it, or the hold ended
     if st.transient_host_pending:
         handler_of(scheduler).retry_transient_host_releases()
     if not st.pins.records:

@@ -3,7 +3,7 @@ schemas' one rendering: do not edit. `npm run lint` (check `generated`) fails wh
 
 KNOWN_VERSIONS = (1,)
 ENVELOPE_FIELDS = ("version", "id", "issued_at_ms", "command")
-KNOWN_TYPES = ("Cache", "Prune", "Think", "Pause", "RenewLease", "RevokeLease", "Warm", "ToolStart", "ToolEnd", "Inspect")
+KNOWN_TYPES = ("Cache", "Prune", "Think", "Pause", "RenewLease", "RevokeLease", "Warm", "ToolStart", "ToolEnd", "Prefetch", "Inspect")
 TARGET_TIERS = ("GPU", "CPU_TIER1")
 MAX_HASHES = 65536
 MAX_TOKENS = 4194304
@@ -11,6 +11,7 @@ TOKEN_MAX = 2147483647
 MAX_ID_LENGTH = 128
 TTL_MIN, TTL_MAX = 1, 2592000
 SAFE_INT_MAX = 9007199254740991
+DEADLINE_MIN_MS, DEADLINE_MAX_MS = 1, 60000
 
 # Presence: required; nullable (key required, null allowed); nullish (may be absent or null);
 # optional (may be absent, never null).
@@ -54,6 +55,11 @@ SCHEMA = {
     "ToolEnd": (
         ("session_id", "id", REQUIRED),
         ("epoch", "count", REQUIRED),
+    ),
+    "Prefetch": (
+        ("block_hashes", "int64[]", REQUIRED),
+        ("session_id", "id", NULLISH),
+        ("deadline_ms", "deadline", REQUIRED),
     ),
     "Inspect": (
         ("block_hashes", "int64[]", OPTIONAL),

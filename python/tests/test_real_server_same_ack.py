@@ -64,6 +64,8 @@ def test_http_and_nats_answer_one_command_with_the_same_bytes(sglang_server, nat
         ("think-absent", {"type": "Think", "block_hashes": [absent], "transient": False}),
         ("renew-unknown", {"type": "RenewLease", "lease_id": "never-issued", "new_ttl_seconds": 5}),
         ("toolend-unknown", {"type": "ToolEnd", "session_id": "never-started", "epoch": 1}),
+        ("prefetch-absent", {"type": "Prefetch", "block_hashes": [absent], "deadline_ms": 5000}),
+        ("prefetch-bad-deadline", {"type": "Prefetch", "block_hashes": held[:1], "deadline_ms": 0}),
         ("hash-out-of-int64", {"type": "Cache", "block_hashes": [9223372036854775808], "pin": True}),
         ("missing-field", {"type": "Prune"}),
         ("unknown-field", {"type": "Inspect", "colour": "blue"}),
@@ -83,10 +85,12 @@ def test_http_and_nats_answer_one_command_with_the_same_bytes(sglang_server, nat
     # the commands did what they say, so the comparison is between real outcomes
     assert statuses["pin"] == "applied" and statuses["unpin"] == "applied", statuses
     assert statuses["pin-absent"] == "noop" and statuses["prune-absent"] == "noop", statuses
-    for t in ("renew-unknown", "toolend-unknown", "hash-out-of-int64", "missing-field", "unknown-field",
-              "not-json", "unknown-type"):
+    for t in ("renew-unknown", "toolend-unknown", "prefetch-absent", "prefetch-bad-deadline", "hash-out-of-int64",
+              "missing-field", "unknown-field", "not-json", "unknown-type"):
         assert statuses[t] == "rejected", (t, statuses[t])
     assert json.loads(via_http[tags.index("hash-out-of-int64")])["reason"].startswith("command.block_hashes[0]")
+    assert json.loads(via_http[tags.index("prefetch-absent")])["reason"].startswith("command.block_hashes[0]: block")
+    assert json.loads(via_http[tags.index("prefetch-bad-deadline")])["reason"].startswith("command.deadline_ms")
     for t, h, n in zip(tags, via_http, via_nats):
         assert blank(h) == blank(n), f"{t}:\n http {h!r}\n nats {n!r}"
 

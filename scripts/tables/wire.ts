@@ -7,7 +7,7 @@ import { parseJson } from "../../src/protocol/json.js";
 
 // biome-ignore lint/suspicious/noExplicitAny: a JSON Schema walked by shape; every field read is checked where it is used
 type Json = Record<string, any>;
-export type Check = "int64[]" | "int64" | "bool" | "ttl" | "id" | "count" | "keys" | "tokens" | "tier";
+export type Check = "int64[]" | "int64" | "bool" | "ttl" | "deadline" | "id" | "count" | "keys" | "tokens" | "tier";
 export type Presence = "required" | "nullable" | "nullish" | "optional";
 export interface FieldSpec {
   name: string;
@@ -24,11 +24,13 @@ export interface WireModel {
 }
 
 const INT64_DESCRIPTION = /^Signed 64-bit integer/;
+const DEADLINE_DESCRIPTION = /^Deadline in whole milliseconds/;
 
 /** A field's JSON Schema (its null alternative removed) -> the check both codecs run. */
 function checkOf(s: Json, where: string): Check {
   if (s.type === "boolean") return "bool";
   if (INT64_DESCRIPTION.test(s.description ?? "")) return "int64";
+  if (s.type === "integer" && DEADLINE_DESCRIPTION.test(s.description ?? "")) return "deadline";
   if (s.type === "integer" && s.minimum === 1) return "ttl";
   if (s.type === "integer" && s.minimum === 0 && s.maximum === Number.MAX_SAFE_INTEGER) return "count";
   if (s.type === "string" && Array.isArray(s.enum)) return "tier";
@@ -89,6 +91,7 @@ function textKind(f: FieldSpec): string {
     case "ttl":
       return f.presence === "nullable" || f.presence === "nullish" ? "int|null" : "int";
     case "count":
+    case "deadline":
       return "int";
     case "id":
     case "tier":
@@ -145,6 +148,7 @@ export function renderPy(m: WireModel): string {
   const ttl = agreed(m, "ttl", (f) => [f.shape.minimum, f.shape.maximum]) as number[];
   const tokens = agreed(m, "tokens", (f) => [f.shape.maxItems, f.shape.items.maximum]) as number[];
   const count = agreed(m, "count", (f) => f.shape.maximum);
+  const deadline = agreed(m, "deadline", (f) => [f.shape.minimum, f.shape.maximum]) as number[];
   const tiers = agreed(m, "tier", (f) => f.shape.enum);
   const presence = { required: "REQUIRED", nullable: "NULLABLE", nullish: "NULLISH", optional: "OPTIONAL" };
   const schema = m.commands.flatMap((c) => [
@@ -166,6 +170,7 @@ export function renderPy(m: WireModel): string {
     `MAX_ID_LENGTH = ${id}`,
     `TTL_MIN, TTL_MAX = ${ttl[0]}, ${ttl[1]}`,
     `SAFE_INT_MAX = ${count}`,
+    `DEADLINE_MIN_MS, DEADLINE_MAX_MS = ${deadline[0]}, ${deadline[1]}`,
     "",
     "# Presence: required; nullable (key required, null allowed); nullish (may be absent or null);",
     "# optional (may be absent, never null).",

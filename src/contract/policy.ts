@@ -28,9 +28,17 @@ export type HoldKind = "marker" | "inflight" | "tool" | "lease" | "offload";
 export interface GatewayPolicy {
   readonly name: string;
   observe(o: Observation): readonly PolicyCommand[];
-  /** Program admission's retention for one worker (`admission.mode: program`), if the policy decides it. */
-  programRetention?(worker: string, pageSize: () => number): ProgramRetention;
+  /**
+   * Program admission's retention for one worker (`admission.mode: program`), if the policy decides it.
+   * `prefetch`: the gateway's Prefetch to that worker (a chain's blocks back to its device), when it can send one.
+   */
+  programRetention?(worker: string, pageSize: () => number, prefetch?: SendPrefetch): ProgramRetention;
 }
+
+/** What a worker's Prefetch ack says of the blocks asked for (failed: refused, an error, or no answer). */
+export type PrefetchOutcome = "resident" | "partial" | "failed";
+/** Sends a Prefetch of `blocks` (a chain, first block first) to one worker. */
+export type SendPrefetch = (blocks: readonly bigint[]) => Promise<PrefetchOutcome>;
 
 /** What a program's KV and slot do while its tool runs, and what became of that. */
 export interface ProgramRetention {
@@ -41,9 +49,9 @@ export interface ProgramRetention {
   /** A request of the program came: the gap its last decision opened, if any, ended. */
   returned(id: string): void;
   /** Brings a parked program's blocks back to the device; resolves with what the worker said. */
-  prefetch?(id: string): Promise<"resident" | "partial" | "failed">;
+  prefetch?(id: string): Promise<PrefetchOutcome>;
   /** How a prefetch ended for the admission that waited on it (timeout: admitted at the deadline). */
-  prefetched?(id: string, outcome: "resident" | "partial" | "failed" | "timeout"): void;
+  prefetched?(id: string, outcome: PrefetchOutcome | "timeout"): void;
 }
 
 /** What the gateway hands a policy factory: its settings and the gateway's shared outlets. */

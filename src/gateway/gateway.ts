@@ -18,6 +18,7 @@ import { HoldMetrics } from "./hold-metrics.js";
 import { currentStored, namedPins } from "./holds.js";
 import { GatewayMetrics } from "./metrics.js";
 import { NatsLink } from "./nats-link.js";
+import { programRetention } from "./prefetch-send.js";
 import type { Observation } from "../contract/observations.js";
 import type { GatewayPolicy, PolicyCommand, PolicyFactory } from "../contract/policy.js";
 import { resolvePolicy } from "./policy.js";
@@ -146,7 +147,7 @@ function assemble(options: GatewayOptions): Parts {
   const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res), recordOf: (pc) => ledger.recordOf(pc) });
   const commands = new CommandSink({ publisher: () => (nats.connected ? nats.publisher : null), maxQueued: config.limits.commandQueue, metrics, onOutcome: (pc, o) => recorder.record(pc, o), log });
   nats.whenUp(() => commands.flush());
-  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, retention: policy.programRetention?.bind(policy) ?? null, restarted: (w) => inspector.restartedFromEvents(w) }));
+  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, retention: programRetention(policy, config, () => (nats.connected ? nats.publisher : null), metrics, log), restarted: (w) => inspector.restartedFromEvents(w) }));
   const inspector = new WorkerInspector({
     workers: () => workers.workers,
     publisher: () => (nats.connected ? nats.publisher : null),

@@ -7,7 +7,7 @@ import type { GatewayPolicy, PolicyCommand, PolicyFactory } from "../contract/po
 import { storageKeys as addonStorageKeys } from "../hash/index.js";
 import type { Command } from "../protocol/index.js";
 import { type PoliciesConfig, type PoliciesConfigInput, policiesConfigSchema } from "../contract/policies-config.js";
-import { createContext, type PolicyContext, type SessionView } from "./context.js";
+import { createContext, type PolicyContext, reusableChain, type SessionView } from "./context.js";
 import { DurationModel } from "./duration-model.js";
 import { CommandGuards } from "./guards.js";
 import { PolicyMetrics } from "./metrics.js";
@@ -114,7 +114,10 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
     ctx.programDecisions.delete(id);
     ctx.programDecisions.set(id, d);
     if (ctx.programDecisions.size > maxSessions) ctx.programDecisions.delete(ctx.programDecisions.keys().next().value as string);
-  }, durations);
+  }, durations, (id, worker) => {
+    const s = ctx.sessions.get(id);
+    return s && s.worker === worker ? reusableChain(s) : null;
+  });
   return {
     name: "agent",
     programRetention: retention,

@@ -6,11 +6,11 @@
 // rule when it is on (it sees every tool wait), else by the recorders.
 import type { Registry } from "prom-client";
 import type { PoliciesConfig } from "../contract/policies-config.js";
-import type { ProgramRetention } from "../contract/policy.js";
+import type { ProgramRetention, SendPrefetch } from "../contract/policy.js";
 import { DurationModel } from "./duration-model.js";
 import { RetentionMetrics, RetentionRecorder } from "./program-retention.js";
 
-export type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
+export type RetentionFor = (worker: string, pageSize: () => number, prefetch?: SendPrefetch) => ProgramRetention;
 
 export function retentionFor(
   p: PoliciesConfig,
@@ -18,6 +18,8 @@ export function retentionFor(
   decisionLog: ((line: string) => void) | null,
   onDecision?: (program: string, d: { action: "keep" | "park" | "let_go"; ttlSeconds: number }) => void,
   shared?: DurationModel,
+  /** A program's blocks on `worker` (its session's chain there), or null when it has none there. */
+  blocksOf?: (program: string, worker: string) => readonly bigint[] | null,
 ): RetentionFor {
   const model = shared ?? new DurationModel(p.tools);
   const learnsGaps = !(shared && p.tools.enabled);
@@ -30,8 +32,10 @@ export function retentionFor(
     leaseSeconds: p.idle.leaseSeconds,
     taus: p.tools.tauCandidatesSeconds,
   };
-  return (worker, pageSize) => {
+  return (worker, pageSize, prefetch) => {
     metrics ??= new RetentionMetrics(registry);
-    return new RetentionRecorder({ worker, model, learnsGaps, costs, pageSize, metrics, decisionLog, onDecision });
+    // A parked program's blocks come back before its next request is admitted (none known: it re-prefills).
+    const restore = prefetch && blocksOf ? (id: string) => prefetch(blocksOf(id, worker) ?? []) : undefined;
+    return new RetentionRecorder({ worker, model, learnsGaps, costs, pageSize, metrics, decisionLog, onDecision, restore });
   };
 }

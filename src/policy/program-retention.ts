@@ -6,7 +6,7 @@
 // `restore` (the worker's restore path) before its next request is admitted.
 import { Counter, Histogram, type Registry } from "prom-client";
 import { decisionLine } from "../contract/decision-log.js";
-import type { ProgramRetention } from "../contract/policy.js";
+import type { PrefetchOutcome, ProgramRetention } from "../contract/policy.js";
 import type { DurationModel } from "./duration-model.js";
 import { decideRetention, type RetentionAction, type RetentionCosts } from "./retention.js";
 
@@ -53,7 +53,7 @@ export interface RetentionRecorderOptions {
   metrics: RetentionMetrics;
   decisionLog?: ((line: string) => void) | null;
   /** The worker's restore of a parked program's blocks (absent: parked programs re-prefill what they lost). */
-  restore?: (program: string) => Promise<"resident" | "partial" | "failed">;
+  restore?: (program: string) => Promise<PrefetchOutcome>;
   now?: () => number;
   /** Each decision, as it is made (the policy's tool rule follows it for the KV). */
   onDecision?: (program: string, d: { action: RetentionAction; ttlSeconds: number }) => void;
@@ -63,7 +63,7 @@ export interface RetentionRecorderOptions {
 
 export class RetentionRecorder implements ProgramRetention {
   private readonly open = new Map<string, Open>();
-  readonly prefetch?: (id: string) => Promise<"resident" | "partial" | "failed">;
+  readonly prefetch?: (id: string) => Promise<PrefetchOutcome>;
 
   constructor(private readonly o: RetentionRecorderOptions) {
     if (o.restore) this.prefetch = o.restore;
@@ -113,7 +113,7 @@ export class RetentionRecorder implements ProgramRetention {
     else this.line({ program: id, action: e.action, predicted_gap_seconds: e.predicted, actual_gap_seconds: actual });
   }
 
-  prefetched(id: string, outcome: "resident" | "partial" | "failed" | "timeout"): void {
+  prefetched(id: string, outcome: PrefetchOutcome | "timeout"): void {
     this.o.metrics.prefetches.inc({ worker: this.o.worker, outcome });
     this.line({ program: id, action: "prefetch", outcome });
   }

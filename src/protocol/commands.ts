@@ -1,8 +1,8 @@
-// The ten commands of docs/protocol.md, one zod schema each. Objects are strict: an unknown field is
+// The eleven commands of docs/protocol.md, one zod schema each. Objects are strict: an unknown field is
 // far more likely a typo (`ttl_second`) than a feature, and on a privileged plane a typo that is
 // silently ignored (a pin without its TTL) is worse than a rejection.
 import { z } from "zod";
-import { count, idString, int64, int64List, storageKeyList, tokenIdList, ttlSeconds } from "./fields.js";
+import { count, deadlineMs, idString, int64, int64List, storageKeyList, tokenIdList, ttlSeconds } from "./fields.js";
 
 export const CacheSchema = z.strictObject({
   type: z.literal("Cache"),
@@ -64,6 +64,16 @@ export const ToolEndSchema = z.strictObject({
   epoch: count,
 });
 
+export const PrefetchSchema = z.strictObject({
+  type: z.literal("Prefetch"),
+  /** Blocks to bring back to the device (every one must be known to the worker). */
+  block_hashes: int64List,
+  /** Adds the blocks of this session's tool offload (ToolStart) to the list. */
+  session_id: idString.nullish(),
+  /** The worker acks by then with what is resident (partial when not all of it). */
+  deadline_ms: deadlineMs,
+});
+
 export const InspectSchema = z.strictObject({
   type: z.literal("Inspect"),
   block_hashes: int64List.optional(),
@@ -81,6 +91,7 @@ export const COMMAND_TYPES = [
   "Warm",
   "ToolStart",
   "ToolEnd",
+  "Prefetch",
   "Inspect",
 ] as const;
 export const CommandTypeSchema = z.enum(COMMAND_TYPES);
@@ -97,6 +108,7 @@ export const CommandSchema = z.discriminatedUnion(
     WarmSchema,
     ToolStartSchema,
     ToolEndSchema,
+    PrefetchSchema,
     InspectSchema,
   ],
   { error: (iss) => (iss.code === "invalid_union" ? `unknown command type ${describeType(iss.input)} (expected one of ${COMMAND_TYPES.join(", ")})` : undefined) },
@@ -117,6 +129,7 @@ export type RevokeLease = z.output<typeof RevokeLeaseSchema>;
 export type Warm = z.output<typeof WarmSchema>;
 export type ToolStart = z.output<typeof ToolStartSchema>;
 export type ToolEnd = z.output<typeof ToolEndSchema>;
+export type Prefetch = z.output<typeof PrefetchSchema>;
 export type Inspect = z.output<typeof InspectSchema>;
 /** A validated command: hashes are bigint. */
 export type Command = z.output<typeof CommandSchema>;

@@ -17,5 +17,6 @@ export const EXAMPLE_COMMANDS: { [T in CommandType]: Extract<Command, { type: T 
   },
   ToolStart: { type: "ToolStart", session_id: "sess-1", block_hashes: [111n, 222n, 333n] },
   ToolEnd: { type: "ToolEnd", session_id: "sess-1", epoch: 1 },
+  Prefetch: { type: "Prefetch", block_hashes: [111n, 222n, 333n], session_id: "sess-1", deadline_ms: 2000 },
   Inspect: { type: "Inspect", block_hashes: [111n, 444n], session_id: "sess-1", lease_id: "lease-1" },
 };

@@ -5,7 +5,7 @@
 import { type Command, type CommandType, TargetTierSchema } from "./commands.js";
 import { ID_PATTERN, STORAGE_KEY_PATTERN } from "./fields.js";
 import { INT64_MAX, INT64_MIN, toInt64 } from "./int64.js";
-import { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
+import { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_PREFETCH_DEADLINE_MS, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
 import { COMMAND_SPECS, type FieldCheck } from "./wire-tables.js";
 // Module-local copies: the hot loops read them per hash, and a bundler may turn an imported
 // binding into a getter call.
@@ -58,6 +58,8 @@ function check(kind: FieldCheck, v: unknown, owned: boolean): unknown {
       return typeof v === "boolean" ? v : FAIL;
     case "ttl":
       return typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_TTL_SECONDS ? v : FAIL;
+    case "deadline":
+      return typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_PREFETCH_DEADLINE_MS ? v : FAIL;
     case "id":
       return isId(v) ? v : FAIL;
     case "count":

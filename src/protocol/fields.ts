@@ -2,7 +2,7 @@
 // transform rather than one zod schema per element, which keeps a 64k-hash command cheap.
 import { z } from "zod";
 import { toInt64 } from "./int64.js";
-import { MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
+import { MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_PREFETCH_DEADLINE_MS, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
 
 /** One int64 (bigint, exact integer number, or decimal string on input; bigint on output). */
 export const int64 = z.unknown().transform((value, ctx): bigint => {
@@ -47,6 +47,17 @@ export const ttlSeconds = z
   .int("must be a whole number of seconds")
   .min(1, "must be at least 1 second")
   .max(MAX_TTL_SECONDS, `must be at most ${MAX_TTL_SECONDS} seconds (30 days)`);
+
+/** The description that marks a deadline in the JSON Schema (the table generator reads it). */
+export const DEADLINE_DESCRIPTION = "Deadline in whole milliseconds from the worker's receipt of the command.";
+
+/** A worker-side deadline in whole milliseconds: positive and bounded (a caller waits on it). */
+export const deadlineMs = z
+  .number()
+  .int("must be a whole number of milliseconds")
+  .min(1, "must be at least 1 millisecond")
+  .max(MAX_PREFETCH_DEADLINE_MS, `must be at most ${MAX_PREFETCH_DEADLINE_MS} milliseconds`)
+  .describe(DEADLINE_DESCRIPTION);
 
 /** Printable ASCII without spaces: what ids may hold. */
 export const ID_PATTERN = /^[\x21-\x7e]+$/;

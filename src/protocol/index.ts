@@ -2,7 +2,7 @@
 // names. Nothing here knows about NATS (src/control/ plugs the transport in).
 export { INT64_MAX, INT64_MIN, isInt64, toInt64 } from "./int64.js";
 export { JsonDuplicateKeyError, JsonSyntaxError, parseJson, stringifyInt64List, stringifyJson } from "./json.js";
-export { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
+export { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_PREFETCH_DEADLINE_MS, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
 export { CommandValidationError, fieldPath, fromZodError } from "./errors.js";
 export {
   CacheSchema,
@@ -17,6 +17,7 @@ export {
   TargetTierSchema,
   ThinkSchema,
   ToolEndSchema,
+  PrefetchSchema,
   ToolStartSchema,
   WarmSchema,
 } from "./commands.js";
@@ -31,6 +32,7 @@ export type {
   RevokeLease,
   Think,
   ToolEnd,
+  Prefetch,
   ToolStart,
   Warm,
 } from "./commands.js";

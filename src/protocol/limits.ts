@@ -7,6 +7,8 @@ export const MAX_LIST_ENTRIES = 65_536;
 export const MAX_TOKEN_IDS = 65_536 * 64;
 /** A TTL past this is a typo or a wedge, not a lease (pins are bounded leases, never a wedge). */
 export const MAX_TTL_SECONDS = 30 * 24 * 3600;
+/** Longest a Prefetch may ask the worker to wait for its loads: past it the caller admits anyway. */
+export const MAX_PREFETCH_DEADLINE_MS = 60_000;
 /** Longest idempotency id, lease id, session id or worker id we accept. */
 export const MAX_ID_LENGTH = 128;
 /** Envelope versions this side speaks. */

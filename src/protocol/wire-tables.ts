@@ -3,7 +3,7 @@
 import type { CommandType } from "./commands.js";
 
 /** What the fast validator checks a field against (fast-validate.ts). */
-export type FieldCheck = "int64[]" | "bool" | "ttl" | "int64" | "id" | "keys" | "tokens" | "tier" | "count";
+export type FieldCheck = "int64[]" | "bool" | "ttl" | "int64" | "id" | "keys" | "tokens" | "tier" | "count" | "deadline";
 /** required | nullable (key required, null allowed) | nullish (may be absent or null) | optional (may be absent) */
 export type Presence = "required" | "nullable" | "nullish" | "optional";
 export type FieldSpec = readonly [field: string, check: FieldCheck, presence: Presence];
@@ -19,6 +19,7 @@ export const COMMAND_SPECS: Record<CommandType, readonly FieldSpec[]> = {
   Warm: [["block_keys", "keys", "required"], ["token_ids", "tokens", "nullish"], ["target_tier", "tier", "required"]],
   ToolStart: [["session_id", "id", "required"], ["block_hashes", "int64[]", "required"]],
   ToolEnd: [["session_id", "id", "required"], ["epoch", "count", "required"]],
+  Prefetch: [["block_hashes", "int64[]", "required"], ["session_id", "id", "nullish"], ["deadline_ms", "deadline", "required"]],
   Inspect: [["block_hashes", "int64[]", "optional"], ["session_id", "id", "nullish"], ["lease_id", "id", "nullish"]],
 };
 
@@ -34,6 +35,7 @@ export const COMMAND_FIELDS: Record<CommandType, Record<string, FieldKind>> = {
   Warm: { block_keys: "string[]", token_ids: "int[]", target_tier: "string" },
   ToolStart: { session_id: "string", block_hashes: "int64[]" },
   ToolEnd: { session_id: "string", epoch: "int" },
+  Prefetch: { block_hashes: "int64[]", session_id: "string", deadline_ms: "int" },
   Inspect: { block_hashes: "int64[]", session_id: "string", lease_id: "string" },
 };
 

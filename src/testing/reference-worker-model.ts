@@ -126,6 +126,8 @@ export class ReferenceWorkerModel {
         return this.toolStart(ack, cmd);
       case "ToolEnd":
         return this.toolEnd(ack, cmd);
+      case "Prefetch":
+        return this.prefetch(ack, cmd);
       case "Inspect":
         return this.inspect(ack, cmd);
     }
@@ -286,6 +288,28 @@ export class ReferenceWorkerModel {
     ack.epoch = cmd.epoch;
     if (ack.affected) ack.tiers = { GPU: ack.affected };
     return settle(ack);
+  }
+
+  /** Host -> GPU for the listed blocks (and the session's offload); any unknown one refuses the whole command. */
+  private prefetch(ack: Ack, cmd: CommandOf<"Prefetch">): Ack {
+    const hashes = [...cmd.block_hashes];
+    if (cmd.session_id != null) {
+      const s = this.sessions.get(cmd.session_id);
+      if (!s) return reject(ack, `command.session_id: no tool offload in flight for session ${cmd.session_id}`);
+      for (const h of s.hashes) if (!hashes.includes(h)) hashes.push(h);
+    }
+    ack.requested = hashes.length;
+    const unknown = hashes.findIndex((h) => !this.blocks.has(h));
+    if (unknown >= 0) return reject(ack, `command.block_hashes[${unknown}]: block ${hashes[unknown]} is not held by this worker`);
+    for (const h of hashes) {
+      const b = this.blocks.get(h) as Block;
+      if (b.tier === "GPU") continue;
+      b.tier = "GPU";
+      ack.affected++;
+    }
+    if (hashes.length) ack.tiers = { GPU: hashes.length };
+    ack.status = ack.affected ? "applied" : "noop";
+    return ack;
   }
 
   private inspect(ack: Ack, cmd: CommandOf<"Inspect">): Ack {
