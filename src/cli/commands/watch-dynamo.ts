@@ -36,7 +36,7 @@ export async function startDynamoWatch(
   const { DynamoEventSubscriber } = await import("../../events/dynamo/subscriber.js");
   const { readDynamoDiscovery } = await import("../../events/dynamo/discovery.js");
   const { indexSink } = await import("../../index/index.js");
-  const found = v["dynamo-discovery"] ? readDynamoDiscovery(v["dynamo-discovery"]) : { channels: [], blockSizes: {} };
+  const found = v["dynamo-discovery"] ? readDynamoDiscovery(v["dynamo-discovery"]) : { channels: [], blockSizes: {}, maxBatchedTokens: {} };
   const adapter = new DynamoEventAdapter({
     identity: true,
     blockSize: v["block-size"] ? Number(v["block-size"]) : undefined,
