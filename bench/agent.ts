@@ -8,7 +8,8 @@
 //               prefill >= 5x, as on a GPU; no L3; >= 32 sessions; device pools about a quarter of
 //               the active sessions' working sets
 // The fair peers (cache_aware_adm, smg_adm, session_radix, sglang_mrr, thunder, and NVIDIA
-// Dynamo's dynamo_kv and dynamo_thunder: bench/agent/dynamo-stack.ts) get kvctl's admission budget; lru, cache_aware and sgl_router are context rows outside the verdict. The
+// Dynamo's dynamo_kv and dynamo_thunder: bench/agent/dynamo-stack.ts) get kvctl's admission
+// budget; lru, cache_aware and sgl_router are context rows outside the verdict. The
 // verdict (bench/agent/verdict.ts) is refused, exit 1, when a configuration did not start, had
 // errors, or served a different amount of prompt than the others.
 // --smoke: one tiny saturated regime (2 sessions), kvctl and thunder (the same program admission, no command), one run.
@@ -58,7 +59,7 @@ const PIN_BUDGET_SHARE = num("pin-budget-share", "0.25", 0);
 const GAP_OVER_PREFILL = num("gap-over-prefill", "5", 1);
 const ADMISSION_TOKENS = num("admission-tokens", "0", 0);
 const ADMISSION_REQUESTS = num("admission-requests", "2", 1);
-/** The median prompt (tokens) the Dynamo rows size their router queue from when no earlier row of the regime measured it. */
+/** The median prompt (tokens) the Dynamo rows size their router queue from, instead of the one the regime's first row measured. */
 const DYNAMO_MEDIAN_PROMPT = num("dynamo-median-prompt", "0", 0);
 /** The workload family: BFCL multi-turn sessions, or long coding-agent sessions (coding.py). */
 const WORKLOAD = opt("workload", "bfcl");
@@ -208,7 +209,7 @@ async function runConfig(spec: ConfigSpec, regime: Regime): Promise<RunOut> {
     let dynamoReport: (() => DynamoReport) | null = null;
     if (spec.front === "dynamo_kv" || spec.front === "dynamo_thunder") {
       // Dynamo's workers serve no HTTP: requests, usage and the flood all go through its frontend.
-      const median = medianPrompt.get(regime.name) ?? (DYNAMO_MEDIAN_PROMPT > 0 ? DYNAMO_MEDIAN_PROMPT : undefined);
+      const median = DYNAMO_MEDIAN_PROMPT > 0 ? DYNAMO_MEDIAN_PROMPT : medianPrompt.get(regime.name);
       if (median === undefined) throw new Error(`${spec.name} sets its router queue from the trace's median prompt: run it after a row that measures it, or give --dynamo-median-prompt`);
       const d = await startDynamoStack(spec.front.slice("dynamo_".length) as DynamoPeer, { shape, sglangArgs: SGLANG_ARGS, perWorker: ADMISSION_REQUESTS, medianPromptTokens: median, scratch, log });
       cleanup.push(() => d.stop());
