@@ -19,7 +19,7 @@ interface Config {
 if (!dynamoInstalled()) throw new Error("Dynamo is not installed: run python/setup_venv.sh (KVCTL_DYNAMO=0 skips it)");
 
 describe("npm run bench:agent -- --smoke with the Dynamo peers", () => {
-  it("starts dynamo_kv and dynamo_thunder, serves the trace through each, same prompt total", { timeout: 900_000 }, async () => {
+  it("starts dynamo_kv and dynamo_thunder and serves the trace through each with no failed request", { timeout: 900_000 }, async () => {
     const r = await runBenchSmoke("agent", 880_000, ["--configs", "dynamo_kv,dynamo_thunder", "--sessions", "1", "--dynamo-median-prompt", "2048"]);
     const j = r.json as { regimes: Record<string, { configs: Record<string, Config | null>; not_run: Record<string, string>; problems: string[] }> } | null;
     expect(j, r.tail).not.toBeNull();
@@ -44,7 +44,5 @@ describe("npm run bench:agent -- --smoke with the Dynamo peers", () => {
     // ThunderAgent admitted the session as a program: requests went through it.
     expect((s.configs.dynamo_thunder as Config).extra.dynamo?.thunder_programs).toBeGreaterThanOrEqual(1);
     expect((s.configs.dynamo_kv as Config).extra.dynamo?.thunder_programs).toBeNull();
-    const [a, b] = [s.configs.dynamo_kv as Config, s.configs.dynamo_thunder as Config];
-    expect(Math.abs(a.prompt_tokens - b.prompt_tokens) / a.prompt_tokens).toBeLessThanOrEqual(0.005);
   });
 });

@@ -114,7 +114,12 @@ export async function startDynamoStack(peer: DynamoPeer, o: DynamoStackOptions):
       procs.push(r);
       await until(r, () => /ThunderAgent|thunderagent/.test(r.log()) && /regist|serving|ready/i.test(r.log()), 120_000, "its start");
     }
-    const fe = await startDynamoFrontend({ name: "frontend", discovery, dir: join(o.scratch, "fe"), routerMode: peer === "kv" ? "kv" : "round-robin", extraArgs: peer === "kv" ? queue : [] });
+    // dynamo_kv: SGLang's own chat processing in the frontend, since Dynamo's Rust preprocessor
+    // renders the same conversation into fewer prompt tokens than SGLang does (not the same work).
+    // dynamo_thunder keeps the Rust one: under the SGLang processor ThunderAgent sees no session
+    // header and admits no program, so its prompt totals differ and the verdict says so.
+    const chat = peer === "kv" ? ["--dyn-chat-processor", "sglang"] : [];
+    const fe = await startDynamoFrontend({ name: "frontend", discovery, dir: join(o.scratch, "fe"), routerMode: peer === "kv" ? "kv" : "round-robin", extraArgs: [...chat, ...(peer === "kv" ? queue : [])] });
     procs.push(fe);
     const target: Target = {
       name: `dynamo_${peer}`,
