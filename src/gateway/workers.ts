@@ -185,9 +185,9 @@ export class WorkerSet {
     }
     if (w.dynamo) {
       w.dynamoEvents ??= subscribeDynamoEvents({
-        worker: w.id, config: w.dynamo, pageSize: w.scheme?.pageSize ?? null, index: this.o.index, metrics: this.o.metrics, log: this.o.log,
+        worker: w.id, config: w.dynamo, pageSize: w.scheme?.pageSize ?? null, index: this.o.index, metrics: this.o.metrics, log: this.o.log.warn,
         stale: (why) => {
-          if (!w.stale) this.o.log(`gateway: worker ${w.id}: its Dynamo KV events are not trusted (${why}); its overlap counts as none`);
+          if (!w.stale) this.o.log.warn(`gateway: worker ${w.id}: its Dynamo KV events are not trusted (${why}); its overlap counts as none`);
           this.setStale(w, true);
         },
       });
