@@ -9,8 +9,9 @@
 //   gpu_shaped  the time scale calibrated so the median tool gap outlasts the median returning-turn
 //               prefill >= 5x, as on a GPU, and the prompt size so the trace fits --gpu-trace-s;
 //               no L3; >= 32 sessions; device pools about a quarter of the active sessions' working sets
-// The fair peers (cache_aware_adm, smg_adm, session_radix, sglang_mrr, thunder) get kvctl's
-// admission budget; lru, cache_aware and sgl_router are context rows outside the verdict. The
+// The fair peers (cache_aware_adm, smg_adm, session_radix, sglang_mrr, thunder, and NVIDIA
+// Dynamo's dynamo_kv and dynamo_thunder: bench/agent/dynamo-stack.ts) get kvctl's admission
+// budget; lru, cache_aware and sgl_router are context rows outside the verdict. The
 // verdict (bench/agent/verdict.ts) is refused, exit 1, when a configuration did not start, had
 // errors, or served a different amount of prompt than the others.
 // --smoke: one tiny saturated regime (2 sessions), kvctl and thunder (the same program admission, no command), one run.
@@ -28,7 +29,8 @@ import { drive, type RequestRecord, sessionCompletion, type Target } from "./age
 import { flood, idealRecompute, type L3Report, l3Since, scrape, scrapeL3 } from "./agent/measure.js";
 import { Phases } from "./agent/phases.js";
 import { afterRestart, type RestartReport, restartWorker } from "./agent/restart.js";
-import { agentModel, removeSharedTree, type ServerShape, startKvctlGateway, startNats, startSmg, startWorker, startWorkers } from "./agent/stack.js";
+import { type DynamoPeer, type DynamoReport, startDynamoStack } from "./agent/dynamo-stack.js";
+import { agentModel, removeSharedTree, SGLANG_ARGS, type ServerShape, startKvctlGateway, startNats, startSmg, startWorker, startWorkers } from "./agent/stack.js";
 import { type ConfigSummary, judge, type RegimeVerdict, type RunFigures, summarize } from "./agent/verdict.js";
 import { unpackedWheel } from "./agent/wheels.js";
 import { WorkerPool } from "./agent/worker-pool.js";
@@ -63,6 +65,8 @@ const GPU_TRACE_S = num("gpu-trace-s", "240", 1);
 const GAP_OVER_PREFILL = num("gap-over-prefill", "5", 1);
 const ADMISSION_TOKENS = num("admission-tokens", "0", 0);
 const ADMISSION_REQUESTS = num("admission-requests", "2", 1);
+/** The median prompt (tokens) the Dynamo rows size their router queue from, instead of the one the regime's first row measured. */
+const DYNAMO_MEDIAN_PROMPT = num("dynamo-median-prompt", "0", 0);
 /** The workload family: BFCL multi-turn sessions, or long coding-agent sessions (coding.py). */
 const WORKLOAD = opt("workload", "bfcl");
 if (WORKLOAD !== "bfcl" && WORKLOAD !== "coding") throw new Error(`--workload: expected bfcl or coding, got ${WORKLOAD}`);
@@ -154,13 +158,16 @@ function admissionFor(spec: ConfigSpec, shape: ServerShape): Record<string, unkn
 interface RunExtra {
   host_hit_tokens: number;
   storage_hit_tokens: number;
-  l3: L3Report;
+  /** null: the workers serve no /metrics (Dynamo's). */
+  l3: L3Report | null;
   flood_served: string;
   pin_budget_peak_blocks: number | null;
   pinned_blocks_hit: number | null;
   pinned_blocks_wasted: number | null;
   /** The warm scenario's restart and what the restarted worker served after it. */
   restart: RestartReport | null;
+  /** The Dynamo rows: their router queue threshold and ThunderAgent's programs. */
+  dynamo: DynamoReport | null;
   wall_s: number;
   /** Seconds per phase of the run (server start, trace, flood, ...). */
   phases_s: Record<string, number>;
@@ -205,7 +212,7 @@ async function frontFor(spec: ConfigSpec, regime: Regime, workers: RealServer[],
  * flags, no kvctl subscriber (it is bound to its run's NATS) and no L3 (a flush leaves it full).
  * null: fresh workers. */
 function shareKey(spec: ConfigSpec, regime: Regime): string | null {
-  if (spec.policy === "agent" || regime.shape.storage || regime.restart) return null;
+  if (spec.policy === "agent" || spec.front === "dynamo_kv" || spec.front === "dynamo_thunder" || regime.shape.storage || regime.restart) return null;
   return spec.serverArgs.join(" ");
 }
 
@@ -220,18 +227,36 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
     if (nats) cleanup.push(() => nats.stop());
     // The warm scenario: both workers on one L3 directory (what one backed up, the other can read).
     const shape: ServerShape = regime.restart ? { ...regime.shape, sharedStorageDir: join(scratch, "l3") } : regime.shape;
-    const key = shareKey(spec, regime);
-    const { workers, reused } = await pool.take(key, () => startWorkers(shape, spec.serverArgs, nats?.url));
-    cleanup.push(() => pool.give(key, workers, ranToEnd));
-    ph.mark(reused ? "workers flushed" : "workers start");
-    const l3Before = await scrapeL3(workers);
-    const { target, metricsUrl } = await frontFor(spec, regime, workers, nats, scratch, cleanup);
-    ph.mark("front start");
-    // After the front is up (its KV-event subscriber listening), before anything is timed.
-    await payColdStart(workers, shape.pageSize);
-    ph.mark("cold start");
+    let workers: RealServer[] = [];
+    let front: { target: Target; metricsUrl: string | null };
+    let dynamoReport: (() => DynamoReport) | null = null;
+    let l3Before: L3Report | null = null;
+    if (spec.front === "dynamo_kv" || spec.front === "dynamo_thunder") {
+      // Dynamo's workers serve no HTTP: requests, usage and the flood all go through its frontend.
+      const median = DYNAMO_MEDIAN_PROMPT > 0 ? DYNAMO_MEDIAN_PROMPT : medianPrompt.get(regime.name);
+      if (median === undefined) throw new Error(`${spec.name} sets its router queue from the trace's median prompt: run it after a row that measures it, or give --dynamo-median-prompt`);
+      const d = await startDynamoStack(spec.front.slice("dynamo_".length) as DynamoPeer, { shape, sglangArgs: SGLANG_ARGS, perWorker: ADMISSION_REQUESTS, medianPromptTokens: median, scratch, log });
+      cleanup.push(() => d.stop());
+      front = { target: d.target, metricsUrl: null };
+      dynamoReport = d.report;
+      ph.mark("dynamo start");
+    } else {
+      const key = shareKey(spec, regime);
+      const taken = await pool.take(key, () => startWorkers(shape, spec.serverArgs, nats?.url));
+      const started = taken.workers;
+      workers = started;
+      cleanup.push(() => pool.give(key, started, ranToEnd));
+      ph.mark(taken.reused ? "workers flushed" : "workers start");
+      l3Before = await scrapeL3(workers);
+      front = await frontFor(spec, regime, workers, nats, scratch, cleanup);
+      ph.mark("front start");
+      // After the front is up (its KV-event subscriber listening), before anything is timed.
+      await payColdStart(workers, shape.pageSize);
+      ph.mark("cold start");
+    }
+    const { target, metricsUrl } = front;
     // The served model's name (a peer router routes on it).
-    const model = ((await (await fetch(`${workers[0].baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
+    const model = ((await (await fetch(`${workers[0]?.baseUrl ?? target.url(0)}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
     const o = { system: regime.workload.system_prompt, model, maxTokens: 1024 };
     let records: RequestRecord[];
     let restarted: RestartReport | null = null;
@@ -248,7 +273,7 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
     ph.mark("trace");
     if (process.env.KVCTL_BENCH_TRACE) writeRequestTrace(`${process.env.KVCTL_BENCH_TRACE}.${regime.name}.${spec.name}.requests.jsonl`, records);
     if (records.every((r) => !r.ok)) throw new Error(`every request failed, first: ${records[0]?.error}`);
-    const l3 = l3Since(await scrapeL3(workers), l3Before);
+    const l3 = workers.length && l3Before ? l3Since(await scrapeL3(workers), l3Before) : null;
     const served = await flood(target.url(0), FLOOD, model, SEED);
     ph.mark("flood");
     const scraped = metricsUrl ? await scrape(metricsUrl) : null;
@@ -258,10 +283,11 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
     const prompt = ok.reduce((n, r) => n + r.promptTokens, 0);
     const cached = ok.reduce((n, r) => n + r.cachedTokens, 0);
     // The ideal floor needs a worker to tokenize: computed now, before the workers stop.
-    if (!ideal.has(regime.name)) {
+    if (!ideal.has(regime.name) && workers.length) {
       ideal.set(regime.name, await idealRecompute(records, workers[0].baseUrl, model, regime.shape.pageSize));
       ph.mark("ideal floor");
     }
+    if (!medianPrompt.has(regime.name) && ok.length) medianPrompt.set(regime.name, [...ok].sort((a, b) => a.promptTokens - b.promptTokens)[(ok.length - 1) >> 1].promptTokens);
     const out: RunOut = {
       figures: {
         recomputed_tokens: prompt - cached, prompt_tokens: prompt, errors: errs.length,
@@ -270,6 +296,7 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
       extra: {
         host_hit_tokens: ok.reduce((n, r) => n + r.hostTokens, 0), storage_hit_tokens: ok.reduce((n, r) => n + r.storageTokens, 0), l3, flood_served: `${served}/${FLOOD}`,
         restart: restarted,
+        dynamo: dynamoReport?.() ?? null,
         pin_budget_peak_blocks: scraped ? scraped.pinPeak : null, pinned_blocks_hit: scraped ? scraped.pinned.hit : null, pinned_blocks_wasted: scraped ? scraped.pinned.wasted : null,
         wall_s: +((performance.now() - t0) / 1000).toFixed(1),
         phases_s: ph.s,
@@ -308,6 +335,8 @@ async function startWorkersN(n: number, start: (i: number) => Promise<RealServer
 
 /** Ideal-cache floor per regime (from the first run of the regime). */
 const ideal = new Map<string, { recomputed: number; mismatched: number }>();
+/** The trace's median prompt (tokens) per regime, from the first run of the regime (the Dynamo rows' router queue). */
+const medianPrompt = new Map<string, number>();
 
 function saturatedRegime(model: string, sessions = SESSIONS): Regime {
   const timeScale = num("time-scale", String(DEFAULT_SHAPE.timeScale), 0.001);
@@ -496,6 +525,10 @@ function printRegime(r: RegimeResult): void {
     const warmCmds = Object.entries(c?.commands ?? {}).filter(([k]) => k.startsWith("Warm:")).map(([k, n]) => `${k}=${n}`).join(" ") || "no Warm command";
     console.log(`  restart ${name}: ${rs.worker} out of rotation ${rs.out_s} s; its second-wave requests: ${rs.after.requests}, ${rs.after.prompt_tokens} prompt tokens, ` +
       `${rs.after.recomputed_tokens} recomputed, ${rs.after.storage_hit_tokens} from L3, ${rs.after.host_hit_tokens} from host; ${warmCmds}`);
+  }
+  for (const [name, c] of Object.entries(configs)) {
+    const d = c?.extra.dynamo;
+    if (d) console.log(`  ${name}: Dynamo router queue threshold ${d.router_queue_threshold}${d.thunder_programs === null ? "" : `, ThunderAgent programs created ${d.thunder_programs}`}`);
   }
   if (!verdict.valid) {
     console.log(`  NO VERDICT: the comparison is not a fair one: ${verdict.problems.join("; ")}`);

@@ -7,7 +7,7 @@ export type Role = "kvctl" | "fair" | "context" | "ablation";
 export interface ConfigSpec {
   name: string;
   role: Role;
-  front: "round_robin" | "gateway" | "smg";
+  front: "round_robin" | "gateway" | "smg" | "dynamo_kv" | "dynamo_thunder";
   serverArgs: string[];
   policy: "noop" | "agent";
   /** Agent policy rules switched on (all when unset). */
@@ -38,6 +38,9 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
     // SGLang's own knob: the worker runs at most that many requests; the rest wait in its queue.
     gw("sglang_mrr", "fair", { serverArgs: ["--max-running-requests", String(perWorker)] }),
     gw("thunder", "fair", { admission: "program" }),
+    // NVIDIA Dynamo's own routers over dynamo.sglang workers (agent/dynamo-stack.ts).
+    { name: "dynamo_kv", role: "fair", front: "dynamo_kv", serverArgs: [], policy: "noop", admission: "none" },
+    { name: "dynamo_thunder", role: "fair", front: "dynamo_thunder", serverArgs: [], policy: "noop", admission: "none" },
     { name: "lru", role: "context", front: "round_robin", serverArgs: [], policy: "noop", admission: "none" },
     gw("cache_aware", "context"),
     { name: "sgl_router", role: "context", front: "smg", serverArgs: [], policy: "noop", admission: "none" },

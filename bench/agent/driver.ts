@@ -12,6 +12,10 @@ export interface Target {
   url(seq: number): string;
   /** Send x-session-id (gateways); a peer router routes on the prompt alone. */
   sessionHeader: boolean;
+  /** The session header's name when it is not x-session-id (Dynamo's ThunderAgent reads x-dynamo-session-id). */
+  sessionHeaderName?: string;
+  /** Puts a request body in the target's dialect (Dynamo's frontend takes SGLang's `regex` as `guided_regex`). */
+  dialect?: (body: Record<string, unknown>) => Record<string, unknown>;
   /** Put the session id in every request body (`session_id`: SGLang's session radix cache keys on it). */
   sessionBody?: boolean;
   /** Called when a session has sent its last request (closes it on the workers). */
@@ -178,13 +182,13 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
           chat_template_kwargs: { enable_thinking: false },
           ...(target.sessionBody ? { session_id: s.id } : {}),
         };
-        const headers: Record<string, string> = target.sessionHeader ? { "x-session-id": s.id } : {};
+        const headers: Record<string, string> = target.sessionHeader ? { [target.sessionHeaderName ?? "x-session-id"]: s.id } : {};
         const rec: RequestRecord = {
           session: s.id, kind, returning: first && turn.idleMs > 0, promptTokens: 0, cachedTokens: 0, hostTokens: 0, storageTokens: 0, ttftMs: 0,
           sentMs: performance.now() - t0, doneMs: 0, prompt: { messages: body.messages, tools: s.tools }, worker: null, ok: false,
         };
         first = false;
-        const res = await attemptOnce(target.url(seq++), body, headers, rec, t0);
+        const res = await attemptOnce(target.url(seq++), target.dialect ? target.dialect(body) : body, headers, rec, t0);
         records.push(rec);
         return rec.ok ? res : null;
       };

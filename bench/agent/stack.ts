@@ -85,13 +85,16 @@ export function removeSharedTree(): void {
   shared = null;
 }
 
+/** SGLang flags of every row's workers, whatever parses their tool calls and reasoning (the Dynamo rows: Dynamo's own parsers). */
+export const SGLANG_ARGS = ["--enable-cache-report", "--enable-metrics", "--context-length", "32768"];
+
 /** One worker of the bench; `place` starts it where an earlier one of the same id listened. */
 export function startWorker(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined, id: string, place?: WorkerPlace): Promise<RealServer> {
   // --enable-metrics: the bench reads HiCache's L3 counters (backups, prefetch hits and why found
   // tokens were not used) from each worker's /metrics.
   // --reasoning-parser: the worker separates the answer's <think> span (reasoning_content), so the
   // gateway sees the reasoning of each turn (the think rule's input).
-  const args = ["--enable-cache-report", "--enable-metrics", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3", "--context-length", "32768", ...extraArgs];
+  const args = [...SGLANG_ARGS, "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3", ...extraArgs];
   const storage = shape.storage ? (shape.sharedStorageDir ? { storageDir: shape.sharedStorageDir } : {}) : { storageDir: "" };
   const { tree, extensions } = sharedTree();
   return startRealServer({

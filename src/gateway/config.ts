@@ -28,6 +28,17 @@ const workerId = z.string().refine(
 const httpUrl = z.string().refine((s) => /^https?:\/\/[^/\s]+\/?$/.test(s), { message: "must be http(s)://host:port" });
 const zmqEndpoint = z.string().refine((s) => /^tcp:\/\/[^\s]+:\d+$/.test(s), { message: "must be tcp://host:port" });
 
+/** A worker whose KV events come from NVIDIA Dynamo's event plane (docs/dynamo.md). */
+export const workerDynamoSchema = z.strictObject({
+  /** Dynamo's ZMQ event-plane PUB for this worker (its discovery record's event_channels endpoint). */
+  events: zmqEndpoint,
+  /** Dynamo's id of the worker (decimal, the worker_id of its events), mapped to this kvctl worker. */
+  workerId: z.string().regex(/^\d{1,20}$/, "must be Dynamo's decimal worker id"),
+  /** Tokens per block (SGLang page size x DCP size); the worker's /server_info page size when unset. */
+  blockSize: positiveInt.optional(),
+});
+export type WorkerDynamoConfig = z.infer<typeof workerDynamoSchema>;
+
 export const workerConfigSchema = z.strictObject({
   id: workerId,
   /** The worker's HTTP base URL (SGLang's --host/--port). */
@@ -36,6 +47,8 @@ export const workerConfigSchema = z.strictObject({
   events: zmqEndpoint.optional(),
   /** ZMQ ROUTER replay endpoint; defaults to what its /server_info advertises. */
   replay: zmqEndpoint.optional(),
+  /** Its KV events from Dynamo's event plane instead of SGLang's stream (dynamo-events.ts). */
+  dynamo: workerDynamoSchema.optional(),
   /** Keys the gateway sends the worker (auth/config.ts). */
   ...workerCredentialFields,
 });

@@ -9,6 +9,7 @@
 import type { Pool } from "undici";
 import { admissionGate, type Gate } from "./admission-mode.js";
 import { KvEventConsumer } from "../events/consumer.js";
+import { subscribeDynamoEvents } from "./dynamo-events.js";
 import { indexSink, type KvIndex } from "../index/index.js";
 import type { GatewayConfig, WorkerConfig } from "./config.js";
 import type { GatewayMetrics } from "./metrics.js";
@@ -41,6 +42,9 @@ export class GatewayWorker {
   replay: string | null;
   topic = "";
   consumer: KvEventConsumer | null = null;
+  /** Dynamo's event plane for this worker, when configured (its KV events come from there). */
+  readonly dynamo: WorkerConfig["dynamo"] | null;
+  dynamoEvents: { close(): Promise<void> } | null = null;
   /** Takes traffic (passed health; not drained). */
   healthy = true;
   /** Probed and subscribed: a worker that did not answer yet is probed again by the health checks. */
@@ -72,6 +76,9 @@ export class GatewayWorker {
     this.gate = admissionGate(cfg.admission, retention?.(c.id, () => this.scheme?.pageSize ?? 1) ?? null);
     this.events = c.events ?? null;
     this.replay = c.replay ?? null;
+    this.dynamo = c.dynamo ?? null;
+    // Dynamo relays SGLang's own block hashes: SGLang's chain at the configured block size.
+    if (c.dynamo?.blockSize) this.scheme = { pageSize: c.dynamo.blockSize, eventFormat: "sglang", bigram: false };
     this.pool = createUpstreamPool(this.url, {
       connections: cfg.limits.connectionsPerWorker,
       connectTimeoutMs: cfg.limits.upstreamConnectTimeoutMs,
@@ -162,7 +169,9 @@ export class WorkerSet {
   }
 
   private async joinOnce(w: GatewayWorker): Promise<boolean> {
-    if (this.o.config.probeWorkers) {
+    // A Dynamo worker with its block size given needs nothing from /server_info (a Dynamo
+    // frontend in front of it serves none).
+    if (this.o.config.probeWorkers && !w.dynamo?.blockSize) {
       try {
         await this.probe(w);
       } catch (e) {
@@ -174,7 +183,15 @@ export class WorkerSet {
         return false;
       }
     }
-    if (w.events && !w.consumer) await this.subscribe(w);
+    if (w.dynamo) {
+      w.dynamoEvents ??= subscribeDynamoEvents({
+        worker: w.id, config: w.dynamo, pageSize: w.scheme?.pageSize ?? null, index: this.o.index, metrics: this.o.metrics, log: this.o.log.warn,
+        stale: (why) => {
+          if (!w.stale) this.o.log.warn(`gateway: worker ${w.id}: its Dynamo KV events are not trusted (${why}); its overlap counts as none`);
+          this.setStale(w, true);
+        },
+      });
+    } else if (w.events && !w.consumer) await this.subscribe(w);
     w.joined = true;
     if (w.scheme) this.o.observe({ type: "WorkerJoined", at: this.o.clock.now(), worker: w.id, pageSize: w.scheme.pageSize });
     return true;
@@ -246,6 +263,7 @@ export class WorkerSet {
     this.byId.delete(w.id);
     for (const g of [this.o.metrics.workerHealthy, this.o.metrics.workerStale, this.o.metrics.inFlight]) g.remove({ worker: w.id });
     await w.consumer?.close().catch(() => undefined);
+    await w.dynamoEvents?.close().catch(() => undefined);
     await w.pool.destroy().catch(() => undefined);
   }
 
@@ -404,6 +422,7 @@ export class WorkerSet {
     this.timer = null;
     await Promise.all(this.workers.map(async (w) => {
       await w.consumer?.close();
+      await w.dynamoEvents?.close();
       await w.pool.destroy().catch(() => undefined);
     }));
   }

@@ -30,7 +30,7 @@ export interface DynamoProcess {
   stop(): Promise<void>;
 }
 
-function env(discovery: string, home: string, tree: string | null): NodeJS.ProcessEnv {
+export function env(discovery: string, home: string, tree: string | null): NodeJS.ProcessEnv {
   return {
     ...process.env,
     PYTHONPATH: [STAND_INS, tree, dynamoSite, join(packageRoot, "python")].filter(Boolean).join(delimiter),
@@ -54,7 +54,7 @@ function env(discovery: string, home: string, tree: string | null): NodeJS.Proce
   };
 }
 
-function launch(name: string, args: string[], e: NodeJS.ProcessEnv, dir: string): DynamoProcess {
+export function launch(name: string, args: string[], e: NodeJS.ProcessEnv, dir: string): DynamoProcess {
   mkdirSync(dir, { recursive: true });
   const logPath = join(dir, `${name}.log`);
   const fd = openSync(logPath, "a");
@@ -83,7 +83,7 @@ function launch(name: string, args: string[], e: NodeJS.ProcessEnv, dir: string)
   return { name, proc, logPath, log, stop };
 }
 
-async function until(p: DynamoProcess, ready: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+export async function until(p: DynamoProcess, ready: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (p.proc.exitCode !== null || p.proc.signalCode !== null) {
@@ -111,6 +111,11 @@ export interface DynamoWorkerOptions {
   pageSize?: number;
   extraArgs?: string[];
   readyTimeoutMs?: number;
+  /** Device KV pool (tokens) and HiCache host ratio; 2048 and 2 when unset. */
+  maxTotalTokens?: number;
+  hostRatio?: number;
+  /** Set in this worker's environment only (its own L3 directory, say). */
+  env?: Record<string, string>;
 }
 
 export interface DynamoWorker extends DynamoProcess {
@@ -127,15 +132,15 @@ export async function startDynamoWorker(o: DynamoWorkerOptions): Promise<DynamoW
     "-m", o.entry === "kvctl" ? "kvctl_worker.dynamo" : "dynamo.sglang",
     "--discovery-backend", "file", "--event-plane", "zmq", "--request-plane", "tcp",
     "--model-path", o.model, "--served-model-name", MODEL_NAME, "--device", "cpu", "--attention-backend", "torch_native",
-    "--max-total-tokens", "2048", "--mem-fraction-static", "0.3", "--page-size", String(o.pageSize ?? 16), "--sleep-on-idle",
+    "--max-total-tokens", String(o.maxTotalTokens ?? 2048), "--mem-fraction-static", "0.3", "--page-size", String(o.pageSize ?? 16), "--sleep-on-idle",
     "--port", String(await freePort()),
-    "--enable-hierarchical-cache", "--hicache-ratio", "2", "--hicache-io-backend", "direct", "--hicache-mem-layout", "layer_first",
+    "--enable-hierarchical-cache", "--hicache-ratio", String(o.hostRatio ?? 2), "--hicache-io-backend", "direct", "--hicache-mem-layout", "layer_first",
     "--kv-events-config", JSON.stringify({ publisher: "zmq", endpoint: sglangEvents, bind: true }),
   ];
   if (o.natsUrl) args.push("--kv-control-nats-url", o.natsUrl);
   if (o.workerId) args.push("--kv-control-worker-id", o.workerId);
   args.push(...(o.extraArgs ?? []));
-  const p = launch(o.name, args, env(o.discovery, join(o.dir, "home"), o.entry === "kvctl" ? o.tree : null), o.dir);
+  const p = launch(o.name, args, { ...env(o.discovery, join(o.dir, "home"), o.entry === "kvctl" ? o.tree : null), ...o.env }, o.dir);
   await until(
     p,
     () => {
@@ -154,11 +159,11 @@ export interface DynamoFrontend extends DynamoProcess {
   baseUrl: string;
 }
 
-export async function startDynamoFrontend(o: { name: string; discovery: string; dir: string; routerMode: string; extraArgs?: string[] }): Promise<DynamoFrontend> {
+export async function startDynamoFrontend(o: { name: string; discovery: string; dir: string; routerMode: string; extraArgs?: string[]; env?: Record<string, string> }): Promise<DynamoFrontend> {
   const port = await freePort();
   const args = ["-m", "dynamo.frontend", "--discovery-backend", "file", "--event-plane", "zmq", "--request-plane", "tcp",
     "--http-host", "127.0.0.1", "--http-port", String(port), "--router-mode", o.routerMode, ...(o.extraArgs ?? [])];
-  const p = launch(o.name, args, env(o.discovery, join(o.dir, "home"), null), o.dir);
+  const p = launch(o.name, args, { ...env(o.discovery, join(o.dir, "home"), null), ...o.env }, o.dir);
   const baseUrl = `http://127.0.0.1:${port}`;
   await until(
     p,

@@ -9,12 +9,17 @@ export const DYNAMO_HELP = `  --dynamo ENDPOINT   Dynamo's KV-event plane (topic
   --dynamo-discovery DIR  every kv-events publisher and block size in Dynamo's file discovery folder
   --dynamo-worker ID=NAME[:BLOCK]  Dynamo worker id -> kvctl worker id (and block size);
                    unlisted ids keep their Dynamo id
+  --dynamo-nats URL  Dynamo's NATS event plane (--event-plane nats): every worker's kv-events
+                   subject on that server
+  --dynamo-namespace NS  only that Dynamo namespace on the NATS plane (default: every one)
   --block-size N   block size of Dynamo workers that no mapping or model card names`;
 
 export const DYNAMO_OPTIONS = {
   dynamo: { type: "string", multiple: true },
   "dynamo-discovery": { type: "string" },
   "dynamo-worker": { type: "string", multiple: true },
+  "dynamo-nats": { type: "string" },
+  "dynamo-namespace": { type: "string" },
   "block-size": { type: "string" },
 } as const;
 
@@ -28,15 +33,15 @@ export interface DynamoWatch {
 }
 
 export async function startDynamoWatch(
-  v: { dynamo?: string[]; "dynamo-discovery"?: string; "dynamo-worker"?: string[]; "block-size"?: string },
+  v: { dynamo?: string[]; "dynamo-discovery"?: string; "dynamo-worker"?: string[]; "dynamo-nats"?: string; "dynamo-namespace"?: string; "block-size"?: string },
   index: KvIndex,
 ): Promise<DynamoWatch | null> {
-  if (!v.dynamo?.length && !v["dynamo-discovery"]) return null;
+  if (!v.dynamo?.length && !v["dynamo-discovery"] && !v["dynamo-nats"]) return null;
   const { DynamoEventAdapter } = await import("../../events/dynamo/adapter.js");
   const { DynamoEventSubscriber } = await import("../../events/dynamo/subscriber.js");
   const { readDynamoDiscovery } = await import("../../events/dynamo/discovery.js");
   const { indexSink } = await import("../../index/index.js");
-  const found = v["dynamo-discovery"] ? readDynamoDiscovery(v["dynamo-discovery"]) : { channels: [], blockSizes: {} };
+  const found = v["dynamo-discovery"] ? readDynamoDiscovery(v["dynamo-discovery"]) : { channels: [], blockSizes: {}, maxBatchedTokens: {} };
   const adapter = new DynamoEventAdapter({
     identity: true,
     blockSize: v["block-size"] ? Number(v["block-size"]) : undefined,
@@ -57,7 +62,26 @@ export async function startDynamoWatch(
     console.error(`kvctl watch: Dynamo ${p.kind}: ${p.message}`);
   });
   const endpoints = [...(v.dynamo ?? []), ...found.channels.map((c) => c.endpoint)];
-  const sub: DynamoEventSubscriber = new DynamoEventSubscriber(adapter, endpoints).start();
-  sub.on("error", (e: Error) => console.error(`kvctl watch: Dynamo event plane: ${e.message}`));
-  return { adapter, events, bad, close: () => sub.close() };
+  const sub: DynamoEventSubscriber | null = endpoints.length ? new DynamoEventSubscriber(adapter, endpoints).start() : null;
+  sub?.on("error", (e: Error) => console.error(`kvctl watch: Dynamo event plane: ${e.message}`));
+  let closeNats = async () => undefined;
+  if (v["dynamo-nats"]) {
+    const { connect } = await import("@nats-io/transport-node");
+    const { DynamoNatsSubscriber, dynamoNatsSubject } = await import("../../events/dynamo/nats.js");
+    const nc = await connect({ servers: v["dynamo-nats"], name: "kvctl-watch-dynamo" });
+    const ns = new DynamoNatsSubscriber(adapter, nc, dynamoNatsSubject(v["dynamo-namespace"])).start();
+    await ns.ready();
+    console.error(`kvctl watch: Dynamo NATS event plane ${v["dynamo-nats"]}: subscribed to ${ns.subject}`);
+    closeNats = async () => {
+      await ns.close();
+      await nc.close();
+    };
+  }
+  return {
+    adapter, events, bad,
+    close: async () => {
+      await sub?.close();
+      await closeNats();
+    },
+  };
 }

@@ -155,7 +155,7 @@ export const command: Command = {
     const parsed = commandArgs(argv, { name: "watch", options: OPTIONS, help: HELP, helpOnError: "line" });
     if (typeof parsed === "number") return parsed;
     const { values } = parsed;
-    if (!values.zmq?.length && !values.dynamo?.length && !values["dynamo-discovery"]) return usageError("watch", `--zmq or --dynamo is required\n${HELP}`);
+    if (!values.zmq?.length && !values.dynamo?.length && !values["dynamo-discovery"] && !values["dynamo-nats"]) return usageError("watch", `--zmq or --dynamo is required\n${HELP}`);
     const { KvEventConsumer } = await import("../../events/consumer.js");
     const { InMemoryKvIndex, InstrumentedKvIndex, indexSink, zeroTiers } = await import("../../index/index.js");
     const index = new InstrumentedKvIndex(new InMemoryKvIndex());

@@ -18,6 +18,8 @@ export interface DynamoDiscovery {
   channels: DynamoEventChannel[];
   /** Dynamo worker id (decimal) -> its model card's kv_cache_block_size. */
   blockSizes: Record<string, number>;
+  /** Dynamo worker id (decimal) -> its model card's max_num_batched_tokens (what its router queue threshold is a share of). */
+  maxBatchedTokens: Record<string, number>;
 }
 
 /** Each record's text; ids exceed 2^53, so they are read from it exactly (rawIntField). */
@@ -60,10 +62,13 @@ export function readDynamoDiscovery(root: string): DynamoDiscovery {
     }
   }
   const blockSizes: Record<string, number> = {};
+  const maxBatchedTokens: Record<string, number> = {};
   for (const text of texts(join(v1, "mdc"))) {
     const id = rawIntField(text, "instance_id");
     const size = rawIntField(text, "kv_cache_block_size");
+    const batched = rawIntField(text, "max_num_batched_tokens");
     if (id && size) blockSizes[id] = Number(size);
+    if (id && batched) maxBatchedTokens[id] = Number(batched);
   }
-  return { channels, blockSizes };
+  return { channels, blockSizes, maxBatchedTokens };
 }
