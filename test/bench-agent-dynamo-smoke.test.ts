@@ -25,8 +25,11 @@ describe("npm run bench:agent -- --smoke with the Dynamo peers", () => {
     expect(j, r.tail).not.toBeNull();
     const s = j!.regimes.saturated;
     expect(s.not_run, r.tail).toEqual({});
-    // The one refusal: no kvctl row in this run.
-    expect(s.problems).toEqual(["kvctl did not run"]);
+    // No kvctl row in this run, so no verdict. dynamo_thunder renders prompts with Dynamo's own
+    // preprocessor (ThunderAgent sees no program behind SGLang's chat processor), so its prompt
+    // total may differ from dynamo_kv's: the bench names that too, and a full run is refused for it.
+    expect(s.problems).toContain("kvctl did not run");
+    for (const p of s.problems.filter((x) => x !== "kvctl did not run")) expect(p).toMatch(/^dynamo_(kv|thunder) run 1 served \d+ prompt tokens/);
     expect(r.code).toBe(1);
     for (const name of ["dynamo_kv", "dynamo_thunder"]) {
       const c = s.configs[name] as Config;
