@@ -3,29 +3,21 @@
 // (the worker's KV events go over NATS, not ZMQ: its discovery record lists no ZMQ channel).
 // `kvctl watch --dynamo-nats` shows the worker's relayed blocks under its kvctl id; a message on
 // the subject that does not decode is reported by name and counted as bad, and the stream goes on.
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readDynamoDiscovery } from "../src/events/dynamo/discovery.js";
-import { packageRoot, venvPython } from "../src/paths.js";
-import { complete, type DynamoFrontend, type DynamoWorker, dynamoInstalled, startDynamoFrontend, startDynamoWorker } from "./helpers/dynamo.js";
+import { packageRoot } from "../src/paths.js";
+import { complete, type DynamoFrontend, type DynamoWorker, dynamoInstalled, tinyModel, startDynamoFrontend, startDynamoWorker } from "./helpers/dynamo.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 import { randomTokens } from "./helpers/sglang-server.js";
 
 const PAGE = 16;
 
-function tinyModel(): string {
-  const r = spawnSync(venvPython, ["-m", "kvctl_testbed", "model"], {
-    encoding: "utf8",
-    env: { ...process.env, PYTHONPATH: [join(packageRoot, "python"), process.env.PYTHONPATH].filter(Boolean).join(delimiter) },
-  });
-  if (r.status !== 0) throw new Error(`kvctl_testbed model failed: ${r.stderr}`);
-  return (JSON.parse(r.stdout.trim().split("\n").pop()!) as { model: string }).model;
-}
 
 if (!dynamoInstalled()) throw new Error("Dynamo is not installed: run python/setup_venv.sh (KVCTL_DYNAMO=0 skips it)");
 
@@ -70,7 +62,29 @@ describe("kvctl watch --dynamo-nats on Dynamo's NATS event plane (real nats-serv
       }),
     );
     const tables: Table[] = [];
-    createInterface({ input: p.stdout! }).on("line", (l) => tables.push(JSON.parse(l) as Table));
+    const lines = createInterface({ input: p.stdout! });
+    lines.on("line", (l) => tables.push(JSON.parse(l) as Table));
+    // Resolves once `ok` holds, looked at each time the watch prints (a table line or its stderr).
+    const printed = (what: string, ok: () => boolean, ms = 30_000) =>
+      new Promise<void>((resolve, reject) => {
+        const look = () => {
+          if (!ok()) return;
+          stop();
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          stop();
+          reject(new Error(`timed out waiting for ${what}: ${err.slice(-500)}`));
+        }, ms);
+        const stop = () => {
+          clearTimeout(timer);
+          lines.off("line", look);
+          p.stderr?.off("data", look);
+        };
+        lines.on("line", look);
+        p.stderr?.on("data", look);
+        look();
+      });
     const w0 = () => tables.at(-1)?.workers.find((w) => w.worker === "w0");
     try {
       await subscribed;
@@ -80,14 +94,12 @@ describe("kvctl watch --dynamo-nats on Dynamo's NATS event plane (real nats-serv
       // A message on the subject that is not Dynamo's envelope.
       nc.publish("namespace.dynamo.component.backend.endpoint.generate.kv-events", new Uint8Array([1, 2, 3]));
       await nc.flush();
-      const deadline = Date.now() + 30_000;
-      while (!/Dynamo decode: undecodable Dynamo KV-event message/.test(err) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      await printed("the decode error", () => /Dynamo decode: undecodable Dynamo KV-event message/.test(err));
       expect(err).toMatch(/Dynamo decode: undecodable Dynamo KV-event message: (envelope|payload)/);
       // The stream goes on: new events are applied (counted, not block totals: a full pool evicts as it stores).
       const applied = w0()?.events ?? 0;
       await complete(fe.baseUrl, randomTokens(95_000, 48), 1);
-      const more = Date.now() + 30_000;
-      while ((w0()?.events ?? 0) <= applied && Date.now() < more) await new Promise((r) => setTimeout(r, 100));
+      await printed("more events applied", () => (w0()?.events ?? 0) > applied);
       expect(w0()?.events ?? 0).toBeGreaterThan(applied);
     } finally {
       p.kill();

@@ -5,10 +5,10 @@
 // worker id); each is checked through the frontend (cached_tokens) and the events Dynamo relays.
 // Then the entry point without kvctl flags against stock `python -m dynamo.sglang`: same greedy
 // output, same KV events. The fleet is started once.
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -24,8 +24,8 @@ import { DynamoEventSubscriber } from "../src/events/dynamo/subscriber.js";
 import { dynamoBlockHashes, dynamoSequenceHashes } from "../src/hash/dynamo.js";
 import { blockHashes, storageKeys } from "../src/hash/index.js";
 import { indexSink, InMemoryKvIndex } from "../src/index/index.js";
-import { packageRoot, venvPython } from "../src/paths.js";
-import { complete, type DynamoFrontend, type DynamoWorker, dynamoInstalled, startDynamoFrontend, startDynamoWorker } from "./helpers/dynamo.js";
+import { packageRoot } from "../src/paths.js";
+import { complete, type DynamoFrontend, type DynamoWorker, dynamoInstalled, tinyModel, startDynamoFrontend, startDynamoWorker } from "./helpers/dynamo.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 import { randomTokens, tokens } from "./helpers/sglang-server.js";
 import { freePort } from "../src/util/net.js";
@@ -34,14 +34,6 @@ const PAGE = 16;
 const EXPLICIT = "dyn-a";
 const hashesOf = (t: number[]) => Array.from(blockHashes(t, { pageSize: PAGE }));
 
-function tinyModel(): string {
-  const r = spawnSync(venvPython, ["-m", "kvctl_testbed", "model"], {
-    encoding: "utf8",
-    env: { ...process.env, PYTHONPATH: [join(packageRoot, "python"), process.env.PYTHONPATH].filter(Boolean).join(delimiter) },
-  });
-  if (r.status !== 0) throw new Error(`kvctl_testbed model failed: ${r.stderr}`);
-  return (JSON.parse(r.stdout.trim().split("\n").pop()!) as { model: string }).model;
-}
 
 if (!dynamoInstalled()) {
   // python/setup_venv.sh installs Dynamo; `npm test` runs it first, so this only fires when someone opted out.

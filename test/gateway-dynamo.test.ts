@@ -5,31 +5,21 @@
 // relayed (the overlap the gateway routed on, in its TurnStarted observation). A second gateway
 // worker configured with a wrong Dynamo id on the same stream gets every event as unmapped:
 // reported by name, counted, that worker stale, nothing applied to it, and w0's view unaffected.
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Observation } from "../src/contract/observations.js";
 import type { GatewayPolicy } from "../src/contract/policy.js";
 import { readDynamoDiscovery } from "../src/events/dynamo/discovery.js";
 import { createGateway, type Gateway } from "../src/gateway/index.js";
 import { blockHashes } from "../src/hash/index.js";
-import { packageRoot, venvPython } from "../src/paths.js";
-import { type DynamoFrontend, type DynamoWorker, dynamoInstalled, MODEL_NAME, startDynamoFrontend, startDynamoWorker } from "./helpers/dynamo.js";
+import { type DynamoFrontend, type DynamoWorker, dynamoInstalled, tinyModel, MODEL_NAME, startDynamoFrontend, startDynamoWorker } from "./helpers/dynamo.js";
 import { tokens } from "./helpers/sglang-server.js";
 
 const PAGE = 16;
 const WRONG_ID = "4242";
 
-function tinyModel(): string {
-  const r = spawnSync(venvPython, ["-m", "kvctl_testbed", "model"], {
-    encoding: "utf8",
-    env: { ...process.env, PYTHONPATH: [join(packageRoot, "python"), process.env.PYTHONPATH].filter(Boolean).join(delimiter) },
-  });
-  if (r.status !== 0) throw new Error(`kvctl_testbed model failed: ${r.stderr}`);
-  return (JSON.parse(r.stdout.trim().split("\n").pop()!) as { model: string }).model;
-}
 
 if (!dynamoInstalled()) throw new Error("Dynamo is not installed: run python/setup_venv.sh (KVCTL_DYNAMO=0 skips it)");
 

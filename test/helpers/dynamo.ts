@@ -5,7 +5,7 @@
 // stand-ins (python/tests/stand_ins, with the Qwen video import shim), SGLANG_HOST_IP and
 // DYN_TCP_RPC_HOST on loopback. Ready means the worker logged its model registration (and, with
 // kvctl on, the subscriber's "listening" line), or the frontend lists the model.
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { dynamoSite, packageRoot, venvPython } from "../../src/paths.js";
@@ -18,6 +18,16 @@ const STAND_INS = join(packageRoot, "python", "tests", "stand_ins");
 const ANSI = /\x1b\[[0-9;]*m/g;
 
 /** True when python/setup_venv.sh installed Dynamo (the suite needs it). */
+/** The test bed's tiny local model (built once by kvctl_testbed, then cached). */
+export function tinyModel(): string {
+  const r = spawnSync(venvPython, ["-m", "kvctl_testbed", "model"], {
+    encoding: "utf8",
+    env: { ...process.env, PYTHONPATH: [join(packageRoot, "python"), process.env.PYTHONPATH].filter(Boolean).join(delimiter) },
+  });
+  if (r.status !== 0) throw new Error(`kvctl_testbed model failed: ${r.stderr}`);
+  return (JSON.parse(r.stdout.trim().split("\n").pop()!) as { model: string }).model;
+}
+
 export function dynamoInstalled(): boolean {
   return existsSync(join(dynamoSite, "dynamo", "sglang", "main.py"));
 }
