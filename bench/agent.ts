@@ -161,6 +161,8 @@ interface RunExtra {
   /** null: the workers serve no /metrics (Dynamo's). */
   l3: L3Report | null;
   flood_served: string;
+  /** Prompts the floor's tokenization counted to another length than the worker served. */
+  ideal_mismatched: number | null;
   pin_budget_peak_blocks: number | null;
   pinned_blocks_hit: number | null;
   pinned_blocks_wasted: number | null;
@@ -282,18 +284,17 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
     if (errs.length) log(`  ${spec.name}: ${errs.length} failed requests, first: ${errs[0].error}`);
     const prompt = ok.reduce((n, r) => n + r.promptTokens, 0);
     const cached = ok.reduce((n, r) => n + r.cachedTokens, 0);
-    // The ideal floor needs a worker to tokenize: computed now, before the workers stop.
-    if (!ideal.has(regime.name) && workers.length) {
-      ideal.set(regime.name, await idealRecompute(records, workers[0].baseUrl, model, regime.shape.pageSize));
-      ph.mark("ideal floor");
-    }
+    // The ideal floor of this run's own prompts needs a worker to tokenize: computed now, before the workers stop.
+    const floor = workers.length ? await idealRecompute(records, workers[0].baseUrl, model, regime.shape.pageSize) : null;
+    if (floor) ph.mark("ideal floor");
     if (!medianPrompt.has(regime.name) && ok.length) medianPrompt.set(regime.name, [...ok].sort((a, b) => a.promptTokens - b.promptTokens)[(ok.length - 1) >> 1].promptTokens);
     const out: RunOut = {
       figures: {
-        recomputed_tokens: prompt - cached, prompt_tokens: prompt, errors: errs.length,
+        recomputed_tokens: prompt - cached, prompt_tokens: prompt, errors: errs.length, ideal_recomputed: floor?.recomputed ?? null,
         ttft_returning: ok.filter((r) => r.returning).map((r) => r.ttftMs), session_completion: sessionCompletion(records), commands: scraped?.commands ?? null,
       },
       extra: {
+        ideal_mismatched: floor?.mismatched ?? null,
         host_hit_tokens: ok.reduce((n, r) => n + r.hostTokens, 0), storage_hit_tokens: ok.reduce((n, r) => n + r.storageTokens, 0), l3, flood_served: `${served}/${FLOOD}`,
         restart: restarted,
         dynamo: dynamoReport?.() ?? null,
@@ -334,7 +335,6 @@ async function startWorkersN(n: number, start: (i: number) => Promise<RealServer
 }
 
 /** Ideal-cache floor per regime (from the first run of the regime). */
-const ideal = new Map<string, { recomputed: number; mismatched: number }>();
 /** The trace's median prompt (tokens) per regime, from the first run of the regime (the Dynamo rows' router queue). */
 const medianPrompt = new Map<string, number>();
 
@@ -491,15 +491,23 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
     configs[s.name] = { role: s.role, ...sum, extra: mid.extra };
   }
   const judged = Object.fromEntries(Object.entries(configs).filter(([n]) => specs.find((s) => s.name === n)?.role !== "ablation"));
-  const verdict = judge(judged, notRun, FAIR_PEERS(specs), "thunder", ideal.get(regime.name)?.recomputed ?? null);
+  const verdict = judge(judged, notRun, FAIR_PEERS(specs), "thunder", regimeFloor(configs));
   return { regime, configs, notRun, verdict, wallS: +((performance.now() - t0) / 1000).toFixed(1) };
+}
+
+/** The regime's ideal floor: the lowest of its configurations' own floors (each tokenized its own
+ * run's prompts), so a gap-closed share never flatters anyone. */
+function regimeFloor(configs: RegimeResult["configs"]): number | null {
+  const floors = Object.values(configs).flatMap((c) => (c && c.ideal_recomputed !== null ? [c.ideal_recomputed] : []));
+  return floors.length ? Math.min(...floors) : null;
 }
 
 const f = (x: number | null | undefined, d = 0) => (x === null || x === undefined ? "-" : x.toFixed(d));
 
 function printRegime(r: RegimeResult): void {
   const { regime, configs, verdict } = r;
-  const floor = ideal.get(regime.name);
+  const floor = regimeFloor(configs);
+  const mismatched = Object.values(configs).reduce((n, c) => n + (c?.extra.ideal_mismatched ?? 0), 0);
   console.log(`${regime.name}: ${regime.sessions.length} ${WORKLOAD} sessions (${compactions(regime.sessions)} compactions), time scale 1/${regime.timeScale}, ${RUNS} run(s) per configuration, ${regime.shape.deviceTokens} device tokens per worker, ` +
     `${regime.shape.storage ? "file L3" : "no L3"}; regime wall ${r.wallS} s`);
   if (regime.prefillTokensPerS !== null) console.log(`  prefill ${regime.prefillTokensPerS} tokens/s, median returning-turn prompt ${regime.returningPromptTokens} tokens, median tool gap / prefill = ${regime.toolGapOverPrefill}`);
@@ -517,7 +525,10 @@ function printRegime(r: RegimeResult): void {
         `${`${f(t.p50)}/${f(t.p90)}/${f(t.p99)}`.padStart(23)}  ${`${f(c.session_completion_s.mean, 1)}/${f(c.session_completion_s.p90, 1)}`.padStart(18)}  ${String(c.errors).padStart(6)}  ${String(c.extra.wall_s).padStart(6)}  ${cmds}`,
     );
   }
-  if (floor) console.log(`  ideal cache (every earlier prompt kept, page ${regime.shape.pageSize}): ${floor.recomputed} recomputed tokens${floor.mismatched ? ` (${floor.mismatched} prompts tokenized to another length than served)` : ""}`);
+  if (floor !== null) {
+    console.log(`  ideal cache (every earlier prompt kept, page ${regime.shape.pageSize}): ${floor} recomputed tokens (the lowest configuration's own floor)` +
+      `${mismatched ? `; ${mismatched} prompts tokenized to another length than served` : ""}`);
+  }
   printAblation(ablationRows(configs), (l) => console.log(l));
   for (const [name, c] of Object.entries(configs)) {
     const rs = c?.extra.restart;
@@ -557,7 +568,7 @@ function regimeJson(r: RegimeResult): Record<string, unknown> {
     tool_gap_over_prefill: r.regime.toolGapOverPrefill,
     tools_per_class: r.regime.toolsPerClass ?? TOOLS_PER_CLASS,
     planned_span_s: r.regime.plannedSpanS ?? +(plannedSpanMs(r.regime.sessions) / 1000).toFixed(1),
-    ideal_recomputed: ideal.get(r.regime.name)?.recomputed ?? null,
+    ideal_recomputed: regimeFloor(r.configs),
     configs: r.configs,
     not_run: r.notRun,
     valid: v.valid,
@@ -578,10 +589,10 @@ async function main(): Promise<number> {
   const all = configSpecs(WORKERS, ADMISSION_REQUESTS, true);
   const unknown = only ? only.split(",").filter((n) => !all.some((s) => s.name === n)) : [];
   if (unknown.length) throw new Error(`--configs: unknown configuration ${unknown.join(", ")} (${all.map((s) => s.name).join(", ")})`);
-  // --ablation: kvctl, each rule alone, and the base they are measured against (cache_aware).
+  // --ablation: kvctl, each rule alone on program admission, and the base they are measured against (thunder).
   const ablation = argv.includes("--ablation");
   // --configs keeps its own order (with --lanes, the first N run first).
-  const specs = only ? only.split(",").map((n) => all.find((s) => s.name === n) as ConfigSpec) : all.filter((s) => (ablation ? s.name === "kvctl" || s.name === "cache_aware" || s.role === "ablation" : s.role !== "ablation"));
+  const specs = only ? only.split(",").map((n) => all.find((s) => s.name === n) as ConfigSpec) : all.filter((s) => (ablation ? s.name === "kvctl" || s.name === "thunder" || s.role === "ablation" : s.role !== "ablation"));
   const names = opt("regimes", "saturated,gpu_shaped").split(",");
   for (const n of names) if (n !== "saturated" && n !== "gpu_shaped" && n !== "warm") throw new Error(`--regimes: unknown regime '${n}' (saturated, gpu_shaped, warm)`);
   const saturated = names.includes("saturated") ? saturatedRegime(model) : null;

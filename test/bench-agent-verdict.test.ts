@@ -4,12 +4,18 @@ import { describe, expect, it } from "vitest";
 import { type ConfigSummary, judge, percentile, type RunFigures, summarize, unfairness } from "../bench/agent/verdict.js";
 
 function run(recomputed: number, ttft: number[], o: Partial<RunFigures> = {}): RunFigures {
-  return { recomputed_tokens: recomputed, prompt_tokens: 10_000, errors: 0, ttft_returning: ttft, session_completion: [10, 20], commands: null, ...o };
+  return { recomputed_tokens: recomputed, prompt_tokens: 10_000, errors: 0, ttft_returning: ttft, session_completion: [10, 20], commands: null, ideal_recomputed: 50, ...o };
 }
 
 const FAIR = ["cache_aware_adm", "smg_adm"];
 
 describe("bench:agent verdict", () => {
+  it("a configuration's floor is its median run's own (each run served its own generated text)", () => {
+    const s = summarize([run(300, [1], { ideal_recomputed: 90 }), run(100, [1], { ideal_recomputed: 70 }), run(200, [1], { ideal_recomputed: 80 })]);
+    expect(s.recomputed_tokens).toBe(200);
+    expect(s.ideal_recomputed).toBe(80);
+  });
+
   it("takes percentiles over the turns of all runs pooled, not medians of each run's worst turn", () => {
     // Each run has one slow turn: a per-run p99 is that turn every time; pooled, p50 stays low.
     const runs = [run(300, [100, 100, 100, 900]), run(100, [100, 100, 100, 950]), run(200, [100, 100, 100, 1000])];

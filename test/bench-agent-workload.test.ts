@@ -43,16 +43,16 @@ describe("bench:agent workload: compaction near the context limit", () => {
 });
 
 const summary = (recomputed: number, p90: number | null, commands: Record<string, number> | null): ConfigSummary => ({
-  recomputed_tokens: recomputed, prompt_tokens: 1000, errors: 0, returning_turns: 1, ttft_returning_ms: { p50: p90, p90, p99: p90 }, session_completion_s: { mean: 1, p90: 1 }, commands, runs: [],
+  recomputed_tokens: recomputed, prompt_tokens: 1000, errors: 0, returning_turns: 1, ttft_returning_ms: { p50: p90, p90, p99: p90 }, session_completion_s: { mean: 1, p90: 1 }, commands, ideal_recomputed: null, runs: [],
 });
 
 describe("bench:agent ablation table", () => {
-  it("folds command counters per type and measures each rule alone against cache_aware", () => {
+  it("folds command counters per type and measures each rule on program admission against thunder (the same admission, no rule)", () => {
     expect(commandsByType({ "Prune:sent": 3, "Prune:acked:applied": 2, "Prune:acked:noop": 1, "Warm:sent": 1, "Warm:failed": 1 })).toEqual({
       Prune: { sent: 3, acked: { applied: 2, noop: 1 }, failed: 0 },
       Warm: { sent: 1, acked: {}, failed: 1 },
     });
-    const rows = ablationRows({ cache_aware: summary(500, 90, null), kvctl: summary(300, 50, {}), kvctl_prune: summary(450, 80, { "Prune:sent": 2, "Prune:acked:applied": 2 }), kvctl_warm: null });
+    const rows = ablationRows({ thunder: summary(500, 90, null), cache_aware: summary(100, 10, null), kvctl: summary(300, 50, {}), kvctl_prune: summary(450, 80, { "Prune:sent": 2, "Prune:acked:applied": 2 }), kvctl_warm: null });
     expect(rows).toEqual([{ rule: "prune", commands: { Prune: { sent: 2, acked: { applied: 2 }, failed: 0 } }, sent: 2, acked: 2, recomputed_tokens: 450, recomputed_delta: -50, ttft_p90_ms: 80, base_ttft_p90_ms: 90 }]);
     expect(ablationRows({ kvctl_prune: summary(1, 1, null) })).toEqual([]);
   });

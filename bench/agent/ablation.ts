@@ -1,7 +1,7 @@
-// The ablation table: kvctl with one rule alone (configs.ts: kvctl_<rule>), per rule the commands
-// it had sent and acked (by type, from the gateway's counters) and its effect on recomputed prefill
-// tokens and returning-turn TTFT p90 against the gateway with no rule and no admission
-// (cache_aware), the admission row against the same base.
+// The ablation table: kvctl's program admission with one rule alone (configs.ts: kvctl_<rule>),
+// per rule the commands it had sent and acked (by type, from the gateway's counters) and its effect
+// on recomputed prefill tokens and returning-turn TTFT p90 against the same admission with no rule
+// (thunder).
 import type { ConfigSummary } from "./verdict.js";
 
 export interface AblationRow {
@@ -30,9 +30,9 @@ export function commandsByType(counters: Record<string, number> | null): Ablatio
   return out;
 }
 
-/** One row per kvctl_<rule> configuration that ran; empty without the base (cache_aware). */
+/** One row per kvctl_<rule> configuration that ran; empty without the base (thunder). */
 export function ablationRows(configs: Record<string, ConfigSummary | null>): AblationRow[] {
-  const base = configs.cache_aware;
+  const base = configs.thunder;
   if (!base) return [];
   const rows: AblationRow[] = [];
   for (const [name, c] of Object.entries(configs)) {
@@ -57,7 +57,7 @@ const ms = (x: number | null) => (x === null ? "-" : x.toFixed(0));
 
 export function printAblation(rows: readonly AblationRow[], print: (line: string) => void): void {
   if (rows.length === 0) return;
-  print("  ablation: kvctl with one rule alone vs cache_aware (no rule, no admission); commands sent / acked (by status) per type");
+  print("  ablation: program admission with one rule alone vs thunder (the same admission, no rule); commands sent / acked (by status) per type");
   for (const r of rows) {
     const cmds = Object.entries(r.commands).map(([t, c]) => `${t} ${c.sent}/${Object.values(c.acked).reduce((a, b) => a + b, 0)} (${Object.entries(c.acked).map(([s, n]) => `${s} ${n}`).join(", ") || "none acked"}${c.failed ? `, ${c.failed} failed` : ""})`);
     print(

@@ -20,7 +20,8 @@ export interface ConfigSpec {
   sessionBody?: boolean;
 }
 
-export const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "warm", "admission"] as const;
+/** The agent policy's rules; the ablation runs each one alone on top of program admission. */
+export const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "warm"] as const;
 
 /** Every configuration of a full run. `workers`: worker count; `perWorker`: the admission budget. */
 export function configSpecs(workers: number, perWorker: number, ablation: boolean): ConfigSpec[] {
@@ -46,7 +47,9 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
     { name: "sgl_router", role: "context", front: "smg", serverArgs: [], policy: "noop", admission: "none" },
   ];
   if (!ablation) return specs;
-  return [...specs, ...RULES.map((r) => gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: r === "admission" ? "program" : "none" }))];
+  // The question a rule must answer is what it adds to the scheduler, so each runs with kvctl's
+  // program admission and is read against thunder (the same admission, no rule).
+  return [...specs, ...RULES.map((r) => gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: "program" }))];
 }
 
 export const FAIR_PEERS = (specs: readonly ConfigSpec[]) => specs.filter((s) => s.role === "fair").map((s) => s.name);

@@ -14,6 +14,9 @@ export interface RunFigures {
   /** Every session's first request sent to last answer done (s). */
   session_completion: number[];
   commands: Record<string, number> | null;
+  /** What an ideal cache would have recomputed of this run's own prompts (null: no worker to tokenize).
+   * Per run: the generated answers join later prompts, so each run serves slightly different text. */
+  ideal_recomputed: number | null;
 }
 
 export interface Percentiles {
@@ -30,6 +33,8 @@ export interface ConfigSummary {
   ttft_returning_ms: Percentiles;
   session_completion_s: { mean: number | null; p90: number | null };
   commands: Record<string, number> | null;
+  /** The median run's own ideal floor. */
+  ideal_recomputed: number | null;
   runs: { recomputed_tokens: number; prompt_tokens: number; errors: number; ttft_returning_p90_ms: number | null }[];
 }
 
@@ -57,6 +62,7 @@ export function summarize(runs: readonly RunFigures[]): ConfigSummary {
     ttft_returning_ms: { p50: round1(percentile(ttft, 0.5)), p90: round1(percentile(ttft, 0.9)), p99: round1(percentile(ttft, 0.99)) },
     session_completion_s: { mean: done.length ? round1(done.reduce((a, b) => a + b, 0) / done.length) : null, p90: round1(percentile(done, 0.9)) },
     commands: mid.commands,
+    ideal_recomputed: mid.ideal_recomputed,
     runs: runs.map((r) => ({ recomputed_tokens: r.recomputed_tokens, prompt_tokens: r.prompt_tokens, errors: r.errors, ttft_returning_p90_ms: round1(percentile(r.ttft_returning, 0.9)) })),
   };
 }
