@@ -101,8 +101,9 @@ afterAll(async () => {
   if (jsDir) rmSync(jsDir, { recursive: true, force: true });
 });
 
-async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolicy | PolicyFactory, decisionLog?: (line: string) => void): Promise<Gateway> {
+async function gw(extra: Partial<GatewayConfigInput> = {}, policy?: GatewayPolicy | PolicyFactory, decisionLog?: (line: string) => void, clock?: { now(): number }): Promise<Gateway> {
   const g = await createGateway({
+    clock,
     config: {
       listen: { host: "127.0.0.1", port: 0 },
       workers: upstreams.map((u, i) => ({ id: `w${i}`, url: u.url })),
@@ -325,8 +326,8 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     }
   });
 
-  it("with no response timeout, a worker that stops passing health is drained and its generations end", async () => {
-    const g = await gw();
+  it("with no response timeout and no grace, a worker that stops passing health is drained and its generations end", async () => {
+    const g = await gw({ health: { intervalMs: 60_000, timeoutMs: 1000, failures: 1, cutCallsAfterMs: 0 } });
     const sent = () => upstreams.reduce((n, u) => n + u.requests, 0);
     const before = sent();
     const pending = post(`${g.url}/generate`, '{"text":"hi"}');
@@ -341,6 +342,48 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
       expect((await json(r)).error.message).toMatch(/^worker w\d failed: worker w\d was drained while answering$/);
     } finally {
       for (const u of upstreams) u.healthy = true;
+      await g.checkHealth();
+    }
+  });
+
+  it("a worker failing health takes no new traffic at once; its calls under way are cut only if it still fails after the grace", async () => {
+    let now = 1_000_000;
+    const g = await gw({ health: { intervalMs: 60_000, timeoutMs: 1000, failures: 1, cutCallsAfterMs: 10_000 } }, undefined, undefined, { now: () => now });
+    const r = await post(`${g.url}/v1/chat/completions`, '{"messages":[],"stream":true}', { "x-session-id": "busy" });
+    expect(r.status).toBe(200);
+    const w = r.headers.get("x-kvctl-worker") as string;
+    const up = upstreams[Number(w.slice(1))];
+    const reader = (r.body as ReadableStream<Uint8Array>).getReader();
+    const chunk = async () => (await reader.read()).done === false;
+    const abortedBefore = up.aborted;
+    try {
+      // A late /health: drained (no new traffic), the stream goes on; it passes again and keeps going.
+      up.healthy = false;
+      await g.checkHealth();
+      expect((await json(await fetch(`${g.url}/health`))).workers.find((x: { id: string }) => x.id === w).healthy).toBe(false);
+      const other = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', { "x-session-id": "new-one" });
+      expect(other.headers.get("x-kvctl-worker")).not.toBe(w);
+      await other.text();
+      now += 9_999;
+      await g.checkHealth();
+      expect(await chunk()).toBe(true);
+      up.healthy = true;
+      await g.checkHealth();
+      now += 60_000;
+      expect(await chunk()).toBe(true);
+      // Failing again and still failing once the grace is over: the call is cut.
+      up.healthy = false;
+      await g.checkHealth();
+      expect(await chunk()).toBe(true);
+      now += 10_000;
+      await g.checkHealth();
+      let ended = false;
+      for (let i = 0; i < 10_000 && !ended; i++) ended = await reader.read().then((x) => x.done, () => true);
+      expect(ended).toBe(true);
+      await until("the worker to see its call end", () => up.aborted > abortedBefore);
+      expect(logs.join("\n")).toMatch(new RegExp(`worker ${w} still failing: its 1 calls under way end with 502`));
+    } finally {
+      up.healthy = true;
       await g.checkHealth();
     }
   });

@@ -139,7 +139,7 @@ export const gatewayConfigSchema = z.strictObject({
        * headers come with its last byte (see upstreamResponseTimeoutMs). */
       upstreamHeadersTimeoutMs: positiveInt.default(300_000),
       /** Longest a non-streamed generation may run before its answer (ms); 0: no limit while the
-       * worker passes health (a worker that fails it is drained and its calls end). */
+       * worker passes health (a worker that keeps failing it is drained and its calls end). */
       upstreamResponseTimeoutMs: z.number().int("must be an integer").min(0, "must be >= 0").default(0),
       /** Longest silence between two chunks of a worker's answer (ms). */
       upstreamIdleTimeoutMs: positiveInt.default(300_000),
@@ -202,8 +202,12 @@ export const gatewayConfigSchema = z.strictObject({
       timeoutMs: positiveInt.default(5000),
       /** Consecutive failed checks before a worker is drained. */
       failures: positiveInt.default(3),
+      /** A worker drained for failing health takes no new traffic at once; its calls under way
+       * are cut only if it still fails health this long after (ms; 0: at once). A worker busy
+       * enough to answer /health late keeps its work; a dead one's calls still end. */
+      cutCallsAfterMs: z.number().int("must be an integer").min(0, "must be >= 0").default(30_000),
     })
-    .default({ intervalMs: 2000, timeoutMs: 5000, failures: 3 }),
+    .default({ intervalMs: 2000, timeoutMs: 5000, failures: 3, cutCallsAfterMs: 30_000 }),
   sessions: z
     .strictObject({
       /** JetStream KV bucket holding session records (shared by replicas). */

@@ -61,8 +61,11 @@ export class GatewayWorker {
   reported: { requests: number; waitingTokens: number } | null = null;
   /** Cleared when the worker has no /v1/loads. */
   loadsEndpoint = true;
-  /** Aborts of the calls under way on it (a drained worker's calls end at once). */
+  /** Aborts of the calls under way on it (cut when a health drain outlasts its grace, on a refused
+   * connection, or when the worker is removed). */
   readonly calls = new Set<() => void>();
+  /** When health drained it (ms, the gateway's clock); null while it passes or its calls were cut. */
+  drainedAt: number | null = null;
   /** It serves kvctl's /kvctl/v1/messages/tokenize (probed at start; see worker-features.ts). */
   messagesTokenize = true;
   /** It returns output ids on chat streams when asked (from its /server_info version; see worker-features.ts). */
@@ -334,16 +337,29 @@ export class WorkerSet {
     this.o.metrics.workerStale.set({ worker: w.id }, stale ? 1 : 0);
   }
 
-  /** Stops routing to `w` and forgets its blocks (failed health, or its connection refused). */
-  drain(w: GatewayWorker, why: string): void {
-    if (!w.healthy) return;
-    w.healthy = false;
-    w.failures = Math.max(w.failures, this.o.config.health.failures);
-    this.o.metrics.workerHealthy.set({ worker: w.id }, 0);
-    this.o.index.clearWorker(w.id);
+  /** Stops routing to `w` and forgets its blocks. Its calls under way are cut at once when its
+   * connection was refused (the process is gone), else only if it still fails health after
+   * `health.cutCallsAfterMs` (a busy worker answering /health late keeps its work). */
+  drain(w: GatewayWorker, why: string, cut: "now" | "after-grace" = "now"): void {
+    if (w.healthy) {
+      w.healthy = false;
+      w.failures = Math.max(w.failures, this.o.config.health.failures);
+      this.o.metrics.workerHealthy.set({ worker: w.id }, 0);
+      this.o.index.clearWorker(w.id);
+      const grace = cut === "after-grace" && w.calls.size > 0 ? this.o.config.health.cutCallsAfterMs : 0;
+      this.o.log.warn(`gateway: worker ${w.id} drained (${why}); its sessions re-route and its blocks are forgotten` +
+        `${grace > 0 ? `; its ${w.calls.size} calls under way are cut if it still fails health in ${grace} ms` : ""}`);
+      this.o.observe({ type: "WorkerCleared", at: this.o.clock.now(), worker: w.id, reason: "drained" });
+      w.drainedAt = this.o.clock.now();
+      if (grace > 0) return;
+    }
+    if (w.drainedAt !== null && (cut === "now" || this.o.clock.now() - w.drainedAt >= this.o.config.health.cutCallsAfterMs)) this.cutCalls(w);
+  }
+
+  private cutCalls(w: GatewayWorker): void {
+    w.drainedAt = null;
+    if (w.calls.size) this.o.log.warn(`gateway: worker ${w.id} still failing: its ${w.calls.size} calls under way end with 502`);
     for (const abort of [...w.calls]) abort();
-    this.o.log.warn(`gateway: worker ${w.id} drained (${why}); its sessions re-route and its blocks are forgotten`);
-    this.o.observe({ type: "WorkerCleared", at: this.o.clock.now(), worker: w.id, reason: "drained" });
   }
 
   /** One round of health checks (the timer calls it; tests may too). */
@@ -381,6 +397,7 @@ export class WorkerSet {
     }
     if (ok) {
       w.failures = 0;
+      w.drainedAt = null;
       if (w.loadsEndpoint) await this.readLoad(w);
       if (!w.healthy) {
         w.healthy = true;
@@ -391,7 +408,7 @@ export class WorkerSet {
       return;
     }
     w.failures++;
-    if (w.failures >= this.o.config.health.failures) this.drain(w, why);
+    if (w.failures >= this.o.config.health.failures) this.drain(w, why, "after-grace");
   }
 
   /** SGLang's /v1/loads (core section): running + waiting requests and uncached waiting tokens. */
