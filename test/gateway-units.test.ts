@@ -267,6 +267,11 @@ describe("session record", () => {
     expect(r.leases).toHaveLength(0);
     run({ worker: "w0", reason: "t", sessionId: "s", command: { type: "Cache", block_hashes: [7n], pin: true, ttl_seconds: null } }, "applied", 13);
     expect(r.pins).toHaveLength(1);
+    // A release that leaves the blocks to the worker's eviction goes out again as one.
+    run({ worker: "w0", reason: "t", sessionId: "s", command: { type: "Pause", block_hashes: [9n], ttl_seconds: 30, lease_id: "L2" } }, "applied", 14);
+    run({ worker: "w0", reason: "t", sessionId: "s", command: { type: "RevokeLease", lease_id: "L2", purge: false } }, "failed", 15);
+    const [kept] = releaseCommands(r, env(16), () => true, "close", (e) => e.doubt);
+    expect(kept.pc.command).toEqual({ type: "RevokeLease", lease_id: "L2", purge: false });
   });
 });
 

@@ -612,8 +612,24 @@ describe("idle, leases and pressure", () => {
       ["Pause", "b"],
     ]);
     expect(out[0].reason).toMatch(/^preempted for b's lease/);
+    // Released, not purged: a may still come back and find what LRU kept of it.
+    expect(out[0].command).toEqual({ type: "RevokeLease", lease_id: "a.1", purge: false });
     expect(p.context.budget.usedBy("w0", "lease")).toBe(8);
     expect(p.context.sessions.get("a")?.lease).toBeNull();
+  });
+
+  it("a second idle period replaces the renewed lease: the old one is released, never purged, before the new Pause", () => {
+    const { p } = policy(ONLY("idle"));
+    p.observe(started(0, "s"));
+    p.observe(finished(1, "s", chainOf(5)));
+    expect(types(p.observe(idle(30_000, "s")))).toEqual(["Pause"]);
+    expect(types(p.observe(started(40_000, "s")))).toEqual(["RenewLease"]);
+    p.observe(finished(41_000, "s", chainOf(7)));
+    const again = p.observe(idle(80_000, "s"));
+    expect(again.map((c) => c.command)).toEqual([
+      { type: "RevokeLease", lease_id: "s.1", purge: false },
+      { type: "Pause", block_hashes: chainOf(7), ttl_seconds: 300, lease_id: "s.2" },
+    ]);
   });
 
   it("markers yield to a parked session when the budget, not the share, binds; a session cap refuses whatever could be preempted", () => {
@@ -649,6 +665,7 @@ describe("idle, leases and pressure", () => {
       ["RevokeLease", "a"],
       ["Cache", "b"],
     ]);
+    expect(out[0].command).toEqual({ type: "RevokeLease", lease_id: "a.1", purge: false });
     expect(out[1].command).toEqual({ type: "Cache", block_hashes: prompt, pin: true, ttl_seconds: 120 });
     expect(p.context.budget.usedBy("w0", "lease")).toBe(0);
     expect(p.context.budget.usedBy("w0", "inflight")).toBe(8);

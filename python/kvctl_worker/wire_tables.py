@@ -42,6 +42,7 @@ SCHEMA = {
     ),
     "RevokeLease": (
         ("lease_id", "id", REQUIRED),
+        ("purge", "bool", NULLISH),
     ),
     "Warm": (
         ("block_keys", "keys", REQUIRED),

@@ -225,6 +225,23 @@ def test_renew_revoke_and_unknown_lease():
     assert h.metrics["rejected_by_field"]["command.lease_id"] == 2
 
 
+def test_revoke_without_purge_releases_the_hold_and_keeps_the_blocks():
+    cache, alloc, pool, h = setup()
+    insert_kv(cache, alloc, pool, A)
+    ha = hashes_of(cache, A)
+    h.handle(env({"type": "Pause", "block_hashes": ha, "ttl_seconds": 60, "lease_id": "L1"}))
+    st = state_for_cache(cache)
+    events(cache)
+    ack = h.handle(env({"type": "RevokeLease", "lease_id": "L1", "purge": False}))
+    assert ack.status == "applied" and ack.affected == 4 and ack.tiers == {"CPU_PINNED": 4}
+    assert events(cache) == []                      # nothing removed
+    assert "L1" not in st.sessions.leases
+    assert umatch(cache, A).host_hit_length == 16   # still served from host
+    cache.evict_host(10_000)                        # and now the cache's own eviction may take them
+    assert umatch(cache, A).host_hit_length == 0
+    assert h.handle(env({"type": "RevokeLease", "lease_id": "L1", "purge": False})).status == "rejected"
+
+
 def test_lease_expires_by_the_scheduler_tick_with_no_caller():
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)

@@ -164,6 +164,7 @@ function recordRelease(r: SessionRecord, env: HoldEnv, pc: PolicyCommand, claims
     type,
     blocks: c.type === "Cache" ? c.block_hashes.map(String) : [],
     leaseId: c.type === "RevokeLease" ? c.lease_id : null,
+    ...(c.type === "RevokeLease" && c.purge === false ? { keepBlocks: true as const } : {}),
     toolSession: c.type === "ToolEnd" ? c.session_id : null,
     epoch: c.type === "ToolEnd" ? Number(c.epoch) : null,
     claims: claims.map((x) => ({ hold: x.hold, blocks: [...x.blocks] })),
@@ -179,7 +180,7 @@ function recordRelease(r: SessionRecord, env: HoldEnv, pc: PolicyCommand, claims
 function resent(r: SessionRecord, e: ReleaseRecord, env: HoldEnv): { pc: PolicyCommand; effect: HoldEffect } {
   let command: Command;
   if (e.type === "Cache") command = { type: "Cache", block_hashes: e.blocks.map((b) => BigInt(b)), pin: false };
-  else if (e.type === "RevokeLease") command = { type: "RevokeLease", lease_id: e.leaseId as string };
+  else if (e.type === "RevokeLease") command = e.keepBlocks ? { type: "RevokeLease", lease_id: e.leaseId as string, purge: false } : { type: "RevokeLease", lease_id: e.leaseId as string };
   else command = { type: "ToolEnd", session_id: e.toolSession as string, epoch: e.epoch as number };
   e.by = env.replica;
   for (const c of e.claims) for (const h of holdsOf(r)) if (h.id === c.hold) claimedBy(h, env);

@@ -121,6 +121,8 @@ export interface ReleaseRecord {
   /** An unpin's blocks (empty for the others). */
   blocks: string[];
   leaseId: string | null;
+  /** A RevokeLease that leaves the blocks to the worker's eviction (absent: it purges them). */
+  keepBlocks?: true;
   toolSession: string | null;
   epoch: number | null;
   /** The holds it releases, and which of their blocks. */

@@ -40,6 +40,9 @@ export const RenewLeaseSchema = z.strictObject({
 export const RevokeLeaseSchema = z.strictObject({
   type: z.literal("RevokeLease"),
   lease_id: idString,
+  /** false: release the hold only, the blocks left to the cache's own eviction (a session that may
+   * still come back). Absent or true: purge them from every tier (a session that ended). */
+  purge: z.boolean().nullish(),
 });
 
 export const TargetTierSchema = z.enum(["GPU", "CPU_TIER1"]);

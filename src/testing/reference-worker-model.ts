@@ -242,7 +242,8 @@ export class ReferenceWorkerModel {
     const lease = this.leases.get(cmd.lease_id);
     if (!lease) return reject(ack, `unknown lease ${cmd.lease_id}`);
     ack.requested = lease.hashes.length;
-    for (const h of lease.hashes) if (this.blocks.delete(h)) ack.affected++;
+    if (cmd.purge === false) ack.affected = lease.hashes.filter((h) => this.blocks.has(h)).length;
+    else for (const h of lease.hashes) if (this.blocks.delete(h)) ack.affected++;
     this.leases.delete(cmd.lease_id);
     ack.lease = { lease_id: cmd.lease_id, expires_at_ms: null };
     return settle(ack);

@@ -60,6 +60,13 @@ class LeaseCommands:
         hold = self._lease_or_reject(st, cmd.fields["lease_id"])
         st.sessions.end_lease(hold.key)
         found = self.ctx.lookup(st, hold.hashes)
+        if cmd.fields.get("purge") is False:
+            # The hold goes, the blocks stay: the cache's own eviction decides (the session may return).
+            return Ack(type="RevokeLease", status="applied", requested=len(hold.hashes),
+                       affected=len(found.pairs), missing=found.missing,
+                       tiers=self.ctx.tiers_of(st, found.pairs),
+                       lease={"lease_id": hold.key, "expires_at_ms": None},
+                       reason="lease released; blocks left to the cache's eviction")
         p = purge(self.ctx, st, found.nodes, include_self=True, force=False)
         sk = p.skipped
         return Ack(type="RevokeLease", status="applied" if not sk else "partial",

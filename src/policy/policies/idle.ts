@@ -1,7 +1,9 @@
 // Idle -> pause; return -> renew; close -> revoke; pressure -> pause the largest idle sessions.
 // A session idle past the gateway's idle threshold is demoted to host under a lease (Pause); a
 // returning turn renews that lease (RenewLease); close revokes it (RevokeLease: the worker frees
-// the blocks, keeping any another session still holds), as does a rewrite that keeps nothing.
+// the blocks, keeping any another session still holds), as does a rewrite that keeps nothing. A
+// lease that only gives way (to a new lease of the same session, or preempted for a more valuable
+// hold) is released without the purge: the session may come back, and LRU may still have its blocks.
 // Under pressure - the worker's device working set past the high watermark of its device blocks -
 // the idle sessions holding the most blocks of their own are paused first until it is back under
 // the low watermark (hysteresis: the rule trips again only past the high one). The working set is
@@ -41,12 +43,13 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
     return false;
   }
   const worker = s.worker;
-  // A lease renewed when the session came back is still held: it goes before the new one.
-  if (s.lease) revoke(ctx, s, `${why}: the earlier lease goes first`);
+  // A lease renewed when the session came back is still held: it goes before the new one (released,
+  // not purged: the blocks it held are the new lease's too).
+  if (s.lease) release(ctx, s, `${why}: the earlier lease goes first`);
   const blocks = ownTail(ctx, s, worker);
   // A lease on part of the tail keeps nothing the session can use (its prefix match stops at the
   // first missing block): all of it, or no pause.
-  if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "lease", share: ctx.cfg.idle.budgetShare }, revoke)) return false;
+  if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "lease", share: ctx.cfg.idle.budgetShare }, release)) return false;
   s.leaseSeq++;
   const leaseId = `${SAFE_ID(s.id)}.${s.leaseSeq}`;
   const sent = ctx.emit(
@@ -80,10 +83,21 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
   return true;
 }
 
-/** Revokes a session's lease: its own release (RevokeLease), whichever rule asks. */
+/** Ends a session's lease and purges its blocks (RevokeLease): the session closed, or a rewrite kept none of them. */
 export function revoke(ctx: PolicyContext, s: SessionView, why: string): void {
+  endLease(ctx, s, why, true);
+}
+
+/** Ends a session's lease and leaves its blocks to the worker's own eviction (RevokeLease, purge
+ * false): its hold went to a more valuable one, or a new lease replaces it; the session may come back. */
+export function release(ctx: PolicyContext, s: SessionView, why: string): void {
+  endLease(ctx, s, why, false);
+}
+
+function endLease(ctx: PolicyContext, s: SessionView, why: string, purge: boolean): void {
   if (!s.lease) return;
-  ctx.emit(NAME, { worker: s.lease.worker, sessionId: s.id, reason: why, command: { type: "RevokeLease", lease_id: s.lease.id } }, { essential: true });
+  const command = purge ? { type: "RevokeLease" as const, lease_id: s.lease.id } : { type: "RevokeLease" as const, lease_id: s.lease.id, purge: false };
+  ctx.emit(NAME, { worker: s.lease.worker, sessionId: s.id, reason: why, command }, { essential: true });
   ctx.budget.release(s.lease.worker, s.lease.blocks, s.id, "lease");
   s.lease = null;
   s.paused = false;

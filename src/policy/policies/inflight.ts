@@ -8,7 +8,7 @@
 // and stay within the gateway's view of the worker's pin budget, earliest blocks first.
 import type { CommandAcked, Observation, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, unpinned } from "../context.js";
-import { revoke } from "./idle.js";
+import { release } from "./idle.js";
 import { makeRoom } from "./make-room.js";
 import type { AgentRule } from "./policy.js";
 
@@ -50,7 +50,7 @@ function grant(inFlight: InFlight, h: Held, ctx: PolicyContext): boolean {
   const rest = h.want.slice(h.held);
   const holder = { id: h.owner, lastActivity: ctx.now, session: h.sessionId };
   const room = ctx.budget.admit(h.worker, rest);
-  const fit = room < rest.length && makeRoom(ctx, holder, h.worker, rest, { policy: NAME, kind: "inflight", share: null, noteRefusal: false }, revoke) ? rest.length : room;
+  const fit = room < rest.length && makeRoom(ctx, holder, h.worker, rest, { policy: NAME, kind: "inflight", share: null, noteRefusal: false }, release) ? rest.length : room;
   if (fit === 0 || (h.held === 0 && fit < cfg.minBlocks)) return false;
   const pin = rest.slice(0, fit);
   const from = h.held;

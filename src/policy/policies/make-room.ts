@@ -1,6 +1,7 @@
 // Room in a worker's pin budget for one session's hold, preempting lower holds (pin-priority.ts)
 // instead of refusing a higher one: each preempted hold goes through its own release (a lease its
-// RevokeLease, markers their unpin), so the hold records stay true. The paused sessions' share, when
+// RevokeLease without the purge, markers their unpin), so the hold records stay true; the blocks
+// stay to the worker's own eviction. The paused sessions' share, when
 // the hold is a lease, is freed only by other leases: markers are preempted for a lease only when
 // the budget, not the share, binds.
 import type { PinHold } from "../pin-budget.js";
@@ -28,7 +29,7 @@ export interface RoomWant {
 }
 
 /** Whether `blocks` fit for `s` now, or once lower holds were preempted; false releases nothing. */
-export function makeRoom(ctx: PolicyContext, s: RoomHolder, worker: string, blocks: readonly bigint[], want: RoomWant, revokeLease: (ctx: PolicyContext, s: SessionView, why: string) => void): boolean {
+export function makeRoom(ctx: PolicyContext, s: RoomHolder, worker: string, blocks: readonly bigint[], want: RoomWant, releaseLease: (ctx: PolicyContext, s: SessionView, why: string) => void): boolean {
   const limit = want.share === null ? undefined : { kind: want.kind, share: want.share };
   const fit = ctx.budget.admit(worker, blocks, limit);
   if (fit >= blocks.length) return true;
@@ -52,7 +53,7 @@ export function makeRoom(ctx: PolicyContext, s: RoomHolder, worker: string, bloc
     const why = `preempted for ${s.id}'s ${want.kind} hold: ${v.kind === "marker" ? "markers yield" : "a session expected back later yields"}`;
     if (v.kind === "lease") {
       const o = ctx.sessions.get(v.session);
-      if (o) revokeLease(ctx, o, why);
+      if (o) releaseLease(ctx, o, why);
     } else {
       const hashes = [...ctx.budget.holdsOf(worker, v.session, v.kind).keys()];
       ctx.budget.release(worker, hashes, v.session, v.kind);

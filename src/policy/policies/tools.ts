@@ -10,7 +10,7 @@
 import type { Observation, SessionHint, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import { type PolicyContext, reusableChain, SAFE_ID, type SessionView, type ToolWait } from "../context.js";
 import { bestKeep, type DurationModel } from "../duration-model.js";
-import { revoke } from "./idle.js";
+import { release } from "./idle.js";
 import { makeRoom } from "./make-room.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
@@ -59,7 +59,7 @@ function startWait(ctx: PolicyContext, model: DurationModel, serving: ServingMap
   // hold part of the path (useless to a prefix match) and an offload would still free the GPU.
   // An admitted program's working set comes before parked sessions and markers: they yield.
   // (makeRoom notes the skip with its reason.)
-  if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "tool", share: null }, revoke)) {
+  if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "tool", share: null }, release)) {
     // Still a wait: the tool results close it, and its duration teaches the model.
     s.tool = { mode: "none", ...wait };
     return;
