@@ -470,7 +470,8 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
                 `${r.figures.commands ? `; commands ${Object.entries(r.figures.commands).map(([k, n]) => `${k}=${n}`).join(" ") || "none"}` : ""}`);
           } catch (e) {
             notRun[spec.name] = failure(e as Error);
-            log(`   ${spec.name} did not run: ${notRun[spec.name]}`);
+            // The whole message (a worker's last log lines) goes to the log; the table keeps one line.
+            log(`   ${spec.name} did not run: ${(e as Error).message.split("\n").join("\n     ")}`);
           }
         }
       }
