@@ -20,6 +20,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startRealServer, type RealServer } from "../src/demo/real-server.js";
+import { policiesConfigSchema } from "../src/contract/policies-config.js";
 import { packageRoot, venvPython } from "../src/paths.js";
 import { ablationRows, printAblation } from "./agent/ablation.js";
 import { medianToolMs, plannedSpanMs, prefillRate, returningPromptTokens } from "./agent/calibrate.js";
@@ -130,8 +131,12 @@ function pinBudgetBlocks(shape: ServerShape): number {
   return Math.floor((PIN_BUDGET_SHARE * shape.deviceTokens * shape.hostRatio) / shape.pageSize);
 }
 
+/** Whether each rule is on in `kvctl gateway --policy agent` when the config names none. */
+const DEFAULT_ON = Object.fromEntries(Object.entries(policiesConfigSchema.parse({})).flatMap(([k, v]) => (typeof v === "object" && v !== null && "enabled" in v ? [[k, (v as { enabled: boolean }).enabled]] : [])));
+
+/** The policy's settings for a row: `rules` names the rules on (an ablation row); unset, the defaults. */
 function policiesFor(rules: readonly string[] | undefined, regime: Regime): Record<string, unknown> {
-  const on = (r: string) => !rules || rules.includes(r);
+  const on = (r: string) => (rules ? rules.includes(r) : DEFAULT_ON[r] === true);
   const scaled = (s: number) => Math.max(1, Math.round(s / regime.timeScale));
   const { shape } = regime;
   return {

@@ -93,6 +93,8 @@ beforeAll(async () => {
       sessions: { bucket: BUCKET, idleAfterSeconds: 0, heartbeatMs: 500, inspectMs: 1000 },
       health: { intervalMs: 1000, timeoutMs: 15_000, failures: 2 },
       policy: "agent",
+      // Every kind of hold in play: idle leases and queued requests' prefix pins are off by default.
+      policies: { idle: { enabled: true }, inflight: { enabled: true } },
     }),
   );
   await Promise.all([0, 1, 2].map((i) => startReplica(i)));

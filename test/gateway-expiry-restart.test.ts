@@ -47,6 +47,8 @@ beforeAll(async () => {
           sessions: i < 2 ? { bucket: "expiry_sessions", idleAfterSeconds: 0, ttlSeconds: TTL_SECONDS, inspectMs: 600_000 } : { bucket: "restart_sessions", idleAfterSeconds: 0, inspectMs: 600_000 },
           health: { intervalMs: 600_000, timeoutMs: 15_000, failures: 3 },
           policy: "agent",
+          // Leases are what this suite releases: the idle rule is off by default.
+          policies: { idle: { enabled: true } },
         },
         log: (l) => logs[i].push(l),
       }),

@@ -303,7 +303,7 @@ describe("bad input: a worker's counts the records cannot explain", () => {
 
 describe("agent policy", () => {
   it("a session idle twice has every lease revoked by close", () => {
-    const p = createAgentPolicy({ config: { inflight: { enabled: false }, tools: { enabled: false }, think: { enabled: false }, pins: { enabled: false }, prune: { enabled: false }, warm: { enabled: false } }, registry: new Registry(), log: () => undefined });
+    const p = createAgentPolicy({ config: { idle: { enabled: true }, inflight: { enabled: false }, tools: { enabled: false }, think: { enabled: false }, pins: { enabled: false }, prune: { enabled: false }, warm: { enabled: false } }, registry: new Registry(), log: () => undefined });
     p.observe(joined(0));
     const paused = new Set<string>();
     const revoked = new Set<string>();

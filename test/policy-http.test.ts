@@ -62,7 +62,7 @@ describe("agent policy in the gateway", () => {
   it("bad input is counted and logged; every request is still served; the record stays consistent", async () => {
     const first = [{ role: "user", content: "hi" }];
     let r = await responder(1000, first);
-    const g = await gw();
+    const g = await gw({ idle: { enabled: true } });
     // Hints for a session nobody has, and a hint body with a bad field.
     expect((await hint(g, "ghost", { event: "close" })).status).toBe(404);
     const bad = await hint(g, "ghost", { event: "nap" });

@@ -844,8 +844,12 @@ describe("guards", () => {
 
 describe("policies config", () => {
   const base = { workers: [{ id: "w0", url: "http://127.0.0.1:1" }], policy: "agent" };
-  it("defaults every rule on; a typo or contradictory watermarks are errors naming the field", () => {
-    expect(parseGatewayConfig({ ...base, policies: {} }).policies?.idle).toMatchObject({ enabled: true, leaseSeconds: 300, highWatermark: 0.95, lowWatermark: 0.8 });
+  it("defaults the rules the ablation kept on (idle and inflight off); a typo or contradictory watermarks are errors naming the field", () => {
+    const d = parseGatewayConfig({ ...base, policies: {} }).policies;
+    expect(d?.idle).toMatchObject({ enabled: false, leaseSeconds: 300, highWatermark: 0.95, lowWatermark: 0.8 });
+    expect(Object.fromEntries(Object.entries(d ?? {}).filter(([, v]) => typeof v === "object" && v !== null && "enabled" in v).map(([k, v]) => [k, (v as { enabled: boolean }).enabled]))).toEqual({
+      pins: true, inflight: false, tools: true, think: true, idle: false, prune: true, warm: true,
+    });
     expect(() => parseGatewayConfig({ ...base, policies: { pins: { budget: 5 } } })).toThrow(/policies\.pins: Unrecognized key: "budget"/);
     expect(() => parseGatewayConfig({ ...base, policies: { idle: { lowWatermark: 0.99 } } })).toThrow(/policies\.idle\.lowWatermark: idle.lowWatermark must be below idle.highWatermark/);
     expect(() => parseGatewayConfig({ ...base, policy: "smart" })).toThrow(/policy:/);

@@ -23,7 +23,10 @@ export const pinsConfigSchema = z.strictObject({
 });
 
 export const inflightConfigSchema = z.strictObject({
-  enabled: z.boolean().default(true),
+  /** Off by default: on top of program admission it added nothing measurable in either regime of
+   * the agent bench (docs/agent-defaults.md). Turn it on without program admission, when queued
+   * requests lose their cached prefix to the prefills ahead of them. */
+  enabled: z.boolean().default(false),
   /** Requests whose cached prefix is shorter than this (in blocks) are not held. */
   minBlocks: positiveInt.default(1),
   /** TTL of the hold: released when the turn ends, or by the worker after this at the latest. */
@@ -58,7 +61,10 @@ export const thinkConfigSchema = z.strictObject({
 });
 
 export const idleConfigSchema = z.strictObject({
-  enabled: z.boolean().default(true),
+  /** Off by default: on top of program admission it added nothing measurable in either regime of
+   * the agent bench (docs/agent-defaults.md). Turn it on when sessions sit idle for minutes on
+   * workers whose device pool is full and whose host pool has room for them. */
+  enabled: z.boolean().default(false),
   /** Lease on a paused session's blocks. */
   leaseSeconds: positiveInt.default(300),
   /** Most of a worker's pin budget paused sessions may hold (the rest stays for requests in flight,
