@@ -15,6 +15,7 @@ import { readDynamoDiscovery } from "../src/events/dynamo/discovery.js";
 import { createGateway, type Gateway } from "../src/gateway/index.js";
 import { blockHashes } from "../src/hash/index.js";
 import { type DynamoFrontend, type DynamoWorker, dynamoInstalled, tinyModel, MODEL_NAME, startDynamoFrontend, startDynamoWorker } from "./helpers/dynamo.js";
+import { pollFor } from "./helpers/poll.js";
 import { tokens } from "./helpers/sglang-server.js";
 
 const PAGE = 16;
@@ -82,11 +83,10 @@ describe("gateway index from Dynamo's event plane (real dynamo.sglang worker + f
     // The worker stores the prompt's full blocks (the last token stays out of the cache); its
     // events reach the index through Dynamo's relay. The index is the readiness signal.
     const want = hashes.slice(0, 4);
-    const deadline = Date.now() + 60_000;
-    while (!want.every((h) => g.index.lookup(h)?.residency.get("w0")?.includes("GPU"))) {
-      if (Date.now() > deadline) throw new Error(`Dynamo's events never put the prompt's blocks in the index; log: ${logs.slice(-5).join(" | ")}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await pollFor("Dynamo's events to put the prompt's blocks in the index", () => want.every((h) => g.index.lookup(h)?.residency.get("w0")?.includes("GPU")), (ok) => ok, {
+      everyMs: 100,
+      detail: () => `log: ${logs.slice(-5).join(" | ")}`,
+    });
     const before = seen.length;
     expect(await complete(prompt)).toBe("w0");
     const turn = seen.slice(before).find((o): o is Extract<Observation, { type: "TurnStarted" }> => o.type === "TurnStarted");

@@ -205,12 +205,16 @@ def test_pause_backs_up_frees_gpu_holds_host_and_load_back_restores_identical_da
     assert umatch(cache, A).host_hit_length == 16  # the lease still protects them
 
 
-def test_renew_revoke_and_unknown_lease():
+def paused_under_l1():
+    """A's four blocks inserted and paused under lease L1: the cache, handler and worker state."""
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
-    ha = hashes_of(cache, A)
-    h.handle(env({"type": "Pause", "block_hashes": ha, "ttl_seconds": 60, "lease_id": "L1"}))
-    st = state_for_cache(cache)
+    h.handle(env({"type": "Pause", "block_hashes": hashes_of(cache, A), "ttl_seconds": 60, "lease_id": "L1"}))
+    return cache, h, state_for_cache(cache)
+
+
+def test_renew_revoke_and_unknown_lease():
+    cache, h, st = paused_under_l1()
     old = st.sessions.leases["L1"].expires_at
     ack = h.handle(env({"type": "RenewLease", "lease_id": "L1", "new_ttl_seconds": 3600}))
     assert ack.status == "applied" and st.sessions.leases["L1"].expires_at > old
@@ -226,11 +230,7 @@ def test_renew_revoke_and_unknown_lease():
 
 
 def test_revoke_without_purge_releases_the_hold_and_keeps_the_blocks():
-    cache, alloc, pool, h = setup()
-    insert_kv(cache, alloc, pool, A)
-    ha = hashes_of(cache, A)
-    h.handle(env({"type": "Pause", "block_hashes": ha, "ttl_seconds": 60, "lease_id": "L1"}))
-    st = state_for_cache(cache)
+    cache, h, st = paused_under_l1()
     events(cache)
     ack = h.handle(env({"type": "RevokeLease", "lease_id": "L1", "purge": False}))
     assert ack.status == "applied" and ack.affected == 4 and ack.tiers == {"CPU_PINNED": 4}
