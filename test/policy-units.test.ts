@@ -145,6 +145,28 @@ describe("pins from markers", () => {
     expect(c).toEqual([]);
   });
 
+  it("pins the worker no longer holds (found by its Inspect) are not adopted again from the session record: the view follows the worker and stays within the budget", async () => {
+    const { p, metric } = policy({ ...ONLY("pins"), pins: { enabled: true, budgetBlocks: 10 } });
+    const mine = chainOf(6, 100n);
+    p.observe(finished(0, "s", mine, { markers: { breakpoints: [bp(6 * PAGE, 3600)], errors: [] } }));
+    expect(p.context.budget.used("w0")).toBe(6);
+    // The worker's Inspect, long after the pins were taken: it holds none of them (Think or Prune took the blocks).
+    p.observe({ type: "WorkerPins", at: 10_000, worker: "w0", pins: new Map(mine.map((h) => [h, 0])) });
+    expect(p.context.budget.used("w0")).toBe(0);
+    // The freed budget goes to another session.
+    p.observe(finished(11_000, "t", chainOf(8, 500n), { markers: { breakpoints: [bp(8 * PAGE, 3600)], errors: [] } }));
+    expect(p.context.budget.used("w0")).toBe(8);
+    // s comes back: the record still names its pins (records drop holds on release or expiry only).
+    const stored = { worker: "w0", pins: [{ worker: "w0", kind: "marker", blockHashes: mine.map(String), ttlSeconds: 3600, atMs: 0 }], leases: [], tool: null };
+    p.observe(started(20_000, "s", { stored }));
+    expect(p.context.budget.used("w0")).toBe(8);
+    // A pin the record names that the view never dropped is still adopted (another replica took it).
+    const other = chainOf(2, 900n);
+    p.observe(started(21_000, "s", { stored: { ...stored, pins: [...stored.pins, { worker: "w0", kind: "marker", blockHashes: other.map(String), ttlSeconds: 3600, atMs: 20_500 }] } }));
+    expect(p.context.budget.used("w0")).toBe(10);
+    expect(await metric("kvctl_policy_pin_budget_peak_blocks")).toEqual(['kvctl_policy_pin_budget_peak_blocks{worker="w0"} 10']);
+  });
+
   it("a partial ack for blocks the worker no longer had releases those and does not mark the worker full", () => {
     const { p } = policy({ ...ONLY("pins"), pins: { enabled: true, budgetBlocks: 8 } });
     const chain = chainOf(4, 1n);

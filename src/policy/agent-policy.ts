@@ -57,7 +57,8 @@ function restore(ctx: PolicyContext, s: SessionView, st: StoredSessionState): vo
   for (const p of storedMarkers(st, now)) {
     const expiresAt = p.ttlSeconds === null ? null : p.atMs + p.ttlSeconds * 1000;
     if (expiresAt !== null && expiresAt <= now) continue;
-    ctx.budget.hold(p.worker, p.blockHashes.map((h) => BigInt(h)), { session: s.id, kind: "marker", ttlSeconds: p.ttlSeconds, expiresAt });
+    const blocks = p.blockHashes.map((h) => BigInt(h)).filter((h) => !ctx.budget.wasLost(p.worker, s.id, h));
+    ctx.budget.hold(p.worker, blocks, { session: s.id, kind: "marker", ttlSeconds: p.ttlSeconds, expiresAt });
   }
   if (st.tool && st.tool.epoch !== null) {
     s.tool = { mode: "offload", worker: st.tool.worker, names: [], callIds: [], startedAt: st.tool.startedMs, predictedSeconds: 0, blocks: [], epoch: st.tool.epoch };

@@ -23,6 +23,12 @@ export class PinBudget {
   private readonly full = new Set<string>();
   /** Pinned blocks served from a worker's cache since they were pinned. */
   private readonly hit = new Map<string, Set<bigint>>();
+  /**
+   * Holds the worker was found not to have (its Inspect), by worker, session and block, until the
+   * hold would have expired: the session record still names them (records drop holds on release
+   * or expiry), and adopting them again would count blocks the worker does not pin.
+   */
+  private readonly lostHolds = new Map<string, Map<string, Map<bigint, number>>>();
 
   constructor(
     private readonly perWorker: number,
@@ -76,8 +82,46 @@ export class PinBudget {
     return m;
   }
 
+  /** Drops one hold of `session` on `hash` that the worker does not have, and remembers it as lost. */
+  lose(worker: string, hash: bigint, session: string, kind: PinHold["kind"]): void {
+    const l = this.byWorker.get(worker)?.get(hash);
+    const p = l?.find((x) => x.session === session && x.kind === kind);
+    if (!p) return;
+    this.release(worker, [hash], session, kind);
+    let bySession = this.lostHolds.get(worker);
+    if (!bySession) {
+      bySession = new Map();
+      this.lostHolds.set(worker, bySession);
+    }
+    let m = bySession.get(session);
+    if (!m) {
+      m = new Map();
+      bySession.set(session, m);
+    }
+    m.set(hash, Math.max(m.get(hash) ?? 0, p.expiresAt ?? Number.POSITIVE_INFINITY));
+  }
+
+  /** Whether the worker was found without this session's hold on `hash` (and it has not expired since). */
+  wasLost(worker: string, session: string, hash: bigint): boolean {
+    return this.lostHolds.get(worker)?.get(session)?.has(hash) ?? false;
+  }
+
+  /** Forgets the lost holds of a session on a worker except those on `named` (its record names no others). */
+  keepLostOnly(worker: string, session: string, named: ReadonlySet<bigint>): void {
+    const m = this.lostHolds.get(worker)?.get(session);
+    if (!m) return;
+    for (const h of m.keys()) if (!named.has(h)) m.delete(h);
+    if (!m.size) this.lostHolds.get(worker)?.delete(session);
+  }
+
   /** Drops holds whose TTL has run out. */
   expire(now: number): void {
+    for (const bySession of this.lostHolds.values()) {
+      for (const [session, m] of bySession) {
+        for (const [h, until] of m) if (until <= now) m.delete(h);
+        if (!m.size) bySession.delete(session);
+      }
+    }
     for (const [w, m] of this.byWorker) {
       for (const [h, holds] of m) {
         const live = holds.filter((x) => x.expiresAt === null || x.expiresAt > now);
@@ -217,5 +261,6 @@ export class PinBudget {
     this.byWorker.delete(worker);
     this.full.delete(worker);
     this.hit.delete(worker);
+    this.lostHolds.delete(worker);
   }
 }

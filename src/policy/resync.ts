@@ -1,7 +1,8 @@
 // A session this replica has seen before may have changed on another replica since: its record,
 // read at each turn's start, is the truth. Holds of the view the record no longer names (closed,
 // revoked or reaped elsewhere) leave the view; marker pins and a lease the record names and the
-// view lacks are adopted, so they are neither pinned twice nor taken for fresh when they are gone.
+// view lacks are adopted, so they are neither pinned twice nor taken for fresh when they are gone;
+// but not those the worker's own counts showed gone (the worker is the truth for what it pins).
 import type { StoredSessionState } from "../contract/observations.js";
 import type { PolicyContext, SessionView } from "./context.js";
 import type { PinHold } from "./pin-budget.js";
@@ -31,9 +32,11 @@ function resyncMarkers(ctx: PolicyContext, s: SessionView, st: StoredSessionStat
       if (extra > 0) changed++;
     }
   }
+  for (const worker of new Set([...named.keys(), ...ctx.budget.workersOf(s.id)])) ctx.budget.keepLostOnly(worker, s.id, new Set(named.get(worker)?.keys() ?? []));
   for (const p of storedMarkers(st, ctx.now)) {
     const view = ctx.budget.holdsOf(p.worker, s.id, "marker");
-    const missing = p.blockHashes.map((h) => BigInt(h)).filter((h) => !view.has(h));
+    // A hold the worker was found without stays out of the view: the record is behind the worker.
+    const missing = p.blockHashes.map((h) => BigInt(h)).filter((h) => !view.has(h) && !ctx.budget.wasLost(p.worker, s.id, h));
     if (!missing.length) continue;
     ctx.budget.hold(p.worker, missing, { session: s.id, kind: "marker", ttlSeconds: p.ttlSeconds, expiresAt: p.ttlSeconds === null ? null : p.atMs + p.ttlSeconds * 1000 });
     changed++;
@@ -69,7 +72,7 @@ export function reconcilePins(ctx: PolicyContext, worker: string, pins: Readonly
       .sort((a, b) => (a.expiresAt ?? Number.POSITIVE_INFINITY) - (b.expiresAt ?? Number.POSITIVE_INFINITY));
     const extra = holds.length - n;
     if (extra <= 0) continue;
-    for (const p of holds.slice(0, extra)) ctx.budget.release(worker, [h], p.session, p.kind);
+    for (const p of holds.slice(0, extra)) ctx.budget.lose(worker, h, p.session, p.kind);
     repaired++;
   }
   if (repaired) ctx.note("reconcile", "repair", "the worker holds fewer pins than the budget view named", { worker, blocks: repaired });
