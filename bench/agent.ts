@@ -32,7 +32,7 @@ import { Phases } from "./agent/phases.js";
 import { afterRestart, type RestartReport, restartWorker } from "./agent/restart.js";
 import { type DynamoPeer, type DynamoReport, startDynamoStack } from "./agent/dynamo-stack.js";
 import { agentModel, removeSharedTree, SGLANG_ARGS, type ServerShape, startKvctlGateway, startNats, startSmg, startWorker, startWorkers } from "./agent/stack.js";
-import { type ConfigSummary, judge, type RegimeVerdict, type RunFigures, summarize } from "./agent/verdict.js";
+import { type ConfigSummary, judge, limits, type RegimeVerdict, type RunFigures, summarize } from "./agent/verdict.js";
 import { unpackedWheel } from "./agent/wheels.js";
 import { WorkerPool } from "./agent/worker-pool.js";
 import { type BfclWorkload, DEFAULT_SHAPE, type PlannedSession, planWorkload, type WorkloadShape } from "./agent/workload.js";
@@ -297,6 +297,7 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
       figures: {
         recomputed_tokens: prompt - cached, prompt_tokens: prompt, errors: errs.length, ideal_recomputed: floor?.recomputed ?? null,
         ttft_returning: ok.filter((r) => r.returning).map((r) => r.ttftMs), session_completion: sessionCompletion(records), commands: scraped?.commands ?? null,
+        pin_peak_blocks: scraped ? scraped.pinPeak : null, flood_unserved: FLOOD - served,
       },
       extra: {
         ideal_mismatched: floor?.mismatched ?? null,
@@ -535,6 +536,9 @@ function printRegime(r: RegimeResult): void {
     console.log(`  ideal cache (every earlier prompt kept, page ${regime.shape.pageSize}): ${floor} recomputed tokens (the lowest configuration's own floor)` +
       `${mismatched ? `; ${mismatched} prompts tokenized to another length than served` : ""}`);
   }
+  const lim = limits(configs, pinBudgetBlocks(regime.shape));
+  console.log(`  pin budget ${lim.pin_budget_blocks} blocks per worker: peak ${f(lim.pin_peak_blocks)} over every run (bar never exceeded: ${lim.pin_budget_kept ? "PASS" : "FAIL"}); ` +
+    `flood after the trace served in full: ${lim.flood_served_in_full ? "PASS" : "FAIL"}${lim.broken.length ? ` (${lim.broken.join("; ")})` : ""}`);
   printAblation(ablationRows(configs), (l) => console.log(l));
   for (const [name, c] of Object.entries(configs)) {
     const rs = c?.extra.restart;
@@ -584,6 +588,7 @@ function regimeJson(r: RegimeResult): Record<string, unknown> {
     gap_closed_vs_best_fair: v.gap_closed_vs_best_fair,
     ttft_p90_ratio_vs_best_fair: v.ttft_p90_ratio_vs_best_fair,
     ttft_p90_ratio_vs_admission_only: v.ttft_p90_ratio_vs_admission_only,
+    limits: limits(r.configs, pinBudgetBlocks(r.regime.shape)),
     ablation: ablationRows(r.configs),
     wall_s: r.wallS,
   };

@@ -1,10 +1,10 @@
 // bench:agent's verdict (bench/agent/verdict.ts): percentiles over every returning turn of every
 // run, and no verdict when the comparison is not a fair one.
 import { describe, expect, it } from "vitest";
-import { type ConfigSummary, judge, percentile, type RunFigures, summarize, unfairness } from "../bench/agent/verdict.js";
+import { type ConfigSummary, judge, limits, percentile, type RunFigures, summarize, unfairness } from "../bench/agent/verdict.js";
 
 function run(recomputed: number, ttft: number[], o: Partial<RunFigures> = {}): RunFigures {
-  return { recomputed_tokens: recomputed, prompt_tokens: 10_000, errors: 0, ttft_returning: ttft, session_completion: [10, 20], commands: null, ideal_recomputed: 50, ...o };
+  return { recomputed_tokens: recomputed, prompt_tokens: 10_000, errors: 0, ttft_returning: ttft, session_completion: [10, 20], commands: null, ideal_recomputed: 50, pin_peak_blocks: null, flood_unserved: 0, ...o };
 }
 
 const FAIR = ["cache_aware_adm", "smg_adm"];
@@ -35,6 +35,25 @@ describe("bench:agent verdict", () => {
     expect(v.problems).toEqual(["cache_aware_adm had 2 failed requests"]);
     expect(v.best_fair_peer).toBeNull();
     expect(v.gap_closed_vs_best_fair).toBeNull();
+  });
+
+  it("the pin budget and the flood are checked on every run of every configuration, not the median run's", () => {
+    const configs = {
+      kvctl: summarize([run(100, [1], { pin_peak_blocks: 256 }), run(90, [1], { pin_peak_blocks: 280 }), run(110, [1], { pin_peak_blocks: 250 })]),
+      thunder: summarize([run(200, [2], { flood_unserved: 1 })]),
+      smg_adm: summarize([run(300, [3])]),
+    };
+    expect(configs.kvctl.pin_peak_blocks).toBe(280);
+    const l = limits(configs, 256);
+    expect(l).toEqual({
+      pin_budget_blocks: 256,
+      pin_peak_blocks: 280,
+      pin_budget_kept: false,
+      flood_served_in_full: false,
+      broken: ["kvctl run 2 pinned 280 blocks on one worker, over the budget of 256", "thunder run 1 left 1 flood requests unserved"],
+    });
+    const ok = limits({ kvctl: summarize([run(100, [1], { pin_peak_blocks: 256 })]), smg_adm: configs.smg_adm, gone: null }, 256);
+    expect([ok.pin_budget_kept, ok.flood_served_in_full, ok.broken]).toEqual([true, true, []]);
   });
 
   it("refuses a verdict when a configuration did not start, naming it with its reason", () => {

@@ -43,7 +43,7 @@ describe("bench:agent workload: compaction near the context limit", () => {
 });
 
 const summary = (recomputed: number, p90: number | null, commands: Record<string, number> | null): ConfigSummary => ({
-  recomputed_tokens: recomputed, prompt_tokens: 1000, errors: 0, returning_turns: 1, ttft_returning_ms: { p50: p90, p90, p99: p90 }, session_completion_s: { mean: 1, p90: 1 }, commands, ideal_recomputed: null, runs: [],
+  recomputed_tokens: recomputed, prompt_tokens: 1000, errors: 0, returning_turns: 1, ttft_returning_ms: { p50: p90, p90, p99: p90 }, session_completion_s: { mean: 1, p90: 1 }, commands, ideal_recomputed: null, pin_peak_blocks: null, runs: [],
 });
 
 describe("bench:agent ablation table", () => {

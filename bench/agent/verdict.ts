@@ -17,6 +17,10 @@ export interface RunFigures {
   /** What an ideal cache would have recomputed of this run's own prompts (null: no worker to tokenize).
    * Per run: the generated answers join later prompts, so each run serves slightly different text. */
   ideal_recomputed: number | null;
+  /** Most blocks the policy's budget view held pinned on one worker at once (null: no policy pins). */
+  pin_peak_blocks: number | null;
+  /** Requests of the flood after the trace that were not served. */
+  flood_unserved: number;
 }
 
 export interface Percentiles {
@@ -35,7 +39,9 @@ export interface ConfigSummary {
   commands: Record<string, number> | null;
   /** The median run's own ideal floor. */
   ideal_recomputed: number | null;
-  runs: { recomputed_tokens: number; prompt_tokens: number; errors: number; ttft_returning_p90_ms: number | null }[];
+  /** The highest of the runs' pin-budget peaks (null: no run pinned through the policy). */
+  pin_peak_blocks: number | null;
+  runs: { recomputed_tokens: number; prompt_tokens: number; errors: number; ttft_returning_p90_ms: number | null; pin_peak_blocks: number | null; flood_unserved: number }[];
 }
 
 /** Nearest-rank percentile (p in 0..1) of xs; null when empty. */
@@ -63,7 +69,39 @@ export function summarize(runs: readonly RunFigures[]): ConfigSummary {
     session_completion_s: { mean: done.length ? round1(done.reduce((a, b) => a + b, 0) / done.length) : null, p90: round1(percentile(done, 0.9)) },
     commands: mid.commands,
     ideal_recomputed: mid.ideal_recomputed,
-    runs: runs.map((r) => ({ recomputed_tokens: r.recomputed_tokens, prompt_tokens: r.prompt_tokens, errors: r.errors, ttft_returning_p90_ms: round1(percentile(r.ttft_returning, 0.9)) })),
+    pin_peak_blocks: runs.reduce<number | null>((m, r) => (r.pin_peak_blocks === null ? m : Math.max(m ?? 0, r.pin_peak_blocks)), null),
+    runs: runs.map((r) => ({ recomputed_tokens: r.recomputed_tokens, prompt_tokens: r.prompt_tokens, errors: r.errors, ttft_returning_p90_ms: round1(percentile(r.ttft_returning, 0.9)), pin_peak_blocks: r.pin_peak_blocks, flood_unserved: r.flood_unserved })),
+  };
+}
+
+/** The bars every run of every configuration must keep, whatever the comparison says: the policy's
+ * pin budget never exceeded, and the flood after the trace served in full. */
+export interface Limits {
+  pin_budget_blocks: number;
+  /** The highest pin-budget peak of any run of any configuration (null: none pinned). */
+  pin_peak_blocks: number | null;
+  pin_budget_kept: boolean;
+  flood_served_in_full: boolean;
+  /** Each run that broke one, named. */
+  broken: string[];
+}
+
+export function limits(configs: Record<string, ConfigSummary | null>, pinBudgetBlocks: number): Limits {
+  const broken: string[] = [];
+  let peak: number | null = null;
+  for (const [name, c] of Object.entries(configs)) {
+    for (const [i, r] of (c?.runs ?? []).entries()) {
+      if (r.pin_peak_blocks !== null) peak = Math.max(peak ?? 0, r.pin_peak_blocks);
+      if (r.pin_peak_blocks !== null && r.pin_peak_blocks > pinBudgetBlocks) broken.push(`${name} run ${i + 1} pinned ${r.pin_peak_blocks} blocks on one worker, over the budget of ${pinBudgetBlocks}`);
+      if (r.flood_unserved > 0) broken.push(`${name} run ${i + 1} left ${r.flood_unserved} flood requests unserved`);
+    }
+  }
+  return {
+    pin_budget_blocks: pinBudgetBlocks,
+    pin_peak_blocks: peak,
+    pin_budget_kept: !broken.some((b) => b.includes("over the budget")),
+    flood_served_in_full: !broken.some((b) => b.includes("flood")),
+    broken,
   };
 }
 
