@@ -237,6 +237,12 @@ describe("tenant limits", () => {
     expect(total).toBeLessThanOrEqual(2);
     const rec = await g.sessions.get("a/capped");
     expect(rec?.pins.reduce((s, p) => s + p.blockHashes.length, 0)).toBeLessThanOrEqual(2);
+    // The policy capped the pin itself: its budget view holds what went out, and the gateway's
+    // backstop had nothing to cut (a cut there would leave the view holding blocks never pinned).
+    const text = await g.metrics.registry.metrics();
+    const used = text.split("\n").filter((l) => l.startsWith("kvctl_policy_pin_budget_used_blocks{")).reduce((n, l) => n + Number(l.split(" ").pop()), 0);
+    expect(used).toBe(2);
+    expect(text.split("\n").filter((l) => l.startsWith("kvctl_gateway_pin_cap_total{"))).toEqual([]);
   }, 60_000);
 
   it("a tenant over its request rate gets 429 with Retry-After; another tenant is not affected", async () => {

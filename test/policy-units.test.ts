@@ -167,6 +167,33 @@ describe("pins from markers", () => {
     expect(await metric("kvctl_policy_pin_budget_peak_blocks")).toEqual(['kvctl_policy_pin_budget_peak_blocks{worker="w0"} 10']);
   });
 
+  it("a tenant's caps bind before the budget: per session and over the tenant's sessions, counted in distinct blocks; other tenants are not affected", async () => {
+    const caps = (t: string) => (t === "a" ? { perSession: 4, perTenant: 6 } : null);
+    const { p, decisions } = policy(ONLY("pins"), { tenantCaps: caps });
+    const marker = (n: number) => ({ breakpoints: [bp(n * PAGE, 3600)], errors: [] });
+    const pinned = (out: ReturnType<typeof p.observe>) => out.map((c) => (c.command.type === "Cache" ? c.command.block_hashes.length : 0));
+    p.observe(started(0, "s1", { tenant: "a" }));
+    expect(pinned(p.observe(finished(10, "s1", chainOf(6, 100n), { markers: marker(6) })))).toEqual([4]);
+    p.observe(started(20, "s2", { tenant: "a" }));
+    expect(pinned(p.observe(finished(30, "s2", chainOf(6, 200n), { markers: marker(6) })))).toEqual([2]);
+    p.observe(started(40, "s3", { tenant: "b" }));
+    expect(pinned(p.observe(finished(50, "s3", chainOf(6, 300n), { markers: marker(6) })))).toEqual([6]);
+    // The view holds what was asked, no more: the gateway's own check has nothing left to cut.
+    expect(p.context.budget.used("w0")).toBe(12);
+    expect(decisions.some((l) => l.includes("tenant cap (tenant a)"))).toBe(true);
+    // A refresh of blocks s1 holds costs its caps nothing more: re-pinned past half the TTL.
+    expect(pinned(p.observe(finished(2_000_000, "s1", chainOf(6, 100n), { markers: marker(6) })))).toEqual([4]);
+  });
+
+  it("a tool keep over the session's tenant cap is refused whole and preempts nothing", () => {
+    const { p, decisions } = policy({ ...ONLY("tools"), pins: { enabled: false, budgetBlocks: 100 } }, { tenantCaps: () => ({ perSession: 5, perTenant: null }) });
+    p.observe(started(0, "s", { tenant: "a" }));
+    const out = p.observe(finished(10, "s", chainOf(8), { finishReason: "tool_calls", toolCalls: [{ id: "c1", name: "search" }] }));
+    expect(out).toEqual([]);
+    expect(p.context.budget.used("w0")).toBe(0);
+    expect(decisions.some((l) => l.includes("session cap: 0 + 8 blocks over 5"))).toBe(true);
+  });
+
   it("a partial ack for blocks the worker no longer had releases those and does not mark the worker full", () => {
     const { p } = policy({ ...ONLY("pins"), pins: { enabled: true, budgetBlocks: 8 } });
     const chain = chainOf(4, 1n);

@@ -55,6 +55,8 @@ export interface TurnStarted {
   tail?: PromptTail | null;
   /** Pins, leases and the open tool call the session store held when the turn began. */
   stored?: StoredSessionState | null;
+  /** The tenant whose key the request carried, who owns its session (null: auth off). */
+  tenant?: string | null;
 }
 
 export interface PromptTail {

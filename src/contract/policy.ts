@@ -64,6 +64,14 @@ export interface PolicyEnv {
   log: (line: string) => void;
   /** The --json-log decision sink, or null when it is off. */
   decisionLog: ((line: string) => void) | null;
+  /** A tenant's pin caps (blocks per session, per tenant), null when it has none; unset: auth off. */
+  tenantCaps?: (tenant: string) => TenantPinCaps | null;
+}
+
+/** Pinned blocks one session of a tenant, and all its sessions together, may hold (null: no cap). */
+export interface TenantPinCaps {
+  perSession: number | null;
+  perTenant: number | null;
 }
 
 /** Builds a policy once the gateway's registry and logs exist. */

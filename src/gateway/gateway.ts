@@ -7,7 +7,7 @@ import type { Server as TlsServer } from "node:https";
 import type { SecureContextOptions } from "node:tls";
 import { AuthGate } from "./auth/gate.js";
 import { PinCaps } from "./auth/pin-caps.js";
-import { AuthConfigError, resolveAuth } from "./auth/table.js";
+import { AuthConfigError, type ResolvedAuth, resolveAuth } from "./auth/table.js";
 import { loadTls, TlsConfigError } from "./auth/tls.js";
 import { CredentialError } from "./auth/upstream-credentials.js";
 import { CommandRecorder } from "./command-record.js";
@@ -20,7 +20,7 @@ import { GatewayMetrics } from "./metrics.js";
 import { NatsLink } from "./nats-link.js";
 import { programRetention } from "./prefetch-send.js";
 import type { Observation } from "../contract/observations.js";
-import type { GatewayPolicy, PolicyCommand, PolicyFactory } from "../contract/policy.js";
+import type { GatewayPolicy, PolicyCommand, PolicyFactory, TenantPinCaps } from "../contract/policy.js";
 import { resolvePolicy } from "./policy.js";
 import { idleSweeper } from "./idle-sweep.js";
 import type { InferenceFront } from "./inference-front.js";
@@ -135,7 +135,7 @@ function assemble(options: GatewayOptions): Parts {
   const caps = resolvedAuth ? new PinCaps(resolvedAuth.tenants, () => sessions.localRecords(), metrics.registry) : null;
   const index = options.index ?? new InMemoryKvIndex();
   const decisionLog = config.jsonLog ? (options.decisionLog ?? ((l: string) => process.stdout.write(`${l}\n`))) : null;
-  const policy = resolvePolicy(options.policy, config, { config: config.policies, registry: metrics.registry, log: log.warn, decisionLog }, log.info);
+  const policy = resolvePolicy(options.policy, config, { config: config.policies, registry: metrics.registry, log: log.warn, decisionLog, tenantCaps: tenantCapsOf(resolvedAuth) }, log.info);
   const nats = new NatsLink(config, metrics, log);
   const sessions = new SessionStore({ kv: () => nats.kv(), configured: nats.configured, opTimeoutMs: config.nats?.opTimeoutMs ?? 500, metrics, clock, log });
   // Every hold-changing command is recorded in its session before it is sent (see hold-ledger.ts).
@@ -179,6 +179,14 @@ function assemble(options: GatewayOptions): Parts {
     auth,
   };
   return { tls, config, ctx, nats, commands, recorder, ledger, inspector, expiry, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
+}
+
+/** Each tenant's pin caps from the auth config, for the policy to apply before it pins. */
+function tenantCapsOf(auth: ResolvedAuth | null): (tenant: string) => TenantPinCaps | null {
+  return (id) => {
+    const t = auth?.tenants.get(id);
+    return t && (t.maxPinnedBlocks !== undefined || t.maxPinnedBlocksPerSession !== undefined) ? { perSession: t.maxPinnedBlocksPerSession ?? null, perTenant: t.maxPinnedBlocks ?? null } : null;
+  };
 }
 
 /**

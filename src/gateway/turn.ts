@@ -149,6 +149,7 @@ function chooseWorker(ctx: TurnContext, turn: TurnRequest, p: Prepared, attempt:
     model: turn.model,
     tail: turn.tail,
     stored: p.session ? { worker: p.session.worker, pins: p.session.pins, leases: p.session.leases, tool: p.session.tool } : null,
+    tenant: turn.tenant,
   });
   return worker;
 }

@@ -3,7 +3,7 @@
 // acks back to the rule that sent the command, and keeps the pin-budget gauges current.
 import { Registry } from "prom-client";
 import type { CommandAcked, Observation, StoredSessionState, TurnFinished } from "../contract/observations.js";
-import type { GatewayPolicy, PolicyCommand, PolicyFactory } from "../contract/policy.js";
+import type { GatewayPolicy, PolicyCommand, PolicyFactory, TenantPinCaps } from "../contract/policy.js";
 import { storageKeys as addonStorageKeys } from "../hash/index.js";
 import type { Command } from "../protocol/index.js";
 import { type PoliciesConfig, type PoliciesConfigInput, policiesConfigSchema } from "../contract/policies-config.js";
@@ -35,6 +35,8 @@ export interface AgentPolicyOptions {
   storageKeys?: (tokens: number[], pageSize: number) => string[];
   /** Sessions this replica keeps a view of (least recently seen dropped first). */
   maxSessions?: number;
+  /** A tenant's pin caps (the gateway's auth config), null when it has none. */
+  tenantCaps?: (tenant: string) => TenantPinCaps | null;
 }
 
 export interface AgentPolicy extends GatewayPolicy {
@@ -103,6 +105,7 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
       log,
       decisionLog: o.decisionLog ?? null,
       maxSessions: o.maxSessions ?? 100_000,
+      tenantCaps: o.tenantCaps,
     },
     out,
     acks,
@@ -165,6 +168,8 @@ function beforeRules(ctx: PolicyContext, ob: Observation, acks: AckRoutes, log: 
       if (ob.sessionId) {
         const fresh = !ctx.sessions.has(ob.sessionId);
         const s = ctx.session(ob.sessionId);
+        // The first turn's tenant owns the session (the gateway refuses other tenants' turns).
+        s.tenant ??= ob.tenant ?? null;
         if (fresh && ob.stored) restore(ctx, s, ob.stored);
         else if (ob.stored) resyncSession(ctx, s, ob.stored);
       }
@@ -234,4 +239,4 @@ function updatePinGauges(ctx: PolicyContext, peak: Map<string, number>): void {
 }
 
 /** The agent policy as the factory createGateway takes (`policy: agentPolicy`). */
-export const agentPolicy: PolicyFactory = (env) => createAgentPolicy({ config: env.config, registry: env.registry, log: env.log, decisionLog: env.decisionLog });
+export const agentPolicy: PolicyFactory = (env) => createAgentPolicy({ config: env.config, registry: env.registry, log: env.log, decisionLog: env.decisionLog, tenantCaps: env.tenantCaps });

@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import type { CommandAcked } from "../contract/observations.js";
 import { decisionLine } from "../contract/decision-log.js";
-import type { PolicyCommand } from "../contract/policy.js";
+import type { PolicyCommand, TenantPinCaps } from "../contract/policy.js";
 import type { Command } from "../protocol/index.js";
 import { ID_PATTERN } from "../protocol/fields.js";
 import { MAX_ID_LENGTH } from "../protocol/limits.js";
@@ -50,6 +50,8 @@ export interface SessionView {
   tool: ToolWait | null;
   /** Reasoning blocks waiting for the next user turn to be purged. */
   reasoning: { worker: string; blocks: bigint[] }[];
+  /** The tenant that owns the session (its first turn's), null without auth. */
+  tenant: string | null;
 }
 
 /** The blocks of the session's last chain a later turn can reuse (what a hold should cover). */
@@ -76,6 +78,8 @@ export interface PolicyContext {
   readonly programDecisions: Map<string, { action: "keep" | "park" | "let_go"; ttlSeconds: number }>;
   /** Storage keys (SHA-256 hex) of full pages of tokens, as the worker's storage backend names them. */
   readonly storageKeys: (tokens: number[], pageSize: number) => string[];
+  /** A tenant's pin caps, null when it has none. */
+  readonly tenantCaps: (tenant: string) => TenantPinCaps | null;
   session(id: string): SessionView;
   emit(policy: string, pc: PolicyCommand, opts?: EmitOptions): boolean;
   note(policy: string, action: string, reason: string, fields?: Record<string, unknown>): void;
@@ -86,7 +90,7 @@ export const SAFE_ID = (id: string): string =>
   ID_PATTERN.test(id) && id.length <= MAX_ID_LENGTH - 8 ? id : `sha-${createHash("sha256").update(id).digest("hex").slice(0, 40)}`;
 
 export function newSessionView(id: string, now: number): SessionView {
-  return { id, worker: null, chain: [], reusableBlocks: 0, promptBlocks: 0, prevChain: [], prevPromptBlocks: 0, prevWorker: null, inFlight: false, lastActivity: now, lease: null, leaseSeq: 0, paused: false, tool: null, reasoning: [] };
+  return { id, worker: null, chain: [], reusableBlocks: 0, promptBlocks: 0, prevChain: [], prevPromptBlocks: 0, prevWorker: null, inFlight: false, lastActivity: now, lease: null, leaseSeq: 0, paused: false, tool: null, reasoning: [], tenant: null };
 }
 
 export interface ContextDeps {
@@ -98,6 +102,7 @@ export interface ContextDeps {
   log: (line: string) => void;
   decisionLog: ((line: string) => void) | null;
   maxSessions: number;
+  tenantCaps?: (tenant: string) => TenantPinCaps | null;
 }
 
 /** Builds the context; `out` collects the commands of the observation being handled. */
@@ -113,6 +118,7 @@ export function createContext(d: ContextDeps, out: PolicyCommand[], acks: WeakMa
     pageSizes: new Map(),
     programDecisions: new Map(),
     storageKeys: d.storageKeys,
+    tenantCaps: d.tenantCaps ?? (() => null),
     session(id) {
       let s = sessions.get(id);
       if (s) {

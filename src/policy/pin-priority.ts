@@ -38,6 +38,13 @@ export interface PinCaps {
 
 export type PinPlan = { grant: true; preempt: HoldGroup[] } | { grant: false; refused: "session_cap" | "tenant_cap" | "budget"; preempt: [] };
 
+/** The cap `want` would go over with `usage` already held, or null. */
+export function overCap(caps: PinCaps, want: Pick<PinWant, "tenant" | "blocks">, usage: { session: number; tenant: number }): "session_cap" | "tenant_cap" | null {
+  if (caps.perSession !== null && usage.session + want.blocks > caps.perSession) return "session_cap";
+  if (caps.perTenant !== null && want.tenant !== null && usage.tenant + want.blocks > caps.perTenant) return "tenant_cap";
+  return null;
+}
+
 const later = (a: number | null, b: number | null): boolean => (a ?? Number.POSITIVE_INFINITY) > (b ?? Number.POSITIVE_INFINITY);
 
 /** Whether `g` yields to `w`: a lower rank, or a lease expected back later than the wanted one. */
@@ -53,8 +60,8 @@ function yields(g: HoldGroup, w: PinWant): boolean {
  * or refused (its session or tenant over its cap with `usage` already held, or not enough below it).
  */
 export function planPin(groups: readonly HoldGroup[], want: PinWant, room: number, caps: PinCaps, usage: { session: number; tenant: number }): PinPlan {
-  if (caps.perSession !== null && usage.session + want.blocks > caps.perSession) return { grant: false, refused: "session_cap", preempt: [] };
-  if (caps.perTenant !== null && want.tenant !== null && usage.tenant + want.blocks > caps.perTenant) return { grant: false, refused: "tenant_cap", preempt: [] };
+  const capped = overCap(caps, want, usage);
+  if (capped) return { grant: false, refused: capped, preempt: [] };
   let need = want.blocks - room;
   if (need <= 0) return { grant: true, preempt: [] };
   // Markers before leases; among leases the one expected back last first; then the larger first.

@@ -1,7 +1,7 @@
 // A tenant's pin caps: blocks one session, and all the tenant's sessions together, may hold pinned
-// at once. Whatever asks for the pin (a prompt-cache marker, a hint through the policy), a pin
-// command for a capped tenant's session goes out trimmed to what the caps leave, or not at all:
-// counted either way. Pinned blocks are counted from the session records this replica holds
+// at once. The agent policy applies them itself before it pins (policy/pin-caps.ts); this is the
+// backstop for holds its view lacks (another replica's): a pin command for a capped tenant's
+// session goes out trimmed to what the caps leave, or not at all, counted either way. Pinned blocks are counted from the session records this replica holds
 // (plus the pins of the same batch not recorded yet).
 import { Counter, type Registry } from "prom-client";
 import type { PolicyCommand } from "../../contract/policy.js";
@@ -9,10 +9,11 @@ import { holdsOf, PIN_KINDS } from "../holds.js";
 import type { SessionRecord } from "../session-record.js";
 import type { TenantConfig } from "./config.js";
 
+/** Distinct blocks a session's holds pin on each worker (a refresh re-pins a block; it counts once). */
 function pinnedIn(r: SessionRecord): number {
-  let n = 0;
-  for (const h of holdsOf(r)) if (PIN_KINDS.has(h.kind)) n += h.blocks.length;
-  return n;
+  const blocks = new Set<string>();
+  for (const h of holdsOf(r)) if (PIN_KINDS.has(h.kind)) for (const b of h.blocks) blocks.add(`${h.worker} ${b}`);
+  return blocks.size;
 }
 
 export class PinCaps {

@@ -48,7 +48,8 @@ type InFlight = Map<string, Held>;
 function grant(inFlight: InFlight, h: Held, ctx: PolicyContext): boolean {
   const cfg = ctx.cfg.inflight;
   const rest = h.want.slice(h.held);
-  const holder = { id: h.owner, lastActivity: ctx.now, session: h.sessionId };
+  // The request's hold is checked against its session's tenant caps as a holder of its own.
+  const holder = { id: h.owner, lastActivity: ctx.now, session: h.sessionId, tenant: (h.sessionId && ctx.sessions.get(h.sessionId)?.tenant) || null };
   const room = ctx.budget.admit(h.worker, rest);
   const fit = room < rest.length && makeRoom(ctx, holder, h.worker, rest, { policy: NAME, kind: "inflight", share: null, noteRefusal: false }, release) ? rest.length : room;
   if (fit === 0 || (h.held === 0 && fit < cfg.minBlocks)) return false;

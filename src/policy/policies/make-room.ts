@@ -5,8 +5,9 @@
 // the hold is a lease, is freed only by other leases: markers are preempted for a lease only when
 // the budget, not the share, binds.
 import type { PinHold } from "../pin-budget.js";
-import { planPin } from "../pin-priority.js";
+import { overCap, planPin } from "../pin-priority.js";
 import type { PolicyContext, SessionView } from "../context.js";
+import { capsOf, capUsage } from "../pin-caps.js";
 
 /** When a session is expected back: after as long again as it has been idle. */
 const expectedReturn = (ctx: PolicyContext, s: Pick<SessionView, "lastActivity"> | undefined): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
@@ -16,6 +17,8 @@ export interface RoomHolder {
   id: string;
   lastActivity: number;
   session?: string | null;
+  /** Whose caps apply (null: the config's per-session cap only). */
+  tenant: string | null;
 }
 
 export interface RoomWant {
@@ -28,8 +31,21 @@ export interface RoomWant {
   noteRefusal?: boolean;
 }
 
-/** Whether `blocks` fit for `s` now, or once lower holds were preempted; false releases nothing. */
+/** Whether `blocks` fit for `s` now, or once lower holds were preempted; false releases nothing.
+ * The session's caps come first: over them nothing is preempted. */
 export function makeRoom(ctx: PolicyContext, s: RoomHolder, worker: string, blocks: readonly bigint[], want: RoomWant, releaseLease: (ctx: PolicyContext, s: SessionView, why: string) => void): boolean {
+  const caps = capsOf(ctx, s);
+  const used = capUsage(ctx, s, caps);
+  // Blocks the session holds already cost its caps nothing more.
+  const adds = blocks.filter((h) => !ctx.budget.holdsAt(worker, h).some((p) => p.session === s.id)).length;
+  const capped = overCap(caps, { tenant: s.tenant, blocks: adds }, used);
+  if (capped) {
+    if (want.noteRefusal !== false) {
+      const why = capped === "session_cap" ? `session cap: ${used.session} + ${adds} blocks over ${caps.perSession}` : `tenant cap: ${used.tenant} + ${adds} blocks over ${caps.perTenant} for tenant ${s.tenant}`;
+      ctx.note(want.policy, "skip", why, { session: s.id, worker });
+    }
+    return false;
+  }
   const limit = want.share === null ? undefined : { kind: want.kind, share: want.share };
   const fit = ctx.budget.admit(worker, blocks, limit);
   if (fit >= blocks.length) return true;
@@ -39,14 +55,11 @@ export function makeRoom(ctx: PolicyContext, s: RoomHolder, worker: string, bloc
     .groups(worker)
     .filter((g) => g.session !== s.session)
     .filter((g) => (g.kind === "lease" ? ctx.sessions.get(g.session)?.lease?.worker === worker : !shareBinds && g.kind === "marker"))
-    .map((g) => ({ ...g, tenant: null, expectedReturnAt: expectedReturn(ctx, ctx.sessions.get(g.session)) }));
-  const mine = ctx.budget.holdsOf(worker, s.id).size;
-  const cap = ctx.cfg.pins.sessionCapBlocks ?? null;
-  const plan = planPin(groups, { session: s.id, tenant: null, kind: want.kind, blocks: blocks.length, expectedReturnAt: expectedReturn(ctx, s) }, fit, { perSession: cap, perTenant: null }, { session: mine, tenant: 0 });
+    .map((g) => ({ ...g, tenant: ctx.sessions.get(g.session)?.tenant ?? null, expectedReturnAt: expectedReturn(ctx, ctx.sessions.get(g.session)) }));
+  const plan = planPin(groups, { session: s.id, tenant: s.tenant, kind: want.kind, blocks: blocks.length, expectedReturnAt: expectedReturn(ctx, s) }, fit, { perSession: null, perTenant: null }, { session: 0, tenant: 0 });
   if (!plan.grant) {
     if (want.noteRefusal === false) return false;
-    const why = plan.refused === "session_cap" ? `session cap: ${mine} + ${blocks.length} blocks over ${cap}` : `pin budget: no room for ${blocks.length} blocks, and no lower holds to preempt`;
-    ctx.note(want.policy, "skip", why, { session: s.id, worker, used: ctx.budget.used(worker) });
+    ctx.note(want.policy, "skip", `pin budget: no room for ${blocks.length} blocks, and no lower holds to preempt`, { session: s.id, worker, used: ctx.budget.used(worker) });
     return false;
   }
   for (const v of plan.preempt) {

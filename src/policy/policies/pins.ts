@@ -7,6 +7,7 @@
 import type { CommandAcked, Observation, TurnFinished } from "../../contract/observations.js";
 import { type PolicyContext, unpinned } from "../context.js";
 import type { PinHold } from "../pin-budget.js";
+import { capRoom } from "../pin-caps.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
 const NAME = "cache_markers";
@@ -77,10 +78,28 @@ function pinsDue(o: TurnFinished, ctx: PolicyContext, holds: Holds, ttl: number[
   return { groups, fresh };
 }
 
-/** Pins what the budget admits of one TTL group. */
+/** How many of `hashes` (in order) the session's caps leave it: blocks it holds already are free. */
+function capFit(ctx: PolicyContext, sid: string, worker: string, hashes: readonly bigint[]): number {
+  const s = ctx.sessions.get(sid);
+  if (!s) return hashes.length;
+  const room = capRoom(ctx, s);
+  let left = room.left;
+  for (let i = 0; i < hashes.length; i++) {
+    if (ctx.budget.holdsAt(worker, hashes[i]).some((p) => p.session === sid)) continue;
+    if (left <= 0) {
+      ctx.note(NAME, "skip", `${room.cap === "tenant_cap" ? `tenant cap (tenant ${s.tenant})` : "session cap"}: ${hashes.length - i} of ${hashes.length} blocks over it`, { session: sid, worker });
+      return i;
+    }
+    left--;
+  }
+  return hashes.length;
+}
+
+/** Pins what the session's caps and the budget admit of one TTL group. */
 function pinGroup(worker: string, sid: string, t: number, hashes: bigint[], holds: Holds, ctx: PolicyContext): void {
-  const fit = ctx.budget.admit(worker, hashes);
-  if (fit < hashes.length) ctx.note(NAME, "skip", `pin budget: ${hashes.length - fit} of ${hashes.length} blocks over it`, { session: sid, worker, used: ctx.budget.used(worker) });
+  const capped = capFit(ctx, sid, worker, hashes);
+  const fit = ctx.budget.admit(worker, hashes.slice(0, capped));
+  if (fit < capped) ctx.note(NAME, "skip", `pin budget: ${capped - fit} of ${hashes.length} blocks over it`, { session: sid, worker, used: ctx.budget.used(worker) });
   if (fit === 0) return;
   const pin = hashes.slice(0, fit);
   const refresh = pin.every((h) => holds.has(h));
