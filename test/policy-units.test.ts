@@ -167,6 +167,26 @@ describe("pins from markers", () => {
     expect(await metric("kvctl_policy_pin_budget_peak_blocks")).toEqual(['kvctl_policy_pin_budget_peak_blocks{worker="w0"} 10']);
   });
 
+  it("a record read before this replica's own write (a hold just taken, or just released) changes nothing in the view", () => {
+    const { p } = policy({ ...ONLY("pins"), pins: { enabled: true, budgetBlocks: 10 } });
+    const mine = chainOf(6, 100n);
+    const marker = { breakpoints: [bp(6 * PAGE, 3600)], errors: [] };
+    p.observe(finished(0, "s", mine, { markers: marker }));
+    // The next turn's record was read before the ledger wrote the pin: the pin stays in the view.
+    p.observe(started(100, "s", { stored: { worker: "w0", pins: [], leases: [], tool: null } }));
+    expect(p.context.budget.used("w0")).toBe(6);
+    // Long after, a record without it says it went (closed on another replica): it leaves the view.
+    p.observe(started(10_000, "s", { stored: { worker: "w0", pins: [], leases: [], tool: null } }));
+    expect(p.context.budget.used("w0")).toBe(0);
+    // Released here (the session closed), then a record read before that release still names it:
+    // not adopted back.
+    p.observe(finished(20_000, "u", mine, { markers: marker }));
+    p.observe({ type: "SessionHint", at: 20_100, sessionId: "u", event: "close", toolName: null, toolCallId: null, keepTokens: null });
+    const stale = { worker: "w0", pins: [{ worker: "w0", kind: "marker", blockHashes: mine.map(String), ttlSeconds: 3600, atMs: 20_000 }], leases: [], tool: null };
+    p.observe(started(20_200, "u", { stored: stale }));
+    expect(p.context.budget.used("w0")).toBe(0);
+  });
+
   it("a tenant's caps bind before the budget: per session and over the tenant's sessions, counted in distinct blocks; other tenants are not affected", async () => {
     const caps = (t: string) => (t === "a" ? { perSession: 4, perTenant: 6 } : null);
     const { p, decisions } = policy(ONLY("pins"), { tenantCaps: caps });

@@ -141,7 +141,7 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
         }
       }
       afterRules(ctx, ob);
-      updatePinGauges(ctx, peak);
+      updatePinGauges(ctx, peak, ob, log);
       return out.slice();
     },
   };
@@ -227,10 +227,16 @@ function afterRules(ctx: PolicyContext, ob: Observation): void {
   } else if (ob.type === "SessionHint" && ob.event === "close") ctx.sessions.delete(ob.sessionId);
 }
 
-function updatePinGauges(ctx: PolicyContext, peak: Map<string, number>): void {
+function updatePinGauges(ctx: PolicyContext, peak: Map<string, number>, ob: Observation, log: (line: string) => void): void {
   for (const w of new Set([...ctx.pageSizes.keys(), ...peak.keys()])) {
     const used = ctx.budget.used(w);
     ctx.metrics.pinBlocks.set({ worker: w }, used);
+    // Every rule asks the budget before it holds: a view past it is a bug, said where it happened.
+    if (used > ctx.cfg.pins.budgetBlocks && (peak.get(w) ?? 0) <= ctx.cfg.pins.budgetBlocks) {
+      const where = `after ${ob.type}${"sessionId" in ob && ob.sessionId ? ` of session ${ob.sessionId}` : ""}`;
+      log(`kvctl policy: the pin-budget view of ${w} holds ${used} blocks, over its budget of ${ctx.cfg.pins.budgetBlocks}, ${where} (a bug: every rule asks the budget before it holds)`);
+      ctx.note("pin_budget", "over", where, { worker: w, used, holds: ctx.budget.groups(w) });
+    }
     if (used > (peak.get(w) ?? -1)) {
       peak.set(w, used);
       ctx.metrics.pinPeak.set({ worker: w }, used);

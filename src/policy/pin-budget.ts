@@ -17,6 +17,10 @@ export interface PinHold {
 /** What became of a pinned block once its last hold went: served from cache meanwhile, or not. */
 export type PinOutcome = "hit" | "wasted";
 
+/** How long a hold taken or released here may be missing from, or still named in, what the worker
+ * and the session records say (ms): the command and the record's write are still on their way. */
+export const SETTLE_MS = 5000;
+
 export class PinBudget {
   private readonly byWorker = new Map<string, Map<bigint, PinHold[]>>();
   /** Workers that answered `partial` (budget exhausted): treated as full until a hold goes. */
@@ -24,11 +28,15 @@ export class PinBudget {
   /** Pinned blocks served from a worker's cache since they were pinned. */
   private readonly hit = new Map<string, Set<bigint>>();
   /**
-   * Holds the worker was found not to have (its Inspect), by worker, session and block, until the
-   * hold would have expired: the session record still names them (records drop holds on release
-   * or expiry), and adopting them again would count blocks the worker does not pin.
+   * Holds gone from the view that a session record may still name, by worker, session and block,
+   * with until when: those the worker was found not to have (its Inspect) until the hold would
+   * have expired (records drop holds on release or expiry only), and those released here for
+   * SETTLE_MS (a record read before the release was written still names them). Adopting them from
+   * a record would count blocks the worker does not pin.
    */
   private readonly lostHolds = new Map<string, Map<string, Map<bigint, number>>>();
+  /** The clock of the last expire() (ms). */
+  private now = 0;
 
   constructor(
     private readonly perWorker: number,
@@ -82,12 +90,7 @@ export class PinBudget {
     return m;
   }
 
-  /** Drops one hold of `session` on `hash` that the worker does not have, and remembers it as lost. */
-  lose(worker: string, hash: bigint, session: string, kind: PinHold["kind"]): void {
-    const l = this.byWorker.get(worker)?.get(hash);
-    const p = l?.find((x) => x.session === session && x.kind === kind);
-    if (!p) return;
-    this.release(worker, [hash], session, kind);
+  private remember(worker: string, session: string, hash: bigint, until: number): void {
     let bySession = this.lostHolds.get(worker);
     if (!bySession) {
       bySession = new Map();
@@ -98,10 +101,19 @@ export class PinBudget {
       m = new Map();
       bySession.set(session, m);
     }
-    m.set(hash, Math.max(m.get(hash) ?? 0, p.expiresAt ?? Number.POSITIVE_INFINITY));
+    m.set(hash, Math.max(m.get(hash) ?? 0, until));
   }
 
-  /** Whether the worker was found without this session's hold on `hash` (and it has not expired since). */
+  /** Drops one hold of `session` on `hash` that the worker does not have, and remembers it as lost. */
+  lose(worker: string, hash: bigint, session: string, kind: PinHold["kind"]): void {
+    const l = this.byWorker.get(worker)?.get(hash);
+    const p = l?.find((x) => x.session === session && x.kind === kind);
+    if (!p) return;
+    this.release(worker, [hash], session, kind);
+    this.remember(worker, session, hash, p.expiresAt ?? Number.POSITIVE_INFINITY);
+  }
+
+  /** Whether this session's hold on `hash` left the view lately or was found gone: a record naming it is behind. */
   wasLost(worker: string, session: string, hash: bigint): boolean {
     return this.lostHolds.get(worker)?.get(session)?.has(hash) ?? false;
   }
@@ -116,6 +128,7 @@ export class PinBudget {
 
   /** Drops holds whose TTL has run out. */
   expire(now: number): void {
+    this.now = now;
     for (const bySession of this.lostHolds.values()) {
       for (const [session, m] of bySession) {
         for (const [h, until] of m) if (until <= now) m.delete(h);
@@ -190,6 +203,7 @@ export class PinBudget {
       const i = l ? l.findIndex((p) => p.session === session && (!kind || p.kind === kind)) : -1;
       if (!l || i < 0) continue;
       const [gone] = l.splice(i, 1);
+      this.remember(worker, session, x, this.now + SETTLE_MS);
       if (l.length === 0) {
         m.delete(x);
         this.settle(worker, x, gone);

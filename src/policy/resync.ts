@@ -5,10 +5,13 @@
 // but not those the worker's own counts showed gone (the worker is the truth for what it pins).
 import type { StoredSessionState } from "../contract/observations.js";
 import type { PolicyContext, SessionView } from "./context.js";
-import type { PinHold } from "./pin-budget.js";
+import { type PinHold, SETTLE_MS } from "./pin-budget.js";
 
-/** How old a hold must be before a worker's count without it says it is gone (ms). */
-const SETTLE_MS = 5000;
+// A hold taken less than SETTLE_MS ago may still be on its way to the worker, and to the record
+// (the ledger writes it after the policy took it, and a turn's record may have been read before).
+
+const takenAt = (p: PinHold) => (p.expiresAt !== null && p.ttlSeconds !== null ? p.expiresAt - p.ttlSeconds * 1000 : Number.NEGATIVE_INFINITY);
+const settled = (ctx: PolicyContext) => (p: PinHold) => takenAt(p) <= ctx.now - SETTLE_MS;
 
 type StoredPin = StoredSessionState["pins"][number] & { kind?: string };
 
@@ -27,7 +30,8 @@ function resyncMarkers(ctx: PolicyContext, s: SessionView, st: StoredSessionStat
   for (const worker of ctx.budget.workersOf(s.id)) {
     const m = named.get(worker);
     for (const [h, holds] of ctx.budget.holdsOf(worker, s.id, "marker")) {
-      const extra = holds.length - (m?.get(h) ?? 0);
+      // The oldest go first (release takes them in order), and only settled ones can be missing.
+      const extra = holds.filter(settled(ctx)).length - (m?.get(h) ?? 0);
       for (let i = 0; i < extra; i++) ctx.budget.release(worker, [h], s.id, "marker");
       if (extra > 0) changed++;
     }
@@ -47,7 +51,8 @@ function resyncMarkers(ctx: PolicyContext, s: SessionView, st: StoredSessionStat
 /** Brings the view of a session it has seen before in line with the record read at this turn's start. */
 export function resyncSession(ctx: PolicyContext, s: SessionView, st: StoredSessionState): void {
   let changed = resyncMarkers(ctx, s, st);
-  if (s.lease && !st.leases.some((l) => l.leaseId === s.lease?.id)) {
+  const leaseSettled = s.lease !== null && [...ctx.budget.holdsOf(s.lease.worker, s.id, "lease").values()].some((l) => l.some(settled(ctx)));
+  if (s.lease && leaseSettled && !st.leases.some((l) => l.leaseId === s.lease?.id)) {
     ctx.budget.release(s.lease.worker, s.lease.blocks, s.id, "lease");
     s.lease = null;
     s.paused = false;
@@ -64,11 +69,9 @@ export function resyncSession(ctx: PolicyContext, s: SessionView, st: StoredSess
 export function reconcilePins(ctx: PolicyContext, worker: string, pins: ReadonlyMap<bigint, number>): number {
   let repaired = 0;
   for (const [h, n] of pins) {
-    // A hold taken moments ago may still be on its way to the worker: only settled ones count.
-    const taken = (p: PinHold) => (p.expiresAt !== null && p.ttlSeconds !== null ? p.expiresAt - p.ttlSeconds * 1000 : Number.NEGATIVE_INFINITY);
     const holds = ctx.budget
       .holdsAt(worker, h)
-      .filter((p) => taken(p) <= ctx.now - SETTLE_MS)
+      .filter(settled(ctx))
       .sort((a, b) => (a.expiresAt ?? Number.POSITIVE_INFINITY) - (b.expiresAt ?? Number.POSITIVE_INFINITY));
     const extra = holds.length - n;
     if (extra <= 0) continue;
