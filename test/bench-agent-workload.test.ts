@@ -8,6 +8,7 @@ import { plannedSpanMs } from "../bench/agent/calibrate.js";
 import { l3Since } from "../bench/agent/measure.js";
 import type { ConfigSummary } from "../bench/agent/verdict.js";
 import { type BfclWorkload, DEFAULT_SHAPE, planWorkload, SUMMARY_OVERHEAD_CHARS } from "../bench/agent/workload.js";
+import { promptJson } from "../bench/agent/prompt-json.js";
 
 const call = (n: number) => ({ name: "bash", arguments: { command: `cat f${n}` }, result: "x".repeat(1000) });
 const workload = (turns: { user: string; calls: ReturnType<typeof call>[] }[]): BfclWorkload => ({ system_prompt: "s".repeat(100), sessions: [{ id: "a", classes: [], tools: [], turns }] });
@@ -81,5 +82,12 @@ describe("bench:agent gpu_shaped sizing and shared workers", () => {
     const before = { backed_up: 10, query_hit: 0, prefetched: 5, unfulfilled: { deadline: 2 }, deferred: {}, dropped: { evict: 100 } };
     const after = { backed_up: 30, query_hit: 4, prefetched: 5, unfulfilled: { deadline: 2, host_capacity: 3 }, deferred: { busy: 1 }, dropped: { evict: 160 } };
     expect(l3Since(after, before)).toEqual({ backed_up: 20, query_hit: 4, prefetched: 0, unfulfilled: { host_capacity: 3 }, deferred: { busy: 1 }, dropped: { evict: 60 } });
+  });
+});
+
+describe("bench:agent prompt JSON", () => {
+  it("spells tool-call arguments as the chat template's json() macro spells the parsed object (Dynamo's side)", () => {
+    expect(promptJson({ b: 2, a: 'x "y"\n', C: [true, null, 1.5], d: {} })).toBe('{"a": "x \\"y\\"\\n", "b": 2, "C": [true, null, 1.5], "d": {}}');
+    expect(promptJson("a\\b")).toBe('"a\\\\b"');
   });
 });

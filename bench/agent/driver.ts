@@ -5,6 +5,7 @@
 // back after the tool's duration, reasoning left out of the history (as templates of separated-
 // thinking models do). Per request: prompt and cached tokens, host-tier hits, time to first token.
 import type { PlannedSession } from "./workload.js";
+import { promptJson } from "./prompt-json.js";
 
 export interface Target {
   name: string;
@@ -199,7 +200,7 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
         const think = call.reasoningChars > 0 ? `<think>[a-z ]{${call.reasoningChars}}</think>` : "";
         const res = await send("tool", `${think}<tool_call>${escapeRegex(JSON.stringify(fn))}</tool_call>`);
         const id = res?.toolCallIds[0] ?? `call_${s.id}_${history.length}_${i}`;
-        history.push({ role: "assistant", content: "", tool_calls: [{ id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.arguments) } }] });
+        history.push({ role: "assistant", content: "", tool_calls: [{ id, type: "function", function: { name: call.name, arguments: promptJson(call.arguments) } }] });
         await sleep(call.toolMs);
         history.push({ role: "tool", tool_call_id: id, content: call.result });
       }

@@ -114,13 +114,11 @@ export async function startDynamoStack(peer: DynamoPeer, o: DynamoStackOptions):
       procs.push(r);
       await until(r, () => /ThunderAgent|thunderagent/.test(r.log()) && /regist|serving|ready/i.test(r.log()), 120_000, "its start");
     }
-    // dynamo_kv: SGLang's own chat processing in the frontend, since Dynamo's Rust preprocessor
-    // renders the same conversation into fewer prompt tokens than SGLang does (not the same work).
-    // dynamo_thunder keeps the Rust one: under the SGLang processor ThunderAgent sees no session
-    // header and admits no program, so its prompt totals differ and the verdict says so.
-    const chat = peer === "kv" ? ["--dyn-chat-processor", "sglang"] : [];
-    const fe = await startDynamoFrontend({ name: "frontend", discovery, dir: join(o.scratch, "fe"), routerMode: peer === "kv" ? "kv" : "round-robin", extraArgs: [...chat, ...(peer === "kv" ? queue : [])] });
+    // Both keep Dynamo's own (Rust) chat preprocessor, its default: the agent model's template
+    // renders alike there and in SGLang (it spells JSON itself), so both serve the same prompts.
+    const fe = await startDynamoFrontend({ name: "frontend", discovery, dir: join(o.scratch, "fe"), routerMode: peer === "kv" ? "kv" : "round-robin", extraArgs: peer === "kv" ? queue : [] });
     procs.push(fe);
+    await untilServing(fe.baseUrl, peer === "thunder", o.shape.pageSize);
     const target: Target = {
       name: `dynamo_${peer}`,
       url: () => fe.baseUrl,
@@ -138,6 +136,36 @@ export async function startDynamoStack(peer: DynamoPeer, o: DynamoStackOptions):
   } catch (e) {
     await stop();
     throw e;
+  }
+}
+
+/**
+ * Waits until the frontend serves chat (a model listed there may not be routable yet: ThunderAgent's
+ * router registers after the workers, and until then a chat answers 404), then pays each worker's
+ * one-time start-up cost as payColdStart does for the other rows: two answered requests of a few
+ * full pages of text no workload prompt shares, each its own program under ThunderAgent.
+ */
+async function untilServing(url: string, sessions: boolean, pageSize: number): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  let last = "";
+  for (let n = 0; n < 2; ) {
+    const id = `kvctl-bench-ready-${n}`;
+    const text = `ready probe ${n}: ${"cold start of the page hash; ".repeat(Math.ceil((pageSize * 8) / 29))}`;
+    const r = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(sessions ? { "x-dynamo-session-id": id } : {}) },
+      body: JSON.stringify({ model: MODEL_NAME, messages: [{ role: "user", content: text }], max_tokens: 1, temperature: 0 }),
+    }).catch((e: Error) => ({ ok: false, status: 0, text: async () => e.message }));
+    if (r.ok) {
+      await r.text();
+      if (sessions) await endSession(url, id);
+      n++;
+      continue;
+    }
+    last = `${r.status} ${(await r.text()).slice(0, 200)}`;
+    if (Date.now() > deadline) throw new Error(`the Dynamo frontend did not serve chat within 180 s (last answer: ${last})`);
+    // Readiness poll: the frontend says nothing when its router joins.
+    await new Promise((res) => setTimeout(res, 500));
   }
 }
 
