@@ -13,6 +13,7 @@ import { createGateway, type Gateway } from "../src/app/gateway.js";
 import type { Observation, TurnFinished } from "../src/contract/observations.js";
 import { agentPolicy } from "../src/policy/agent-policy.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
+import { pollFor } from "./helpers/poll.js";
 import { type SglangServer, startSglangServer } from "./helpers/sglang-server.js";
 
 let nats: NatsServer;
@@ -122,18 +123,16 @@ describe("gateway: output ids of streamed chat turns from a real SGLang server",
     expect(f.ranges?.output).toEqual({ start: f.promptTokens?.length, end: (f.promptTokens?.length ?? 0) + refIds.length });
 
     // The think rule marks the reasoning blocks, and the worker acks the command.
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      await g.settled();
-      const rec = await g.sessions.get("streamed");
-      const think = rec?.commands.find((c) => c.type === "Think");
-      if (think && think.state !== "sent") {
-        expect(think.state).toBe("applied");
-        break;
-      }
-      if (Date.now() > deadline) throw new Error(`no acked Think command: ${JSON.stringify(rec?.commands)}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const rec = await pollFor(
+      "an acked Think command",
+      async () => {
+        await g.settled();
+        return g.sessions.get("streamed");
+      },
+      (r) => r?.commands.some((c) => c.type === "Think" && c.state !== "sent") === true,
+      { detail: (r) => JSON.stringify(r?.commands) },
+    );
+    expect(rec?.commands.find((c) => c.type === "Think")?.state).toBe("applied");
   }, 300_000);
 
   it("leaves the ids to a client that asked for them itself", async () => {
