@@ -26,11 +26,15 @@ function post(url: string, body: unknown): Promise<{ status: number; text: strin
   });
 }
 
+/** Text the worker tokenizes itself (token ids must be its vocabulary's), unlike the workload's
+ * prompts so none shares a page with it; a character or more per token, so at least `pages` pages. */
+export function coldStartText(pageSize: number, pages: number): string {
+  return "cold start of the page hash; ".repeat(Math.ceil((pageSize * pages * 2) / 29));
+}
+
 /** Sends each worker one request of at least `pages` full pages of synthetic text and waits for its answer. */
 export async function payColdStart(workers: readonly RealServer[], pageSize: number, pages = 4): Promise<void> {
-  // Text the worker tokenizes itself (token ids must be its vocabulary's), unlike the workload's
-  // prompts so none shares a page with it; a character or more per token, so at least `pages` pages.
-  const text = "cold start of the page hash; ".repeat(Math.ceil((pageSize * pages * 2) / 29));
+  const text = coldStartText(pageSize, pages);
   for (const w of workers) {
     const r = await post(`${w.baseUrl}/generate`, { text, sampling_params: { max_new_tokens: 1, temperature: 0 } }).catch((e: Error) => {
       throw new Error(`cold-start request to ${w.info.worker_id} failed: ${e.message}`);

@@ -20,6 +20,7 @@ import { join } from "node:path";
 import { buildPatchedTree } from "../../src/demo/harness.js";
 import { readDynamoDiscovery } from "../../src/events/dynamo/discovery.js";
 import { type DynamoProcess, type DynamoWorker, env, launch, MODEL_NAME, startDynamoFrontend, startDynamoWorker, until } from "../../test/helpers/dynamo.js";
+import { coldStartText } from "./cold-start.js";
 import type { Target } from "./driver.js";
 import type { ServerShape } from "./stack.js";
 
@@ -150,7 +151,7 @@ async function untilServing(url: string, sessions: boolean, pageSize: number): P
   let last = "";
   for (let n = 0; n < 2; ) {
     const id = `kvctl-bench-ready-${n}`;
-    const text = `ready probe ${n}: ${"cold start of the page hash; ".repeat(Math.ceil((pageSize * 8) / 29))}`;
+    const text = `ready probe ${n}: ${coldStartText(pageSize, 4)}`;
     const r = await fetch(`${url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json", ...(sessions ? { "x-dynamo-session-id": id } : {}) },
