@@ -241,6 +241,12 @@ def _health(base: str) -> bool:
         return False
 
 
+def _port_taken(log_text: str) -> bool:
+    """EADDRINUSE as ZMQ spells it (the events port: the launch dies) or as asyncio spells it for
+    uvicorn ("... address already in use", lower case: the HTTP port)."""
+    return "address already in use" in log_text.lower()
+
+
 def _log_since(path: str, offset: int) -> str:
     with open(path, "rb") as f:
         f.seek(offset)
@@ -302,15 +308,22 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
         # Owns nothing until it is ready: a retry reuses the tree, storage and log.
         server = RealServer(info, proc, [], env.get("COVERAGE_PROCESS_START"))
         healthy = False
-        exited = False
+        taken = False
         while True:
             if proc.poll() is not None:
                 why = f"exited with status {proc.returncode} before it was ready"
-                exited = True
+                taken = _port_taken(_log_since(log_path, log_start))
+                break
+            log_text = _log_since(log_path, log_start)
+            if _port_taken(log_text):
+                # uvicorn's failed bind leaves the process up until SGLang's warmup thread gives
+                # up on the HTTP port minutes later: no reason to wait for that
+                why = "could not bind a port (address already in use)"
+                taken = True
                 break
             if not healthy:
                 healthy = _health(base)
-            if healthy and (not o.nats_url or f"{LISTENING}{o.worker_id} listening" in _log_since(log_path, log_start)):
+            if healthy and (not o.nats_url or f"{LISTENING}{o.worker_id} listening" in log_text):
                 info.start_s = round(time.monotonic() - t0, 1)
                 server._owned = owned
                 return server
@@ -320,8 +333,7 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
                 break
             time.sleep(0.5)
         server.stop()
-        # Only a launch that died by itself is retried: stop() sets a return code on any.
-        if not (exited and attempt < PORT_ATTEMPTS and "Address already in use" in _log_since(log_path, log_start)):
+        if not (taken and attempt < PORT_ATTEMPTS):
             break
     tail = server.log_tail(30)
     server._owned = owned
