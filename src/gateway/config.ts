@@ -26,12 +26,17 @@ const workerId = z.string().refine(
 );
 
 const httpUrl = z.string().refine((s) => /^https?:\/\/[^/\s]+\/?$/.test(s), { message: "must be http(s)://host:port" });
-const zmqEndpoint = z.string().refine((s) => /^tcp:\/\/[^\s]+:\d+$/.test(s), { message: "must be tcp://host:port" });
+const ZMQ_ENDPOINT = /^tcp:\/\/[^\s]+:\d+$/;
+const zmqEndpoint = z.string().refine((s) => ZMQ_ENDPOINT.test(s), { message: "must be tcp://host:port" });
 
 /** A worker whose KV events come from NVIDIA Dynamo's event plane (docs/dynamo.md). */
 export const workerDynamoSchema = z.strictObject({
-  /** Dynamo's ZMQ event-plane PUB for this worker (its discovery record's event_channels endpoint). */
-  events: zmqEndpoint,
+  /**
+   * Dynamo's ZMQ event-plane PUB for this worker (its discovery record's event_channels endpoint),
+   * or "nats": Dynamo's NATS event plane (`--event-plane nats`), read on the gateway's own NATS
+   * connection (`nats`), which must then be configured.
+   */
+  events: z.string().refine((s) => s === "nats" || ZMQ_ENDPOINT.test(s), { message: 'must be tcp://host:port or "nats"' }),
   /** Dynamo's id of the worker (decimal, the worker_id of its events), mapped to this kvctl worker. */
   workerId: z.string().regex(/^\d{1,20}$/, "must be Dynamo's decimal worker id"),
   /** Tokens per block (SGLang page size x DCP size); the worker's /server_info page size when unset. */
@@ -271,6 +276,8 @@ export function parseGatewayConfig(input: unknown, source = "config"): GatewayCo
     if (ids.has(w.id)) throw new GatewayConfigError(`${source} is invalid:\n  workers: duplicate worker id '${w.id}'`);
     ids.add(w.id);
   }
+  const i = r.data.workers.findIndex((w) => w.dynamo?.events === "nats");
+  if (i >= 0 && !r.data.nats) throw new GatewayConfigError(`${source} is invalid:\n  workers.${i}.dynamo.events: "nats" reads Dynamo's NATS event plane on the gateway's NATS connection, and no nats is configured`);
   return r.data;
 }
 

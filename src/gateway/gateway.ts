@@ -17,6 +17,7 @@ import { HoldLedger } from "./hold-ledger.js";
 import { HoldMetrics } from "./hold-metrics.js";
 import { currentStored, namedPins } from "./holds.js";
 import { GatewayMetrics } from "./metrics.js";
+import { DynamoNatsPlane } from "./dynamo-events.js";
 import { NatsLink } from "./nats-link.js";
 import { programRetention } from "./prefetch-send.js";
 import type { Observation } from "../contract/observations.js";
@@ -147,7 +148,9 @@ function assemble(options: GatewayOptions): Parts {
   const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res), recordOf: (pc) => ledger.recordOf(pc) });
   const commands = new CommandSink({ publisher: () => (nats.connected ? nats.publisher : null), maxQueued: config.limits.commandQueue, metrics, onOutcome: (pc, o) => recorder.record(pc, o), log });
   nats.whenUp(() => commands.flush());
-  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, retention: programRetention(policy, config, () => (nats.connected ? nats.publisher : null), metrics, log), restarted: (w) => inspector.restartedFromEvents(w) }));
+  const dynamoNats = nats.configured ? new DynamoNatsPlane({ connection: () => (nats.connected ? nats.nc : null), index, metrics, log }) : null;
+  if (dynamoNats) nats.whenUp(() => dynamoNats.resubscribe());
+  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, dynamoNats, retention: programRetention(policy, config, () => (nats.connected ? nats.publisher : null), metrics, log), restarted: (w) => inspector.restartedFromEvents(w) }));
   const inspector = new WorkerInspector({
     workers: () => workers.workers,
     publisher: () => (nats.connected ? nats.publisher : null),

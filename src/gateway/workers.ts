@@ -9,7 +9,7 @@
 import type { Pool } from "undici";
 import { admissionGate, type Gate } from "./admission-mode.js";
 import { KvEventConsumer } from "../events/consumer.js";
-import { subscribeDynamoEvents } from "./dynamo-events.js";
+import { type DynamoNatsPlane, subscribeDynamoEvents } from "./dynamo-events.js";
 import { indexSink, type KvIndex } from "../index/index.js";
 import type { GatewayConfig, WorkerConfig } from "./config.js";
 import type { GatewayMetrics } from "./metrics.js";
@@ -114,6 +114,8 @@ export interface WorkerSetOptions {
   retention?: RetentionFor | null;
   /** A worker's event stream started over (a new process): handled as its Inspect's restart is. */
   restarted?: (worker: string) => void;
+  /** Dynamo's NATS event plane on the gateway's NATS connection (when NATS is configured). */
+  dynamoNats?: DynamoNatsPlane | null;
 }
 
 type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
@@ -187,13 +189,15 @@ export class WorkerSet {
       }
     }
     if (w.dynamo) {
-      w.dynamoEvents ??= subscribeDynamoEvents({
-        worker: w.id, config: w.dynamo, pageSize: w.scheme?.pageSize ?? null, index: this.o.index, metrics: this.o.metrics, log: this.o.log.warn,
-        stale: (why) => {
+      const on = { worker: w.id, config: w.dynamo, pageSize: w.scheme?.pageSize ?? null,
+        stale: (why: string) => {
           if (!w.stale) this.o.log.warn(`gateway: worker ${w.id}: its Dynamo KV events are not trusted (${why}); its overlap counts as none`);
           this.setStale(w, true);
         },
-      });
+      };
+      w.dynamoEvents ??= w.dynamo.events === "nats"
+        ? this.natsPlane().add(on)
+        : subscribeDynamoEvents({ ...on, index: this.o.index, metrics: this.o.metrics, log: this.o.log.warn });
     } else if (w.events && !w.consumer) await this.subscribe(w);
     w.joined = true;
     if (w.scheme) this.o.observe({ type: "WorkerJoined", at: this.o.clock.now(), worker: w.id, pageSize: w.scheme.pageSize });
@@ -227,6 +231,7 @@ export class WorkerSet {
    */
   async add(c: WorkerConfig): Promise<GatewayWorker> {
     if (this.byId.has(c.id)) throw new MembershipError(`worker '${c.id}' is already a member`);
+    if (c.dynamo?.events === "nats" && !this.o.dynamoNats) throw new MembershipError(`worker '${c.id}': dynamo.events "nats" reads Dynamo's NATS event plane on the gateway's NATS connection, and no nats is configured`);
     const w = new GatewayWorker(c, this.o.config, this.retention);
     this.track(w);
     try {
@@ -258,6 +263,12 @@ export class WorkerSet {
     this.o.index.clearWorker(id);
     await this.forget(w);
     this.o.log.info(`gateway: worker ${id} removed`);
+  }
+
+  private natsPlane(): DynamoNatsPlane {
+    // parseGatewayConfig and add() refuse a "nats" worker when the gateway has no NATS.
+    if (!this.o.dynamoNats) throw new MembershipError("dynamo.events \"nats\" needs the gateway's NATS connection (nats)");
+    return this.o.dynamoNats;
   }
 
   private async forget(w: GatewayWorker): Promise<void> {

@@ -39,6 +39,13 @@ export interface DynamoAdapterOptions {
    */
   workers?: Record<string, DynamoWorkerMapping>;
   identity?: boolean;
+  /**
+   * What a record of an unmapped worker is: a problem (the default: on one worker's own stream it
+   * means the mapping is wrong), or skipped and counted (`ignoredRecords`, an "ignored" event with
+   * the Dynamo id) on a plane every worker of the deployment publishes to, where the workers this
+   * side does not front are expected.
+   */
+  unmapped?: "problem" | "ignore";
   /** Block size of workers whose mapping gives none; unknown when unset. */
   blockSize?: number;
   /** Token ids of a block by its engine hash, where the caller knows them (for the tokens_hash check). */
@@ -51,19 +58,23 @@ export interface DynamoAdapterMetrics {
   records: number;
   storedBlocks: number;
   removedBlocks: number;
+  /** Records of unmapped workers skipped (`unmapped: "ignore"`). */
+  ignoredRecords: number;
   /** Blocks whose tokens_hash was checked against their tokens, and how many matched. */
   tokensChecked: number;
   tokensMatched: number;
   problems: Record<DynamoProblemKind, number>;
 }
 
-/** Emits "problem" (DynamoProblem), "stale" ({worker, reason}) and "record" (DynamoRecord, kvctl worker). */
+/** Emits "problem" (DynamoProblem), "stale" ({worker, reason}), "record" (DynamoRecord, kvctl worker)
+ * and "ignored" (Dynamo worker id, with `unmapped: "ignore"`). */
 export class DynamoEventAdapter extends EventEmitter {
   readonly metrics: DynamoAdapterMetrics = {
     messages: 0,
     records: 0,
     storedBlocks: 0,
     removedBlocks: 0,
+    ignoredRecords: 0,
     tokensChecked: 0,
     tokensMatched: 0,
     problems: { unmapped_worker: 0, unknown_block_size: 0, tokens_hash: 0, decode: 0 },
@@ -80,6 +91,13 @@ export class DynamoEventAdapter extends EventEmitter {
   /** Adds or replaces one mapping (a worker that joined). */
   map(dynamoWorker: string, m: DynamoWorkerMapping): void {
     this.workers.set(dynamoWorker, m);
+  }
+
+  /** Drops one mapping (a worker that left); its records are unmapped from now on. */
+  unmap(dynamoWorker: string): void {
+    const m = this.workers.get(dynamoWorker);
+    this.workers.delete(dynamoWorker);
+    if (m) this.stale.delete(m.worker);
   }
 
   mapping(dynamoWorker: string): DynamoWorkerMapping | undefined {
@@ -117,6 +135,11 @@ export class DynamoEventAdapter extends EventEmitter {
     this.metrics.records++;
     const m = this.mapping(r.dynamoWorker);
     if (!m) {
+      if (this.o.unmapped === "ignore") {
+        this.metrics.ignoredRecords++;
+        this.emit("ignored", r.dynamoWorker);
+        return false;
+      }
       this.problem("unmapped_worker", r.dynamoWorker, null, `Dynamo worker ${r.dynamoWorker} has no kvctl worker mapping`);
       return false;
     }

@@ -44,7 +44,9 @@ export class DynamoNatsSubscriber extends EventEmitter {
     this.sub = sub;
     this.loop = (async () => {
       for await (const m of sub) this.emit("message", this.adapter.applyMessage(natsEnvelopeFrames(m.data)));
-    })();
+    })().catch(() => {
+      // The subscription ends with its connection; whoever owns the connection reports that.
+    });
     return this;
   }
 
