@@ -446,6 +446,24 @@ describe("tool calls: keep or offload", () => {
     expect(types(p.observe(toolTurn(t, "s", chain, "ls")))).toEqual(["Cache"]);
   });
 
+  it("a request without the tool results (history compacted mid-loop) ends the wait: the next call opens its own, whose results are known", async () => {
+    const { p, metric } = policy({ ...ONLY("tools"), tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1] } });
+    const out = p.observe(toolTurn(0, "s", chainOf(8)));
+    p.observe(ack(10, out[0], "applied", { epoch: 1 }));
+    // The agent compacted: its next request ends with the user's message, not the call's results.
+    expect(types(p.observe(started(1_000, "s", { tail: tail("user") })))).toEqual(["ToolEnd"]);
+    expect(p.context.sessions.get("s")?.tool).toBeNull();
+    expect(p.durations.count("search")).toBe(1);
+    // That request's own call opens a wait (kept now: the 1 s return was learned), and its results
+    // close it: no call is unknown.
+    expect(types(p.observe(toolTurn(2_000, "s", chainOf(6), "search", "c2")))).toEqual(["Cache"]);
+    expect(p.context.sessions.get("s")?.tool?.callIds).toEqual(["c2"]);
+    p.observe(started(3_000, "s", { tail: tail("tool", ["c2"]) }));
+    expect(p.context.sessions.get("s")?.tool).toBeNull();
+    expect(p.durations.count("search")).toBe(2);
+    expect(await metric("kvctl_policy_bad_input_total")).toEqual([]);
+  });
+
   it("tool results for a call never seen, and a rejected ToolStart: counted, nothing sent, the view stays consistent", async () => {
     const { p, metric } = policy({ ...ONLY("tools"), tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1] } });
     expect(p.observe(started(0, "s", { tail: tail("tool", ["ghost"]) }))).toEqual([]);

@@ -217,8 +217,15 @@ function onFinished(o: TurnFinished, ctx: PolicyContext, model: DurationModel, s
 }
 
 function onStarted(o: TurnStarted, ctx: PolicyContext, model: DurationModel, serving: ServingMap): void {
-  if (!o.sessionId || o.tail?.role !== "tool") return;
+  if (!o.sessionId) return;
   const s = ctx.sessions.get(o.sessionId);
+  if (o.tail?.role !== "tool") {
+    // The program is back without the call's results in its prompt (it compacted or rewrote its
+    // history): the wait is over all the same. Left open, it would refuse the waits of the calls
+    // this request makes, and their results would then name calls it never opened.
+    if (s?.tool) endWait(ctx, model, serving, s, "next request without tool results (history rewritten)", o.requestId);
+    return;
+  }
   const ids = o.tail.toolCallIds;
   if (!s?.tool) {
     ctx.bad("tool_result_unknown_call", `tool results (${ids.join(", ") || "no ids"}) for no open tool call`, o.sessionId);
