@@ -550,6 +550,33 @@ describe("queued requests hold their cached prefix", () => {
   });
 });
 
+describe("queued requests within the caps", () => {
+  const overlap = (gpu: number) => ({ GPU: gpu, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 });
+
+  it("a request's hold counts toward its session's and its tenant's caps with the session's own holds, whatever room the budget has", () => {
+    const caps = (t: string) => (t === "a" ? { perSession: 6, perTenant: 9 } : null);
+    const { p } = policy({ ...ONLY("inflight"), pins: { enabled: false, budgetBlocks: 100 } }, { tenantCaps: caps });
+    const prompt = chainOf(10, 100n);
+    const held = (out: ReturnType<typeof p.observe>) => out.map((c) => (c.command.type === "Cache" ? c.command.block_hashes.length : 0));
+    expect(held(p.observe(started(0, "s1", { tenant: "a", requestId: "r1", promptBlocks: prompt, overlap: overlap(10) })))).toEqual([6]);
+    // A second request of the session over the same prefix: the 6 its session holds cost nothing
+    // more, the rest is over the session's cap.
+    expect(held(p.observe(started(1, "s1", { tenant: "a", requestId: "r2", promptBlocks: prompt, overlap: overlap(10) })))).toEqual([6]);
+    // Another session of the tenant: 3 left under the tenant's 9.
+    expect(held(p.observe(started(2, "s2", { tenant: "a", requestId: "r3", promptBlocks: chainOf(10, 300n), overlap: overlap(10) })))).toEqual([3]);
+    // Another tenant is not affected.
+    expect(held(p.observe(started(3, "s3", { tenant: "b", requestId: "r4", promptBlocks: chainOf(10, 500n), overlap: overlap(10) })))).toEqual([10]);
+    expect(p.context.budget.used("w0")).toBe(19);
+    // Served: the room comes back to the tenant, and the oldest request short of its prefix (s2's)
+    // takes it up to its session's cap; a new session of the tenant gets what is left under 9.
+    p.observe(finished(10, "s1", prompt, { requestId: "r1" }));
+    const topUp = p.observe(finished(11, "s1", prompt, { requestId: "r2" }));
+    expect(topUp.map((c) => c.command)).toContainEqual({ type: "Cache", block_hashes: chainOf(10, 300n).slice(3, 6), pin: true, ttl_seconds: 120 });
+    expect(p.context.budget.heldFor("s2")).toBe(6);
+    expect(held(p.observe(started(12, "s4", { tenant: "a", requestId: "r5", promptBlocks: chainOf(10, 700n), overlap: overlap(10) })))).toEqual([3]);
+  });
+});
+
 describe("queued requests: budget that comes free goes to the oldest request still short of its prefix", () => {
   it("tells pins that paid off from wasted ones: served from cache while held, or never", async () => {
     const { p, metric } = policy(ONLY("inflight"));

@@ -6,6 +6,8 @@
 // went was hit; one that was never is wasted (memory held for nothing).
 export interface PinHold {
   session: string;
+  /** The session whose caps a hold of another owner counts toward (a request's own hold: its session). */
+  of?: string | null;
   /** Why it was pinned: "marker" (prompt-cache breakpoint), "tool" (kept through a tool call),
    * "inflight" (a routed request's cached prefix, held until it is served) or "lease" (an idle
    * session paused on host). The worker counts them all against one budget. */
@@ -222,6 +224,13 @@ export class PinBudget {
       if (mine.length) out.set(h, mine);
     }
     return out;
+  }
+
+  /** Distinct blocks, over every worker, that a hold of `session` or one held for it (`of`) pins. */
+  heldFor(session: string): number {
+    let n = 0;
+    for (const m of this.byWorker.values()) for (const l of m.values()) if (l.some((p) => p.session === session || p.of === session)) n++;
+    return n;
   }
 
   /** Workers this session holds pins on. */

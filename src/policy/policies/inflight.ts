@@ -9,6 +9,7 @@
 import type { CommandAcked, Observation, TurnFinished, TurnStarted } from "../../contract/observations.js";
 import { commonBlocks, type PolicyContext, unpinned } from "../context.js";
 import { release } from "./idle.js";
+import { capPrefix } from "../pin-caps.js";
 import { makeRoom } from "./make-room.js";
 import type { AgentRule } from "./policy.js";
 
@@ -48,12 +49,14 @@ type InFlight = Map<string, Held>;
 function grant(inFlight: InFlight, h: Held, ctx: PolicyContext): boolean {
   const cfg = ctx.cfg.inflight;
   const rest = h.want.slice(h.held);
-  // The request's hold is checked against its session's tenant caps as a holder of its own.
+  // The request's hold counts toward its session's caps and its tenant's, with the session's own
+  // holds: past them only what fits under them is held, whatever room the budget has.
   const holder = { id: h.owner, lastActivity: ctx.now, session: h.sessionId, tenant: (h.sessionId && ctx.sessions.get(h.sessionId)?.tenant) || null };
-  const room = ctx.budget.admit(h.worker, rest);
-  const fit = room < rest.length && makeRoom(ctx, holder, h.worker, rest, { policy: NAME, kind: "inflight", share: null, noteRefusal: false }, release) ? rest.length : room;
+  const under = rest.slice(0, capPrefix(ctx, holder, h.worker, rest).fit);
+  const room = ctx.budget.admit(h.worker, under);
+  const fit = room < under.length && makeRoom(ctx, holder, h.worker, under, { policy: NAME, kind: "inflight", share: null, noteRefusal: false }, release) ? under.length : room;
   if (fit === 0 || (h.held === 0 && fit < cfg.minBlocks)) return false;
-  const pin = rest.slice(0, fit);
+  const pin = under.slice(0, fit);
   const from = h.held;
   const sent = ctx.emit(
     NAME,
@@ -67,7 +70,7 @@ function grant(inFlight: InFlight, h: Held, ctx: PolicyContext): boolean {
     { onAck: (a) => pinAcked(inFlight, h, from, pin, a, ctx) },
   );
   if (!sent) return false;
-  ctx.budget.hold(h.worker, pin, { session: h.owner, kind: "inflight", ttlSeconds: cfg.maxHoldSeconds, expiresAt: ctx.now + cfg.maxHoldSeconds * 1000 });
+  ctx.budget.hold(h.worker, pin, { session: h.owner, of: h.sessionId, kind: "inflight", ttlSeconds: cfg.maxHoldSeconds, expiresAt: ctx.now + cfg.maxHoldSeconds * 1000 });
   h.held += pin.length;
   return true;
 }

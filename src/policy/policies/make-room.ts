@@ -7,7 +7,7 @@
 import type { PinHold } from "../pin-budget.js";
 import { overCap, planPin } from "../pin-priority.js";
 import type { PolicyContext, SessionView } from "../context.js";
-import { capsOf, capUsage } from "../pin-caps.js";
+import { capKey, capsOf, capUsage } from "../pin-caps.js";
 
 /** When a session is expected back: after as long again as it has been idle. */
 const expectedReturn = (ctx: PolicyContext, s: Pick<SessionView, "lastActivity"> | undefined): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
@@ -36,8 +36,9 @@ export interface RoomWant {
 export function makeRoom(ctx: PolicyContext, s: RoomHolder, worker: string, blocks: readonly bigint[], want: RoomWant, releaseLease: (ctx: PolicyContext, s: SessionView, why: string) => void): boolean {
   const caps = capsOf(ctx, s);
   const used = capUsage(ctx, s, caps);
-  // Blocks the session holds already cost its caps nothing more.
-  const adds = blocks.filter((h) => !ctx.budget.holdsAt(worker, h).some((p) => p.session === s.id)).length;
+  // Blocks the session (or one of its requests) holds already cost its caps nothing more.
+  const key = capKey(s);
+  const adds = blocks.filter((h) => !ctx.budget.holdsAt(worker, h).some((p) => p.session === key || p.of === key)).length;
   const capped = overCap(caps, { tenant: s.tenant, blocks: adds }, used);
   if (capped) {
     if (want.noteRefusal !== false) {

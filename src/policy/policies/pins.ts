@@ -7,7 +7,7 @@
 import type { CommandAcked, Observation, TurnFinished } from "../../contract/observations.js";
 import { type PolicyContext, unpinned } from "../context.js";
 import type { PinHold } from "../pin-budget.js";
-import { capRoom } from "../pin-caps.js";
+import { capPrefix } from "../pin-caps.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
 const NAME = "cache_markers";
@@ -82,17 +82,9 @@ function pinsDue(o: TurnFinished, ctx: PolicyContext, holds: Holds, ttl: number[
 function capFit(ctx: PolicyContext, sid: string, worker: string, hashes: readonly bigint[]): number {
   const s = ctx.sessions.get(sid);
   if (!s) return hashes.length;
-  const room = capRoom(ctx, s);
-  let left = room.left;
-  for (let i = 0; i < hashes.length; i++) {
-    if (ctx.budget.holdsAt(worker, hashes[i]).some((p) => p.session === sid)) continue;
-    if (left <= 0) {
-      ctx.note(NAME, "skip", `${room.cap === "tenant_cap" ? `tenant cap (tenant ${s.tenant})` : "session cap"}: ${hashes.length - i} of ${hashes.length} blocks over it`, { session: sid, worker });
-      return i;
-    }
-    left--;
-  }
-  return hashes.length;
+  const { fit, cap } = capPrefix(ctx, s, worker, hashes);
+  if (fit < hashes.length) ctx.note(NAME, "skip", `${cap === "tenant_cap" ? `tenant cap (tenant ${s.tenant})` : "session cap"}: ${hashes.length - fit} of ${hashes.length} blocks over it`, { session: sid, worker });
+  return fit;
 }
 
 /** Pins what the session's caps and the budget admit of one TTL group. */
