@@ -12,6 +12,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { DynamoEventAdapter, type DynamoProblem } from "../events/dynamo/adapter.js";
 import { DynamoNatsSubscriber } from "../events/dynamo/nats.js";
 import { DynamoEventSubscriber } from "../events/dynamo/subscriber.js";
+import type { EventSink } from "../events/consumer.js";
 import { indexSink, type KvIndex } from "../index/index.js";
 import type { WorkerDynamoConfig } from "./config.js";
 import type { GatewayLog } from "./logger.js";
@@ -33,6 +34,18 @@ function problemCounter(registry: Registry): Counter<"worker" | "kind"> {
   return c;
 }
 
+/** The index as the adapters' sink, each batch counted per worker as the SGLang streams' are. */
+function countedSink(index: KvIndex, metrics: GatewayMetrics, log: (line: string) => void): EventSink {
+  const sink = indexSink(index, log);
+  return {
+    ...sink,
+    applyBatch: (worker, batch, seq) => {
+      metrics.zmqEvents.inc({ worker });
+      sink.applyBatch?.(worker, batch, seq);
+    },
+  };
+}
+
 export interface DynamoEventsOptions {
   /** kvctl worker id. */
   worker: string;
@@ -48,16 +61,9 @@ export interface DynamoEventsOptions {
 /** Subscribes to one worker's Dynamo event plane; close() stops it. */
 export function subscribeDynamoEvents(o: DynamoEventsOptions): { adapter: DynamoEventAdapter; close(): Promise<void> } {
   const blockSize = o.config.blockSize ?? o.pageSize ?? undefined;
-  const sink = indexSink(o.index, o.log);
   const adapter = new DynamoEventAdapter({
     workers: { [o.config.workerId]: { worker: o.worker, ...(blockSize ? { blockSize } : {}) } },
-    sink: {
-      ...sink,
-      applyBatch: (worker, batch, seq) => {
-        o.metrics.zmqEvents.inc({ worker });
-        sink.applyBatch?.(worker, batch, seq);
-      },
-    },
+    sink: countedSink(o.index, o.metrics, o.log),
   });
   const problems = problemCounter(o.metrics.registry);
   adapter.on("problem", (p: DynamoProblem) => {
@@ -104,17 +110,7 @@ export class DynamoNatsPlane {
   private subscribedTo: NatsConnection | null = null;
 
   constructor(private readonly o: DynamoNatsPlaneOptions) {
-    const sink = indexSink(o.index, o.log.warn);
-    this.adapter = new DynamoEventAdapter({
-      unmapped: "ignore",
-      sink: {
-        ...sink,
-        applyBatch: (worker, batch, seq) => {
-          o.metrics.zmqEvents.inc({ worker });
-          sink.applyBatch?.(worker, batch, seq);
-        },
-      },
-    });
+    this.adapter = new DynamoEventAdapter({ unmapped: "ignore", sink: countedSink(o.index, o.metrics, o.log.warn) });
     const problems = problemCounter(o.metrics.registry);
     this.adapter.on("problem", (p: DynamoProblem) => {
       const to = p.worker === null ? [...this.members.values()] : [...this.members.values()].filter((m) => m.worker === p.worker);
