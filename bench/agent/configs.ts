@@ -44,6 +44,9 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
     { name: "dynamo_thunder", role: "fair", front: "dynamo_thunder", serverArgs: [], policy: "noop", admission: "none" },
     { name: "lru", role: "context", front: "round_robin", serverArgs: [], policy: "noop", admission: "none" },
     gw("cache_aware", "context"),
+    // kvctl over workers that also keep each session's KV themselves (session_radix's server side):
+    // whether the commands add to SGLang's own session retention.
+    gw("kvctl_session_radix", "context", { policy: "agent", admission: "program", serverArgs: ["--enable-session-radix-cache", "--radix-eviction-policy", "priority"], sessionBody: true }),
     { name: "sgl_router", role: "context", front: "smg", serverArgs: [], policy: "noop", admission: "none" },
   ];
   if (!ablation) return specs;
