@@ -389,7 +389,8 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
   });
 
   it("a connection reset before any answer is sent again; the worker keeps its sessions and is not drained", async () => {
-    const g = await gw();
+    const ends: string[] = [];
+    const g = await gw({}, { name: "record", observe: (o) => (o.type === "TurnStarted" ? ends.push(`started ${o.requestId}`) : o.type === "TurnFinished" ? ends.push(`finished ${o.requestId} ${o.status}`) : 0, []) });
     const h = { "x-session-id": "reset-once" };
     const first = await post(`${g.url}/v1/chat/completions`, '{"messages":[]}', h);
     const w = first.headers.get("x-kvctl-worker") as string;
@@ -401,6 +402,11 @@ describe("gateway: bad input gets a clear answer and changes nothing", () => {
     expect(r.status).toBe(200);
     expect(r.headers.get("x-kvctl-worker")).toBe(w);
     expect(up.requests - before).toBe(2); // the reset one, then the one answered
+    // Each try's TurnStarted has its TurnFinished (the reset one unanswered), so a policy releases
+    // what it took for the first before the second takes it again.
+    await g.settled();
+    const id = /^started (\S+)$/.exec(ends.at(-4) ?? "")?.[1];
+    expect(ends.slice(-4)).toEqual([`started ${id}`, `finished ${id} 0`, `started ${id}`, `finished ${id} 200`]);
     expect((await json(await fetch(`${g.url}/health`))).workers.every((x: { healthy: boolean }) => x.healthy)).toBe(true);
     expect((await metric(g, "kvctl_gateway_upstream_errors_total")).join()).toContain(`worker="${w}",kind="reset"} 1`);
     // a worker that resets every try is not retried forever: the client gets a clear 502

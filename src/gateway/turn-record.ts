@@ -35,7 +35,7 @@ interface Tokens {
   chainStr: string[];
 }
 
-const NO_USAGE: Usage = { promptTokens: null, completionTokens: null, cachedTokens: null };
+export const NO_USAGE: Usage = { promptTokens: null, completionTokens: null, cachedTokens: null };
 
 export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void> {
   const { worker, outcome } = a;

@@ -15,7 +15,7 @@ import type { SessionRecord } from "./session-record.js";
 import { tokenizePrompt } from "./messages-fallback.js";
 import type { TurnContext } from "./turn-context.js";
 import { headerHints } from "./turn-hints.js";
-import { finishTurn } from "./turn-record.js";
+import { finishTurn, NO_USAGE } from "./turn-record.js";
 import { type CallOutcome, ClientLink, type DoneOutcome } from "./call.js";
 import { callWorker } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
@@ -60,7 +60,10 @@ export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: Server
     }
     noteRequest(res.req, { worker: worker.id });
     const outcome = await callWorker(ctx, { turn, worker, res, client, promptTokenCount: p.promptTokens?.length ?? 0, startedAt });
-    if (outcome.kind === "retry" && attempt < MAX_ATTEMPTS - 1 && ctx.workers.available().length > 0) continue;
+    if (outcome.kind === "retry" && attempt < MAX_ATTEMPTS - 1 && ctx.workers.available().length > 0) {
+      attemptEnded(ctx, turn, p, worker, outcome.error);
+      continue;
+    }
     const done = settle(ctx, res, turn, worker, outcome);
     noteRequest(res.req, { error: done.error });
     record(ctx, turn, p, worker, done);
@@ -169,6 +172,34 @@ function routeLine(ctx: TurnContext, turn: TurnRequest, p: Prepared, worker: Gat
     overlap: d.overlap,
     in_flight: Object.fromEntries(available.map((w) => [w.id, w.inFlight])),
     attempt,
+  });
+}
+
+/**
+ * A try that is sent again ended on its worker unanswered: its TurnStarted gets its TurnFinished
+ * (status 0), so what a policy took for it there (a queued request's hold) is released, not left
+ * beside the next try's until its TTL. The turn's record is kept once, for the last try.
+ */
+function attemptEnded(ctx: TurnContext, turn: TurnRequest, p: Prepared, worker: GatewayWorker, error: string): void {
+  const now = ctx.clock.now();
+  ctx.observe({
+    type: "TurnFinished",
+    at: now,
+    requestId: p.requestId,
+    sessionId: turn.session?.id ?? null,
+    route: turn.route,
+    worker: worker.id,
+    status: 0,
+    error: `sent again: ${error}`,
+    finishReason: null,
+    usage: NO_USAGE,
+    promptTokens: null,
+    outputTokens: null,
+    chain: [],
+    ranges: null,
+    toolCalls: [],
+    durationMs: now - p.started,
+    model: turn.model,
   });
 }
 
