@@ -307,7 +307,9 @@ describe("Dynamo fleet: frontend (KV router) + two patched workers under kvctl_w
     const proxy = (async () => {
       for await (const frames of sub) {
         let payload = frames[2];
-        if (armed && corrupted === 0 && frames.length === 3) {
+        // Every first-page store after arming, not one: verify-hashes prints its match a few events
+        // after the proxy forwarded it, and a single corruption could land past its last event.
+        if (armed && frames.length === 3) {
           const { batch } = decodeBatch(payload);
           const e = batch.events.find((x) => x.type === "BlockStored" && x.parentBlockHash === null && x.tier === "GPU");
           if (e && e.type === "BlockStored") {
@@ -320,8 +322,8 @@ describe("Dynamo fleet: frontend (KV router) + two patched workers under kvctl_w
       }
     })().catch(() => undefined);
     try {
-      const r = await verifyOver(`tcp://127.0.0.1:${port}`, 6, (l) => void (/: match$/.test(l) && (armed = true)));
-      expect(corrupted).toBe(1);
+      const r = await verifyOver(`tcp://127.0.0.1:${port}`, 16, (l) => void (/: match$/.test(l) && (armed = true)));
+      expect(corrupted).toBeGreaterThan(0);
       expect(r.code, r.out).toBe(1);
       expect(r.out).toMatch(/MISMATCH at page 0/);
       expect(r.out).toMatch(/Dynamo tokens_hash: Dynamo worker \d+ .* tokens_hash \d+, its 16 token\(s\) hash to \d+/);
