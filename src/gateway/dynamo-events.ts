@@ -127,11 +127,6 @@ export class DynamoNatsPlane {
     });
   }
 
-  /** Records of unmapped Dynamo workers skipped so far. */
-  get ignoredRecords(): number {
-    return this.adapter.metrics.ignoredRecords;
-  }
-
   /** Maps one worker onto the plane (subscribing if NATS is up); close() unmaps it. */
   add(o: Omit<DynamoEventsOptions, "index" | "metrics" | "log">): { close(): Promise<void> } {
     const id = o.config.workerId;
@@ -165,10 +160,5 @@ export class DynamoNatsPlane {
     this.sub = null;
     this.subscribedTo = null;
     await sub?.close();
-  }
-
-  async close(): Promise<void> {
-    this.members.clear();
-    await this.unsubscribe();
   }
 }
