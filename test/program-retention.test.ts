@@ -11,7 +11,7 @@ const LIMITS: ProgramLimits = { maxPrograms: 1, capacityTokens: 100_000, pauseAt
 // As in retention-decision.test.ts: 4000 tokens re-prefill in 1 s and restore in 0.1 s.
 const COSTS = { prefillTokensPerSecond: 4000, restoreTokensPerSecond: 40_000, deviceHoldCostPerBlockSecond: 0.0001, hostHoldCostPerBlockSecond: 0.00001, leaseSeconds: 300, taus: [1, 2, 5] };
 
-function setup(restore?: (p: string) => Promise<"resident" | "partial" | "failed">) {
+function setup(restore?: (p: string) => Promise<"resident" | "partial" | "failed">, released: [string, string][] = []) {
   const model = new DurationModel({ priorMeanSeconds: 10, minSamples: 4, maxSamples: 100, maxTools: 8 });
   for (const x of [1, 1, 2, 2]) model.record("grep", x); // keep, TTL 2 s
   for (const x of [100, 100, 200, 200]) model.record("build", x); // park
@@ -20,7 +20,7 @@ function setup(restore?: (p: string) => Promise<"resident" | "partial" | "failed
   const metrics = new RetentionMetrics(registry);
   const lines: Record<string, unknown>[] = [];
   const rec = new RetentionRecorder({ worker: "w0", model, costs: COSTS, pageSize: () => 16, metrics, decisionLog: (l) => lines.push(JSON.parse(l)), restore });
-  return { gate: new ProgramGate(LIMITS, rec), metrics, lines, model };
+  return { gate: new ProgramGate(LIMITS, rec, (p, why) => released.push([p, why])), metrics, lines, model };
 }
 
 async function count(c: { get(): Promise<{ values: { labels: Record<string, unknown>; value: number }[] }> }, labels: Record<string, string>): Promise<number> {
@@ -144,6 +144,29 @@ describe("ProgramGate with retention", () => {
     expect(a2.queued).toBe(true); // b holds the slot; a waits ahead of newcomers
     expect(restores).toEqual([]);
     expect(await count(metrics.outcomes, { action: "let_go", outcome: "recomputed" })).toBe(1);
+  });
+
+  it("tells which programs it lets go (keep and park are not: their KV is still kept)", () => {
+    vi.useFakeTimers();
+    const released: [string, string][] = [];
+    const { gate } = setup(async () => "resident", released);
+    gate.enter(160, "a").release(true, ["crawl"]);
+    expect(released).toEqual([["a", "let_go"]]);
+    gate.enter(4000, "b").release(true, ["build"]); // park
+    gate.enter(4000, "c").release(true, ["grep"]); // keep
+    gate.enter(10, "d").release(); // no tool call: the program ends, its session may come back
+    expect(released).toEqual([["a", "let_go"]]);
+  });
+
+  it("tells which programs it pauses under KV pressure", () => {
+    vi.useFakeTimers();
+    const released: [string, string][] = [];
+    const gate = new ProgramGate({ ...LIMITS, maxPrograms: 3, capacityTokens: 10_000 }, null, (p, why) => released.push([p, why]));
+    gate.enter(6000, "a").release(true, ["grep"]);
+    gate.enter(3000, "b").release(true, ["grep"]);
+    expect(released).toEqual([]); // 9000 of 10000: under pauseAt
+    gate.enter(9000, "a").release(true, ["grep"]); // a's context grew: 12000, over pauseAt
+    expect(released[0]).toEqual(["b", "pressure"]); // the smallest first
   });
 
   it("a client gone while its blocks come back gives the slot to the next waiter", async () => {

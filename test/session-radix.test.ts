@@ -2,13 +2,17 @@
 // session_radix configuration sends it: a real patched SGLang server on CPU with
 // --enable-session-radix-cache is sent a chat request carrying `session_id`, then the session is
 // closed; SGLang's own log says how many tree leaves it had tagged for the session, and the count
-// must be non-zero (a session id that served nothing releases none).
+// must be non-zero (a session id that served nothing releases none). Behind the gateway, a session
+// sent by header reaches the worker named in the body, and its close hint closes it there.
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel } from "../bench/agent/stack.js";
+import { createGateway, type Gateway } from "../src/app/gateway.js";
+import { until } from "./helpers/poll.js";
 import { type SglangServer, startSglangServer } from "./helpers/sglang-server.js";
 
 let server: SglangServer;
+let gw: Gateway | undefined;
 
 beforeAll(async () => {
   server = await startSglangServer({
@@ -24,6 +28,7 @@ beforeAll(async () => {
 }, 900_000);
 
 afterAll(async () => {
+  await gw?.close();
   await server?.stop();
 });
 
@@ -57,4 +62,25 @@ describe("session radix cache", () => {
     expect((await post("/close_session", { session_id: "bench-session-none" })).status).toBe(200);
     expect(await releasedLeaves("bench-session-none")).toBe(0);
   });
+
+  it("behind the gateway: a session sent by header is named in the body the worker gets, and its close hint closes it there", async () => {
+    gw = await createGateway({
+      config: { listen: { host: "127.0.0.1", port: 0 }, workers: [{ id: "w0", url: server.baseUrl }], health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 } },
+      log: () => undefined,
+    });
+    const messages = [{ role: "system", content: "You are a careful agent. ".repeat(40) }, { role: "user", content: "Read the README." }];
+    const r = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-session-id": "gw-session-b" },
+      body: JSON.stringify({ model: "default", messages, max_tokens: 4, temperature: 0 }),
+    });
+    expect(r.status, await r.clone().text()).toBe(200);
+    await r.text();
+    await gw.settled();
+    const hint = await fetch(`${gw.url}/kvctl/v1/sessions/gw-session-b/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event: "close" }) });
+    expect(hint.status).toBe(202);
+    expect(await releasedLeaves("gw-session-b")).toBeGreaterThan(0);
+    const closed = 'kvctl_gateway_radix_session_releases_total{worker="w0",reason="ended",outcome="ok"} 1';
+    await until("the gateway counted its close", async () => (await (await fetch(`${gw?.url}/metrics`)).text()).includes(closed));
+  }, 300_000);
 });

@@ -3,7 +3,7 @@
 import { AdmissionGate, type AdmissionTicket } from "./admission.js";
 import type { GatewayConfig } from "./config.js";
 import type { ProgramRetention } from "../contract/policy.js";
-import { ProgramGate } from "./program-admission.js";
+import { ProgramGate, type ProgramReleasedHook } from "./program-admission.js";
 
 /** A ticket whose release may say the reply was a tool call (the session's program goes on). */
 export interface GateTicket extends AdmissionTicket {
@@ -18,7 +18,7 @@ export interface Gate {
 }
 
 /** The worker's gate under the configured admission, or null when admission is off. */
-export function admissionGate(a: GatewayConfig["admission"], retention: ProgramRetention | null = null): Gate | null {
+export function admissionGate(a: GatewayConfig["admission"], retention: ProgramRetention | null = null, released: ProgramReleasedHook | null = null): Gate | null {
   if (a.mode === "program") {
     return new ProgramGate(
       {
@@ -30,6 +30,7 @@ export function admissionGate(a: GatewayConfig["admission"], retention: ProgramR
         prefetchDeadlineMs: a.prefetchDeadlineMs,
       },
       retention,
+      released,
     );
   }
   const limits = { maxRequests: a.maxRequestsPerWorker, maxPromptTokens: a.maxPromptTokensPerWorker };

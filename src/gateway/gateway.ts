@@ -21,6 +21,7 @@ import { DynamoNatsPlane } from "./dynamo-events.js";
 import { NatsLink } from "./nats-link.js";
 import { programRetention } from "./prefetch-send.js";
 import type { Observation } from "../contract/observations.js";
+import { RadixSessions } from "./radix-sessions.js";
 import type { GatewayPolicy, PolicyCommand, PolicyFactory, TenantPinCaps } from "../contract/policy.js";
 import { resolvePolicy } from "./policy.js";
 import { idleSweeper } from "./idle-sweep.js";
@@ -144,24 +145,16 @@ function assemble(options: GatewayOptions): Parts {
   const holdMetrics = new HoldMetrics(metrics.registry);
   const incarnation = (w: string): string | null => inspector.incarnation(w);
   const ledger = new HoldLedger({ sessions, kv: () => nats.kv(), send: (pc) => commands.submit(pc), unsent: (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }), clock, metrics: holdMetrics, log, heartbeatMs: config.sessions.heartbeatMs, pending: recording, incarnation });
-  const observe = policyObserver(policy, ledger, incarnation, log, caps);
+  // SGLang's session radix cache on the workers that run it: sessions closed where kvctl lets them go.
+  const radix = new RadixSessions({ workers: () => workers.workers, registry: metrics.registry, log, timeoutMs: config.health.timeoutMs });
+  const observe = policyObserver(policy, ledger, incarnation, log, caps, (o) => radix.observe(o));
   const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res), recordOf: (pc) => ledger.recordOf(pc) });
   const commands = new CommandSink({ publisher: () => (nats.connected ? nats.publisher : null), maxQueued: config.limits.commandQueue, metrics, onOutcome: (pc, o) => recorder.record(pc, o), log });
   nats.whenUp(() => commands.flush());
   const dynamoNats = nats.configured ? new DynamoNatsPlane({ connection: () => (nats.connected ? nats.nc : null), index, metrics, log }) : null;
   if (dynamoNats) nats.whenUp(() => dynamoNats.resubscribe());
-  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, dynamoNats, retention: programRetention(policy, config, () => (nats.connected ? nats.publisher : null), metrics, log), restarted: (w) => inspector.restartedFromEvents(w) }));
-  const inspector = new WorkerInspector({
-    workers: () => workers.workers,
-    publisher: () => (nats.connected ? nats.publisher : null),
-    index,
-    observe,
-    clock,
-    log,
-    metrics: holdMetrics,
-    intervalMs: config.sessions.inspectMs,
-    namedPins: (w) => namedPins(sessions.localRecords(), w),
-  });
+  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, dynamoNats, retention: programRetention(policy, config, () => (nats.connected ? nats.publisher : null), metrics, log), programReleased: (w, program, why) => radix.release(w, program, why), restarted: (w) => inspector.restartedFromEvents(w) }));
+  const inspector = new WorkerInspector({ workers: () => workers.workers, publisher: () => (nats.connected ? nats.publisher : null), index, observe, clock, log, metrics: holdMetrics, intervalMs: config.sessions.inspectMs, namedPins: (w) => namedPins(sessions.localRecords(), w) });
   const expiry = new SessionExpiry({ kv: () => nats.kv(), ledger, observe, clock, log, ttlSeconds: config.sessions.ttlSeconds });
   let requestSeq = 0;
   const ctx: TurnContext = {
@@ -194,10 +187,12 @@ function tenantCapsOf(auth: ResolvedAuth | null): (tenant: string) => TenantPinC
 
 /**
  * The policy's commands go out through the hold ledger (each hold named in its record first) to
- * the sink; their outcomes come back as observations.
+ * the sink; their outcomes come back as observations. `first` hears each observation before the
+ * policy does (the workers' radix sessions).
  */
-function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: (worker: string) => string | null, log: GatewayLog, caps: PinCaps | null): (o: Observation) => void {
+function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: (worker: string) => string | null, log: GatewayLog, caps: PinCaps | null, first: (o: Observation) => void): (o: Observation) => void {
   return (o) => {
+    first(o);
     // Holds on a worker's earlier process are not the session's any more (the policy re-issues them).
     if (o.type === "TurnStarted" && o.stored) {
       o.stored = { ...o.stored, pins: currentStored(o.stored.pins, incarnation), leases: currentStored(o.stored.leases, incarnation) };

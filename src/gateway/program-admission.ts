@@ -35,6 +35,9 @@ export interface ProgramTicket extends AdmissionTicket {
   release(continues?: boolean, tools?: readonly (string | null)[]): void;
 }
 
+/** A program's KV is no longer kept for it: let go at a tool boundary, or paused under pressure. */
+export type ProgramReleasedHook = (program: string, why: "let_go" | "pressure") => void;
+
 interface Program {
   id: string;
   /** Tokens of its latest prompt: the context it keeps on the worker. */
@@ -64,6 +67,7 @@ export class ProgramGate {
   constructor(
     private readonly limits: ProgramLimits,
     private readonly retention: ProgramRetention | null = null,
+    private readonly released: ProgramReleasedHook | null = null,
   ) {
     if (!(limits.resumeBelow > 0 && limits.resumeBelow < limits.pauseAt && limits.pauseAt <= 1)) {
       throw new Error(`admission: expected 0 < resumeBelow < pauseAt <= 1, got ${limits.resumeBelow} / ${limits.pauseAt}`);
@@ -148,6 +152,7 @@ export class ProgramGate {
     }
     const d = this.retention?.decide(p.id, p.tokens, tools) ?? null;
     p.kept = d?.action ?? null;
+    if (d?.action === "let_go") this.released?.(p.id, "let_go");
     if (d && d.action !== "keep") {
       // Its slot goes now; it still comes back ahead of new programs. A parked one is forgotten when
       // its lease runs out (its next request is then a new program's, re-prefilled), one let go
@@ -192,6 +197,7 @@ export class ProgramGate {
       if (p.kept === "keep") this.retention?.lapsed(p.id, "pressure");
       p.kept = null;
       this.pausedTotal++;
+      this.released?.(p.id, "pressure");
     }
   }
 

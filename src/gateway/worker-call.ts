@@ -16,6 +16,7 @@ import type { TurnContext } from "./turn-context.js";
 import type { GatewayWorker } from "./workers.js";
 import { admissionBound, type Refusal, refuse } from "./admission-bound.js";
 import { tenantLabel } from "./tenant-label.js";
+import { withSessionId } from "./radix-sessions.js";
 
 // Hop-by-hop and framing headers are the gateway's own business on each leg.
 export const DROP_REQUEST_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade", "expect", "te", "proxy-connection"]);
@@ -63,8 +64,14 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
     const timeouts = callTimeouts(ctx.config.limits, !turn.stream);
     const forwarded = forwardHeaders(turn.headers, span);
     const headers = askIds ? { ...forwarded, ...STREAM_IDS_HEADERS } : forwarded;
-    worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers, body: turn.upstreamBody, ...timeouts }, relay);
+    worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers, body: bodyFor(turn, worker), ...timeouts }, relay);
   });
+}
+
+/** The bytes sent: a session turn to a worker running SGLang's session radix cache names its session (radix-sessions.ts). */
+function bodyFor(turn: WorkerCall["turn"], worker: GatewayWorker): Buffer {
+  if (!worker.sessionRadix || !turn.session || turn.engineSession || turn.route === "messages") return turn.upstreamBody;
+  return withSessionId(turn.upstreamBody, turn.session.id);
 }
 
 /** The call's place on its worker, given back once by release (idempotent). */

@@ -20,6 +20,7 @@ import type { Clock } from "./session-store.js";
 import { callJson, createUpstreamPool } from "./upstream.js";
 import { resolveWorkerCredentials } from "./auth/upstream-credentials.js";
 import { probeMessagesTokenize, servesStreamOutputIds } from "./worker-features.js";
+import { runsSessionRadix } from "./radix-sessions.js";
 import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
 import type { GatewayLog } from "./logger.js";
 
@@ -70,13 +71,15 @@ export class GatewayWorker {
   messagesTokenize = true;
   /** It returns output ids on chat streams when asked (from its /server_info version; see worker-features.ts). */
   streamOutputIds = false;
+  /** It runs SGLang's session radix cache: session turns carry their id in the body (radix-sessions.ts). */
+  sessionRadix = false;
   /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
   readonly gate: Gate | null;
 
-  constructor(c: WorkerConfig, cfg: GatewayConfig, retention: RetentionFor | null = null) {
+  constructor(c: WorkerConfig, cfg: GatewayConfig, retention: RetentionFor | null = null, programReleased: ProgramReleased | null = null) {
     this.id = c.id;
     this.url = c.url.replace(/\/$/, "");
-    this.gate = admissionGate(cfg.admission, retention?.(c.id, () => this.scheme?.pageSize ?? 1) ?? null);
+    this.gate = admissionGate(cfg.admission, retention?.(c.id, () => this.scheme?.pageSize ?? 1) ?? null, programReleased ? (program, why) => programReleased(this, program, why) : null);
     this.events = c.events ?? null;
     this.replay = c.replay ?? null;
     this.dynamo = c.dynamo ?? null;
@@ -116,7 +119,11 @@ export interface WorkerSetOptions {
   restarted?: (worker: string) => void;
   /** Dynamo's NATS event plane on the gateway's NATS connection (when NATS is configured). */
   dynamoNats?: DynamoNatsPlane | null;
+  /** Program admission let a program go, or paused it under pressure (its session's KV is no longer kept). */
+  programReleased?: ProgramReleased | null;
 }
+
+export type ProgramReleased = (worker: GatewayWorker, program: string, why: "let_go" | "pressure") => void;
 
 type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
 
@@ -131,7 +138,7 @@ export class WorkerSet {
   constructor(private readonly o: WorkerSetOptions) {
     this.metrics = o.metrics;
     this.retention = o.config.admission.mode === "program" && o.config.admission.retention ? (o.retention ?? null) : null;
-    for (const c of o.config.workers) this.track(new GatewayWorker(c, o.config, this.retention));
+    for (const c of o.config.workers) this.track(new GatewayWorker(c, o.config, this.retention, o.programReleased ?? null));
   }
 
   private track(w: GatewayWorker): void {
@@ -222,6 +229,7 @@ export class WorkerSet {
     w.topic = ad.topic;
     if (!ad.cacheReport) this.o.log.warn(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
     w.streamOutputIds = servesStreamOutputIds(r.json as Record<string, unknown>);
+    w.sessionRadix = runsSessionRadix(r.json as Record<string, unknown>);
     w.messagesTokenize = await probeMessagesTokenize(w.id, w.pool, timeoutMs, this.o.log);
   }
 
@@ -232,7 +240,7 @@ export class WorkerSet {
   async add(c: WorkerConfig): Promise<GatewayWorker> {
     if (this.byId.has(c.id)) throw new MembershipError(`worker '${c.id}' is already a member`);
     if (c.dynamo?.events === "nats" && !this.o.dynamoNats) throw new MembershipError(`worker '${c.id}': dynamo.events "nats" reads Dynamo's NATS event plane on the gateway's NATS connection, and no nats is configured`);
-    const w = new GatewayWorker(c, this.o.config, this.retention);
+    const w = new GatewayWorker(c, this.o.config, this.retention, this.o.programReleased ?? null);
     this.track(w);
     try {
       if (await this.join(w)) this.markUp(w, "added");

@@ -42,6 +42,8 @@ export interface TurnRequest {
   added: TokenFieldsAdded | null;
   stream: boolean;
   session: SessionIdSource | null;
+  /** The body names an SGLang session itself (session_id or session_params): the gateway adds none. */
+  engineSession: boolean;
   model: string | null;
   namespace: HashNamespace;
   /** Prompt token ids the request carries itself (input_ids, a token-list prompt). */
@@ -101,6 +103,7 @@ export function parseTurn(route: RouteKind, raw: Buffer, headers: IncomingHttpHe
     added: splice?.added ?? null,
     stream,
     session,
+    engineSession: body.session_id !== undefined || body.session_params !== undefined,
     model: typeof body.model === "string" ? body.model : null,
     namespace,
     promptTokens: promptTokensInRequest(route, body),
