@@ -27,7 +27,7 @@ import { medianToolMs, plannedSpanMs, prefillRate, returningPromptTokens } from 
 import { payColdStart } from "./agent/cold-start.js";
 import { type ConfigSpec, configSpecs, FAIR_PEERS } from "./agent/configs.js";
 import { drive, type RequestRecord, sessionCompletion, type Target } from "./agent/driver.js";
-import { flood, idealRecompute, type L3Report, l3Since, scrape, scrapeL3 } from "./agent/measure.js";
+import { flood, idealRecompute, type L3Report, l3Since, type RetentionReport, scrape, scrapeL3 } from "./agent/measure.js";
 import { Phases } from "./agent/phases.js";
 import { afterRestart, type RestartReport, restartWorker } from "./agent/restart.js";
 import { type DynamoPeer, type DynamoReport, startDynamoStack } from "./agent/dynamo-stack.js";
@@ -171,6 +171,8 @@ interface RunExtra {
   pin_budget_peak_blocks: number | null;
   pinned_blocks_hit: number | null;
   pinned_blocks_wasted: number | null;
+  /** Program admission's retention decisions, outcomes and gaps (null: no gateway). */
+  retention: RetentionReport | null;
   /** The warm scenario's restart and what the restarted worker served after it. */
   restart: RestartReport | null;
   /** The Dynamo rows: their router queue threshold and ThunderAgent's programs. */
@@ -199,6 +201,12 @@ const closeOn = (workers: RealServer[]) => async (id: string) => {
   );
 };
 
+/** Ends a session through the gateway's events route (its policy and its radix sessions hear it). */
+const closeThrough = (gatewayUrl: string) => async (id: string) => {
+  const r = await fetch(`${gatewayUrl}/kvctl/v1/sessions/${encodeURIComponent(id)}/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event: "close" }) });
+  await r.text();
+};
+
 async function frontFor(spec: ConfigSpec, regime: Regime, workers: RealServer[], nats: { url: string } | null, scratch: string, cleanup: (() => Promise<void>)[]): Promise<{ target: Target; metricsUrl: string | null }> {
   const close = spec.sessionBody ? { sessionBody: true, closeSession: closeOn(workers) } : {};
   if (spec.front === "round_robin") return { target: { name: spec.name, url: (seq) => workers[seq % workers.length].baseUrl, sessionHeader: false }, metricsUrl: null };
@@ -212,7 +220,9 @@ async function frontFor(spec: ConfigSpec, regime: Regime, workers: RealServer[],
   const natsLike = nats as Parameters<typeof startKvctlGateway>[1];
   const g = await startKvctlGateway(workers, natsLike, spec.policy, agent ? policiesFor(spec.rules, regime) : undefined, admissionFor(spec, regime.shape), Math.max(0.05, 10 / regime.timeScale), decisions);
   cleanup.push(() => g.close());
-  return { target: { name: spec.name, url: () => g.url, sessionHeader: true, ...close }, metricsUrl: g.url };
+  // kvctl hears a session's end from the harness (the events route), as the peers' workers do through close_session.
+  const ends = agent && !spec.sessionBody ? { closeSession: closeThrough(g.url) } : {};
+  return { target: { name: spec.name, url: () => g.url, sessionHeader: true, ...close, ...ends }, metricsUrl: g.url };
 }
 
 /** Which configurations may run on one another's workers (flushed between them): the same server
@@ -305,6 +315,7 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
         restart: restarted,
         dynamo: dynamoReport?.() ?? null,
         pin_budget_peak_blocks: scraped ? scraped.pinPeak : null, pinned_blocks_hit: scraped ? scraped.pinned.hit : null, pinned_blocks_wasted: scraped ? scraped.pinned.wasted : null,
+        retention: scraped?.retention ?? null,
         wall_s: +((performance.now() - t0) / 1000).toFixed(1),
         phases_s: ph.s,
       },
@@ -546,6 +557,13 @@ function printRegime(r: RegimeResult): void {
     const warmCmds = Object.entries(c?.commands ?? {}).filter(([k]) => k.startsWith("Warm:")).map(([k, n]) => `${k}=${n}`).join(" ") || "no Warm command";
     console.log(`  restart ${name}: ${rs.worker} out of rotation ${rs.out_s} s; its second-wave requests: ${rs.after.requests}, ${rs.after.prompt_tokens} prompt tokens, ` +
       `${rs.after.recomputed_tokens} recomputed, ${rs.after.storage_hit_tokens} from L3, ${rs.after.host_hit_tokens} from host; ${warmCmds}`);
+  }
+  for (const [name, c] of Object.entries(configs)) {
+    const rt = c?.extra.retention;
+    if (!rt || (Object.keys(rt.decisions).length === 0 && Object.keys(rt.radix_releases).length === 0)) continue;
+    const kv = (o: Record<string, number>) => Object.entries(o).map(([k, n]) => `${k}=${n}`).join(" ") || "none";
+    console.log(`  retention ${name} (median run): decisions ${kv(rt.decisions)}; outcomes ${kv(rt.outcomes)}; tool gap predicted ${f(rt.gap_predicted.mean_s, 2)} s mean ` +
+      `(${rt.gap_predicted.count}), actual ${f(rt.gap_actual.mean_s, 2)} s (${rt.gap_actual.count}); radix sessions closed ${kv(rt.radix_releases)}`);
   }
   for (const [name, c] of Object.entries(configs)) {
     const d = c?.extra.dynamo;

@@ -23,6 +23,9 @@ export interface ConfigSpec {
 /** The agent policy's rules; the ablation runs each one alone on top of program admission. */
 export const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "warm"] as const;
 
+/** SGLang's session radix cache: open sessions' KV is evicted last. */
+const SESSION_RADIX_ARGS = ["--enable-session-radix-cache", "--radix-eviction-policy", "priority"];
+
 /** Every configuration of a full run. `workers`: worker count; `perWorker`: the admission budget. */
 export function configSpecs(workers: number, perWorker: number, ablation: boolean): ConfigSpec[] {
   const gw = (name: string, role: Role, o: Partial<ConfigSpec> = {}): ConfigSpec => ({ name, role, front: "gateway", serverArgs: [], policy: "noop", admission: "none", ...o });
@@ -35,7 +38,7 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
       name: "smg_adm", role: "fair", front: "smg", serverArgs: [], policy: "noop", admission: "none",
       smgArgs: ["--max-concurrent-requests", String(perWorker * workers), "--queue-size", "100000", "--queue-timeout-secs", "86400"],
     },
-    gw("session_radix", "fair", { admission: "request", serverArgs: ["--enable-session-radix-cache", "--radix-eviction-policy", "priority"], sessionBody: true }),
+    gw("session_radix", "fair", { admission: "request", serverArgs: SESSION_RADIX_ARGS, sessionBody: true }),
     // SGLang's own knob: the worker runs at most that many requests; the rest wait in its queue.
     gw("sglang_mrr", "fair", { serverArgs: ["--max-running-requests", String(perWorker)] }),
     gw("thunder", "fair", { admission: "program" }),
@@ -44,9 +47,11 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
     { name: "dynamo_thunder", role: "fair", front: "dynamo_thunder", serverArgs: [], policy: "noop", admission: "none" },
     { name: "lru", role: "context", front: "round_robin", serverArgs: [], policy: "noop", admission: "none" },
     gw("cache_aware", "context"),
-    // kvctl over workers that also keep each session's KV themselves (session_radix's server side):
-    // whether the commands add to SGLang's own session retention.
-    gw("kvctl_session_radix", "context", { policy: "agent", admission: "program", serverArgs: ["--enable-session-radix-cache", "--radix-eviction-policy", "priority"], sessionBody: true }),
+    // kvctl over workers that also keep each session's KV themselves (session_radix's server side),
+    // the gateway naming each turn's session and closing it where it lets the program go.
+    gw("kvctl_session_radix", "context", { policy: "agent", admission: "program", serverArgs: SESSION_RADIX_ARGS }),
+    // The same under session_radix's own request admission: what kvctl adds to that peer alone.
+    gw("kvctl_session_radix_req", "context", { policy: "agent", admission: "request", serverArgs: SESSION_RADIX_ARGS }),
     { name: "sgl_router", role: "context", front: "smg", serverArgs: [], policy: "noop", admission: "none" },
   ];
   if (!ablation) return specs;

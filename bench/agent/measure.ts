@@ -23,13 +23,37 @@ export async function flood(url: string, n: number, model: string, seed: number)
   return ok;
 }
 
-export async function scrape(url: string): Promise<{ commands: Record<string, number>; pinPeak: number; pinned: { hit: number; wasted: number } }> {
-  const text = await (await fetch(`${url}/metrics`)).text();
+/** Program admission's retention as the gateway counted it: decisions by action, their outcomes,
+ * the tool gaps predicted at each decision and measured at each return, and the sessions closed on
+ * the workers' session radix caches, by why. */
+export interface RetentionReport {
+  decisions: Record<string, number>;
+  outcomes: Record<string, number>;
+  gap_predicted: { count: number; mean_s: number | null };
+  gap_actual: { count: number; mean_s: number | null };
+  radix_releases: Record<string, number>;
+}
+
+export interface Scraped {
+  commands: Record<string, number>;
+  pinPeak: number;
+  pinned: { hit: number; wasted: number };
+  retention: RetentionReport;
+}
+
+export async function scrape(url: string): Promise<Scraped> {
+  return parseGatewayMetrics(await (await fetch(`${url}/metrics`)).text());
+}
+
+/** What the bench reads from a gateway's /metrics text. */
+export function parseGatewayMetrics(text: string): Scraped {
   const commands: Record<string, number> = {};
   let pinPeak = 0;
   // Every block a policy pinned: served from cache while pinned (hit) or never (wasted), whether
   // its pins went during the run or still hold at its end.
   const pinned = { hit: 0, wasted: 0 };
+  const retention: RetentionReport = { decisions: {}, outcomes: {}, gap_predicted: { count: 0, mean_s: null }, gap_actual: { count: 0, mean_s: null }, radix_releases: {} };
+  const gaps = { predicted: { sum: 0, count: 0 }, actual: { sum: 0, count: 0 } };
   for (const line of text.split("\n")) {
     const m = /^kvctl_gateway_commands_(sent|acked|failed|dropped)_total\{([^}]*)\} (\S+)/.exec(line);
     if (m) {
@@ -41,8 +65,24 @@ export async function scrape(url: string): Promise<{ commands: Record<string, nu
     if (p) pinPeak = Math.max(pinPeak, Number(p[2]));
     const o = /^kvctl_policy_pinned_blocks_(?:total|open)\{[^}]*outcome="(hit|wasted)"[^}]*\} (\S+)/.exec(line);
     if (o) pinned[o[1] as "hit" | "wasted"] += Number(o[2]);
+    countInto(retention.decisions, /^kvctl_program_retention_decisions_total\{([^}]*)\} (\S+)/.exec(line), ["action"]);
+    countInto(retention.outcomes, /^kvctl_program_retention_outcomes_total\{([^}]*)\} (\S+)/.exec(line), ["action", "outcome"]);
+    countInto(retention.radix_releases, /^kvctl_gateway_radix_session_releases_total\{([^}]*)\} (\S+)/.exec(line), ["reason", "outcome"]);
+    const g = /^kvctl_program_gap_seconds_(sum|count)\{[^}]*kind="(predicted|actual)"[^}]*\} (\S+)/.exec(line);
+    if (g) gaps[g[2] as "predicted" | "actual"][g[1] as "sum" | "count"] += Number(g[3]);
   }
-  return { commands, pinPeak, pinned };
+  const gap = (x: { sum: number; count: number }) => ({ count: x.count, mean_s: x.count ? +(x.sum / x.count).toFixed(2) : null });
+  retention.gap_predicted = gap(gaps.predicted);
+  retention.gap_actual = gap(gaps.actual);
+  return { commands, pinPeak, pinned, retention };
+}
+
+/** Adds a counter line's value under its labels `keys` joined by ":" (summed over the others, the worker's). */
+function countInto(into: Record<string, number>, m: RegExpExecArray | null, keys: string[]): void {
+  if (!m) return;
+  const labels = Object.fromEntries([...m[1].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+  const key = keys.map((k) => labels[k] ?? "?").join(":");
+  into[key] = (into[key] ?? 0) + Number(m[2]);
 }
 
 /** What HiCache's L3 did on the workers (SGLang's own counters, summed over both workers):
