@@ -16,6 +16,7 @@ import type { Observation } from "../contract/observations.js";
 import { Counter, type Registry } from "prom-client";
 import type { GatewayLog } from "./logger.js";
 import { callJson } from "./upstream.js";
+import { withField } from "./json-shape.js";
 
 /** What the gateway needs of a worker to close a session there. */
 export interface RadixWorker {
@@ -39,15 +40,9 @@ export function runsSessionRadix(serverInfo: Record<string, unknown>): boolean {
   return serverInfo.enable_session_radix_cache === true;
 }
 
-/**
- * The body sent to a session-radix worker: the client's bytes with `session_id` added before the
- * closing brace (the body is a JSON object, checked when the request was read).
- */
+/** The body sent to a session-radix worker: the client's bytes with `session_id` added. */
 export function withSessionId(raw: Buffer, sessionId: string): Buffer {
-  const text = raw.toString("utf8");
-  const end = text.lastIndexOf("}");
-  const empty = /^\s*\{\s*$/.test(text.slice(0, end));
-  return Buffer.from(`${text.slice(0, end)}${empty ? "" : ","}"session_id":${JSON.stringify(sessionId)}${text.slice(end)}`, "utf8");
+  return withField(raw, "session_id", sessionId);
 }
 
 export class RadixSessions {

@@ -2,7 +2,7 @@
 // the bytes sent on (withTokenIds), the prompt ids it carries itself, and the tokenize calls that
 // render its prompt (or a part of it) the way the worker will.
 import type { RouteKind } from "../../contract/observations.js";
-import { isIntArray } from "../json-shape.js";
+import { isIntArray, withField } from "../json-shape.js";
 
 export interface TokenFieldsAdded {
   prompt: boolean;
@@ -21,11 +21,7 @@ export function withTokenIds(route: "chat" | "completions", raw: Buffer, body: R
   if (body.return_token_ids === true) return { raw, added: { prompt: false, response: false, responseKey } };
   // Completions return prompt ids only with return_token_ids; chat also with return_prompt_token_ids.
   const added = { prompt: route === "completions" || body.return_prompt_token_ids !== true, response: true, responseKey } as const;
-  const text = raw.toString("utf8");
-  const end = text.lastIndexOf("}");
-  const empty = /^\s*\{\s*$/.test(text.slice(0, end));
-  const out = `${text.slice(0, end)}${empty ? "" : ","}"return_token_ids":true${text.slice(end)}`;
-  return { raw: Buffer.from(out, "utf8"), added };
+  return { raw: withField(raw, "return_token_ids", true), added };
 }
 
 /** Prompt token ids the request itself carries (no worker call needed), if any. */
