@@ -1,11 +1,10 @@
 // The latency histograms of one worker call: time to the first answer chunk, the gaps between
 // chunks (one token each under SGLang's default stream interval) and end to end, by route, worker
-// and tenant. The labelled series are looked up once per call and kept, so a chunk costs one
-// observe and no label hashing.
-import type { Histogram } from "prom-client";
+// and tenant. The series are looked up once per call and kept, so a chunk costs one observe.
+import type { HistogramSeries } from "./hot-metrics.js";
 import type { OpsMetrics } from "./ops-metrics.js";
 
-type Series = ReturnType<Histogram["labels"]>;
+type Series = HistogramSeries<"route" | "worker" | "tenant">;
 
 interface CallSeries {
   ttft: Series;

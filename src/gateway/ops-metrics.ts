@@ -1,7 +1,8 @@
 // Metrics of the gateway's operational doors: the listener's cuts and caps, admission refusals,
 // drain, and the latency histograms an operator reads first (time to first token, between tokens,
 // end to end). On the gateway's registry, next to metrics.ts's.
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, type Registry } from "prom-client";
+import { HotHistogram } from "./hot-metrics.js";
 
 // From a cached prefix on a small model to a long generation on a loaded worker.
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -16,9 +17,9 @@ export class OpsMetrics {
   readonly draining: Gauge;
   readonly membership: Counter<"change">;
   readonly kvEventsRefused: Counter<"worker">;
-  readonly ttft: Histogram<"route" | "worker" | "tenant">;
-  readonly tokenGap: Histogram<"route" | "worker" | "tenant">;
-  readonly e2e: Histogram<"route" | "worker" | "tenant">;
+  readonly ttft: HotHistogram<"route" | "worker" | "tenant">;
+  readonly tokenGap: HotHistogram<"route" | "worker" | "tenant">;
+  readonly e2e: HotHistogram<"route" | "worker" | "tenant">;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -46,8 +47,8 @@ export class OpsMetrics {
       registers,
     });
     const labelNames = ["route", "worker", "tenant"] as const;
-    this.ttft = new Histogram({ name: "kvctl_gateway_time_to_first_token_seconds", help: "Streamed requests: time from the request to the first answer chunk", labelNames, buckets: LATENCY_BUCKETS, registers });
-    this.tokenGap = new Histogram({ name: "kvctl_gateway_inter_token_latency_seconds", help: "Streamed requests: time between two answer chunks", labelNames, buckets: TOKEN_GAP_BUCKETS, registers });
-    this.e2e = new Histogram({ name: "kvctl_gateway_e2e_latency_seconds", help: "Time from the request to the end of its answer, by route, worker and tenant", labelNames, buckets: LATENCY_BUCKETS, registers });
+    this.ttft = new HotHistogram({ name: "kvctl_gateway_time_to_first_token_seconds", help: "Streamed requests: time from the request to the first answer chunk", labelNames, buckets: LATENCY_BUCKETS, registers });
+    this.tokenGap = new HotHistogram({ name: "kvctl_gateway_inter_token_latency_seconds", help: "Streamed requests: time between two answer chunks", labelNames, buckets: TOKEN_GAP_BUCKETS, registers });
+    this.e2e = new HotHistogram({ name: "kvctl_gateway_e2e_latency_seconds", help: "Time from the request to the end of its answer, by route, worker and tenant", labelNames, buckets: LATENCY_BUCKETS, registers });
   }
 }

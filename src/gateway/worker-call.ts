@@ -79,7 +79,7 @@ function occupy(ctx: TurnContext, call: WorkerCall): { ticket: AdmissionTicket |
   const { worker, promptTokenCount } = call;
   worker.inFlight++;
   worker.inFlightPromptTokens += promptTokenCount;
-  const endTimer = ctx.metrics.duration.startTimer({ route: call.turn.route });
+  const since = performance.now();
   // A prompt the gateway did not tokenize is sized from its body (about 4 bytes a token).
   // Program admission holds the session's slot through its tool loop (a reply that is a tool call).
   const ticket = worker.gate?.enter(promptTokenCount || Math.ceil(call.turn.raw.length / 4), call.turn.session?.id ?? null) ?? null;
@@ -90,7 +90,7 @@ function occupy(ctx: TurnContext, call: WorkerCall): { ticket: AdmissionTicket |
     ticket?.release(continuesToolLoop(result), result?.toolCalls.map((c) => c.name));
     worker.inFlight--;
     worker.inFlightPromptTokens -= promptTokenCount;
-    endTimer();
+    ctx.metrics.duration.observe({ route: call.turn.route }, (performance.now() - since) / 1000);
   };
   return { ticket, release };
 }
