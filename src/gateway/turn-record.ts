@@ -28,7 +28,7 @@ export interface FinishArgs {
 interface Tokens {
   prompt: number[] | null;
   output: number[] | null;
-  /** prompt + output, the sequence the worker's cache now holds. */
+  /** prompt + output, the sequence the worker's cache now holds (null while its scheme is unknown: nothing hashes it). */
   seq: number[] | null;
   chain: bigint[];
   /** chain as the session record keeps it (decimal strings). */
@@ -42,7 +42,7 @@ export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void>
   const r = outcome.result;
   if (r?.usage.cachedTokens != null) ctx.metrics.cachedTokens.inc({ worker: worker.id }, r.usage.cachedTokens);
   if (r?.usage.promptTokens != null) ctx.metrics.promptTokens.inc({ worker: worker.id }, r.usage.promptTokens);
-  const t = await tokensOf(ctx, a);
+  const t = tokensFrom(a, a.outcome.result?.promptTokens ?? a.promptTokens ?? (await promptFromWorker(ctx, a)));
   const ranges = t.prompt ? await rangesOf(ctx, a, t, t.prompt) : null;
   const now = ctx.clock.now();
   if (a.turn.session && outcome.status === 200) await saveTurn(ctx, a.turn.session.id, a, t, ranges, now);
@@ -70,21 +70,23 @@ export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void>
   });
 }
 
-async function tokensOf(ctx: TurnContext, a: FinishArgs): Promise<Tokens> {
-  const { worker, outcome } = a;
-  const r = outcome.result;
-  let prompt = r?.promptTokens ?? a.promptTokens;
-  // Streamed turns (no ids in the answer): the worker tokenizes the same request.
-  if (!prompt && r && outcome.status === 200 && a.turn.tokenize && worker.healthy) {
-    try {
-      prompt = await tokenizePrompt(worker, a.turn.tokenize, ctx.config.health.timeoutMs * 5);
-    } catch (e) {
-      ctx.log.warn(`gateway: tokenize on ${worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`, { request_id: a.requestId });
-    }
+/** A streamed turn's prompt (its answer carries no ids): the worker tokenizes the same request. */
+async function promptFromWorker(ctx: TurnContext, a: FinishArgs): Promise<number[] | null> {
+  if (!a.outcome.result || a.outcome.status !== 200 || !a.turn.tokenize || !a.worker.healthy) return null;
+  try {
+    return await tokenizePrompt(a.worker, a.turn.tokenize, ctx.config.health.timeoutMs * 5);
+  } catch (e) {
+    ctx.log.warn(`gateway: tokenize on ${a.worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`, { request_id: a.requestId });
+    return null;
   }
-  const output = r?.outputTokens ?? null;
-  const seq = prompt ? (output ? prompt.concat(output) : prompt) : null;
-  const chain = seq && worker.scheme ? Array.from(requestBlockHashes(seq, worker.scheme, a.turn.namespace)) : [];
+}
+
+function tokensFrom(a: FinishArgs, prompt: number[] | null): Tokens {
+  const output = a.outcome.result?.outputTokens ?? null;
+  const scheme = a.worker.scheme;
+  // The joined sequence only matters where it is hashed (a worker whose scheme is known).
+  const seq = prompt && scheme ? (output ? prompt.concat(output) : prompt) : null;
+  const chain = seq && scheme ? Array.from(requestBlockHashes(seq, scheme, a.turn.namespace)) : [];
   return { prompt, output, seq, chain, chainStr: chain.map(String) };
 }
 
@@ -99,7 +101,8 @@ async function rangesOf(ctx: TurnContext, a: FinishArgs, t: Tokens, prompt: numb
   const { output } = t;
   const prevChain = a.session && a.session.worker !== null ? a.session.chain : [];
   const historyTokens = Math.min(commonPrefix(prevChain, t.chainStr) * (a.worker.scheme?.pageSize ?? 0), prompt.length);
-  const reasoning = await reasoningRange(ctx, a.worker, a.outcome.result, prompt, output);
+  const reasoningText = a.outcome.result?.reasoningText;
+  const reasoning = reasoningText && output && a.worker.healthy ? await reasoningRange(ctx, a.worker, reasoningText, prompt, output) : null;
   return {
     system: a.turn.systemTokenize ? await systemRange(ctx, a.worker, a.turn.systemTokenize, prompt) : null,
     history: { start: 0, end: historyTokens },
@@ -109,10 +112,9 @@ async function rangesOf(ctx: TurnContext, a: FinishArgs, t: Tokens, prompt: numb
   };
 }
 
-async function reasoningRange(ctx: TurnContext, worker: GatewayWorker, r: TurnResult | null, prompt: number[], output: number[] | null): Promise<TurnRanges["reasoning"]> {
-  if (!r?.reasoningText || !output || !worker.healthy) return null;
+async function reasoningRange(ctx: TurnContext, worker: GatewayWorker, reasoningText: string, prompt: number[], output: number[]): Promise<TurnRanges["reasoning"]> {
   try {
-    const n = (await tokenizeOn(worker.pool, tokenizeCall({ prompt: r.reasoningText, add_special_tokens: false }), ctx.config.health.timeoutMs * 5)).length;
+    const n = (await tokenizeOn(worker.pool, tokenizeCall({ prompt: reasoningText, add_special_tokens: false }), ctx.config.health.timeoutMs * 5)).length;
     return { start: prompt.length, end: Math.min(prompt.length + n, prompt.length + output.length) };
   } catch {
     return null;

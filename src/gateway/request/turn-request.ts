@@ -157,12 +157,15 @@ function namespaceOf(body: Record<string, unknown>): HashNamespace {
   };
 }
 
+// As bytes once: a string needle is encoded again on every search.
+const MARKER_NEEDLES = ["cache_control", "prompt_cache_retention", "\\u"].map((n) => Buffer.from(n));
+
 /**
  * Whether a request body can hold a prompt-cache marker, from its bytes: a key spelled with JSON
  * escapes (the only way to write "cache_control" other than plainly) sends it the long way.
  */
 export function mayCarryMarkers(raw: Buffer): boolean {
-  return raw.includes("cache_control") || raw.includes("prompt_cache_retention") || raw.includes("\\u");
+  return MARKER_NEEDLES.some((n) => raw.includes(n));
 }
 
 function markersOf(route: RouteKind, body: Record<string, unknown>, ttls: MarkerTtls): RequestMarkers | null {
