@@ -12,11 +12,15 @@
 // and load generator CPU 1 (on a machine shared with other work, a pinned CPU's neighbours decide
 // the figures). Pinned is the split the throughput bar is read on: unpinned, the direct run has
 // both cores for the stub and load generator, while through the gateway they give one up to it.
+// The gateway measured is the one `kvctl gateway` runs: the compiled dist/ (npm install builds it;
+// the bench refuses a dist/ older than src/) under the node flags of bin/kvctl.js's first line.
 // Bars: added p50 <= 1 ms; requests/s through the gateway >= 0.5x direct at concurrency 64.
 // --smoke: a tenth of the requests, two 0.2 s windows (the test that the bench still runs).
 // --auth: the gateway checks a tenant key on every request (hash lookup, tenant rate and
 // concurrency limits, session ownership) and sends the worker a key of its own on every call.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { once } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -32,7 +36,7 @@ const PIN = args.includes("--pin");
 const SMOKE = args.includes("--smoke");
 const AUTH = args.includes("--auth");
 const BENCH_KEY = "bench-tenant-key-0123456789";
-const WINDOWS = SMOKE ? 2 : 5;
+const WINDOWS = SMOKE ? 2 : 9;
 const WINDOW_MS = SMOKE ? 200 : 1000;
 const SCALE = SMOKE ? 10 : 1; // request counts are divided by it
 
@@ -83,8 +87,8 @@ async function runStub(): Promise<void> {
 }
 
 async function runGateway(upstream: string): Promise<void> {
-  const { createGateway } = await import("../src/gateway/index.js");
-  const { hashKey } = await import("../src/gateway/auth/keys.js");
+  const { createGateway } = await import(new URL("../dist/gateway/index.js", import.meta.url).href);
+  const { hashKey } = await import(new URL("../dist/gateway/auth/keys.js", import.meta.url).href);
   const auth = { tenants: [{ id: "bench", keys: [hashKey(BENCH_KEY)], requestsPerSecond: 1e9, maxConcurrent: 1e6 }] };
   const g = await createGateway({
     config: {
@@ -112,7 +116,8 @@ function pinned(cpu: number): string[] {
 
 async function child(roleName: string, cpu: number, extra: string[]): Promise<{ proc: ChildProcess; port: number }> {
   const pin = pinned(cpu);
-  const cmd = [...pin, process.execPath, ...(process.env.KVCTL_BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", fileURLToPath(import.meta.url), "--role", roleName, ...extra];
+  const flags = roleName === "gateway" ? BIN_NODE_FLAGS : [];
+  const cmd = [...pin, process.execPath, ...flags, ...(process.env.KVCTL_BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", fileURLToPath(import.meta.url), "--role", roleName, ...extra];
   const proc = spawn(cmd[0], cmd.slice(1), { stdio: ["ignore", "pipe", "inherit"] });
   let buf = "";
   for await (const d of proc.stdout as AsyncIterable<Buffer>) {
@@ -121,6 +126,24 @@ async function child(roleName: string, cpu: number, extra: string[]): Promise<{ 
     if (nl >= 0) return { proc, port: JSON.parse(buf.slice(0, nl)).port };
   }
   throw new Error(`${roleName} exited before reporting its port`);
+}
+
+/** The node flags `kvctl` runs with: those on bin/kvctl.js's `#!/usr/bin/env -S node ...` line. */
+const BIN_NODE_FLAGS = (() => {
+  const first = readFileSync(new URL("../bin/kvctl.js", import.meta.url), "utf8").split("\n")[0];
+  const m = /^#!\/usr\/bin\/env (?:-S )?node(.*)$/.exec(first);
+  if (!m) throw new Error(`bin/kvctl.js: unexpected first line ${JSON.stringify(first)}`);
+  return m[1].split(" ").filter(Boolean);
+})();
+
+/** Refuses to measure a dist/ older than its sources (the figures would be of other code). */
+function distIsCurrent(): void {
+  const root = fileURLToPath(new URL("..", import.meta.url));
+  const built = join(root, "dist/gateway/index.js");
+  if (!existsSync(built)) throw new Error("dist/gateway/index.js is missing: run `npm run build` (npm install does it) first");
+  const newest = (dir: string): number =>
+    readdirSync(dir, { withFileTypes: true }).reduce((m, e) => Math.max(m, e.isDirectory() ? newest(join(dir, e.name)) : e.name.endsWith(".ts") ? statSync(join(dir, e.name)).mtimeMs : 0), 0);
+  if (newest(join(root, "src")) > statSync(built).mtimeMs) throw new Error("dist/ is older than src/: run `npm run build` first, so the bench measures the code in src/");
 }
 
 const CHAT = JSON.stringify({ messages: [{ role: "user", content: "hello there" }], max_tokens: 2 });
@@ -182,6 +205,7 @@ async function throughput(pool: Pool, concurrency: number, ms: number): Promise<
 }
 
 async function main(): Promise<void> {
+  distIsCurrent();
   const pinnedOk = pinned(0).length > 0;
   const stub = await child("stub", 1, []);
   const gw = await child("gateway", 0, ["--upstream", `http://127.0.0.1:${stub.port}`, ...(AUTH ? ["--auth"] : [])]);
@@ -194,6 +218,9 @@ async function main(): Promise<void> {
     await latency(through, 300 / SCALE);
     await chunkLatency(direct, 20 / SCALE);
     await chunkLatency(through, 20 / SCALE);
+    // And at the measured concurrency: the pools' connections opened, the code compiled for it.
+    await throughput(direct, 64, WINDOW_MS);
+    await throughput(through, 64, WINDOW_MS);
     const N = 2000 / SCALE;
     const dl = await latency(direct, N);
     const gl = await latency(through, N);
@@ -220,7 +247,7 @@ async function main(): Promise<void> {
       ? "gateway on CPU 0; stub and load generator on CPU 1 (taskset)"
       : `not pinned: gateway, stub and load generator share the ${availableParallelism()} cores (OS placement)`;
     const f = (x: number) => x.toFixed(3);
-    console.log(`gateway bench (${cores}${AUTH ? "; auth on: tenant key checked, worker key sent" : ""})`);
+    console.log(`gateway bench (${cores}${AUTH ? "; auth on: tenant key checked, worker key sent" : ""}; gateway from dist/ with node ${BIN_NODE_FLAGS.join(" ") || "(no flags)"})`);
     console.log(`  non-streaming, c=1, ${N} requests: direct p50 ${f(pct(dl, 50))} ms p99 ${f(pct(dl, 99))} ms; through p50 ${f(pct(gl, 50))} ms p99 ${f(pct(gl, 99))} ms`);
     console.log(`    added p50 ${f(r.addedP50)} ms (bar <= 1 ms: ${r.addedP50 <= 1 ? "PASS" : "FAIL"}), added p99 ${f(r.addedP99)} ms`);
     console.log(`  streaming, c=1, per chunk (${dc.length} chunks): direct p50 ${f(pct(dc, 50))} ms; through p50 ${f(pct(gc, 50))} ms; added p50 ${f(r.chunkAddedP50)} ms, p99 ${f(r.chunkAddedP99)} ms`);
