@@ -3,7 +3,7 @@
 // environment are hashed as they are read. A presented key is hashed once and compared with every
 // known hash in constant time (no early exit), so neither timing nor a map lookup tells how close
 // a guess came.
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 
 export const KEY_HASH = /^sha256:[0-9a-f]{64}$/;
@@ -14,7 +14,7 @@ export const MIN_KEY_CHARS = 16;
 export const MAX_KEY_CHARS = 256;
 
 export function hashKey(key: string): string {
-  return `sha256:${createHash("sha256").update(key, "utf8").digest("hex")}`;
+  return `sha256:${hash("sha256", key, "hex")}`;
 }
 
 /** Why a key is unusable (control characters, length), or null when it is fine. */
@@ -67,7 +67,8 @@ export class KeyTable<T> {
   }
 
   lookup(key: string): T | null {
-    const digest = createHash("sha256").update(key, "utf8").digest();
+    // One-shot: no Hash object per request.
+    const digest = hash("sha256", key, "buffer");
     let found: T | null = null;
     for (const e of this.entries) if (timingSafeEqual(e.digest, digest) && found === null) found = e.owner;
     return found;

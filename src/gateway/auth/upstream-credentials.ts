@@ -59,7 +59,11 @@ function plainHeaders(h: Dispatcher.DispatchOptions["headers"]): Record<string, 
     return out;
   }
   const out: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(h as Record<string, string | string[] | undefined>)) if (v !== undefined) out[k.toLowerCase()] = v;
+  const obj = h as Record<string, string | string[] | undefined>;
+  for (const k in obj) {
+    const v = obj[k];
+    if (v !== undefined) out[k.toLowerCase()] = v;
+  }
   return out;
 }
 
