@@ -24,8 +24,17 @@ const COMMA = Buffer.from(",");
  * body is neither decoded nor re-encoded on its way to the worker.
  */
 export function withField(raw: Buffer, key: string, value: unknown): Buffer {
+  return withFieldBytes(raw, fieldBytes(key, value));
+}
+
+/** `"key":value` as bytes, for a field added to many bodies (encoded once). */
+export function fieldBytes(key: string, value: unknown): Buffer {
+  return Buffer.from(`${JSON.stringify(key)}:${JSON.stringify(value)}`, "utf8");
+}
+
+/** withField with the field already encoded (fieldBytes). */
+export function withFieldBytes(raw: Buffer, field: Buffer): Buffer {
   const end = raw.lastIndexOf(CLOSE);
-  const field = Buffer.from(`${JSON.stringify(key)}:${JSON.stringify(value)}`, "utf8");
   const head = raw.subarray(0, end);
   return Buffer.concat(onlyOpens(head) ? [head, field, raw.subarray(end)] : [head, COMMA, field, raw.subarray(end)]);
 }

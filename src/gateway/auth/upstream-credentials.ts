@@ -51,18 +51,25 @@ export function resolveWorkerCredentials(w: CredentialFields, gatewayAuth: boole
 
 const KVCTL_WORKER_ROUTE = /^\/(hicache|session)\//;
 
-function plainHeaders(h: Dispatcher.DispatchOptions["headers"]): Record<string, string | string[]> {
-  if (!h) return {};
+/** The client's own key, never sent on where the gateway holds the worker's. */
+const isClientKey = (name: string) => name === "authorization" || name === "x-api-key";
+
+/** h with lower-case names, the client's key left out (built without it: no delete on the copy). */
+function withoutClientKey(h: Dispatcher.DispatchOptions["headers"]): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  if (!h) return out;
   if (Array.isArray(h)) {
-    const out: Record<string, string | string[]> = {};
-    for (let i = 0; i + 1 < h.length; i += 2) out[String(h[i]).toLowerCase()] = h[i + 1] as string;
+    for (let i = 0; i + 1 < h.length; i += 2) {
+      const k = String(h[i]).toLowerCase();
+      if (!isClientKey(k)) out[k] = h[i + 1] as string;
+    }
     return out;
   }
-  const out: Record<string, string | string[]> = {};
   const obj = h as Record<string, string | string[] | undefined>;
-  for (const k in obj) {
-    const v = obj[k];
-    if (v !== undefined) out[k.toLowerCase()] = v;
+  for (const name in obj) {
+    const v = obj[name];
+    const k = name.toLowerCase();
+    if (v !== undefined && !isClientKey(k)) out[k] = v;
   }
   return out;
 }
@@ -70,9 +77,7 @@ function plainHeaders(h: Dispatcher.DispatchOptions["headers"]): Record<string, 
 /** The headers a call goes out with: the client's key dropped, the worker's key set. */
 export function withCredentials(c: WorkerCredentials, path: string, h: Dispatcher.DispatchOptions["headers"]): Dispatcher.DispatchOptions["headers"] {
   if (!c.stripClientKey) return h;
-  const out = plainHeaders(h);
-  delete out.authorization;
-  delete out["x-api-key"];
+  const out = withoutClientKey(h);
   const key = KVCTL_WORKER_ROUTE.test(path) ? (c.adminApiKey ?? c.apiKey) : c.apiKey;
   if (key !== null) out.authorization = `Bearer ${key}`;
   return out;

@@ -2,7 +2,7 @@
 // the bytes sent on (withTokenIds), the prompt ids it carries itself, and the tokenize calls that
 // render its prompt (or a part of it) the way the worker will.
 import type { RouteKind } from "../../contract/observations.js";
-import { isIntArray, withField } from "../json-shape.js";
+import { fieldBytes, isIntArray, withFieldBytes } from "../json-shape.js";
 
 export interface TokenFieldsAdded {
   prompt: boolean;
@@ -10,6 +10,8 @@ export interface TokenFieldsAdded {
   /** Where the output ids are: chat `response_token_ids`, completions `token_ids`. */
   responseKey: "response_token_ids" | "token_ids";
 }
+
+const RETURN_TOKEN_IDS = fieldBytes("return_token_ids", true);
 
 /**
  * Adds `"return_token_ids":true` to a JSON object's bytes (after every other key, so it wins over a
@@ -21,7 +23,7 @@ export function withTokenIds(route: "chat" | "completions", raw: Buffer, body: R
   if (body.return_token_ids === true) return { raw, added: { prompt: false, response: false, responseKey } };
   // Completions return prompt ids only with return_token_ids; chat also with return_prompt_token_ids.
   const added = { prompt: route === "completions" || body.return_prompt_token_ids !== true, response: true, responseKey } as const;
-  return { raw: withField(raw, "return_token_ids", true), added };
+  return { raw: withFieldBytes(raw, RETURN_TOKEN_IDS), added };
 }
 
 /** Prompt token ids the request itself carries (no worker call needed), if any. */
