@@ -20,7 +20,7 @@ import { describe, expect, it, vi } from "vitest";
 import { createGateway, type Gateway } from "../src/app/gateway.js";
 import { connectOptionsFromFlags } from "../src/control/connection-flags.js";
 import { connectOptionsOf } from "../src/gateway/nats-link.js";
-import { hashKey } from "../src/gateway/auth/keys.js";
+import { hashKey, KeyTable } from "../src/gateway/auth/keys.js";
 import { GatewayConfigError, type GatewayConfigInput } from "../src/gateway/index.js";
 import type { ReferenceResponder } from "../src/testing/index.js";
 import { PAGE, useAgentPolicyBed } from "./helpers/agent-policy-bed.js";
@@ -515,4 +515,21 @@ describe("kvctl gateway (the CLI)", () => {
     expect(code).toBe(2);
     expect(bad.err()).toContain("auth.tenants.0.keys.0: must be 'sha256:'");
   }, 90_000);
+});
+
+describe("key table", () => {
+  it("finds each key's owner however often it is presented, and never a near miss of a key it has seen", () => {
+    const table = new KeyTable<string>();
+    const keys = Array.from({ length: 1100 }, (_, i) => `tenant-key-${i}-0123456789abcdef`);
+    for (const [i, k] of keys.entries()) table.add(hashKey(k), `t${i}`);
+    // Twice over more keys than the table remembers: the remembered and the re-hashed agree.
+    for (let round = 0; round < 2; round++) for (const [i, k] of keys.entries()) expect(table.lookup(k)).toBe(`t${i}`);
+    for (const k of keys.slice(0, 50)) {
+      expect(table.lookup(`${k}x`)).toBeNull();
+      expect(table.lookup(k.slice(0, -1))).toBeNull();
+      expect(table.lookup(k.toUpperCase())).toBeNull();
+    }
+    expect(table.lookup("never-configured")).toBeNull();
+    expect(table.lookup("never-configured")).toBeNull();
+  });
 });

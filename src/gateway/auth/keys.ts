@@ -54,9 +54,18 @@ export function readSecret(env: NodeJS.ProcessEnv, envName: string | undefined, 
   return undefined;
 }
 
-/** A table of key hashes, each naming who it belongs to; lookups compare every entry. */
+/** Keys a table remembers as verified (the most recent; an older one is hashed again). */
+const VERIFIED_KEYS = 1024;
+
+/**
+ * A table of key hashes, each naming who it belongs to; lookups compare every entry. A key found
+ * is remembered, so a client's every request does not hash it again (a table is never changed:
+ * a reloaded config builds a new one). A key not found is never remembered: a stranger cannot
+ * fill the memory, and pays the hash each time.
+ */
 export class KeyTable<T> {
   private readonly entries: { digest: Buffer; owner: T }[] = [];
+  private readonly verified = new Map<string, T>();
 
   add(hash: string, owner: T): void {
     this.entries.push({ digest: Buffer.from(hash.slice("sha256:".length), "hex"), owner });
@@ -67,10 +76,15 @@ export class KeyTable<T> {
   }
 
   lookup(key: string): T | null {
-    // One-shot: no Hash object per request.
+    const known = this.verified.get(key);
+    if (known !== undefined) return known;
     const digest = hash("sha256", key, "buffer");
     let found: T | null = null;
     for (const e of this.entries) if (timingSafeEqual(e.digest, digest) && found === null) found = e.owner;
+    if (found !== null) {
+      if (this.verified.size >= VERIFIED_KEYS) this.verified.delete(this.verified.keys().next().value as string);
+      this.verified.set(key, found);
+    }
     return found;
   }
 }
