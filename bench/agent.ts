@@ -544,7 +544,7 @@ function printRegime(r: RegimeResult): void {
     );
   }
   if (floor !== null) {
-    console.log(`  ideal cache (every earlier prompt kept, page ${regime.shape.pageSize}): ${floor} recomputed tokens (the lowest configuration's own floor)` +
+    console.log(`  ideal cache (every earlier prompt and answer kept, page ${regime.shape.pageSize}): ${floor} recomputed tokens (the lowest configuration's own floor)` +
       `${mismatched ? `; ${mismatched} prompts tokenized to another length than served` : ""}`);
   }
   const lim = limits(configs, pinBudgetBlocks(regime.shape));

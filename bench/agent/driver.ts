@@ -30,6 +30,8 @@ export interface RequestRecord {
   returning: boolean;
   promptTokens: number;
   cachedTokens: number;
+  /** Tokens the answer generated (usage.completion_tokens; 0 when not reported). */
+  completionTokens: number;
   hostTokens: number;
   storageTokens: number;
   ttftMs: number;
@@ -38,7 +40,7 @@ export interface RequestRecord {
   doneMs: number;
   /** What the prompt renders from (for tokenizing it afterwards: the ideal-cache figure). */
   prompt: { messages: unknown[]; tools: unknown[] };
-  /** Tokens an ideal cache (every earlier prompt kept) would serve: filled in after the run. */
+  /** Tokens an ideal cache (every earlier prompt and answer kept) would serve: filled in after the run. */
   idealCachedTokens?: number;
   worker: string | null;
   ok: boolean;
@@ -53,6 +55,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Usage {
   prompt_tokens?: number;
+  completion_tokens?: number;
   prompt_tokens_details?: { cached_tokens?: number } | null;
 }
 interface CachedDetails {
@@ -135,6 +138,7 @@ async function attemptOnce(url: string, body: Record<string, unknown>, headers: 
     const u: Usage = res.usage ?? {};
     rec.promptTokens = u.prompt_tokens ?? 0;
     rec.cachedTokens = u.prompt_tokens_details?.cached_tokens ?? 0;
+    rec.completionTokens = u.completion_tokens ?? 0;
     rec.hostTokens = res.details?.host ?? 0;
     rec.storageTokens = res.details?.storage ?? 0;
     return res;
@@ -185,7 +189,7 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
         };
         const headers: Record<string, string> = target.sessionHeader ? { [target.sessionHeaderName ?? "x-session-id"]: s.id } : {};
         const rec: RequestRecord = {
-          session: s.id, kind, returning: first && turn.idleMs > 0, promptTokens: 0, cachedTokens: 0, hostTokens: 0, storageTokens: 0, ttftMs: 0,
+          session: s.id, kind, returning: first && turn.idleMs > 0, promptTokens: 0, cachedTokens: 0, completionTokens: 0, hostTokens: 0, storageTokens: 0, ttftMs: 0,
           sentMs: performance.now() - t0, doneMs: 0, prompt: { messages: body.messages, tools: s.tools }, worker: null, ok: false,
         };
         first = false;

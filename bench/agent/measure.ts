@@ -130,12 +130,15 @@ export function l3Since(after: L3Report, before: L3Report): L3Report {
 }
 
 /**
- * Prefill tokens an ideal cache would still compute: every earlier prompt of the trace kept
- * forever on one worker, reuse at page granularity. Prompts are tokenized by a worker of the run
- * (its chat template), each checked against the prompt_tokens the worker reported.
+ * Prefill tokens an ideal cache would still compute: every earlier prompt of the trace, and the
+ * pages its answer generated, kept forever on one worker, reuse at page granularity. Prompts are
+ * tokenized by a worker of the run (its chat template), each checked against the prompt_tokens the
+ * worker reported.
  */
 export async function idealRecompute(records: RequestRecord[], url: string, model: string, pageSize: number): Promise<{ recomputed: number; mismatched: number }> {
   const seen = new Set<bigint>();
+  // Each session's latest request: the ideal cache also holds the pages its answer generated.
+  const latest = new Map<string, { tokens: number[]; completion: number }>();
   let recomputed = 0;
   let mismatched = 0;
   for (const r of [...records].sort((a, b) => a.sentMs - b.sentMs)) {
@@ -147,8 +150,21 @@ export async function idealRecompute(records: RequestRecord[], url: string, mode
     let hit = 0;
     while (hit < hashes.length && seen.has(hashes[hit])) hit++;
     for (const h of hashes) seen.add(h);
-    r.idealCachedTokens = Math.min(hit * pageSize, tokens.length - 1);
+    r.idealCachedTokens = Math.min(Math.max(hit * pageSize, answerReach(latest.get(r.session), tokens, pageSize)), tokens.length - 1);
     recomputed += tokens.length - r.idealCachedTokens;
+    latest.set(r.session, { tokens, completion: r.completionTokens });
   }
   return { recomputed, mismatched };
+}
+
+/**
+ * How far a prompt can hit through the pages of its session's previous answer: SGLang caches the
+ * generated tokens after their prompt, and where the chat template renders the answer as it was
+ * generated, the next prompt hits them too. The floor credits every generated token (its whole
+ * pages) to a prompt that continues the previous one, so no run goes under it.
+ */
+export function answerReach(prev: { tokens: number[]; completion: number } | undefined, tokens: number[], pageSize: number): number {
+  if (!prev || prev.tokens.length > tokens.length) return 0;
+  for (let i = 0; i < prev.tokens.length; i++) if (prev.tokens[i] !== tokens[i]) return 0;
+  return Math.floor((prev.tokens.length + prev.completion) / pageSize) * pageSize;
 }
