@@ -71,8 +71,10 @@ export function createListener(l: GatewayConfig["listener"], gate: DrainGate, me
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(l.headersTimeoutMs / 4))),
     },
     (req, res) => {
-      bodyDeadlineStarts(server, req, l.bodyTimeoutMs);
+      // The request's log line starts its clock first: a request cut at its deadline is logged
+      // as lasting at least the deadline.
       arrive?.(req, res);
+      bodyDeadlineStarts(server, req, l.bodyTimeoutMs);
       if (!gate.admit(req, res, metrics)) handler(req, res);
     },
   );
