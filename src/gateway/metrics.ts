@@ -1,6 +1,6 @@
 // The gateway's Prometheus metrics, on a registry of its own (two gateways in one process, as in
 // the tests, must not share counters).
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Registry } from "prom-client";
 import { HotCounter, HotHistogram } from "./hot-metrics.js";
 import { OpsMetrics } from "./ops-metrics.js";
 

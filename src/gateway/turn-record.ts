@@ -6,7 +6,7 @@ import { tokenizeCall, type TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
 import { MAX_TURNS_KEPT, type SessionRecord, type TurnSummary } from "./session-record.js";
 import { tokenizePrompt } from "./messages-fallback.js";
-import { tokenizeOn, type TurnResult } from "./token-truth.js";
+import { tokenizeOn } from "./token-truth.js";
 import type { TurnContext } from "./turn-context.js";
 import { cacheMarkersOf } from "./turn-hints.js";
 import type { DoneOutcome } from "./call.js";
