@@ -23,12 +23,15 @@ describe("hot metrics render exactly as prom-client's", () => {
     const cfg = { name: "t_requests_total", help: "Requests, by route, worker and status", labelNames: ["route", "worker", "status"] as const };
     const p = new Counter({ ...cfg, registers: [prom] });
     const h = new HotCounter({ ...cfg, registers: [hot] });
-    const incs: [{ route: string; worker: string; status: number }, number][] = [
+    // A status given as a number and as its text is one series, as prom-client counts it.
+    const incs: [{ route: string; worker: string; status: number | string }, number][] = [
       [{ route: "chat", worker: "w0", status: 200 }, 1],
       [{ route: "chat", worker: "w0", status: 200 }, 4],
       [{ route: "chat", worker: 'w"q', status: 502 }, 1],
       [{ route: "messages", worker: "none", status: 403 }, 2.5],
       [{ route: "chat", worker: "w0", status: 200 }, 0],
+      [{ route: "chat", worker: "w0", status: "200" }, 3],
+      [{ route: "messages", worker: "w0", status: 200 }, 1],
     ];
     for (const [labels, n] of incs) {
       p.inc(labels, n);
@@ -36,7 +39,7 @@ describe("hot metrics render exactly as prom-client's", () => {
     }
     expect(await hot.metrics()).toBe(await prom.metrics());
     expect(await hot.getMetricsAsJSON()).toEqual(await prom.getMetricsAsJSON());
-    expect(await hot.metrics()).toContain('t_requests_total{route="chat",worker="w0",status="200"} 5');
+    expect(await hot.metrics()).toContain('t_requests_total{route="chat",worker="w0",status="200"} 8');
   });
 
   it("a histogram: the same buckets, sums and counts, by series", async () => {

@@ -1,7 +1,7 @@
 // The counters and histograms every request touches. prom-client validates and hashes the label
 // set on every inc and observe (and allocates while doing it), which on the request path cost more
-// than the rest of the gateway's own bookkeeping; here a series is found once by a plain string
-// key and counted in plain numbers. They register in the same prom-client Registry and give it the
+// than the rest of the gateway's own bookkeeping; here a series is found through plain maps, with
+// nothing allocated, and counted in plain numbers. They register in the same prom-client Registry and give it the
 // same samples its own Counter and Histogram would, so /metrics renders them exactly as before
 // (test/hot-metrics.test.ts renders both side by side).
 import type { Registry } from "prom-client";
@@ -36,7 +36,10 @@ abstract class HotMetric<L extends string, S extends { labels: Labels<L> }> {
   readonly name: string;
   readonly help: string;
   readonly aggregator = "sum";
-  protected series = new Map<string, S>();
+  /** The series as a tree of maps, one level per label (seriesOf). */
+  private series = new Map<string, unknown>();
+  /** Every series, in the order they were created (what a scrape reads). */
+  protected all: S[] = [];
   private readonly labelNames: readonly L[];
 
   constructor(c: MetricConfig<L>) {
@@ -46,21 +49,41 @@ abstract class HotMetric<L extends string, S extends { labels: Labels<L> }> {
     for (const r of c.registers) r.registerMetric(this as unknown as Parameters<Registry["registerMetric"]>[0]);
   }
 
-  /** The series of these labels (created at zero the first time). */
+  /**
+   * The series of these labels (created at zero the first time), found through one map per label
+   * in labelNames order: a lookup builds no key string. A label's value is its text (200 and "200"
+   * are one series, as in the rendering).
+   */
   protected seriesOf(labels: Labels<L>): S {
-    let key = "";
-    for (const k of this.labelNames) key += `${labels[k]}\0`;
-    let s = this.series.get(key);
-    if (!s) {
-      const own = {} as Labels<L>;
-      for (const k of this.labelNames) {
-        if (labels[k] === undefined) throw new Error(`metric ${this.name}: label ${k} is missing`);
-        own[k] = labels[k];
+    let level: Map<string, unknown> = this.series;
+    const last = this.labelNames.length - 1;
+    for (let i = 0; i < last; i++) {
+      const v = labels[this.labelNames[i]];
+      const k = typeof v === "string" ? v : String(v);
+      let next = level.get(k) as Map<string, unknown> | undefined;
+      if (!next) {
+        this.checkLabels(labels);
+        next = new Map();
+        level.set(k, next);
       }
+      level = next;
+    }
+    const v = last >= 0 ? labels[this.labelNames[last]] : "";
+    const k = typeof v === "string" ? v : String(v);
+    let s = level.get(k) as S | undefined;
+    if (!s) {
+      this.checkLabels(labels);
+      const own = {} as Labels<L>;
+      for (const name of this.labelNames) own[name] = labels[name];
       s = this.fresh(own);
-      this.series.set(key, s);
+      level.set(k, s);
+      this.all.push(s);
     }
     return s;
+  }
+
+  private checkLabels(labels: Labels<L>): void {
+    for (const k of this.labelNames) if (labels[k] === undefined) throw new Error(`metric ${this.name}: label ${k} is missing`);
   }
 
   protected abstract fresh(labels: Labels<L>): S;
@@ -68,6 +91,7 @@ abstract class HotMetric<L extends string, S extends { labels: Labels<L> }> {
   /** Forgets every series (Registry.resetMetrics). */
   reset(): void {
     this.series = new Map();
+    this.all = [];
   }
 }
 
@@ -89,7 +113,7 @@ export class HotCounter<L extends string> extends HotMetric<L, CounterSeries<L>>
   }
 
   async get(): Promise<Collected> {
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: [...this.series.values()].map((s) => ({ value: s.value, labels: s.labels })) };
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.all.map((s) => ({ value: s.value, labels: s.labels })) };
   }
 }
 
@@ -146,7 +170,7 @@ export class HotHistogram<L extends string> extends HotMetric<L, HistogramSeries
   async getForPromString(): Promise<Collected> {
     const values: Sample[] = [];
     const bucket = `${this.name}_bucket`;
-    for (const s of this.series.values()) {
+    for (const s of this.all) {
       let acc = 0;
       this.bounds.forEach((le, i) => {
         acc += s.counts[i];
