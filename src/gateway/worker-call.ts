@@ -17,18 +17,21 @@ import type { GatewayWorker } from "./workers.js";
 import { admissionBound, type Refusal, refuse } from "./admission-bound.js";
 import { tenantLabel } from "./tenant-label.js";
 import { withSessionId } from "./radix-sessions.js";
+import { CredentialPool } from "./auth/upstream-credentials.js";
 
 // Hop-by-hop and framing headers are the gateway's own business on each leg.
 export const DROP_REQUEST_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade", "expect", "te", "proxy-connection"]);
 
-function forwardHeaders(headers: IncomingHttpHeaders, span: Span | null): Record<string, string> {
+/** The client's headers as the worker gets them; a pool holding the worker's key sets it here, in the same copy. */
+function forwardHeaders(headers: IncomingHttpHeaders, span: Span | null, signer: CredentialPool | null): Record<string, string> {
   const out: Record<string, string> = {};
   for (const k in headers) {
     const v = headers[k];
-    if (v === undefined || DROP_REQUEST_HEADERS.has(k)) continue;
+    if (v === undefined || DROP_REQUEST_HEADERS.has(k) || (signer && CredentialPool.dropsHeader(k))) continue;
     out[k] = Array.isArray(v) ? v.join(", ") : v;
   }
   out["content-type"] = "application/json";
+  if (signer) signer.signInference(out);
   if (span) {
     out.traceparent = span.traceparent;
     if (span.tracestate) out.tracestate = span.tracestate;
@@ -62,8 +65,8 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
       resolve(o);
     }, clock, askIds);
     const timeouts = callTimeouts(ctx.config.limits, !turn.stream);
-    const forwarded = forwardHeaders(turn.headers, span);
-    const headers = askIds ? { ...forwarded, ...STREAM_IDS_HEADERS } : forwarded;
+    const forwarded = forwardHeaders(turn.headers, span, worker.pool instanceof CredentialPool ? worker.pool : null);
+    const headers = askIds ? Object.assign(forwarded, STREAM_IDS_HEADERS) : forwarded;
     worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers, body: bodyFor(turn, worker), ...timeouts }, relay);
   });
 }

@@ -74,26 +74,56 @@ function withoutClientKey(h: Dispatcher.DispatchOptions["headers"]): Record<stri
   return out;
 }
 
+/** The Authorization a call to `path` carries: the admin key on the worker's kvctl routes. */
+function bearerFor(c: WorkerCredentials, path: string): string | null {
+  const key = KVCTL_WORKER_ROUTE.test(path) ? (c.adminApiKey ?? c.apiKey) : c.apiKey;
+  return key === null ? null : `Bearer ${key}`;
+}
+
 /** The headers a call goes out with: the client's key dropped, the worker's key set. */
 export function withCredentials(c: WorkerCredentials, path: string, h: Dispatcher.DispatchOptions["headers"]): Dispatcher.DispatchOptions["headers"] {
   if (!c.stripClientKey) return h;
   const out = withoutClientKey(h);
-  const key = KVCTL_WORKER_ROUTE.test(path) ? (c.adminApiKey ?? c.apiKey) : c.apiKey;
-  if (key !== null) out.authorization = `Bearer ${key}`;
+  const bearer = bearerFor(c, path);
+  if (bearer !== null) out.authorization = bearer;
   return out;
 }
 
+/** Marks headers a pool has already set its credentials on (a symbol: header iteration skips it). */
+const SIGNED = Symbol("kvctl.workerCredentials");
+type Signed = Record<string, string> & { [SIGNED]?: CredentialPool };
+
 /** A pool whose every dispatch carries the worker's credentials. */
 export class CredentialPool extends Pool {
+  /** Authorization on the inference routes, set once (the request path builds no string for it). */
+  private readonly inferenceBearer: string | null;
+
   constructor(
     url: string,
     options: Pool.Options,
     private readonly credentials: WorkerCredentials,
   ) {
     super(url, options);
+    this.inferenceBearer = bearerFor(credentials, "/v1/chat/completions");
+  }
+
+  /** Whether a header of this name is the client's own key, which never reaches the worker. */
+  static dropsHeader(name: string): boolean {
+    return isClientKey(name);
+  }
+
+  /**
+   * Sets the worker's key on headers an inference call built itself (lower-case names, the
+   * client's key already left out: dropsHeader), so dispatch sends them without another copy.
+   */
+  signInference(out: Record<string, string>): Record<string, string> {
+    if (this.inferenceBearer !== null) out.authorization = this.inferenceBearer;
+    (out as Signed)[SIGNED] = this;
+    return out;
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    if ((options.headers as Signed | undefined)?.[SIGNED] === this) return super.dispatch(options, handler);
     return super.dispatch({ ...options, headers: withCredentials(this.credentials, options.path, options.headers) }, handler);
   }
 }
