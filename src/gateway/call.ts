@@ -4,13 +4,14 @@ import type { ServerResponse } from "node:http";
 import type { TurnRequest } from "./request/turn-request.js";
 import type { TurnResult } from "./token-truth.js";
 import type { GatewayWorker } from "./workers.js";
+import { onResponseClose } from "./response-close.js";
 
 /** The client's side of a turn: whether it went away, and the worker call to abort when it does. */
 export class ClientLink {
   gone = false;
   private abortCall: (() => void) | null = null;
   constructor(res: ServerResponse) {
-    res.once("close", () => {
+    onResponseClose(res, () => {
       if (res.writableFinished) return;
       this.gone = true;
       this.abortCall?.();

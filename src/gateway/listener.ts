@@ -13,6 +13,7 @@ import { errorBody } from "./errors.js";
 import type { OpsMetrics } from "./ops-metrics.js";
 import { bodyDeadlineStarts } from "./body-deadline.js";
 import { flavorOfRequest } from "./request/routes.js";
+import { onResponseClose } from "./response-close.js";
 
 /** Routes that answer while draining: the probes (readiness says draining) and the scrape. */
 const DRAIN_EXEMPT = new Set(["/livez", "/readyz", "/health", "/metrics"]);
@@ -36,7 +37,7 @@ export class DrainGate {
       return true;
     }
     this.active++;
-    res.once("close", () => {
+    onResponseClose(res, () => {
       this.active--;
       if (this.active === 0) for (const w of this.waiters.splice(0)) w();
     });

@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { LogFields, RequestLogLine } from "./logger.js";
 import type { TurnContext } from "./turn-context.js";
+import { onResponseClose } from "./response-close.js";
 
 type Note = Pick<RequestLogLine, "route" | "worker" | "tenant" | "session" | "error">;
 
@@ -19,7 +20,7 @@ export function requestLogger(ctx: TurnContext): ((req: IncomingMessage, res: Se
     const note = { id: ctx.nextRequestId(), route: null, worker: null, tenant: null, session: null, error: null };
     notes.set(req, note);
     res.setHeader("x-request-id", note.id);
-    res.once("close", () => {
+    onResponseClose(res, () => {
       const duration_ms = Math.round((performance.now() - started) * 1000) / 1000;
       const status = res.writableFinished ? res.statusCode : 0;
       // 'close' can come before the turn's last note (its outcome arrives in a promise

@@ -41,7 +41,9 @@ const MAX_ATTEMPTS = 3;
 
 export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: ServerResponse): Promise<void> {
   const startedAt = performance.now();
-  noteRequest(res.req, { route: turn.route, tenant: tenantLabel(turn), session: turn.session?.id ?? null });
+  // Notes for the request's log line, built only where requests are logged.
+  const logged = !!ctx.requestLog;
+  if (logged) noteRequest(res.req, { route: turn.route, tenant: tenantLabel(turn), session: turn.session?.id ?? null });
   let p: Prepared;
   try {
     p = await prepare(ctx, turn, requestIdOf(res.req));
@@ -58,14 +60,14 @@ export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: Server
       ctx.metrics.countRequest(turn.route, "none", 503);
       return sendJson(res, 503, errorBody(turn.flavor, "service_unavailable", worker));
     }
-    noteRequest(res.req, { worker: worker.id });
+    if (logged) noteRequest(res.req, { worker: worker.id });
     const outcome = await callWorker(ctx, { turn, worker, res, client, promptTokenCount: p.promptTokens?.length ?? 0, startedAt });
     if (outcome.kind === "retry" && attempt < MAX_ATTEMPTS - 1 && ctx.workers.available().length > 0) {
       attemptEnded(ctx, turn, p, worker, outcome.error);
       continue;
     }
     const done = settle(ctx, res, turn, worker, outcome);
-    noteRequest(res.req, { error: done.error });
+    if (logged) noteRequest(res.req, { error: done.error });
     record(ctx, turn, p, worker, done);
     return;
   }

@@ -10,12 +10,15 @@ import { flavorOfRequest } from "../request/routes.js";
 import { TenantLimits } from "./limits.js";
 import { routeClass } from "./routes.js";
 import { ANONYMOUS, OPEN_PRINCIPAL, type Principal, type ResolvedAuth } from "./table.js";
+import { onResponseClose } from "../response-close.js";
 
-const principals = new WeakMap<IncomingMessage, Principal>();
+// Kept on the request itself: a WeakMap entry per request is an ephemeron the collector traces.
+const PRINCIPAL = Symbol("kvctl.principal");
+type Admitted = IncomingMessage & { [PRINCIPAL]?: Principal };
 
 /** The principal the gate admitted req as (with auth off: allowed everything, no tenant). */
 export function principalOf(req: IncomingMessage): Principal {
-  return principals.get(req) ?? OPEN_PRINCIPAL;
+  return (req as Admitted)[PRINCIPAL] ?? OPEN_PRINCIPAL;
 }
 
 export type RefusalReason = "missing_key" | "bad_header" | "header_too_large" | "unknown_key" | "not_admin" | "other_tenant" | "rate_limited" | "too_many_concurrent";
@@ -55,7 +58,7 @@ export class AuthGate {
     const who = this.identify(req, cls);
     if ("status" in who) return this.refuse(req, res, who);
     if (cls === "admin" && !who.admin) return this.refuse(req, res, { status: 403, reason: "not_admin", message: "this route needs the admin key", field: null });
-    principals.set(req, who);
+    (req as Admitted)[PRINCIPAL] = who;
     if (cls === "client" && who.tenant !== null) {
       const lim = this.limits.get(who.tenant);
       const over = lim?.take();
@@ -63,7 +66,7 @@ export class AuthGate {
         const why = over.reason === "rate_limited" ? "request rate" : "concurrent requests";
         return this.refuse(req, res, { status: 429, reason: over.reason, message: `tenant '${who.tenant}' is over its limit of ${why}`, field: null }, { "retry-after": String(over.retryAfterS) });
       }
-      if (lim) res.once("close", () => lim.done());
+      if (lim) onResponseClose(res, () => lim.done());
     }
     return true;
   }
