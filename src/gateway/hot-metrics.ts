@@ -1,9 +1,9 @@
 // The counters and histograms every request touches. prom-client validates and hashes the label
 // set on every inc and observe (and allocates while doing it), which on the request path cost more
 // than the rest of the gateway's own bookkeeping; here a series is found through plain maps, with
-// nothing allocated, and counted in plain numbers. They register in the same prom-client Registry and give it the
-// same samples its own Counter and Histogram would, so /metrics renders them exactly as before
-// (test/hot-metrics.test.ts renders both side by side).
+// nothing allocated, and counted in plain numbers. They register in the same prom-client Registry
+// and give it the same samples its own Counter and Histogram would, so /metrics renders them
+// exactly as before (test/hot-metrics.test.ts renders both side by side).
 import type { Registry } from "prom-client";
 
 interface MetricConfig<L extends string> {
@@ -32,6 +32,9 @@ interface Collected {
   aggregator: "sum";
 }
 
+/** A label value as the rendering writes it (a string is its own text: no conversion). */
+const textOf = (v: string | number): string => (typeof v === "string" ? v : String(v));
+
 abstract class HotMetric<L extends string, S extends { labels: Labels<L> }> {
   readonly name: string;
   readonly help: string;
@@ -55,11 +58,10 @@ abstract class HotMetric<L extends string, S extends { labels: Labels<L> }> {
    * are one series, as in the rendering).
    */
   protected seriesOf(labels: Labels<L>): S {
+    const names = this.labelNames;
     let level: Map<string, unknown> = this.series;
-    const last = this.labelNames.length - 1;
-    for (let i = 0; i < last; i++) {
-      const v = labels[this.labelNames[i]];
-      const k = typeof v === "string" ? v : String(v);
+    for (let i = 0; i < names.length - 1; i++) {
+      const k = textOf(labels[names[i]]);
       let next = level.get(k) as Map<string, unknown> | undefined;
       if (!next) {
         this.checkLabels(labels);
@@ -68,13 +70,12 @@ abstract class HotMetric<L extends string, S extends { labels: Labels<L> }> {
       }
       level = next;
     }
-    const v = last >= 0 ? labels[this.labelNames[last]] : "";
-    const k = typeof v === "string" ? v : String(v);
+    const k = names.length > 0 ? textOf(labels[names[names.length - 1]]) : "";
     let s = level.get(k) as S | undefined;
     if (!s) {
       this.checkLabels(labels);
       const own = {} as Labels<L>;
-      for (const name of this.labelNames) own[name] = labels[name];
+      for (const name of names) own[name] = labels[name];
       s = this.fresh(own);
       level.set(k, s);
       this.all.push(s);

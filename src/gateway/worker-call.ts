@@ -17,7 +17,7 @@ import type { GatewayWorker } from "./workers.js";
 import { admissionBound, type Refusal, refuse } from "./admission-bound.js";
 import { tenantLabel } from "./tenant-label.js";
 import { withSessionId } from "./radix-sessions.js";
-import { CredentialPool } from "./auth/upstream-credentials.js";
+import { CredentialPool, isClientKey } from "./auth/upstream-credentials.js";
 
 // Hop-by-hop and framing headers are the gateway's own business on each leg.
 export const DROP_REQUEST_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade", "expect", "te", "proxy-connection"]);
@@ -27,7 +27,7 @@ function forwardHeaders(headers: IncomingHttpHeaders, span: Span | null, signer:
   const out: Record<string, string> = {};
   for (const k in headers) {
     const v = headers[k];
-    if (v === undefined || DROP_REQUEST_HEADERS.has(k) || (signer && CredentialPool.dropsHeader(k))) continue;
+    if (v === undefined || DROP_REQUEST_HEADERS.has(k) || (signer && isClientKey(k))) continue;
     out[k] = Array.isArray(v) ? v.join(", ") : v;
   }
   out["content-type"] = "application/json";

@@ -51,8 +51,8 @@ export function resolveWorkerCredentials(w: CredentialFields, gatewayAuth: boole
 
 const KVCTL_WORKER_ROUTE = /^\/(hicache|session)\//;
 
-/** The client's own key, never sent on where the gateway holds the worker's. */
-const isClientKey = (name: string) => name === "authorization" || name === "x-api-key";
+/** The client's own key (a lower-case header name), never sent on where the gateway holds the worker's. */
+export const isClientKey = (name: string) => name === "authorization" || name === "x-api-key";
 
 /** h with lower-case names, the client's key left out (built without it: no delete on the copy). */
 function withoutClientKey(h: Dispatcher.DispatchOptions["headers"]): Record<string, string | string[]> {
@@ -107,14 +107,9 @@ export class CredentialPool extends Pool {
     this.inferenceBearer = bearerFor(credentials, "/v1/chat/completions");
   }
 
-  /** Whether a header of this name is the client's own key, which never reaches the worker. */
-  static dropsHeader(name: string): boolean {
-    return isClientKey(name);
-  }
-
   /**
    * Sets the worker's key on headers an inference call built itself (lower-case names, the
-   * client's key already left out: dropsHeader), so dispatch sends them without another copy.
+   * client's key already left out: isClientKey), so dispatch sends them without another copy.
    */
   signInference(out: Record<string, string>): Record<string, string> {
     if (this.inferenceBearer !== null) out.authorization = this.inferenceBearer;
