@@ -288,7 +288,6 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
       restarted = afterRestart(wave2, r);
     } else records = await drive(target, regime.sessions, o);
     ph.mark("trace");
-    if (process.env.KVCTL_BENCH_TRACE) writeRequestTrace(`${process.env.KVCTL_BENCH_TRACE}.${regime.name}.${spec.name}.requests.jsonl`, records);
     if (records.every((r) => !r.ok)) throw new Error(`every request failed, first: ${records[0]?.error}`);
     const l3 = workers.length && l3Before ? l3Since(await scrapeL3(workers), l3Before) : null;
     const served = await flood(target.url(0), FLOOD, model, SEED);
@@ -302,6 +301,8 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
     // The ideal floor of this run's own prompts needs a worker to tokenize: computed now, before the workers stop.
     const floor = workers.length ? await idealRecompute(records, workers[0].baseUrl, model, regime.shape.pageSize) : null;
     if (floor) ph.mark("ideal floor");
+    // Written once the floor is known, so each record carries what an ideal cache would have served.
+    if (process.env.KVCTL_BENCH_TRACE) writeRequestTrace(`${process.env.KVCTL_BENCH_TRACE}.${regime.name}.${spec.name}.requests.jsonl`, records);
     if (!medianPrompt.has(regime.name) && ok.length) medianPrompt.set(regime.name, [...ok].sort((a, b) => a.promptTokens - b.promptTokens)[(ok.length - 1) >> 1].promptTokens);
     const out: RunOut = {
       figures: {

@@ -10,6 +10,7 @@ import { DurationModel, bestKeep } from "../src/policy/duration-model.js";
 import { CommandGuards } from "../src/policy/guards.js";
 import { storageKeys } from "../src/hash/index.js";
 import { parseGatewayConfig } from "../src/gateway/config.js";
+import type { Observation } from "../src/contract/observations.js";
 import { ack, chainOf, cmd, finished, joined, PAGE, started, tail, types } from "./helpers/policy-observations.js";
 
 function policy(config: AgentPolicyOptions["config"] = {}, extra: Partial<AgentPolicyOptions> = {}) {
@@ -912,6 +913,40 @@ describe("rewrite -> prune", () => {
   });
 });
 
+describe("session end -> prune", () => {
+  const close = (at: number, sessionId: string): Observation => ({ type: "SessionHint", at, sessionId, event: "close", toolName: null, toolCallId: null, keepTokens: null });
+
+  it("prunes the branch only the ended session stood on, below the prefix other sessions share", () => {
+    const { p, decisions } = policy(ONLY("prune"));
+    const shared = chainOf(3, 10n);
+    const a = [...shared, 100n, 101n, 102n];
+    p.observe(finished(0, "a", a));
+    p.observe(finished(1, "b", [...shared, 200n]));
+    // Its own later turns keep a's blocks its own.
+    p.observe(finished(2, "a", [...a, 103n]));
+    const out = p.observe(close(3, "a"));
+    expect(out.map((c) => [c.worker, c.command])).toEqual([["w0", { type: "Prune", after_block_hash: 100n }]]);
+    expect(out[0].reason).toBe("session closed: its own branch from block 3 of 7");
+    // b ended when every block it stood on was shared with a: nothing of its own beyond them.
+    expect(p.observe(finished(4, "c", [...shared, 200n]))).toEqual([]);
+    expect(p.observe(close(5, "b"))).toEqual([]);
+    expect(decisions.some((l) => l.includes("no block of its own"))).toBe(true);
+    // The view is gone with the session: a second close is an unknown session, not a second prune.
+    expect(p.observe(close(6, "a"))).toEqual([]);
+  });
+
+  it("goes out after the session's own releases (a pinned block is skipped by the worker), and not with onClose off", () => {
+    const bps = { breakpoints: [{ tokens: 2 * PAGE, ttlSeconds: 300, at: "system" }], errors: [] };
+    const { p } = policy({ ...ONLY("pins"), prune: { enabled: true } });
+    p.observe(finished(0, "t", [...chainOf(2, 10n), 300n]));
+    p.observe(finished(1, "a", [...chainOf(2, 10n), 100n, 101n], { markers: bps }));
+    expect(types(p.observe(close(2, "a")))).toEqual(["Cache", "Prune"]);
+    const { p: off } = policy({ ...ONLY("prune"), prune: { enabled: true, onClose: false } });
+    off.observe(finished(0, "a", chainOf(4)));
+    expect(off.observe(close(1, "a"))).toEqual([]);
+  });
+});
+
 describe("cold worker -> warm", () => {
   it("a joining worker gets Warm of the hottest pinned prefixes (storage keys from the addon), only with a storage backend", () => {
     const bps = { breakpoints: [{ tokens: 8, ttlSeconds: 3600, at: "system" }], errors: [] };
@@ -960,6 +995,7 @@ describe("policies config", () => {
   const base = { workers: [{ id: "w0", url: "http://127.0.0.1:1" }], policy: "agent" };
   it("defaults the rules the ablation kept on (idle and inflight off); a typo or contradictory watermarks are errors naming the field", () => {
     const d = parseGatewayConfig({ ...base, policies: {} }).policies;
+    expect(d?.prune).toEqual({ enabled: true, onClose: true });
     expect(d?.idle).toMatchObject({ enabled: false, leaseSeconds: 300, highWatermark: 0.95, lowWatermark: 0.8 });
     expect(Object.fromEntries(Object.entries(d ?? {}).filter(([, v]) => typeof v === "object" && v !== null && "enabled" in v).map(([k, v]) => [k, (v as { enabled: boolean }).enabled]))).toEqual({
       pins: true, inflight: false, tools: true, think: true, idle: false, prune: true, warm: true,

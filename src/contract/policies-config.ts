@@ -80,6 +80,8 @@ export const idleConfigSchema = z.strictObject({
 
 export const pruneConfigSchema = z.strictObject({
   enabled: z.boolean().default(true),
+  /** A session's end (its close hint, or its record expiring) prunes the branch only it stood on. */
+  onClose: z.boolean().default(true),
 });
 
 export const warmConfigSchema = z.strictObject({

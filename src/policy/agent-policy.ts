@@ -18,7 +18,7 @@ import { idleRule } from "./policies/idle.js";
 import { inflightRule } from "./policies/inflight.js";
 import { pinsRule } from "./policies/pins.js";
 import type { AgentRule } from "./policies/policy.js";
-import { pruneRule } from "./policies/prune.js";
+import { endPruneRule, pruneRule } from "./policies/prune.js";
 import { thinkRule, transientFrom } from "./policies/think.js";
 import { toolsRule } from "./policies/tools.js";
 import { warmRule } from "./policies/warm.js";
@@ -77,6 +77,7 @@ function beginFinished(ctx: PolicyContext, o: TurnFinished): void {
   s.prevPromptBlocks = s.promptBlocks;
   if (o.chain.length) {
     s.chain = o.chain;
+    ctx.blockOwners.see(s.id, o.chain);
     s.reusableBlocks = transientFrom(o, ctx) ?? o.chain.length;
     const page = ctx.pageSizes.get(o.worker) ?? 1;
     s.promptBlocks = o.promptTokens ? Math.min(Math.floor(o.promptTokens.length / page), o.chain.length) : o.chain.length;
@@ -158,6 +159,8 @@ function enabledRules(cfg: PoliciesConfig, durations: DurationModel): AgentRule[
   if (cfg.pins.enabled) rules.push(pinsRule);
   if (cfg.idle.enabled) rules.push(idleRule());
   if (cfg.warm.enabled) rules.push(warmRule());
+  // Last: a session's end prunes its own branch after every rule has released what it held there.
+  if (cfg.prune.enabled && cfg.prune.onClose) rules.push(endPruneRule);
   return rules;
 }
 

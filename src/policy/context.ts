@@ -12,6 +12,7 @@ import type { PoliciesConfig } from "../contract/policies-config.js";
 import type { CommandGuards } from "./guards.js";
 import type { PolicyMetrics } from "./metrics.js";
 import type { PinBudget } from "./pin-budget.js";
+import { BlockOwners } from "./block-owners.js";
 
 export interface ToolWait {
   /** none: the budget had no room, nothing is held; the wait is still timed and closed. */
@@ -76,6 +77,8 @@ export interface PolicyContext {
   readonly pageSizes: Map<string, number>;
   /** Program admission's retention decisions by session, not yet taken up by the tool rule. */
   readonly programDecisions: Map<string, { action: "keep" | "park" | "let_go"; ttlSeconds: number }>;
+  /** Which blocks more than one session has stood on (what a session's end must leave). */
+  readonly blockOwners: BlockOwners;
   /** Storage keys (SHA-256 hex) of full pages of tokens, as the worker's storage backend names them. */
   readonly storageKeys: (tokens: number[], pageSize: number) => string[];
   /** A tenant's pin caps, null when it has none. */
@@ -93,6 +96,9 @@ export function newSessionView(id: string, now: number): SessionView {
   return { id, worker: null, chain: [], reusableBlocks: 0, promptBlocks: 0, prevChain: [], prevPromptBlocks: 0, prevWorker: null, inFlight: false, lastActivity: now, lease: null, leaseSeq: 0, paused: false, tool: null, reasoning: [], tenant: null };
 }
 
+/** Blocks the shared-prefix view remembers by default: tens of thousands of sessions' prefixes. */
+const DEFAULT_OWNED_BLOCKS = 1 << 18;
+
 export interface ContextDeps {
   cfg: PoliciesConfig;
   budget: PinBudget;
@@ -102,6 +108,8 @@ export interface ContextDeps {
   log: (line: string) => void;
   decisionLog: ((line: string) => void) | null;
   maxSessions: number;
+  /** How many blocks the shared-prefix view remembers. */
+  maxOwnedBlocks?: number;
   tenantCaps?: (tenant: string) => TenantPinCaps | null;
 }
 
@@ -117,6 +125,7 @@ export function createContext(d: ContextDeps, out: PolicyCommand[], acks: WeakMa
     metrics: d.metrics,
     pageSizes: new Map(),
     programDecisions: new Map(),
+    blockOwners: new BlockOwners(d.maxOwnedBlocks ?? DEFAULT_OWNED_BLOCKS),
     storageKeys: d.storageKeys,
     tenantCaps: d.tenantCaps ?? (() => null),
     session(id) {
