@@ -1,6 +1,8 @@
 // bench:agent's verdict (bench/agent/verdict.ts): percentiles over every returning turn of every
 // run, and no verdict when the comparison is not a fair one.
 import { describe, expect, it } from "vitest";
+import { commonExcess, requestExcess } from "../bench/agent/common-excess.js";
+import type { RequestRecord } from "../bench/agent/driver.js";
 import { type ConfigSummary, judge, limits, percentile, type RunFigures, summarize, unfairness } from "../bench/agent/verdict.js";
 
 function run(recomputed: number, ttft: number[], o: Partial<RunFigures> = {}): RunFigures {
@@ -86,5 +88,20 @@ describe("bench:agent verdict", () => {
     expect(v.gap_closed.lru).toBeNull(); // at the ideal floor there is no gap to close
     expect(v.ttft_p90_ratio_vs_best_fair).toBe(0.625); // 100 / 160
     expect(v.ttft_p90_ratio_vs_admission_only).toBe(0.5); // 100 / 200
+  });
+
+  it("the attainable floor adds, request by request, the fewest tokens any run recomputed beyond the ideal cache", () => {
+    const rec = (session: string, sentMs: number, cached: number, ideal: number | undefined, ok = true): RequestRecord => ({
+      session, kind: "tool", returning: false, promptTokens: 100, cachedTokens: cached, completionTokens: 1, hostTokens: 0, storageTokens: 0, ttftMs: 1,
+      sentMs, doneMs: sentMs + 1, prompt: { messages: [], tools: [] }, idealCachedTokens: ideal, worker: null, ok,
+    });
+    // Requests are the session's n-th in send order, whatever order the records come in.
+    const a = requestExcess([rec("s", 5, 40, 64), rec("s", 1, 0, 16), rec("t", 2, 48, 32)]);
+    expect(a && [...a]).toEqual([["s#0", 16], ["t#0", 0], ["s#1", 24]]);
+    const b = requestExcess([rec("s", 1, 16, 16), rec("s", 4, 32, 64), rec("t", 3, 0, 32, false)]);
+    // s#0: one run served it ideally; s#1: both paid at least 24; t#0 failed in b, so nothing is common.
+    expect(commonExcess([a, b, null])).toBe(24);
+    expect(commonExcess([null])).toBeNull();
+    expect(requestExcess([rec("s", 1, 0, undefined)])).toBeNull();
   });
 });
