@@ -57,7 +57,7 @@ const ms = (x: number | null) => (x === null ? "-" : x.toFixed(0));
 
 export function printAblation(rows: readonly AblationRow[], print: (line: string) => void): void {
   if (rows.length === 0) return;
-  print("  ablation: program admission with one rule alone vs thunder (the same admission, no rule); commands sent / acked (by status) per type");
+  print("  ablation: program admission with one rule alone (kvctl_no_end_prune: the defaults less the session-end prune) vs thunder (the same admission, no rule); commands sent / acked (by status) per type");
   for (const r of rows) {
     const cmds = Object.entries(r.commands).map(([t, c]) => `${t} ${c.sent}/${Object.values(c.acked).reduce((a, b) => a + b, 0)} (${Object.entries(c.acked).map(([s, n]) => `${s} ${n}`).join(", ") || "none acked"}${c.failed ? `, ${c.failed} failed` : ""})`);
     print(

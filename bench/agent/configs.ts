@@ -18,6 +18,8 @@ export interface ConfigSpec {
   smgArgs?: string[];
   /** Every request carries the session id in its body and sessions are closed at their end. */
   sessionBody?: boolean;
+  /** The prune rule prunes a session's own branch at its end (the policy's default: true). */
+  pruneOnClose?: boolean;
 }
 
 /** The agent policy's rules; the ablation runs each one alone on top of program admission. */
@@ -57,7 +59,12 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
   if (!ablation) return specs;
   // The question a rule must answer is what it adds to the scheduler, so each runs with kvctl's
   // program admission and is read against thunder (the same admission, no rule).
-  return [...specs, ...RULES.map((r) => gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: "program" }))];
+  // kvctl_no_end_prune is the defaults less one: what pruning a finished session's branch adds to the rest.
+  return [
+    ...specs,
+    ...RULES.map((r) => gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: "program" })),
+    gw("kvctl_no_end_prune", "ablation", { policy: "agent", admission: "program", pruneOnClose: false }),
+  ];
 }
 
 export const FAIR_PEERS = (specs: readonly ConfigSpec[]) => specs.filter((s) => s.role === "fair").map((s) => s.name);
