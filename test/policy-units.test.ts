@@ -935,12 +935,14 @@ describe("session end -> prune", () => {
     expect(p.observe(close(6, "a"))).toEqual([]);
   });
 
-  it("goes out after the session's own releases (a pinned block is skipped by the worker), and not with onClose off", () => {
+  it("goes out after the session's own releases, leaves the prefix the client marked for caching, and not with onClose off", () => {
     const bps = { breakpoints: [{ tokens: 2 * PAGE, ttlSeconds: 300, at: "system" }], errors: [] };
     const { p } = policy({ ...ONLY("pins"), prune: { enabled: true } });
-    p.observe(finished(0, "t", [...chainOf(2, 10n), 300n]));
     p.observe(finished(1, "a", [...chainOf(2, 10n), 100n, 101n], { markers: bps }));
-    expect(types(p.observe(close(2, "a")))).toEqual(["Cache", "Prune"]);
+    // The marked prefix (2 blocks) stays even though no other session stood on it.
+    const out = p.observe(close(2, "a"));
+    expect(types(out)).toEqual(["Cache", "Prune"]);
+    expect(out[1].command).toEqual({ type: "Prune", after_block_hash: 100n });
     const { p: off } = policy({ ...ONLY("prune"), prune: { enabled: true, onClose: false } });
     off.observe(finished(0, "a", chainOf(4)));
     expect(off.observe(close(1, "a"))).toEqual([]);

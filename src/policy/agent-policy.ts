@@ -81,6 +81,7 @@ function beginFinished(ctx: PolicyContext, o: TurnFinished): void {
     s.reusableBlocks = transientFrom(o, ctx) ?? o.chain.length;
     const page = ctx.pageSizes.get(o.worker) ?? 1;
     s.promptBlocks = o.promptTokens ? Math.min(Math.floor(o.promptTokens.length / page), o.chain.length) : o.chain.length;
+    for (const b of o.cacheMarkers?.breakpoints ?? []) s.markerBlocks = Math.max(s.markerBlocks, Math.floor(b.tokens / page));
   }
   s.worker = o.worker;
 }

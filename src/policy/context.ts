@@ -38,6 +38,8 @@ export interface SessionView {
    * reasoning when the think rule marks it transient (the blocks after it are dead with it). */
   reusableBlocks: number;
   promptBlocks: number;
+  /** Blocks up to the client's furthest cache marker: a prefix meant for reuse, which the session's end leaves. */
+  markerBlocks: number;
   /** The sequence before the last turn (what a rewrite diverged from), and its worker. */
   prevChain: bigint[];
   prevPromptBlocks: number;
@@ -93,7 +95,7 @@ export const SAFE_ID = (id: string): string =>
   ID_PATTERN.test(id) && id.length <= MAX_ID_LENGTH - 8 ? id : `sha-${createHash("sha256").update(id).digest("hex").slice(0, 40)}`;
 
 export function newSessionView(id: string, now: number): SessionView {
-  return { id, worker: null, chain: [], reusableBlocks: 0, promptBlocks: 0, prevChain: [], prevPromptBlocks: 0, prevWorker: null, inFlight: false, lastActivity: now, lease: null, leaseSeq: 0, paused: false, tool: null, reasoning: [], tenant: null };
+  return { id, worker: null, chain: [], reusableBlocks: 0, promptBlocks: 0, markerBlocks: 0, prevChain: [], prevPromptBlocks: 0, prevWorker: null, inFlight: false, lastActivity: now, lease: null, leaseSeq: 0, paused: false, tool: null, reasoning: [], tenant: null };
 }
 
 /** Blocks the shared-prefix view remembers by default: tens of thousands of sessions' prefixes. */

@@ -48,7 +48,8 @@ function onClose(o: SessionHint, ctx: PolicyContext): void {
   if (o.event !== "close") return;
   const s = ctx.sessions.get(o.sessionId);
   if (!s?.worker || !s.chain.length) return;
-  const k = ctx.blockOwners.sharedPrefix(s.chain);
+  // A prefix the client marked for caching stays for the sessions to come, shared yet or not.
+  const k = Math.max(ctx.blockOwners.sharedPrefix(s.chain), s.markerBlocks);
   if (k >= s.chain.length) return ctx.note(END, "skip", "session closed: no block of its own", { session: s.id });
   prune(ctx, s, s.chain, s.worker, k, "session closed", END);
 }
