@@ -27,8 +27,4 @@ export class BlockOwners {
     while (i < chain.length && this.owner.get(chain[i]) === SHARED) i++;
     return i;
   }
-
-  get size(): number {
-    return this.owner.size;
-  }
 }

@@ -98,8 +98,8 @@ export function newSessionView(id: string, now: number): SessionView {
   return { id, worker: null, chain: [], reusableBlocks: 0, promptBlocks: 0, markerBlocks: 0, prevChain: [], prevPromptBlocks: 0, prevWorker: null, inFlight: false, lastActivity: now, lease: null, leaseSeq: 0, paused: false, tool: null, reasoning: [], tenant: null };
 }
 
-/** Blocks the shared-prefix view remembers by default: tens of thousands of sessions' prefixes. */
-const DEFAULT_OWNED_BLOCKS = 1 << 18;
+/** Blocks the shared-prefix view remembers: tens of thousands of sessions' prefixes. */
+const OWNED_BLOCKS = 1 << 18;
 
 export interface ContextDeps {
   cfg: PoliciesConfig;
@@ -110,8 +110,6 @@ export interface ContextDeps {
   log: (line: string) => void;
   decisionLog: ((line: string) => void) | null;
   maxSessions: number;
-  /** How many blocks the shared-prefix view remembers. */
-  maxOwnedBlocks?: number;
   tenantCaps?: (tenant: string) => TenantPinCaps | null;
 }
 
@@ -127,7 +125,7 @@ export function createContext(d: ContextDeps, out: PolicyCommand[], acks: WeakMa
     metrics: d.metrics,
     pageSizes: new Map(),
     programDecisions: new Map(),
-    blockOwners: new BlockOwners(d.maxOwnedBlocks ?? DEFAULT_OWNED_BLOCKS),
+    blockOwners: new BlockOwners(OWNED_BLOCKS),
     storageKeys: d.storageKeys,
     tenantCaps: d.tenantCaps ?? (() => null),
     session(id) {
