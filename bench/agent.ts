@@ -170,6 +170,10 @@ interface RunExtra {
   flood_served: string;
   /** Prompts the floor's tokenization counted to another length than the worker served. */
   ideal_mismatched: number | null;
+  /** Whether the worker returned every answer's generated ids, so the floor credits them exactly (null: no floor). */
+  ideal_exact: boolean | null;
+  /** Requests this run served more of from cache than its ideal floor allows (a floor that is not one). */
+  ideal_undercut: number | null;
   pin_budget_peak_blocks: number | null;
   pinned_blocks_hit: number | null;
   pinned_blocks_wasted: number | null;
@@ -316,6 +320,8 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
       },
       extra: {
         ideal_mismatched: floor?.mismatched ?? null,
+        ideal_exact: floor ? floor.exact === floor.served : null,
+        ideal_undercut: floor?.undercut ?? null,
         host_hit_tokens: ok.reduce((n, r) => n + r.hostTokens, 0), storage_hit_tokens: ok.reduce((n, r) => n + r.storageTokens, 0), l3, flood_served: `${served}/${FLOOD}`,
         restart: restarted,
         dynamo: dynamoReport?.() ?? null,
@@ -492,6 +498,7 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
             perRun[spec.name].push(r);
             const t = summarize([r.figures]).ttft_returning_ms;
             log(`   ${spec.name}: recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, returning TTFT p50/p90/p99 ${t.p50}/${t.p90}/${t.p99} ms, wall ${r.extra.wall_s} s` +
+                `${r.figures.ideal_recomputed !== null ? `; ideal floor ${r.figures.ideal_recomputed}${r.extra.ideal_exact ? "" : " (answers credited whole)"}${r.extra.ideal_undercut ? `, ${r.extra.ideal_undercut} requests under it` : ""}` : ""}` +
                 `${r.figures.commands ? `; commands ${Object.entries(r.figures.commands).map(([k, n]) => `${k}=${n}`).join(" ") || "none"}` : ""}`);
           } catch (e) {
             notRun[spec.name] = failure(e as Error);
@@ -525,9 +532,13 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
 }
 
 /** The regime's ideal floor: the lowest of its configurations' own floors (each tokenized its own
- * run's prompts), so a gap-closed share never flatters anyone. */
+ * run's prompts), so a gap-closed share never flatters anyone. Floors that credit the generated
+ * answers exactly are preferred: one whose front returned no generated ids (Dynamo's) credits every
+ * generated token, a bound no cache reaches where the template drops the reasoning. */
 function regimeFloor(configs: RegimeResult["configs"]): number | null {
-  const floors = Object.values(configs).flatMap((c) => (c && c.ideal_recomputed !== null ? [c.ideal_recomputed] : []));
+  const all = Object.values(configs).flatMap((c) => (c && c.ideal_recomputed !== null ? [c] : []));
+  const exact = all.filter((c) => c.extra.ideal_exact);
+  const floors = (exact.length ? exact : all).map((c) => c.ideal_recomputed as number);
   return floors.length ? Math.min(...floors) : null;
 }
 
@@ -537,6 +548,8 @@ function printRegime(r: RegimeResult): void {
   const { regime, configs, verdict } = r;
   const floor = regimeFloor(configs);
   const mismatched = Object.values(configs).reduce((n, c) => n + (c?.extra.ideal_mismatched ?? 0), 0);
+  const undercut = Object.values(configs).reduce((n, c) => n + (c?.extra.ideal_undercut ?? 0), 0);
+  const exact = Object.values(configs).some((c) => c?.extra.ideal_exact);
   console.log(`${regime.name}: ${regime.sessions.length} ${WORKLOAD} sessions (${compactions(regime.sessions)} compactions), time scale 1/${regime.timeScale}, ${RUNS} run(s) per configuration, ${regime.shape.deviceTokens} device tokens per worker, ` +
     `${regime.shape.storage ? "file L3" : "no L3"}; regime wall ${r.wallS} s`);
   if (regime.prefillTokensPerS !== null) console.log(`  prefill ${regime.prefillTokensPerS} tokens/s, median returning-turn prompt ${regime.returningPromptTokens} tokens, median tool gap / prefill = ${regime.toolGapOverPrefill}`);
@@ -555,13 +568,14 @@ function printRegime(r: RegimeResult): void {
     );
   }
   if (floor !== null) {
-    console.log(`  ideal cache (every earlier prompt and answer kept, page ${regime.shape.pageSize}): ${floor} recomputed tokens (the lowest configuration's own floor)` +
-      `${mismatched ? `; ${mismatched} prompts tokenized to another length than served` : ""}`);
+    console.log(`  ideal cache (every earlier prompt and ${exact ? "the ids its answer generated" : "every token its answer generated"} kept, page ${regime.shape.pageSize}): ${floor} recomputed tokens ` +
+      `(the lowest configuration's own floor)${mismatched ? `; ${mismatched} prompts tokenized to another length than served` : ""}` +
+      `${undercut ? `; ${undercut} requests served more from cache than the median runs' floors allow` : ""}`);
   }
   if (r.attainable && floor !== null) {
     const a = r.attainable;
     console.log(`  attainable floor ${a.recomputed}: the ideal floor plus the ${a.recomputed - floor} tokens every run of every configuration recomputed beyond it, request by request ` +
-      `(answer pages the template renders differently from how they were generated, and any miss no configuration here avoided); kvctl's gap closed against it: ` +
+      `(${exact ? "" : "answer pages the template renders differently from how they were generated, and "}any miss no configuration here avoided); kvctl's gap closed against it: ` +
       `${Object.entries(a.verdict.gap_closed).map(([n, g]) => `${n} ${f(g, 2)}`).join(", ") || "-"}`);
   }
   const lim = limits(configs, pinBudgetBlocks(regime.shape));

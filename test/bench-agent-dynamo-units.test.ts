@@ -13,8 +13,8 @@ describe("bench:agent Dynamo peers", () => {
     expect(() => queueThreshold(2, 2048, Number.NaN)).toThrow(/max_num_batched_tokens unknown/);
   });
 
-  it("puts SGLang's regex in Dynamo's guided_regex and drops the field its frontend refuses", () => {
-    const body = { model: "m", regex: "<a>", return_cached_tokens_details: true, stream: true };
+  it("puts SGLang's regex in Dynamo's guided_regex and drops the fields only SGLang's own frontend reads", () => {
+    const body = { model: "m", regex: "<a>", return_cached_tokens_details: true, return_output_ids_in_sglext: true, stream: true };
     expect(dynamoDialect(body)).toEqual({ model: "m", guided_regex: "<a>", stream: true });
     expect(dynamoDialect({ model: "m" })).toEqual({ model: "m" });
   });

@@ -40,6 +40,8 @@ export interface RequestRecord {
   doneMs: number;
   /** What the prompt renders from (for tokenizing it afterwards: the ideal-cache figure). */
   prompt: { messages: unknown[]; tools: unknown[] };
+  /** The token ids the worker generated (SGLang's sglext output_ids; absent when the front does not return them). */
+  outputIds?: number[];
   /** Tokens an ideal cache (every earlier prompt and answer kept) would serve: filled in after the run. */
   idealCachedTokens?: number;
   worker: string | null;
@@ -71,6 +73,8 @@ interface StreamResult {
   details: CachedDetails | null;
   text: string;
   toolCallIds: string[];
+  /** The generated token ids, when the worker sent them (sglext.output_ids). */
+  outputIds: number[] | null;
   status: number;
   /** The worker a kvctl gateway chose (its x-kvctl-worker header), or null. */
   worker: string | null;
@@ -82,13 +86,14 @@ async function streamChat(url: string, body: unknown, headers: Record<string, st
   const t0 = performance.now();
   const r = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
   const worker = r.headers.get("x-kvctl-worker");
-  if (r.status !== 200 || !r.body) return { ttftMs: performance.now() - t0, usage: null, details: null, text: await r.text(), toolCallIds: [], status: r.status, worker, error: null };
+  if (r.status !== 200 || !r.body) return { ttftMs: performance.now() - t0, usage: null, details: null, text: await r.text(), toolCallIds: [], outputIds: null, status: r.status, worker, error: null };
   let ttft = -1;
   let tail = "";
   let text = "";
   let usage: Usage | null = null;
   let details: CachedDetails | null = null;
   let error: string | null = null;
+  let outputIds: number[] | null = null;
   const ids: string[] = [];
   const dec = new TextDecoder();
   for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
@@ -107,6 +112,7 @@ async function streamChat(url: string, body: unknown, headers: Record<string, st
       if (j.usage) usage = j.usage;
       if (j.sglext?.cached_tokens_details) details = j.sglext.cached_tokens_details;
       if (j.choices?.[0]?.sglext?.cached_tokens_details) details = j.choices[0].sglext.cached_tokens_details;
+      if (Array.isArray(j.sglext?.output_ids?.[0])) outputIds = j.sglext.output_ids[0];
       if (j.usage && process.env.KVCTL_BENCH_DEBUG) process.stderr.write(`usage ${JSON.stringify(j.usage)} ${JSON.stringify(details)}\n`);
       const d = j.choices?.[0]?.delta;
       if (!d) continue;
@@ -117,7 +123,7 @@ async function streamChat(url: string, body: unknown, headers: Record<string, st
       for (const c of d.tool_calls ?? []) if (c.id) ids.push(c.id);
     }
   }
-  return { ttftMs: ttft < 0 ? performance.now() - t0 : ttft, usage, details, text, toolCallIds: ids, status: 200, worker, error };
+  return { ttftMs: ttft < 0 ? performance.now() - t0 : ttft, usage, details, text, toolCallIds: ids, outputIds, status: 200, worker, error };
 }
 
 export interface DriveOptions {
@@ -141,6 +147,7 @@ async function attemptOnce(url: string, body: Record<string, unknown>, headers: 
     rec.completionTokens = u.completion_tokens ?? 0;
     rec.hostTokens = res.details?.host ?? 0;
     rec.storageTokens = res.details?.storage ?? 0;
+    if (res.outputIds) rec.outputIds = res.outputIds;
     return res;
   } catch (e) {
     rec.doneMs = performance.now() - t0;
@@ -185,6 +192,8 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
           // reasoning itself (<think>…</think>), so it must bind from the first token. The reasoning
           // parser still separates the span (reasoning_content).
           chat_template_kwargs: { enable_thinking: false },
+          // The generated ids let the ideal floor credit exactly what the next prompt replays of this answer.
+          return_output_ids_in_sglext: true,
           ...(target.sessionBody ? { session_id: s.id } : {}),
         };
         const headers: Record<string, string> = target.sessionHeader ? { [target.sessionHeaderName ?? "x-session-id"]: s.id } : {};

@@ -63,7 +63,7 @@ export function queueThreshold(perWorker: number, medianPromptTokens: number, ma
 
 /** Dynamo's frontend takes SGLang's regex constraint as `guided_regex`, and refuses fields it does not know. */
 export function dynamoDialect(body: Record<string, unknown>): Record<string, unknown> {
-  const { regex, return_cached_tokens_details: _details, ...rest } = body;
+  const { regex, return_cached_tokens_details: _details, return_output_ids_in_sglext: _ids, ...rest } = body;
   return regex === undefined ? rest : { ...rest, guided_regex: regex };
 }
 

@@ -130,38 +130,67 @@ export function l3Since(after: L3Report, before: L3Report): L3Report {
 }
 
 /**
- * Prefill tokens an ideal cache would still compute: every earlier prompt of the trace, and the
- * pages its answer generated, kept forever on one worker, reuse at page granularity. Prompts are
- * tokenized by a worker of the run (its chat template), each checked against the prompt_tokens the
- * worker reported.
+ * Prefill tokens an ideal cache would still compute: every sequence a worker computed in the trace
+ * (each prompt, and after it the tokens its answer generated), kept forever on one worker, reuse at
+ * page granularity. Prompts are tokenized by a worker of the run (its chat template), each checked
+ * against the prompt_tokens the worker reported. Where the worker returned the generated ids, the
+ * next prompt hits an answer's pages exactly as far as it replays them (a template that drops the
+ * reasoning leaves the generated sequence at the answer's first token); where it did not, the floor
+ * credits every generated token to a prompt that continues the previous one, so no run goes under it.
  */
-export async function idealRecompute(records: RequestRecord[], url: string, model: string, pageSize: number): Promise<{ recomputed: number; mismatched: number }> {
-  const seen = new Set<bigint>();
-  // Each session's latest request: the ideal cache also holds the pages its answer generated.
-  const latest = new Map<string, { tokens: number[]; completion: number }>();
-  let recomputed = 0;
+export async function idealRecompute(records: RequestRecord[], url: string, model: string, pageSize: number): Promise<IdealFloor> {
+  const served = [...records].filter((r) => r.ok).sort((a, b) => a.sentMs - b.sentMs);
+  const tokens: number[][] = [];
   let mismatched = 0;
-  for (const r of [...records].sort((a, b) => a.sentMs - b.sentMs)) {
-    if (!r.ok) continue;
+  for (const r of served) {
     const res = await fetch(`${url}/v1/tokenize`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, ...r.prompt }) });
-    const tokens = ((await res.json()) as { tokens: number[] }).tokens;
-    if (tokens.length !== r.promptTokens) mismatched++;
-    const hashes = blockHashes(tokens, { pageSize });
+    tokens.push(((await res.json()) as { tokens: number[] }).tokens);
+    if (tokens[tokens.length - 1].length !== r.promptTokens) mismatched++;
+  }
+  return { ...creditIdeal(served, tokens, pageSize), mismatched };
+}
+
+/** The ideal cache over requests in the order they were sent, each with its prompt's tokens: sets
+ * each request's `idealCachedTokens` and counts what the cache would still compute. */
+export function creditIdeal(served: RequestRecord[], tokens: number[][], pageSize: number): Omit<IdealFloor, "mismatched"> {
+  const seen = new Set<bigint>();
+  // Each session's latest request whose generated ids are unknown: its answer is credited whole.
+  const latest = new Map<string, { tokens: number[]; completion: number }>();
+  const floor = { recomputed: 0, exact: 0, served: served.length, undercut: 0 };
+  served.forEach((r, i) => {
+    const t = tokens[i];
+    const hashes = blockHashes(t, { pageSize });
     let hit = 0;
     while (hit < hashes.length && seen.has(hashes[hit])) hit++;
     for (const h of hashes) seen.add(h);
-    r.idealCachedTokens = Math.min(Math.max(hit * pageSize, answerReach(latest.get(r.session), tokens, pageSize)), tokens.length - 1);
-    recomputed += tokens.length - r.idealCachedTokens;
-    latest.set(r.session, { tokens, completion: r.completionTokens });
-  }
-  return { recomputed, mismatched };
+    r.idealCachedTokens = Math.min(Math.max(hit * pageSize, answerReach(latest.get(r.session), t, pageSize)), t.length - 1);
+    floor.recomputed += t.length - r.idealCachedTokens;
+    if (r.cachedTokens > r.idealCachedTokens) floor.undercut++;
+    if (r.outputIds) {
+      floor.exact++;
+      latest.delete(r.session);
+      for (const h of blockHashes([...t, ...r.outputIds], { pageSize })) seen.add(h);
+    } else latest.set(r.session, { tokens: t, completion: r.completionTokens });
+  });
+  return floor;
+}
+
+export interface IdealFloor {
+  recomputed: number;
+  /** Prompts whose tokenization here differs in length from what the worker reported. */
+  mismatched: number;
+  /** Requests whose generated ids the worker returned (their answers credited exactly), of `served`. */
+  exact: number;
+  served: number;
+  /** Requests the run served more of from cache than the ideal cache would: a floor that is not one. */
+  undercut: number;
 }
 
 /**
- * How far a prompt can hit through the pages of its session's previous answer: SGLang caches the
- * generated tokens after their prompt, and where the chat template renders the answer as it was
- * generated, the next prompt hits them too. The floor credits every generated token (its whole
- * pages) to a prompt that continues the previous one, so no run goes under it.
+ * How far a prompt can hit through the pages of its session's previous answer when its generated
+ * ids are unknown: SGLang caches the generated tokens after their prompt, and where the chat
+ * template renders the answer as it was generated, the next prompt hits them too. Every generated
+ * token (its whole pages) is credited to a prompt that continues the previous one.
  */
 export function answerReach(prev: { tokens: number[]; completion: number } | undefined, tokens: number[], pageSize: number): number {
   if (!prev || prev.tokens.length > tokens.length) return 0;
