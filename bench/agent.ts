@@ -215,7 +215,7 @@ const closeThrough = (gatewayUrl: string) => async (id: string) => {
   await r.text();
 };
 
-async function frontFor(spec: ConfigSpec, regime: Regime, workers: RealServer[], nats: { url: string } | null, scratch: string, cleanup: (() => Promise<void>)[]): Promise<{ target: Target; metricsUrl: string | null }> {
+async function frontFor(spec: ConfigSpec, regime: Regime, workers: RealServer[], nats: { url: string } | null, scratch: string, trace: string | null, cleanup: (() => Promise<void>)[]): Promise<{ target: Target; metricsUrl: string | null }> {
   const close = spec.sessionBody ? { sessionBody: true, closeSession: closeOn(workers) } : {};
   if (spec.front === "round_robin") return { target: { name: spec.name, url: (seq) => workers[seq % workers.length].baseUrl, sessionHeader: false }, metricsUrl: null };
   if (spec.front === "smg") {
@@ -224,7 +224,7 @@ async function frontFor(spec: ConfigSpec, regime: Regime, workers: RealServer[],
     return { target: { name: spec.name, url: () => smg.url, sessionHeader: false }, metricsUrl: null };
   }
   const agent = spec.policy === "agent";
-  const decisions = process.env.KVCTL_BENCH_TRACE ? `${process.env.KVCTL_BENCH_TRACE}.${regime.name}.${spec.name}.decisions.jsonl` : undefined;
+  const decisions = trace ? `${trace}.decisions.jsonl` : undefined;
   const natsLike = nats as Parameters<typeof startKvctlGateway>[1];
   const g = await startKvctlGateway(workers, natsLike, spec.policy, agent ? policiesFor(spec, regime) : undefined, admissionFor(spec, regime.shape), Math.max(0.05, 10 / regime.timeScale), decisions);
   cleanup.push(() => g.close());
@@ -241,8 +241,22 @@ function shareKey(spec: ConfigSpec, regime: Regime): string | null {
   return spec.serverArgs.join(" ");
 }
 
+/** Runs traced so far per regime and configuration: each run's trace files carry its number. */
+const tracedRuns = new Map<string, number>();
+
+/** `<KVCTL_BENCH_TRACE>.<regime>.<config>.run<n>`, the prefix of one run's trace files (null: not tracing). */
+function tracePrefix(regime: string, config: string): string | null {
+  const base = process.env.KVCTL_BENCH_TRACE;
+  if (!base) return null;
+  const key = `${regime}.${config}`;
+  const n = (tracedRuns.get(key) ?? 0) + 1;
+  tracedRuns.set(key, n);
+  return `${base}.${key}.run${n}`;
+}
+
 async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Promise<RunOut> {
   const t0 = performance.now();
+  const trace = tracePrefix(regime.name, spec.name);
   const ph = new Phases(spec.name, log);
   const scratch = mkdtempSync(join(tmpdir(), `kvctl-agent-${spec.name}-`));
   const cleanup: (() => Promise<void>)[] = [];
@@ -273,7 +287,7 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
       cleanup.push(() => pool.give(key, started, ranToEnd));
       ph.mark(taken.reused ? "workers flushed" : "workers start");
       l3Before = await scrapeL3(workers);
-      front = await frontFor(spec, regime, workers, nats, scratch, cleanup);
+      front = await frontFor(spec, regime, workers, nats, scratch, trace, cleanup);
       ph.mark("front start");
       // After the front is up (its KV-event subscriber listening), before anything is timed.
       await payColdStart(workers, shape.pageSize);
@@ -310,7 +324,7 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Pr
     const floor = workers.length ? await idealRecompute(records, workers[0].baseUrl, model, regime.shape.pageSize) : null;
     if (floor) ph.mark("ideal floor");
     // Written once the floor is known, so each record carries what an ideal cache would have served.
-    if (process.env.KVCTL_BENCH_TRACE) writeRequestTrace(`${process.env.KVCTL_BENCH_TRACE}.${regime.name}.${spec.name}.requests.jsonl`, records);
+    if (trace) writeRequestTrace(`${trace}.requests.jsonl`, records);
     if (!medianPrompt.has(regime.name) && ok.length) medianPrompt.set(regime.name, [...ok].sort((a, b) => a.promptTokens - b.promptTokens)[(ok.length - 1) >> 1].promptTokens);
     const out: RunOut = {
       figures: {
