@@ -159,9 +159,11 @@ export function creditIdeal(served: RequestRecord[], tokens: number[][], pageSiz
   const floor = { recomputed: 0, exact: 0, served: served.length, undercut: 0 };
   served.forEach((r, i) => {
     const t = tokens[i];
-    const hashes = blockHashes(t, { pageSize });
+    // One chain over the prompt and what it generated: its first pages are the prompt's own.
+    const hashes = blockHashes(r.outputIds ? [...t, ...r.outputIds] : t, { pageSize });
+    const promptPages = Math.floor(t.length / pageSize);
     let hit = 0;
-    while (hit < hashes.length && seen.has(hashes[hit])) hit++;
+    while (hit < promptPages && seen.has(hashes[hit])) hit++;
     for (const h of hashes) seen.add(h);
     r.idealCachedTokens = Math.min(Math.max(hit * pageSize, answerReach(latest.get(r.session), t, pageSize)), t.length - 1);
     floor.recomputed += t.length - r.idealCachedTokens;
@@ -169,7 +171,6 @@ export function creditIdeal(served: RequestRecord[], tokens: number[][], pageSiz
     if (r.outputIds) {
       floor.exact++;
       latest.delete(r.session);
-      for (const h of blockHashes([...t, ...r.outputIds], { pageSize })) seen.add(h);
     } else latest.set(r.session, { tokens: t, completion: r.completionTokens });
   });
   return floor;
