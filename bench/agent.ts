@@ -20,12 +20,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startRealServer, type RealServer } from "../src/demo/real-server.js";
-import { policiesConfigSchema } from "../src/contract/policies-config.js";
 import { packageRoot, venvPython } from "../src/paths.js";
 import { ablationRows, printAblation } from "./agent/ablation.js";
 import { medianToolMs, plannedSpanMs, prefillRate, returningPromptTokens } from "./agent/calibrate.js";
 import { payColdStart } from "./agent/cold-start.js";
-import { type ConfigSpec, configSpecs, FAIR_PEERS } from "./agent/configs.js";
+import { type ConfigSpec, configSpecs, FAIR_PEERS, ruleOn } from "./agent/configs.js";
 import { drive, type RequestRecord, sessionCompletion, type Target } from "./agent/driver.js";
 import { flood, idealRecompute, type L3Report, l3Since, type RetentionReport, scrape, scrapeL3 } from "./agent/measure.js";
 import { Phases } from "./agent/phases.js";
@@ -132,13 +131,9 @@ function pinBudgetBlocks(shape: ServerShape): number {
   return Math.floor((PIN_BUDGET_SHARE * shape.deviceTokens * shape.hostRatio) / shape.pageSize);
 }
 
-/** Whether each rule is on in `kvctl gateway --policy agent` when the config names none. */
-const DEFAULT_ON = Object.fromEntries(Object.entries(policiesConfigSchema.parse({})).flatMap(([k, v]) => (typeof v === "object" && v !== null && "enabled" in v ? [[k, (v as { enabled: boolean }).enabled]] : [])));
-
-/** The policy's settings for a row: `rules` names the rules on (an ablation row); unset, the defaults. */
+/** The policy's settings for a row: the rules it names, else the defaults less those it leaves out. */
 function policiesFor(spec: ConfigSpec, regime: Regime): Record<string, unknown> {
-  const { rules } = spec;
-  const on = (r: string) => (rules ? rules.includes(r) : DEFAULT_ON[r] === true);
+  const on = (r: string) => ruleOn(spec, r);
   const scaled = (s: number) => Math.max(1, Math.round(s / regime.timeScale));
   const { shape } = regime;
   return {

@@ -48,14 +48,20 @@ const summary = (recomputed: number, p90: number | null, commands: Record<string
 });
 
 describe("bench:agent ablation table", () => {
-  it("folds command counters per type and measures each rule on program admission against thunder (the same admission, no rule)", () => {
+  it("folds command counters per type; a rule alone is read against thunder (the same admission, no rule), the defaults less one against kvctl", () => {
     expect(commandsByType({ "Prune:sent": 3, "Prune:acked:applied": 2, "Prune:acked:noop": 1, "Warm:sent": 1, "Warm:failed": 1 })).toEqual({
       Prune: { sent: 3, acked: { applied: 2, noop: 1 }, failed: 0 },
       Warm: { sent: 1, acked: {}, failed: 1 },
     });
-    const rows = ablationRows({ thunder: summary(500, 90, null), cache_aware: summary(100, 10, null), kvctl: summary(300, 50, {}), kvctl_prune: summary(450, 80, { "Prune:sent": 2, "Prune:acked:applied": 2 }), kvctl_warm: null });
-    expect(rows).toEqual([{ rule: "prune", commands: { Prune: { sent: 2, acked: { applied: 2 }, failed: 0 } }, sent: 2, acked: 2, recomputed_tokens: 450, recomputed_delta: -50, ttft_p90_ms: 80, base_ttft_p90_ms: 90 }]);
-    expect(ablationRows({ kvctl_prune: summary(1, 1, null) })).toEqual([]);
+    const rows = ablationRows({
+      thunder: summary(500, 90, null), cache_aware: summary(100, 10, null), kvctl: summary(300, 50, {}), kvctl_prune: summary(450, 80, { "Prune:sent": 2, "Prune:acked:applied": 2 }), kvctl_warm: null,
+      kvctl_no_pins: summary(280, 40, { "Cache:sent": 1, "Cache:acked:applied": 1 }), kvctl_session_radix: summary(200, 30, {}),
+    });
+    expect(rows).toEqual([
+      { rule: "prune", base: "thunder", commands: { Prune: { sent: 2, acked: { applied: 2 }, failed: 0 } }, sent: 2, acked: 2, recomputed_tokens: 450, recomputed_delta: -50, ttft_p90_ms: 80, base_ttft_p90_ms: 90 },
+      { rule: "no_pins", base: "kvctl", commands: { Cache: { sent: 1, acked: { applied: 1 }, failed: 0 } }, sent: 1, acked: 1, recomputed_tokens: 280, recomputed_delta: -20, ttft_p90_ms: 40, base_ttft_p90_ms: 50 },
+    ]);
+    expect(ablationRows({ kvctl_prune: summary(1, 1, null), kvctl_no_pins: summary(1, 1, null) })).toEqual([]);
   });
 });
 

@@ -1,11 +1,18 @@
 // The ablation table: kvctl's program admission with one rule alone (configs.ts: kvctl_<rule>),
-// per rule the commands it had sent and acked (by type, from the gateway's counters) and its effect
-// on recomputed prefill tokens and returning-turn TTFT p90 against the same admission with no rule
-// (thunder).
+// read against the same admission with no rule (thunder), and the defaults less one rule
+// (kvctl_no_<rule>), read against the defaults (kvctl); per row the commands it had sent and acked
+// (by type, from the gateway's counters) and its effect on recomputed prefill tokens and
+// returning-turn TTFT p90.
+import { configSpecs } from "./configs.js";
 import type { ConfigSummary } from "./verdict.js";
+
+/** The ablation rows' names (every row's name does not depend on the sizes). */
+const ABLATION = new Set(configSpecs(1, 1, true).filter((s) => s.role === "ablation").map((s) => s.name));
 
 export interface AblationRow {
   rule: string;
+  /** What the row is read against: thunder (a rule alone) or kvctl (the defaults less one). */
+  base: "thunder" | "kvctl";
   /** Commands by type: sent, and acked by status ("applied", "partial", ...). */
   commands: Record<string, { sent: number; acked: Record<string, number>; failed: number }>;
   sent: number;
@@ -30,17 +37,19 @@ export function commandsByType(counters: Record<string, number> | null): Ablatio
   return out;
 }
 
-/** One row per kvctl_<rule> configuration that ran; empty without the base (thunder). */
+/** One row per ablation configuration that ran and whose base ran too. */
 export function ablationRows(configs: Record<string, ConfigSummary | null>): AblationRow[] {
-  const base = configs.thunder;
-  if (!base) return [];
   const rows: AblationRow[] = [];
   for (const [name, c] of Object.entries(configs)) {
-    if (!name.startsWith("kvctl_") || !c) continue;
+    if (!ABLATION.has(name) || !c) continue;
+    const baseName = name.startsWith("kvctl_no_") ? "kvctl" : "thunder";
+    const base = configs[baseName];
+    if (!base) continue;
     const commands = commandsByType(c.commands);
     const types = Object.values(commands);
     rows.push({
       rule: name.slice("kvctl_".length),
+      base: baseName,
       commands,
       sent: types.reduce((n, t) => n + t.sent, 0),
       acked: types.reduce((n, t) => n + Object.values(t.acked).reduce((a, b) => a + b, 0), 0),
@@ -57,11 +66,11 @@ const ms = (x: number | null) => (x === null ? "-" : x.toFixed(0));
 
 export function printAblation(rows: readonly AblationRow[], print: (line: string) => void): void {
   if (rows.length === 0) return;
-  print("  ablation: program admission with one rule alone (kvctl_no_end_prune: the defaults less the session-end prune) vs thunder (the same admission, no rule); commands sent / acked (by status) per type");
+  print("  ablation: kvctl_<rule>, program admission with one rule alone, vs thunder (the same admission, no rule); kvctl_no_<rule>, the defaults less one, vs kvctl; commands sent / acked (by status) per type");
   for (const r of rows) {
     const cmds = Object.entries(r.commands).map(([t, c]) => `${t} ${c.sent}/${Object.values(c.acked).reduce((a, b) => a + b, 0)} (${Object.entries(c.acked).map(([s, n]) => `${s} ${n}`).join(", ") || "none acked"}${c.failed ? `, ${c.failed} failed` : ""})`);
     print(
-      `  ${`kvctl_${r.rule}`.padEnd(18)} recomputed ${String(r.recomputed_tokens).padStart(8)} (${r.recomputed_delta >= 0 ? "+" : ""}${r.recomputed_delta})  TTFT p90 ${ms(r.ttft_p90_ms)} vs ${ms(r.base_ttft_p90_ms)} ms  ` +
+      `  ${`kvctl_${r.rule}`.padEnd(18)} recomputed ${String(r.recomputed_tokens).padStart(8)} (${r.recomputed_delta >= 0 ? "+" : ""}${r.recomputed_delta} vs ${r.base})  TTFT p90 ${ms(r.ttft_p90_ms)} vs ${ms(r.base_ttft_p90_ms)} ms  ` +
         `${cmds.length ? cmds.join("; ") : "no command sent"}`,
     );
   }

@@ -1,6 +1,7 @@
 // bench:agent's configurations. The fair peers get the same admission budget as kvctl (about
 // `admissionRequests` requests in flight per worker), each in the form its own stack offers it;
 // the context rows run without admission and stay outside the verdict.
+import { policiesConfigSchema } from "../../src/contract/policies-config.js";
 
 export type Role = "kvctl" | "fair" | "context" | "ablation";
 
@@ -10,8 +11,10 @@ export interface ConfigSpec {
   front: "round_robin" | "gateway" | "smg" | "dynamo_kv" | "dynamo_thunder";
   serverArgs: string[];
   policy: "noop" | "agent";
-  /** Agent policy rules switched on (all when unset). */
+  /** Agent policy rules switched on (the policy's defaults when unset). */
   rules?: string[];
+  /** Rules switched off from the defaults (a leave-one-out row). */
+  without?: string[];
   /** The kvctl gateway's admission: none, per request, or per program (a session's tool loop). */
   admission: "none" | "request" | "program";
   /** smg's own flags beyond its cache-aware policy. */
@@ -24,6 +27,17 @@ export interface ConfigSpec {
 
 /** The agent policy's rules; the ablation runs each one alone on top of program admission. */
 export const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "warm"] as const;
+
+/** Whether each rule is on in `kvctl gateway --policy agent` when the config names none. */
+export const DEFAULT_ON: Record<string, boolean> = Object.fromEntries(
+  Object.entries(policiesConfigSchema.parse({})).flatMap(([k, v]) => (typeof v === "object" && v !== null && "enabled" in v ? [[k, (v as { enabled: boolean }).enabled]] : [])),
+);
+
+/** Whether `rule` is on in a row: the rules it names, else the defaults less those it leaves out. */
+export function ruleOn(spec: Pick<ConfigSpec, "rules" | "without">, rule: string): boolean {
+  if (spec.rules) return spec.rules.includes(rule);
+  return DEFAULT_ON[rule] === true && !(spec.without ?? []).includes(rule);
+}
 
 /** SGLang's session radix cache: open sessions' KV is evicted last. */
 const SESSION_RADIX_ARGS = ["--enable-session-radix-cache", "--radix-eviction-policy", "priority"];
@@ -59,10 +73,12 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
   if (!ablation) return specs;
   // The question a rule must answer is what it adds to the scheduler, so each runs with kvctl's
   // program admission and is read against thunder (the same admission, no rule).
-  // kvctl_no_end_prune is the defaults less one: what pruning a finished session's branch adds to the rest.
+  // The kvctl_no_* rows are the defaults less one (read against kvctl): what a default rule adds to
+  // the others, which a rule alone does not say when the rules share one pin budget.
   return [
     ...specs,
     ...RULES.map((r) => gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: "program" })),
+    ...RULES.filter((r) => DEFAULT_ON[r]).map((r) => gw(`kvctl_no_${r}`, "ablation", { policy: "agent", admission: "program", without: [r] })),
     gw("kvctl_no_end_prune", "ablation", { policy: "agent", admission: "program", pruneOnClose: false }),
   ];
 }
