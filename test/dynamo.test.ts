@@ -268,13 +268,23 @@ describe("Dynamo fleet: frontend (KV router) + two patched workers under kvctl_w
     const args = ["--import", "tsx", join(packageRoot, "src/cli/bin.ts"), "verify-hashes", "--zmq", sglang, "--dynamo", dynamoEventsA, "--events", String(events)];
     const p = spawn(process.execPath, args, { cwd: packageRoot });
     const lines: string[] = [];
-    createInterface({ input: p.stdout }).on("line", (l) => (lines.push(l), onLine?.(l)));
+    let listening!: () => void;
+    const ready = new Promise<void>((r) => (listening = r));
+    createInterface({ input: p.stdout }).on("line", (l) => {
+      lines.push(l);
+      if (l.startsWith("verify-hashes: listening on")) listening();
+      onLine?.(l);
+    });
     let err = "";
     p.stderr.on("data", (d) => (err += d));
     const code = new Promise<number>((r) => p.on("exit", (c) => r(c ?? -1)));
     let exited = false;
     void code.then(() => (exited = true));
     try {
+      // No prompt before it listens on both planes: stores sent earlier queue in its socket and
+      // arrive as one burst, which can fill its N events before any line of it was read here
+      // (the proxy case arms on such a line), and Dynamo's relay of them goes unheard.
+      await Promise.race([ready, code]);
       // fresh prompts until verify-hashes has its N stores from worker a (the KV router spreads
       // prompts with no overlap over both workers)
       for (let i = 0; !exited && i < 400; i++) await complete(fe.baseUrl, randomTokens(50_000 + seed++, 48), 1);
