@@ -236,22 +236,16 @@ function shareKey(spec: ConfigSpec, regime: Regime): string | null {
   return spec.serverArgs.join(" ");
 }
 
-/** Runs traced so far per regime and configuration: each run's trace files carry its number. */
-const tracedRuns = new Map<string, number>();
-
 /** `<KVCTL_BENCH_TRACE>.<regime>.<config>.run<n>`, the prefix of one run's trace files (null: not tracing). */
-function tracePrefix(regime: string, config: string): string | null {
+function tracePrefix(regime: string, config: string, run: number): string | null {
   const base = process.env.KVCTL_BENCH_TRACE;
-  if (!base) return null;
-  const key = `${regime}.${config}`;
-  const n = (tracedRuns.get(key) ?? 0) + 1;
-  tracedRuns.set(key, n);
-  return `${base}.${key}.run${n}`;
+  return base ? `${base}.${regime}.${config}.run${run}` : null;
 }
 
-async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool): Promise<RunOut> {
+/** One run (`run`: its number, from 1) of one configuration. */
+async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool, run: number): Promise<RunOut> {
   const t0 = performance.now();
-  const trace = tracePrefix(regime.name, spec.name);
+  const trace = tracePrefix(regime.name, spec.name, run);
   const ph = new Phases(spec.name, log);
   const scratch = mkdtempSync(join(tmpdir(), `kvctl-agent-${spec.name}-`));
   const cleanup: (() => Promise<void>)[] = [];
@@ -503,7 +497,7 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
           if (notRun[spec.name]) continue;
           log(`-- ${regime.name} ${spec.name}${RUNS > 1 ? ` (run ${round + 1}/${RUNS})` : ""}`);
           try {
-            const r = await runConfig(spec, regime, pool);
+            const r = await runConfig(spec, regime, pool, round + 1);
             perRun[spec.name].push(r);
             const t = summarize([r.figures]).ttft_returning_ms;
             log(`   ${spec.name}: recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, returning TTFT p50/p90/p99 ${t.p50}/${t.p90}/${t.p99} ms, wall ${r.extra.wall_s} s` +

@@ -6,8 +6,9 @@
 import { configSpecs } from "./configs.js";
 import type { ConfigSummary } from "./verdict.js";
 
-/** The ablation rows' names (every row's name does not depend on the sizes). */
-const ABLATION = new Set(configSpecs(1, 1, true).filter((s) => s.role === "ablation").map((s) => s.name));
+/** Each ablation row's base, by name (names do not depend on the sizes): a row that names its
+ * rules is one rule alone (thunder), any other is the defaults less one (kvctl). */
+const BASE = new Map(configSpecs(1, 1, true).flatMap((s) => (s.role === "ablation" ? [[s.name, s.rules ? "thunder" : "kvctl"] as const] : [])));
 
 export interface AblationRow {
   rule: string;
@@ -41,8 +42,8 @@ export function commandsByType(counters: Record<string, number> | null): Ablatio
 export function ablationRows(configs: Record<string, ConfigSummary | null>): AblationRow[] {
   const rows: AblationRow[] = [];
   for (const [name, c] of Object.entries(configs)) {
-    if (!ABLATION.has(name) || !c) continue;
-    const baseName = name.startsWith("kvctl_no_") ? "kvctl" : "thunder";
+    const baseName = BASE.get(name);
+    if (!baseName || !c) continue;
     const base = configs[baseName];
     if (!base) continue;
     const commands = commandsByType(c.commands);

@@ -29,7 +29,7 @@ export interface ConfigSpec {
 export const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "warm"] as const;
 
 /** Whether each rule is on in `kvctl gateway --policy agent` when the config names none. */
-export const DEFAULT_ON: Record<string, boolean> = Object.fromEntries(
+const DEFAULT_ON: Record<string, boolean> = Object.fromEntries(
   Object.entries(policiesConfigSchema.parse({})).flatMap(([k, v]) => (typeof v === "object" && v !== null && "enabled" in v ? [[k, (v as { enabled: boolean }).enabled]] : [])),
 );
 
