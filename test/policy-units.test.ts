@@ -117,15 +117,15 @@ describe("pins from markers", () => {
       { type: "Cache", block_hashes: chain.slice(0, 6), pin: false },
       { type: "Cache", block_hashes: chain.slice(3, 6), pin: false },
     ]);
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
   });
 
   it("expired holds free the budget on the fake clock without any message", () => {
     const { p } = policy(ONLY("pins"));
     p.observe(finished(0, "s", chainOf(4), { markers: { breakpoints: [bp(16, 300)], errors: [] } }));
-    expect(p.context.budget.used("w0")).toBe(4);
+    expect(p.state.budget.used("w0")).toBe(4);
     p.observe(joined(300_001));
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
   });
 
   it("never asks for more than the budget; shared blocks count once; a partial ack marks the worker full", async () => {
@@ -136,12 +136,12 @@ describe("pins from markers", () => {
     // Session b shares the first 3 blocks: they cost nothing, its own 2 do not fit.
     const b = p.observe(finished(1, "b", [...shared, 20n, 21n], { markers: { breakpoints: [bp(20, 300)], errors: [] } }));
     expect(b.map((c) => (c.command.type === "Cache" ? c.command.block_hashes : null))).toEqual([shared]);
-    expect(p.context.budget.used("w0")).toBe(5);
+    expect(p.state.budget.used("w0")).toBe(5);
     expect(await metric("kvctl_policy_pin_budget_peak_blocks")).toEqual(['kvctl_policy_pin_budget_peak_blocks{worker="w0"} 5']);
     expect((await metric("kvctl_policy_decisions_total")).some((l) => l.includes('reason="pin budget"'))).toBe(true);
     // The worker pins fewer than asked (its budget is smaller): only the acked part stays in the view.
     p.observe(ack(2, a[0], "partial", { affected: 2, detail: "pin budget exhausted" }));
-    expect(p.context.budget.used("w0")).toBe(3);
+    expect(p.state.budget.used("w0")).toBe(3);
     const c = p.observe(finished(3, "c", [50n, 51n], { markers: { breakpoints: [bp(8, 300)], errors: [] } }));
     expect(c).toEqual([]);
   });
@@ -150,21 +150,21 @@ describe("pins from markers", () => {
     const { p, metric } = policy({ ...ONLY("pins"), pins: { enabled: true, budgetBlocks: 10 } });
     const mine = chainOf(6, 100n);
     p.observe(finished(0, "s", mine, { markers: { breakpoints: [bp(6 * PAGE, 3600)], errors: [] } }));
-    expect(p.context.budget.used("w0")).toBe(6);
+    expect(p.state.budget.used("w0")).toBe(6);
     // The worker's Inspect, long after the pins were taken: it holds none of them (Think or Prune took the blocks).
     p.observe({ type: "WorkerPins", at: 10_000, worker: "w0", pins: new Map(mine.map((h) => [h, 0])) });
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
     // The freed budget goes to another session.
     p.observe(finished(11_000, "t", chainOf(8, 500n), { markers: { breakpoints: [bp(8 * PAGE, 3600)], errors: [] } }));
-    expect(p.context.budget.used("w0")).toBe(8);
+    expect(p.state.budget.used("w0")).toBe(8);
     // s comes back: the record still names its pins (records drop holds on release or expiry only).
     const stored = { worker: "w0", pins: [{ worker: "w0", kind: "marker", blockHashes: mine.map(String), ttlSeconds: 3600, atMs: 0 }], leases: [], tool: null };
     p.observe(started(20_000, "s", { stored }));
-    expect(p.context.budget.used("w0")).toBe(8);
+    expect(p.state.budget.used("w0")).toBe(8);
     // A pin the record names that the view never dropped is still adopted (another replica took it).
     const other = chainOf(2, 900n);
     p.observe(started(21_000, "s", { stored: { ...stored, pins: [...stored.pins, { worker: "w0", kind: "marker", blockHashes: other.map(String), ttlSeconds: 3600, atMs: 20_500 }] } }));
-    expect(p.context.budget.used("w0")).toBe(10);
+    expect(p.state.budget.used("w0")).toBe(10);
     expect(await metric("kvctl_policy_pin_budget_peak_blocks")).toEqual(['kvctl_policy_pin_budget_peak_blocks{worker="w0"} 10']);
   });
 
@@ -175,17 +175,17 @@ describe("pins from markers", () => {
     p.observe(finished(0, "s", mine, { markers: marker }));
     // The next turn's record was read before the ledger wrote the pin: the pin stays in the view.
     p.observe(started(100, "s", { stored: { worker: "w0", pins: [], leases: [], tool: null } }));
-    expect(p.context.budget.used("w0")).toBe(6);
+    expect(p.state.budget.used("w0")).toBe(6);
     // Long after, a record without it says it went (closed on another replica): it leaves the view.
     p.observe(started(10_000, "s", { stored: { worker: "w0", pins: [], leases: [], tool: null } }));
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
     // Released here (the session closed), then a record read before that release still names it:
     // not adopted back.
     p.observe(finished(20_000, "u", mine, { markers: marker }));
     p.observe({ type: "SessionHint", at: 20_100, sessionId: "u", event: "close", toolName: null, toolCallId: null, keepTokens: null });
     const stale = { worker: "w0", pins: [{ worker: "w0", kind: "marker", blockHashes: mine.map(String), ttlSeconds: 3600, atMs: 20_000 }], leases: [], tool: null };
     p.observe(started(20_200, "u", { stored: stale }));
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
   });
 
   it("a tenant's caps bind before the budget: per session and over the tenant's sessions, counted in distinct blocks; other tenants are not affected", async () => {
@@ -200,7 +200,7 @@ describe("pins from markers", () => {
     p.observe(started(40, "s3", { tenant: "b" }));
     expect(pinned(p.observe(finished(50, "s3", chainOf(6, 300n), { markers: marker(6) })))).toEqual([6]);
     // The view holds what was asked, no more: the gateway's own check has nothing left to cut.
-    expect(p.context.budget.used("w0")).toBe(12);
+    expect(p.state.budget.used("w0")).toBe(12);
     expect(decisions.some((l) => l.includes("tenant cap (tenant a)"))).toBe(true);
     // A refresh of blocks s1 holds costs its caps nothing more: re-pinned past half the TTL.
     expect(pinned(p.observe(finished(2_000_000, "s1", chainOf(6, 100n), { markers: marker(6) })))).toEqual([4]);
@@ -211,7 +211,7 @@ describe("pins from markers", () => {
     p.observe(started(0, "s", { tenant: "a" }));
     const out = p.observe(finished(10, "s", chainOf(8), { finishReason: "tool_calls", toolCalls: [{ id: "c1", name: "search" }] }));
     expect(out).toEqual([]);
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
     expect(decisions.some((l) => l.includes("session cap: 0 + 8 blocks over 5"))).toBe(true);
   });
 
@@ -220,7 +220,7 @@ describe("pins from markers", () => {
     const chain = chainOf(4, 1n);
     const a = p.observe(finished(0, "a", chain, { markers: { breakpoints: [bp(16, 300)], errors: [] } }));
     p.observe(ack(1, a[0], "partial", { affected: 3, missing: [chain[0]], skipped: 0 }));
-    expect(p.context.budget.used("w0")).toBe(3);
+    expect(p.state.budget.used("w0")).toBe(3);
     const c = p.observe(finished(2, "c", chainOf(2, 50n), { markers: { breakpoints: [bp(8, 300)], errors: [] } }));
     expect(c.map((x) => (x.command.type === "Cache" ? x.command.block_hashes.length : null))).toEqual([2]);
   });
@@ -229,7 +229,7 @@ describe("pins from markers", () => {
     const { p, metric, logs } = policy(ONLY("pins"));
     const out = p.observe(finished(0, "s", chainOf(4), { markers: { breakpoints: [bp(16, 300)], errors: [] } }));
     p.observe(ack(1, out[0], "rejected", { detail: "command.block_hashes: too many" }));
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
     expect(await metric("kvctl_policy_acks_total")).toEqual(['kvctl_policy_acks_total{policy="cache_markers",type="Cache",status="rejected"} 1']);
     expect(logs.some((l) => l.includes("came back rejected: command.block_hashes: too many"))).toBe(true);
     expect(p.observe(finished(2, "s", chainOf(4), { markers: { breakpoints: [], errors: ["more than 4 cache_control breakpoints (5)"] } }))).toEqual([]);
@@ -260,7 +260,7 @@ describe("tool calls: keep or offload", () => {
     expect(types(out)).toEqual(["Cache"]);
     const pin = cmd(out, "Cache");
     expect(pin).toMatchObject({ pin: true, block_hashes: chain });
-    expect(p.context.cfg.tools.tauCandidatesSeconds).toContain(pin.ttl_seconds);
+    expect(p.state.cfg.tools.tauCandidatesSeconds).toContain(pin.ttl_seconds);
     expect(out[0].reason).toMatch(/^keep \(finish_reason tool_calls\): P\(<=\d+s\)=/);
     expect(p.observe(started(3_000, "s", { tail: tail("tool", ["c1"]) }))).toEqual([]);
     expect(p.observe(finished(3_500, "s", chain, { requestId: "r3000" })).map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: chain, pin: false }]);
@@ -273,21 +273,21 @@ describe("tool calls: keep or offload", () => {
     const { p, metric, decisions } = policy(ONLY("tools"));
     const chain = chainOf(8);
     p.observe(toolTurn(0, "s", chain));
-    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+    expect(p.state.budget.usedBy("w0", "tool")).toBe(8);
     // The results arrive: the wait is over and timed, the blocks stay pinned while it is queued.
     expect(p.observe(started(2_000, "s", { requestId: "q2", tail: tail("tool", ["c1"]) }))).toEqual([]);
     expect(p.durations.count("search")).toBe(1);
     expect(await metric("kvctl_policy_tool_wait_seconds_count")).toContain('kvctl_policy_tool_wait_seconds_count{kind="actual"} 1');
     expect(decisions.some((l) => l.includes('"actual_s":2'))).toBe(true);
-    expect(p.context.sessions.get("s")?.tool).toBeNull();
-    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+    expect(p.state.sessions.get("s")?.tool).toBeNull();
+    expect(p.state.budget.usedBy("w0", "tool")).toBe(8);
     // Another request's end is not the one the pin stays for.
     expect(p.observe(finished(3_000, "s", chain, { requestId: "elsewhere" }))).toEqual([]);
-    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+    expect(p.state.budget.usedBy("w0", "tool")).toBe(8);
     const done = p.observe(finished(4_000, "s", [...chain, 2000n], { requestId: "q2" }));
     expect(done.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: chain, pin: false }]);
     expect(done[0].reason).toBe("tool results served (200): unpin");
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
     // Released once: a second report of that end sends nothing.
     expect(p.observe(finished(4_001, "s", [...chain, 2000n], { requestId: "q2" }))).toEqual([]);
     expect(p.durations.count("search")).toBe(1);
@@ -316,7 +316,7 @@ describe("tool calls: keep or offload", () => {
       { type: "Cache", block_hashes: chain, pin: false },
     ]);
     expect(await both.metric("kvctl_policy_pinned_blocks_total")).toEqual(['kvctl_policy_pinned_blocks_total{kind="tool",outcome="hit"} 8']);
-    expect(both.p.context.budget.used("w0")).toBe(0);
+    expect(both.p.state.budget.used("w0")).toBe(0);
   });
 
   it("keep: a tool results' request that fails or is refused still unpins and releases at its end", async () => {
@@ -333,7 +333,7 @@ describe("tool calls: keep or offload", () => {
     expect(failed[0].reason).toBe("tool results served (worker failed): unpin");
     const refused = p.observe(finished(2_000, "b", [], { requestId: "qb", status: 429, usage: none, finishReason: null }));
     expect(refused.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: b, pin: false }]);
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
     expect(await metric("kvctl_policy_pinned_blocks_total")).toEqual(['kvctl_policy_pinned_blocks_total{kind="tool",outcome="wasted"} 12']);
   });
 
@@ -351,28 +351,28 @@ describe("tool calls: keep or offload", () => {
       { type: "Cache", block_hashes: next, pin: true, ttl_seconds: 300 },
     ]);
     expect(out[0].reason).toBe("tool results served (200): unpin");
-    expect(p.context.budget.holdsOf("w0", "s", "tool").size).toBe(10);
-    expect([...p.context.budget.holdsOf("w0", "s", "tool").values()].every((l) => l.length === 1)).toBe(true);
+    expect(p.state.budget.holdsOf("w0", "s", "tool").size).toBe(10);
+    expect([...p.state.budget.holdsOf("w0", "s", "tool").values()].every((l) => l.length === 1)).toBe(true);
     // Its results arrive, then the session closes before that request ends: unpinned at the close,
     // and the request's end has nothing left to release.
     p.observe(started(3_000, "s", { requestId: "q4", tail: tail("tool", ["c2"]) }));
     const close = p.observe({ type: "SessionHint", at: 3_500, sessionId: "s", event: "close", toolName: null, toolCallId: null, keepTokens: null });
     expect(close.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: next, pin: false }]);
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
     expect(p.observe(finished(4_000, "s", next, { requestId: "q4" }))).toEqual([]);
     // A keep whose TTL runs out while its request is queued: the worker dropped the pin already.
     const short = policy({ ...ONLY("tools"), tools: { enabled: true, tauCandidatesSeconds: [5] } });
     expect(cmd(short.p.observe(toolTurn(0, "t", chain)), "Cache").ttl_seconds).toBe(5);
     expect(short.p.observe(started(1_000, "t", { requestId: "q2", tail: tail("tool", ["c1"]) }))).toEqual([]);
     expect(short.p.observe(finished(6_000, "t", chain, { requestId: "q2" }))).toEqual([]);
-    expect(short.p.context.budget.used("w0")).toBe(0);
+    expect(short.p.state.budget.used("w0")).toBe(0);
     // A keep pin the worker refused, acked only after the results arrived: released from the view
     // once, and the request's end unpins nothing the worker never pinned.
     const late = policy(ONLY("tools"));
     const kept = late.p.observe(toolTurn(0, "u", chain));
     late.p.observe(started(1_000, "u", { requestId: "q2", tail: tail("tool", ["c1"]) }));
     late.p.observe(ack(1_100, kept[0], "rejected", { detail: "block_hashes: unknown" }));
-    expect(late.p.context.budget.used("w0")).toBe(0);
+    expect(late.p.state.budget.used("w0")).toBe(0);
     expect(late.p.observe(finished(2_000, "u", chain, { requestId: "q2" }))).toEqual([]);
   });
 
@@ -418,17 +418,17 @@ describe("tool calls: keep or offload", () => {
   it("keep and offload hold from the pin budget: a wait that does not fit holds nothing; an offload is counted until ToolEnd", async () => {
     const { p, metric } = policy({ ...ONLY("tools"), pins: { enabled: false, budgetBlocks: 10 }, tools: { enabled: true, priorMeanSeconds: 600, tauCandidatesSeconds: [1] } });
     expect(p.observe(toolTurn(0, "big", chainOf(12, 9000n)))).toEqual([]);
-    expect(p.context.sessions.get("big")?.tool?.mode).toBe("none");
+    expect(p.state.sessions.get("big")?.tool?.mode).toBe("none");
     const out = p.observe(toolTurn(1, "s", chainOf(8)));
     expect(types(out)).toEqual(["ToolStart"]);
-    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+    expect(p.state.budget.usedBy("w0", "tool")).toBe(8);
     p.observe(ack(2, out[0], "applied", { epoch: 1 }));
     expect(types(p.observe(started(3, "s", { tail: tail("tool", ["c1"]) })))).toEqual(["ToolEnd"]);
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
     // The wait that held nothing is still one: its results close it (no bad input) and its
     // duration is learned and recorded beside the prediction.
     expect(p.observe(started(4_000, "big", { tail: tail("tool", ["c1"]) }))).toEqual([]);
-    expect(p.context.sessions.get("big")?.tool).toBeNull();
+    expect(p.state.sessions.get("big")?.tool).toBeNull();
     expect(p.durations.count("search")).toBe(2);
     expect(await metric("kvctl_policy_bad_input_total")).toEqual([]);
     expect(await metric("kvctl_policy_tool_wait_seconds_count")).toEqual(['kvctl_policy_tool_wait_seconds_count{kind="predicted"} 2', 'kvctl_policy_tool_wait_seconds_count{kind="actual"} 2']);
@@ -453,14 +453,14 @@ describe("tool calls: keep or offload", () => {
     p.observe(ack(10, out[0], "applied", { epoch: 1 }));
     // The agent compacted: its next request ends with the user's message, not the call's results.
     expect(types(p.observe(started(1_000, "s", { tail: tail("user") })))).toEqual(["ToolEnd"]);
-    expect(p.context.sessions.get("s")?.tool).toBeNull();
+    expect(p.state.sessions.get("s")?.tool).toBeNull();
     expect(p.durations.count("search")).toBe(1);
     // That request's own call opens a wait (kept now: the 1 s return was learned), and its results
     // close it: no call is unknown.
     expect(types(p.observe(toolTurn(2_000, "s", chainOf(6), "search", "c2")))).toEqual(["Cache"]);
-    expect(p.context.sessions.get("s")?.tool?.callIds).toEqual(["c2"]);
+    expect(p.state.sessions.get("s")?.tool?.callIds).toEqual(["c2"]);
     p.observe(started(3_000, "s", { tail: tail("tool", ["c2"]) }));
-    expect(p.context.sessions.get("s")?.tool).toBeNull();
+    expect(p.state.sessions.get("s")?.tool).toBeNull();
     expect(p.durations.count("search")).toBe(2);
     expect(await metric("kvctl_policy_bad_input_total")).toEqual([]);
   });
@@ -470,7 +470,7 @@ describe("tool calls: keep or offload", () => {
     expect(p.observe(started(0, "s", { tail: tail("tool", ["ghost"]) }))).toEqual([]);
     const out = p.observe(toolTurn(1, "s", chainOf(4)));
     p.observe(ack(2, out[0], "rejected", { detail: "session_id" }));
-    expect(p.context.sessions.get("s")?.tool).toBeNull();
+    expect(p.state.sessions.get("s")?.tool).toBeNull();
     expect(p.observe(started(3, "s", { tail: tail("tool", ["c1"]) }))).toEqual([]);
     expect(await metric("kvctl_policy_bad_input_total")).toEqual(['kvctl_policy_bad_input_total{kind="tool_result_unknown_call"} 2']);
   });
@@ -488,7 +488,7 @@ describe("queued requests hold their cached prefix", () => {
     expect(await metric("kvctl_policy_pin_budget_used_blocks")).toEqual(['kvctl_policy_pin_budget_used_blocks{worker="w0"} 7']);
     const done = p.observe(finished(9_000, "s", prompt, { requestId: "q1" }));
     expect(done.map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: prompt.slice(0, 7), pin: false }]);
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
   });
 
   it("without an index it holds what the session's last turn left on that worker; nothing known, nothing held", () => {
@@ -516,7 +516,7 @@ describe("queued requests hold their cached prefix", () => {
     expect(p.observe(finished(3, "b", b, { requestId: "rb" })).map((c) => c.command)).toEqual([{ type: "Cache", block_hashes: b.slice(0, 4), pin: false }]);
     // a's hold outlives its TTL: the worker dropped it, the gateway sends nothing for it.
     expect(p.observe(finished(121_000, "a", a, { requestId: "ra" }))).toEqual([]);
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
   });
 
   it("a partial ack for blocks the worker no longer had releases exactly those and leaves the budget open", () => {
@@ -525,7 +525,7 @@ describe("queued requests hold their cached prefix", () => {
     const outA = p.observe(started(0, "a", { requestId: "ra", promptBlocks: a, overlap: overlap(4) }));
     // The worker had evicted a's second block before the pin came (in the middle, not the tail).
     p.observe(ack(1, outA[0], "partial", { affected: 3, missing: [a[1]], skipped: 0 }));
-    expect(p.context.budget.used("w0")).toBe(3);
+    expect(p.state.budget.used("w0")).toBe(3);
     // Room is left (8 - 3): the next request is held in full, not refused as if the worker were full.
     const b = chainOf(5, 200n);
     expect(cmd(p.observe(started(2, "b", { requestId: "rb", promptBlocks: b, overlap: overlap(5) })), "Cache").block_hashes).toEqual(b);
@@ -543,7 +543,7 @@ describe("queued requests hold their cached prefix", () => {
     p.observe(ack(2, outA[0], "applied", { affected: 4 }));
     // The worker's own budget is smaller than the gateway's view: b's last two were refused.
     p.observe(ack(3, outB[0], "partial", { affected: 2, missing: [], skipped: 2 }));
-    expect(p.context.budget.used("w0")).toBe(6);
+    expect(p.state.budget.used("w0")).toBe(6);
     expect(p.observe(started(4, "c", { requestId: "rc", promptBlocks: chainOf(2, 300n), overlap: overlap(2) }))).toEqual([]);
     // a is served: its budget goes to b's refused tail first (the oldest request still short).
     const out = p.observe(finished(5, "a", a, { requestId: "ra" }));
@@ -567,13 +567,13 @@ describe("queued requests within the caps", () => {
     expect(held(p.observe(started(2, "s2", { tenant: "a", requestId: "r3", promptBlocks: chainOf(10, 300n), overlap: overlap(10) })))).toEqual([3]);
     // Another tenant is not affected.
     expect(held(p.observe(started(3, "s3", { tenant: "b", requestId: "r4", promptBlocks: chainOf(10, 500n), overlap: overlap(10) })))).toEqual([10]);
-    expect(p.context.budget.used("w0")).toBe(19);
+    expect(p.state.budget.used("w0")).toBe(19);
     // Served: the room comes back to the tenant, and the oldest request short of its prefix (s2's)
     // takes it up to its session's cap; a new session of the tenant gets what is left under 9.
     p.observe(finished(10, "s1", prompt, { requestId: "r1" }));
     const topUp = p.observe(finished(11, "s1", prompt, { requestId: "r2" }));
     expect(topUp.map((c) => c.command)).toContainEqual({ type: "Cache", block_hashes: chainOf(10, 300n).slice(3, 6), pin: true, ttl_seconds: 120 });
-    expect(p.context.budget.heldFor("s2")).toBe(6);
+    expect(p.state.budget.heldFor("s2")).toBe(6);
     expect(held(p.observe(started(12, "s4", { tenant: "a", requestId: "r5", promptBlocks: chainOf(10, 700n), overlap: overlap(10) })))).toEqual([3]);
   });
 });
@@ -611,7 +611,7 @@ describe("queued requests: budget that comes free goes to the oldest request sti
       { type: "Cache", block_hashes: c.slice(4, 5), pin: true, ttl_seconds: 120 },
     ]);
     expect(out[1].reason).toMatch(/hold 2 more of its 7/);
-    expect(p.context.budget.used("w0")).toBe(8);
+    expect(p.state.budget.used("w0")).toBe(8);
     // b's release: exactly what it holds.
     expect(p.observe(finished(4, "b", b, { requestId: "rb" }))[0].command).toEqual({ type: "Cache", block_hashes: b, pin: false });
   });
@@ -675,7 +675,7 @@ describe("idle, leases and pressure", () => {
     p.observe(finished(1, "s", chainOf(5)));
     const [pause] = p.observe(idle(30_000, "s"));
     p.observe(ack(30_001, pause, "noop", { affected: 0, missing: chainOf(5) }));
-    expect(p.context.budget.used("w0")).toBe(0);
+    expect(p.state.budget.used("w0")).toBe(0);
     const close = p.observe({ type: "SessionHint", at: 41_000, sessionId: "s", event: "close", toolName: null, toolCallId: null, keepTokens: null });
     expect(close.map((c) => c.command.type)).not.toContain("RevokeLease");
     // A noop that found the blocks (already on host) keeps its lease, revoked on close.
@@ -700,16 +700,16 @@ describe("idle, leases and pressure", () => {
     }
     // a's own tail (the shared prefix stays by the others' turns): 4 blocks of the 10 allowed.
     expect(p.observe(idle(30_000, "a")).map((c) => c.command)).toEqual([{ type: "Pause", block_hashes: a.slice(6), ttl_seconds: 300, lease_id: "a.1" }]);
-    expect(p.context.budget.usedBy("w0", "lease")).toBe(4);
+    expect(p.state.budget.usedBy("w0", "lease")).toBe(4);
     // b's 8 would pass the share (4 + 8 > 10): no pause, the session stays as it is.
     expect(p.observe(idle(30_000, "b"))).toEqual([]);
     expect(types(p.observe(idle(30_000, "c")))).toEqual(["Pause"]);
-    expect(p.context.budget.usedBy("w0", "lease")).toBe(7);
+    expect(p.state.budget.usedBy("w0", "lease")).toBe(7);
     // A return renews a's lease (its hold in the view too); close revokes it and frees the view.
     expect(types(p.observe(started(40_000, "a")))).toEqual(["RenewLease"]);
-    expect(p.context.budget.holdsOf("w0", "a", "lease").get(a[6])?.[0].expiresAt).toBe(40_000 + 300_000);
+    expect(p.state.budget.holdsOf("w0", "a", "lease").get(a[6])?.[0].expiresAt).toBe(40_000 + 300_000);
     p.observe({ type: "SessionHint", at: 41_000, sessionId: "a", event: "close", toolName: null, toolCallId: null, keepTokens: null });
-    expect(p.context.budget.usedBy("w0", "lease")).toBe(3);
+    expect(p.state.budget.usedBy("w0", "lease")).toBe(3);
   });
 
   it("a lease past the paused share preempts the lease of a session expected back later, released through its RevokeLease", () => {
@@ -729,8 +729,8 @@ describe("idle, leases and pressure", () => {
     expect(out[0].reason).toMatch(/^preempted for b's lease/);
     // Released, not purged: a may still come back and find what LRU kept of it.
     expect(out[0].command).toEqual({ type: "RevokeLease", lease_id: "a.1", purge: false });
-    expect(p.context.budget.usedBy("w0", "lease")).toBe(8);
-    expect(p.context.sessions.get("a")?.lease).toBeNull();
+    expect(p.state.budget.usedBy("w0", "lease")).toBe(8);
+    expect(p.state.sessions.get("a")?.lease).toBeNull();
   });
 
   it("a second idle period replaces the renewed lease: the old one is released, never purged, before the new Pause", () => {
@@ -750,7 +750,7 @@ describe("idle, leases and pressure", () => {
   it("markers yield to a parked session when the budget, not the share, binds; a session cap refuses whatever could be preempted", () => {
     const { p } = policy({ ...ONLY("idle"), pins: { enabled: false, budgetBlocks: 10 }, idle: { enabled: true, budgetShare: 1 } });
     const marked = chainOf(7, 9000n);
-    p.context.budget.hold("w0", marked, { session: "m", kind: "marker", ttlSeconds: 600, expiresAt: 600_000 });
+    p.state.budget.hold("w0", marked, { session: "m", kind: "marker", ttlSeconds: 600, expiresAt: 600_000 });
     p.observe(started(0, "a"));
     p.observe(finished(1, "a", chainOf(5, 5000n)));
     const out = p.observe(idle(30_000, "a"));
@@ -759,13 +759,13 @@ describe("idle, leases and pressure", () => {
       ["Pause", "a"],
     ]);
     expect(out[0].command).toEqual({ type: "Cache", block_hashes: marked, pin: false });
-    expect(p.context.budget.usedBy("w0", "marker")).toBe(0);
+    expect(p.state.budget.usedBy("w0", "marker")).toBe(0);
     const capped = policy({ ...ONLY("idle"), pins: { enabled: false, budgetBlocks: 10, sessionCapBlocks: 4 }, idle: { enabled: true, budgetShare: 1 } });
-    capped.p.context.budget.hold("w0", marked, { session: "m", kind: "marker", ttlSeconds: 600, expiresAt: 600_000 });
+    capped.p.state.budget.hold("w0", marked, { session: "m", kind: "marker", ttlSeconds: 600, expiresAt: 600_000 });
     capped.p.observe(started(0, "a"));
     capped.p.observe(finished(1, "a", chainOf(5, 5000n)));
     expect(capped.p.observe(idle(30_000, "a"))).toEqual([]);
-    expect(capped.p.context.budget.usedBy("w0", "marker")).toBe(7);
+    expect(capped.p.state.budget.usedBy("w0", "marker")).toBe(7);
   });
 
   it("a queued request's hold preempts a parked session's lease when the budget is full, released through its RevokeLease", () => {
@@ -782,9 +782,9 @@ describe("idle, leases and pressure", () => {
     ]);
     expect(out[0].command).toEqual({ type: "RevokeLease", lease_id: "a.1", purge: false });
     expect(out[1].command).toEqual({ type: "Cache", block_hashes: prompt, pin: true, ttl_seconds: 120 });
-    expect(p.context.budget.usedBy("w0", "lease")).toBe(0);
-    expect(p.context.budget.usedBy("w0", "inflight")).toBe(8);
-    expect(p.context.sessions.get("a")?.lease).toBeNull();
+    expect(p.state.budget.usedBy("w0", "lease")).toBe(0);
+    expect(p.state.budget.usedBy("w0", "inflight")).toBe(8);
+    expect(p.state.sessions.get("a")?.lease).toBeNull();
     // Another request whose hold only other requests' holds could make room for pins what fits.
     const c = chainOf(4, 7000n);
     expect(cmd(p.observe(started(12_000, "c", { requestId: "rc", promptBlocks: c, overlap: { GPU: 4, CPU_PINNED: 0, DISK: 0, EXTERNAL: 0 } })), "Cache").block_hashes).toEqual(c.slice(0, 2));
@@ -803,8 +803,8 @@ describe("idle, leases and pressure", () => {
       ["Cache", "b"],
     ]);
     expect(out[1].command).toMatchObject({ type: "Cache", pin: true });
-    expect(p.context.budget.usedBy("w0", "lease")).toBe(0);
-    expect(p.context.budget.usedBy("w0", "tool")).toBe(8);
+    expect(p.state.budget.usedBy("w0", "lease")).toBe(0);
+    expect(p.state.budget.usedBy("w0", "tool")).toBe(8);
   });
 
   it("the tool rule follows program admission's retention decision for the same boundary", () => {
@@ -818,7 +818,7 @@ describe("idle, leases and pressure", () => {
     p.observe(started(0, "s"));
     expect(p.programRetention?.("w0", () => PAGE).decide("s", 10 * PAGE, ["slow"]).action).toBe("let_go");
     expect(p.observe(toolTurn(1, "s"))).toEqual([]);
-    expect(p.context.sessions.get("s")?.tool?.mode).toBe("none");
+    expect(p.state.sessions.get("s")?.tool?.mode).toBe("none");
     // A quick tool: kept for the decision's TTL, said so in the reason.
     const quick = policy({ ...cfg, tools: { enabled: true, priorMeanSeconds: 0.5, tauCandidatesSeconds: [5] } });
     quick.p.observe(started(0, "s"));
@@ -981,14 +981,14 @@ describe("guards", () => {
     const m = (n: number) => ({ breakpoints: [{ tokens: n * PAGE, ttlSeconds: 300, at: "auto" }], errors: [] });
     expect(p.observe(finished(0, "a", chainOf(2, 10n), { markers: m(2) }))).toHaveLength(1);
     expect(p.observe(finished(0, "b", chainOf(2, 20n), { markers: m(2) }))).toEqual([]);
-    expect(p.context.budget.used("w0")).toBe(2);
+    expect(p.state.budget.used("w0")).toBe(2);
     expect(await metric("kvctl_policy_guarded_total")).toEqual(['kvctl_policy_guarded_total{policy="cache_markers",type="Cache",verdict="rate_limited"} 1']);
   });
 
   it("hints for a session this replica never saw are counted and change nothing", async () => {
     const { p, metric } = policy();
     expect(p.observe({ type: "SessionHint", at: 0, sessionId: "nobody", event: "close", toolName: null, toolCallId: null, keepTokens: null })).toEqual([]);
-    expect(p.context.sessions.size).toBe(0);
+    expect(p.state.sessions.size).toBe(0);
     expect(await metric("kvctl_policy_bad_input_total")).toEqual(['kvctl_policy_bad_input_total{kind="hint_unknown_session"} 1']);
   });
 });

@@ -74,7 +74,7 @@ export interface KeepChoice {
  * blocks held for the expected hold time E[min(D, tau)] at the exchange rate. D is the longest of
  * the calls (they run in parallel; independent).
  */
-export function bestKeep(model: DurationModel, names: (string | null)[], blocks: number, benefitSeconds: number, taus: readonly number[], holdCostPerBlockSecond: number): KeepChoice {
+export function bestKeep(model: Pick<DurationModel, "cdf">, names: readonly (string | null)[], blocks: number, benefitSeconds: number, taus: readonly number[], holdCostPerBlockSecond: number): KeepChoice {
   const P = (t: number) => names.reduce((acc, n) => acc * model.cdf(n, t), 1);
   let best: KeepChoice | null = null;
   for (const tau of taus) {

@@ -17,10 +17,25 @@ export class CommandGuards {
   constructor(private readonly o: GuardOptions) {}
 
   check(worker: string, key: string | null, essential: boolean, now: number): GuardVerdict {
-    if (key !== null && this.o.coalesceMs > 0) {
+    const v = this.verdict(worker, key, essential, now, []);
+    if (v !== "coalesced") this.take(worker, key, now, v === "send");
+    return v;
+  }
+
+  /** What check would say now, after `pending` (commands passed but not yet taken) went out. Changes nothing. */
+  verdict(worker: string, key: string | null, essential: boolean, now: number, pending: readonly { worker: string; key: string | null }[]): GuardVerdict {
+    if (key !== null && this.o.coalesceMs > 0 && !essential) {
       const last = this.recent.get(key);
-      if (last !== undefined && now - last < this.o.coalesceMs && !essential) return "coalesced";
+      if ((last !== undefined && now - last < this.o.coalesceMs) || pending.some((p) => p.key === key)) return "coalesced";
     }
+    const b = this.buckets.get(worker);
+    let tokens = b ? Math.min(this.o.burst, b.tokens + ((now - b.at) / 1000) * this.o.commandsPerSecond) : this.o.burst;
+    for (const p of pending) if (p.worker === worker) tokens = Math.min(this.o.burst, tokens) - 1;
+    return tokens < 1 && !essential ? "rate_limited" : "send";
+  }
+
+  /** Refills the worker's bucket to now and, for a command sent, takes its token and remembers its key. */
+  take(worker: string, key: string | null, now: number, sent: boolean): void {
     let b = this.buckets.get(worker);
     if (!b) {
       b = { tokens: this.o.burst, at: now };
@@ -28,13 +43,12 @@ export class CommandGuards {
     }
     b.tokens = Math.min(this.o.burst, b.tokens + ((now - b.at) / 1000) * this.o.commandsPerSecond);
     b.at = now;
-    if (b.tokens < 1 && !essential) return "rate_limited";
+    if (!sent) return;
     b.tokens -= 1;
     if (key !== null) {
       this.recent.set(key, now);
       if (this.recent.size > 100_000) this.prune(now);
     }
-    return "send";
   }
 
   private prune(now: number): void {

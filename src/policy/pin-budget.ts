@@ -47,6 +47,17 @@ export class PinBudget {
     private readonly onSettled: (kind: PinHold["kind"], outcome: PinOutcome) => void = () => undefined,
   ) {}
 
+  /** A copy that settles silently (a transaction's draft: what it settles counts once applied). */
+  clone(): PinBudget {
+    const c = new PinBudget(this.perWorker, this.global);
+    for (const [w, m] of this.byWorker) c.byWorker.set(w, new Map([...m].map(([h, l]) => [h, l.slice()])));
+    for (const w of this.full) c.full.add(w);
+    for (const [w, hs] of this.hit) c.hit.set(w, new Set(hs));
+    for (const [w, bySession] of this.lostHolds) c.lostHolds.set(w, new Map([...bySession].map(([s, m]) => [s, new Map(m)])));
+    c.now = this.now;
+    return c;
+  }
+
   private settle(worker: string, hash: bigint, last: PinHold): void {
     const hits = this.hit.get(worker);
     this.onSettled(last.kind, hits?.delete(hash) ? "hit" : "wasted");

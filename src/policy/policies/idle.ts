@@ -11,7 +11,8 @@
 // sessionless requests', whichever replica served them) and what this replica's own sessions hold
 // unpaused (ahead of the events, which arrive after the turn).
 import type { Observation } from "../../contract/observations.js";
-import { commonBlocks, type PolicyContext, reusableChain, SAFE_ID, type SessionView } from "../context.js";
+import { commonBlocks, reusableChain, SAFE_ID, type SessionView } from "../session-view.js";
+import type { PolicyTx, PolicyView } from "../tx.js";
 import { makeRoom } from "./make-room.js";
 import { planPressure } from "./pressure.js";
 import type { AgentRule } from "./policy.js";
@@ -23,19 +24,19 @@ const NAME = "idle";
  * this replica shares there (system prompt, tools). That prefix stays on host by others' turns and
  * prompt-cache markers; the own tail is what only a lease keeps.
  */
-function ownTail(ctx: PolicyContext, s: SessionView, worker: string): bigint[] {
+function ownTail(ctx: PolicyView, s: SessionView, worker: string): bigint[] {
   const chain = reusableChain(s);
   let k = 0;
-  for (const o of ctx.sessions.values()) if (o !== s && o.worker === worker) k = Math.max(k, commonBlocks(chain, o.chain));
+  for (const o of ctx.sessions.values()) if (o.id !== s.id && o.worker === worker) k = Math.max(k, commonBlocks(chain, o.chain));
   return chain.slice(Math.min(k, chain.length - 1));
 }
 
-function holdLease(ctx: PolicyContext, s: SessionView, worker: string, blocks: readonly bigint[]): void {
+function holdLease(ctx: PolicyTx, s: SessionView, worker: string, blocks: readonly bigint[]): void {
   const ttl = ctx.cfg.idle.leaseSeconds;
-  ctx.budget.hold(worker, blocks, { session: s.id, kind: "lease", ttlSeconds: ttl, expiresAt: ctx.now + ttl * 1000 });
+  ctx.hold(worker, blocks, { session: s.id, kind: "lease", ttlSeconds: ttl, expiresAt: ctx.now + ttl * 1000 });
 }
 
-function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
+function pause(ctx: PolicyTx, s: SessionView, why: string): boolean {
   if (!s.worker || !s.chain.length) return false;
   if (s.inFlight || s.paused) return false;
   if (s.tool?.mode === "offload") {
@@ -45,89 +46,90 @@ function pause(ctx: PolicyContext, s: SessionView, why: string): boolean {
   const worker = s.worker;
   // A lease renewed when the session came back is still held: it goes before the new one (released,
   // not purged: the blocks it held are the new lease's too).
-  if (s.lease) release(ctx, s, `${why}: the earlier lease goes first`);
+  if (s.lease) s = release(ctx, s, `${why}: the earlier lease goes first`);
   const blocks = ownTail(ctx, s, worker);
   // A lease on part of the tail keeps nothing the session can use (its prefix match stops at the
   // first missing block): all of it, or no pause.
   if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "lease", share: ctx.cfg.idle.budgetShare }, release)) return false;
-  s.leaseSeq++;
-  const leaseId = `${SAFE_ID(s.id)}.${s.leaseSeq}`;
+  // A lease id is never used twice, sent or not.
+  const leaseSeq = s.leaseSeq + 1;
+  const leaseId = `${SAFE_ID(s.id)}.${leaseSeq}`;
+  const id = s.id;
+  ctx.patch(id, { leaseSeq });
   const sent = ctx.emit(
     NAME,
     { worker, sessionId: s.id, reason: why, command: { type: "Pause", block_hashes: blocks, ttl_seconds: ctx.cfg.idle.leaseSeconds, lease_id: leaseId } },
     {
-      onAck: (a) => {
+      onAck: (a, ctx) => {
         // A noop that found none of the blocks holds no lease on the worker (it drops an empty one):
         // a later RevokeLease would name an unknown lease, so the view lets it go here.
         const nothingHeld = a.status === "noop" && (a.missing?.length ?? 0) >= blocks.length;
         if (a.status === "applied" || a.status === "duplicate" || (a.status === "noop" && !nothingHeld)) return;
         if (a.status === "partial") {
           // What the worker did not hold (gone meanwhile, or past its budget) is not the view's.
-          ctx.budget.release(worker, blocks.slice(a.affected ?? 0), s.id, "lease");
-          if ((a.detail ?? "").includes("budget")) ctx.budget.markFull(worker);
+          ctx.release(worker, blocks.slice(a.affected ?? 0), id, "lease");
+          if ((a.detail ?? "").includes("budget")) ctx.markFull(worker);
           return;
         }
-        ctx.budget.release(worker, blocks, s.id, "lease");
-        if (s.lease?.id === leaseId) {
-          s.lease = null;
-          s.paused = false;
-        }
-        ctx.note(NAME, "undo", `Pause ${a.status}: ${a.detail ?? ""}`, { session: s.id });
+        ctx.release(worker, blocks, id, "lease");
+        // This lease, not a later one of the same id (a session closed and opened again counts from 1).
+        const l = ctx.sessions.get(id)?.lease;
+        if (l?.id === leaseId && l.blocks === blocks) ctx.patch(id, { lease: null, paused: false });
+        ctx.note(NAME, "undo", `Pause ${a.status}: ${a.detail ?? ""}`, { session: id });
       },
     },
   );
   if (!sent) return false;
   holdLease(ctx, s, worker, blocks);
-  s.lease = { id: leaseId, worker, blocks, restored: false };
-  s.paused = true;
+  ctx.patch(id, { lease: { id: leaseId, worker, blocks, restored: false }, paused: true });
   return true;
 }
 
 /** Ends a session's lease and purges its blocks (RevokeLease): the session closed, or a rewrite kept none of them. */
-export function revoke(ctx: PolicyContext, s: SessionView, why: string): void {
-  endLease(ctx, s, why, true);
+export function revoke(ctx: PolicyTx, s: SessionView, why: string): SessionView {
+  return endLease(ctx, s, why, true);
 }
 
 /** Ends a session's lease and leaves its blocks to the worker's own eviction (RevokeLease, purge
  * false): its hold went to a more valuable one, or a new lease replaces it; the session may come back. */
-export function release(ctx: PolicyContext, s: SessionView, why: string): void {
-  endLease(ctx, s, why, false);
+export function release(ctx: PolicyTx, s: SessionView, why: string): SessionView {
+  return endLease(ctx, s, why, false);
 }
 
-function endLease(ctx: PolicyContext, s: SessionView, why: string, purge: boolean): void {
-  if (!s.lease) return;
+function endLease(ctx: PolicyTx, s: SessionView, why: string, purge: boolean): SessionView {
+  if (!s.lease) return s;
   const command = purge ? { type: "RevokeLease" as const, lease_id: s.lease.id } : { type: "RevokeLease" as const, lease_id: s.lease.id, purge: false };
   ctx.emit(NAME, { worker: s.lease.worker, sessionId: s.id, reason: why, command }, { essential: true });
-  ctx.budget.release(s.lease.worker, s.lease.blocks, s.id, "lease");
-  s.lease = null;
-  s.paused = false;
+  ctx.release(s.lease.worker, s.lease.blocks, s.id, "lease");
+  return ctx.patch(s.id, { lease: null, paused: false });
 }
 
-function renew(ctx: PolicyContext, s: SessionView): void {
+function renew(ctx: PolicyTx, s: SessionView): void {
   const l = s.lease;
   if (!l) return;
-  s.paused = false;
-  ctx.budget.release(l.worker, l.blocks, s.id, "lease");
+  const id = s.id;
+  ctx.release(l.worker, l.blocks, id, "lease");
   holdLease(ctx, s, l.worker, l.blocks);
   ctx.emit(
     NAME,
-    { worker: l.worker, sessionId: s.id, reason: l.restored ? "session returned: lease re-issued from the session store" : "session returned", command: { type: "RenewLease", lease_id: l.id, new_ttl_seconds: ctx.cfg.idle.leaseSeconds } },
+    { worker: l.worker, sessionId: id, reason: l.restored ? "session returned: lease re-issued from the session store" : "session returned", command: { type: "RenewLease", lease_id: l.id, new_ttl_seconds: ctx.cfg.idle.leaseSeconds } },
     {
       coalesce: l.id,
-      onAck: (a) => {
-        if (a.status === "rejected" && s.lease?.id === l.id) {
-          ctx.budget.release(l.worker, l.blocks, s.id, "lease");
-          s.lease = null;
-          ctx.note(NAME, "forget", `lease gone on the worker: ${l.id} ${a.detail ?? ""}`, { session: s.id });
+      onAck: (a, ctx) => {
+        const now = ctx.sessions.get(id)?.lease;
+        if (a.status === "rejected" && now?.id === l.id && now.blocks === l.blocks) {
+          ctx.release(l.worker, l.blocks, id, "lease");
+          ctx.patch(id, { lease: null });
+          ctx.note(NAME, "forget", `lease gone on the worker: ${l.id} ${a.detail ?? ""}`, { session: id });
         }
       },
     },
   );
-  l.restored = false;
+  ctx.patch(id, { paused: false, lease: { ...l, restored: false } });
 }
 
 /** Pauses what the pressure plan orders (planPressure), until the working set is under the low mark; the next hysteresis state. */
-function relievePressure(ctx: PolicyContext, worker: string, indexed: number | null | undefined, tripped: boolean): boolean {
+function relievePressure(ctx: PolicyTx, worker: string, indexed: number | null | undefined, tripped: boolean): boolean {
   const plan = planPressure({
     worker,
     capBlocks: ctx.cfg.idle.deviceBlocks ?? 0,
@@ -150,24 +152,24 @@ function relievePressure(ctx: PolicyContext, worker: string, indexed: number | n
   return true;
 }
 
-/** The idle rule of one policy; its hysteresis state (workers past the high mark) is its own. */
-export function idleRule(): AgentRule {
-  const tripped = new Set<string>();
-  return {
-    name: NAME,
-    observe(o: Observation, ctx: PolicyContext) {
-      if (o.type === "TurnFinished") {
-        onIdleObservation(o, ctx);
-        if (relievePressure(ctx, o.worker, o.workerDeviceBlocks, tripped.has(o.worker))) tripped.add(o.worker);
-        else tripped.delete(o.worker);
-        return;
-      }
-      onIdleObservation(o, ctx);
-    },
-  };
-}
+/** The idle rule; its own state is its hysteresis (the workers past the high mark). */
+export const idleRule: AgentRule<ReadonlySet<string>> = {
+  name: NAME,
+  init: () => new Set(),
+  decide(o, ctx) {
+    onIdleObservation(o, ctx);
+    if (o.type !== "TurnFinished") return;
+    const was = ctx.own.has(o.worker);
+    const now = relievePressure(ctx, o.worker, o.workerDeviceBlocks, was);
+    if (now === was) return;
+    const next = new Set(ctx.own);
+    if (now) next.add(o.worker);
+    else next.delete(o.worker);
+    ctx.setOwn(next);
+  },
+};
 
-function onIdleObservation(o: Observation, ctx: PolicyContext): void {
+function onIdleObservation(o: Observation, ctx: PolicyTx): void {
   switch (o.type) {
     case "SessionIdle": {
       const s = ctx.sessions.get(o.sessionId);

@@ -6,8 +6,9 @@
 // blocks from arrival (TurnStarted) until the turn ends (TurnFinished). Pins protect the host copy
 // (the device copy stays evictable), carry a TTL as a backstop for a turn that never reports back,
 // and stay within the gateway's view of the worker's pin budget, earliest blocks first.
-import type { CommandAcked, Observation, TurnFinished, TurnStarted } from "../../contract/observations.js";
-import { commonBlocks, type PolicyContext, unpinned } from "../context.js";
+import type { CommandAcked, TurnFinished, TurnStarted } from "../../contract/observations.js";
+import { commonBlocks, unpinned } from "../session-view.js";
+import type { PolicyTx, PolicyView } from "../tx.js";
 import { release } from "./idle.js";
 import { capPrefix } from "../pin-caps.js";
 import { makeRoom } from "./make-room.js";
@@ -16,17 +17,17 @@ import type { AgentRule } from "./policy.js";
 const NAME = "in_flight";
 
 interface Held {
-  worker: string;
-  sessionId: string | null;
-  owner: string;
+  readonly worker: string;
+  readonly sessionId: string | null;
+  readonly owner: string;
   /** The prompt's blocks the worker held when the request arrived (what the hold is for). */
-  want: bigint[];
+  readonly want: bigint[];
   /** The first `held` of them are pinned (the rest wait for budget). */
-  held: number;
+  readonly held: number;
 }
 
 /** The prompt's blocks the worker is known to hold: its overlap there, else the session's own. */
-function knownBlocks(o: TurnStarted, ctx: PolicyContext): bigint[] {
+function knownBlocks(o: TurnStarted, ctx: PolicyView): bigint[] {
   const prompt = o.promptBlocks ?? [];
   if (!prompt.length) return [];
   if (o.overlap) {
@@ -38,15 +39,25 @@ function knownBlocks(o: TurnStarted, ctx: PolicyContext): bigint[] {
   return [];
 }
 
-/** Requests in flight by owner, in arrival order (the order SGLang's queue serves them in). */
-type InFlight = Map<string, Held>;
+/** Requests in flight with a hold, or waiting for budget to hold (more of) their prefix, by owner,
+ * in arrival order (the order SGLang's queue serves them in): the rule's own state. */
+type InFlight = ReadonlyMap<string, Held>;
+type InflightTx = PolicyTx<InFlight>;
+
+/** The rule's own state with `owner`'s entry replaced (null: gone). */
+function put(ctx: InflightTx, owner: string, h: Held | null): void {
+  const next = new Map(ctx.own);
+  if (h) next.set(owner, h);
+  else next.delete(owner);
+  ctx.setOwn(next);
+}
 
 /**
  * Pins as much of h's prefix as the budget allows beyond what it holds already. A routed request's
  * prefix ranks above parked sessions and markers: they are preempted (each through its own
  * release) for all of it; when that cannot make room for all of it, what fits is pinned.
  */
-function grant(inFlight: InFlight, h: Held, ctx: PolicyContext): boolean {
+function grant(h: Held, ctx: InflightTx): boolean {
   const cfg = ctx.cfg.inflight;
   const rest = h.want.slice(h.held);
   // The request's hold counts toward its session's caps and its tenant's, with the session's own
@@ -67,73 +78,73 @@ function grant(inFlight: InFlight, h: Held, ctx: PolicyContext): boolean {
       reason: `request queued: hold ${from ? `${pin.length} more of its ${h.want.length}` : `${pin.length} of its ${h.want.length}`} cached prefix blocks until it is served`,
       command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: cfg.maxHoldSeconds },
     },
-    { onAck: (a) => pinAcked(inFlight, h, from, pin, a, ctx) },
+    { onAck: (a, ctx) => pinAcked(h, from, pin, a, ctx) },
   );
   if (!sent) return false;
-  ctx.budget.hold(h.worker, pin, { session: h.owner, of: h.sessionId, kind: "inflight", ttlSeconds: cfg.maxHoldSeconds, expiresAt: ctx.now + cfg.maxHoldSeconds * 1000 });
-  h.held += pin.length;
+  ctx.hold(h.worker, pin, { session: h.owner, of: h.sessionId, kind: "inflight", ttlSeconds: cfg.maxHoldSeconds, expiresAt: ctx.now + cfg.maxHoldSeconds * 1000 });
+  put(ctx, h.owner, { ...h, held: h.held + pin.length });
   return true;
 }
 
 /** The worker's answer to a hold: what it did not pin is not held (past its budget, or gone meanwhile). */
-function pinAcked(inFlight: InFlight, h: Held, from: number, pin: bigint[], a: CommandAcked, ctx: PolicyContext): void {
+function pinAcked(h: Held, from: number, pin: bigint[], a: CommandAcked, ctx: InflightTx): void {
   if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
   const { dropped, refused } = unpinned(pin, a);
-  ctx.budget.release(a.worker, dropped, h.owner, "inflight");
-  const current = inFlight.get(h.owner) === h && h.held === from + pin.length;
+  ctx.release(a.worker, dropped, h.owner, "inflight");
+  // Still the request this hold was for, holding what this command left it (no later grant since).
+  const now = ctx.own.get(h.owner);
+  const current = now !== undefined && now.want === h.want && now.held === from + pin.length;
   if (a.status !== "partial") {
-    if (current) h.held = from;
+    if (current) put(ctx, h.owner, { ...now, held: from });
     ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: h.sessionId, worker: a.worker });
   } else if (refused > 0) {
     // The refused tail is asked for again when budget comes free; blocks the worker no
     // longer had are not.
-    if (current) h.held = from + pin.length - refused;
-    ctx.budget.markFull(a.worker);
+    if (current) put(ctx, h.owner, { ...now, held: from + pin.length - refused });
+    ctx.markFull(a.worker);
   }
 }
 
-export function inflightRule(): AgentRule {
-  // Requests in flight with a hold, or waiting for budget to hold (more of) their prefix.
-  const inFlight: InFlight = new Map();
-
-  /** Budget came free: the oldest requests still short of their prefix get it first. */
-  const topUp = (ctx: PolicyContext, worker: string) => {
-    for (const h of inFlight.values()) {
-      if (h.worker !== worker || h.held >= h.want.length) continue;
-      if (!grant(inFlight, h, ctx) && ctx.budget.admit(worker, h.want.slice(h.held, h.held + 1)) === 0) break;
-    }
-  };
-
-  const start = (o: TurnStarted, ctx: PolicyContext) => {
-    const want = knownBlocks(o, ctx);
-    if (want.length < ctx.cfg.inflight.minBlocks) return;
-    // The hold is the request's own (a session may have turns in flight on two replicas' views).
-    const h: Held = { worker: o.worker, sessionId: o.sessionId, owner: `req:${o.requestId}`, want, held: 0 };
-    inFlight.set(h.owner, h);
-    if (!grant(inFlight, h, ctx)) ctx.note(NAME, "skip", `pin budget: no room yet for ${want.length} blocks; waits for the turns ahead of it`, { session: o.sessionId, worker: o.worker });
-  };
-
-  const finish = (o: TurnFinished, ctx: PolicyContext) => {
-    const owner = `req:${o.requestId}`;
-    const h = inFlight.get(owner);
-    if (!h) return;
-    inFlight.delete(owner);
-    // Blocks whose hold already ran out (TTL) are not the gateway's to unpin any more.
-    const still = h.held ? ctx.budget.release(h.worker, h.want.slice(0, h.held), h.owner, "inflight") : [];
-    if (still.length) {
-      ctx.emit(NAME, { worker: h.worker, sessionId: o.sessionId, hold: "inflight", reason: `request served (${o.status || o.error || "no answer"}): release its prefix`, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
-    }
-    topUp(ctx, h.worker);
-  };
-
-  return {
-    name: NAME,
-    observe(o: Observation, ctx: PolicyContext) {
-      if (o.type === "TurnStarted") start(o, ctx);
-      else if (o.type === "TurnFinished") finish(o, ctx);
-      else if (o.type === "WorkerCleared" && o.reason === "restart") {
-        for (const [id, h] of inFlight) if (h.worker === o.worker) inFlight.delete(id);
-      }
-    },
-  };
+/** Budget came free: the oldest requests still short of their prefix get it first. */
+function topUp(ctx: InflightTx, worker: string): void {
+  for (const owner of [...ctx.own.keys()]) {
+    const h = ctx.own.get(owner);
+    if (!h || h.worker !== worker || h.held >= h.want.length) continue;
+    if (!grant(h, ctx) && ctx.budget.admit(worker, h.want.slice(h.held, h.held + 1)) === 0) break;
+  }
 }
+
+function start(o: TurnStarted, ctx: InflightTx): void {
+  const want = knownBlocks(o, ctx);
+  if (want.length < ctx.cfg.inflight.minBlocks) return;
+  // The hold is the request's own (a session may have turns in flight on two replicas' views).
+  const h: Held = { worker: o.worker, sessionId: o.sessionId, owner: `req:${o.requestId}`, want, held: 0 };
+  put(ctx, h.owner, h);
+  if (!grant(h, ctx)) ctx.note(NAME, "skip", `pin budget: no room yet for ${want.length} blocks; waits for the turns ahead of it`, { session: o.sessionId, worker: o.worker });
+}
+
+function finish(o: TurnFinished, ctx: InflightTx): void {
+  const owner = `req:${o.requestId}`;
+  const h = ctx.own.get(owner);
+  if (!h) return;
+  put(ctx, owner, null);
+  // Blocks whose hold already ran out (TTL) are not the gateway's to unpin any more.
+  const still = h.held ? ctx.release(h.worker, h.want.slice(0, h.held), h.owner, "inflight") : [];
+  if (still.length) {
+    ctx.emit(NAME, { worker: h.worker, sessionId: o.sessionId, hold: "inflight", reason: `request served (${o.status || o.error || "no answer"}): release its prefix`, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
+  }
+  topUp(ctx, h.worker);
+}
+
+export const inflightRule: AgentRule<InFlight> = {
+  name: NAME,
+  init: () => new Map(),
+  decide(o, ctx) {
+    if (o.type === "TurnStarted") start(o, ctx);
+    else if (o.type === "TurnFinished") finish(o, ctx);
+    else if (o.type === "WorkerCleared" && o.reason === "restart") {
+      const next = new Map([...ctx.own].filter(([, h]) => h.worker !== o.worker));
+      if (next.size !== ctx.own.size) ctx.setOwn(next);
+    }
+  },
+};

@@ -6,11 +6,12 @@
 // the budget, not the share, binds.
 import type { PinHold } from "../pin-budget.js";
 import { overCap, planPin } from "../pin-priority.js";
-import type { PolicyContext, SessionView } from "../context.js";
+import type { SessionView } from "../session-view.js";
+import type { PolicyTx, PolicyView } from "../tx.js";
 import { capKey, capsOf, capUsage } from "../pin-caps.js";
 
 /** When a session is expected back: after as long again as it has been idle. */
-const expectedReturn = (ctx: PolicyContext, s: Pick<SessionView, "lastActivity"> | undefined): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
+const expectedReturn = (ctx: PolicyView, s: Pick<SessionView, "lastActivity"> | undefined): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
 
 /** Who asks for the room: a session, or a request's own hold (`session`: the session it belongs to, whose holds it never preempts). */
 export interface RoomHolder {
@@ -33,7 +34,7 @@ export interface RoomWant {
 
 /** Whether `blocks` fit for `s` now, or once lower holds were preempted; false releases nothing.
  * The session's caps come first: over them nothing is preempted. */
-export function makeRoom(ctx: PolicyContext, s: RoomHolder, worker: string, blocks: readonly bigint[], want: RoomWant, releaseLease: (ctx: PolicyContext, s: SessionView, why: string) => void): boolean {
+export function makeRoom(ctx: PolicyTx, s: RoomHolder, worker: string, blocks: readonly bigint[], want: RoomWant, releaseLease: (ctx: PolicyTx, s: SessionView, why: string) => void): boolean {
   const caps = capsOf(ctx, s);
   const used = capUsage(ctx, s, caps);
   // Blocks the session (or one of its requests) holds already cost its caps nothing more.
@@ -70,7 +71,7 @@ export function makeRoom(ctx: PolicyContext, s: RoomHolder, worker: string, bloc
       if (o) releaseLease(ctx, o, why);
     } else {
       const hashes = [...ctx.budget.holdsOf(worker, v.session, v.kind).keys()];
-      ctx.budget.release(worker, hashes, v.session, v.kind);
+      ctx.release(worker, hashes, v.session, v.kind);
       ctx.emit(want.policy, { worker, sessionId: v.session, reason: why, hold: "marker", command: { type: "Cache", block_hashes: hashes, pin: false } }, { essential: true });
     }
     ctx.note(want.policy, "preempt", `${v.kind}: ${why}`, { session: v.session, worker, for: s.id });

@@ -4,15 +4,16 @@
 // hit; the session's close releases every hold. The pin-budget view caps what is asked of each
 // worker (longer TTLs, earlier blocks first); a `partial` ack whose worker refused blocks for its
 // budget marks the worker full.
-import type { CommandAcked, Observation, TurnFinished } from "../../contract/observations.js";
-import { type PolicyContext, unpinned } from "../context.js";
+import type { CommandAcked, TurnFinished } from "../../contract/observations.js";
+import { unpinned } from "../session-view.js";
+import type { PolicyTx, PolicyView } from "../tx.js";
 import type { PinHold } from "../pin-budget.js";
 import { capPrefix } from "../pin-caps.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
 const NAME = "cache_markers";
 
-function releaseAll(ctx: PolicyContext, session: string, reason: string, kind?: PinHold["kind"]): void {
+function releaseAll(ctx: PolicyTx, session: string, reason: string, kind?: PinHold["kind"]): void {
   for (const worker of ctx.budget.workersOf(session)) {
     const holds = ctx.budget.holdsOf(worker, session, kind);
     // One unpin per hold: layer j unpins the blocks holding at least j pins.
@@ -21,13 +22,13 @@ function releaseAll(ctx: PolicyContext, session: string, reason: string, kind?: 
       if (!hashes.length) break;
       ctx.emit(NAME, { worker, sessionId: session, reason, hold: "marker", command: { type: "Cache", block_hashes: hashes, pin: false } }, { essential: true });
     }
-    for (const [h, l] of holds) for (const p of l) ctx.budget.release(worker, [h], session, p.kind);
+    for (const [h, l] of holds) for (const p of l) ctx.release(worker, [h], session, p.kind);
   }
 }
 
-type Holds = ReturnType<PolicyContext["budget"]["holdsOf"]>;
+type Holds = ReturnType<PolicyView["budget"]["holdsOf"]>;
 
-function onTurn(o: TurnFinished, ctx: PolicyContext): void {
+function onTurn(o: TurnFinished, ctx: PolicyTx): void {
   if (!o.sessionId || o.status !== 200 || o.chain.length === 0) return;
   const sid = o.sessionId;
   const markers = o.cacheMarkers ?? null;
@@ -60,7 +61,7 @@ function wantedTtls(o: TurnFinished, holds: Holds, promptBlocks: number, page: n
 }
 
 /** Blocks to (re-)pin grouped by TTL, and how many are pinned fresh enough already. */
-function pinsDue(o: TurnFinished, ctx: PolicyContext, holds: Holds, ttl: number[]): { groups: Map<number, bigint[]>; fresh: number } {
+function pinsDue(o: TurnFinished, ctx: PolicyView, holds: Holds, ttl: number[]): { groups: Map<number, bigint[]>; fresh: number } {
   const groups = new Map<number, bigint[]>();
   let fresh = 0;
   for (let i = 0; i < ttl.length; i++) {
@@ -79,7 +80,7 @@ function pinsDue(o: TurnFinished, ctx: PolicyContext, holds: Holds, ttl: number[
 }
 
 /** How many of `hashes` (in order) the session's caps leave it: blocks it holds already are free. */
-function capFit(ctx: PolicyContext, sid: string, worker: string, hashes: readonly bigint[]): number {
+function capFit(ctx: PolicyTx, sid: string, worker: string, hashes: readonly bigint[]): number {
   const s = ctx.sessions.get(sid);
   if (!s) return hashes.length;
   const { fit, cap } = capPrefix(ctx, s, worker, hashes);
@@ -88,7 +89,7 @@ function capFit(ctx: PolicyContext, sid: string, worker: string, hashes: readonl
 }
 
 /** Pins what the session's caps and the budget admit of one TTL group. */
-function pinGroup(worker: string, sid: string, t: number, hashes: bigint[], holds: Holds, ctx: PolicyContext): void {
+function pinGroup(worker: string, sid: string, t: number, hashes: bigint[], holds: Holds, ctx: PolicyTx): void {
   const capped = capFit(ctx, sid, worker, hashes);
   const fit = ctx.budget.admit(worker, hashes.slice(0, capped));
   if (fit < capped) ctx.note(NAME, "skip", `pin budget: ${capped - fit} of ${hashes.length} blocks over it`, { session: sid, worker, used: ctx.budget.used(worker) });
@@ -98,27 +99,27 @@ function pinGroup(worker: string, sid: string, t: number, hashes: bigint[], hold
   const sent = ctx.emit(
     NAME,
     { worker, sessionId: sid, hold: "marker", reason: `${refresh ? "refresh on hit" : "marker"}: ${pin.length} blocks for ${t}s`, command: { type: "Cache", block_hashes: pin, pin: true, ttl_seconds: t } },
-    { coalesce: `${sid}|${t}|${pin[pin.length - 1]}`, onAck: (a) => pinAcked(sid, pin, a, ctx) },
+    { coalesce: `${sid}|${t}|${pin[pin.length - 1]}`, onAck: (a, ctx) => pinAcked(sid, pin, a, ctx) },
   );
-  if (sent) ctx.budget.hold(worker, pin, { session: sid, kind: "marker", ttlSeconds: t, expiresAt: ctx.now + t * 1000 });
+  if (sent) ctx.hold(worker, pin, { session: sid, kind: "marker", ttlSeconds: t, expiresAt: ctx.now + t * 1000 });
 }
 
-function pinAcked(sid: string, pin: bigint[], a: CommandAcked, ctx: PolicyContext): void {
+function pinAcked(sid: string, pin: bigint[], a: CommandAcked, ctx: PolicyTx): void {
   if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
   if (a.status === "partial") {
     const { dropped, refused } = unpinned(pin, a);
-    ctx.budget.release(a.worker, dropped, sid, "marker");
-    if (refused > 0) ctx.budget.markFull(a.worker);
+    ctx.release(a.worker, dropped, sid, "marker");
+    if (refused > 0) ctx.markFull(a.worker);
     ctx.note(NAME, "partial", `${refused > 0 ? "worker budget" : "blocks gone"}: pinned ${pin.length - dropped.length} of ${pin.length}, ${a.detail ?? ""}`, { session: sid, worker: a.worker });
     return;
   }
-  for (const h of pin) ctx.budget.release(a.worker, [h], sid, "marker");
+  for (const h of pin) ctx.release(a.worker, [h], sid, "marker");
   ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: sid, worker: a.worker });
 }
 
 export const pinsRule: AgentRule = {
   name: NAME,
-  observe(o: Observation, ctx: PolicyContext) {
+  decide(o, ctx) {
     if (o.type === "TurnFinished") onTurn(o, ctx);
     else if (o.type === "SessionHint" && o.event === "close") releaseAll(ctx, o.sessionId, "session closed", "marker");
   },

@@ -1,12 +1,15 @@
-// One agent policy: reads an observation and the shared context, emits commands through it.
+// One agent rule: decides on an observation in a transaction (tx.ts): it reads the policy's state
+// as the transaction shows it and records its commands and changes there; the policy applies them.
 import type { Observation } from "../../contract/observations.js";
-import type { PolicyContext } from "../context.js";
+import type { PolicyTx, PolicyView } from "../tx.js";
 
-export interface AgentRule {
+export interface AgentRule<S = unknown> {
   readonly name: string;
-  observe(o: Observation, ctx: PolicyContext): void;
+  /** What it remembers before the first observation (kept by the policy, replaced through tx.setOwn). */
+  readonly init?: () => S;
+  decide(o: Observation, tx: PolicyTx<S>): void;
 }
 
-export function pageSizeOf(ctx: PolicyContext, worker: string): number {
-  return ctx.pageSizes.get(worker) ?? 1;
+export function pageSizeOf(v: Pick<PolicyView, "pageSizes">, worker: string): number {
+  return v.pageSizes.get(worker) ?? 1;
 }

@@ -7,18 +7,19 @@
 // branch below what other sessions share dead too; pruning it at once, instead of leaving it to
 // LRU, keeps the device and host room for the sessions still coming back (what SGLang's session
 // radix cache does by evicting closed sessions' nodes first).
-import type { Observation, SessionHint, TurnFinished } from "../../contract/observations.js";
-import { commonBlocks, type PolicyContext, type SessionView } from "../context.js";
+import type { SessionHint, TurnFinished } from "../../contract/observations.js";
+import { commonBlocks, type SessionView } from "../session-view.js";
+import type { PolicyTx } from "../tx.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
 const NAME = "rewrite";
 const END = "session_end";
 
-function prune(ctx: PolicyContext, s: SessionView, old: bigint[], worker: string, k: number, why: string, rule = NAME): void {
+function prune(ctx: PolicyTx, s: SessionView, old: readonly bigint[], worker: string, k: number, why: string, rule = NAME): void {
   if (k >= old.length) return;
   const at = old[k];
   for (const other of ctx.sessions.values()) {
-    if (other !== s && other.worker === worker && other.chain.includes(at)) {
+    if (other.id !== s.id && other.worker === worker && other.chain.includes(at)) {
       ctx.note(rule, "skip", "another session uses the old branch", { session: s.id, other: other.id });
       return;
     }
@@ -26,7 +27,7 @@ function prune(ctx: PolicyContext, s: SessionView, old: bigint[], worker: string
   ctx.emit(rule, { worker, sessionId: s.id, reason: `${why}: ${rule === END ? "its own branch from" : "diverged at"} block ${k} of ${old.length}`, command: { type: "Prune", after_block_hash: at } }, { coalesce: String(at) });
 }
 
-function onFinished(o: TurnFinished, ctx: PolicyContext): void {
+function onFinished(o: TurnFinished, ctx: PolicyTx): void {
   if (!o.sessionId || o.status !== 200) return;
   const s = ctx.sessions.get(o.sessionId);
   if (!s?.prevChain.length || s.prevWorker !== o.worker || !o.chain.length) return;
@@ -35,7 +36,7 @@ function onFinished(o: TurnFinished, ctx: PolicyContext): void {
   prune(ctx, s, s.prevChain, o.worker, k, k < s.prevPromptBlocks ? "history rewritten" : "previous output not replayed");
 }
 
-function onHint(o: SessionHint, ctx: PolicyContext): void {
+function onHint(o: SessionHint, ctx: PolicyTx): void {
   if (o.event !== "rewrite") return;
   const s = ctx.sessions.get(o.sessionId);
   if (!s?.worker || !s.chain.length) return ctx.bad("hint_unknown_session", "rewrite for a session with no blocks on any worker", o.sessionId);
@@ -44,7 +45,7 @@ function onHint(o: SessionHint, ctx: PolicyContext): void {
 }
 
 /** A session that ended leaves its own branch (below what other sessions share) dead on its worker. */
-function onClose(o: SessionHint, ctx: PolicyContext): void {
+function onClose(o: SessionHint, ctx: PolicyTx): void {
   if (o.event !== "close") return;
   const s = ctx.sessions.get(o.sessionId);
   if (!s?.worker || !s.chain.length) return;
@@ -57,14 +58,14 @@ function onClose(o: SessionHint, ctx: PolicyContext): void {
 /** Session end -> prune; runs after the rules that release the session's holds. */
 export const endPruneRule: AgentRule = {
   name: END,
-  observe(o: Observation, ctx: PolicyContext) {
+  decide(o, ctx) {
     if (o.type === "SessionHint") onClose(o, ctx);
   },
 };
 
 export const pruneRule: AgentRule = {
   name: NAME,
-  observe(o: Observation, ctx: PolicyContext) {
+  decide(o, ctx) {
     if (o.type === "TurnFinished") onFinished(o, ctx);
     else if (o.type === "SessionHint") onHint(o, ctx);
   },

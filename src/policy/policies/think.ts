@@ -4,8 +4,8 @@
 // storage) and purged at the next user turn. Interleaved-thinking families replay reasoning
 // through the tool loop: there the blocks stay as they are while tools run and are marked at the
 // turn's end, purged at the next user turn as well. Blocks the new prompt still uses are spared.
-import type { Observation, TurnFinished, TurnStarted } from "../../contract/observations.js";
-import type { PolicyContext } from "../context.js";
+import type { TurnFinished, TurnStarted } from "../../contract/observations.js";
+import type { PolicyTx, PolicyView } from "../tx.js";
 import { type AgentRule, pageSizeOf } from "./policy.js";
 
 const NAME = "reasoning";
@@ -27,7 +27,7 @@ const inToolLoop = (o: TurnFinished): boolean => (o.finishReason !== null && TOO
 /** The index of the first block of `o.chain` this rule marks transient at the turn's end (its
  * reasoning's first block), or null when it marks none: the rule is off, there is no reasoning, or
  * interleaved thinking keeps it through the tool loop. */
-export function transientFrom(o: TurnFinished, ctx: PolicyContext): number | null {
+export function transientFrom(o: TurnFinished, ctx: Pick<PolicyView, "cfg" | "pageSizes">): number | null {
   const r = o.ranges?.reasoning;
   if (!ctx.cfg.think.enabled || !o.sessionId || o.status !== 200 || !r || r.end <= r.start) return null;
   const [a, b] = blocksOfRange(r.start, r.end, pageSizeOf(ctx, o.worker), o.chain.length);
@@ -35,14 +35,13 @@ export function transientFrom(o: TurnFinished, ctx: PolicyContext): number | nul
   return inToolLoop(o) && isInterleaved(o.model, ctx.cfg.think.interleavedModels) ? null : a;
 }
 
-function onFinished(o: TurnFinished, ctx: PolicyContext): void {
+function onFinished(o: TurnFinished, ctx: PolicyTx): void {
   const r = o.ranges?.reasoning;
   if (!o.sessionId || o.status !== 200 || !r || r.end <= r.start) return;
   const [a, b] = blocksOfRange(r.start, r.end, pageSizeOf(ctx, o.worker), o.chain.length);
   if (b <= a) return;
-  const s = ctx.session(o.sessionId);
   const blocks = o.chain.slice(a, b);
-  s.reasoning.push({ worker: o.worker, blocks });
+  const s = ctx.patch(o.sessionId, { reasoning: [...ctx.session(o.sessionId).reasoning, { worker: o.worker, blocks }] });
   if (transientFrom(o, ctx) === null) {
     ctx.note(NAME, "skip", "interleaved thinking: kept through the tool loop", { session: s.id, model: o.model, blocks: blocks.length });
     return;
@@ -53,7 +52,7 @@ function onFinished(o: TurnFinished, ctx: PolicyContext): void {
   ctx.emit(NAME, { worker: o.worker, sessionId: s.id, reason: `${why}: ${all.length} reasoning blocks`, command: { type: "Think", block_hashes: all, transient: true } }, { coalesce: `${s.id}|${all[all.length - 1]}` });
 }
 
-function purge(ctx: PolicyContext, sessionId: string, keep: ReadonlySet<bigint>, why: string): void {
+function purge(ctx: PolicyTx, sessionId: string, keep: ReadonlySet<bigint>, why: string): void {
   const s = ctx.sessions.get(sessionId);
   if (!s?.reasoning.length) return;
   const byWorker = new Map<string, bigint[]>();
@@ -69,21 +68,21 @@ function purge(ctx: PolicyContext, sessionId: string, keep: ReadonlySet<bigint>,
       else byWorker.set(r.worker, [h]);
     }
   }
-  s.reasoning = [];
+  ctx.patch(sessionId, { reasoning: [] });
   if (spared) ctx.note(NAME, "skip", "reasoning blocks still in the new prompt", { session: sessionId, blocks: spared });
   for (const [worker, blocks] of byWorker) {
     ctx.emit(NAME, { worker, sessionId, reason: `${why}: purge ${blocks.length} reasoning blocks`, command: { type: "Think", block_hashes: blocks, transient: false } });
   }
 }
 
-function onStarted(o: TurnStarted, ctx: PolicyContext): void {
+function onStarted(o: TurnStarted, ctx: PolicyTx): void {
   if (!o.sessionId || o.tail?.role !== "user") return;
   purge(ctx, o.sessionId, new Set(o.promptBlocks ?? []), "next user turn");
 }
 
 export const thinkRule: AgentRule = {
   name: NAME,
-  observe(o: Observation, ctx: PolicyContext) {
+  decide(o, ctx) {
     if (o.type === "TurnFinished") onFinished(o, ctx);
     else if (o.type === "TurnStarted") onStarted(o, ctx);
     else if (o.type === "SessionHint" && o.event === "close") purge(ctx, o.sessionId, new Set(), "session closed");
