@@ -655,6 +655,31 @@ describe("idle, leases and pressure", () => {
     expect(close.map((c) => c.command)).toEqual([{ type: "RevokeLease", lease_id: "s.1" }]);
   });
 
+  it("a return renews only what the lease still holds: not what a partial answer left out, nor holds that ran out with it", () => {
+    // Budget 8: after a partial Pause (2 of 6 blocks) a marker session takes the 6 freed blocks.
+    const { p } = policy({ ...ONLY("idle"), pins: { enabled: true, budgetBlocks: 8 }, idle: { enabled: true, budgetShare: 1 } });
+    p.observe(started(0, "s"));
+    p.observe(finished(1, "s", chainOf(6)));
+    const [pause] = p.observe(idle(30_000, "s"));
+    p.observe(ack(30_001, pause, "partial", { affected: 2 }));
+    expect(p.state.budget.usedBy("w0", "lease")).toBe(2);
+    p.observe(started(30_002, "m"));
+    p.observe(finished(30_003, "m", chainOf(6, 9000n), { markers: { breakpoints: [{ tokens: 6 * PAGE, ttlSeconds: 3600, at: "system" }], errors: [] } }));
+    expect(p.state.budget.used("w0")).toBe(8);
+    expect(types(p.observe(started(40_000, "s")))).toEqual(["RenewLease"]);
+    expect([p.state.budget.usedBy("w0", "lease"), p.state.budget.used("w0")]).toEqual([2, 8]);
+    // Past the lease's TTL its holds are gone from the view (and the worker's lease with them):
+    // the renewal holds nothing; the worker's refusal then forgets the lease.
+    const { p: q } = policy(ONLY("idle"));
+    q.observe(started(0, "t"));
+    q.observe(finished(1, "t", chainOf(4)));
+    q.observe(idle(30_000, "t"));
+    const [renew] = q.observe(started(30_000 + 301_000, "t"));
+    expect(q.state.budget.used("w0")).toBe(0);
+    q.observe(ack(331_001, renew, "rejected", { detail: "unknown lease" }));
+    expect(q.state.sessions.get("t")?.lease).toBeNull();
+  });
+
   it("a pause covers the chain up to the reasoning the think rule marks transient (the worker refuses to park transient blocks)", () => {
     const { p } = policy({ ...ONLY("idle"), think: { enabled: true } });
     p.observe(started(0, "s"));

@@ -230,7 +230,10 @@ function updatePinGauges(st: PolicyState, metrics: PolicyMetrics, peak: Map<stri
     // Every rule asks the budget before it holds: a view past it is a bug, said where it happened.
     if (used > budgetBlocks && (peak.get(w) ?? 0) <= budgetBlocks) {
       const where = `after ${ob.type}${"sessionId" in ob && ob.sessionId ? ` of session ${ob.sessionId}` : ""}`;
-      log(`kvctl policy: the pin-budget view of ${w} holds ${used} blocks, over its budget of ${budgetBlocks}, ${where} (a bug: every rule asks the budget before it holds)`);
+      // Holds adopted from a session record are other replicas' too, taken before this view knew of
+      // them: together they can pass the budget (the worker refuses what is past it). Past that, a bug.
+      const why = ob.type === "TurnStarted" && ob.stored ? "with the holds its session record names: other replicas' holds and this view's add up past it; the worker refuses what is past its budget" : "a bug: every rule asks the budget before it holds";
+      log(`kvctl policy: the pin-budget view of ${w} holds ${used} blocks, over its budget of ${budgetBlocks}, ${where} (${why})`);
       decide(UPKEEP, ob.type, (tx) => tx.note("pin_budget", "over", where, { worker: w, used, holds: st.budget.groups(w) }));
     }
     if (used > (peak.get(w) ?? -1)) {

@@ -108,8 +108,10 @@ function renew(ctx: PolicyTx, s: SessionView): void {
   const l = s.lease;
   if (!l) return;
   const id = s.id;
-  ctx.release(l.worker, l.blocks, id, "lease");
-  holdLease(ctx, s, l.worker, l.blocks);
+  // Only what the view still holds is held again: blocks a partial answer left out, or whose hold
+  // ran out with the lease, are not the lease's on the worker (and holding them would skip the budget).
+  const still = ctx.release(l.worker, l.blocks, id, "lease");
+  holdLease(ctx, s, l.worker, still);
   ctx.emit(
     NAME,
     { worker: l.worker, sessionId: id, reason: l.restored ? "session returned: lease re-issued from the session store" : "session returned", command: { type: "RenewLease", lease_id: l.id, new_ttl_seconds: ctx.cfg.idle.leaseSeconds } },
