@@ -37,6 +37,11 @@ export class SessionsDraft implements ReadonlyMap<string, SessionView> {
   }
 
   *entries(): MapIterator<[string, SessionView]> {
+    // Nothing changed yet: the policy's own map, at its own speed.
+    if (!this.put_.size) {
+      yield* this.live.entries();
+      return;
+    }
     for (const id of this.live.keys()) {
       if (this.touched.has(id)) continue;
       const v = this.get(id);

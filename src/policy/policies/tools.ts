@@ -51,7 +51,8 @@ function unserve(ctx: ToolsTx, drop: (id: string, k: Serving) => boolean): void 
 function keepClosedOffload(ctx: ToolsTx, id: string): void {
   const t = ctx.sessions.get(id)?.tool;
   if (t?.mode !== "offload" || t.epoch !== null) return;
-  // Every command is answered (a lost one as failed), so the list empties itself; the bound is for a publisher that never answers.
+  // An entry goes with its ToolStart's answer when it brings the epoch or refuses; the bound covers
+  // answers without either, and a publisher that never answers (the worker ends the offload at its hold).
   ctx.setOwn({ ...ctx.own, closed: [...ctx.own.closed.slice(-(MAX_CLOSED - 1)), { id, t }] });
 }
 
