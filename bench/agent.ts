@@ -22,25 +22,70 @@ import { join } from "node:path";
 import { startRealServer, type RealServer } from "../src/demo/real-server.js";
 import { packageRoot, venvPython } from "../src/paths.js";
 import { ablationRows, printAblation } from "./agent/ablation.js";
-import { medianToolMs, plannedSpanMs, prefillRate, returningPromptTokens } from "./agent/calibrate.js";
+import {
+  medianToolMs,
+  plannedSpanMs,
+  prefillRate,
+  returningPromptTokens,
+} from "./agent/calibrate.js";
 import { payColdStart } from "./agent/cold-start.js";
 import { type ConfigSpec, configSpecs, FAIR_PEERS, ruleOn } from "./agent/configs.js";
 import { drive, type RequestRecord, sessionCompletion, type Target } from "./agent/driver.js";
-import { flood, idealRecompute, type L3Report, l3Since, type RetentionReport, scrape, scrapeL3 } from "./agent/measure.js";
+import {
+  flood,
+  idealRecompute,
+  type L3Report,
+  l3Since,
+  type RetentionReport,
+  scrape,
+  scrapeL3,
+} from "./agent/measure.js";
 import { Phases } from "./agent/phases.js";
 import { afterRestart, type RestartReport, restartWorker } from "./agent/restart.js";
 import { type DynamoPeer, type DynamoReport, startDynamoStack } from "./agent/dynamo-stack.js";
-import { agentModel, removeSharedTree, SGLANG_ARGS, type ServerShape, startKvctlGateway, startNats, startSmg, startWorker, startWorkers } from "./agent/stack.js";
-import { type ConfigSummary, judge, limits, type RegimeVerdict, type RunFigures, summarize } from "./agent/verdict.js";
+import {
+  agentModel,
+  removeSharedTree,
+  SGLANG_ARGS,
+  type ServerShape,
+  startKvctlGateway,
+  startNats,
+  startSmg,
+  startWorker,
+  startWorkers,
+} from "./agent/stack.js";
+import {
+  type ConfigSummary,
+  judge,
+  limits,
+  type RegimeVerdict,
+  type RunFigures,
+  summarize,
+} from "./agent/verdict.js";
 import { commonExcess, type RequestExcess, requestExcess } from "./agent/common-excess.js";
 import { unpackedWheel } from "./agent/wheels.js";
 import { WorkerPool } from "./agent/worker-pool.js";
-import { type BfclWorkload, DEFAULT_SHAPE, type PlannedSession, planWorkload, type WorkloadShape } from "./agent/workload.js";
+import {
+  type BfclWorkload,
+  DEFAULT_SHAPE,
+  type PlannedSession,
+  planWorkload,
+  type WorkloadShape,
+} from "./agent/workload.js";
 
 const argv = process.argv.slice(2);
 const JSON_OUT = argv.includes("--json");
 const SMOKE_DEFAULTS: Record<string, string> = argv.includes("--smoke")
-  ? { sessions: "2", runs: "1", configs: "kvctl,thunder", flood: "2", regimes: "saturated", "coding-steps": "6", "coding-read-lines": "6", "coding-context": "6144" }
+  ? {
+      sessions: "2",
+      runs: "1",
+      configs: "kvctl,thunder",
+      flood: "2",
+      regimes: "saturated",
+      "coding-steps": "6",
+      "coding-read-lines": "6",
+      "coding-context": "6144",
+    }
   : {};
 const opt = (name: string, dflt: string) => {
   const i = argv.indexOf(`--${name}`);
@@ -48,7 +93,8 @@ const opt = (name: string, dflt: string) => {
 };
 const num = (name: string, dflt: string, min: number) => {
   const v = Number(opt(name, dflt));
-  if (!Number.isFinite(v) || v < min) throw new Error(`--${name}: expected a number >= ${min}, got ${opt(name, dflt)}`);
+  if (!Number.isFinite(v) || v < min)
+    throw new Error(`--${name}: expected a number >= ${min}, got ${opt(name, dflt)}`);
   return v;
 };
 const SESSIONS = num("sessions", "16", 1);
@@ -70,7 +116,8 @@ const ADMISSION_REQUESTS = num("admission-requests", "2", 1);
 const DYNAMO_MEDIAN_PROMPT = num("dynamo-median-prompt", "0", 0);
 /** The workload family: BFCL multi-turn sessions, or long coding-agent sessions (coding.py). */
 const WORKLOAD = opt("workload", "bfcl");
-if (WORKLOAD !== "bfcl" && WORKLOAD !== "coding") throw new Error(`--workload: expected bfcl or coding, got ${WORKLOAD}`);
+if (WORKLOAD !== "bfcl" && WORKLOAD !== "coding")
+  throw new Error(`--workload: expected bfcl or coding, got ${WORKLOAD}`);
 /** Coding sessions: median tool steps per session, lines per file read, context limit (tokens). */
 const CODING_STEPS = num("coding-steps", "40", 1);
 const CODING_READ_LINES = num("coding-read-lines", "20", 1);
@@ -86,15 +133,47 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 function loadWorkload(sessions: number, toolsPerClass = TOOLS_PER_CLASS): BfclWorkload {
   const [script, args] =
     WORKLOAD === "coding"
-      ? ["coding.py", [unpackedWheel("mini-swe-agent", MINI_SWE_AGENT_VERSION, "mini-swe-agent", "minisweagent/config/benchmarks/swebench.yaml"), String(sessions), String(SEED), String(CODING_STEPS), String(CODING_READ_LINES)]]
-      : ["bfcl.py", [unpackedWheel("bfcl-eval", BFCL_VERSION, "bfcl", "bfcl_eval/data"), String(sessions), String(SEED), String(toolsPerClass)]];
-  const out = execFileSync(venvPython, [join(packageRoot, "bench", "agent", script), ...args], { encoding: "utf8", maxBuffer: 256 << 20, cwd: tmpdir() });
+      ? [
+          "coding.py",
+          [
+            unpackedWheel(
+              "mini-swe-agent",
+              MINI_SWE_AGENT_VERSION,
+              "mini-swe-agent",
+              "minisweagent/config/benchmarks/swebench.yaml",
+            ),
+            String(sessions),
+            String(SEED),
+            String(CODING_STEPS),
+            String(CODING_READ_LINES),
+          ],
+        ]
+      : [
+          "bfcl.py",
+          [
+            unpackedWheel("bfcl-eval", BFCL_VERSION, "bfcl", "bfcl_eval/data"),
+            String(sessions),
+            String(SEED),
+            String(toolsPerClass),
+          ],
+        ];
+  const out = execFileSync(venvPython, [join(packageRoot, "bench", "agent", script), ...args], {
+    encoding: "utf8",
+    maxBuffer: 256 << 20,
+    cwd: tmpdir(),
+  });
   return JSON.parse(out) as BfclWorkload;
 }
 
 /** The trace's shape: coding sessions have their own context limit and think before every step. */
 function workloadShape(timeScale: number): WorkloadShape {
-  if (WORKLOAD === "coding") return { ...DEFAULT_SHAPE, timeScale, contextLimitTokens: CODING_CONTEXT, toolReasoningChars: 48 };
+  if (WORKLOAD === "coding")
+    return {
+      ...DEFAULT_SHAPE,
+      timeScale,
+      contextLimitTokens: CODING_CONTEXT,
+      toolReasoningChars: 48,
+    };
   return { ...DEFAULT_SHAPE, timeScale };
 }
 
@@ -106,7 +185,15 @@ function deviceFloor(): number {
 
 /** Compactions the planner put in the trace (before a user turn, or inside a tool loop). */
 function compactions(sessions: PlannedSession[]): number {
-  return sessions.reduce((n, s) => n + s.turns.reduce((m, t) => m + (t.compact ? 1 : 0) + t.calls.filter((c) => c.compactBefore).length, 0), 0);
+  return sessions.reduce(
+    (n, s) =>
+      n +
+      s.turns.reduce(
+        (m, t) => m + (t.compact ? 1 : 0) + t.calls.filter((c) => c.compactBefore).length,
+        0,
+      ),
+    0,
+  );
 }
 
 interface Regime {
@@ -140,9 +227,17 @@ function policiesFor(spec: ConfigSpec, regime: Regime): Record<string, unknown> 
     // The gateway's view of each worker's pin budget: `--pin-budget-share` of its host pool.
     pins: { enabled: on("pins"), budgetBlocks: pinBudgetBlocks(shape) },
     inflight: { enabled: on("inflight") },
-    tools: { enabled: on("tools"), priorMeanSeconds: 5 / regime.timeScale, prefillTokensPerSecond: regime.prefillTokensPerS ?? 2000 },
+    tools: {
+      enabled: on("tools"),
+      priorMeanSeconds: 5 / regime.timeScale,
+      prefillTokensPerSecond: regime.prefillTokensPerS ?? 2000,
+    },
     think: { enabled: on("think") },
-    idle: { enabled: on("idle"), leaseSeconds: scaled(300), deviceBlocks: Math.floor(shape.deviceTokens / shape.pageSize) },
+    idle: {
+      enabled: on("idle"),
+      leaseSeconds: scaled(300),
+      deviceBlocks: Math.floor(shape.deviceTokens / shape.pageSize),
+    },
     prune: { enabled: on("prune"), onClose: spec.pruneOnClose ?? true },
     warm: { enabled: on("warm"), storage: shape.storage },
   };
@@ -152,9 +247,15 @@ function policiesFor(spec: ConfigSpec, regime: Regime): Record<string, unknown> 
 function admissionFor(spec: ConfigSpec, shape: ServerShape): Record<string, unknown> | undefined {
   if (spec.admission === "none") return undefined;
   if (spec.admission === "program") {
-    return { mode: "program", maxRequestsPerWorker: ADMISSION_REQUESTS, capacityTokensPerWorker: shape.deviceTokens * (1 + shape.hostRatio) };
+    return {
+      mode: "program",
+      maxRequestsPerWorker: ADMISSION_REQUESTS,
+      capacityTokensPerWorker: shape.deviceTokens * (1 + shape.hostRatio),
+    };
   }
-  return ADMISSION_TOKENS > 0 ? { maxPromptTokensPerWorker: ADMISSION_TOKENS } : { maxRequestsPerWorker: ADMISSION_REQUESTS };
+  return ADMISSION_TOKENS > 0
+    ? { maxPromptTokensPerWorker: ADMISSION_TOKENS }
+    : { maxRequestsPerWorker: ADMISSION_REQUESTS };
 }
 
 interface RunExtra {
@@ -191,14 +292,21 @@ interface RunOut {
 
 /** Each request's timing beside the decision log (what a slow session spent its time on); prompts left out. */
 function writeRequestTrace(path: string, records: readonly RequestRecord[]): void {
-  writeFileSync(path, records.map(({ prompt: _prompt, ...r }) => JSON.stringify(r)).join("\n") + "\n");
+  writeFileSync(
+    path,
+    records.map(({ prompt: _prompt, ...r }) => JSON.stringify(r)).join("\n") + "\n",
+  );
 }
 
 /** Closes a session on every worker (SGLang's session radix cache releases its tagged nodes). */
 const closeOn = (workers: RealServer[]) => async (id: string) => {
   await Promise.all(
     workers.map(async (w) => {
-      const r = await fetch(`${w.baseUrl}/close_session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ session_id: id }) });
+      const r = await fetch(`${w.baseUrl}/close_session`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ session_id: id }),
+      });
       await r.text();
     }),
   );
@@ -206,33 +314,74 @@ const closeOn = (workers: RealServer[]) => async (id: string) => {
 
 /** Ends a session through the gateway's events route (its policy and its radix sessions hear it). */
 const closeThrough = (gatewayUrl: string) => async (id: string) => {
-  const r = await fetch(`${gatewayUrl}/kvctl/v1/sessions/${encodeURIComponent(id)}/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event: "close" }) });
+  const r = await fetch(`${gatewayUrl}/kvctl/v1/sessions/${encodeURIComponent(id)}/events`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ event: "close" }),
+  });
   await r.text();
 };
 
-async function frontFor(spec: ConfigSpec, regime: Regime, workers: RealServer[], nats: { url: string } | null, scratch: string, trace: string | null, cleanup: (() => Promise<void>)[]): Promise<{ target: Target; metricsUrl: string | null }> {
+async function frontFor(
+  spec: ConfigSpec,
+  regime: Regime,
+  workers: RealServer[],
+  nats: { url: string } | null,
+  scratch: string,
+  trace: string | null,
+  cleanup: (() => Promise<void>)[],
+): Promise<{ target: Target; metricsUrl: string | null }> {
   const close = spec.sessionBody ? { sessionBody: true, closeSession: closeOn(workers) } : {};
-  if (spec.front === "round_robin") return { target: { name: spec.name, url: (seq) => workers[seq % workers.length].baseUrl, sessionHeader: false }, metricsUrl: null };
+  if (spec.front === "round_robin")
+    return {
+      target: {
+        name: spec.name,
+        url: (seq) => workers[seq % workers.length].baseUrl,
+        sessionHeader: false,
+      },
+      metricsUrl: null,
+    };
   if (spec.front === "smg") {
     const smg = await startSmg(workers, join(scratch, "smg.log"), spec.smgArgs ?? []);
     cleanup.push(() => smg.stop());
-    return { target: { name: spec.name, url: () => smg.url, sessionHeader: false }, metricsUrl: null };
+    return {
+      target: { name: spec.name, url: () => smg.url, sessionHeader: false },
+      metricsUrl: null,
+    };
   }
   const agent = spec.policy === "agent";
   const decisions = trace ? `${trace}.decisions.jsonl` : undefined;
   const natsLike = nats as Parameters<typeof startKvctlGateway>[1];
-  const g = await startKvctlGateway(workers, natsLike, spec.policy, agent ? policiesFor(spec, regime) : undefined, admissionFor(spec, regime.shape), Math.max(0.05, 10 / regime.timeScale), decisions);
+  const g = await startKvctlGateway(
+    workers,
+    natsLike,
+    spec.policy,
+    agent ? policiesFor(spec, regime) : undefined,
+    admissionFor(spec, regime.shape),
+    Math.max(0.05, 10 / regime.timeScale),
+    decisions,
+  );
   cleanup.push(() => g.close());
   // kvctl hears a session's end from the harness (the events route), as the peers' workers do through close_session.
   const ends = agent && !spec.sessionBody ? { closeSession: closeThrough(g.url) } : {};
-  return { target: { name: spec.name, url: () => g.url, sessionHeader: true, ...close, ...ends }, metricsUrl: g.url };
+  return {
+    target: { name: spec.name, url: () => g.url, sessionHeader: true, ...close, ...ends },
+    metricsUrl: g.url,
+  };
 }
 
 /** Which configurations may run on one another's workers (flushed between them): the same server
  * flags, no kvctl subscriber (it is bound to its run's NATS) and no L3 (a flush leaves it full).
  * null: fresh workers. */
 function shareKey(spec: ConfigSpec, regime: Regime): string | null {
-  if (spec.policy === "agent" || spec.front === "dynamo_kv" || spec.front === "dynamo_thunder" || regime.shape.storage || regime.restart) return null;
+  if (
+    spec.policy === "agent" ||
+    spec.front === "dynamo_kv" ||
+    spec.front === "dynamo_thunder" ||
+    regime.shape.storage ||
+    regime.restart
+  )
+    return null;
   return spec.serverArgs.join(" ");
 }
 
@@ -243,7 +392,12 @@ function tracePrefix(regime: string, config: string, run: number): string | null
 }
 
 /** One run (`run`: its number, from 1) of one configuration. */
-async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool, run: number): Promise<RunOut> {
+async function runConfig(
+  spec: ConfigSpec,
+  regime: Regime,
+  pool: WorkerPool,
+  run: number,
+): Promise<RunOut> {
   const t0 = performance.now();
   const trace = tracePrefix(regime.name, spec.name, run);
   const ph = new Phases(spec.name, log);
@@ -254,16 +408,29 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool, run
     const nats = spec.policy === "agent" ? await startNats(join(scratch, "js")) : null;
     if (nats) cleanup.push(() => nats.stop());
     // The warm scenario: both workers on one L3 directory (what one backed up, the other can read).
-    const shape: ServerShape = regime.restart ? { ...regime.shape, sharedStorageDir: join(scratch, "l3") } : regime.shape;
+    const shape: ServerShape = regime.restart
+      ? { ...regime.shape, sharedStorageDir: join(scratch, "l3") }
+      : regime.shape;
     let workers: RealServer[] = [];
     let front: { target: Target; metricsUrl: string | null };
     let dynamoReport: (() => DynamoReport) | null = null;
     let l3Before: L3Report | null = null;
     if (spec.front === "dynamo_kv" || spec.front === "dynamo_thunder") {
       // Dynamo's workers serve no HTTP: requests, usage and the flood all go through its frontend.
-      const median = DYNAMO_MEDIAN_PROMPT > 0 ? DYNAMO_MEDIAN_PROMPT : medianPrompt.get(regime.name);
-      if (median === undefined) throw new Error(`${spec.name} sets its router queue from the trace's median prompt: run it after a row that measures it, or give --dynamo-median-prompt`);
-      const d = await startDynamoStack(spec.front.slice("dynamo_".length) as DynamoPeer, { shape, sglangArgs: SGLANG_ARGS, perWorker: ADMISSION_REQUESTS, medianPromptTokens: median, scratch, log });
+      const median =
+        DYNAMO_MEDIAN_PROMPT > 0 ? DYNAMO_MEDIAN_PROMPT : medianPrompt.get(regime.name);
+      if (median === undefined)
+        throw new Error(
+          `${spec.name} sets its router queue from the trace's median prompt: run it after a row that measures it, or give --dynamo-median-prompt`,
+        );
+      const d = await startDynamoStack(spec.front.slice("dynamo_".length) as DynamoPeer, {
+        shape,
+        sglangArgs: SGLANG_ARGS,
+        perWorker: ADMISSION_REQUESTS,
+        medianPromptTokens: median,
+        scratch,
+        log,
+      });
       cleanup.push(() => d.stop());
       front = { target: d.target, metricsUrl: null };
       dynamoReport = d.report;
@@ -284,7 +451,11 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool, run
     }
     const { target, metricsUrl } = front;
     // The served model's name (a peer router routes on it).
-    const model = ((await (await fetch(`${workers[0]?.baseUrl ?? target.url(0)}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
+    const model = (
+      (await (await fetch(`${workers[0]?.baseUrl ?? target.url(0)}/v1/models`)).json()) as {
+        data: { id: string }[];
+      }
+    ).data[0].id;
     const o = { system: regime.workload.system_prompt, model, maxTokens: 1024 };
     let records: RequestRecord[];
     let restarted: RestartReport | null = null;
@@ -292,14 +463,17 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool, run
       // The warm scenario: the first half of the sessions, w1 restarted in place, then the rest.
       const half = Math.ceil(regime.sessions.length / 2);
       const wave1 = await drive(target, regime.sessions.slice(0, half), o);
-      const r = await restartWorker(workers, 1, metricsUrl, (place) => startWorker(shape, spec.serverArgs, nats?.url, "w1", place));
+      const r = await restartWorker(workers, 1, metricsUrl, (place) =>
+        startWorker(shape, spec.serverArgs, nats?.url, "w1", place),
+      );
       await payColdStart([workers[1]], shape.pageSize);
       const wave2 = await drive(target, regime.sessions.slice(half), o);
       records = [...wave1, ...wave2];
       restarted = afterRestart(wave2, r);
     } else records = await drive(target, regime.sessions, o);
     ph.mark("trace");
-    if (records.every((r) => !r.ok)) throw new Error(`every request failed, first: ${records[0]?.error}`);
+    if (records.every((r) => !r.ok))
+      throw new Error(`every request failed, first: ${records[0]?.error}`);
     const l3 = workers.length && l3Before ? l3Since(await scrapeL3(workers), l3Before) : null;
     const served = await flood(target.url(0), FLOOD, model, SEED);
     ph.mark("flood");
@@ -310,25 +484,42 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool, run
     const prompt = ok.reduce((n, r) => n + r.promptTokens, 0);
     const cached = ok.reduce((n, r) => n + r.cachedTokens, 0);
     // The ideal floor of this run's own prompts needs a worker to tokenize: computed now, before the workers stop.
-    const floor = workers.length ? await idealRecompute(records, workers[0].baseUrl, model, regime.shape.pageSize) : null;
+    const floor = workers.length
+      ? await idealRecompute(records, workers[0].baseUrl, model, regime.shape.pageSize)
+      : null;
     if (floor) ph.mark("ideal floor");
     // Written once the floor is known, so each record carries what an ideal cache would have served.
     if (trace) writeRequestTrace(`${trace}.requests.jsonl`, records);
-    if (!medianPrompt.has(regime.name) && ok.length) medianPrompt.set(regime.name, [...ok].sort((a, b) => a.promptTokens - b.promptTokens)[(ok.length - 1) >> 1].promptTokens);
+    if (!medianPrompt.has(regime.name) && ok.length)
+      medianPrompt.set(
+        regime.name,
+        [...ok].sort((a, b) => a.promptTokens - b.promptTokens)[(ok.length - 1) >> 1].promptTokens,
+      );
     const out: RunOut = {
       figures: {
-        recomputed_tokens: prompt - cached, prompt_tokens: prompt, errors: errs.length, ideal_recomputed: floor?.recomputed ?? null,
-        ttft_returning: ok.filter((r) => r.returning).map((r) => r.ttftMs), session_completion: sessionCompletion(records), commands: scraped?.commands ?? null,
-        pin_peak_blocks: scraped ? scraped.pinPeak : null, flood_unserved: FLOOD - served,
+        recomputed_tokens: prompt - cached,
+        prompt_tokens: prompt,
+        errors: errs.length,
+        ideal_recomputed: floor?.recomputed ?? null,
+        ttft_returning: ok.filter((r) => r.returning).map((r) => r.ttftMs),
+        session_completion: sessionCompletion(records),
+        commands: scraped?.commands ?? null,
+        pin_peak_blocks: scraped ? scraped.pinPeak : null,
+        flood_unserved: FLOOD - served,
       },
       extra: {
         ideal_mismatched: floor?.mismatched ?? null,
         ideal_exact: floor ? floor.exact === floor.served : null,
         ideal_undercut: floor?.undercut ?? null,
-        host_hit_tokens: ok.reduce((n, r) => n + r.hostTokens, 0), storage_hit_tokens: ok.reduce((n, r) => n + r.storageTokens, 0), l3, flood_served: `${served}/${FLOOD}`,
+        host_hit_tokens: ok.reduce((n, r) => n + r.hostTokens, 0),
+        storage_hit_tokens: ok.reduce((n, r) => n + r.storageTokens, 0),
+        l3,
+        flood_served: `${served}/${FLOOD}`,
         restart: restarted,
         dynamo: dynamoReport?.() ?? null,
-        pin_budget_peak_blocks: scraped ? scraped.pinPeak : null, pinned_blocks_hit: scraped ? scraped.pinned.hit : null, pinned_blocks_wasted: scraped ? scraped.pinned.wasted : null,
+        pin_budget_peak_blocks: scraped ? scraped.pinPeak : null,
+        pinned_blocks_hit: scraped ? scraped.pinned.hit : null,
+        pinned_blocks_wasted: scraped ? scraped.pinned.wasted : null,
         retention: scraped?.retention ?? null,
         wall_s: +((performance.now() - t0) / 1000).toFixed(1),
         phases_s: ph.s,
@@ -338,7 +529,8 @@ async function runConfig(spec: ConfigSpec, regime: Regime, pool: WorkerPool, run
     ranToEnd = true;
     return out;
   } finally {
-    for (const c of cleanup.reverse()) await c().catch((e) => log(`  ${spec.name}: cleanup: ${(e as Error).message}`));
+    for (const c of cleanup.reverse())
+      await c().catch((e) => log(`  ${spec.name}: cleanup: ${(e as Error).message}`));
     rmSync(scratch, { recursive: true, force: true });
     ph.mark("stop");
   }
@@ -355,7 +547,10 @@ function failure(e: Error): string {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[(xs.length - 1) >> 1];
 
 /** N servers started at once; all stopped when one fails to start. */
-async function startWorkersN(n: number, start: (i: number) => Promise<RealServer>): Promise<RealServer[]> {
+async function startWorkersN(
+  n: number,
+  start: (i: number) => Promise<RealServer>,
+): Promise<RealServer[]> {
   const settled = await Promise.allSettled(Array.from({ length: n }, (_, i) => start(i)));
   const ok = settled.flatMap((x) => (x.status === "fulfilled" ? [x.value] : []));
   const failed = settled.find((x) => x.status === "rejected") as PromiseRejectedResult | undefined;
@@ -373,8 +568,23 @@ const medianPrompt = new Map<string, number>();
 function saturatedRegime(model: string, sessions = SESSIONS): Regime {
   const timeScale = num("time-scale", String(DEFAULT_SHAPE.timeScale), 0.001);
   const workload = loadWorkload(sessions);
-  const shape: ServerShape = { model, pageSize: 16, deviceTokens: Math.max(deviceFloor(), num("device-tokens", "8192", 16)), hostRatio: 2, storage: true };
-  return { name: "saturated", workload, sessions: planWorkload(workload, workloadShape(timeScale), SEED), timeScale, shape, prefillTokensPerS: null, returningPromptTokens: null, toolGapOverPrefill: null };
+  const shape: ServerShape = {
+    model,
+    pageSize: 16,
+    deviceTokens: Math.max(deviceFloor(), num("device-tokens", "8192", 16)),
+    hostRatio: 2,
+    storage: true,
+  };
+  return {
+    name: "saturated",
+    workload,
+    sessions: planWorkload(workload, workloadShape(timeScale), SEED),
+    timeScale,
+    shape,
+    prefillTokensPerS: null,
+    returningPromptTokens: null,
+    toolGapOverPrefill: null,
+  };
 }
 
 /**
@@ -397,29 +607,63 @@ async function gpuShapedRegime(model: string, other: Regime | null): Promise<Reg
   const ph = new Phases("gpu_shaped calibration", log);
   // One probe per lane, prefilling at once: with --lanes N the configurations' bursts coincide (they
   // replay the same trace), so the prefill a lane gets is the one measured beside N-1 others.
-  const probes = await startWorkersN(LANES, (i) => startRealServer({ model, workerId: `calibrate${i}`, pageSize: 16, maxTotalTokens: 32768, hostRatio: 2, warmup: false, storageDir: "", extraArgs: ["--context-length", "32768"], readyTimeoutS: 600 }));
+  const probes = await startWorkersN(LANES, (i) =>
+    startRealServer({
+      model,
+      workerId: `calibrate${i}`,
+      pageSize: 16,
+      maxTotalTokens: 32768,
+      hostRatio: 2,
+      warmup: false,
+      storageDir: "",
+      extraArgs: ["--context-length", "32768"],
+      readyTimeoutS: 600,
+    }),
+  );
   const probe = probes[0];
-  const rateAll = async (system: string, tokens: number) => median(await Promise.all(probes.map((p) => prefillRate(p.baseUrl, served, system, tokens))));
+  const rateAll = async (system: string, tokens: number) =>
+    median(await Promise.all(probes.map((p) => prefillRate(p.baseUrl, served, system, tokens))));
   let served = "";
   ph.mark("probe start");
   // Prompt sizes, largest first: the BFCL tool schemas are most of a prompt, so fewer tools per
   // class is a smaller prompt (coding sessions have one size). The first whose planned span fits
   // GPU_TRACE_S is taken; when none does, the one with the shortest span.
-  const sizes = WORKLOAD === "bfcl" ? Array.from({ length: TOOLS_PER_CLASS }, (_, i) => TOOLS_PER_CLASS - i) : [TOOLS_PER_CLASS];
+  const sizes =
+    WORKLOAD === "bfcl"
+      ? Array.from({ length: TOOLS_PER_CLASS }, (_, i) => TOOLS_PER_CLASS - i)
+      : [TOOLS_PER_CLASS];
   let pick: GpuCalibration | null = null;
   try {
-    served = ((await (await fetch(`${probe.baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
+    served = (
+      (await (await fetch(`${probe.baseUrl}/v1/models`)).json()) as { data: { id: string }[] }
+    ).data[0].id;
     for (const toolsPerClass of sizes) {
       const workload = loadWorkload(GPU_SESSIONS, toolsPerClass);
       const unscaled = planWorkload(workload, workloadShape(1), SEED);
-      const promptTokens = await returningPromptTokens(probe.baseUrl, served, workload.system_prompt, unscaled);
+      const promptTokens = await returningPromptTokens(
+        probe.baseUrl,
+        served,
+        workload.system_prompt,
+        unscaled,
+      );
       const rate = await rateAll(workload.system_prompt, promptTokens);
       const prefillMs = (promptTokens / rate) * 1000;
       const timeScale = +(medianToolMs(unscaled) / (GAP_OVER_PREFILL * prefillMs)).toPrecision(3);
       const spanS = +(plannedSpanMs(unscaled) / timeScale / 1000).toFixed(1);
-      const c: GpuCalibration = { toolsPerClass, workload, unscaled, promptTokens, rate, prefillMs, timeScale, spanS };
-      log(`   gpu_shaped prompt size: ${WORKLOAD === "bfcl" ? `${toolsPerClass} tools per class, ` : ""}median returning-turn prompt ${promptTokens} tokens, ` +
-        `prefill ${rate.toFixed(0)} tokens/s (${prefillMs.toFixed(0)} ms) -> time scale ${timeScale}, planned span ${spanS} s (budget ${GPU_TRACE_S} s)`);
+      const c: GpuCalibration = {
+        toolsPerClass,
+        workload,
+        unscaled,
+        promptTokens,
+        rate,
+        prefillMs,
+        timeScale,
+        spanS,
+      };
+      log(
+        `   gpu_shaped prompt size: ${WORKLOAD === "bfcl" ? `${toolsPerClass} tools per class, ` : ""}median returning-turn prompt ${promptTokens} tokens, ` +
+          `prefill ${rate.toFixed(0)} tokens/s (${prefillMs.toFixed(0)} ms) -> time scale ${timeScale}, planned span ${spanS} s (budget ${GPU_TRACE_S} s)`,
+      );
       if (!pick || spanS < pick.spanS) pick = c;
       if (spanS <= GPU_TRACE_S) {
         pick = c;
@@ -428,26 +672,49 @@ async function gpuShapedRegime(model: string, other: Regime | null): Promise<Reg
     }
     ph.mark("prompt sizes and prefill rates");
     if (other) {
-      const t = await returningPromptTokens(probe.baseUrl, served, other.workload.system_prompt, other.sessions);
+      const t = await returningPromptTokens(
+        probe.baseUrl,
+        served,
+        other.workload.system_prompt,
+        other.sessions,
+      );
       const r = await rateAll(other.workload.system_prompt, t);
-      Object.assign(other, { prefillTokensPerS: +r.toFixed(1), returningPromptTokens: t, toolGapOverPrefill: +(medianToolMs(other.sessions) / ((t / r) * 1000)).toFixed(2) });
+      Object.assign(other, {
+        prefillTokensPerS: +r.toFixed(1),
+        returningPromptTokens: t,
+        toolGapOverPrefill: +(medianToolMs(other.sessions) / ((t / r) * 1000)).toFixed(2),
+      });
       ph.mark("saturated prefill rate");
     }
   } finally {
     await Promise.all(probes.map((p) => p.stop()));
     ph.mark("probe stop");
   }
-  const { toolsPerClass, workload, unscaled, promptTokens, rate, prefillMs, timeScale, spanS } = pick as GpuCalibration;
+  const { toolsPerClass, workload, unscaled, promptTokens, rate, prefillMs, timeScale, spanS } =
+    pick as GpuCalibration;
   const sessions = planWorkload(workload, workloadShape(timeScale), SEED);
   const perWorker = Math.ceil(sessions.length / WORKERS);
-  const deviceTokens = Math.max(deviceFloor(), Math.ceil((0.25 * perWorker * promptTokens) / 16) * 16);
+  const deviceTokens = Math.max(
+    deviceFloor(),
+    Math.ceil((0.25 * perWorker * promptTokens) / 16) * 16,
+  );
   const shape: ServerShape = { model, pageSize: 16, deviceTokens, hostRatio: 2, storage: false };
-  log(`gpu_shaped calibration: prefill ${rate.toFixed(0)} tokens/s on the median returning-turn prompt of ${promptTokens} tokens (${prefillMs.toFixed(0)} ms); ` +
-    `median tool gap ${medianToolMs(unscaled)} ms unscaled -> time scale ${timeScale} (tool gap / prefill = ${(medianToolMs(sessions) / prefillMs).toFixed(1)}); ` +
-    `planned span ${spanS} s; device pool ${deviceTokens} tokens per worker`);
+  log(
+    `gpu_shaped calibration: prefill ${rate.toFixed(0)} tokens/s on the median returning-turn prompt of ${promptTokens} tokens (${prefillMs.toFixed(0)} ms); ` +
+      `median tool gap ${medianToolMs(unscaled)} ms unscaled -> time scale ${timeScale} (tool gap / prefill = ${(medianToolMs(sessions) / prefillMs).toFixed(1)}); ` +
+      `planned span ${spanS} s; device pool ${deviceTokens} tokens per worker`,
+  );
   return {
-    name: "gpu_shaped", workload, sessions, timeScale, shape, prefillTokensPerS: +rate.toFixed(1), returningPromptTokens: promptTokens, toolGapOverPrefill: +(medianToolMs(sessions) / prefillMs).toFixed(2),
-    toolsPerClass, plannedSpanS: spanS,
+    name: "gpu_shaped",
+    workload,
+    sessions,
+    timeScale,
+    shape,
+    prefillTokensPerS: +rate.toFixed(1),
+    returningPromptTokens: promptTokens,
+    toolGapOverPrefill: +(medianToolMs(sessions) / prefillMs).toFixed(2),
+    toolsPerClass,
+    plannedSpanS: spanS,
   };
 }
 
@@ -477,18 +744,29 @@ interface RegimeResult {
 async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeResult> {
   const t0 = performance.now();
   const turns = regime.workload.sessions.reduce((n, s) => n + s.turns.length, 0);
-  const calls = regime.sessions.reduce((n, s) => n + s.turns.reduce((m, t) => m + t.calls.length, 0), 0);
-  log(`== ${regime.name}: ${regime.sessions.length} ${WORKLOAD} sessions (seed ${SEED}), ${turns} user turns, ${calls} tool calls, ${compactions(regime.sessions)} compactions; time scale 1/${regime.timeScale}; ` +
-    `${WORKERS} workers x ${regime.shape.deviceTokens} device tokens, host ratio ${regime.shape.hostRatio}, ${regime.shape.storage ? "file L3" : "no L3"}; ` +
-    `admission budget ${ADMISSION_REQUESTS} requests per worker (${ADMISSION_REQUESTS * WORKERS} in all)`);
+  const calls = regime.sessions.reduce(
+    (n, s) => n + s.turns.reduce((m, t) => m + t.calls.length, 0),
+    0,
+  );
+  log(
+    `== ${regime.name}: ${regime.sessions.length} ${WORKLOAD} sessions (seed ${SEED}), ${turns} user turns, ${calls} tool calls, ${compactions(regime.sessions)} compactions; time scale 1/${regime.timeScale}; ` +
+      `${WORKERS} workers x ${regime.shape.deviceTokens} device tokens, host ratio ${regime.shape.hostRatio}, ${regime.shape.storage ? "file L3" : "no L3"}; ` +
+      `admission budget ${ADMISSION_REQUESTS} requests per worker (${ADMISSION_REQUESTS * WORKERS} in all)`,
+  );
   const perRun: Record<string, RunOut[]> = Object.fromEntries(specs.map((s) => [s.name, []]));
   const notRun: Record<string, string> = {};
   // Rounds, not one configuration's runs back to back: every configuration sees the machine's drift alike.
   // Configurations that can share workers run one after the other (first appearance order).
   const keys = [...new Set(specs.map((s) => shareKey(s, regime) ?? `fresh:${s.name}`))];
-  const order = [...specs].sort((a, b) => keys.indexOf(shareKey(a, regime) ?? `fresh:${a.name}`) - keys.indexOf(shareKey(b, regime) ?? `fresh:${b.name}`));
+  const order = [...specs].sort(
+    (a, b) =>
+      keys.indexOf(shareKey(a, regime) ?? `fresh:${a.name}`) -
+      keys.indexOf(shareKey(b, regime) ?? `fresh:${b.name}`),
+  );
   // --lanes N: lane i runs the configurations i, i+N, ... of each round, each lane on its own workers.
-  const lanes = Array.from({ length: Math.min(LANES, order.length) }, (_, i) => order.filter((_, k) => k % LANES === i));
+  const lanes = Array.from({ length: Math.min(LANES, order.length) }, (_, i) =>
+    order.filter((_, k) => k % LANES === i),
+  );
   const runLane = async (mine: ConfigSpec[]) => {
     const pool = new WorkerPool(log);
     try {
@@ -500,9 +778,19 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
             const r = await runConfig(spec, regime, pool, round + 1);
             perRun[spec.name].push(r);
             const t = summarize([r.figures]).ttft_returning_ms;
-            log(`   ${spec.name}: recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, returning TTFT p50/p90/p99 ${t.p50}/${t.p90}/${t.p99} ms, wall ${r.extra.wall_s} s` +
+            log(
+              `   ${spec.name}: recomputed ${r.figures.recomputed_tokens} of ${r.figures.prompt_tokens}, errors ${r.figures.errors}, returning TTFT p50/p90/p99 ${t.p50}/${t.p90}/${t.p99} ms, wall ${r.extra.wall_s} s` +
                 `${r.figures.ideal_recomputed !== null ? `; ideal floor ${r.figures.ideal_recomputed}${r.extra.ideal_exact ? "" : " (answers credited whole)"}${r.extra.ideal_undercut ? `, ${r.extra.ideal_undercut} requests under it` : ""}` : ""}` +
-                `${r.figures.commands ? `; commands ${Object.entries(r.figures.commands).map(([k, n]) => `${k}=${n}`).join(" ") || "none"}` : ""}`);
+                `${
+                  r.figures.commands
+                    ? `; commands ${
+                        Object.entries(r.figures.commands)
+                          .map(([k, n]) => `${k}=${n}`)
+                          .join(" ") || "none"
+                      }`
+                    : ""
+                }`,
+            );
           } catch (e) {
             notRun[spec.name] = failure(e as Error);
             // The whole message (a worker's last log lines) goes to the log; the table keeps one line.
@@ -523,15 +811,32 @@ async function runRegime(regime: Regime, specs: ConfigSpec[]): Promise<RegimeRes
       continue;
     }
     const sum = summarize(runs.map((r) => r.figures));
-    const mid = [...runs].sort((a, b) => a.figures.recomputed_tokens - b.figures.recomputed_tokens)[(runs.length - 1) >> 1];
+    const mid = [...runs].sort((a, b) => a.figures.recomputed_tokens - b.figures.recomputed_tokens)[
+      (runs.length - 1) >> 1
+    ];
     configs[s.name] = { role: s.role, ...sum, extra: mid.extra };
   }
-  const judged = Object.fromEntries(Object.entries(configs).filter(([n]) => specs.find((s) => s.name === n)?.role !== "ablation"));
+  const judged = Object.fromEntries(
+    Object.entries(configs).filter(([n]) => specs.find((s) => s.name === n)?.role !== "ablation"),
+  );
   const floor = regimeFloor(configs);
   const verdict = judge(judged, notRun, FAIR_PEERS(specs), "thunder", floor);
   const common = commonExcess(Object.values(perRun).flatMap((rs) => rs.map((r) => r.excess)));
-  const attainable = floor !== null && common !== null ? { recomputed: floor + common, verdict: judge(judged, notRun, FAIR_PEERS(specs), "thunder", floor + common) } : null;
-  return { regime, configs, notRun, verdict, attainable, wallS: +((performance.now() - t0) / 1000).toFixed(1) };
+  const attainable =
+    floor !== null && common !== null
+      ? {
+          recomputed: floor + common,
+          verdict: judge(judged, notRun, FAIR_PEERS(specs), "thunder", floor + common),
+        }
+      : null;
+  return {
+    regime,
+    configs,
+    notRun,
+    verdict,
+    attainable,
+    wallS: +((performance.now() - t0) / 1000).toFixed(1),
+  };
 }
 
 /** The regime's ideal floor: the lowest of its configurations' own floors (each tokenized its own
@@ -545,25 +850,42 @@ function regimeFloor(configs: RegimeResult["configs"]): number | null {
   return floors.length ? Math.min(...floors) : null;
 }
 
-const f = (x: number | null | undefined, d = 0) => (x === null || x === undefined ? "-" : x.toFixed(d));
+const f = (x: number | null | undefined, d = 0) =>
+  x === null || x === undefined ? "-" : x.toFixed(d);
 
 function printRegime(r: RegimeResult): void {
   const { regime, configs, verdict } = r;
   const floor = regimeFloor(configs);
-  const mismatched = Object.values(configs).reduce((n, c) => n + (c?.extra.ideal_mismatched ?? 0), 0);
+  const mismatched = Object.values(configs).reduce(
+    (n, c) => n + (c?.extra.ideal_mismatched ?? 0),
+    0,
+  );
   const undercut = Object.values(configs).reduce((n, c) => n + (c?.extra.ideal_undercut ?? 0), 0);
   const exact = Object.values(configs).some((c) => c?.extra.ideal_exact);
-  console.log(`${regime.name}: ${regime.sessions.length} ${WORKLOAD} sessions (${compactions(regime.sessions)} compactions), time scale 1/${regime.timeScale}, ${RUNS} run(s) per configuration, ${regime.shape.deviceTokens} device tokens per worker, ` +
-    `${regime.shape.storage ? "file L3" : "no L3"}; regime wall ${r.wallS} s`);
-  if (regime.prefillTokensPerS !== null) console.log(`  prefill ${regime.prefillTokensPerS} tokens/s, median returning-turn prompt ${regime.returningPromptTokens} tokens, median tool gap / prefill = ${regime.toolGapOverPrefill}`);
-  console.log(`  ${WORKLOAD === "bfcl" ? `${regime.toolsPerClass ?? TOOLS_PER_CLASS} tools per class, ` : ""}planned span ${(plannedSpanMs(regime.sessions) / 1000).toFixed(1)} s (arrivals, tool and human gaps; no compute)`);
-  console.log("  config           role      prompt tok  recomputed  gap closed  TTFT ret p50/p90/p99 ms  session s mean/p90  errors  wall s  commands");
+  console.log(
+    `${regime.name}: ${regime.sessions.length} ${WORKLOAD} sessions (${compactions(regime.sessions)} compactions), time scale 1/${regime.timeScale}, ${RUNS} run(s) per configuration, ${regime.shape.deviceTokens} device tokens per worker, ` +
+      `${regime.shape.storage ? "file L3" : "no L3"}; regime wall ${r.wallS} s`,
+  );
+  if (regime.prefillTokensPerS !== null)
+    console.log(
+      `  prefill ${regime.prefillTokensPerS} tokens/s, median returning-turn prompt ${regime.returningPromptTokens} tokens, median tool gap / prefill = ${regime.toolGapOverPrefill}`,
+    );
+  console.log(
+    `  ${WORKLOAD === "bfcl" ? `${regime.toolsPerClass ?? TOOLS_PER_CLASS} tools per class, ` : ""}planned span ${(plannedSpanMs(regime.sessions) / 1000).toFixed(1)} s (arrivals, tool and human gaps; no compute)`,
+  );
+  console.log(
+    "  config           role      prompt tok  recomputed  gap closed  TTFT ret p50/p90/p99 ms  session s mean/p90  errors  wall s  commands",
+  );
   for (const [name, c] of Object.entries(configs)) {
     if (!c) {
       console.log(`  ${name.padEnd(16)} did not run: ${r.notRun[name]}`);
       continue;
     }
-    const cmds = c.commands ? Object.entries(c.commands).map(([k, n]) => `${k}=${n}`).join(" ") : "-";
+    const cmds = c.commands
+      ? Object.entries(c.commands)
+          .map(([k, n]) => `${k}=${n}`)
+          .join(" ")
+      : "-";
     const t = c.ttft_returning_ms;
     console.log(
       `  ${name.padEnd(16)} ${c.role.padEnd(8)} ${String(c.prompt_tokens).padStart(11)}  ${String(c.recomputed_tokens).padStart(10)}  ${f(verdict.gap_closed[name], 2).padStart(10)}  ` +
@@ -571,37 +893,65 @@ function printRegime(r: RegimeResult): void {
     );
   }
   if (floor !== null) {
-    console.log(`  ideal cache (every earlier prompt and ${exact ? "the ids its answer generated" : "every token its answer generated"} kept, page ${regime.shape.pageSize}): ${floor} recomputed tokens ` +
-      `(the lowest configuration's own floor)${mismatched ? `; ${mismatched} prompts tokenized to another length than served` : ""}` +
-      `${undercut ? `; ${undercut} requests served more from cache than the median runs' floors allow` : ""}`);
+    console.log(
+      `  ideal cache (every earlier prompt and ${exact ? "the ids its answer generated" : "every token its answer generated"} kept, page ${regime.shape.pageSize}): ${floor} recomputed tokens ` +
+        `(the lowest configuration's own floor)${mismatched ? `; ${mismatched} prompts tokenized to another length than served` : ""}` +
+        `${undercut ? `; ${undercut} requests served more from cache than the median runs' floors allow` : ""}`,
+    );
   }
   if (r.attainable && floor !== null) {
     const a = r.attainable;
-    console.log(`  attainable floor ${a.recomputed}: the ideal floor plus the ${a.recomputed - floor} tokens every run of every configuration recomputed beyond it, request by request ` +
-      `(${exact ? "" : "answer pages the template renders differently from how they were generated, and "}any miss no configuration here avoided); kvctl's gap closed against it: ` +
-      `${Object.entries(a.verdict.gap_closed).map(([n, g]) => `${n} ${f(g, 2)}`).join(", ") || "-"}`);
+    console.log(
+      `  attainable floor ${a.recomputed}: the ideal floor plus the ${a.recomputed - floor} tokens every run of every configuration recomputed beyond it, request by request ` +
+        `(${exact ? "" : "answer pages the template renders differently from how they were generated, and "}any miss no configuration here avoided); kvctl's gap closed against it: ` +
+        `${
+          Object.entries(a.verdict.gap_closed)
+            .map(([n, g]) => `${n} ${f(g, 2)}`)
+            .join(", ") || "-"
+        }`,
+    );
   }
   const lim = limits(configs, pinBudgetBlocks(regime.shape));
-  console.log(`  pin budget ${lim.pin_budget_blocks} blocks per worker: peak ${f(lim.pin_peak_blocks)} over every run (bar never exceeded: ${lim.pin_budget_kept ? "PASS" : "FAIL"}); ` +
-    `flood after the trace served in full: ${lim.flood_served_in_full ? "PASS" : "FAIL"}${lim.broken.length ? ` (${lim.broken.join("; ")})` : ""}`);
+  console.log(
+    `  pin budget ${lim.pin_budget_blocks} blocks per worker: peak ${f(lim.pin_peak_blocks)} over every run (bar never exceeded: ${lim.pin_budget_kept ? "PASS" : "FAIL"}); ` +
+      `flood after the trace served in full: ${lim.flood_served_in_full ? "PASS" : "FAIL"}${lim.broken.length ? ` (${lim.broken.join("; ")})` : ""}`,
+  );
   printAblation(ablationRows(configs), (l) => console.log(l));
   for (const [name, c] of Object.entries(configs)) {
     const rs = c?.extra.restart;
     if (!rs) continue;
-    const warmCmds = Object.entries(c?.commands ?? {}).filter(([k]) => k.startsWith("Warm:")).map(([k, n]) => `${k}=${n}`).join(" ") || "no Warm command";
-    console.log(`  restart ${name}: ${rs.worker} out of rotation ${rs.out_s} s; its second-wave requests: ${rs.after.requests}, ${rs.after.prompt_tokens} prompt tokens, ` +
-      `${rs.after.recomputed_tokens} recomputed, ${rs.after.storage_hit_tokens} from L3, ${rs.after.host_hit_tokens} from host; ${warmCmds}`);
+    const warmCmds =
+      Object.entries(c?.commands ?? {})
+        .filter(([k]) => k.startsWith("Warm:"))
+        .map(([k, n]) => `${k}=${n}`)
+        .join(" ") || "no Warm command";
+    console.log(
+      `  restart ${name}: ${rs.worker} out of rotation ${rs.out_s} s; its second-wave requests: ${rs.after.requests}, ${rs.after.prompt_tokens} prompt tokens, ` +
+        `${rs.after.recomputed_tokens} recomputed, ${rs.after.storage_hit_tokens} from L3, ${rs.after.host_hit_tokens} from host; ${warmCmds}`,
+    );
   }
   for (const [name, c] of Object.entries(configs)) {
     const rt = c?.extra.retention;
-    if (!rt || (Object.keys(rt.decisions).length === 0 && Object.keys(rt.radix_releases).length === 0)) continue;
-    const kv = (o: Record<string, number>) => Object.entries(o).map(([k, n]) => `${k}=${n}`).join(" ") || "none";
-    console.log(`  retention ${name} (median run): decisions ${kv(rt.decisions)}; outcomes ${kv(rt.outcomes)}; tool gap predicted ${f(rt.gap_predicted.mean_s, 2)} s mean ` +
-      `(${rt.gap_predicted.count}), actual ${f(rt.gap_actual.mean_s, 2)} s (${rt.gap_actual.count}); radix sessions closed ${kv(rt.radix_releases)}`);
+    if (
+      !rt ||
+      (Object.keys(rt.decisions).length === 0 && Object.keys(rt.radix_releases).length === 0)
+    )
+      continue;
+    const kv = (o: Record<string, number>) =>
+      Object.entries(o)
+        .map(([k, n]) => `${k}=${n}`)
+        .join(" ") || "none";
+    console.log(
+      `  retention ${name} (median run): decisions ${kv(rt.decisions)}; outcomes ${kv(rt.outcomes)}; tool gap predicted ${f(rt.gap_predicted.mean_s, 2)} s mean ` +
+        `(${rt.gap_predicted.count}), actual ${f(rt.gap_actual.mean_s, 2)} s (${rt.gap_actual.count}); radix sessions closed ${kv(rt.radix_releases)}`,
+    );
   }
   for (const [name, c] of Object.entries(configs)) {
     const d = c?.extra.dynamo;
-    if (d) console.log(`  ${name}: Dynamo router queue threshold ${d.router_queue_threshold}${d.thunder_programs === null ? "" : `, ThunderAgent programs created ${d.thunder_programs}`}`);
+    if (d)
+      console.log(
+        `  ${name}: Dynamo router queue threshold ${d.router_queue_threshold}${d.thunder_programs === null ? "" : `, ThunderAgent programs created ${d.thunder_programs}`}`,
+      );
   }
   if (!verdict.valid) {
     console.log(`  NO VERDICT: the comparison is not a fair one: ${verdict.problems.join("; ")}`);
@@ -611,9 +961,11 @@ function printRegime(r: RegimeResult): void {
   const best = verdict.best_fair_peer ? (configs[verdict.best_fair_peer] as ConfigSummary) : null;
   const x = best ? best.recomputed_tokens / Math.max(1, k.recomputed_tokens) : null;
   const ttft = verdict.ttft_p90_ratio_vs_best_fair;
-  console.log(`  best fair peer: ${verdict.best_fair_peer}; kvctl recomputes ${f(x, 2)}x fewer (bar >= 1.5x: ${x !== null && x >= 1.5 ? "PASS" : "FAIL"}), ` +
-    `gap closed ${f(verdict.gap_closed_vs_best_fair, 2)}, returning-turn TTFT p90 ${f(ttft, 2)}x of it (bar < 1: ${ttft !== null && ttft < 1 ? "PASS" : "FAIL"}), ` +
-    `${f(verdict.ttft_p90_ratio_vs_admission_only, 2)}x of admission alone (thunder)`);
+  console.log(
+    `  best fair peer: ${verdict.best_fair_peer}; kvctl recomputes ${f(x, 2)}x fewer (bar >= 1.5x: ${x !== null && x >= 1.5 ? "PASS" : "FAIL"}), ` +
+      `gap closed ${f(verdict.gap_closed_vs_best_fair, 2)}, returning-turn TTFT p90 ${f(ttft, 2)}x of it (bar < 1: ${ttft !== null && ttft < 1 ? "PASS" : "FAIL"}), ` +
+      `${f(verdict.ttft_p90_ratio_vs_admission_only, 2)}x of admission alone (thunder)`,
+  );
 }
 
 function regimeJson(r: RegimeResult): Record<string, unknown> {
@@ -653,25 +1005,49 @@ async function main(): Promise<number> {
   const only = opt("configs", "");
   const all = configSpecs(WORKERS, ADMISSION_REQUESTS, true);
   const unknown = only ? only.split(",").filter((n) => !all.some((s) => s.name === n)) : [];
-  if (unknown.length) throw new Error(`--configs: unknown configuration ${unknown.join(", ")} (${all.map((s) => s.name).join(", ")})`);
+  if (unknown.length)
+    throw new Error(
+      `--configs: unknown configuration ${unknown.join(", ")} (${all.map((s) => s.name).join(", ")})`,
+    );
   // --ablation: kvctl, each rule alone on program admission, and the base they are measured against (thunder).
   const ablation = argv.includes("--ablation");
   // --configs keeps its own order (with --lanes, the first N run first).
-  const specs = only ? only.split(",").map((n) => all.find((s) => s.name === n) as ConfigSpec) : all.filter((s) => (ablation ? s.name === "kvctl" || s.name === "thunder" || s.role === "ablation" : s.role !== "ablation"));
+  const specs = only
+    ? only.split(",").map((n) => all.find((s) => s.name === n) as ConfigSpec)
+    : all.filter((s) =>
+        ablation
+          ? s.name === "kvctl" || s.name === "thunder" || s.role === "ablation"
+          : s.role !== "ablation",
+      );
   const names = opt("regimes", "saturated,gpu_shaped").split(",");
-  for (const n of names) if (n !== "saturated" && n !== "gpu_shaped" && n !== "warm") throw new Error(`--regimes: unknown regime '${n}' (saturated, gpu_shaped, warm)`);
+  for (const n of names)
+    if (n !== "saturated" && n !== "gpu_shaped" && n !== "warm")
+      throw new Error(`--regimes: unknown regime '${n}' (saturated, gpu_shaped, warm)`);
   const saturated = names.includes("saturated") ? saturatedRegime(model) : null;
   const gpuShaped = names.includes("gpu_shaped") ? await gpuShapedRegime(model, saturated) : null;
   const warm = names.includes("warm") ? warmRegime(model) : null;
   const results: RegimeResult[] = [];
-  for (const regime of [saturated, gpuShaped]) if (regime) results.push(await runRegime(regime, specs));
+  for (const regime of [saturated, gpuShaped])
+    if (regime) results.push(await runRegime(regime, specs));
   // The warm scenario runs the gateway configurations that tell the rule's effect (a restart needs
   // the gateway's health checks to route around the worker): kvctl, kvctl_warm, cache_aware_adm.
-  if (warm) results.push(await runRegime(warm, only ? specs : all.filter((s) => WARM_CONFIGS.includes(s.name))));
+  if (warm)
+    results.push(
+      await runRegime(warm, only ? specs : all.filter((s) => WARM_CONFIGS.includes(s.name))),
+    );
   for (const r of results) printRegime(r);
-  if (JSON_OUT) console.log(JSON.stringify({ bench: "agent", runs: RUNS, admission_requests_per_worker: ADMISSION_REQUESTS, regimes: Object.fromEntries(results.map((r) => [r.regime.name, regimeJson(r)])) }));
+  if (JSON_OUT)
+    console.log(
+      JSON.stringify({
+        bench: "agent",
+        runs: RUNS,
+        admission_requests_per_worker: ADMISSION_REQUESTS,
+        regimes: Object.fromEntries(results.map((r) => [r.regime.name, regimeJson(r)])),
+      }),
+    );
   const refused = results.filter((r) => !r.verdict.valid);
-  for (const r of refused) log(`bench:agent: no verdict in ${r.regime.name}: ${r.verdict.problems.join("; ")}`);
+  for (const r of refused)
+    log(`bench:agent: no verdict in ${r.regime.name}: ${r.verdict.problems.join("; ")}`);
   return refused.length ? 1 : 0;
 }
 

@@ -14,7 +14,12 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { connectControlPlane, ControlPublisher } from "../src/control/index.js";
 import { ReplyMux } from "../src/control/reply-mux.js";
 import { ReferenceResponder } from "../src/testing/index.js";
-import { type Cache, encodeEnvelope, makeEnvelope, validateCommand } from "../src/protocol/index.js";
+import {
+  type Cache,
+  encodeEnvelope,
+  makeEnvelope,
+  validateCommand,
+} from "../src/protocol/index.js";
 import { startNatsServer } from "../test/helpers/nats-server.js";
 
 const args = process.argv.slice(2);
@@ -26,7 +31,9 @@ const WARM_MS = SMOKE ? 25 : 500;
 const role = args[args.indexOf("--role") + 1];
 
 // Deterministic (both processes must agree on them), spread over the whole int64 range.
-const HASHES: bigint[] = Array.from({ length: 64 }, (_, i) => createHash("sha256").update(`block-${i}`).digest().readBigInt64LE(0));
+const HASHES: bigint[] = Array.from({ length: 64 }, (_, i) =>
+  createHash("sha256").update(`block-${i}`).digest().readBigInt64LE(0),
+);
 const CMD: Cache = { type: "Cache", block_hashes: HASHES, pin: true, ttl_seconds: null };
 const RAW_SUBJECT = "bench-raw";
 const WORKER = "bench0";
@@ -68,7 +75,10 @@ function pct(sorted: number[], p: number): number {
  * Concurrency 1, the ops interleaved in blocks of 200 so all see the same machine: on a shared
  * 2-core box, measuring one for 3 s and then the next mostly measures the neighbours.
  */
-async function measureInterleavedC1(ops: Array<() => Promise<unknown>>, durationMs: number): Promise<Run[]> {
+async function measureInterleavedC1(
+  ops: Array<() => Promise<unknown>>,
+  durationMs: number,
+): Promise<Run[]> {
   for (let i = 0; i < WARM_OPS; i++) for (const op of ops) await op();
   const lat: number[][] = ops.map(() => []);
   const busy = ops.map(() => 0);
@@ -91,21 +101,29 @@ async function measureInterleavedC1(ops: Array<() => Promise<unknown>>, duration
 }
 
 /** Runs `op` from `concurrency` loops for `durationMs` after a warm-up; latencies in µs. */
-async function measure(op: () => Promise<unknown>, concurrency: number, durationMs: number): Promise<Run> {
+async function measure(
+  op: () => Promise<unknown>,
+  concurrency: number,
+  durationMs: number,
+): Promise<Run> {
   const warmEnd = Date.now() + WARM_MS;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (Date.now() < warmEnd) await op();
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < warmEnd) await op();
+    }),
+  );
   const lat: number[] = [];
   const t0 = process.hrtime.bigint();
   const end = Date.now() + durationMs;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (Date.now() < end) {
-      const s = process.hrtime.bigint();
-      await op();
-      lat.push(Number(process.hrtime.bigint() - s) / 1000);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < end) {
+        const s = process.hrtime.bigint();
+        await op();
+        lat.push(Number(process.hrtime.bigint() - s) / 1000);
+      }
+    }),
+  );
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   lat.sort((a, b) => a - b);
   return { p50: pct(lat, 50), p99: pct(lat, 99), perSec: lat.length / secs, n: lat.length };
@@ -118,8 +136,23 @@ async function main(): Promise<void> {
   try {
     if (INPROC) inproc = await startResponders(server.url);
     else {
-      const prof = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
-      child = spawn(process.execPath, [...prof, "--import", "tsx", new URL(import.meta.url).pathname, "--role", "responder", "--url", server.url], { stdio: ["pipe", "pipe", "inherit"] });
+      const prof = process.env.BENCH_PROFILE_DIR
+        ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
+        : [];
+      child = spawn(
+        process.execPath,
+        [
+          ...prof,
+          "--import",
+          "tsx",
+          new URL(import.meta.url).pathname,
+          "--role",
+          "responder",
+          "--url",
+          server.url,
+        ],
+        { stdio: ["pipe", "pipe", "inherit"] },
+      );
       await new Promise<void>((resolve, reject) => {
         child!.stdout!.once("data", () => resolve());
         child!.once("exit", (c) => reject(new Error(`responder exited ${c}`)));
@@ -138,7 +171,10 @@ async function main(): Promise<void> {
     const cmd = async () => {
       const ack = await pub.send(WORKER, CMD);
       if (ack.status !== "applied") {
-        if (!bad) console.error(`first non-applied ack: ${JSON.stringify({ ...ack, missing: ack.missing.length })}`);
+        if (!bad)
+          console.error(
+            `first non-applied ack: ${JSON.stringify({ ...ack, missing: ack.missing.length })}`,
+          );
         bad++;
       }
     };
@@ -146,7 +182,8 @@ async function main(): Promise<void> {
     // BENCH_ONLY=cmd64 (say) runs just that one, for profiling; the others report zeros.
     const only = process.env.BENCH_ONLY;
     const skip: Run = { p50: 0, p99: 0, perSec: 0, n: 0 };
-    const run = (name: string, op: () => Promise<unknown>, c: number) => (only && only !== name ? skip : measure(op, c, dur));
+    const run = (name: string, op: () => Promise<unknown>, c: number) =>
+      only && only !== name ? skip : measure(op, c, dur);
     const [rawC1, rawMuxC1, cmdC1] = only
       ? [await run("raw1", raw, 1), await run("rawmux1", rawMux, 1), await run("cmd1", cmd, 1)]
       : await measureInterleavedC1([raw, rawMux, cmd], dur);
@@ -156,21 +193,40 @@ async function main(): Promise<void> {
     if (bad) throw new Error(`${bad} commands were not acked 'applied'`);
 
     const f = (x: number) => x.toFixed(1).padStart(9);
-    const row = (name: string, r: Run) => `${name.padEnd(34)}${f(r.p50)}${f(r.p99)}${Math.round(r.perSec).toString().padStart(12)}${r.n.toString().padStart(9)}`;
-    console.log(`control bench: nats-server loopback, responder ${INPROC ? "in-process" : "in a separate process"}, Cache of 64 hashes; c=1: (a), (a') and (b) interleaved in blocks of 200 over ${(2 * dur) / 1000} s; c=64: ${dur / 1000} s each`);
-    console.log(`${"".padEnd(34)}${"p50 us".padStart(9)}${"p99 us".padStart(9)}${"per s".padStart(12)}${"n".padStart(9)}`);
+    const row = (name: string, r: Run) =>
+      `${name.padEnd(34)}${f(r.p50)}${f(r.p99)}${Math.round(r.perSec).toString().padStart(12)}${r.n.toString().padStart(9)}`;
+    console.log(
+      `control bench: nats-server loopback, responder ${INPROC ? "in-process" : "in a separate process"}, Cache of 64 hashes; c=1: (a), (a') and (b) interleaved in blocks of 200 over ${(2 * dur) / 1000} s; c=64: ${dur / 1000} s each`,
+    );
+    console.log(
+      `${"".padEnd(34)}${"p50 us".padStart(9)}${"p99 us".padStart(9)}${"per s".padStart(12)}${"n".padStart(9)}`,
+    );
     console.log(row("(a) raw request/reply, c=1", rawC1));
     console.log(row("(a') raw via kvctl reply mux, c=1", rawMuxC1));
     console.log(row("(b) Cache command + ack, c=1", cmdC1));
     console.log(row("(a) raw request/reply, c=64", rawC64));
     console.log(row("(b) Cache command + ack, c=64", cmdC64));
     const ratio = cmdC1.p50 / rawC1.p50;
-    console.log(`p50 ratio (b)/(a) at c=1: ${ratio.toFixed(2)} (bar <= 1.5); acked/s at c=64: ${Math.round(cmdC64.perSec)} (bar >= 20000)`);
-    console.log(`p50 ratio (b)/(a') at c=1: ${(cmdC1.p50 / rawMuxC1.p50).toFixed(2)} (no bar: our codec, schema and model cost over the leanest round trip)`);
+    console.log(
+      `p50 ratio (b)/(a) at c=1: ${ratio.toFixed(2)} (bar <= 1.5); acked/s at c=64: ${Math.round(cmdC64.perSec)} (bar >= 20000)`,
+    );
+    console.log(
+      `p50 ratio (b)/(a') at c=1: ${(cmdC1.p50 / rawMuxC1.p50).toFixed(2)} (no bar: our codec, schema and model cost over the leanest round trip)`,
+    );
     console.log(`publisher counters: ${JSON.stringify(pub.counters)}`);
     if (JSON_OUT) {
       const r = (x: number) => Math.round(x * 10) / 10;
-      console.log(JSON.stringify({ bench: "control", raw_p50_us: r(rawC1.p50), raw_p99_us: r(rawC1.p99), cmd_p50_us: r(cmdC1.p50), cmd_p99_us: r(cmdC1.p99), p50_ratio: Math.round(ratio * 100) / 100, acked_per_s_c64: Math.round(cmdC64.perSec) }));
+      console.log(
+        JSON.stringify({
+          bench: "control",
+          raw_p50_us: r(rawC1.p50),
+          raw_p99_us: r(rawC1.p99),
+          cmd_p50_us: r(cmdC1.p50),
+          cmd_p99_us: r(cmdC1.p99),
+          p50_ratio: Math.round(ratio * 100) / 100,
+          acked_per_s_c64: Math.round(cmdC64.perSec),
+        }),
+      );
     }
   } finally {
     child?.stdin?.end();

@@ -52,7 +52,9 @@ async function runStub(): Promise<void> {
       const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
       if (req.url === "/v1/tokenize") {
         res.writeHead(200, { "content-type": "application/json" });
-        res.end('{"tokens":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18],"count":18,"max_model_len":4096}');
+        res.end(
+          '{"tokens":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18],"count":18,"max_model_len":4096}',
+        );
         return;
       }
       if (req.url === "/health") {
@@ -64,16 +66,22 @@ async function runStub(): Promise<void> {
         let i = 0;
         const tick = () => {
           if (i++ < CHUNKS) {
-            res.write(`data: {"id":"c","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}],"t":${now()}}\n\n`);
+            res.write(
+              `data: {"id":"c","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}],"t":${now()}}\n\n`,
+            );
             setTimeout(tick, 1);
           } else {
-            res.end(`data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"t":${now()}}\n\ndata: [DONE]\n\n`);
+            res.end(
+              `data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"t":${now()}}\n\ndata: [DONE]\n\n`,
+            );
           }
         };
         tick();
         return;
       }
-      const ids = body.return_token_ids ? ',"prompt_token_ids":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18],"response_token_ids":[19,20]' : "";
+      const ids = body.return_token_ids
+        ? ',"prompt_token_ids":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18],"response_token_ids":[19,20]'
+        : "";
       res.writeHead(200, { "content-type": "application/json" });
       res.end(
         `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}${ids},"finish_reason":"stop"}],"usage":{"prompt_tokens":18,"completion_tokens":2,"total_tokens":20,"prompt_tokens_details":{"cached_tokens":16}}}`,
@@ -89,11 +97,17 @@ async function runStub(): Promise<void> {
 async function runGateway(upstream: string): Promise<void> {
   const { createGateway } = await import(new URL("../dist/gateway/index.js", import.meta.url).href);
   const { hashKey } = await import(new URL("../dist/gateway/auth/keys.js", import.meta.url).href);
-  const auth = { tenants: [{ id: "bench", keys: [hashKey(BENCH_KEY)], requestsPerSecond: 1e9, maxConcurrent: 1e6 }] };
+  const auth = {
+    tenants: [
+      { id: "bench", keys: [hashKey(BENCH_KEY)], requestsPerSecond: 1e9, maxConcurrent: 1e6 },
+    ],
+  };
   const g = await createGateway({
     config: {
       listen: { host: "127.0.0.1", port: 0 },
-      workers: [{ id: "stub", url: upstream, ...(AUTH ? { apiKey: "bench-worker-key-0123" } : {}) }],
+      workers: [
+        { id: "stub", url: upstream, ...(AUTH ? { apiKey: "bench-worker-key-0123" } : {}) },
+      ],
       ...(AUTH ? { auth } : {}),
       probeWorkers: false,
       health: { intervalMs: 600_000, timeoutMs: 5000, failures: 3 },
@@ -114,10 +128,25 @@ function pinned(cpu: number): string[] {
   }
 }
 
-async function child(roleName: string, cpu: number, extra: string[]): Promise<{ proc: ChildProcess; port: number }> {
+async function child(
+  roleName: string,
+  cpu: number,
+  extra: string[],
+): Promise<{ proc: ChildProcess; port: number }> {
   const pin = pinned(cpu);
   const flags = roleName === "gateway" ? BIN_NODE_FLAGS : [];
-  const cmd = [...pin, process.execPath, ...flags, ...(process.env.KVCTL_BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", fileURLToPath(import.meta.url), "--role", roleName, ...extra];
+  const cmd = [
+    ...pin,
+    process.execPath,
+    ...flags,
+    ...(process.env.KVCTL_BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
+    "--import",
+    "tsx",
+    fileURLToPath(import.meta.url),
+    "--role",
+    roleName,
+    ...extra,
+  ];
   const proc = spawn(cmd[0], cmd.slice(1), { stdio: ["ignore", "pipe", "inherit"] });
   let buf = "";
   for await (const d of proc.stdout as AsyncIterable<Buffer>) {
@@ -140,15 +169,41 @@ const BIN_NODE_FLAGS = (() => {
 function distIsCurrent(): void {
   const root = fileURLToPath(new URL("..", import.meta.url));
   const built = join(root, "dist/gateway/index.js");
-  if (!existsSync(built)) throw new Error("dist/gateway/index.js is missing: run `npm run build` (npm install does it) first");
+  if (!existsSync(built))
+    throw new Error(
+      "dist/gateway/index.js is missing: run `npm run build` (npm install does it) first",
+    );
   const newest = (dir: string): number =>
-    readdirSync(dir, { withFileTypes: true }).reduce((m, e) => Math.max(m, e.isDirectory() ? newest(join(dir, e.name)) : e.name.endsWith(".ts") ? statSync(join(dir, e.name)).mtimeMs : 0), 0);
-  if (newest(join(root, "src")) > statSync(built).mtimeMs) throw new Error("dist/ is older than src/: run `npm run build` first, so the bench measures the code in src/");
+    readdirSync(dir, { withFileTypes: true }).reduce(
+      (m, e) =>
+        Math.max(
+          m,
+          e.isDirectory()
+            ? newest(join(dir, e.name))
+            : e.name.endsWith(".ts")
+              ? statSync(join(dir, e.name)).mtimeMs
+              : 0,
+        ),
+      0,
+    );
+  if (newest(join(root, "src")) > statSync(built).mtimeMs)
+    throw new Error(
+      "dist/ is older than src/: run `npm run build` first, so the bench measures the code in src/",
+    );
 }
 
-const CHAT = JSON.stringify({ messages: [{ role: "user", content: "hello there" }], max_tokens: 2 });
-const STREAM = JSON.stringify({ messages: [{ role: "user", content: "hello there" }], max_tokens: 2, stream: true });
-const HEADERS: Record<string, string> = AUTH ? { "content-type": "application/json", authorization: `Bearer ${BENCH_KEY}` } : { "content-type": "application/json" };
+const CHAT = JSON.stringify({
+  messages: [{ role: "user", content: "hello there" }],
+  max_tokens: 2,
+});
+const STREAM = JSON.stringify({
+  messages: [{ role: "user", content: "hello there" }],
+  max_tokens: 2,
+  stream: true,
+});
+const HEADERS: Record<string, string> = AUTH
+  ? { "content-type": "application/json", authorization: `Bearer ${BENCH_KEY}` }
+  : { "content-type": "application/json" };
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -159,7 +214,12 @@ async function latency(pool: Pool, n: number): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
-    const r = await pool.request({ method: "POST", path: "/v1/chat/completions", headers: HEADERS, body: CHAT });
+    const r = await pool.request({
+      method: "POST",
+      path: "/v1/chat/completions",
+      headers: HEADERS,
+      body: CHAT,
+    });
     await r.body.text();
     if (r.statusCode !== 200) throw new Error(`HTTP ${r.statusCode}`);
     out.push(performance.now() - t0);
@@ -170,7 +230,12 @@ async function latency(pool: Pool, n: number): Promise<number[]> {
 async function chunkLatency(pool: Pool, n: number): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
-    const r = await pool.request({ method: "POST", path: "/v1/chat/completions", headers: HEADERS, body: STREAM });
+    const r = await pool.request({
+      method: "POST",
+      path: "/v1/chat/completions",
+      headers: HEADERS,
+      body: STREAM,
+    });
     let tail = "";
     for await (const c of r.body) {
       const at = now();
@@ -194,7 +259,12 @@ async function throughput(pool: Pool, concurrency: number, ms: number): Promise<
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < end) {
-        const r = await pool.request({ method: "POST", path: "/v1/chat/completions", headers: HEADERS, body: CHAT });
+        const r = await pool.request({
+          method: "POST",
+          path: "/v1/chat/completions",
+          headers: HEADERS,
+          body: CHAT,
+        });
         await r.body.text();
         if (r.statusCode !== 200) throw new Error(`HTTP ${r.statusCode}`);
         done++;
@@ -208,7 +278,11 @@ async function main(): Promise<void> {
   distIsCurrent();
   const pinnedOk = pinned(0).length > 0;
   const stub = await child("stub", 1, []);
-  const gw = await child("gateway", 0, ["--upstream", `http://127.0.0.1:${stub.port}`, ...(AUTH ? ["--auth"] : [])]);
+  const gw = await child("gateway", 0, [
+    "--upstream",
+    `http://127.0.0.1:${stub.port}`,
+    ...(AUTH ? ["--auth"] : []),
+  ]);
   if (pinnedOk) execFileSync("taskset", ["-pc", "1", String(process.pid)], { stdio: "ignore" });
   const direct = new Pool(`http://127.0.0.1:${stub.port}`, { connections: 64 });
   const through = new Pool(`http://127.0.0.1:${gw.port}`, { connections: 64 });
@@ -247,13 +321,25 @@ async function main(): Promise<void> {
       ? "gateway on CPU 0; stub and load generator on CPU 1 (taskset)"
       : `not pinned: gateway, stub and load generator share the ${availableParallelism()} cores (OS placement)`;
     const f = (x: number) => x.toFixed(3);
-    console.log(`gateway bench (${cores}${AUTH ? "; auth on: tenant key checked, worker key sent" : ""}; gateway from dist/ with node ${BIN_NODE_FLAGS.join(" ") || "(no flags)"})`);
-    console.log(`  non-streaming, c=1, ${N} requests: direct p50 ${f(pct(dl, 50))} ms p99 ${f(pct(dl, 99))} ms; through p50 ${f(pct(gl, 50))} ms p99 ${f(pct(gl, 99))} ms`);
-    console.log(`    added p50 ${f(r.addedP50)} ms (bar <= 1 ms: ${r.addedP50 <= 1 ? "PASS" : "FAIL"}), added p99 ${f(r.addedP99)} ms`);
-    console.log(`  streaming, c=1, per chunk (${dc.length} chunks): direct p50 ${f(pct(dc, 50))} ms; through p50 ${f(pct(gc, 50))} ms; added p50 ${f(r.chunkAddedP50)} ms, p99 ${f(r.chunkAddedP99)} ms`);
+    console.log(
+      `gateway bench (${cores}${AUTH ? "; auth on: tenant key checked, worker key sent" : ""}; gateway from dist/ with node ${BIN_NODE_FLAGS.join(" ") || "(no flags)"})`,
+    );
+    console.log(
+      `  non-streaming, c=1, ${N} requests: direct p50 ${f(pct(dl, 50))} ms p99 ${f(pct(dl, 99))} ms; through p50 ${f(pct(gl, 50))} ms p99 ${f(pct(gl, 99))} ms`,
+    );
+    console.log(
+      `    added p50 ${f(r.addedP50)} ms (bar <= 1 ms: ${r.addedP50 <= 1 ? "PASS" : "FAIL"}), added p99 ${f(r.addedP99)} ms`,
+    );
+    console.log(
+      `  streaming, c=1, per chunk (${dc.length} chunks): direct p50 ${f(pct(dc, 50))} ms; through p50 ${f(pct(gc, 50))} ms; added p50 ${f(r.chunkAddedP50)} ms, p99 ${f(r.chunkAddedP99)} ms`,
+    );
     const w = (xs: number[]) => xs.map((x) => x.toFixed(0)).join(" ");
-    console.log(`  c=64, ${WINDOWS} alternating ${WINDOW_MS / 1000} s windows each: direct [${w(directWindows)}], through [${w(gatewayWindows)}] req/s`);
-    console.log(`    medians: direct ${directRps.toFixed(0)} req/s, through ${gatewayRps.toFixed(0)} req/s = ${ratio.toFixed(2)}x (bar >= 0.5x: ${ratio >= 0.5 ? "PASS" : "FAIL"})`);
+    console.log(
+      `  c=64, ${WINDOWS} alternating ${WINDOW_MS / 1000} s windows each: direct [${w(directWindows)}], through [${w(gatewayWindows)}] req/s`,
+    );
+    console.log(
+      `    medians: direct ${directRps.toFixed(0)} req/s, through ${gatewayRps.toFixed(0)} req/s = ${ratio.toFixed(2)}x (bar >= 0.5x: ${ratio >= 0.5 ? "PASS" : "FAIL"})`,
+    );
     if (JSON_OUT) {
       console.log(
         JSON.stringify({

@@ -102,21 +102,46 @@ print(json.dumps({"tokens_per_s": SEQS * P * PAGES / best, "per_page_tokens_per_
 function benchPython(): { tokensPerS: number; perPage: number } | { error: string } {
   const py = venvPython;
   if (!existsSync(py)) return { error: `no venv python at ${py}` };
-  const r = spawnSync(py, ["-c", PY, join(packageRoot, "python", "oracles"), String(PAGE), String(PAGES), String(SIDE_SEQS)], { encoding: "utf8", timeout: 600_000 });
-  if (r.status !== 0) return { error: `python failed: ${(r.stderr || r.stdout).trim().split("\n").at(-1)}` };
+  const r = spawnSync(
+    py,
+    [
+      "-c",
+      PY,
+      join(packageRoot, "python", "oracles"),
+      String(PAGE),
+      String(PAGES),
+      String(SIDE_SEQS),
+    ],
+    { encoding: "utf8", timeout: 600_000 },
+  );
+  if (r.status !== 0)
+    return { error: `python failed: ${(r.stderr || r.stdout).trim().split("\n").at(-1)}` };
   const j = JSON.parse(r.stdout.trim().split("\n").at(-1) as string);
   return { tokensPerS: j.tokens_per_s, perPage: j.per_page_tokens_per_s };
 }
 
 function benchOpenssl(): { tokensPerS: number; bytes: number } | { error: string } {
-  const r = spawnSync("openssl", ["speed", "-evp", "sha256", "-bytes", "288", "-seconds", smoke ? "1" : "3"], { encoding: "utf8", timeout: 120_000 });
-  if (r.status !== 0 || r.error) return { error: `openssl speed failed: ${r.error?.message ?? r.stderr}` };
+  const r = spawnSync(
+    "openssl",
+    ["speed", "-evp", "sha256", "-bytes", "288", "-seconds", smoke ? "1" : "3"],
+    { encoding: "utf8", timeout: 120_000 },
+  );
+  if (r.status !== 0 || r.error)
+    return { error: `openssl speed failed: ${r.error?.message ?? r.stderr}` };
   const out = `${r.stdout}\n${r.stderr}`;
   // "type 288 bytes" header, then "sha256   1349291.61k" (1000s of bytes per second).
-  const sizes = /^type\s+(.*)$/m.exec(out)?.[1].trim().split(/\s{2,}|\s+(?=\d+ bytes)/) ?? [];
+  const sizes =
+    /^type\s+(.*)$/m
+      .exec(out)?.[1]
+      .trim()
+      .split(/\s{2,}|\s+(?=\d+ bytes)/) ?? [];
   const row = /^sha256\s+(.*)$/m.exec(out)?.[1].trim().split(/\s+/) ?? [];
-  if (!sizes.length || sizes.length !== row.length) return { error: `cannot parse openssl output:\n${out}` };
-  const i = Math.max(0, sizes.findIndex((s) => s.startsWith("288")));
+  if (!sizes.length || sizes.length !== row.length)
+    return { error: `cannot parse openssl output:\n${out}` };
+  const i = Math.max(
+    0,
+    sizes.findIndex((s) => s.startsWith("288")),
+  );
   const bytes = Number.parseInt(sizes[i], 10);
   const bytesPerS = Number.parseFloat(row[i]) * 1000;
   return { tokensPerS: (bytesPerS / (32 + PAGE * 4)) * PAGE, bytes };
@@ -132,16 +157,36 @@ const py = "tokensPerS" in python ? python.tokensPerS : Number.NaN;
 const ossl = "tokensPerS" in openssl ? openssl.tokensPerS : Number.NaN;
 
 const rows: [string, number, string][] = [
-  [`addon (${sha256Backend()}, 2-way interleaved)`, addon, `${SEQS} seqs x ${PAGES} pages x ${PAGE} tokens, one call`],
+  [
+    `addon (${sha256Backend()}, 2-way interleaved)`,
+    addon,
+    `${SEQS} seqs x ${PAGES} pages x ${PAGE} tokens, one call`,
+  ],
   ["node:crypto, one call per page", nodeCrypto, `${SIDE_SEQS} seqs, chained createHash`],
-  ["python: sglang get_hash_str per node", py, "error" in python ? python.error : `pinned release, page_size=64, ${SIDE_SEQS} seqs`],
-  ["python: sglang get_hash_str per page", "perPage" in python ? python.perPage : Number.NaN, `chained by hand, ${Math.min(32, SIDE_SEQS)} seqs`],
-  ["openssl speed -evp sha256", ossl, "error" in openssl ? openssl.error : `${openssl.bytes}-byte blocks = 1 page + prior`],
+  [
+    "python: sglang get_hash_str per node",
+    py,
+    "error" in python ? python.error : `pinned release, page_size=64, ${SIDE_SEQS} seqs`,
+  ],
+  [
+    "python: sglang get_hash_str per page",
+    "perPage" in python ? python.perPage : Number.NaN,
+    `chained by hand, ${Math.min(32, SIDE_SEQS)} seqs`,
+  ],
+  [
+    "openssl speed -evp sha256",
+    ossl,
+    "error" in openssl ? openssl.error : `${openssl.bytes}-byte blocks = 1 page + prior`,
+  ],
 ];
-console.log(`SGLang page-chain hashing, tokens/s on one core (page = ${PAGE} tokens = 288 bytes with its prior)`);
+console.log(
+  `SGLang page-chain hashing, tokens/s on one core (page = ${PAGE} tokens = 288 bytes with its prior)`,
+);
 for (const [name, v, note] of rows) {
   const ratio = Number.isFinite(v) ? `${(addon / v).toFixed(2)}x` : "-";
-  console.log(`${name.padEnd(42)} ${(Number.isFinite(v) ? fmt(v) : "n/a").padStart(10)} tok/s   addon = ${ratio.padStart(8)}   ${note}`);
+  console.log(
+    `${name.padEnd(42)} ${(Number.isFinite(v) ? fmt(v) : "n/a").padStart(10)} tok/s   addon = ${ratio.padStart(8)}   ${note}`,
+  );
 }
 const bars = [
   ["vs python >= 25x", addon / py >= 25],

@@ -55,10 +55,21 @@ const opt = (name: string, dflt: number, smokeValue: number) => {
 
 // The TS baselines at 10 workers x 1M blocks need a few GB of heap.
 if (getHeapStatistics().heap_size_limit < 7 * 2 ** 30 && !process.env.KVCTL_BENCH_CHILD && !smoke) {
-  const r = spawnSync(process.execPath, ["--max-old-space-size=10240", "--expose-gc", "--import", "tsx", fileURLToPath(import.meta.url), ...argv], {
-    stdio: "inherit",
-    env: { ...process.env, KVCTL_BENCH_CHILD: "1" },
-  });
+  const r = spawnSync(
+    process.execPath,
+    [
+      "--max-old-space-size=10240",
+      "--expose-gc",
+      "--import",
+      "tsx",
+      fileURLToPath(import.meta.url),
+      ...argv,
+    ],
+    {
+      stdio: "inherit",
+      env: { ...process.env, KVCTL_BENCH_CHILD: "1" },
+    },
+  );
   process.exit(r.status ?? 1);
 }
 
@@ -86,11 +97,27 @@ const randomTokens = (n: number) => Array.from({ length: n }, () => Math.floor(r
 
 // Block hash of worker w, block number b (b < 2^32): high word per worker (signs vary), low = b.
 const hiOf = (w: number) => (Math.imul(w + 1, 0x9e3779b1) ^ 0x5bd1e995) >>> 0;
-const hashOf = (w: number, b: number) => BigInt.asIntN(64, (BigInt(hiOf(w)) << 32n) | BigInt(b >>> 0));
+const hashOf = (w: number, b: number) =>
+  BigInt.asIntN(64, (BigInt(hiOf(w)) << 32n) | BigInt(b >>> 0));
 
-const stored = (hashes: bigint[], parent: bigint | null, tokens: number[], tier: Tier = "GPU"): KvEvent => ({
-  type: "BlockStored", blockHashes: hashes, parentBlockHash: parent, tokenIds: tokens, blockSize: PAGE,
-  loraId: null, medium: tier, tier, cacheSalt: null, sessionId: null, loraName: null, bigram: false,
+const stored = (
+  hashes: bigint[],
+  parent: bigint | null,
+  tokens: number[],
+  tier: Tier = "GPU",
+): KvEvent => ({
+  type: "BlockStored",
+  blockHashes: hashes,
+  parentBlockHash: parent,
+  tokenIds: tokens,
+  blockSize: PAGE,
+  loraId: null,
+  medium: tier,
+  tier,
+  cacheSalt: null,
+  sessionId: null,
+  loraName: null,
+  bigram: false,
 });
 
 interface Template {
@@ -103,10 +130,17 @@ function makeTemplates(): Template[] {
   const out: Template[] = [];
   for (let t = 0; t < POOL; t++) {
     // Sentinel hashes with unique 8-byte patterns so their offsets can be found.
-    const sentinel = (k: number) => BigInt.asIntN(64, 0x7a5c_0000_0000_0000n | (BigInt(t) << 16n) | BigInt(k));
+    const sentinel = (k: number) =>
+      BigInt.asIntN(64, 0x7a5c_0000_0000_0000n | (BigInt(t) << 16n) | BigInt(k));
     const events: KvEvent[] = [];
     for (let e = 0; e < EVENTS_PER_BATCH; e++) {
-      events.push(stored(Array.from({ length: PAGES_PER_EVENT }, (_, i) => sentinel(e * PAGES_PER_EVENT + i)), sentinel(1000 + e), randomTokens(PAGE * PAGES_PER_EVENT)));
+      events.push(
+        stored(
+          Array.from({ length: PAGES_PER_EVENT }, (_, i) => sentinel(e * PAGES_PER_EVENT + i)),
+          sentinel(1000 + e),
+          randomTokens(PAGE * PAGES_PER_EVENT),
+        ),
+      );
     }
     const buf = encodeBatch({ ts: 1700000000.123, events, dpRank: 0 });
     const find = (v: bigint) => {
@@ -139,7 +173,8 @@ function patch(t: Template, w: number, n: number): Buffer {
   for (let e = 0; e < EVENTS_PER_BATCH; e++) {
     const prev = first + e * PAGES_PER_EVENT - 1;
     // chain start: a parent of another namespace, never seen (keeps the 9-byte layout)
-    if (prev < 0 || (e === 0 && n % BATCHES_PER_CHAIN === 0)) put(t.buf, t.parentAt[e], 0x7fffffff, prev >>> 0);
+    if (prev < 0 || (e === 0 && n % BATCHES_PER_CHAIN === 0))
+      put(t.buf, t.parentAt[e], 0x7fffffff, prev >>> 0);
     else put(t.buf, t.parentAt[e], hi, prev);
   }
   return t.buf;
@@ -164,27 +199,38 @@ const intRunPath = (loadAddon() as unknown as { intRunPath(): string }).intRunPa
 const hugePages = () => {
   try {
     const m = /AnonHugePages:\s+(\d+) kB/.exec(readFileSync("/proc/self/smaps_rollup", "utf8"));
-    return m ? `${(Number(m[1]) / 1024).toFixed(0)} MiB of this process in huge pages` : "huge pages: not reported";
+    return m
+      ? `${(Number(m[1]) / 1024).toFixed(0)} MiB of this process in huge pages`
+      : "huge pages: not reported";
   } catch {
     return "huge pages: not reported";
   }
 };
-const fmt = (n: number) => (n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} k` : n.toFixed(0));
+const fmt = (n: number) =>
+  n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} k` : n.toFixed(0);
 const pct = (a: number[], p: number) => a[Math.min(a.length - 1, Math.floor(a.length * p))];
 const log = (s: string) => console.log(s);
 
 const templates = makeTemplates();
 const batchesPerWorker = Math.floor(BLOCKS / BLOCKS_PER_BATCH);
 const totalBlocks = WORKERS * batchesPerWorker * BLOCKS_PER_BATCH;
-log(`machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), load average ${loadavg().map((x) => x.toFixed(2)).join(" ")} (shared with other work)`);
-log(`bench:index  scale: workers=${WORKERS} x blocks/worker=${batchesPerWorker * BLOCKS_PER_BATCH} = ${totalBlocks} blocks  page=${PAGE}  ` +
-  `${EVENTS_PER_BATCH} BlockStored x ${PAGES_PER_EVENT} pages per batch, token ids on the wire, ~${templates[0].buf.length} B/batch  node ${process.version}  ` +
-  `token-id runs: ${intRunPath} path`);
+log(
+  `machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), load average ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ")} (shared with other work)`,
+);
+log(
+  `bench:index  scale: workers=${WORKERS} x blocks/worker=${batchesPerWorker * BLOCKS_PER_BATCH} = ${totalBlocks} blocks  page=${PAGE}  ` +
+    `${EVENTS_PER_BATCH} BlockStored x ${PAGES_PER_EVENT} pages per batch, token ids on the wire, ~${templates[0].buf.length} B/batch  node ${process.version}  ` +
+    `token-id runs: ${intRunPath} path`,
+);
 // Every frame of the run, worker by worker within each batch number, through `f`. The frames are
 // made (a template copied, its hashes patched) a chunk at a time outside the timed spans: the
 // figures are the consumer's cost, not the generator's.
 const CHUNK = 2048;
-const pool = Array.from({ length: CHUNK }, () => Buffer.alloc(Math.max(...templates.map((t) => t.buf.length))));
+const pool = Array.from({ length: CHUNK }, () =>
+  Buffer.alloc(Math.max(...templates.map((t) => t.buf.length))),
+);
 function ingest(f: (buf: Buffer, w: number) => number): { n: number; wall: number; cpu: number } {
   const total = batchesPerWorker * WORKERS;
   const views: Buffer[] = new Array(CHUNK);
@@ -240,7 +286,13 @@ for (let q = 0; q < 1000; q++) {
   const c = Math.floor(rand() * chains);
   requests.push(Array.from({ length: CHAIN }, (_, i) => hashOf(0, c * CHAIN + i)));
   // Other workers hold prefixes of worker 0's chain at various tiers (shared prompts).
-  shares.push(Array.from({ length: WORKERS - 1 }, (_, k) => ({ w: k + 1, len: Math.floor(rand() * CHAIN), tier: tiers[Math.floor(rand() * 4)] })));
+  shares.push(
+    Array.from({ length: WORKERS - 1 }, (_, k) => ({
+      w: k + 1,
+      len: Math.floor(rand() * CHAIN),
+      tier: tiers[Math.floor(rand() * 4)],
+    })),
+  );
 }
 const candidates = Array.from({ length: WORKERS }, (_, w) => `w${w}`);
 const cfg = { sharedCacheMultiplier: 0.5 };
@@ -268,11 +320,15 @@ const scoreWall: number[] = [];
   const rss1 = process.memoryUsage().rss;
   bytesPerBlock = (st.memoryBytes ?? 0) / st.blocks;
   residentPerBlock = (rss1 - rss0) / st.blocks;
-  log(`native index   applyFrame (decode + apply):   ${fmt(rate)} blocks/cpu-s (wall ${fmt(rateWall)}/s; ${st.blocks} blocks; ` +
-    `construction sized for them ${(built.cpu * 1e3).toFixed(0)} ms cpu, apart)`);
-  log(`native index   memory: ${bytesPerBlock.toFixed(1)} bytes/block held; resident growth ${((rss1 - rss0) / 2 ** 20).toFixed(0)} MiB ` +
-    `= ${residentPerBlock.toFixed(1)} B/block for ${WORKERS} workers x ${batchesPerWorker * BLOCKS_PER_BATCH} blocks; ` +
-    `${hugePages()} (what the kernel granted this run: random table probes are slower without them)`);
+  log(
+    `native index   applyFrame (decode + apply):   ${fmt(rate)} blocks/cpu-s (wall ${fmt(rateWall)}/s; ${st.blocks} blocks; ` +
+      `construction sized for them ${(built.cpu * 1e3).toFixed(0)} ms cpu, apart)`,
+  );
+  log(
+    `native index   memory: ${bytesPerBlock.toFixed(1)} bytes/block held; resident growth ${((rss1 - rss0) / 2 ** 20).toFixed(0)} MiB ` +
+      `= ${residentPerBlock.toFixed(1)} B/block for ${WORKERS} workers x ${batchesPerWorker * BLOCKS_PER_BATCH} blocks; ` +
+      `${hugePages()} (what the kernel granted this run: random table probes are slower without them)`,
+  );
   requests.forEach((req, q) => {
     for (const s of shares[q]) if (s.len) idx.add(`w${s.w}`, s.tier, req.slice(0, s.len));
   });
@@ -290,8 +346,10 @@ const scoreWall: number[] = [];
   }
   score.sort((a, b) => a - b);
   scoreWall.sort((a, b) => a - b);
-  log(`native index   256-block score (thread CPU time): p50 ${pct(score, 0.5).toFixed(2)} us, p99 ${pct(score, 0.99).toFixed(2)} us ` +
-    `(wall: p50 ${pct(scoreWall, 0.5).toFixed(2)} us, p99 ${pct(scoreWall, 0.99).toFixed(2)} us)`);
+  log(
+    `native index   256-block score (thread CPU time): p50 ${pct(score, 0.5).toFixed(2)} us, p99 ${pct(score, 0.99).toFixed(2)} us ` +
+      `(wall: p50 ${pct(scoreWall, 0.5).toFixed(2)} us, p99 ${pct(scoreWall, 0.99).toFixed(2)} us)`,
+  );
 }
 gc();
 
@@ -307,7 +365,9 @@ let applyRate = 0;
   const idx = new InMemoryKvIndex({ expectedBlocks: totalBlocks });
   const r = timed(() => chainsOf.reduce((n, a, w) => n + idx.add(`w${w}`, "GPU", a).added, 0));
   applyRate = r.n / r.cpu;
-  log(`native index   apply, already decoded:        ${fmt(applyRate)} ops/cpu-s (wall ${fmt(r.n / r.wall)}/s)`);
+  log(
+    `native index   apply, already decoded:        ${fmt(applyRate)} ops/cpu-s (wall ${fmt(r.n / r.wall)}/s)`,
+  );
 }
 gc();
 
@@ -322,16 +382,22 @@ gc();
   const r = ingest((buf, w) => t.applyColumns(`w${w}`, decodeBatchColumns(buf)).added);
   const idx = ts as unknown as TsKvIndex;
   tsRate = r.n / r.cpu;
-  log(`ts index       columns decode + applyColumns: ${fmt(tsRate)} blocks/cpu-s (wall ${fmt(r.n / r.wall)}/s; ${idx.stats().blocks} blocks; ` +
-    `construction ${(built.cpu * 1e3).toFixed(0)} ms cpu, apart)`);
+  log(
+    `ts index       columns decode + applyColumns: ${fmt(tsRate)} blocks/cpu-s (wall ${fmt(r.n / r.wall)}/s; ${idx.stats().blocks} blocks; ` +
+      `construction ${(built.cpu * 1e3).toFixed(0)} ms cpu, apart)`,
+  );
   requests.forEach((req, q) => {
-    for (const s of shares[q]) if (s.len) idx.applyEvent(`w${s.w}`, stored(req.slice(0, s.len), null, [], s.tier));
+    for (const s of shares[q])
+      if (s.len) idx.applyEvent(`w${s.w}`, stored(req.slice(0, s.len), null, [], s.tier));
   });
   const wall: number[] = [];
   for (let q = 0; q < QUERIES + 2000; q++) {
     const t0 = process.hrtime.bigint();
     const c0 = cpuUs();
-    selectWorker(scoreWorkers(idx.overlap(requests[q % requests.length]), candidates, PAGE, {}, cfg), cfg);
+    selectWorker(
+      scoreWorkers(idx.overlap(requests[q % requests.length]), candidates, PAGE, {}, cfg),
+      cfg,
+    );
     const dc = cpuUs() - c0;
     const dt = Number(process.hrtime.bigint() - t0) / 1000;
     if (q >= 2000) {
@@ -341,8 +407,10 @@ gc();
   }
   tsScore.sort((a, b) => a - b);
   wall.sort((a, b) => a - b);
-  log(`ts index       256-block score (thread CPU time): p50 ${pct(tsScore, 0.5).toFixed(2)} us, p99 ${pct(tsScore, 0.99).toFixed(2)} us ` +
-    `(wall: p50 ${pct(wall, 0.5).toFixed(2)} us, p99 ${pct(wall, 0.99).toFixed(2)} us)`);
+  log(
+    `ts index       256-block score (thread CPU time): p50 ${pct(tsScore, 0.5).toFixed(2)} us, p99 ${pct(tsScore, 0.99).toFixed(2)} us ` +
+      `(wall: p50 ${pct(wall, 0.5).toFixed(2)} us, p99 ${pct(wall, 0.99).toFixed(2)} us)`,
+  );
   ts = null;
   gc();
 }
@@ -350,7 +418,9 @@ gc();
 // --- decode alone (the share of every row above that the decoder takes) ---------------------------
 {
   const r = ingest((buf) => decodeBatchColumns(buf).hashes.length);
-  log(`decode only    columns, no index:             ${fmt(r.n / r.cpu)} blocks/cpu-s (the shared decoder's ceiling for every row)`);
+  log(
+    `decode only    columns, no index:             ${fmt(r.n / r.cpu)} blocks/cpu-s (the shared decoder's ceiling for every row)`,
+  );
 }
 
 // --- 4. JS Map baseline: native columns decode + Map.set per block --------------------------------
@@ -364,7 +434,9 @@ let mapRate = 0;
     return hs.length;
   });
   mapRate = r.n / r.cpu;
-  log(`map baseline   columns decode + JS Map.set:   ${fmt(mapRate)} blocks/cpu-s (wall ${fmt(r.n / r.wall)}/s; ${map.size} entries)`);
+  log(
+    `map baseline   columns decode + JS Map.set:   ${fmt(mapRate)} blocks/cpu-s (wall ${fmt(r.n / r.wall)}/s; ${map.size} entries)`,
+  );
   map = null;
   gc();
 }
@@ -381,7 +453,10 @@ let verifyDecodeRate = 0;
   const tokens = new Uint32Array(nChains * CHAIN * PAGE);
   for (let i = 0; i < tokens.length; i++) tokens[i] = Math.floor(rand() * 152_064);
   const offsets = Uint32Array.from({ length: nChains + 1 }, (_, c) => c * CHAIN * PAGE);
-  const hashes = addon.digestsToInt64(addon.sglangChain(tokens, offsets, PAGE, false, null).digests, null);
+  const hashes = addon.digestsToInt64(
+    addon.sglangChain(tokens, offsets, PAGE, false, null).digests,
+    null,
+  );
   const payloads: Buffer[] = [];
   for (let c = 0; c < nChains; c++) {
     for (let b = 0; b < BATCHES_PER_CHAIN; b++) {
@@ -389,46 +464,73 @@ let verifyDecodeRate = 0;
       for (let e = 0; e < EVENTS_PER_BATCH; e++) {
         const first = c * CHAIN + (b * EVENTS_PER_BATCH + e) * PAGES_PER_EVENT;
         const inChain = first - c * CHAIN;
-        events.push(stored(Array.from(hashes.subarray(first, first + PAGES_PER_EVENT)), inChain === 0 ? null : hashes[first - 1],
-          Array.from(tokens.subarray(first * PAGE, (first + PAGES_PER_EVENT) * PAGE))));
+        events.push(
+          stored(
+            Array.from(hashes.subarray(first, first + PAGES_PER_EVENT)),
+            inChain === 0 ? null : hashes[first - 1],
+            Array.from(tokens.subarray(first * PAGE, (first + PAGES_PER_EVENT) * PAGE)),
+          ),
+        );
       }
       payloads.push(encodeBatch({ ts: 1700000000.5, events, dpRank: 0 } as KvEventBatch));
     }
   }
   // raw SHA-256 page-chain rate over the same pages (best of 3)
   let best = Infinity;
-  for (let k = 0; k < 3; k++) best = Math.min(best, timed(() => (addon.sglangChain(tokens, offsets, PAGE, false, null), 0)).cpu);
+  for (let k = 0; k < 3; k++)
+    best = Math.min(
+      best,
+      timed(() => (addon.sglangChain(tokens, offsets, PAGE, false, null), 0)).cpu,
+    );
   shaRate = (nChains * CHAIN) / best;
   // The same pages one chain per call: no two chains hashed interleaved (what verifying one
   // frame at a time can use: a frame's events chain from each other).
   let bestOne = Infinity;
   for (let k = 0; k < 3; k++) {
-    bestOne = Math.min(bestOne, timed(() => {
-      for (let c = 0; c < nChains; c++) addon.sglangChain(tokens.subarray(c * CHAIN * PAGE, (c + 1) * CHAIN * PAGE), null, PAGE, false, null);
-      return 0;
-    }).cpu);
+    bestOne = Math.min(
+      bestOne,
+      timed(() => {
+        for (let c = 0; c < nChains; c++)
+          addon.sglangChain(
+            tokens.subarray(c * CHAIN * PAGE, (c + 1) * CHAIN * PAGE),
+            null,
+            PAGE,
+            false,
+            null,
+          );
+        return 0;
+      }).cpu,
+    );
   }
   shaOneLane = (nChains * CHAIN) / bestOne;
   // The same frames decoded with their token ids and nothing else (no SHA, no index), by the
   // addon's decoder into one buffer: the other half of what verifying a block costs. Decoding and
   // hashing run one after the other, so 1 / (1 / sha_bound + 1 / this) is about what verification
   // can reach with an index that costs nothing (about: this also copies the columns out).
-  const decodeInto = (addon as unknown as { decodeKvEventBatchInto(p: Uint8Array, out: Uint8Array, tokens: boolean): unknown })
-    .decodeKvEventBatchInto;
+  const decodeInto = (
+    addon as unknown as {
+      decodeKvEventBatchInto(p: Uint8Array, out: Uint8Array, tokens: boolean): unknown;
+    }
+  ).decodeKvEventBatchInto;
   const columns = new Uint8Array(1 << 16);
   // Untimed, through the columns' reader: every frame decodes whole, token ids included.
   const decodedTokens = payloads.reduce((n, p) => n + decodeBatchColumns(p, true).tokens.length, 0);
-  if (decodedTokens !== nChains * CHAIN * PAGE) throw new Error(`decoded ${decodedTokens} token ids, expected ${nChains * CHAIN * PAGE}`);
+  if (decodedTokens !== nChains * CHAIN * PAGE)
+    throw new Error(`decoded ${decodedTokens} token ids, expected ${nChains * CHAIN * PAGE}`);
   let bestD = Infinity;
   for (let k = 0; k < 3; k++) {
-    bestD = Math.min(bestD, timed(() => {
-      for (const p of payloads) {
-        const r = decodeInto(p, columns, true);
-        // bytes written; negative: the buffer is too small; an object: extras, bad events or an error
-        if (typeof r !== "number" || r < 0) throw new Error(`decoding a frame gave ${JSON.stringify(r)}`);
-      }
-      return 0;
-    }).cpu);
+    bestD = Math.min(
+      bestD,
+      timed(() => {
+        for (const p of payloads) {
+          const r = decodeInto(p, columns, true);
+          // bytes written; negative: the buffer is too small; an object: extras, bad events or an error
+          if (typeof r !== "number" || r < 0)
+            throw new Error(`decoding a frame gave ${JSON.stringify(r)}`);
+        }
+        return 0;
+      }).cpu,
+    );
   }
   verifyDecodeRate = (nChains * CHAIN) / bestD;
   let mismatches = 0;
@@ -451,8 +553,10 @@ let verifyDecodeRate = 0;
     bestV = Math.min(bestV, r.cpu);
   }
   verifiedRate = verified / bestV;
-  log(`verification   ${verified} blocks, one worker, one applyFrame per frame: ${fmt(verifiedRate)} verified blocks/cpu-s ` +
-    `(${mismatches} mismatches, ${unverifiable} unverifiable, best of 3)`);
+  log(
+    `verification   ${verified} blocks, one worker, one applyFrame per frame: ${fmt(verifiedRate)} verified blocks/cpu-s ` +
+      `(${mismatches} mismatches, ${unverifiable} unverifiable, best of 3)`,
+  );
   // The same frames as a consumer with a socket per worker sees them: the chains spread over
   // WORKERS workers, each event-loop turn one applyFrames call with every worker's next frame.
   // Frames of different workers do not depend on each other, so two chains at a time go through
@@ -461,7 +565,8 @@ let verifyDecodeRate = 0;
   for (let c = 0; c < nChains; c += WORKERS) {
     for (let b = 0; b < BATCHES_PER_CHAIN; b++) {
       const turn: { worker: string; payload: Uint8Array }[] = [];
-      for (let w = 0; w < WORKERS && c + w < nChains; w++) turn.push({ worker: `v${w}`, payload: payloads[(c + w) * BATCHES_PER_CHAIN + b] });
+      for (let w = 0; w < WORKERS && c + w < nChains; w++)
+        turn.push({ worker: `v${w}`, payload: payloads[(c + w) * BATCHES_PER_CHAIN + b] });
       turns.push(turn);
     }
   }
@@ -484,27 +589,41 @@ let verifyDecodeRate = 0;
     bestB = Math.min(bestB, r.cpu);
   }
   verifiedBatchedRate = verifiedB / bestB;
-  log(`verification   ${verifiedB} blocks, ${WORKERS} workers, one applyFrames per turn (two chains at a time in SHA lanes): ` +
-    `${fmt(verifiedBatchedRate)} verified blocks/cpu-s (${bad} mismatches or unverifiable, best of 3)`);
-  log(`verification   raw SHA-256 page chain over the same pages: 2-lane interleave ${fmt(shaRate)} pages/cpu-s (sha_bound), ` +
-    `one sequence at a time ${fmt(shaOneLane)} pages/cpu-s`);
-  log(`verification   verified / raw, like for like: ${WORKERS} workers batched / 2-lane = ${(verifiedBatchedRate / shaRate).toFixed(2)}x; ` +
-    `one worker per frame / one sequence = ${(verifiedRate / shaOneLane).toFixed(2)}x (and / 2-lane = ${(verifiedRate / shaRate).toFixed(2)}x)`);
+  log(
+    `verification   ${verifiedB} blocks, ${WORKERS} workers, one applyFrames per turn (two chains at a time in SHA lanes): ` +
+      `${fmt(verifiedBatchedRate)} verified blocks/cpu-s (${bad} mismatches or unverifiable, best of 3)`,
+  );
+  log(
+    `verification   raw SHA-256 page chain over the same pages: 2-lane interleave ${fmt(shaRate)} pages/cpu-s (sha_bound), ` +
+      `one sequence at a time ${fmt(shaOneLane)} pages/cpu-s`,
+  );
+  log(
+    `verification   verified / raw, like for like: ${WORKERS} workers batched / 2-lane = ${(verifiedBatchedRate / shaRate).toFixed(2)}x; ` +
+      `one worker per frame / one sequence = ${(verifiedRate / shaOneLane).toFixed(2)}x (and / 2-lane = ${(verifiedRate / shaRate).toFixed(2)}x)`,
+  );
   const reach = 1 / (1 / shaRate + 1 / verifyDecodeRate);
-  log(`verification   decode with token ids alone (the addon's decoder, no SHA, no index): ${fmt(verifyDecodeRate)} blocks/cpu-s; ` +
-    `decode then 2-lane SHA, nothing else: ${fmt(reach)} blocks/cpu-s = ${(reach / shaRate).toFixed(2)}x sha_bound ` +
-    `(about the verified ratio's reach while decoding and hashing take turns)`);
+  log(
+    `verification   decode with token ids alone (the addon's decoder, no SHA, no index): ${fmt(verifyDecodeRate)} blocks/cpu-s; ` +
+      `decode then 2-lane SHA, nothing else: ${fmt(reach)} blocks/cpu-s = ${(reach / shaRate).toFixed(2)}x sha_bound ` +
+      `(about the verified ratio's reach while decoding and hashing take turns)`,
+  );
 }
 
 const p50 = pct(score, 0.5);
 const p99 = pct(score, 0.99);
 const tsP99 = pct(tsScore, 0.99);
 log("");
-log(`bars (same run): events_per_s / ts_index_events_per_s = ${(rate / tsRate).toFixed(1)}x (>= 5x)  ` +
-  `verified (${WORKERS} workers batched) / sha_bound (2-lane) = ${(verifiedBatchedRate / shaRate).toFixed(2)}x (>= 0.7x)  score_p99 / ts_score_p99 = ${(p99 / tsP99).toFixed(3)}x (<= 0.1x)  ` +
-  `map baseline: native ${(rate / mapRate).toFixed(1)}x`);
+log(
+  `bars (same run): events_per_s / ts_index_events_per_s = ${(rate / tsRate).toFixed(1)}x (>= 5x)  ` +
+    `verified (${WORKERS} workers batched) / sha_bound (2-lane) = ${(verifiedBatchedRate / shaRate).toFixed(2)}x (>= 0.7x)  score_p99 / ts_score_p99 = ${(p99 / tsP99).toFixed(3)}x (<= 0.1x)  ` +
+    `map baseline: native ${(rate / mapRate).toFixed(1)}x`,
+);
 const rows: [string, string, string][] = [
-  ["kvctl native index (this run, 1 thread)", `${fmt(rate)} blocks/s frames; ${fmt(applyRate)} ops/s decoded`, `p50 ${p50.toFixed(1)} us / p99 ${p99.toFixed(1)} us`],
+  [
+    "kvctl native index (this run, 1 thread)",
+    `${fmt(rate)} blocks/s frames; ${fmt(applyRate)} ops/s decoded`,
+    `p50 ${p50.toFixed(1)} us / p99 ${p99.toFixed(1)} us`,
+  ],
   ["kvctl TS index, before (this run)", `${fmt(tsRate)} blocks/s`, `p99 ${tsP99.toFixed(1)} us`],
   ["plain JS Map + native decode (this run)", `${fmt(mapRate)} blocks/s`, "-"],
   ["Dynamo indexer README (Rust)", ">10 M/s", "p99 < 10 us"],
@@ -517,22 +636,26 @@ const w0 = Math.max(...rows.map((r) => r[0].length));
 const w1 = Math.max(...rows.map((r) => r[1].length));
 log(`${"indexer".padEnd(w0)}  ${"ingest".padEnd(w1)}  scoring (256 blocks)`);
 for (const r of rows) log(`${r[0].padEnd(w0)}  ${r[1].padEnd(w1)}  ${r[2]}`);
-log("(Dynamo figures: lib/kv-router docs and blogs, see design/reference/dynamo-vllm-mooncake.md §3: Rust, other machines and workloads.)");
+log(
+  "(Dynamo figures: lib/kv-router docs and blogs, see design/reference/dynamo-vllm-mooncake.md §3: Rust, other machines and workloads.)",
+);
 if (json) {
-  console.log(JSON.stringify({
-    bench: "index",
-    apply_ops_per_s: Math.round(applyRate),
-    events_per_s: Math.round(rate),
-    verified_events_per_s: Math.round(verifiedRate),
-    verified_batched_events_per_s: Math.round(verifiedBatchedRate),
-    sha_bound_blocks_per_s: Math.round(shaRate),
-    verify_decode_blocks_per_s: Math.round(verifyDecodeRate),
-    score_p50_us: Number(p50.toFixed(2)),
-    score_p99_us: Number(p99.toFixed(2)),
-    bytes_per_block: Number(bytesPerBlock.toFixed(1)),
-    ts_index_events_per_s: Math.round(tsRate),
-    ts_score_p99_us: Number(tsP99.toFixed(2)),
-    map_baseline_events_per_s: Math.round(mapRate),
-    int_run_path: intRunPath,
-  }));
+  console.log(
+    JSON.stringify({
+      bench: "index",
+      apply_ops_per_s: Math.round(applyRate),
+      events_per_s: Math.round(rate),
+      verified_events_per_s: Math.round(verifiedRate),
+      verified_batched_events_per_s: Math.round(verifiedBatchedRate),
+      sha_bound_blocks_per_s: Math.round(shaRate),
+      verify_decode_blocks_per_s: Math.round(verifyDecodeRate),
+      score_p50_us: Number(p50.toFixed(2)),
+      score_p99_us: Number(p99.toFixed(2)),
+      bytes_per_block: Number(bytesPerBlock.toFixed(1)),
+      ts_index_events_per_s: Math.round(tsRate),
+      ts_score_p99_us: Number(tsP99.toFixed(2)),
+      map_baseline_events_per_s: Math.round(mapRate),
+      int_run_path: intRunPath,
+    }),
+  );
 }

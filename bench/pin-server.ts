@@ -10,11 +10,22 @@
 import { parseArgs } from "node:util";
 import { connectControlPlane, ControlPublisher } from "../src/control/index.js";
 import { startNatsServer } from "../src/testing/index.js";
-import { flood, generate, randomTokens, type RealServer, startRealServer } from "../src/demo/real-server.js";
+import {
+  flood,
+  generate,
+  randomTokens,
+  type RealServer,
+  startRealServer,
+} from "../src/demo/real-server.js";
 import { blockHashes } from "../src/hash/index.js";
 
 const { values: args } = parseArgs({
-  options: { server: { type: "boolean" }, json: { type: "boolean" }, device: { type: "string" }, reps: { type: "string" } },
+  options: {
+    server: { type: "boolean" },
+    json: { type: "boolean" },
+    device: { type: "string" },
+    reps: { type: "string" },
+  },
   strict: true,
 });
 const DEVICE = Number(args.device ?? 1024);
@@ -23,7 +34,9 @@ const DEPTHS = [0, 2, 6, 10, 16];
 // The prototype's VIP prompts over its 42 816-token cache, kept as fractions of this pool.
 const PROTO_CAPACITY = 42_816;
 const PROTO_PROMPTS = [3158, 4810, 7347, 10826, 15002];
-const PROMPTS = PROTO_PROMPTS.map((p) => Math.max(PAGE, Math.round((p / PROTO_CAPACITY) * DEVICE / PAGE) * PAGE));
+const PROMPTS = PROTO_PROMPTS.map((p) =>
+  Math.max(PAGE, Math.round(((p / PROTO_CAPACITY) * DEVICE) / PAGE) * PAGE),
+);
 const FLOOD_EACH = 150;
 const FLOOD_FLAT = 3 * DEVICE;
 const FLOOD_TIER = Math.round(1.5 * 3 * DEVICE);
@@ -51,7 +64,14 @@ async function ttft(server: RealServer, toks: number[]): Promise<{ ms: number; c
   return { ms: performance.now() - t, cached: r.meta_info.cached_tokens };
 }
 
-async function sweep(server: RealServer, pub: ControlPublisher, worker: string, modes: [Mode, boolean][], floodTokens: number, seedBase: number): Promise<Row[]> {
+async function sweep(
+  server: RealServer,
+  pub: ControlPublisher,
+  worker: string,
+  modes: [Mode, boolean][],
+  floodTokens: number,
+  seedBase: number,
+): Promise<Row[]> {
   const rows: Row[] = [];
   let seed = seedBase;
   for (const [d, depth] of DEPTHS.entries()) {
@@ -60,8 +80,14 @@ async function sweep(server: RealServer, pub: ControlPublisher, worker: string, 
       await generate(server.baseUrl, vip, 1);
       const hs = Array.from(blockHashes(vip, { pageSize: PAGE }));
       if (pin) {
-        const a = await pub.send(worker, { type: "Cache", block_hashes: hs, pin: true, ttl_seconds: 600 });
-        if (a.status !== "applied") throw new Error(`${mode} depth ${depth}: pin acked ${a.status} (${a.reason ?? ""})`);
+        const a = await pub.send(worker, {
+          type: "Cache",
+          block_hashes: hs,
+          pin: true,
+          ttl_seconds: 600,
+        });
+        if (a.status !== "applied")
+          throw new Error(`${mode} depth ${depth}: pin acked ${a.status} (${a.reason ?? ""})`);
       }
       await flood(server.baseUrl, Math.ceil(floodTokens / FLOOD_EACH), FLOOD_EACH, seed++);
       // the next turn: prior context + a new user message
@@ -74,13 +100,21 @@ async function sweep(server: RealServer, pub: ControlPublisher, worker: string, 
         const v = randomTokens(seed++, PROMPTS[d]);
         await generate(server.baseUrl, v, 1);
         const h2 = Array.from(blockHashes(v, { pageSize: PAGE }));
-        if (pin) await pub.send(worker, { type: "Cache", block_hashes: h2, pin: true, ttl_seconds: 600 });
+        if (pin)
+          await pub.send(worker, { type: "Cache", block_hashes: h2, pin: true, ttl_seconds: 600 });
         await flood(server.baseUrl, Math.ceil(floodTokens / FLOOD_EACH), FLOOD_EACH, seed++);
         times.push((await ttft(server, [...v, ...randomTokens(seed++, 16)])).ms);
         if (pin) await pub.send(worker, { type: "Cache", block_hashes: h2, pin: false });
       }
       if (pin) await pub.send(worker, { type: "Cache", block_hashes: hs, pin: false });
-      rows.push({ mode, depth, prompt: vip.length, cached: first.cached, fraction: Math.min(first.cached, vip.length) / vip.length, ttftMs: median(times) });
+      rows.push({
+        mode,
+        depth,
+        prompt: vip.length,
+        cached: first.cached,
+        fraction: Math.min(first.cached, vip.length) / vip.length,
+        ttftMs: median(times),
+      });
     }
   }
   return rows;
@@ -90,15 +124,48 @@ async function main(): Promise<number> {
   const nats = await startNatsServer();
   const servers: RealServer[] = [];
   try {
-    const flat = await startRealServer({ natsUrl: nats.url, workerId: "bench-flat", pageSize: PAGE, maxTotalTokens: DEVICE, hicache: false });
+    const flat = await startRealServer({
+      natsUrl: nats.url,
+      workerId: "bench-flat",
+      pageSize: PAGE,
+      maxTotalTokens: DEVICE,
+      hicache: false,
+    });
     servers.push(flat);
-    const tier = await startRealServer({ natsUrl: nats.url, workerId: "bench-tier", pageSize: PAGE, maxTotalTokens: DEVICE, hostRatio: 2, storageDir: "" });
+    const tier = await startRealServer({
+      natsUrl: nats.url,
+      workerId: "bench-tier",
+      pageSize: PAGE,
+      maxTotalTokens: DEVICE,
+      hostRatio: 2,
+      storageDir: "",
+    });
     servers.push(tier);
     const nc = await connectControlPlane({ servers: nats.url, name: "kvctl-bench-pin-server" });
     const pub = new ControlPublisher(nc, { timeoutMs: 30_000, retries: 1 });
     // flood: 3x the device pool (flat) / 1.5x device + host (tier): every unpinned block is evicted
-    const flatRows = await sweep(flat, pub, "bench-flat", [["baseline", false], ["pinned", true]], FLOOD_FLAT, 1);
-    const tierRows = await sweep(tier, pub, "bench-tier", [["tier_baseline", false], ["tier_pinned", true]], FLOOD_TIER, 100_000);
+    const flatRows = await sweep(
+      flat,
+      pub,
+      "bench-flat",
+      [
+        ["baseline", false],
+        ["pinned", true],
+      ],
+      FLOOD_FLAT,
+      1,
+    );
+    const tierRows = await sweep(
+      tier,
+      pub,
+      "bench-tier",
+      [
+        ["tier_baseline", false],
+        ["tier_pinned", true],
+      ],
+      FLOOD_TIER,
+      100_000,
+    );
     await nc.close();
     const rows = [...flatRows, ...tierRows];
     const get = (m: Mode) => DEPTHS.map((d) => rows.find((r) => r.mode === m && r.depth === d)!);
@@ -108,35 +175,50 @@ async function main(): Promise<number> {
     const tierBase = get("tier_baseline");
     const ratio = DEPTHS.map((_, i) => base[i].ttftMs / pinned[i].ttftMs);
     console.log(`bench:pin --server: real SGLang 0.5.23 on CPU, ${flat.info.model_note}`);
-    console.log(`scale: device pool ${DEVICE} tokens (prototype 42 816 = ${(DEVICE / PROTO_CAPACITY * 100).toFixed(1)}%), page ${PAGE}, ` +
-      `VIP prompts ${PROMPTS.join("/")} tokens at depths ${DEPTHS.join("/")}; flood ${FLOOD_EACH}-token requests, ` +
-      `${FLOOD_FLAT} tokens (device only) / ${FLOOD_TIER} tokens (HiCache, host x2); TTFT median of ${REPS}`);
+    console.log(
+      `scale: device pool ${DEVICE} tokens (prototype 42 816 = ${((DEVICE / PROTO_CAPACITY) * 100).toFixed(1)}%), page ${PAGE}, ` +
+        `VIP prompts ${PROMPTS.join("/")} tokens at depths ${DEPTHS.join("/")}; flood ${FLOOD_EACH}-token requests, ` +
+        `${FLOOD_FLAT} tokens (device only) / ${FLOOD_TIER} tokens (HiCache, host x2); TTFT median of ${REPS}`,
+    );
     const pct = (x: number) => `${(x * 100).toFixed(1)}%`.padStart(8);
-    console.log(`${"depth".padStart(5)} ${"prompt".padStart(6)} ${"baseline".padStart(8)} ${"pinned".padStart(8)} ${"tier".padStart(8)} ${"tier pin".padStart(8)}` +
-      ` ${"ttft base".padStart(10)} ${"ttft pin".padStart(9)} ${"ttft tier".padStart(10)} ${"ratio".padStart(6)}`);
+    console.log(
+      `${"depth".padStart(5)} ${"prompt".padStart(6)} ${"baseline".padStart(8)} ${"pinned".padStart(8)} ${"tier".padStart(8)} ${"tier pin".padStart(8)}` +
+        ` ${"ttft base".padStart(10)} ${"ttft pin".padStart(9)} ${"ttft tier".padStart(10)} ${"ratio".padStart(6)}`,
+    );
     DEPTHS.forEach((d, i) => {
-      console.log(`${String(d).padStart(5)} ${String(PROMPTS[i]).padStart(6)} ${pct(base[i].fraction)} ${pct(pinned[i].fraction)} ${pct(tierBase[i].fraction)} ${pct(tierPinned[i].fraction)}` +
-        ` ${base[i].ttftMs.toFixed(1).padStart(8)}ms ${pinned[i].ttftMs.toFixed(1).padStart(7)}ms ${tierPinned[i].ttftMs.toFixed(1).padStart(8)}ms ${ratio[i].toFixed(2).padStart(5)}x`);
+      console.log(
+        `${String(d).padStart(5)} ${String(PROMPTS[i]).padStart(6)} ${pct(base[i].fraction)} ${pct(pinned[i].fraction)} ${pct(tierBase[i].fraction)} ${pct(tierPinned[i].fraction)}` +
+          ` ${base[i].ttftMs.toFixed(1).padStart(8)}ms ${pinned[i].ttftMs.toFixed(1).padStart(7)}ms ${tierPinned[i].ttftMs.toFixed(1).padStart(8)}ms ${ratio[i].toFixed(2).padStart(5)}x`,
+      );
     });
-    const ok = base.every((r) => r.fraction <= 0.05) && pinned.every((r) => r.fraction >= 0.9) && tierPinned.every((r) => r.fraction >= 0.9);
-    console.log(ok ? "bar met: baseline cached <= 5% and pinned >= 90% at every depth" : "BAR NOT MET: want baseline cached <= 5% and pinned (and tier pin) >= 90% at every depth");
+    const ok =
+      base.every((r) => r.fraction <= 0.05) &&
+      pinned.every((r) => r.fraction >= 0.9) &&
+      tierPinned.every((r) => r.fraction >= 0.9);
+    console.log(
+      ok
+        ? "bar met: baseline cached <= 5% and pinned >= 90% at every depth"
+        : "BAR NOT MET: want baseline cached <= 5% and pinned (and tier pin) >= 90% at every depth",
+    );
     const r3 = (x: number) => Math.round(x * 1000) / 1000;
     if (args.json) {
-      console.log(JSON.stringify({
-        bench: "pin-server",
-        depths: DEPTHS,
-        baseline_cached: base.map((r) => r3(r.fraction)),
-        pinned_cached: pinned.map((r) => r3(r.fraction)),
-        ttft_ms_baseline: base.map((r) => r3(r.ttftMs)),
-        ttft_ms_pinned: pinned.map((r) => r3(r.ttftMs)),
-        ttft_ratio: ratio.map(r3),
-        tier_baseline_cached: tierBase.map((r) => r3(r.fraction)),
-        tier_pinned_cached: tierPinned.map((r) => r3(r.fraction)),
-        ttft_ms_tier_pinned: tierPinned.map((r) => r3(r.ttftMs)),
-        device_tokens: DEVICE,
-        prompts: PROMPTS,
-        ok,
-      }));
+      console.log(
+        JSON.stringify({
+          bench: "pin-server",
+          depths: DEPTHS,
+          baseline_cached: base.map((r) => r3(r.fraction)),
+          pinned_cached: pinned.map((r) => r3(r.fraction)),
+          ttft_ms_baseline: base.map((r) => r3(r.ttftMs)),
+          ttft_ms_pinned: pinned.map((r) => r3(r.ttftMs)),
+          ttft_ratio: ratio.map(r3),
+          tier_baseline_cached: tierBase.map((r) => r3(r.fraction)),
+          tier_pinned_cached: tierPinned.map((r) => r3(r.fraction)),
+          ttft_ms_tier_pinned: tierPinned.map((r) => r3(r.ttftMs)),
+          device_tokens: DEVICE,
+          prompts: PROMPTS,
+          ok,
+        }),
+      );
     }
     return ok ? 0 : 1;
   } finally {

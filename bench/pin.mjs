@@ -12,7 +12,10 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const py = join(root, ".venv", "bin", "python");
 if (!existsSync(py)) {
-  const s = spawnSync("bash", [join(root, "python", "setup_venv.sh")], { cwd: root, stdio: "inherit" });
+  const s = spawnSync("bash", [join(root, "python", "setup_venv.sh")], {
+    cwd: root,
+    stdio: "inherit",
+  });
   if (s.status !== 0) process.exit(s.status ?? 1);
 }
 const argv = process.argv.slice(2);

@@ -66,7 +66,9 @@ if (flag("if-missing")) {
   const prebuilt = prebuildMtime();
   const clone = existsSync(join(root, ".git"));
   if (prebuilt !== null && (!clone || prebuilt >= newestSourceMtime())) {
-    console.log("build-native: a prebuild for this platform exists in prebuilds/; skipping the build");
+    console.log(
+      "build-native: a prebuild for this platform exists in prebuilds/; skipping the build",
+    );
     process.exit(0);
   }
   if (existsSync(addon) && statSync(addon).mtimeMs >= newestSourceMtime()) {
@@ -77,7 +79,9 @@ if (flag("if-missing")) {
 
 const nvcc = cuda === "off" ? null : findNvcc();
 if ((cuda === "require" || cuda === "on") && !nvcc) {
-  console.error("build-native: --cuda=require but nvcc was not found (set CUDACXX or put nvcc on PATH)");
+  console.error(
+    "build-native: --cuda=require but nvcc was not found (set CUDACXX or put nvcc on PATH)",
+  );
   process.exit(1);
 }
 const cudaMode = cuda === "off" ? "off" : cuda === "auto" ? (nvcc ? "auto" : "off") : "on";
@@ -95,12 +99,20 @@ const resolves = (pkg) => {
 const buildPackages = ["cmake-js", "node-addon-api", "node-api-headers", "xxhash-addon"];
 const missingPackages = buildPackages.filter((p) => !resolves(p));
 const compiler = process.env.CXX ?? ["c++", "g++", "clang++"].find(onPath);
-const missingTools = [onPath("cmake") ? null : "cmake (>= 3.18)", compiler && onPath(compiler) ? null : "a C++17 compiler (g++ or clang++)"].filter(Boolean);
+const missingTools = [
+  onPath("cmake") ? null : "cmake (>= 3.18)",
+  compiler && onPath(compiler) ? null : "a C++17 compiler (g++ or clang++)",
+].filter(Boolean);
 if (missingPackages.length > 0 || missingTools.length > 0) {
   const what = [...missingTools];
-  if (missingPackages.length > 0) what.push(`the npm build packages (npm install --no-save ${missingPackages.join(" ")})`);
-  const prebuild = hasPrebuild() ? "" : ` There is no prebuilt addon for ${process.platform}-${process.arch} in prebuilds/, so it must be built from source.`;
-  console.error(`build-native: cannot build the kvctl native addon.${prebuild} Install ${what.join(", ")}, then run \`npm rebuild kvctl\` (or \`npm run build:native\` in a clone).`);
+  if (missingPackages.length > 0)
+    what.push(`the npm build packages (npm install --no-save ${missingPackages.join(" ")})`);
+  const prebuild = hasPrebuild()
+    ? ""
+    : ` There is no prebuilt addon for ${process.platform}-${process.arch} in prebuilds/, so it must be built from source.`;
+  console.error(
+    `build-native: cannot build the kvctl native addon.${prebuild} Install ${what.join(", ")}, then run \`npm rebuild kvctl\` (or \`npm run build:native\` in a clone).`,
+  );
   process.exit(1);
 }
 
@@ -112,9 +124,14 @@ if (onPath("ninja")) common.push("--generator", "Ninja");
 
 // Configure every time (quick on an existing tree) so a changed --cuda reaches the CMake cache;
 // `cmake-js compile` alone would reuse the old configuration.
-console.log(`build-native: cmake-js into ${out}/ (CUDA: ${cudaMode}${nvcc ? `, nvcc ${nvcc}` : ""})`);
+console.log(
+  `build-native: cmake-js into ${out}/ (CUDA: ${cudaMode}${nvcc ? `, nvcc ${nvcc}` : ""})`,
+);
 const env = { ...process.env, CMAKE_BUILD_PARALLEL_LEVEL: "2" };
-for (const step of [["configure", ...common], ["build", ...common, "--parallel", "2"]]) {
+for (const step of [
+  ["configure", ...common],
+  ["build", ...common, "--parallel", "2"],
+]) {
   const r = spawnSync(process.execPath, [cmakeJs, ...step], { cwd: root, stdio: "inherit", env });
   if (r.status !== 0) {
     console.error(`build-native: cmake-js ${step[0]} failed (see the compiler output above)`);

@@ -22,7 +22,12 @@ function nameOf(n, sf) {
   if (n.name) return n.name.getText(sf);
   if (ts.isConstructorDeclaration(n)) return "constructor";
   const p = n.parent;
-  if (p && (ts.isVariableDeclaration(p) || ts.isPropertyAssignment(p) || ts.isPropertyDeclaration(p)) && p.name) return p.name.getText(sf);
+  if (
+    p &&
+    (ts.isVariableDeclaration(p) || ts.isPropertyAssignment(p) || ts.isPropertyDeclaration(p)) &&
+    p.name
+  )
+    return p.name.getText(sf);
   if (p && ts.isCallExpression(p)) return `(callback of ${p.expression.getText(sf).slice(0, 40)})`;
   return "(anonymous)";
 }
@@ -36,7 +41,12 @@ function longFunctions(file) {
       const first = sf.getLineAndCharacterOfPosition(n.getStart(sf)).line;
       const last = sf.getLineAndCharacterOfPosition(n.getEnd()).line;
       const lines = last - first + 1;
-      if (lines > MAX_LINES) out.push({ at: `${relative(root, file).split(sep).join("/")}:${first + 1}`, name: nameOf(n, sf), lines });
+      if (lines > MAX_LINES)
+        out.push({
+          at: `${relative(root, file).split(sep).join("/")}:${first + 1}`,
+          name: nameOf(n, sf),
+          lines,
+        });
     }
     ts.forEachChild(n, visit);
   };
@@ -51,8 +61,16 @@ for (const file of tsFiles(join(root, "src"))) {
   for (const f of longFunctions(file)) (STRICT.includes(area) ? strict : rest).push(f);
 }
 const show = (f) => `${f.at} ${f.name}: ${f.lines} lines`;
-for (const f of strict) console.error(`function-length: ${show(f)} (at most ${MAX_LINES} in src/${STRICT.join(", src/")})`);
-for (const f of rest) console.error(`function-length: ${show(f)}${rest.length > REST_ALLOWED ? ` (over ${MAX_LINES}: ${rest.length} outside the strict areas, at most ${REST_ALLOWED})` : " (allowed: one of at most five outside the strict areas)"}`);
+for (const f of strict)
+  console.error(
+    `function-length: ${show(f)} (at most ${MAX_LINES} in src/${STRICT.join(", src/")})`,
+  );
+for (const f of rest)
+  console.error(
+    `function-length: ${show(f)}${rest.length > REST_ALLOWED ? ` (over ${MAX_LINES}: ${rest.length} outside the strict areas, at most ${REST_ALLOWED})` : " (allowed: one of at most five outside the strict areas)"}`,
+  );
 const failed = strict.length > 0 || rest.length > REST_ALLOWED;
-console.log(`function-length: ${strict.length} over ${MAX_LINES} lines in src/${STRICT.join(", src/")}, ${rest.length} in the rest of src/ (at most ${REST_ALLOWED})`);
+console.log(
+  `function-length: ${strict.length} over ${MAX_LINES} lines in src/${STRICT.join(", src/")}, ${rest.length} in the rest of src/ (at most ${REST_ALLOWED})`,
+);
 process.exit(failed ? 1 : 0);

@@ -20,9 +20,25 @@ function specifiers(file) {
   const sf = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true);
   const out = [];
   const visit = (n) => {
-    if ((ts.isImportDeclaration(n) || ts.isExportDeclaration(n)) && n.moduleSpecifier && ts.isStringLiteral(n.moduleSpecifier)) out.push(n.moduleSpecifier.text);
-    else if (ts.isCallExpression(n) && n.expression.kind === ts.SyntaxKind.ImportKeyword && n.arguments[0] && ts.isStringLiteralLike(n.arguments[0])) out.push(n.arguments[0].text);
-    else if (ts.isImportTypeNode(n) && ts.isLiteralTypeNode(n.argument) && ts.isStringLiteral(n.argument.literal)) out.push(n.argument.literal.text);
+    if (
+      (ts.isImportDeclaration(n) || ts.isExportDeclaration(n)) &&
+      n.moduleSpecifier &&
+      ts.isStringLiteral(n.moduleSpecifier)
+    )
+      out.push(n.moduleSpecifier.text);
+    else if (
+      ts.isCallExpression(n) &&
+      n.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      n.arguments[0] &&
+      ts.isStringLiteralLike(n.arguments[0])
+    )
+      out.push(n.arguments[0].text);
+    else if (
+      ts.isImportTypeNode(n) &&
+      ts.isLiteralTypeNode(n.argument) &&
+      ts.isStringLiteral(n.argument.literal)
+    )
+      out.push(n.argument.literal.text);
     ts.forEachChild(n, visit);
   };
   visit(sf);
@@ -33,7 +49,8 @@ function specifiers(file) {
 function target(from, spec) {
   if (!spec.startsWith(".")) return null;
   const p = resolve(dirname(from), spec);
-  for (const c of [p.replace(/\.js$/, ".ts"), `${p}.ts`, join(p, "index.ts")]) if (existsSync(c)) return c;
+  for (const c of [p.replace(/\.js$/, ".ts"), `${p}.ts`, join(p, "index.ts")])
+    if (existsSync(c)) return c;
   return null;
 }
 
@@ -51,7 +68,8 @@ for (const f of files) {
     const [a, b] = [areaOf(f), areaOf(t)];
     const crosses = (a === "gateway" && b === "policy") || (a === "policy" && b === "gateway");
     const facade = rel(f) === "src/policy/index.ts" && rel(t) === "src/gateway/index.ts";
-    if (crosses && !facade) findings.push(`${rel(f)} imports ${rel(t)}: gateway/ and policy/ share only src/contract/`);
+    if (crosses && !facade)
+      findings.push(`${rel(f)} imports ${rel(t)}: gateway/ and policy/ share only src/contract/`);
   }
 }
 
@@ -80,10 +98,13 @@ function strongConnect(v) {
     onStack.delete(w);
     comp.push(w);
   } while (w !== v);
-  if (comp.length > 1 || graph.get(v).includes(v)) findings.push(`import circle: ${comp.map(rel).sort().join(" <-> ")}`);
+  if (comp.length > 1 || graph.get(v).includes(v))
+    findings.push(`import circle: ${comp.map(rel).sort().join(" <-> ")}`);
 }
 for (const f of files) if (!index.has(f)) strongConnect(f);
 
 for (const line of findings) console.error(`imports: ${line}`);
-console.log(`imports: ${files.length} files, ${findings.length === 0 ? "no finding" : `${findings.length} finding(s)`}`);
+console.log(
+  `imports: ${files.length} files, ${findings.length === 0 ? "no finding" : `${findings.length} finding(s)`}`,
+);
 process.exit(findings.length === 0 ? 0 : 1);

@@ -28,7 +28,8 @@ function walk(dir, keep, out = []) {
 
 // ---- vitest ---------------------------------------------------------------------------------
 const TEST_FNS = new Set(["it", "test"]);
-const isFn = (n) => n && (ts.isArrowFunction(n) || ts.isFunctionExpression(n) || ts.isFunctionDeclaration(n));
+const isFn = (n) =>
+  n && (ts.isArrowFunction(n) || ts.isFunctionExpression(n) || ts.isFunctionDeclaration(n));
 
 // The called name at the root of a callee: it / it.each(...) / test.skipIf(x) / it.concurrent.
 function rootName(expr) {
@@ -54,7 +55,8 @@ function checkVitestFile(file) {
   const bodies = new Map();
   const collect = (n) => {
     if (ts.isFunctionDeclaration(n) && n.name && n.body) bodies.set(n.name.text, n.body);
-    if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && isFn(n.initializer)) bodies.set(n.name.text, n.initializer.body);
+    if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && isFn(n.initializer))
+      bodies.set(n.name.text, n.initializer.body);
     ts.forEachChild(n, collect);
   };
   collect(sf);
@@ -62,7 +64,13 @@ function checkVitestFile(file) {
   const isAssertCall = (call) => {
     const name = rootName(call.expression);
     const callee = calleeName(call);
-    return name === "expect" || name === "assert" || /^(expect|assert)/.test(callee ?? "") || asserting.has(callee) || asserting.has(name);
+    return (
+      name === "expect" ||
+      name === "assert" ||
+      /^(expect|assert)/.test(callee ?? "") ||
+      asserting.has(callee) ||
+      asserting.has(name)
+    );
   };
   const firstAssert = (node) => {
     let at = -1;
@@ -85,17 +93,27 @@ function checkVitestFile(file) {
   }
   const line = (pos) => sf.getLineAndCharacterOfPosition(pos).line + 1;
   const visit = (n) => {
-    if (ts.isCallExpression(n) && TEST_FNS.has(rootName(n.expression)) && !/^(todo|skip)$/.test(calleeName(n) ?? "")) {
+    if (
+      ts.isCallExpression(n) &&
+      TEST_FNS.has(rootName(n.expression)) &&
+      !/^(todo|skip)$/.test(calleeName(n) ?? "")
+    ) {
       const fn = n.arguments.find((a) => isFn(a));
       if (fn?.body) {
-        const title = n.arguments[0] && ts.isStringLiteralLike(n.arguments[0]) ? n.arguments[0].text : "(test)";
+        const title =
+          n.arguments[0] && ts.isStringLiteralLike(n.arguments[0]) ? n.arguments[0].text : "(test)";
         const at = firstAssert(fn.body);
-        if (at < 0) findings.push(`${relative(root, file)}:${line(n.getStart(sf))}: test "${title}" makes no assertion`);
+        if (at < 0)
+          findings.push(
+            `${relative(root, file)}:${line(n.getStart(sf))}: test "${title}" makes no assertion`,
+          );
         // A return in the test's own body (not a nested function) before its first assertion.
         const early = (m) => {
           if (isFn(m)) return;
           if (ts.isReturnStatement(m) && (at < 0 || m.getStart(sf) < at)) {
-            findings.push(`${relative(root, file)}:${line(m.getStart(sf))}: test "${title}" returns before its first assertion`);
+            findings.push(
+              `${relative(root, file)}:${line(m.getStart(sf))}: test "${title}" returns before its first assertion`,
+            );
           }
           ts.forEachChild(m, early);
         };
@@ -149,8 +167,12 @@ const venvPy = join(process.env.KVCTL_VENV ?? join(root, ".venv"), "bin", "pytho
 const py = existsSync(venvPy) ? venvPy : "python3";
 const pyFiles = walk(join(root, "python", "tests"), (n) => n.endsWith(".py"));
 const r = spawnSync(py, ["-c", PY, ...pyFiles], { encoding: "utf8" });
-if (r.status !== 0) findings.push(`python/tests: the check could not run: ${(r.stderr || r.error?.message || "").trim().split("\n").at(-1)}`);
-else for (const f of JSON.parse(r.stdout)) findings.push(f.startsWith(root) ? relative(root, f) : f);
+if (r.status !== 0)
+  findings.push(
+    `python/tests: the check could not run: ${(r.stderr || r.error?.message || "").trim().split("\n").at(-1)}`,
+  );
+else
+  for (const f of JSON.parse(r.stdout)) findings.push(f.startsWith(root) ? relative(root, f) : f);
 
 for (const f of findings) console.error(f);
 console.log(`check-tests: ${findings.length} finding(s)`);

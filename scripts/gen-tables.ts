@@ -49,7 +49,8 @@ function main(argv: string[]): number {
   const root = at >= 0 ? argv[at + 1]! : join(dirname(fileURLToPath(import.meta.url)), "..");
   if (argv.includes("--check")) {
     const stale = staleFiles(root);
-    for (const p of stale) console.error(`${p} differs from what its source generates: run npm run gen:tables`);
+    for (const p of stale)
+      console.error(`${p} differs from what its source generates: run npm run gen:tables`);
     return stale.length > 0 ? 1 : 0;
   }
   for (const { path, text } of generatedFiles((p) => readFileSync(join(root, p), "utf8"))) {
@@ -59,4 +60,5 @@ function main(argv: string[]): number {
   return 0;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) process.exitCode = main(process.argv.slice(2));
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1])
+  process.exitCode = main(process.argv.slice(2));

@@ -45,23 +45,37 @@ function venvTool(name) {
 }
 
 const checks = {
-  tsc: () => [[process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.json", "--noEmit"]]],
+  tsc: () => [
+    [
+      process.execPath,
+      [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.json", "--noEmit"],
+    ],
+  ],
   biome: () => [[bin("biome"), fix ? ["check", "--write", "."] : ["check", "."]]],
   ruff: () => {
     const ruff = venvTool("ruff");
-    if (!ruff) return `ruff not found in ${venv}: run python/setup_venv.sh (python/requirements.txt lists it)`;
+    if (!ruff)
+      return `ruff not found in ${venv}: run python/setup_venv.sh (python/requirements.txt lists it)`;
     return [[ruff, fix ? ["check", "--fix", "."] : ["check", "."]]];
   },
   tests: () => [[process.execPath, [join(root, "scripts", "check-tests.mjs")]]],
   imports: () => [[process.execPath, [join(root, "scripts", "check-imports.mjs")]]],
-  "function-length": () => [[process.execPath, [join(root, "scripts", "check-function-length.mjs")]]],
+  "function-length": () => [
+    [process.execPath, [join(root, "scripts", "check-function-length.mjs")]],
+  ],
   "clang-format": () => {
     const cf = venvTool("clang-format");
-    if (!cf) return `clang-format not found in ${venv}: run python/setup_venv.sh (python/requirements.txt lists it)`;
+    if (!cf)
+      return `clang-format not found in ${venv}: run python/setup_venv.sh (python/requirements.txt lists it)`;
     const files = nativeSources();
     return [[cf, fix ? ["-i", ...files] : ["--dry-run", "--Werror", ...files]]];
   },
-  generated: () => [[process.execPath, ["--import", "tsx", join(root, "scripts", "gen-tables.ts"), ...(fix ? [] : ["--check"])]]],
+  generated: () => [
+    [
+      process.execPath,
+      ["--import", "tsx", join(root, "scripts", "gen-tables.ts"), ...(fix ? [] : ["--check"])],
+    ],
+  ],
 };
 
 const results = {};
@@ -74,7 +88,9 @@ for (const [name, plan] of Object.entries(checks)) {
     ok = false;
   } else {
     for (const [cmd, cmdArgs] of steps) {
-      console.log(`\n$ ${relative(root, cmd) || cmd} ${cmdArgs.length > 8 ? `${cmdArgs.slice(0, 3).join(" ")} ... (${cmdArgs.length} args)` : cmdArgs.join(" ")}`);
+      console.log(
+        `\n$ ${relative(root, cmd) || cmd} ${cmdArgs.length > 8 ? `${cmdArgs.slice(0, 3).join(" ")} ... (${cmdArgs.length} args)` : cmdArgs.join(" ")}`,
+      );
       const r = spawnSync(cmd, cmdArgs, { cwd: root, stdio: "inherit" });
       if (r.error) console.error(`lint: ${name}: ${r.error.message}`);
       if (r.status !== 0) ok = false;

@@ -22,7 +22,10 @@ if (process.argv[2] === "rebuild") {
   // Called by prebuildify as `node-gyp rebuild --target=...` in the scratch folder: N-API needs no
   // per-target build.
   const args = (process.env.KVCTL_PREBUILD_ARGS ?? "").split(" ").filter(Boolean);
-  const r = spawnSync(process.execPath, [join(root, "scripts", "build-native.mjs"), ...args], { cwd: root, stdio: "inherit" });
+  const r = spawnSync(process.execPath, [join(root, "scripts", "build-native.mjs"), ...args], {
+    cwd: root,
+    stdio: "inherit",
+  });
   if (r.status !== 0) process.exit(r.status ?? 1);
   const out = join(process.cwd(), "build", "Release");
   mkdirSync(out, { recursive: true });
@@ -53,6 +56,8 @@ prebuildify(
     }
     const dir = join(root, "prebuilds", `${process.platform}-${process.arch}`);
     const file = readdirSync(dir).find((f) => f.startsWith("node.napi") && f.endsWith(".node"));
-    console.log(`prebuildify-cmake: wrote prebuilds/${process.platform}-${process.arch}/${file ?? ""}`);
+    console.log(
+      `prebuildify-cmake: wrote prebuilds/${process.platform}-${process.arch}/${file ?? ""}`,
+    );
   },
 );

@@ -25,11 +25,22 @@ export interface NativeHash {
   digestsToInt64(digests: Uint8Array, namespaceSeed: Uint8Array | null): BigInt64Array;
   digestsToHex(digests: Uint8Array): string[];
   namespacedBlockHashes(hashes: BigInt64Array, seed: Uint8Array): BigInt64Array;
-  namespaceSeed(kind: "storage" | "event", extraKey: string | null, cacheSalt: string | null): Buffer | null;
+  namespaceSeed(
+    kind: "storage" | "event",
+    extraKey: string | null,
+    cacheSalt: string | null,
+  ): Buffer | null;
   cacheSaltSeed(cacheSalt: string): Buffer;
   mooncakeObjectKeys(
     digests: Uint8Array,
-    layout: { prefix?: string; mla?: boolean; tpRank?: number; ppRank?: number; ppSize?: number; splitFactor?: number },
+    layout: {
+      prefix?: string;
+      mla?: boolean;
+      tpRank?: number;
+      ppRank?: number;
+      ppSize?: number;
+      splitFactor?: number;
+    },
   ): string[];
   xxh3(data: Uint8Array, seed: bigint): bigint;
   dynamoSeed(loraName: string | null, cacheNamespace: string | null): bigint;
@@ -80,7 +91,9 @@ export function addonPart<T extends object>(area: string, probe: readonly (keyof
   const exports: object = loadAddon();
   for (const name of probe) {
     if (typeof (exports as Record<string, unknown>)[name] !== "function") {
-      throw new Error(`the loaded kvctl addon has no ${name} (${area}): it predates it; rebuild with \`npm run build:native\``);
+      throw new Error(
+        `the loaded kvctl addon has no ${name} (${area}): it predates it; rebuild with \`npm run build:native\``,
+      );
     }
   }
   return exports as T;

@@ -13,15 +13,38 @@ interface Config {
   errors: number;
   prompt_tokens: number;
   recomputed_tokens: number;
-  extra: { flood_served: string; l3: unknown; dynamo: { router_queue_threshold: number; thunder_programs: number | null } | null };
+  extra: {
+    flood_served: string;
+    l3: unknown;
+    dynamo: { router_queue_threshold: number; thunder_programs: number | null } | null;
+  };
 }
 
-if (!dynamoInstalled()) throw new Error("Dynamo is not installed: run python/setup_venv.sh (KVCTL_DYNAMO=0 skips it)");
+if (!dynamoInstalled())
+  throw new Error("Dynamo is not installed: run python/setup_venv.sh (KVCTL_DYNAMO=0 skips it)");
 
 describe("npm run bench:agent -- --smoke with the Dynamo peers", () => {
-  it("starts dynamo_kv and dynamo_thunder and serves the trace through each with no failed request", { timeout: 900_000 }, async () => {
-    const r = await runBenchSmoke("agent", 880_000, ["--configs", "dynamo_kv,dynamo_thunder", "--sessions", "1", "--dynamo-median-prompt", "2048"]);
-    const j = r.json as { regimes: Record<string, { configs: Record<string, Config | null>; not_run: Record<string, string>; problems: string[] }> } | null;
+  it("starts dynamo_kv and dynamo_thunder and serves the trace through each with no failed request", {
+    timeout: 900_000,
+  }, async () => {
+    const r = await runBenchSmoke("agent", 880_000, [
+      "--configs",
+      "dynamo_kv,dynamo_thunder",
+      "--sessions",
+      "1",
+      "--dynamo-median-prompt",
+      "2048",
+    ]);
+    const j = r.json as {
+      regimes: Record<
+        string,
+        {
+          configs: Record<string, Config | null>;
+          not_run: Record<string, string>;
+          problems: string[];
+        }
+      >;
+    } | null;
     expect(j, r.tail).not.toBeNull();
     const s = j!.regimes.saturated;
     expect(s.not_run, r.tail).toEqual({});
@@ -29,7 +52,8 @@ describe("npm run bench:agent -- --smoke with the Dynamo peers", () => {
     // preprocessor (ThunderAgent sees no program behind SGLang's chat processor), so its prompt
     // total may differ from dynamo_kv's: the bench names that too, and a full run is refused for it.
     expect(s.problems).toContain("kvctl did not run");
-    for (const p of s.problems.filter((x) => x !== "kvctl did not run")) expect(p).toMatch(/^dynamo_(kv|thunder) run 1 served \d+ prompt tokens/);
+    for (const p of s.problems.filter((x) => x !== "kvctl did not run"))
+      expect(p).toMatch(/^dynamo_(kv|thunder) run 1 served \d+ prompt tokens/);
     expect(r.code).toBe(1);
     for (const name of ["dynamo_kv", "dynamo_thunder"]) {
       const c = s.configs[name] as Config;
@@ -45,7 +69,9 @@ describe("npm run bench:agent -- --smoke with the Dynamo peers", () => {
       expect(c.extra.dynamo?.router_queue_threshold, name).toBeCloseTo((2 * 2048) / 16384, 4);
     }
     // ThunderAgent admitted the session as a program: requests went through it.
-    expect((s.configs.dynamo_thunder as Config).extra.dynamo?.thunder_programs).toBeGreaterThanOrEqual(1);
+    expect(
+      (s.configs.dynamo_thunder as Config).extra.dynamo?.thunder_programs,
+    ).toBeGreaterThanOrEqual(1);
     expect((s.configs.dynamo_kv as Config).extra.dynamo?.thunder_programs).toBeNull();
   });
 });

@@ -14,7 +14,13 @@ describe("bench:agent Dynamo peers", () => {
   });
 
   it("puts SGLang's regex in Dynamo's guided_regex and drops the fields only SGLang's own frontend reads", () => {
-    const body = { model: "m", regex: "<a>", return_cached_tokens_details: true, return_output_ids_in_sglext: true, stream: true };
+    const body = {
+      model: "m",
+      regex: "<a>",
+      return_cached_tokens_details: true,
+      return_output_ids_in_sglext: true,
+      stream: true,
+    };
     expect(dynamoDialect(body)).toEqual({ model: "m", guided_regex: "<a>", stream: true });
     expect(dynamoDialect({ model: "m" })).toEqual({ model: "m" });
   });
@@ -22,9 +28,29 @@ describe("bench:agent Dynamo peers", () => {
   it("dynamo_kv and dynamo_thunder are fair peers; one that did not run is named and refuses the verdict", () => {
     const specs = configSpecs(2, 2, false);
     expect(FAIR_PEERS(specs)).toEqual(expect.arrayContaining(["dynamo_kv", "dynamo_thunder"]));
-    const run = summarize([{ recomputed_tokens: 100, prompt_tokens: 1000, errors: 0, ttft_returning: [1], session_completion: [1], commands: null, ideal_recomputed: 50, pin_peak_blocks: null, flood_unserved: 0 }]);
-    const v = judge({ kvctl: run, dynamo_kv: run, dynamo_thunder: null }, { dynamo_thunder: "dynamo-w0 exited (1) before model registration" }, FAIR_PEERS(specs), "thunder", 50);
+    const run = summarize([
+      {
+        recomputed_tokens: 100,
+        prompt_tokens: 1000,
+        errors: 0,
+        ttft_returning: [1],
+        session_completion: [1],
+        commands: null,
+        ideal_recomputed: 50,
+        pin_peak_blocks: null,
+        flood_unserved: 0,
+      },
+    ]);
+    const v = judge(
+      { kvctl: run, dynamo_kv: run, dynamo_thunder: null },
+      { dynamo_thunder: "dynamo-w0 exited (1) before model registration" },
+      FAIR_PEERS(specs),
+      "thunder",
+      50,
+    );
     expect(v.valid).toBe(false);
-    expect(v.problems).toEqual(["dynamo_thunder did not run: dynamo-w0 exited (1) before model registration"]);
+    expect(v.problems).toEqual([
+      "dynamo_thunder did not run: dynamo-w0 exited (1) before model registration",
+    ]);
   });
 });

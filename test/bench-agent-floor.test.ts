@@ -26,8 +26,21 @@ describe("the ideal floor credits a session's previous answer", () => {
 });
 
 const rec = (session: string, o: Partial<RequestRecord> = {}): RequestRecord => ({
-  session, kind: "answer", returning: false, promptTokens: 0, cachedTokens: 0, completionTokens: 0, hostTokens: 0, storageTokens: 0, ttftMs: 0,
-  sentMs: 0, doneMs: 0, prompt: { messages: [], tools: [] }, worker: null, ok: true, ...o,
+  session,
+  kind: "answer",
+  returning: false,
+  promptTokens: 0,
+  cachedTokens: 0,
+  completionTokens: 0,
+  hostTokens: 0,
+  storageTokens: 0,
+  ttftMs: 0,
+  sentMs: 0,
+  doneMs: 0,
+  prompt: { messages: [], tools: [] },
+  worker: null,
+  ok: true,
+  ...o,
 });
 
 describe("the ideal floor with the generated ids the worker returned", () => {

@@ -12,7 +12,12 @@ describe("bench:agent scrape of the gateway's metrics", () => {
     const registry = new Registry();
     const m = new RetentionMetrics(registry);
     const quiet = () => undefined;
-    const radix = new RadixSessions({ workers: () => [], registry, log: { debug: quiet, info: quiet, warn: quiet, error: quiet }, timeoutMs: 1000 });
+    const radix = new RadixSessions({
+      workers: () => [],
+      registry,
+      log: { debug: quiet, info: quiet, warn: quiet, error: quiet },
+      timeoutMs: 1000,
+    });
     m.decisions.inc({ worker: "w0", action: "keep" }, 3);
     m.decisions.inc({ worker: "w1", action: "keep" }, 2);
     m.decisions.inc({ worker: "w1", action: "let_go" });

@@ -32,7 +32,9 @@ interface Regime {
 }
 
 describe("npm run bench:agent -- --json --smoke", () => {
-  it("runs kvctl and a fair peer end to end and gives a verdict", { timeout: 900_000 }, async () => {
+  it("runs kvctl and a fair peer end to end and gives a verdict", {
+    timeout: 900_000,
+  }, async () => {
     const r = await runBenchSmoke("agent", 880_000);
     expect(r.code, r.tail).toBe(0);
     const j = r.json as { bench: string; runs: number; regimes: Record<string, Regime> } | null;
@@ -59,9 +61,14 @@ describe("npm run bench:agent -- --json --smoke", () => {
     }
     // Equal work: the verdict held, so the two served prompt totals within 0.5% of each other.
     const [a, b] = [s.configs.kvctl as Config, s.configs.thunder as Config];
-    expect(Math.abs(a.prompt_tokens - b.prompt_tokens) / a.prompt_tokens).toBeLessThanOrEqual(0.005);
+    expect(Math.abs(a.prompt_tokens - b.prompt_tokens) / a.prompt_tokens).toBeLessThanOrEqual(
+      0.005,
+    );
     // The policy sent commands and the workers applied them ("Cache:acked:applied" and the like).
     const applied = Object.entries(a.commands ?? {}).filter(([k]) => k.endsWith(":acked:applied"));
-    expect(applied.reduce((n, [, v]) => n + v, 0), JSON.stringify(a.commands)).toBeGreaterThan(0);
+    expect(
+      applied.reduce((n, [, v]) => n + v, 0),
+      JSON.stringify(a.commands),
+    ).toBeGreaterThan(0);
   });
 });

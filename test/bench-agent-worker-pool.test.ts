@@ -14,8 +14,20 @@ let server: RealServer;
 let model = "";
 
 beforeAll(async () => {
-  server = await startRealServer({ model: agentModel(), workerId: "pool0", pageSize: 16, maxTotalTokens: 4096, hostRatio: 2, storageDir: "", warmup: false, extraArgs: ["--enable-cache-report", "--context-length", "32768"], readyTimeoutS: 600 });
-  model = ((await (await fetch(`${server.baseUrl}/v1/models`)).json()) as { data: { id: string }[] }).data[0].id;
+  server = await startRealServer({
+    model: agentModel(),
+    workerId: "pool0",
+    pageSize: 16,
+    maxTotalTokens: 4096,
+    hostRatio: 2,
+    storageDir: "",
+    warmup: false,
+    extraArgs: ["--enable-cache-report", "--context-length", "32768"],
+    readyTimeoutS: 600,
+  });
+  model = (
+    (await (await fetch(`${server.baseUrl}/v1/models`)).json()) as { data: { id: string }[] }
+  ).data[0].id;
 }, 900_000);
 
 afterAll(async () => {
@@ -34,15 +46,30 @@ async function ask(tag: string): Promise<Served> {
   const r = await fetch(`${server.baseUrl}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model, messages: [{ role: "user", content }], max_tokens: 1, temperature: 0, return_cached_tokens_details: true }),
+    body: JSON.stringify({
+      model,
+      messages: [{ role: "user", content }],
+      max_tokens: 1,
+      temperature: 0,
+      return_cached_tokens_details: true,
+    }),
   });
-  const j = (await r.json()) as { usage?: { prompt_tokens_details?: { cached_tokens?: number } | null }; sglext?: { cached_tokens_details?: { host?: number } } };
+  const j = (await r.json()) as {
+    usage?: { prompt_tokens_details?: { cached_tokens?: number } | null };
+    sglext?: { cached_tokens_details?: { host?: number } };
+  };
   expect(r.status, JSON.stringify(j).slice(0, 300)).toBe(200);
-  return { cached: j.usage?.prompt_tokens_details?.cached_tokens ?? 0, host: j.sglext?.cached_tokens_details?.host ?? 0, raw: JSON.stringify({ usage: j.usage, sglext: j.sglext }) };
+  return {
+    cached: j.usage?.prompt_tokens_details?.cached_tokens ?? 0,
+    host: j.sglext?.cached_tokens_details?.host ?? 0,
+    raw: JSON.stringify({ usage: j.usage, sglext: j.sglext }),
+  };
 }
 
 describe("bench:agent worker pool", () => {
-  it("hands the same workers to the next configuration of its key, emptied of device and host cache", { timeout: 600_000 }, async () => {
+  it("hands the same workers to the next configuration of its key, emptied of device and host cache", {
+    timeout: 600_000,
+  }, async () => {
     // Served three times: SGLang's default write policy (write_through_selective) backs a prefix up
     // to the host tier once it has been hit twice.
     for (let i = 0; i < 3; i++) await ask("alpha");
@@ -53,7 +80,9 @@ describe("bench:agent worker pool", () => {
     for (const f of ["f4", "f5", "f6"]) await ask(f);
     const pool = new WorkerPool(() => undefined);
     await pool.give("", [server], true);
-    const { workers, reused } = await pool.take("", () => Promise.reject(new Error("a fresh start was not expected")));
+    const { workers, reused } = await pool.take("", () =>
+      Promise.reject(new Error("a fresh start was not expected")),
+    );
     expect(reused).toBe(true);
     expect(workers[0]).toBe(server);
     const after = await ask("alpha");

@@ -20,7 +20,9 @@ import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 import { uniform } from "./helpers/random.js";
 import { type SglangServer, startSglangServer } from "./helpers/sglang-server.js";
 
-const SEED = process.env.KVCTL_CHAOS_SEED ? Number(process.env.KVCTL_CHAOS_SEED) : Math.floor(Math.random() * 2 ** 31);
+const SEED = process.env.KVCTL_CHAOS_SEED
+  ? Number(process.env.KVCTL_CHAOS_SEED)
+  : Math.floor(Math.random() * 2 ** 31);
 const BUCKET = "chaos_sessions";
 const SESSIONS = 6;
 const STEPS = 6;
@@ -34,24 +36,53 @@ let configFile: string;
 const replicas: ({ proc: ChildProcess; url: string } | null)[] = [null, null, null];
 const events: string[] = [];
 const replicaLogs: string[][] = [];
-const diagnostics = () => `${events.join("\n")}\n${replicaLogs.map((l, i) => `--- replica ${i}\n${l.join("\n")}`).join("\n")}`;
+const diagnostics = () =>
+  `${events.join("\n")}\n${replicaLogs.map((l, i) => `--- replica ${i}\n${l.join("\n")}`).join("\n")}`;
 const t0 = Date.now();
 const note = (line: string) => events.push(`${((Date.now() - t0) / 1000).toFixed(1)}s ${line}`);
 
 function startWorker(id: string): Promise<SglangServer> {
-  return startSglangServer({ natsUrl: nats.url, workerId: id, storageDir: "", maxTotalTokens: 2048, hostRatio: 2, readyTimeoutS: 540, extraArgs: ["--enable-cache-report"], ...ports[id] });
+  return startSglangServer({
+    natsUrl: nats.url,
+    workerId: id,
+    storageDir: "",
+    maxTotalTokens: 2048,
+    hostRatio: 2,
+    readyTimeoutS: 540,
+    extraArgs: ["--enable-cache-report"],
+    ...ports[id],
+  });
 }
 
 async function startReplica(i: number): Promise<void> {
   const port = await freePort();
-  const proc = spawn(process.execPath, ["--import", "tsx", "src/cli/bin.ts", "gateway", "--config", configFile, "--listen", `127.0.0.1:${port}`], { stdio: ["ignore", "ignore", "pipe"] });
+  const proc = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      "src/cli/bin.ts",
+      "gateway",
+      "--config",
+      configFile,
+      "--listen",
+      `127.0.0.1:${port}`,
+    ],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
   let err = "";
   const log = replicaLogs[i] ?? [];
   replicaLogs[i] = log;
   await new Promise<void>((resolve, reject) => {
     proc.stderr?.on("data", (d: Buffer) => {
       err = (err + d.toString()).slice(-8000);
-      log.push(...d.toString().trim().split("\n").map((l) => `${((Date.now() - t0) / 1000).toFixed(1)}s ${l.slice(0, 300)}`));
+      log.push(
+        ...d
+          .toString()
+          .trim()
+          .split("\n")
+          .map((l) => `${((Date.now() - t0) / 1000).toFixed(1)}s ${l.slice(0, 300)}`),
+      );
       if (log.length > 60) log.splice(0, log.length - 60);
       if (err.includes("listening on")) resolve();
     });
@@ -76,7 +107,8 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "kvctl-chaos-"));
   nats = await startNatsServer(["-js", "-sd", dir]);
   nc = await connect({ servers: nats.url });
-  for (const id of ["w0", "w1"]) ports[id] = { port: await freePort(), eventsPort: await freePort() };
+  for (const id of ["w0", "w1"])
+    ports[id] = { port: await freePort(), eventsPort: await freePort() };
   const [a, b] = await Promise.all([startWorker("w0"), startWorker("w1")]);
   servers.w0 = a;
   servers.w1 = b;
@@ -108,10 +140,24 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 }, 180_000);
 
-const SYSTEM = { role: "system", content: [{ type: "text", text: "You are a careful agent. Think before acting, and keep every answer short. ".repeat(6), cache_control: { type: "ephemeral", ttl: "1h" } }] };
+const SYSTEM = {
+  role: "system",
+  content: [
+    {
+      type: "text",
+      text: "You are a careful agent. Think before acting, and keep every answer short. ".repeat(6),
+      cache_control: { type: "ephemeral", ttl: "1h" },
+    },
+  ],
+};
 
 /** Sends to a live replica chosen by `rand`, trying the others while it is killed under us. */
-async function toReplica(rand: () => number, path: string, body: unknown, headers: Record<string, string> = {}): Promise<number> {
+async function toReplica(
+  rand: () => number,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<number> {
   // While a worker restarts its sessions move to the other one; a minute covers a slow machine.
   const deadline = Date.now() + 90_000;
   let last = "";
@@ -123,10 +169,16 @@ async function toReplica(rand: () => number, path: string, body: unknown, header
       continue;
     }
     try {
-      const res = await fetch(`${r.url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body), signal: AbortSignal.timeout(60_000) });
+      const res = await fetch(`${r.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(60_000),
+      });
       const text = await res.text();
       // A turn's record is written just after its answer: a hint racing it finds no session yet.
-      const early = res.status === 404 && path.includes("/sessions/") && Date.now() < deadline - 80_000;
+      const early =
+        res.status === 404 && path.includes("/sessions/") && Date.now() < deadline - 80_000;
       if (res.status < 500 && !early) return res.status;
       last = `${res.status} ${text.slice(0, 300)}`;
     } catch (e) {
@@ -142,18 +194,31 @@ async function session(sid: string, rand: () => number): Promise<void> {
   const messages: unknown[] = [SYSTEM];
   const turn = async (text: string) => {
     messages.push({ role: "user", content: text });
-    expect(await toReplica(rand, "/v1/chat/completions", { messages, max_tokens: 2, temperature: 0 }, { "x-session-id": sid })).toBe(200);
+    expect(
+      await toReplica(
+        rand,
+        "/v1/chat/completions",
+        { messages, max_tokens: 2, temperature: 0 },
+        { "x-session-id": sid },
+      ),
+    ).toBe(200);
     note(`${sid} turn`);
     messages.push({ role: "assistant", content: "ok" });
   };
   // 404: the replica that served the session's only turn died before writing its record.
-  const hint = async (event: string, extra: Record<string, unknown> = {}) => expect([202, 404]).toContain(await toReplica(rand, `/kvctl/v1/sessions/${sid}/events`, { event, ...extra }));
+  const hint = async (event: string, extra: Record<string, unknown> = {}) =>
+    expect([202, 404]).toContain(
+      await toReplica(rand, `/kvctl/v1/sessions/${sid}/events`, { event, ...extra }),
+    );
   await turn(`Start task ${sid}.`);
   for (let step = 0; step < STEPS; step++) {
     const x = rand();
     if (x < 0.35) await turn(`Step ${step} of ${sid}: go on.`);
     else if (x < 0.6) {
-      await hint("tool_start", { tool_name: rand() < 0.5 ? "search" : "build", tool_call_id: `c${step}` });
+      await hint("tool_start", {
+        tool_name: rand() < 0.5 ? "search" : "build",
+        tool_call_id: `c${step}`,
+      });
       await new Promise((res) => setTimeout(res, rand() * 800));
       await hint("tool_end", { tool_call_id: `c${step}` });
     } else if (x < 0.85) await hint("idle");
@@ -180,7 +245,9 @@ async function replicaChaos(rand: () => number, stop: () => boolean): Promise<nu
         break;
       } catch (e) {
         if (tries > 120) throw e;
-        note(`replica ${i} did not start (${(e as Error).message.split("\n")[0].slice(0, 120)}); again`);
+        note(
+          `replica ${i} did not start (${(e as Error).message.split("\n")[0].slice(0, 120)}); again`,
+        );
         await new Promise((res) => setTimeout(res, 1000));
       }
     }
@@ -211,7 +278,12 @@ interface InspectDetail {
 }
 
 async function inspect(worker: string): Promise<InspectDetail> {
-  const env = { version: 1, id: `chaos-${worker}-${Date.now()}-${Math.random().toString(36).slice(2)}`, issued_at_ms: Date.now(), command: { type: "Inspect" } };
+  const env = {
+    version: 1,
+    id: `chaos-${worker}-${Date.now()}-${Math.random().toString(36).slice(2)}`,
+    issued_at_ms: Date.now(),
+    command: { type: "Inspect" },
+  };
   const m = await nc.request(`kv-control-${worker}`, JSON.stringify(env), { timeout: 15_000 });
   return (parseJson(m.string()) as { detail: InspectDetail }).detail;
 }
@@ -236,13 +308,17 @@ describe("chaos: replicas and a worker die; close still releases everything", ()
     const ids = Array.from({ length: SESSIONS }, (_, i) => `chaos-${SEED}-${i}`);
     // Two sessions at a time: the CPU workers are slow, and the machine is shared.
     void worker.catch(() => undefined);
-    for (let i = 0; i < ids.length; i += 2) await Promise.all(ids.slice(i, i + 2).map((id, j) => session(id, uniform(seeds[i + j]))));
+    for (let i = 0; i < ids.length; i += 2)
+      await Promise.all(ids.slice(i, i + 2).map((id, j) => session(id, uniform(seeds[i + j]))));
     await worker;
     done = true;
     const kills = await chaos;
     note(`workload done (${kills} replica kills)`);
     const closeRand = uniform(seeds[0] ^ 0x5eed);
-    for (const id of ids) expect(await toReplica(closeRand, `/kvctl/v1/sessions/${id}/events`, { event: "close" })).toBe(202);
+    for (const id of ids)
+      expect(
+        await toReplica(closeRand, `/kvctl/v1/sessions/${id}/events`, { event: "close" }),
+      ).toBe(202);
     note("every session closed");
     // No TTL is waited for: the shortest hold any policy takes lasts 120 s; this gives 45.
     const deadline = Date.now() + 45_000;
@@ -251,14 +327,34 @@ describe("chaos: replicas and a worker die; close still releases everything", ()
       const [d0, d1] = await Promise.all([inspect("w0"), inspect("w1")]);
       const pinned = [...d0.blocks, ...d1.blocks].filter((b) => b.pin_count > 0).length;
       const recs = (await records()).filter((r) => ids.includes(r.id));
-      const named = recs.flatMap((r) => (r.holds ?? []).filter((h) => h.blocks.length || h.releasing.length).map((h) => `${r.id}:${h.kind}@${h.worker}`));
-      last = JSON.stringify({ pinned, leases: [d0.pool.leases, d1.pool.leases], offloads: [d0.pool.tool_offloads, d1.pool.tool_offloads], named, records: recs.length });
-      if (pinned === 0 && d0.pool.leases + d1.pool.leases === 0 && d0.pool.tool_offloads + d1.pool.tool_offloads === 0 && named.length === 0 && recs.length === SESSIONS) break;
-      if (Date.now() > deadline) throw new Error(`seed ${SEED}: not released 45 s after close: ${last}\n${diagnostics()}`);
+      const named = recs.flatMap((r) =>
+        (r.holds ?? [])
+          .filter((h) => h.blocks.length || h.releasing.length)
+          .map((h) => `${r.id}:${h.kind}@${h.worker}`),
+      );
+      last = JSON.stringify({
+        pinned,
+        leases: [d0.pool.leases, d1.pool.leases],
+        offloads: [d0.pool.tool_offloads, d1.pool.tool_offloads],
+        named,
+        records: recs.length,
+      });
+      if (
+        pinned === 0 &&
+        d0.pool.leases + d1.pool.leases === 0 &&
+        d0.pool.tool_offloads + d1.pool.tool_offloads === 0 &&
+        named.length === 0 &&
+        recs.length === SESSIONS
+      )
+        break;
+      if (Date.now() > deadline)
+        throw new Error(`seed ${SEED}: not released 45 s after close: ${last}\n${diagnostics()}`);
       await new Promise((res) => setTimeout(res, 250));
     }
     note("workers and records agree: nothing held");
     console.log(`chaos: seed ${SEED}: ${events.join("; ")}`);
-    for (const r of await records()) if (ids.includes(r.id)) expect([r.id, r.pins, r.leases, r.tool]).toEqual([r.id, [], [], null]);
+    for (const r of await records())
+      if (ids.includes(r.id))
+        expect([r.id, r.pins, r.leases, r.tool]).toEqual([r.id, [], [], null]);
   }, 900_000);
 });

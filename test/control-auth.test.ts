@@ -6,7 +6,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { nkeys } from "@nats-io/transport-node";
 import { afterAll, describe, expect, it } from "vitest";
-import { type ControlConnectOptions, connectControlPlane, ControlPublisher, natsOptions } from "../src/control/index.js";
+import {
+  type ControlConnectOptions,
+  connectControlPlane,
+  ControlPublisher,
+  natsOptions,
+} from "../src/control/index.js";
 import { ReferenceResponder } from "../src/testing/index.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 
@@ -69,7 +74,27 @@ describe("NATS auth options reach the server", () => {
   it.skipIf(spawnSync("openssl", ["version"]).status !== 0)("TLS with a CA file", async () => {
     const cert = join(dir, "server.pem");
     const key = join(dir, "server.key");
-    const r = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", key, "-out", cert], { encoding: "utf8" });
+    const r = spawnSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+      ],
+      { encoding: "utf8" },
+    );
     expect(r.status, r.stderr).toBe(0);
     const s = await startNatsServer(["--tls", "--tlscert", cert, "--tlskey", key]);
     servers.push(s);
@@ -80,7 +105,11 @@ describe("NATS auth options reach the server", () => {
 
   it("maps creds, nkey and TLS flags onto nats.js options", () => {
     const user = nkeys.createUser();
-    const o = natsOptions({ servers: ["nats://a:4222", "nats://b:4222"], nkeySeed: new TextDecoder().decode(user.getSeed()), tls: { caFile: "/ca", certFile: "/c", keyFile: "/k", handshakeFirst: true } });
+    const o = natsOptions({
+      servers: ["nats://a:4222", "nats://b:4222"],
+      nkeySeed: new TextDecoder().decode(user.getSeed()),
+      tls: { caFile: "/ca", certFile: "/c", keyFile: "/k", handshakeFirst: true },
+    });
     expect(o.servers).toEqual(["nats://a:4222", "nats://b:4222"]);
     expect(Array.isArray(o.authenticator) && o.authenticator.length).toBe(1);
     expect(o.tls).toEqual({ caFile: "/ca", certFile: "/c", keyFile: "/k", handshakeFirst: true });

@@ -24,23 +24,41 @@ describe("ReferenceWorkerModel", () => {
 
   it("leases expire by themselves, then renewing one is rejected", () => {
     const { m, advance } = model();
-    expect(m.apply("w", "p", { type: "Pause", block_hashes: [1n], ttl_seconds: 5, lease_id: "l" }).lease).toEqual({ lease_id: "l", expires_at_ms: 1_005_000 });
+    expect(
+      m.apply("w", "p", { type: "Pause", block_hashes: [1n], ttl_seconds: 5, lease_id: "l" }).lease,
+    ).toEqual({ lease_id: "l", expires_at_ms: 1_005_000 });
     advance(5_000);
-    expect(m.apply("w", "r", { type: "RenewLease", lease_id: "l", new_ttl_seconds: 5 }).status).toBe("rejected");
+    expect(
+      m.apply("w", "r", { type: "RenewLease", lease_id: "l", new_ttl_seconds: 5 }).status,
+    ).toBe("rejected");
   });
 
   it("the pin budget turns a pin into `partial` with a reason", () => {
     const { m } = model({ pinBudgetBlocks: 2 });
     const ack = m.apply("w", "a", { type: "Cache", block_hashes: [1n, 2n, 3n], pin: true });
-    expect(ack).toMatchObject({ status: "partial", affected: 2, skipped: 1, reason: "pin budget exhausted (2/2 blocks)" });
+    expect(ack).toMatchObject({
+      status: "partial",
+      affected: 2,
+      skipped: 1,
+      reason: "pin budget exhausted (2/2 blocks)",
+    });
   });
 
   it("Prune skips pinned descendants unless forced, and keeps the block itself", () => {
     const { m } = model();
     m.apply("w", "a", { type: "Cache", block_hashes: [3n], pin: true });
     // 4 goes; 3 is pinned, and 2 stays as its parent.
-    expect(m.apply("w", "b", { type: "Prune", after_block_hash: 1n })).toMatchObject({ status: "partial", requested: 3, affected: 1, skipped: 2 });
-    expect(m.apply("w", "c", { type: "Prune", after_block_hash: 1n, force: true })).toMatchObject({ status: "applied", requested: 2, affected: 2 });
+    expect(m.apply("w", "b", { type: "Prune", after_block_hash: 1n })).toMatchObject({
+      status: "partial",
+      requested: 3,
+      affected: 1,
+      skipped: 2,
+    });
+    expect(m.apply("w", "c", { type: "Prune", after_block_hash: 1n, force: true })).toMatchObject({
+      status: "applied",
+      requested: 2,
+      affected: 2,
+    });
     expect([...m.blocks.keys()]).toEqual([1n]);
   });
 

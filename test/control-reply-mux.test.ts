@@ -5,7 +5,13 @@ import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Msg, type NatsConnection, NoRespondersError, RequestError, TimeoutError } from "@nats-io/transport-node";
+import {
+  type Msg,
+  type NatsConnection,
+  NoRespondersError,
+  RequestError,
+  TimeoutError,
+} from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectControlPlane, ControlPublisher, DeliveryError } from "../src/control/index.js";
 import { ReplyMux } from "../src/control/reply-mux.js";
@@ -26,7 +32,10 @@ describe("ReplyMux on a real nats-server", () => {
     server = await startNatsServer();
     nc = await connectControlPlane({ servers: server.url, maxReconnectAttempts: 0 });
     // Echoes the body back after a delay the body names, so replies come back out of order.
-    nc.subscribe("echo", { callback: (_e, m) => void setTimeout(() => m.respond(m.data), Number(dec(m.data).split(":")[1])) });
+    nc.subscribe("echo", {
+      callback: (_e, m) =>
+        void setTimeout(() => m.respond(m.data), Number(dec(m.data).split(":")[1])),
+    });
     nc.subscribe("gate", { callback: (_e, m) => void held.push(m) });
     await nc.flush();
   });
@@ -110,32 +119,59 @@ describe("reply inboxes on an account that restricts subscriptions", () => {
   });
 
   it("acks come back under the granted inbox prefix; without it the refusal is reported, not waited out", async () => {
-    const worker = await connectControlPlane({ servers: server.url, user: "worker", pass: "w", maxReconnectAttempts: 0 });
+    const worker = await connectControlPlane({
+      servers: server.url,
+      user: "worker",
+      pass: "w",
+      maxReconnectAttempts: 0,
+    });
     await ReferenceResponder.start(worker, { workerId: "p0", log: () => {} });
-    const granted = await connectControlPlane({ servers: server.url, user: "router", pass: "r", inboxPrefix: "_KVCTL_ROUTER", maxReconnectAttempts: 0 });
-    const plain = await connectControlPlane({ servers: server.url, user: "router", pass: "r", maxReconnectAttempts: 0 });
+    const granted = await connectControlPlane({
+      servers: server.url,
+      user: "router",
+      pass: "r",
+      inboxPrefix: "_KVCTL_ROUTER",
+      maxReconnectAttempts: 0,
+    });
+    const plain = await connectControlPlane({
+      servers: server.url,
+      user: "router",
+      pass: "r",
+      maxReconnectAttempts: 0,
+    });
     try {
       const publisher = new ControlPublisher(granted, { inboxPrefix: "_KVCTL_ROUTER" });
       expect((await publisher.send("p0", { type: "Inspect" })).status).toBe("applied");
       // Broadcast acks come back through the same mux, under the same granted prefix.
-      const all = await publisher.broadcast({ type: "Inspect" }, { workers: ["p0"], deadlineMs: 30_000 });
+      const all = await publisher.broadcast(
+        { type: "Inspect" },
+        { workers: ["p0"], deadlineMs: 30_000 },
+      );
       expect(all.acks.map((a) => [a.worker_id, a.status])).toEqual([["p0", "applied"]]);
       expect(all.silent).toEqual([]);
 
       // The prefix is the publisher's to name: one given to the connection alone is not used.
       // (Timeouts past the test's own: the refusal is reported, never waited out.)
       const unprefixedPub = new ControlPublisher(granted, { timeoutMs: 600_000, retries: 0 });
-      const unprefixed = await unprefixedPub.send("p0", { type: "Inspect" }).catch((e: unknown) => e);
+      const unprefixed = await unprefixedPub
+        .send("p0", { type: "Inspect" })
+        .catch((e: unknown) => e);
       expect(unprefixed).toBeInstanceOf(DeliveryError);
-      expect(String((unprefixed as Error).message)).toMatch(/permissions violation for subscription to "_INBOX\./i);
+      expect(String((unprefixed as Error).message)).toMatch(
+        /permissions violation for subscription to "_INBOX\./i,
+      );
       expect(unprefixedPub.counters.timedOut).toBe(0);
 
       // A broadcast whose inbox subscription is refused fails at once, naming the permission,
       // instead of reporting every worker silent at the deadline.
       const broadcaster = new ControlPublisher(plain);
-      const refusedBroadcast = await broadcaster.broadcast({ type: "Inspect" }, { workers: ["p0"], deadlineMs: 600_000 }).catch((e: unknown) => e);
+      const refusedBroadcast = await broadcaster
+        .broadcast({ type: "Inspect" }, { workers: ["p0"], deadlineMs: 600_000 })
+        .catch((e: unknown) => e);
       expect(refusedBroadcast).toBeInstanceOf(DeliveryError);
-      expect(String((refusedBroadcast as Error).message)).toMatch(/permissions violation for subscription/i);
+      expect(String((refusedBroadcast as Error).message)).toMatch(
+        /permissions violation for subscription/i,
+      );
       expect(broadcaster.counters.silentWorkers).toBe(0);
 
       const plainPub = new ControlPublisher(plain, { timeoutMs: 600_000, retries: 0 });
@@ -148,10 +184,37 @@ describe("reply inboxes on an account that restricts subscriptions", () => {
       // answering it lives in this process).
       const cli = (...extra: string[]) =>
         new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-          const args = ["--import", "tsx", "src/cli/bin.ts", "send", "p0", "Inspect", "--nats-url", server.url, "--user", "router", "--password", "r", "--timeout-ms", "3000", "--retries", "0", ...extra];
-          execFile(process.execPath, args, { cwd: repoRoot, timeout: 30_000 }, (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }));
+          const args = [
+            "--import",
+            "tsx",
+            "src/cli/bin.ts",
+            "send",
+            "p0",
+            "Inspect",
+            "--nats-url",
+            server.url,
+            "--user",
+            "router",
+            "--password",
+            "r",
+            "--timeout-ms",
+            "3000",
+            "--retries",
+            "0",
+            ...extra,
+          ];
+          execFile(
+            process.execPath,
+            args,
+            { cwd: repoRoot, timeout: 30_000 },
+            (err, stdout, stderr) =>
+              resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+          );
         });
-      const [ok, refused] = await Promise.all([cli("--inbox-prefix", "_KVCTL_ROUTER", "--json"), cli()]);
+      const [ok, refused] = await Promise.all([
+        cli("--inbox-prefix", "_KVCTL_ROUTER", "--json"),
+        cli(),
+      ]);
       expect(ok.code, ok.stderr).toBe(0);
       expect(ok.stdout).toContain('"status":"applied"');
       expect(refused.code).not.toBe(0);

@@ -26,7 +26,9 @@ afterAll(async () => {
   await server?.stop();
 });
 
-async function watchReconnects(nc: NatsConnection): Promise<{ count: number; first: Promise<void> }> {
+async function watchReconnects(
+  nc: NatsConnection,
+): Promise<{ count: number; first: Promise<void> }> {
   let reconnected = () => {};
   const seen = { count: 0, first: new Promise<void>((r) => (reconnected = r)) };
   void (async () => {
@@ -40,10 +42,20 @@ async function watchReconnects(nc: NatsConnection): Promise<{ count: number; fir
 }
 
 it("commands queued across a server restart are delivered or reported failed, never lost", async () => {
-  const responder = await ReferenceResponder.start(workerConn, { workerId: "r0", knownBlocks: [1n, 2n, 3n], log: () => {}, record: true });
+  const responder = await ReferenceResponder.start(workerConn, {
+    workerId: "r0",
+    knownBlocks: [1n, 2n, 3n],
+    log: () => {},
+    record: true,
+  });
   const pubReconnects = await watchReconnects(pubConn);
   const workerReconnects = await watchReconnects(workerConn);
-  const pub = new ControlPublisher(pubConn, { timeoutMs: 400, retries: 10, backoffMs: 50, maxBackoffMs: 400 });
+  const pub = new ControlPublisher(pubConn, {
+    timeoutMs: 400,
+    retries: 10,
+    backoffMs: 50,
+    maxBackoffMs: 400,
+  });
 
   type Outcome = { n: number; issuedWhileDown: boolean; ack?: Ack; error?: unknown };
   const outcomes: Promise<Outcome>[] = [];
@@ -64,10 +76,12 @@ it("commands queued across a server restart are delivered or reported failed, ne
       }
       const issuedWhileDown = down;
       outcomes.push(
-        pub.send("r0", { type: "Cache", block_hashes: [1n, 2n, 3n, BigInt(-n)], pin: n % 2 === 0 }).then(
-          (ack) => ({ n, issuedWhileDown, ack }),
-          (error: unknown) => ({ n, issuedWhileDown, error }),
-        ),
+        pub
+          .send("r0", { type: "Cache", block_hashes: [1n, 2n, 3n, BigInt(-n)], pin: n % 2 === 0 })
+          .then(
+            (ack) => ({ n, issuedWhileDown, ack }),
+            (error: unknown) => ({ n, issuedWhileDown, error }),
+          ),
       );
       await new Promise((r) => setTimeout(r, 5)); // a steady stream, not synchronisation
     }
@@ -87,7 +101,8 @@ it("commands queued across a server restart are delivered or reported failed, ne
   // commands issued while the server was down (buffered by the client, or re-sent).
   expect(failed.map((f) => String(f.error))).toEqual([]);
   expect(results.some((r) => r.issuedWhileDown && r.ack)).toBe(true);
-  for (const r of acked) expect(["applied", "partial", "noop", "duplicate"]).toContain(r.ack!.status);
+  for (const r of acked)
+    expect(["applied", "partial", "noop", "duplicate"]).toContain(r.ack!.status);
 
   // Exactly-once application: each id reached the model at most once as a non-duplicate.
   const ids = acked.map((r) => r.ack!.id);
@@ -100,7 +115,9 @@ it("commands queued across a server restart are delivered or reported failed, ne
   expect(pubReconnects.count).toBeGreaterThanOrEqual(1);
   expect(workerReconnects.count).toBeGreaterThanOrEqual(1);
   const c = pub.counters;
-  console.log(`restart: ${N} commands, ${results.filter((r) => r.issuedWhileDown).length} issued while down, retried ${c.retried}, duplicates ${c.acked.duplicate}`);
+  console.log(
+    `restart: ${N} commands, ${results.filter((r) => r.issuedWhileDown).length} issued while down, retried ${c.retried}, duplicates ${c.acked.duplicate}`,
+  );
   expect(c.sent).toBe(N);
   expect(c.acked.applied + c.acked.partial + c.acked.noop + c.acked.duplicate).toBe(N);
 });

@@ -1,9 +1,24 @@
 // Bad input to the copy API, on the CPU twin: rejected with a CopyError naming the problem, or
 // safely ordered (a pool freed mid-copy) — never a crash, never silent corruption.
 import { describe, expect, it } from "vitest";
-import { CopyError, type PoolLayout, copyPages, createPool, cudaStatus, digests, scatter } from "../src/copy/index.js";
+import {
+  CopyError,
+  type PoolLayout,
+  copyPages,
+  createPool,
+  cudaStatus,
+  digests,
+  scatter,
+} from "../src/copy/index.js";
 
-const layout: PoolLayout = { layout: "layer_first", pageSize: 4, layers: 2, heads: 2, headDim: 8, dtypeSize: 2 };
+const layout: PoolLayout = {
+  layout: "layer_first",
+  pageSize: 4,
+  layers: 2,
+  heads: 2,
+  headDim: 8,
+  dtypeSize: 2,
+};
 
 async function rejection(p: Promise<unknown>): Promise<CopyError> {
   try {
@@ -75,9 +90,21 @@ describe("copy: bad input (CPU twin)", () => {
       expect(e.message).toMatch(new RegExp(`layout\\.${k} must be >= 1 \\(zero-sized layout\\)`));
     }
     expect(thrown(() => createPool({ kind: "cpu", layout, pages: 0 })).code).toBe("E_LAYOUT");
-    expect(thrown(() => createPool({ kind: "cpu", layout: { ...layout, kv: 3 as 2 }, pages: 1 })).code).toBe("E_LAYOUT");
-    expect(thrown(() => createPool({ kind: "cpu", layout: { ...layout, layout: "head_first" as "page_first" }, pages: 1 })).code).toBe("E_LAYOUT");
-    expect(thrown(() => createPool({ kind: "cpu", layout: { ...layout, headDim: 1.5 }, pages: 1 })).code).toBe("E_LAYOUT");
+    expect(
+      thrown(() => createPool({ kind: "cpu", layout: { ...layout, kv: 3 as 2 }, pages: 1 })).code,
+    ).toBe("E_LAYOUT");
+    expect(
+      thrown(() =>
+        createPool({
+          kind: "cpu",
+          layout: { ...layout, layout: "head_first" as "page_first" },
+          pages: 1,
+        }),
+      ).code,
+    ).toBe("E_LAYOUT");
+    expect(
+      thrown(() => createPool({ kind: "cpu", layout: { ...layout, headDim: 1.5 }, pages: 1 })).code,
+    ).toBe("E_LAYOUT");
     expect(thrown(() => createPool({ kind: "gpu" as "cpu", layout, pages: 1 })).code).toBe("E_ARG");
   });
 
@@ -88,7 +115,10 @@ describe("copy: bad input (CPU twin)", () => {
     expect(e.code).toBe("E_LAYOUT");
     expect(e.message).toMatch(/headDim 8 vs 16/);
     const c = createPool({ kind: "cpu", layout: { ...layout, layout: "page_first" }, pages: 4 });
-    await expect(copyPages(a, c, [0], [0])).resolves.toMatchObject({ pages: 1, granularity: "token" });
+    await expect(copyPages(a, c, [0], [0])).resolves.toMatchObject({
+      pages: 1,
+      granularity: "token",
+    });
   });
 
   it("a copy within one pool must not read and write the same page", async () => {
@@ -100,7 +130,14 @@ describe("copy: bad input (CPU twin)", () => {
   });
 
   it("a pool freed while a copy is in flight: the copy completes intact, then the memory goes", async () => {
-    const big: PoolLayout = { layout: "page_first", pageSize: 64, layers: 16, heads: 8, headDim: 128, dtypeSize: 2 };
+    const big: PoolLayout = {
+      layout: "page_first",
+      pageSize: 64,
+      layers: 16,
+      heads: 8,
+      headDim: 128,
+      dtypeSize: 2,
+    };
     const src = createPool({ kind: "cpu", layout: big, pages: 16 });
     const dst = createPool({ kind: "cpu", layout: big, pages: 16 });
     await src.fill(9);

@@ -2,16 +2,28 @@
 // kernels, run on every host. Round trips verified by digest and byte for byte.
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { type LayoutKind, type PoolLayout, buildInfo, copyPages, createPool, digests, gather, layoutInfo, scatter } from "../src/copy/index.js";
+import {
+  type LayoutKind,
+  type PoolLayout,
+  buildInfo,
+  copyPages,
+  createPool,
+  digests,
+  gather,
+  layoutInfo,
+  scatter,
+} from "../src/copy/index.js";
 import { rng, shuffled } from "./helpers/random.js";
 
 const KINDS: LayoutKind[] = ["layer_first", "page_first", "page_first_direct"];
 
-
 // Canonical page bytes (kv, layer, token) read straight from a pool's memory, from SGLang's dims.
 async function canonicalPage(pool: ReturnType<typeof createPool>, page: number): Promise<Buffer> {
   const L = pool.layout;
-  const kv = L.kv ?? 2, tb = L.heads * L.headDim * L.dtypeSize, P = pool.pages, ps = L.pageSize;
+  const kv = L.kv ?? 2,
+    tb = L.heads * L.headDim * L.dtypeSize,
+    P = pool.pages,
+    ps = L.pageSize;
   const all = await pool.read(0, pool.bytes);
   const parts: Buffer[] = [];
   for (let c = 0; c < kv; c++)
@@ -38,8 +50,20 @@ describe("copy: CPU twin", () => {
   });
 
   it("layout sizes follow SGLang's dims", () => {
-    const L: PoolLayout = { layout: "layer_first", pageSize: 64, layers: 32, heads: 8, headDim: 128, dtypeSize: 2 };
-    expect(layoutInfo(L)).toEqual({ pageBytes: 2 * 32 * 64 * 8 * 128 * 2, tokenBytes: 2048, segments: 64, segmentBytes: 64 * 2048 });
+    const L: PoolLayout = {
+      layout: "layer_first",
+      pageSize: 64,
+      layers: 32,
+      heads: 8,
+      headDim: 128,
+      dtypeSize: 2,
+    };
+    expect(layoutInfo(L)).toEqual({
+      pageBytes: 2 * 32 * 64 * 8 * 128 * 2,
+      tokenBytes: 2048,
+      segments: 64,
+      segmentBytes: 64 * 2048,
+    });
     expect(layoutInfo({ ...L, layout: "page_first" }).segments).toBe(2);
     expect(layoutInfo({ ...L, layout: "page_first_direct", kv: 1 }).segments).toBe(1);
   });
@@ -48,8 +72,15 @@ describe("copy: CPU twin", () => {
     for (const b of KINDS) {
       it(`round trip ${a} -> ${b} -> ${a}, odd sizes, verified by digest`, async () => {
         const next = rng(KINDS.indexOf(a) * 3 + KINDS.indexOf(b) + 11);
-        const dims = { pageSize: 1 + (next() % 5), layers: 1 + (next() % 3), heads: 1 + (next() % 3), headDim: 1 + (next() % 7), dtypeSize: [1, 2, 4][next() % 3] };
-        const devPages = 13, hostPages = 9;
+        const dims = {
+          pageSize: 1 + (next() % 5),
+          layers: 1 + (next() % 3),
+          heads: 1 + (next() % 3),
+          headDim: 1 + (next() % 7),
+          dtypeSize: [1, 2, 4][next() % 3],
+        };
+        const devPages = 13,
+          hostPages = 9;
         const dev = createPool({ kind: "cpu", layout: { layout: a, ...dims }, pages: devPages });
         const host = createPool({ kind: "cpu", layout: { layout: b, ...dims }, pages: hostPages });
         const back = createPool({ kind: "cpu", layout: { layout: a, ...dims }, pages: devPages });
@@ -61,7 +92,9 @@ describe("copy: CPU twin", () => {
         const st = await gather(dev, host, uniq, slots);
         expect(st.pages).toBe(uniq.length);
         expect(st.bytes).toBe(uniq.length * dev.pageBytes);
-        expect(st.granularity).toBe(a === b ? "native" : (a === "page_first") !== (b === "page_first") ? "token" : "row");
+        expect(st.granularity).toBe(
+          a === b ? "native" : (a === "page_first") !== (b === "page_first") ? "token" : "row",
+        );
         const out = Array.from({ length: uniq.length }, (_, i) => i + 2);
         await scatter(host, back, slots, out);
         const want = await digests(dev, uniq);
@@ -79,11 +112,23 @@ describe("copy: CPU twin", () => {
   }
 
   it("coalesces runs of consecutive pages and sends scattered pages to the kernel path", async () => {
-    const layout: PoolLayout = { layout: "layer_first", pageSize: 4, layers: 3, heads: 2, headDim: 8, dtypeSize: 2 };
+    const layout: PoolLayout = {
+      layout: "layer_first",
+      pageSize: 4,
+      layers: 3,
+      heads: 2,
+      headDim: 8,
+      dtypeSize: 2,
+    };
     const a = createPool({ kind: "cpu", layout, pages: 64 });
     const b = createPool({ kind: "cpu", layout, pages: 64 });
     await a.fill(3);
-    const contiguous = await copyPages(a, b, Array.from({ length: 32 }, (_, i) => i + 5), Array.from({ length: 32 }, (_, i) => i + 20));
+    const contiguous = await copyPages(
+      a,
+      b,
+      Array.from({ length: 32 }, (_, i) => i + 5),
+      Array.from({ length: 32 }, (_, i) => i + 20),
+    );
     expect(contiguous).toMatchObject({ runs: 1, coalescedPages: 32, kernelPages: 0 });
     const scattered = await copyPages(a, b, [1, 9, 3, 40, 41, 42], [0, 2, 4, 6, 7, 8]);
     expect(scattered).toMatchObject({ runs: 1, coalescedPages: 3, kernelPages: 3 });
@@ -96,7 +141,9 @@ describe("copy: CPU twin", () => {
 
   it("a page's digest is the same in every layout, and pages differ", async () => {
     const dims = { pageSize: 3, layers: 2, heads: 2, headDim: 4, dtypeSize: 2 };
-    const pools = KINDS.map((k) => createPool({ kind: "cpu", layout: { layout: k, ...dims }, pages: 5 }));
+    const pools = KINDS.map((k) =>
+      createPool({ kind: "cpu", layout: { layout: k, ...dims }, pages: 5 }),
+    );
     await pools[0].fill(77);
     for (const p of pools.slice(1)) await copyPages(pools[0], p, [0, 1, 2, 3, 4], [0, 1, 2, 3, 4]);
     const ds = await Promise.all(pools.map((p) => digests(p)));
@@ -107,12 +154,24 @@ describe("copy: CPU twin", () => {
   });
 
   it("copies complete asynchronously: the call returns a pending Promise at once", async () => {
-    const layout: PoolLayout = { layout: "page_first", pageSize: 64, layers: 8, heads: 8, headDim: 128, dtypeSize: 2 };
+    const layout: PoolLayout = {
+      layout: "page_first",
+      pageSize: 64,
+      layers: 8,
+      heads: 8,
+      headDim: 128,
+      dtypeSize: 2,
+    };
     const a = createPool({ kind: "cpu", layout, pages: 24 });
     const b = createPool({ kind: "cpu", layout, pages: 24 });
     await a.fill(1);
     let done = false;
-    const p = copyPages(a, b, shuffled(24, rng(5)), Array.from({ length: 24 }, (_, i) => i)).then((s) => ((done = true), s));
+    const p = copyPages(
+      a,
+      b,
+      shuffled(24, rng(5)),
+      Array.from({ length: 24 }, (_, i) => i),
+    ).then((s) => ((done = true), s));
     expect(done).toBe(false);
     let ticks = 0;
     const timer = setInterval(() => ticks++, 0);
@@ -125,12 +184,22 @@ describe("copy: CPU twin", () => {
   });
 
   it("read/write reach the pool's bytes and MLA (kv=1) pools work", async () => {
-    const layout: PoolLayout = { layout: "page_first_direct", kv: 1, pageSize: 2, layers: 2, heads: 1, headDim: 3, dtypeSize: 1 };
+    const layout: PoolLayout = {
+      layout: "page_first_direct",
+      kv: 1,
+      pageSize: 2,
+      layers: 2,
+      heads: 1,
+      headDim: 3,
+      dtypeSize: 1,
+    };
     const a = createPool({ kind: "cpu", layout, pages: 3 });
     expect(a.bytes).toBe(3 * 12);
     await a.write(12, Buffer.from("abcdefghijkl"));
     expect((await a.read(12, 12)).toString()).toBe("abcdefghijkl");
-    expect(await digests(a, [1])).toEqual([createHash("sha256").update("abcdefghijkl").digest("hex")]);
+    expect(await digests(a, [1])).toEqual([
+      createHash("sha256").update("abcdefghijkl").digest("hex"),
+    ]);
     a.free();
   });
 });

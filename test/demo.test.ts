@@ -6,17 +6,26 @@ import { describe, expect, it } from "vitest";
 import { repoRoot } from "./helpers/python.js";
 
 function demo(args: string[], timeoutMs: number) {
-  const r = spawnSync(process.execPath, ["--import", "tsx", "src/cli/bin.ts", "demo", "--json", ...args], {
-    cwd: repoRoot,
-    encoding: "utf8",
-    timeout: timeoutMs,
-  });
+  const r = spawnSync(
+    process.execPath,
+    ["--import", "tsx", "src/cli/bin.ts", "demo", "--json", ...args],
+    {
+      cwd: repoRoot,
+      encoding: "utf8",
+      timeout: timeoutMs,
+    },
+  );
   const lines = r.stdout.trim().split("\n");
-  let last: Record<string, unknown> & { commands: { type: string; status: string }[]; pin_vs_flood: { fraction: number }[] };
+  let last: Record<string, unknown> & {
+    commands: { type: string; status: string }[];
+    pin_vs_flood: { fraction: number }[];
+  };
   try {
     last = JSON.parse(lines[lines.length - 1]);
   } catch {
-    throw new Error(`kvctl demo printed no JSON last line (exit ${r.status}, signal ${r.signal}):\n${r.stdout}\n${r.stderr}`);
+    throw new Error(
+      `kvctl demo printed no JSON last line (exit ${r.status}, signal ${r.signal}):\n${r.stdout}\n${r.stderr}`,
+    );
   }
   return { r, lines, last };
 }
@@ -24,7 +33,17 @@ function demo(args: string[], timeoutMs: number) {
 function expectSession(last: ReturnType<typeof demo>["last"], out: string) {
   expect(last.demo, out).toBe("ok");
   expect(last.commands.map((c) => c.type)).toEqual(
-    expect.arrayContaining(["Cache", "Think", "ToolStart", "ToolEnd", "Pause", "RenewLease", "Prune", "RevokeLease", "Warm"]),
+    expect.arrayContaining([
+      "Cache",
+      "Think",
+      "ToolStart",
+      "ToolEnd",
+      "Pause",
+      "RenewLease",
+      "Prune",
+      "RevokeLease",
+      "Warm",
+    ]),
   );
   for (const c of last.commands) expect(["applied", "partial"]).toContain(c.status);
   expect(last.pin_vs_flood[0].fraction).toBeLessThanOrEqual(0.05);

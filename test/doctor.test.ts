@@ -56,7 +56,9 @@ describe("kvctl doctor", () => {
 
   it("KVCTL_NATS_SERVER pointing nowhere is a warning naming it", () => {
     const r = cli(["doctor", "--json"], { KVCTL_NATS_SERVER: "/nonexistent/nats-server" });
-    const nats = JSON.parse(r.stdout.trim()).checks.find((c: { name: string }) => c.name === "nats");
+    const nats = JSON.parse(r.stdout.trim()).checks.find(
+      (c: { name: string }) => c.name === "nats",
+    );
     expect(nats.state).toBe("warn");
     expect(nats.summary).toContain("KVCTL_NATS_SERVER=/nonexistent/nats-server");
   });
@@ -72,7 +74,9 @@ describe("kvctl doctor", () => {
     // The venv's SGLang is the pristine release (the tests patch a copy of it): nothing applied.
     const q = good.checks.find((c) => c.name === "patches");
     expect(q?.state).toBe("warn");
-    expect(q?.summary).toMatch(/^SGLang 0\.5\.23 at .*: series sglang-0\.5\.23 0\/[1-9]\d* applied, not clean$/);
+    expect(q?.summary).toMatch(
+      /^SGLang 0\.5\.23 at .*: series sglang-0\.5\.23 0\/[1-9]\d* applied, not clean$/,
+    );
     expect(q?.details?.clean).toBe(false);
   });
 

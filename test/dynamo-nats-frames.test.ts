@@ -18,12 +18,39 @@ const local = Array.from(dynamoBlockHashes(toks, { blockSize: 4 }));
 
 describe("Dynamo NATS event plane framing", () => {
   it("a NATS message's envelope decodes through the adapter into the index; garbage is a counted decode problem", () => {
-    const payload = packr.pack([{ worker_id: W, storage_tier: "device", residency_domain: "worker", dp_rank: 0,
-      event: { event_id: 1, data: { stored: { parent_hash: null, blocks: engine.map((h, i) => ({ block_hash: BigInt.asUintN(64, h), tokens_hash: local[i] })) } } } }]);
-    const envelope = packr.pack({ publisher_id: 7n, sequence: 3n, published_at: 1, topic: "kv-events", payload });
+    const payload = packr.pack([
+      {
+        worker_id: W,
+        storage_tier: "device",
+        residency_domain: "worker",
+        dp_rank: 0,
+        event: {
+          event_id: 1,
+          data: {
+            stored: {
+              parent_hash: null,
+              blocks: engine.map((h, i) => ({
+                block_hash: BigInt.asUintN(64, h),
+                tokens_hash: local[i],
+              })),
+            },
+          },
+        },
+      },
+    ]);
+    const envelope = packr.pack({
+      publisher_id: 7n,
+      sequence: 3n,
+      published_at: 1,
+      topic: "kv-events",
+      payload,
+    });
     const index = new InMemoryKvIndex();
     const problems: DynamoProblem[] = [];
-    const a = new DynamoEventAdapter({ workers: { [W.toString()]: { worker: "w0", blockSize: 4 } }, sink: indexSink(index) });
+    const a = new DynamoEventAdapter({
+      workers: { [W.toString()]: { worker: "w0", blockSize: 4 } },
+      sink: indexSink(index),
+    });
     a.on("problem", (p) => problems.push(p));
     const f = a.applyMessage(natsEnvelopeFrames(envelope));
     expect(f?.sequence).toBe(3n);

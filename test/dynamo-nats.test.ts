@@ -17,15 +17,24 @@ import { readDynamoDiscovery } from "../src/events/dynamo/discovery.js";
 import { createGateway, type Gateway } from "../src/gateway/index.js";
 import { blockHashes } from "../src/hash/index.js";
 import { packageRoot } from "../src/paths.js";
-import { complete, type DynamoFrontend, type DynamoWorker, dynamoInstalled, MODEL_NAME, tinyModel, startDynamoFrontend, startDynamoWorker } from "./helpers/dynamo.js";
+import {
+  complete,
+  type DynamoFrontend,
+  type DynamoWorker,
+  dynamoInstalled,
+  MODEL_NAME,
+  tinyModel,
+  startDynamoFrontend,
+  startDynamoWorker,
+} from "./helpers/dynamo.js";
 import { type NatsServer, startNatsServer } from "./helpers/nats-server.js";
 import { pollFor } from "./helpers/poll.js";
 import { randomTokens, tokens } from "./helpers/sglang-server.js";
 
 const PAGE = 16;
 
-
-if (!dynamoInstalled()) throw new Error("Dynamo is not installed: run python/setup_venv.sh (KVCTL_DYNAMO=0 skips it)");
+if (!dynamoInstalled())
+  throw new Error("Dynamo is not installed: run python/setup_venv.sh (KVCTL_DYNAMO=0 skips it)");
 
 describe("kvctl watch --dynamo-nats on Dynamo's NATS event plane (real nats-server, dynamo.sglang worker, frontend)", () => {
   let dir: string;
@@ -42,8 +51,25 @@ describe("kvctl watch --dynamo-nats on Dynamo's NATS event plane (real nats-serv
     nats = await startNatsServer(["-js", "-sd", join(dir, "js")]);
     const env = { DYN_EVENT_PLANE: "nats", NATS_SERVER: nats.url };
     const plane = ["--event-plane", "nats"];
-    worker = await startDynamoWorker({ name: "worker", entry: "stock", tree: null, model: tinyModel(), discovery, dir: join(dir, "w"), pageSize: PAGE, extraArgs: plane, env });
-    fe = await startDynamoFrontend({ name: "frontend", discovery, dir: join(dir, "fe"), routerMode: "kv", extraArgs: plane, env });
+    worker = await startDynamoWorker({
+      name: "worker",
+      entry: "stock",
+      tree: null,
+      model: tinyModel(),
+      discovery,
+      dir: join(dir, "w"),
+      pageSize: PAGE,
+      extraArgs: plane,
+      env,
+    });
+    fe = await startDynamoFrontend({
+      name: "frontend",
+      discovery,
+      dir: join(dir, "fe"),
+      routerMode: "kv",
+      extraArgs: plane,
+      env,
+    });
     nc = await connect({ servers: nats.url });
   }, 600_000);
 
@@ -57,8 +83,19 @@ describe("kvctl watch --dynamo-nats on Dynamo's NATS event plane (real nats-serv
   it("shows the worker's blocks under its kvctl id; an undecodable message is named and counted", async () => {
     // The worker publishes its KV events on NATS only.
     expect(readDynamoDiscovery(discovery).channels).toEqual([]);
-    const args = ["--import", "tsx", join(packageRoot, "src/cli/bin.ts"), "watch", "--dynamo-nats", nats.url,
-      "--dynamo-worker", `${worker.dynamoId}=w0:${PAGE}`, "--json", "--interval", "1"];
+    const args = [
+      "--import",
+      "tsx",
+      join(packageRoot, "src/cli/bin.ts"),
+      "watch",
+      "--dynamo-nats",
+      nats.url,
+      "--dynamo-worker",
+      `${worker.dynamoId}=w0:${PAGE}`,
+      "--json",
+      "--interval",
+      "1",
+    ];
     const p: ChildProcess = spawn(process.execPath, args, { cwd: packageRoot });
     type Table = { workers: { worker: string; GPU: number; bad: number; events: number }[] };
     let err = "";
@@ -95,13 +132,19 @@ describe("kvctl watch --dynamo-nats on Dynamo's NATS event plane (real nats-serv
     const w0 = () => tables.at(-1)?.workers.find((w) => w.worker === "w0");
     try {
       await subscribed;
-      for (let i = 0; !((w0()?.GPU ?? 0) >= 3) && i < 200 && p.exitCode === null; i++) await complete(fe.baseUrl, randomTokens(90_000 + i, 48), 1);
+      for (let i = 0; !((w0()?.GPU ?? 0) >= 3) && i < 200 && p.exitCode === null; i++)
+        await complete(fe.baseUrl, randomTokens(90_000 + i, 48), 1);
       expect(w0()?.GPU, err).toBeGreaterThanOrEqual(3);
       expect(w0()?.bad).toBe(0);
       // A message on the subject that is not Dynamo's envelope.
-      nc.publish("namespace.dynamo.component.backend.endpoint.generate.kv-events", new Uint8Array([1, 2, 3]));
+      nc.publish(
+        "namespace.dynamo.component.backend.endpoint.generate.kv-events",
+        new Uint8Array([1, 2, 3]),
+      );
       await nc.flush();
-      await printed("the decode error", () => /Dynamo decode: undecodable Dynamo KV-event message/.test(err));
+      await printed("the decode error", () =>
+        /Dynamo decode: undecodable Dynamo KV-event message/.test(err),
+      );
       expect(err).toMatch(/Dynamo decode: undecodable Dynamo KV-event message: (envelope|payload)/);
       // The stream goes on: new events are applied (counted, not block totals: a full pool evicts as it stores).
       const applied = w0()?.events ?? 0;
@@ -121,7 +164,13 @@ describe("kvctl watch --dynamo-nats on Dynamo's NATS event plane (real nats-serv
       g = await createGateway({
         config: {
           listen: { host: "127.0.0.1", port: 0 },
-          workers: [{ id: "w0", url: fe.baseUrl, dynamo: { events: "nats", workerId: worker.dynamoId, blockSize: PAGE } }],
+          workers: [
+            {
+              id: "w0",
+              url: fe.baseUrl,
+              dynamo: { events: "nats", workerId: worker.dynamoId, blockSize: PAGE },
+            },
+          ],
           nats: { url: nats.url, opTimeoutMs: 5000 },
           sessions: { bucket: "dynamo_nats_gateway", inspectMs: 0 },
           health: { intervalMs: 600_000, timeoutMs: 30_000, failures: 5 },
@@ -135,7 +184,13 @@ describe("kvctl watch --dynamo-nats on Dynamo's NATS event plane (real nats-serv
         const r = await fetch(`${gw.url}/v1/completions`, {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify({ model: MODEL_NAME, prompt, max_tokens: 2, temperature: 0, stream: true }),
+          body: JSON.stringify({
+            model: MODEL_NAME,
+            prompt,
+            max_tokens: 2,
+            temperature: 0,
+            stream: true,
+          }),
         });
         expect(r.status, await r.text()).toBe(200);
         await gw.settled();
@@ -143,13 +198,20 @@ describe("kvctl watch --dynamo-nats on Dynamo's NATS event plane (real nats-serv
       const prompt = tokens(7000, 5 * PAGE);
       const want = Array.from(blockHashes(prompt, { pageSize: PAGE })).slice(0, 4);
       // The subscription's readiness is the index itself: send until the prompt's blocks are there.
-      await pollFor("the worker's NATS-plane events in the gateway's index", async () => {
-        await send(prompt);
-        return want.every((h) => gw.index.lookup(h)?.residency.get("w0")?.includes("GPU"));
-      }, (ok) => ok, { everyMs: 200, ms: 120_000, detail: () => `log: ${logs.slice(-5).join(" | ")}` });
+      await pollFor(
+        "the worker's NATS-plane events in the gateway's index",
+        async () => {
+          await send(prompt);
+          return want.every((h) => gw.index.lookup(h)?.residency.get("w0")?.includes("GPU"));
+        },
+        (ok) => ok,
+        { everyMs: 200, ms: 120_000, detail: () => `log: ${logs.slice(-5).join(" | ")}` },
+      );
       const before = seen.length;
       await send(prompt);
-      const turn = seen.slice(before).find((o): o is Extract<Observation, { type: "TurnStarted" }> => o.type === "TurnStarted");
+      const turn = seen
+        .slice(before)
+        .find((o): o is Extract<Observation, { type: "TurnStarted" }> => o.type === "TurnStarted");
       expect(turn?.worker).toBe("w0");
       expect(turn?.overlap?.GPU).toBeGreaterThanOrEqual(4);
       expect(turn?.promptBlocks?.slice(0, 4)).toEqual(want);

@@ -25,7 +25,8 @@ function tsx(args: string[]): ChildProcessWithoutNullStreams {
   return c;
 }
 
-const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN) / 1024;
+const rssMb = (pid: number) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN) / 1024;
 
 interface Row {
   worker: string;
@@ -49,10 +50,14 @@ async function startPublisher() {
   pub.stderr.on("data", (d) => (pubErr += d));
   const pubLines = createInterface({ input: pub.stdout });
   const endpoint = await new Promise<string>((resolve, reject) => {
-    pubLines.once("line", (l) => (l.startsWith("READY ") ? resolve(l.slice(6)) : reject(new Error(l))));
+    pubLines.once("line", (l) =>
+      l.startsWith("READY ") ? resolve(l.slice(6)) : reject(new Error(l)),
+    );
     pub.once("exit", () => reject(new Error(`publisher exited: ${pubErr}`)));
   });
-  const done = new Promise<FloodDone>((resolve) => pubLines.on("line", (l) => l.startsWith("DONE ") && resolve(JSON.parse(l.slice(5)))));
+  const done = new Promise<FloodDone>((resolve) =>
+    pubLines.on("line", (l) => l.startsWith("DONE ") && resolve(JSON.parse(l.slice(5)))),
+  );
   return { pub, endpoint, done };
 }
 
@@ -60,7 +65,17 @@ describe("kvctl watch and verify-hashes under a flood from a real ZMQ publisher"
   it("watch keeps its table on time, its stderr quiet and its memory bounded, and counts what was dropped", async () => {
     const { pub, endpoint, done } = await startPublisher();
 
-    const watch = tsx(["src/cli/bin.ts", "watch", "--zmq", `w0=${endpoint}`, "--interval", String(INTERVAL_S), "--json", "--log-interval", String(LOG_INTERVAL_S)]);
+    const watch = tsx([
+      "src/cli/bin.ts",
+      "watch",
+      "--zmq",
+      `w0=${endpoint}`,
+      "--interval",
+      String(INTERVAL_S),
+      "--json",
+      "--log-interval",
+      String(LOG_INTERVAL_S),
+    ]);
     const stderr: string[] = [];
     createInterface({ input: watch.stderr }).on("line", (l) => stderr.push(l));
     const tables: { t: number; row: Row }[] = [];
@@ -74,7 +89,8 @@ describe("kvctl watch and verify-hashes under a flood from a real ZMQ publisher"
     const until = async (cond: (r: Row) => boolean, what: string, ms: number) => {
       const end = Date.now() + ms;
       while (!(tables.length && cond(tables[tables.length - 1].row))) {
-        if (Date.now() > end || watch.exitCode !== null) throw new Error(`timed out waiting for ${what}: ${stderr.join("\n")}`);
+        if (Date.now() > end || watch.exitCode !== null)
+          throw new Error(`timed out waiting for ${what}: ${stderr.join("\n")}`);
         await nextTable();
       }
     };
@@ -92,7 +108,11 @@ describe("kvctl watch and verify-hashes under a flood from a real ZMQ publisher"
     const figures = await done;
     const tablesWhileFlooding = tables.length - firstFloodTable;
     // Drained: the table has reached the probes that follow the flood.
-    await until((r) => (r.seq ?? 0) >= figures.sent, "the consumer to reach the end of the flood", 60_000);
+    await until(
+      (r) => (r.seq ?? 0) >= figures.sent,
+      "the consumer to reach the end of the flood",
+      60_000,
+    );
     clearInterval(sampler);
     watch.kill("SIGINT");
     await new Promise((r) => watch.once("exit", r));
@@ -133,13 +153,22 @@ describe("kvctl watch and verify-hashes under a flood from a real ZMQ publisher"
     // One log line per worker per log interval, plus the first one and the final flush: at most
     // one for every LOG_INTERVAL_S / INTERVAL_S tables the watch printed meanwhile.
     const logIntervals = Math.ceil((flood.tablesSinceFlood * INTERVAL_S) / LOG_INTERVAL_S);
-    expect(flood.stderrLines, stderr.slice(stderrBefore).join("\n")).toBeLessThanOrEqual(logIntervals + 2);
+    expect(flood.stderrLines, stderr.slice(stderrBefore).join("\n")).toBeLessThanOrEqual(
+      logIntervals + 2,
+    );
     expect(stderr.join("\n")).toMatch(/worker w0: \d+ × bad event: event is nil.* in the last/);
   }, 120_000);
 
   it("verify-hashes --zmq keeps its progress line on time and its per-event output capped", async () => {
     const { pub, endpoint, done } = await startPublisher();
-    const v = tsx(["src/cli/bin.ts", "verify-hashes", "--zmq", endpoint, "--interval", String(INTERVAL_S)]);
+    const v = tsx([
+      "src/cli/bin.ts",
+      "verify-hashes",
+      "--zmq",
+      endpoint,
+      "--interval",
+      String(INTERVAL_S),
+    ]);
     const stderr: string[] = [];
     createInterface({ input: v.stderr }).on("line", (l) => stderr.push(l));
     const progress: { t: number; line: string }[] = [];
@@ -154,12 +183,17 @@ describe("kvctl watch and verify-hashes under a flood from a real ZMQ publisher"
     const until = async (cond: () => boolean, what: string, ms: number) => {
       const end = Date.now() + ms;
       while (!cond()) {
-        if (Date.now() > end || v.exitCode !== null) throw new Error(`timed out waiting for ${what}: ${stderr.join("\n")}`);
+        if (Date.now() > end || v.exitCode !== null)
+          throw new Error(`timed out waiting for ${what}: ${stderr.join("\n")}`);
         await new Promise<void>((r) => waiters.push(r));
       }
     };
     // The probes come in as batches without events: the progress line shows them once subscribed.
-    await until(() => progress.some((p) => !/^verify-hashes: [\d.]+ s: 0 batch/.test(p.line)), "the first probe batch", 60_000);
+    await until(
+      () => progress.some((p) => !/^verify-hashes: [\d.]+ s: 0 batch/.test(p.line)),
+      "the first probe batch",
+      60_000,
+    );
     const first = progress.length;
     const stdoutBefore = stdoutLines;
     const stderrBefore = stderr.length;
@@ -175,7 +209,9 @@ describe("kvctl watch and verify-hashes under a flood from a real ZMQ publisher"
     const during = progress.slice(first - 1);
     const gaps = during.slice(1).map((x, i) => x.t - during[i].t);
     const last = during[during.length - 1].line;
-    console.log(`verify-hashes flood: ${last}; max progress gap ${Math.max(...gaps)} s; ${stdoutLines - stdoutBefore} stdout lines`);
+    console.log(
+      `verify-hashes flood: ${last}; max progress gap ${Math.max(...gaps)} s; ${stdoutLines - stdoutBefore} stdout lines`,
+    );
     expect(code).toBe(1); // the flood's hashes are not those of its tokens
     expect(Number(/ (\d+) dropped/.exec(last)?.[1])).toBeGreaterThan(0);
     expect(last).toMatch(/event line\(s\) not shown/);

@@ -30,7 +30,12 @@ export class SglangPublisher {
   ) {}
 
   async start(): Promise<this> {
-    const args = [join(repoRoot, "python/oracles/kv_events_publisher.py"), "serve", "--endpoint", this.endpoint];
+    const args = [
+      join(repoRoot, "python/oracles/kv_events_publisher.py"),
+      "serve",
+      "--endpoint",
+      this.endpoint,
+    ];
     if (this.replay) args.push("--replay", this.replay);
     this.proc = spawn(venvPython, args, { cwd: repoRoot });
     this.proc.stderr.on("data", (d) => (this.stderr += d));
@@ -68,7 +73,9 @@ export class SglangPublisher {
    * subscription arrives, so tests wait for this instead of sleeping.
    */
   async waitSubscribers(count = 1, timeoutS = 60): Promise<void> {
-    this.proc.stdin.write(JSON.stringify({ op: "wait_subscribers", count, timeout_s: timeoutS }) + "\n");
+    this.proc.stdin.write(
+      JSON.stringify({ op: "wait_subscribers", count, timeout_s: timeoutS }) + "\n",
+    );
     const reply = await this.next((timeoutS + 10) * 1000);
     if (!reply.startsWith("OK")) throw new Error(`publisher: ${reply}`);
   }

@@ -26,7 +26,13 @@ const logs: string[] = [];
 beforeAll(async () => {
   jsDir = mkdtempSync(join(tmpdir(), "kvctl-gw-auth-real-"));
   nats = await startNatsServer(["-js", "-sd", jsDir]);
-  server = await startSglangServer({ natsUrl: nats.url, workerId: "w0", storageDir: "", readyTimeoutS: 540, extraArgs: ["--api-key", API_KEY, "--admin-api-key", ADMIN_KEY] });
+  server = await startSglangServer({
+    natsUrl: nats.url,
+    workerId: "w0",
+    storageDir: "",
+    readyTimeoutS: 540,
+    extraArgs: ["--api-key", API_KEY, "--admin-api-key", ADMIN_KEY],
+  });
   gw = await createGateway({
     config: {
       listen: { host: "127.0.0.1", port: 0 },
@@ -35,7 +41,12 @@ beforeAll(async () => {
       sessions: { bucket: "gw_auth_real", idleAfterSeconds: 0 },
       health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 },
       policy: "agent",
-      auth: { tenants: [{ id: "a", keys: [hashKey(TENANT_A)] }, { id: "b", keys: [hashKey(TENANT_B)] }] },
+      auth: {
+        tenants: [
+          { id: "a", keys: [hashKey(TENANT_A)] },
+          { id: "b", keys: [hashKey(TENANT_B)] },
+        ],
+      },
     },
     log: (l) => logs.push(l),
   });
@@ -51,12 +62,28 @@ afterAll(async () => {
 const chat = (key: string, session: string) =>
   fetch(`${gw?.url}/v1/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json", authorization: `Bearer ${key}`, "x-session-id": session },
-    body: JSON.stringify({ model: "default", messages: [{ role: "user", content: "Say hi." }], max_tokens: 4, temperature: 0 }),
+    headers: {
+      "content-type": "application/json",
+      authorization: `Bearer ${key}`,
+      "x-session-id": session,
+    },
+    body: JSON.stringify({
+      model: "default",
+      messages: [{ role: "user", content: "Say hi." }],
+      max_tokens: 4,
+      temperature: 0,
+    }),
   });
 
 const kvctlRoute = (key: string | null) =>
-  fetch(`${server.baseUrl}/hicache/inspect`, { method: "POST", headers: { "content-type": "application/json", ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify({ block_hashes: [1] }) });
+  fetch(`${server.baseUrl}/hicache/inspect`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      ...(key ? { authorization: `Bearer ${key}` } : {}),
+    },
+    body: JSON.stringify({ block_hashes: [1] }),
+  });
 
 describe("a real worker with --api-key and --admin-api-key behind a gateway with client keys", () => {
   it("the worker refuses calls without its key; through the gateway a tenant's turn is served and its session is the tenant's", async () => {
@@ -81,8 +108,17 @@ describe("a real worker with --api-key and --admin-api-key behind a gateway with
   it("an Anthropic turn's prompt ids come from the worker's /kvctl/v1/messages/tokenize, called with the worker's key", async () => {
     const res = await fetch(`${gw?.url}/v1/messages`, {
       method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": TENANT_A, "anthropic-version": "2023-06-01", "x-session-id": "real-m" },
-      body: JSON.stringify({ model: "default", max_tokens: 4, messages: [{ role: "user", content: "hello ".repeat(60) }] }),
+      headers: {
+        "content-type": "application/json",
+        "x-api-key": TENANT_A,
+        "anthropic-version": "2023-06-01",
+        "x-session-id": "real-m",
+      },
+      body: JSON.stringify({
+        model: "default",
+        max_tokens: 4,
+        messages: [{ role: "user", content: "hello ".repeat(60) }],
+      }),
     });
     expect(res.status).toBe(200);
     await gw?.settled();

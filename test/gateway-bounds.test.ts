@@ -39,12 +39,26 @@ function tsx(args: string[]): { child: ChildProcessWithoutNullStreams; err: () =
 }
 
 /** A gateway process from a YAML config; resolves once it listens. */
-async function gatewayProcess(yaml: string, flags: string[] = ["--no-nats"]): Promise<{ child: ChildProcessWithoutNullStreams; err: () => string; url: string }> {
+async function gatewayProcess(
+  yaml: string,
+  flags: string[] = ["--no-nats"],
+): Promise<{ child: ChildProcessWithoutNullStreams; err: () => string; url: string }> {
   const port = await freePort();
   const file = join(dir, `gw-${port}.yaml`);
   writeFileSync(file, yaml);
-  const g = tsx(["src/cli/bin.ts", "gateway", "--config", file, "--listen", `127.0.0.1:${port}`, ...flags]);
-  await until("the gateway to listen", () => g.err().includes("listening on") || g.child.exitCode !== null);
+  const g = tsx([
+    "src/cli/bin.ts",
+    "gateway",
+    "--config",
+    file,
+    "--listen",
+    `127.0.0.1:${port}`,
+    ...flags,
+  ]);
+  await until(
+    "the gateway to listen",
+    () => g.err().includes("listening on") || g.child.exitCode !== null,
+  );
   if (g.child.exitCode !== null) throw new Error(`gateway exited: ${g.err()}`);
   return { ...g, url: `http://127.0.0.1:${port}` };
 }
@@ -56,10 +70,19 @@ async function worker(): Promise<HttpStandIn> {
 }
 
 const chat = (url: string, stream: boolean, session?: string) =>
-  fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...(session ? { "x-session-id": session } : {}) }, body: JSON.stringify({ model: "m", stream, messages: [{ role: "user", content: "hi" }] }) });
+  fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      ...(session ? { "x-session-id": session } : {}),
+    },
+    body: JSON.stringify({ model: "m", stream, messages: [{ role: "user", content: "hi" }] }),
+  });
 
 const fds = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
-const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN) / 1024;
+const rssMb = (pid: number) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN) /
+  1024;
 
 async function metricValue(url: string, line: string): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text();
@@ -74,7 +97,10 @@ describe("kvctl gateway drains on SIGTERM", () => {
     const w = await worker();
     w.events = 30;
     w.gapMs = 60;
-    const g = await gatewayProcess(`workers:\n  - id: w0\n    url: ${w.url}\ndrain:\n  graceMs: 60000\n  retryAfterSeconds: 7\n`, ["--nats-url", nats.url]);
+    const g = await gatewayProcess(
+      `workers:\n  - id: w0\n    url: ${w.url}\ndrain:\n  graceMs: 60000\n  retryAfterSeconds: 7\n`,
+      ["--nats-url", nats.url],
+    );
     const started: boolean[] = Array(20).fill(false);
     const streams = started.map(async (_, i) => {
       const r = await chat(g.url, true, `s-${i}`);
@@ -90,7 +116,10 @@ describe("kvctl gateway drains on SIGTERM", () => {
     });
     await until("all 20 streams to start", () => started.every(Boolean));
     g.child.kill("SIGTERM");
-    await until("readiness to go false", async () => (await fetch(`${g.url}/readyz`)).status === 503);
+    await until(
+      "readiness to go false",
+      async () => (await fetch(`${g.url}/readyz`)).status === 503,
+    );
     expect((await fetch(`${g.url}/livez`)).status).toBe(200);
     const late = await chat(g.url, false);
     expect(late.status).toBe(503);
@@ -108,7 +137,9 @@ describe("kvctl gateway drains on SIGTERM", () => {
     closers.push(() => nc.close());
     const kv = await new Kvm(nc).open("kvctl_sessions");
     for (let i = 0; i < 20; i++) {
-      const rec = (await kv.get(sessionKey(`s-${i}`)))?.json() as { turns: { status: number }[] } | undefined;
+      const rec = (await kv.get(sessionKey(`s-${i}`)))?.json() as
+        | { turns: { status: number }[] }
+        | undefined;
       expect(rec?.turns.map((t) => t.status)).toEqual([200]);
     }
   }, 120_000);
@@ -126,9 +157,14 @@ describe("kvctl gateway's listener bounds", () => {
     const w = await worker();
     const BODY_MS = 3000;
     // The JSON log's request lines say, per request, how long it was open in the gateway.
-    const g = await gatewayProcess(`workers:\n  - id: w0\n    url: ${w.url}\nlistener:\n  headersTimeoutMs: 1000\n  bodyTimeoutMs: ${BODY_MS}\nlogging:\n  format: json\n`);
+    const g = await gatewayProcess(
+      `workers:\n  - id: w0\n    url: ${w.url}\nlistener:\n  headersTimeoutMs: 1000\n  bodyTimeoutMs: ${BODY_MS}\nlogging:\n  format: json\n`,
+    );
     const pid = g.child.pid as number;
-    await until("the gateway to be ready", async () => (await fetch(`${g.url}/readyz`)).status === 200);
+    await until(
+      "the gateway to be ready",
+      async () => (await fetch(`${g.url}/readyz`)).status === 200,
+    );
     // Idle: the scrape's own connection closed again.
     const idleFds = fds(pid);
     const N = 1000;
@@ -141,7 +177,11 @@ describe("kvctl gateway's listener bounds", () => {
       const t0 = performance.now();
       const s = connect(Number(new URL(g.url).port), "127.0.0.1");
       sockets.push(s);
-      s.on("connect", () => s.write("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"));
+      s.on("connect", () =>
+        s.write(
+          "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{",
+        ),
+      );
       s.on("data", (d) => {
         if (d.toString().startsWith("HTTP/1.1 408")) answered408++;
       });
@@ -164,7 +204,11 @@ describe("kvctl gateway's listener bounds", () => {
     } finally {
       clearInterval(trickle);
     }
-    await until("the gateway's file descriptors to come back", () => fds(pid) <= idleFds + 2, 10_000);
+    await until(
+      "the gateway's file descriptors to come back",
+      () => fds(pid) <= idleFds + 2,
+      10_000,
+    );
     const cut = () =>
       g
         .err()
@@ -176,7 +220,19 @@ describe("kvctl gateway's listener bounds", () => {
     const openMs = cut()
       .map((r) => r.duration_ms)
       .sort((a, b) => a - b);
-    const figures = { idleFds, peakFds, afterFds: fds(pid), maxClosedAfterMs: Math.round(Math.max(...closedAfter)), answered408, gatewayOpenMs: { min: openMs[0], p50: openMs[N >> 1], p99: openMs[Math.floor(N * 0.99)], max: openMs[N - 1] } };
+    const figures = {
+      idleFds,
+      peakFds,
+      afterFds: fds(pid),
+      maxClosedAfterMs: Math.round(Math.max(...closedAfter)),
+      answered408,
+      gatewayOpenMs: {
+        min: openMs[0],
+        p50: openMs[N >> 1],
+        p99: openMs[Math.floor(N * 0.99)],
+        max: openMs[N - 1],
+      },
+    };
     console.log(`slow-body figures: ${JSON.stringify(figures)}`);
     // Not vacuous: the connections were all open at once.
     expect(peakFds).toBeGreaterThan(idleFds + N / 2);
@@ -186,7 +242,9 @@ describe("kvctl gateway's listener bounds", () => {
     expect(openMs[0]).toBeGreaterThanOrEqual(BODY_MS);
     expect(openMs[N - 1]).toBeLessThan(BODY_MS + CUT_BOUND_MS);
     expect(answered408).toBe(N);
-    expect(await metricValue(g.url, 'kvctl_gateway_listener_cuts_total{reason="request_timeout"}')).toBe(N);
+    expect(
+      await metricValue(g.url, 'kvctl_gateway_listener_cuts_total{reason="request_timeout"}'),
+    ).toBe(N);
     g.child.kill("SIGTERM");
   }, 120_000);
 
@@ -198,16 +256,31 @@ describe("kvctl gateway's listener bounds", () => {
     await until("the publisher", () => lines.some((l) => l.startsWith("READY ")));
     const endpoint = (lines.find((l) => l.startsWith("READY ")) as string).slice(6);
 
-    const watch = tsx(["src/cli/bin.ts", "watch", "--zmq", `w0=${endpoint}`, "--interval", "0.2", "--json", "--log-interval", "1"]);
+    const watch = tsx([
+      "src/cli/bin.ts",
+      "watch",
+      "--zmq",
+      `w0=${endpoint}`,
+      "--interval",
+      "0.2",
+      "--json",
+      "--log-interval",
+      "1",
+    ]);
     let watchSeq = -1;
     createInterface({ input: watch.child.stdout }).on("line", (l) => {
       const row = JSON.parse(l).workers[0];
       if (row.seq !== null) watchSeq = row.seq;
     });
     const w = await worker();
-    const g = await gatewayProcess(`workers:\n  - id: w0\n    url: ${w.url}\n    events: ${endpoint}\nprobeWorkers: false\n`);
+    const g = await gatewayProcess(
+      `workers:\n  - id: w0\n    url: ${w.url}\n    events: ${endpoint}\nprobeWorkers: false\n`,
+    );
     const batches = () => metricValue(g.url, 'kvctl_gateway_kv_event_batches_total{worker="w0"}');
-    await until("both consumers to receive batches", async () => watchSeq >= 0 && (await batches()) > 0);
+    await until(
+      "both consumers to receive batches",
+      async () => watchSeq >= 0 && (await batches()) > 0,
+    );
     const pids = { watch: watch.child.pid as number, gateway: g.child.pid as number };
     const before = { watch: rssMb(pids.watch), gateway: rssMb(pids.gateway) };
     const max = { ...before };
@@ -218,17 +291,27 @@ describe("kvctl gateway's listener bounds", () => {
     pub.child.stdin.write("big 1024\n");
     await until("the big message to be sent", () => lines.some((l) => l.startsWith("SENT ")));
     const bigSeq = Number((lines.find((l) => l.startsWith("SENT ")) as string).slice(5));
-    await until("both consumers to drop the connection", async () => /was dropped unread/.test(watch.err()) && (await metricValue(g.url, 'kvctl_gateway_kv_events_refused_total{worker="w0"}')) >= 1);
+    await until(
+      "both consumers to drop the connection",
+      async () =>
+        /was dropped unread/.test(watch.err()) &&
+        (await metricValue(g.url, 'kvctl_gateway_kv_events_refused_total{worker="w0"}')) >= 1,
+    );
     // They go on: batches after the big one arrive (ZMQ reconnected).
     const after = await batches();
-    await until("batches after the big one", async () => watchSeq > bigSeq + 2 && (await batches()) > after + 2);
+    await until(
+      "batches after the big one",
+      async () => watchSeq > bigSeq + 2 && (await batches()) > after + 2,
+    );
     clearInterval(sampler);
     for (const k of ["watch", "gateway"] as const) max[k] = Math.max(max[k], rssMb(pids[k]));
     console.log(`oversize figures: ${JSON.stringify({ rssBeforeMb: before, rssMaxMb: max })}`);
     expect(max.watch - before.watch).toBeLessThan(64);
     expect(max.gateway - before.gateway).toBeLessThan(64);
     // Logged once (the rate limiter's interval), however often ZMQ reconnects.
-    expect(watch.err().match(/over 67108864 bytes \(or bad framing\) was dropped unread/g)?.length).toBe(1);
+    expect(
+      watch.err().match(/over 67108864 bytes \(or bad framing\) was dropped unread/g)?.length,
+    ).toBe(1);
     pub.child.stdin.end();
   }, 120_000);
 });

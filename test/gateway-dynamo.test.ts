@@ -14,15 +14,23 @@ import type { GatewayPolicy } from "../src/contract/policy.js";
 import { readDynamoDiscovery } from "../src/events/dynamo/discovery.js";
 import { createGateway, type Gateway } from "../src/gateway/index.js";
 import { blockHashes } from "../src/hash/index.js";
-import { type DynamoFrontend, type DynamoWorker, dynamoInstalled, tinyModel, MODEL_NAME, startDynamoFrontend, startDynamoWorker } from "./helpers/dynamo.js";
+import {
+  type DynamoFrontend,
+  type DynamoWorker,
+  dynamoInstalled,
+  tinyModel,
+  MODEL_NAME,
+  startDynamoFrontend,
+  startDynamoWorker,
+} from "./helpers/dynamo.js";
 import { pollFor } from "./helpers/poll.js";
 import { tokens } from "./helpers/sglang-server.js";
 
 const PAGE = 16;
 const WRONG_ID = "4242";
 
-
-if (!dynamoInstalled()) throw new Error("Dynamo is not installed: run python/setup_venv.sh (KVCTL_DYNAMO=0 skips it)");
+if (!dynamoInstalled())
+  throw new Error("Dynamo is not installed: run python/setup_venv.sh (KVCTL_DYNAMO=0 skips it)");
 
 describe("gateway index from Dynamo's event plane (real dynamo.sglang worker + frontend)", () => {
   let dir: string;
@@ -35,8 +43,21 @@ describe("gateway index from Dynamo's event plane (real dynamo.sglang worker + f
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "kvctl-gw-dynamo-"));
     const discovery = join(dir, "discovery");
-    worker = await startDynamoWorker({ name: "worker", entry: "stock", tree: null, model: tinyModel(), discovery, dir: join(dir, "w"), pageSize: PAGE });
-    fe = await startDynamoFrontend({ name: "frontend", discovery, dir: join(dir, "fe"), routerMode: "kv" });
+    worker = await startDynamoWorker({
+      name: "worker",
+      entry: "stock",
+      tree: null,
+      model: tinyModel(),
+      discovery,
+      dir: join(dir, "w"),
+      pageSize: PAGE,
+    });
+    fe = await startDynamoFrontend({
+      name: "frontend",
+      discovery,
+      dir: join(dir, "fe"),
+      routerMode: "kv",
+    });
     const ch = readDynamoDiscovery(discovery).channels.find((c) => c.worker === worker.dynamoId);
     if (!ch) throw new Error("the worker's event channel is not in Dynamo's discovery folder");
     // Dynamo's PUB binds every interface and advertises the event-plane host; loopback reaches it.
@@ -46,7 +67,11 @@ describe("gateway index from Dynamo's event plane (real dynamo.sglang worker + f
       config: {
         listen: { host: "127.0.0.1", port: 0 },
         workers: [
-          { id: "w0", url: fe.baseUrl, dynamo: { events, workerId: worker.dynamoId, blockSize: PAGE } },
+          {
+            id: "w0",
+            url: fe.baseUrl,
+            dynamo: { events, workerId: worker.dynamoId, blockSize: PAGE },
+          },
           { id: "w1", url: fe.baseUrl, dynamo: { events, workerId: WRONG_ID, blockSize: PAGE } },
         ],
         health: { intervalMs: 60_000, timeoutMs: 30_000, failures: 5 },
@@ -68,7 +93,13 @@ describe("gateway index from Dynamo's event plane (real dynamo.sglang worker + f
       headers: { "content-type": "application/json" },
       // Streamed: for a whole answer the gateway asks the worker for token ids (return_token_ids),
       // a field Dynamo's frontend refuses.
-      body: JSON.stringify({ model: MODEL_NAME, prompt, max_tokens: 2, temperature: 0, stream: true }),
+      body: JSON.stringify({
+        model: MODEL_NAME,
+        prompt,
+        max_tokens: 2,
+        temperature: 0,
+        stream: true,
+      }),
     });
     const body = await r.text();
     expect(r.status, body).toBe(200);
@@ -83,22 +114,38 @@ describe("gateway index from Dynamo's event plane (real dynamo.sglang worker + f
     // The worker stores the prompt's full blocks (the last token stays out of the cache); its
     // events reach the index through Dynamo's relay. The index is the readiness signal.
     const want = hashes.slice(0, 4);
-    await pollFor("Dynamo's events to put the prompt's blocks in the index", () => want.every((h) => g.index.lookup(h)?.residency.get("w0")?.includes("GPU")), (ok) => ok, {
-      everyMs: 100,
-      detail: () => `log: ${logs.slice(-5).join(" | ")}`,
-    });
+    await pollFor(
+      "Dynamo's events to put the prompt's blocks in the index",
+      () => want.every((h) => g.index.lookup(h)?.residency.get("w0")?.includes("GPU")),
+      (ok) => ok,
+      {
+        everyMs: 100,
+        detail: () => `log: ${logs.slice(-5).join(" | ")}`,
+      },
+    );
     const before = seen.length;
     expect(await complete(prompt)).toBe("w0");
-    const turn = seen.slice(before).find((o): o is Extract<Observation, { type: "TurnStarted" }> => o.type === "TurnStarted");
+    const turn = seen
+      .slice(before)
+      .find((o): o is Extract<Observation, { type: "TurnStarted" }> => o.type === "TurnStarted");
     expect(turn?.worker).toBe("w0");
     expect(turn?.overlap?.GPU).toBeGreaterThanOrEqual(4);
     expect(turn?.promptBlocks?.slice(0, 4)).toEqual(want);
   }, 180_000);
 
   it("a Dynamo worker id with no mapping: named, counted, the worker stale, nothing applied to it", async () => {
-    expect(logs.some((l) => l.includes(`Dynamo worker ${worker.dynamoId} has no kvctl worker mapping`) && l.startsWith("gateway: worker w1"))).toBe(true);
+    expect(
+      logs.some(
+        (l) =>
+          l.includes(`Dynamo worker ${worker.dynamoId} has no kvctl worker mapping`) &&
+          l.startsWith("gateway: worker w1"),
+      ),
+    ).toBe(true);
     const metrics = await (await fetch(`${g.url}/metrics`)).text();
-    const m = /kvctl_gateway_dynamo_event_problems_total\{worker="w1",kind="unmapped_worker"\} (\d+)/.exec(metrics);
+    const m =
+      /kvctl_gateway_dynamo_event_problems_total\{worker="w1",kind="unmapped_worker"\} (\d+)/.exec(
+        metrics,
+      );
     expect(Number(m?.[1])).toBeGreaterThan(0);
     expect(metrics).toMatch(/kvctl_gateway_worker_index_stale\{worker="w1"\} 1/);
     expect(metrics).toMatch(/kvctl_gateway_worker_index_stale\{worker="w0"\} 0/);

@@ -23,11 +23,17 @@ describe("holds", () => {
     const unpinOnWorker = (pc: PolicyCommand): string => {
       if (pc.id && seenIds.has(pc.id)) return "duplicate";
       if (pc.id) seenIds.add(pc.id);
-      for (const b of (pc.command as { block_hashes: bigint[] }).block_hashes) worker.set(String(b), (worker.get(String(b)) ?? 0) - 1);
+      for (const b of (pc.command as { block_hashes: bigint[] }).block_hashes)
+        worker.set(String(b), (worker.get(String(b)) ?? 0) - 1);
       return "applied";
     };
     let n = 0;
-    const env = (now: number): HoldEnv => ({ replica: "r1", now, nextId: () => `h${++n}`, incarnation: () => null });
+    const env = (now: number): HoldEnv => ({
+      replica: "r1",
+      now,
+      nextId: () => `h${++n}`,
+      incarnation: () => null,
+    });
     const blocks = ["1", "2", "3", "4", "5", "6"];
     const kinds = ["marker", "inflight", "tool"] as const;
     // What the worker did for each outcome: applied changed it, rejected did not. A lost ack (failed)
@@ -40,9 +46,26 @@ describe("holds", () => {
       const pick = blocks.filter(() => rand() < 0.5);
       if (!pick.length) continue;
       const pin = rand() < 0.55;
-      const pc: PolicyCommand = { worker: "w0", sessionId: "p", hold: kind, reason: "x", command: { type: "Cache", block_hashes: pick.map(BigInt), pin, ttl_seconds: pin ? 600 : undefined } };
+      const pc: PolicyCommand = {
+        worker: "w0",
+        sessionId: "p",
+        hold: kind,
+        reason: "x",
+        command: {
+          type: "Cache",
+          block_hashes: pick.map(BigInt),
+          pin,
+          ttl_seconds: pin ? 600 : undefined,
+        },
+      };
       if (rand() < 0.05) {
-        const out = releaseCommands(r, env(step), () => true, "close", (e) => e.doubt);
+        const out = releaseCommands(
+          r,
+          env(step),
+          () => true,
+          "close",
+          (e) => e.doubt,
+        );
         for (const x of out) settleHold(r, x.effect, { status: unpinOnWorker(x.pc) }, step);
         // Everything released and acked: the worker holds exactly the other session's pins.
         for (const b of blocks) expect([step, b, worker.get(b)]).toEqual([step, b, 1]);
@@ -55,7 +78,12 @@ describe("holds", () => {
       const sentBlocks = (sent.command as { block_hashes: bigint[] }).block_hashes.map(String);
       let status = statuses[Math.floor(rand() * statuses.length)];
       if (!pin && status === "partial") status = "applied";
-      const applied = status === "partial" ? sentBlocks.slice(0, 1) : status === "applied" || (status === "failed" && (pin || rand() < 0.5)) ? sentBlocks : [];
+      const applied =
+        status === "partial"
+          ? sentBlocks.slice(0, 1)
+          : status === "applied" || (status === "failed" && (pin || rand() < 0.5))
+            ? sentBlocks
+            : [];
       if (!pin && applied.length) unpinOnWorker(sent);
       else for (const b of applied) worker.set(b, (worker.get(b) ?? 0) + 1);
       const missing = status === "partial" ? sentBlocks.slice(1).map(BigInt) : undefined;
@@ -64,11 +92,20 @@ describe("holds", () => {
       // pins of releases in doubt besides.
       const named = new Map<string, number>();
       const unsure = new Map<string, number>();
-      for (const h of r.holds ?? []) for (const b of h.blocks) named.set(b, (named.get(b) ?? 0) + 1);
-      for (const e of r.releases ?? []) if (e.doubt) for (const c of e.claims) for (const b of c.blocks) unsure.set(b, (unsure.get(b) ?? 0) + 1);
+      for (const h of r.holds ?? [])
+        for (const b of h.blocks) named.set(b, (named.get(b) ?? 0) + 1);
+      for (const e of r.releases ?? [])
+        if (e.doubt)
+          for (const c of e.claims)
+            for (const b of c.blocks) unsure.set(b, (unsure.get(b) ?? 0) + 1);
       for (const b of blocks) {
         const n = worker.get(b) ?? 0;
-        expect([step, b, n >= 1 + (named.get(b) ?? 0), n <= 1 + (named.get(b) ?? 0) + (unsure.get(b) ?? 0)]).toEqual([step, b, true, true]);
+        expect([
+          step,
+          b,
+          n >= 1 + (named.get(b) ?? 0),
+          n <= 1 + (named.get(b) ?? 0) + (unsure.get(b) ?? 0),
+        ]).toEqual([step, b, true, true]);
       }
     }
     // Not vacuous: most steps sent a command and settled its answer.
@@ -79,8 +116,20 @@ describe("holds", () => {
     let n = 0;
     return { replica: "r1", now, nextId: () => `h${now}.${++n}`, incarnation: () => null };
   };
-  const pin = (blocks: bigint[], hold: "marker" | "inflight" = "marker"): PolicyCommand => ({ worker: "w0", sessionId: "s", hold, reason: "x", command: { type: "Cache", block_hashes: blocks, pin: true, ttl_seconds: 60 } });
-  const unpin = (blocks: bigint[], hold: "marker" | "inflight" = "marker"): PolicyCommand => ({ worker: "w0", sessionId: "s", hold, reason: "x", command: { type: "Cache", block_hashes: blocks, pin: false } });
+  const pin = (blocks: bigint[], hold: "marker" | "inflight" = "marker"): PolicyCommand => ({
+    worker: "w0",
+    sessionId: "s",
+    hold,
+    reason: "x",
+    command: { type: "Cache", block_hashes: blocks, pin: true, ttl_seconds: 60 },
+  });
+  const unpin = (blocks: bigint[], hold: "marker" | "inflight" = "marker"): PolicyCommand => ({
+    worker: "w0",
+    sessionId: "s",
+    hold,
+    reason: "x",
+    command: { type: "Cache", block_hashes: blocks, pin: false },
+  });
 
   it("a partial pin ack narrows the hold to what the worker pinned; an error keeps it in doubt, and close still releases it", () => {
     const r = newSessionRecord("s", 0);
@@ -91,7 +140,9 @@ describe("holds", () => {
     settleHold(r, b.effect, { status: "error" }, 2);
     expect(r.holds?.map((h) => h.state)).toEqual(["held", "doubt"]);
     const out = releaseCommands(r, env(3), () => true, "close");
-    expect(out.map((x) => x.pc.command)).toEqual([{ type: "Cache", block_hashes: [1n, 7n], pin: false }]);
+    expect(out.map((x) => x.pc.command)).toEqual([
+      { type: "Cache", block_hashes: [1n, 7n], pin: false },
+    ]);
     settleHold(r, out[0].effect, { status: "applied" }, 3);
     expect(r.holds).toEqual([]);
   });
@@ -117,7 +168,8 @@ describe("holds", () => {
     const apply = (pc: PolicyCommand): string => {
       if (pc.id && applied.has(pc.id)) return "duplicate";
       if (pc.id) applied.add(pc.id);
-      for (const b of (pc.command as { block_hashes: bigint[] }).block_hashes) counts.set(String(b), (counts.get(String(b)) ?? 0) - 1);
+      for (const b of (pc.command as { block_hashes: bigint[] }).block_hashes)
+        counts.set(String(b), (counts.get(String(b)) ?? 0) - 1);
       return "applied";
     };
     // Session s holds one of block 1's two pins (another session holds the other).
@@ -129,8 +181,16 @@ describe("holds", () => {
     // The worker unpinned; its ack never came.
     settleHold(r, release.effect, { status: "failed" }, 3);
     expect(r.releases?.map((e) => [e.id, e.doubt])).toEqual([[release.pc?.id, true]]);
-    const close = releaseCommands(r, env(4), () => true, "close", (e) => e.doubt);
-    expect(close.map((x) => [x.pc.id, x.pc.command])).toEqual([[release.pc?.id, { type: "Cache", block_hashes: [1n], pin: false }]]);
+    const close = releaseCommands(
+      r,
+      env(4),
+      () => true,
+      "close",
+      (e) => e.doubt,
+    );
+    expect(close.map((x) => [x.pc.id, x.pc.command])).toEqual([
+      [release.pc?.id, { type: "Cache", block_hashes: [1n], pin: false }],
+    ]);
     const status = apply(close[0].pc);
     expect(status).toBe("duplicate");
     settleHold(r, close[0].effect, { status }, 5);
@@ -141,13 +201,27 @@ describe("holds", () => {
 
   it("a release in doubt past the worker's dedupe window is not sent again: its blocks leave the record unreleased", () => {
     const r = newSessionRecord("s", 0);
-    const long: PolicyCommand = { ...pin([1n]), command: { type: "Cache", block_hashes: [1n], pin: true, ttl_seconds: 86_400 } };
+    const long: PolicyCommand = {
+      ...pin([1n]),
+      command: { type: "Cache", block_hashes: [1n], pin: true, ttl_seconds: 86_400 },
+    };
     settleHold(r, prepareHold(r, long, env(1)).effect, { status: "applied" }, 1);
     const release = prepareHold(r, unpin([1n]), env(2));
     settleHold(r, release.effect, { status: "failed" }, 3);
     const dropped: string[] = [];
-    const late = { ...env(2 + 3_600_000), dropped: (_h: unknown, why: string) => dropped.push(why) };
-    expect(releaseCommands(r, late, () => true, "close", () => true)).toEqual([]);
+    const late = {
+      ...env(2 + 3_600_000),
+      dropped: (_h: unknown, why: string) => dropped.push(why),
+    };
+    expect(
+      releaseCommands(
+        r,
+        late,
+        () => true,
+        "close",
+        () => true,
+      ),
+    ).toEqual([]);
     expect(dropped).toEqual(["release outcome unknown"]);
     expect(r.holds).toEqual([]);
     expect(r.releases).toEqual([]);
@@ -164,31 +238,69 @@ describe("holds", () => {
       },
     } as unknown as KV;
     const lines: string[] = [];
-    const sessions = new SessionStore({ kv: () => conflicting, configured: true, opTimeoutMs: 1000, metrics: new GatewayMetrics(), log: lineLog((l) => lines.push(l)) });
+    const sessions = new SessionStore({
+      kv: () => conflicting,
+      configured: true,
+      opTimeoutMs: 1000,
+      metrics: new GatewayMetrics(),
+      log: lineLog((l) => lines.push(l)),
+    });
     const registry = new Registry();
     const sent: PolicyCommand[] = [];
     const unsent: string[] = [];
-    const ledger = new HoldLedger({ sessions, kv: () => null, send: (pc) => sent.push(pc), unsent: (_pc, why) => unsent.push(why), clock: { now: () => 0 }, metrics: new HoldMetrics(registry), log: lineLog((l) => lines.push(l)), heartbeatMs: 1000, incarnation: () => null });
+    const ledger = new HoldLedger({
+      sessions,
+      kv: () => null,
+      send: (pc) => sent.push(pc),
+      unsent: (_pc, why) => unsent.push(why),
+      clock: { now: () => 0 },
+      metrics: new HoldMetrics(registry),
+      log: lineLog((l) => lines.push(l)),
+      heartbeatMs: 1000,
+      incarnation: () => null,
+    });
     ledger.submit(pin([1n]));
     ledger.submit(pin([2n]));
     await ledger.settled();
     // Nothing sent, so no hold exists on the worker that no record names.
     expect(sent).toEqual([]);
-    expect(unsent).toEqual([expect.stringMatching(/could not be recorded.*8 conflicting writes/), expect.stringMatching(/could not be recorded/)]);
-    expect(await registry.getSingleMetricAsString("kvctl_gateway_bad_records_total")).toMatch(/why="update_lost"} 2/);
+    expect(unsent).toEqual([
+      expect.stringMatching(/could not be recorded.*8 conflicting writes/),
+      expect.stringMatching(/could not be recorded/),
+    ]);
+    expect(await registry.getSingleMetricAsString("kvctl_gateway_bad_records_total")).toMatch(
+      /why="update_lost"} 2/,
+    );
     expect(lines.filter((l) => /could not be recorded/.test(l))).toHaveLength(1);
   });
 
   it("a hold acked error or partial is counted and logged once; it stays named (in doubt) and close releases it", async () => {
     const lines: string[] = [];
-    const sessions = new SessionStore({ kv: () => null, configured: false, opTimeoutMs: 1000, metrics: new GatewayMetrics(), log: lineLog((l) => lines.push(l)) });
+    const sessions = new SessionStore({
+      kv: () => null,
+      configured: false,
+      opTimeoutMs: 1000,
+      metrics: new GatewayMetrics(),
+      log: lineLog((l) => lines.push(l)),
+    });
     const registry = new Registry();
     const sent: PolicyCommand[] = [];
-    const ledger = new HoldLedger({ sessions, kv: () => null, send: (pc) => sent.push(pc), unsent: () => undefined, clock: { now: () => 0 }, metrics: new HoldMetrics(registry), log: lineLog((l) => lines.push(l)), heartbeatMs: 1000, incarnation: () => null });
+    const ledger = new HoldLedger({
+      sessions,
+      kv: () => null,
+      send: (pc) => sent.push(pc),
+      unsent: () => undefined,
+      clock: { now: () => 0 },
+      metrics: new HoldMetrics(registry),
+      log: lineLog((l) => lines.push(l)),
+      heartbeatMs: 1000,
+      incarnation: () => null,
+    });
     for (const b of [1n, 2n, 3n]) ledger.submit(pin([b]));
     await ledger.settled();
     expect(sent).toHaveLength(3);
-    const ack = (pc: PolicyCommand, status: string, more: Record<string, unknown> = {}) => sessions.update("s", (rec) => ledger.settleInto(rec, pc, "w0", { status, ...more }));
+    const ack = (pc: PolicyCommand, status: string, more: Record<string, unknown> = {}) =>
+      sessions.update("s", (rec) => ledger.settleInto(rec, pc, "w0", { status, ...more }));
     await ack(sent[0], "error");
     await ack(sent[1], "error");
     await ack(sent[2], "partial", { affected: 0, missing: [3n], skipped: 0 });
@@ -203,6 +315,8 @@ describe("holds", () => {
       [["2"], "doubt"],
     ]);
     await ledger.close("s");
-    expect(sent.slice(3).map((pc) => pc.command)).toEqual([{ type: "Cache", block_hashes: [1n, 2n], pin: false }]);
+    expect(sent.slice(3).map((pc) => pc.command)).toEqual([
+      { type: "Cache", block_hashes: [1n, 2n], pin: false },
+    ]);
   });
 });

@@ -40,7 +40,8 @@ beforeAll(async () => {
 
 afterEach(async () => {
   for (const g of gateways.splice(0)) await g.close();
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  for (const c of children.splice(0))
+    if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
   if (w0) w0.hold = null;
 });
 
@@ -57,20 +58,41 @@ function config(sessions: Record<string, unknown> = {}): GatewayConfigInput {
     workers: [{ id: "w0", url: w0.url }],
     nats: { url: nats.url, opTimeoutMs: 5000 },
     health: { intervalMs: 60_000, timeoutMs: 5000, failures: 3 },
-    sessions: { bucket: BUCKET, idleAfterSeconds: 0, heartbeatMs: 60_000, inspectMs: 0, ...sessions },
+    sessions: {
+      bucket: BUCKET,
+      idleAfterSeconds: 0,
+      heartbeatMs: 60_000,
+      inspectMs: 0,
+      ...sessions,
+    },
   };
 }
 
 async function gw(sessions: Record<string, unknown> = {}, seen: unknown[] = []): Promise<Gateway> {
-  const g = await createGateway({ config: config(sessions), policy: holdsPolicy(seen), log: (l) => logs.push(l) });
+  const g = await createGateway({
+    config: config(sessions),
+    policy: holdsPolicy(seen),
+    log: (l) => logs.push(l),
+  });
   gateways.push(g);
   return g;
 }
 
 /** A replica in a child process (running the same scripted policy) that a test can SIGKILL. */
-async function childReplica(sessions: Record<string, unknown>): Promise<{ url: string; proc: ChildProcess }> {
+async function childReplica(
+  sessions: Record<string, unknown>,
+): Promise<{ url: string; proc: ChildProcess }> {
   // node itself (tsx as a loader, not its wrapper process), so SIGKILL reaches the replica.
-  const proc = spawn(process.execPath, ["--import", "tsx", join("test", "helpers", "replica-child.ts"), JSON.stringify(config(sessions))], { stdio: ["ignore", "pipe", "pipe"] });
+  const proc = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      join("test", "helpers", "replica-child.ts"),
+      JSON.stringify(config(sessions)),
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   children.push(proc);
   let err = "";
   proc.stderr?.on("data", (d: Buffer) => {
@@ -80,7 +102,8 @@ async function childReplica(sessions: Record<string, unknown>): Promise<{ url: s
     let out = "";
     proc.stdout?.on("data", (d: Buffer) => {
       out += d.toString();
-      if (out.includes("\n")) resolve((JSON.parse(out.slice(0, out.indexOf("\n"))) as { url: string }).url);
+      if (out.includes("\n"))
+        resolve((JSON.parse(out.slice(0, out.indexOf("\n"))) as { url: string }).url);
     });
     proc.once("exit", (code) => reject(new Error(`replica exited ${code}: ${err}`)));
   });
@@ -94,10 +117,18 @@ async function kill(proc: ChildProcess): Promise<void> {
 }
 
 const chat = (url: string, sid: string) =>
-  fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", "x-session-id": sid }, body: JSON.stringify({ messages: [{ role: "user", content: `hello ${sid}` }] }) });
+  fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-session-id": sid },
+    body: JSON.stringify({ messages: [{ role: "user", content: `hello ${sid}` }] }),
+  });
 
 const hint = (url: string, sid: string, event: string) =>
-  fetch(`${url}/kvctl/v1/sessions/${encodeURIComponent(sid)}/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event, ...(event === "tool_start" ? { tool_name: "t" } : {}) }) });
+  fetch(`${url}/kvctl/v1/sessions/${encodeURIComponent(sid)}/events`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ event, ...(event === "tool_start" ? { tool_name: "t" } : {}) }),
+  });
 
 /** Pins per block the record names (its pins field, which every gateway version writes). */
 function namedPins(r: SessionRecord | null): Map<string, number> {
@@ -106,21 +137,32 @@ function namedPins(r: SessionRecord | null): Map<string, number> {
   return n;
 }
 
-const workerPins = (sid: string) => new Map(blocksOf(sid).filter((h) => w0.pins.has(h)).map((h) => [String(h), w0.pins.get(h) as number]));
+const workerPins = (sid: string) =>
+  new Map(
+    blocksOf(sid)
+      .filter((h) => w0.pins.has(h))
+      .map((h) => [String(h), w0.pins.get(h) as number]),
+  );
 
 /**
  * Holds the worker's answers, sends a turn from a replica (`send`) and waits until it has reached
  * the worker with its hold on `holder`'s three blocks. Returns what kills that replica and then
  * lets the worker answer, resolving to when the replica was killed.
  */
-async function turnHeldAtWorker(holder: string, send: () => Promise<unknown>): Promise<(proc: ChildProcess) => Promise<number>> {
+async function turnHeldAtWorker(
+  holder: string,
+  send: () => Promise<unknown>,
+): Promise<(proc: ChildProcess) => Promise<number>> {
   let release: () => void = () => undefined;
   w0.hold = new Promise<void>((r) => {
     release = r;
   });
   const arrived = w0.arrived;
   void send().catch(() => undefined);
-  await until(`the turn of ${holder} to reach the worker with its hold`, () => w0.arrived > arrived && workerPins(holder).size === 3);
+  await until(
+    `the turn of ${holder} to reach the worker with its hold`,
+    () => w0.arrived > arrived && workerPins(holder).size === 3,
+  );
   return async (proc) => {
     await kill(proc);
     const killedAt = Date.now();
@@ -203,14 +245,22 @@ describe("orphan reaping", () => {
     const b = await gw({ heartbeatMs: 200 });
     const c = await childReplica({ heartbeatMs: 200 });
     const body = JSON.stringify({ messages: [{ role: "user", content: "no session here" }] });
-    const killSender = await turnHeldAtWorker(SESSIONLESS, () => fetch(`${c.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body }));
+    const killSender = await turnHeldAtWorker(SESSIONLESS, () =>
+      fetch(`${c.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      }),
+    );
     // The hold is named in a record (the child replica's own), under that replica's identity.
     const kv = await new Kvm(nc).open(BUCKET);
     const named: { replica: string; kind: string; blocks: string[] }[] = [];
     for await (const k of await kv.keys()) {
       const e = await kv.get(k);
       const r = e?.operation === "PUT" && e.length ? e.json<Partial<SessionRecord>>() : null;
-      for (const h of r?.holds ?? []) if (h.blocks.length && h.blocks.every((x) => blocksOf(SESSIONLESS).map(String).includes(x))) named.push(h);
+      for (const h of r?.holds ?? [])
+        if (h.blocks.length && h.blocks.every((x) => blocksOf(SESSIONLESS).map(String).includes(x)))
+          named.push(h);
     }
     expect(named.map((h) => [h.kind, h.blocks.length])).toEqual([["inflight", 3]]);
     expect(named[0].replica).toMatch(new RegExp(`-${c.proc.pid}-`));
@@ -231,7 +281,9 @@ describe("reconciliation with the worker", () => {
     await g.settled();
     await until("a first Inspect", () => seen.some((o) => o.type === "WorkerPins"));
     w0.restart();
-    await until("the restart to be noticed", () => seen.some((o) => o.type === "WorkerCleared" && o.worker === "w0" && o.reason === "restart"));
+    await until("the restart to be noticed", () =>
+      seen.some((o) => o.type === "WorkerCleared" && o.worker === "w0" && o.reason === "restart"),
+    );
     expect((await chat(g.url, "s5")).status).toBe(200);
     await g.settled();
     const starts = seen.filter((o) => o.type === "TurnStarted" && o.sessionId === "s5");
@@ -254,8 +306,12 @@ describe("bad input", () => {
     expect(logs.filter((l) => l.includes('"s6"') && l.includes("version 2")).length).toBe(1);
     // No hold is taken that only this replica's copy would name (no other replica could release it).
     expect(workerPins("s6").size).toBe(0);
-    expect(logs.filter((l) => l.includes('"s6"') && l.includes("could not be recorded")).length).toBe(1);
-    expect(await (await fetch(`${g.url}/metrics`)).text()).toMatch(/kvctl_gateway_session_store_errors_total\{op="version"\} 1/);
+    expect(
+      logs.filter((l) => l.includes('"s6"') && l.includes("could not be recorded")).length,
+    ).toBe(1);
+    expect(await (await fetch(`${g.url}/metrics`)).text()).toMatch(
+      /kvctl_gateway_session_store_errors_total\{op="version"\} 1/,
+    );
   });
 
   it("an older gateway's record (pins and leases without identities) is adopted: close releases them", async () => {
@@ -264,7 +320,15 @@ describe("bad input", () => {
     delete r.holds;
     const hs = blocksOf("s7");
     r.pins = [{ worker: "w0", blockHashes: hs.map(String), ttlSeconds: 3600, atMs: Date.now() }];
-    r.leases = [{ worker: "w0", leaseId: "old-lease", blockHashes: hs.map(String), ttlSeconds: 3600, atMs: Date.now() }];
+    r.leases = [
+      {
+        worker: "w0",
+        leaseId: "old-lease",
+        blockHashes: hs.map(String),
+        ttlSeconds: 3600,
+        atMs: Date.now(),
+      },
+    ];
     await kv.put(sessionKey("s7"), JSON.stringify(r));
     for (const h of hs) w0.pins.set(h, 1);
     w0.leases.set("old-lease", hs);
@@ -287,9 +351,21 @@ describe("bad input: a worker's counts the records cannot explain", () => {
     await until("the marker pin", () => workerPins("s8").size === 4);
     // The worker lost them (as a process that dropped its pins would).
     for (const h of blocksOf("s8")) w0.pins.delete(h);
-    const divergences = async () => Number(/kvctl_gateway_pin_divergences_total\{worker="w0",kind="fewer_pins"\} (\d+)/.exec(await (await fetch(`${g.url}/metrics`)).text())?.[1] ?? 0);
-    await until("two Inspect rounds to count the missing pins", async () => (await divergences()) >= 8);
-    expect(logs.slice(from).filter((l) => /worker w0 holds fewer pins than the session records name/.test(l))).toHaveLength(1);
+    const divergences = async () =>
+      Number(
+        /kvctl_gateway_pin_divergences_total\{worker="w0",kind="fewer_pins"\} (\d+)/.exec(
+          await (await fetch(`${g.url}/metrics`)).text(),
+        )?.[1] ?? 0,
+      );
+    await until(
+      "two Inspect rounds to count the missing pins",
+      async () => (await divergences()) >= 8,
+    );
+    expect(
+      logs
+        .slice(from)
+        .filter((l) => /worker w0 holds fewer pins than the session records name/.test(l)),
+    ).toHaveLength(1);
     expect((await chat(g.url, "s8")).status).toBe(200);
     expect((await hint(g.url, "s8", "close")).status).toBe(202);
     await until("the record to name no hold", async () => {
@@ -303,7 +379,19 @@ describe("bad input: a worker's counts the records cannot explain", () => {
 
 describe("agent policy", () => {
   it("a session idle twice has every lease revoked by close", () => {
-    const p = createAgentPolicy({ config: { idle: { enabled: true }, inflight: { enabled: false }, tools: { enabled: false }, think: { enabled: false }, pins: { enabled: false }, prune: { enabled: false }, warm: { enabled: false } }, registry: new Registry(), log: () => undefined });
+    const p = createAgentPolicy({
+      config: {
+        idle: { enabled: true },
+        inflight: { enabled: false },
+        tools: { enabled: false },
+        think: { enabled: false },
+        pins: { enabled: false },
+        prune: { enabled: false },
+        warm: { enabled: false },
+      },
+      registry: new Registry(),
+      log: () => undefined,
+    });
     p.observe(joined(0));
     const paused = new Set<string>();
     const revoked = new Set<string>();
@@ -313,14 +401,34 @@ describe("agent policy", () => {
         if (c.command.type === "RevokeLease") revoked.add(c.command.lease_id);
       }
     };
-    const idle = (at: number) => note(p.observe({ type: "SessionIdle", at, sessionId: "s", worker: "w0", idleMs: 30_000, chain: chainOf(5) }));
+    const idle = (at: number) =>
+      note(
+        p.observe({
+          type: "SessionIdle",
+          at,
+          sessionId: "s",
+          worker: "w0",
+          idleMs: 30_000,
+          chain: chainOf(5),
+        }),
+      );
     note(p.observe(started(0, "s")));
     note(p.observe(finished(1, "s", chainOf(5))));
     idle(30_000);
     note(p.observe(started(40_000, "s")));
     note(p.observe(finished(40_001, "s", chainOf(5))));
     idle(80_000);
-    note(p.observe({ type: "SessionHint", at: 90_000, sessionId: "s", event: "close", toolName: null, toolCallId: null, keepTokens: null }));
+    note(
+      p.observe({
+        type: "SessionHint",
+        at: 90_000,
+        sessionId: "s",
+        event: "close",
+        toolName: null,
+        toolCallId: null,
+        keepTokens: null,
+      }),
+    );
     expect(paused.size).toBe(2);
     expect(revoked).toEqual(paused);
   });

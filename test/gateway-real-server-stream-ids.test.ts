@@ -26,8 +26,20 @@ beforeAll(async () => {
   jsDir = mkdtempSync(join(tmpdir(), "kvctl-stream-ids-"));
   nats = await startNatsServer(["-js", "-sd", jsDir]);
   server = await startSglangServer({
-    model: agentModel(), natsUrl: nats.url, workerId: "w0", storageDir: "", maxTotalTokens: 4096, hostRatio: 2, readyTimeoutS: 540,
-    extraArgs: ["--enable-cache-report", "--reasoning-parser", "qwen3", "--context-length", "32768"],
+    model: agentModel(),
+    natsUrl: nats.url,
+    workerId: "w0",
+    storageDir: "",
+    maxTotalTokens: 4096,
+    hostRatio: 2,
+    readyTimeoutS: 540,
+    extraArgs: [
+      "--enable-cache-report",
+      "--reasoning-parser",
+      "qwen3",
+      "--context-length",
+      "32768",
+    ],
   });
   g = await createGateway({
     config: {
@@ -54,15 +66,31 @@ afterAll(async () => {
   if (jsDir) rmSync(jsDir, { recursive: true, force: true });
 }, 120_000);
 
-const SYSTEM = "You are a careful agent. Think before acting, and keep every answer short. ".repeat(6);
+const SYSTEM = "You are a careful agent. Think before acting, and keep every answer short. ".repeat(
+  6,
+);
 const request = (user: string, stream: boolean) => ({
-  messages: [{ role: "system", content: SYSTEM }, { role: "user", content: user }],
-  max_tokens: 96, temperature: 0, regex: "<think>[a-z ]{48}</think>[a-z ]{12}", stream,
+  messages: [
+    { role: "system", content: SYSTEM },
+    { role: "user", content: user },
+  ],
+  max_tokens: 96,
+  temperature: 0,
+  regex: "<think>[a-z ]{48}</think>[a-z ]{12}",
+  stream,
   ...(stream ? { stream_options: { include_usage: true } } : {}),
 });
 
-async function streamText(url: string, body: unknown, headers: Record<string, string> = {}): Promise<string> {
-  const r = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+async function streamText(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<string> {
+  const r = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
   expect(r.status).toBe(200);
   return r.text();
 }
@@ -72,7 +100,10 @@ async function streamText(url: string, body: unknown, headers: Record<string, st
 // cut the text into deltas (it coalesces tokens by timing). So: every event that is not a text
 // delta, byte for byte after that normalisation, and the deltas' text joined.
 const normalised = (s: string) =>
-  s.replace(/"id":"[^"]*"/g, '"id":"-"').replace(/"created":\d+/g, '"created":0').replace(/"prompt_tokens_details":(null|\{[^}]*\})/g, '"prompt_tokens_details":-');
+  s
+    .replace(/"id":"[^"]*"/g, '"id":"-"')
+    .replace(/"created":\d+/g, '"created":0')
+    .replace(/"prompt_tokens_details":(null|\{[^}]*\})/g, '"prompt_tokens_details":-');
 
 function streamShape(text: string): { reasoning: string; content: string; events: string[] } {
   const out = { reasoning: "", content: "", events: [] as string[] };
@@ -81,7 +112,12 @@ function streamShape(text: string): { reasoning: string; content: string; events
     const c = j?.choices?.[0];
     const d = c?.delta;
     const keys = d ? Object.keys(d).filter((k) => d[k] !== null) : [];
-    if (d && c.finish_reason === null && keys.length === 1 && (keys[0] === "reasoning_content" || keys[0] === "content")) {
+    if (
+      d &&
+      c.finish_reason === null &&
+      keys.length === 1 &&
+      (keys[0] === "reasoning_content" || keys[0] === "content")
+    ) {
       if (keys[0] === "reasoning_content") out.reasoning += d.reasoning_content;
       else out.content += d.content;
     } else out.events.push(normalised(ev));
@@ -91,7 +127,9 @@ function streamShape(text: string): { reasoning: string; content: string; events
 
 async function finishedOf(session: string): Promise<TurnFinished> {
   await g.settled();
-  const f = seen.filter((o): o is TurnFinished => o.type === "TurnFinished" && o.sessionId === session);
+  const f = seen.filter(
+    (o): o is TurnFinished => o.type === "TurnFinished" && o.sessionId === session,
+  );
   expect(f.length).toBe(1);
   return f[0];
 }
@@ -100,8 +138,14 @@ describe("gateway: output ids of streamed chat turns from a real SGLang server",
   it("records the worker's exact output ids for a streamed turn, the think rule acts on them, and the client's stream is unchanged", async () => {
     const user = "List the files in the current directory.";
     // The reference: the same request not streamed, with the worker's own token ids.
-    const whole = await fetch(`${server.baseUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...request(user, false), return_token_ids: true }) });
-    const ref = (await whole.json()) as { choices: { response_token_ids: number[]; message: { reasoning_content: string | null } }[] };
+    const whole = await fetch(`${server.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ...request(user, false), return_token_ids: true }),
+    });
+    const ref = (await whole.json()) as {
+      choices: { response_token_ids: number[]; message: { reasoning_content: string | null } }[];
+    };
     const refIds = ref.choices[0].response_token_ids;
     expect(refIds.length).toBeGreaterThan(20);
     // The qwen3 parser takes the answer as reasoning up to </think> (SGLang constrains only what
@@ -120,7 +164,10 @@ describe("gateway: output ids of streamed chat turns from a real SGLang server",
     const f = await finishedOf("streamed");
     expect(f.outputTokens).toEqual(refIds);
     expect(f.ranges?.reasoning).not.toBeNull();
-    expect(f.ranges?.output).toEqual({ start: f.promptTokens?.length, end: (f.promptTokens?.length ?? 0) + refIds.length });
+    expect(f.ranges?.output).toEqual({
+      start: f.promptTokens?.length,
+      end: (f.promptTokens?.length ?? 0) + refIds.length,
+    });
 
     // The think rule marks the reasoning blocks, and the worker acks the command.
     const rec = await pollFor(
@@ -136,7 +183,10 @@ describe("gateway: output ids of streamed chat turns from a real SGLang server",
   }, 300_000);
 
   it("leaves the ids to a client that asked for them itself", async () => {
-    const body = { ...request("Show the current directory.", true), return_output_ids_in_sglext: true };
+    const body = {
+      ...request("Show the current directory.", true),
+      return_output_ids_in_sglext: true,
+    };
     const text = await streamText(g.url, body, { "x-session-id": "own-ids" });
     expect(text).toContain('"output_ids"');
     expect(text).not.toContain("sglext_ids");

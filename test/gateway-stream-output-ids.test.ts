@@ -4,13 +4,20 @@
 // asked for sglext ids itself. The real worker's side is in gateway-real-server-stream-ids.test.ts.
 import { describe, expect, it } from "vitest";
 import type { TurnRequest } from "../src/gateway/request/turn-request.js";
-import { asksStreamOutputIds, clientAsksSglextIds, IdsFrameFilter } from "../src/gateway/stream-output-ids.js";
+import {
+  asksStreamOutputIds,
+  clientAsksSglextIds,
+  IdsFrameFilter,
+} from "../src/gateway/stream-output-ids.js";
 import { StreamScan } from "../src/gateway/stream-scan.js";
 import { servesStreamOutputIds } from "../src/gateway/worker-features.js";
 
 const data = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
 const plain =
-  data({ id: "x", choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] }) +
+  data({
+    id: "x",
+    choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }],
+  }) +
   data({ id: "x", choices: [{ index: 0, delta: { content: "héllo" }, finish_reason: null }] }) +
   data({ id: "x", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }) +
   data({ id: "x", choices: [], sglext: { cached_tokens_details: { device: 3 } } });
@@ -56,16 +63,21 @@ describe("gateway: output ids of a chat stream", () => {
   });
 
   it("asks only on streamed chat to a worker that serves the ids, and not when the client asked for sglext ids", () => {
-    const turn = (o: Partial<TurnRequest>) => ({ route: "chat", stream: true, headers: {}, raw: Buffer.from("{}"), ...o }) as TurnRequest;
+    const turn = (o: Partial<TurnRequest>) =>
+      ({ route: "chat", stream: true, headers: {}, raw: Buffer.from("{}"), ...o }) as TurnRequest;
     expect(asksStreamOutputIds(turn({}), true)).toBe(true);
     expect(asksStreamOutputIds(turn({}), false)).toBe(false);
     expect(asksStreamOutputIds(turn({ stream: false }), true)).toBe(false);
     expect(asksStreamOutputIds(turn({ route: "messages" }), true)).toBe(false);
     expect(asksStreamOutputIds(turn({ route: "completions" }), true)).toBe(false);
     expect(clientAsksSglextIds({ "x-sglext-ids-framed": "1" }, Buffer.from("{}"))).toBe(true);
-    expect(clientAsksSglextIds({ "x-sglext-return-output-ids": "1" }, Buffer.from("{}"))).toBe(true);
+    expect(clientAsksSglextIds({ "x-sglext-return-output-ids": "1" }, Buffer.from("{}"))).toBe(
+      true,
+    );
     expect(clientAsksSglextIds({}, Buffer.from('{"return_output_ids_in_sglext":true}'))).toBe(true);
-    expect(asksStreamOutputIds(turn({ raw: Buffer.from('{"return_input_ids_in_sglext":true}') }), true)).toBe(false);
+    expect(
+      asksStreamOutputIds(turn({ raw: Buffer.from('{"return_input_ids_in_sglext":true}') }), true),
+    ).toBe(false);
   });
 
   it("reads the worker's support from its /server_info version", () => {

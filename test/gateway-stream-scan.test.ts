@@ -21,9 +21,26 @@ describe("gateway: the stream watcher", () => {
       chat({ role: "assistant", content: "" }) +
         chat({ reasoning_content: "let me " }) +
         chat({ reasoning_content: "think" }) +
-        chat({ tool_calls: [{ id: "call_a", index: 0, type: "function", function: { name: "ls", arguments: "" } }] }) +
-        chat({ tool_calls: [{ id: null, index: 0, type: "function", function: { name: null, arguments: '{"a":1}' } }] }) +
-        chat({ tool_calls: [{ id: "call_b", index: 1, type: "function", function: { name: "cd", arguments: "{}" } }] }) +
+        chat({
+          tool_calls: [
+            { id: "call_a", index: 0, type: "function", function: { name: "ls", arguments: "" } },
+          ],
+        }) +
+        chat({
+          tool_calls: [
+            {
+              id: null,
+              index: 0,
+              type: "function",
+              function: { name: null, arguments: '{"a":1}' },
+            },
+          ],
+        }) +
+        chat({
+          tool_calls: [
+            { id: "call_b", index: 1, type: "function", function: { name: "cd", arguments: "{}" } },
+          ],
+        }) +
         chat({}, "tool_calls") +
         `data: ${JSON.stringify({ id: "x", choices: [], usage: { prompt_tokens: 9, completion_tokens: 4, prompt_tokens_details: { cached_tokens: 8 } } })}\n\n` +
         "data: [DONE]\n\n",
@@ -41,18 +58,32 @@ describe("gateway: the stream watcher", () => {
   it("a plain answer has no tool calls and no reasoning", () => {
     const scan = new StreamScan("chat");
     feed(scan, chat({ content: "hi" }) + chat({}, "stop") + "data: [DONE]\n\n", 5);
-    expect(scan.result()).toMatchObject({ toolCalls: [], reasoningText: null, finishReason: "stop" });
+    expect(scan.result()).toMatchObject({
+      toolCalls: [],
+      reasoningText: null,
+      finishReason: "stop",
+    });
   });
 
   it("collects Anthropic tool_use blocks and thinking deltas", () => {
     const scan = new StreamScan("messages");
-    const ev = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
+    const ev = (name: string, data: Record<string, unknown>) =>
+      `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
     feed(
       scan,
       ev("content_block_start", { index: 0, content_block: { type: "thinking", thinking: "" } }) +
-        ev("content_block_delta", { index: 0, delta: { type: "thinking_delta", thinking: "hmm" } }) +
-        ev("content_block_start", { index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "search", input: {} } }) +
-        ev("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: "{}" } }) +
+        ev("content_block_delta", {
+          index: 0,
+          delta: { type: "thinking_delta", thinking: "hmm" },
+        }) +
+        ev("content_block_start", {
+          index: 1,
+          content_block: { type: "tool_use", id: "toolu_1", name: "search", input: {} },
+        }) +
+        ev("content_block_delta", {
+          index: 1,
+          delta: { type: "input_json_delta", partial_json: "{}" },
+        }) +
         ev("message_delta", { delta: { stop_reason: "tool_use" }, usage: { output_tokens: 3 } }),
       11,
     );

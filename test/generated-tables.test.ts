@@ -51,19 +51,42 @@ describe("generated tables", () => {
   it("the lint check's command exits 1 and names the edited file", () => {
     const dir = copyTree("cli");
     const py = join(dir, "python/kvctl_worker/wire_tables.py");
-    writeFileSync(py, readFileSync(py, "utf8").replace("TTL_MIN, TTL_MAX = 1, 2592000", "TTL_MIN, TTL_MAX = 0, 2592000"));
-    const args = ["--import", "tsx", join(root, "scripts", "gen-tables.ts"), "--check", "--root", dir];
+    writeFileSync(
+      py,
+      readFileSync(py, "utf8").replace(
+        "TTL_MIN, TTL_MAX = 1, 2592000",
+        "TTL_MIN, TTL_MAX = 0, 2592000",
+      ),
+    );
+    const args = [
+      "--import",
+      "tsx",
+      join(root, "scripts", "gen-tables.ts"),
+      "--check",
+      "--root",
+      dir,
+    ];
     const r = spawnSync(process.execPath, args, { cwd: root, encoding: "utf8" });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain("python/kvctl_worker/wire_tables.py differs from what its source generates");
-    const clean = spawnSync(process.execPath, ["--import", "tsx", join(root, "scripts", "gen-tables.ts"), "--check"], { cwd: root, encoding: "utf8" });
+    expect(r.stderr).toContain(
+      "python/kvctl_worker/wire_tables.py differs from what its source generates",
+    );
+    const clean = spawnSync(
+      process.execPath,
+      ["--import", "tsx", join(root, "scripts", "gen-tables.ts"), "--check"],
+      { cwd: root, encoding: "utf8" },
+    );
     expect(clean.status).toBe(0);
   });
 
   it("a field shape the generator does not know is refused, naming the field", () => {
-    const schema = JSON.parse(read("docs/protocol.schema.json").replace(/-?9223372036854775\d{3}/g, "0"));
+    const schema = JSON.parse(
+      read("docs/protocol.schema.json").replace(/-?9223372036854775\d{3}/g, "0"),
+    );
     const cache = schema.$defs.Command.oneOf[0];
     cache.properties.pin = { type: "string", format: "date-time" };
-    expect(() => wireModel(JSON.stringify(schema))).toThrow(/Cache\.pin: a field shape the table generator does not know/);
+    expect(() => wireModel(JSON.stringify(schema))).toThrow(
+      /Cache\.pin: a field shape the table generator does not know/,
+    );
   });
 });

@@ -30,11 +30,16 @@ interface Oracle {
 
 function runOracle(): Oracle {
   const out = join(mkdtempSync(join(tmpdir(), "kvctl-dynamo-vectors-")), "vectors.json");
-  const r = spawnSync(venvPython, [join(repoRoot, "python/oracles/dynamo_hash_vectors.py"), out, "--fetch"], {
-    encoding: "utf8",
-    timeout: 600_000,
-  });
-  if (r.status !== 0) throw new Error(`dynamo oracle failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
+  const r = spawnSync(
+    venvPython,
+    [join(repoRoot, "python/oracles/dynamo_hash_vectors.py"), out, "--fetch"],
+    {
+      encoding: "utf8",
+      timeout: 600_000,
+    },
+  );
+  if (r.status !== 0)
+    throw new Error(`dynamo oracle failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
   process.stdout.write(`dynamo oracle: ${r.stdout}`);
   return JSON.parse(readFileSync(out, "utf8")) as Oracle;
 }
@@ -46,7 +51,12 @@ const suiteName = oracle
 
 describe.skipIf(!oracle)(suiteName, () => {
   const cases = oracle?.cases ?? [];
-  const opts = (c: DynamoCase) => ({ blockSize: c.block_size, loraName: c.lora_name, cacheNamespace: c.cache_namespace, eagle: c.eagle });
+  const opts = (c: DynamoCase) => ({
+    blockSize: c.block_size,
+    loraName: c.lora_name,
+    cacheNamespace: c.cache_namespace,
+    eagle: c.eagle,
+  });
 
   it.each(cases.map((c) => [c.name, c] as const))("%s", (_name, c) => {
     expect(Array.from(dynamoBlockHashes(c.tokens, opts(c)), String)).toEqual(c.local);
@@ -54,7 +64,9 @@ describe.skipIf(!oracle)(suiteName, () => {
   });
 
   it("batch over many sequences equals per-sequence results", () => {
-    const plain = cases.filter((c) => c.block_size === 16 && !c.eagle && !c.lora_name && !c.cache_namespace);
+    const plain = cases.filter(
+      (c) => c.block_size === 16 && !c.eagle && !c.lora_name && !c.cache_namespace,
+    );
     const r = dynamoHashesBatch(
       plain.map((c) => c.tokens),
       { blockSize: 16 },

@@ -20,7 +20,11 @@ function both(): { prom: Registry; hot: Registry } {
 describe("hot metrics render exactly as prom-client's", () => {
   it("a counter: the same text and JSON for the same increments", async () => {
     const { prom, hot } = both();
-    const cfg = { name: "t_requests_total", help: "Requests, by route, worker and status", labelNames: ["route", "worker", "status"] as const };
+    const cfg = {
+      name: "t_requests_total",
+      help: "Requests, by route, worker and status",
+      labelNames: ["route", "worker", "status"] as const,
+    };
     const p = new Counter({ ...cfg, registers: [prom] });
     const h = new HotCounter({ ...cfg, registers: [hot] });
     // A status given as a number and as its text is one series, as prom-client counts it.
@@ -39,12 +43,19 @@ describe("hot metrics render exactly as prom-client's", () => {
     }
     expect(await hot.metrics()).toBe(await prom.metrics());
     expect(await hot.getMetricsAsJSON()).toEqual(await prom.getMetricsAsJSON());
-    expect(await hot.metrics()).toContain('t_requests_total{route="chat",worker="w0",status="200"} 8');
+    expect(await hot.metrics()).toContain(
+      't_requests_total{route="chat",worker="w0",status="200"} 8',
+    );
   });
 
   it("a histogram: the same buckets, sums and counts, by series", async () => {
     const { prom, hot } = both();
-    const cfg = { name: "t_latency_seconds", help: "Latency", labelNames: ["route", "worker", "tenant"] as const, buckets: BUCKETS };
+    const cfg = {
+      name: "t_latency_seconds",
+      help: "Latency",
+      labelNames: ["route", "worker", "tenant"] as const,
+      buckets: BUCKETS,
+    };
     const p = new Histogram({ ...cfg, registers: [prom] });
     const h = new HotHistogram({ ...cfg, registers: [hot] });
     const kept = h.labels(SERIES[0]);
@@ -62,7 +73,12 @@ describe("hot metrics render exactly as prom-client's", () => {
 
   it("a reset registry forgets every series, as prom-client's do", async () => {
     const { prom, hot } = both();
-    const cfg = { name: "t_d_seconds", help: "D", labelNames: ["route"] as const, buckets: BUCKETS };
+    const cfg = {
+      name: "t_d_seconds",
+      help: "D",
+      labelNames: ["route"] as const,
+      buckets: BUCKETS,
+    };
     const p = new Histogram({ ...cfg, registers: [prom] });
     const h = new HotHistogram({ ...cfg, registers: [hot] });
     p.observe({ route: "chat" }, 0.2);
@@ -77,19 +93,41 @@ describe("hot metrics render exactly as prom-client's", () => {
 describe("hot metrics refuse bad input without changing", () => {
   it("names the metric for a shrinking or non-finite count, a non-finite observation, a missing label, unordered buckets", async () => {
     const hot = new Registry();
-    const c = new HotCounter({ name: "t_c_total", help: "C", labelNames: ["worker"] as const, registers: [hot] });
-    const h = new HotHistogram({ name: "t_h_seconds", help: "H", labelNames: ["worker"] as const, buckets: BUCKETS, registers: [hot] });
+    const c = new HotCounter({
+      name: "t_c_total",
+      help: "C",
+      labelNames: ["worker"] as const,
+      registers: [hot],
+    });
+    const h = new HotHistogram({
+      name: "t_h_seconds",
+      help: "H",
+      labelNames: ["worker"] as const,
+      buckets: BUCKETS,
+      registers: [hot],
+    });
     c.inc({ worker: "w0" }, 2);
     h.observe({ worker: "w0" }, 0.5);
     const before = await hot.metrics();
     expect(() => c.inc({ worker: "w0" }, -1)).toThrow(/t_c_total.*only grows/);
     expect(() => c.inc({ worker: "w0" }, Number.NaN)).toThrow(/t_c_total/);
     expect(() => c.inc({ worker: "w0" }, Number.POSITIVE_INFINITY)).toThrow(/t_c_total/);
-    expect(() => h.observe({ worker: "w0" }, Number.NaN)).toThrow(/t_h_seconds: an observation must be finite/);
+    expect(() => h.observe({ worker: "w0" }, Number.NaN)).toThrow(
+      /t_h_seconds: an observation must be finite/,
+    );
     expect(() => h.observe({ worker: "new" }, Number.POSITIVE_INFINITY)).toThrow(/t_h_seconds/);
     expect(() => h.labels({ worker: "w0" }).observe(Number.NaN)).toThrow(/t_h_seconds/);
     expect(() => c.inc({} as { worker: string })).toThrow(/t_c_total: label worker is missing/);
     expect(await hot.metrics()).toBe(before);
-    expect(() => new HotHistogram({ name: "t_bad", help: "B", labelNames: [], buckets: [1, 0.5], registers: [] })).toThrow(/t_bad: buckets must ascend/);
+    expect(
+      () =>
+        new HotHistogram({
+          name: "t_bad",
+          help: "B",
+          labelNames: [],
+          buckets: [1, 0.5],
+          registers: [],
+        }),
+    ).toThrow(/t_bad: buckets must ascend/);
   });
 });

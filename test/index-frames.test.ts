@@ -38,19 +38,40 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
           const salt = c === 5 ? "salt" : null;
           // chains 6..9 carry chain 0 and 1's tokens under made-up engine hashes (two sets), so two
           // engine hashes stand for one token-derived hash and the token-hash map depends on order
-          const tokens = c >= 6 ? chains[c % 2].tokens : Array.from({ length: LEN * PAGE }, () => Math.floor(rand() * 50_000));
-          const real = Array.from(blockHashes(Uint32Array.from(tokens), { pageSize: PAGE, cacheSalt: salt ?? undefined }));
-          const hashes = c >= 6 ? real.map((_, i) => BigInt.asIntN(64, (BigInt(c) << 40n) | BigInt(i + 1))) : real;
+          const tokens =
+            c >= 6
+              ? chains[c % 2].tokens
+              : Array.from({ length: LEN * PAGE }, () => Math.floor(rand() * 50_000));
+          const real = Array.from(
+            blockHashes(Uint32Array.from(tokens), { pageSize: PAGE, cacheSalt: salt ?? undefined }),
+          );
+          const hashes =
+            c >= 6
+              ? real.map((_, i) => BigInt.asIntN(64, (BigInt(c) << 40n) | BigInt(i + 1)))
+              : real;
           chains.push({ tokens, hashes, salt });
         }
         // chain 10: chain 6's engine hashes over other tokens (a worker that disagrees): which
         // digest a block keeps depends on which frame stored it first
-        chains.push({ tokens: Array.from({ length: LEN * PAGE }, () => Math.floor(rand() * 50_000)), hashes: chains[6].hashes, salt: null });
+        chains.push({
+          tokens: Array.from({ length: LEN * PAGE }, () => Math.floor(rand() * 50_000)),
+          hashes: chains[6].hashes,
+          salt: null,
+        });
         const workers = ["w0", "w1", "w2", "w3"];
         const stored = (ch: Chain, s: number, len: number, tier: Tier): KvEvent => ({
-          type: "BlockStored", blockHashes: ch.hashes.slice(s, s + len), parentBlockHash: s > 0 ? ch.hashes[s - 1] : null,
-          tokenIds: ch.tokens.slice(s * PAGE, (s + len) * PAGE), blockSize: PAGE, loraId: null, medium: tier, tier,
-          cacheSalt: ch.salt, sessionId: null, loraName: null, bigram: false,
+          type: "BlockStored",
+          blockHashes: ch.hashes.slice(s, s + len),
+          parentBlockHash: s > 0 ? ch.hashes[s - 1] : null,
+          tokenIds: ch.tokens.slice(s * PAGE, (s + len) * PAGE),
+          blockSize: PAGE,
+          loraId: null,
+          medium: tier,
+          tier,
+          cacheSalt: ch.salt,
+          sessionId: null,
+          loraName: null,
+          bigram: false,
         });
         const frame = (): Uint8Array => {
           const r = rand();
@@ -61,22 +82,48 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
           for (let n = 1 + Math.floor(rand() * 4); n > 0 && s < LEN; n--) {
             const len = 1 + Math.floor(rand() * Math.min(3, LEN - s));
             const q = rand();
-            if (q < 0.75) events.push(stored(ch, s, len, pick(["GPU", "GPU", "CPU_PINNED"] as Tier[])));
-            else if (q < 0.93) events.push({ type: "BlockRemoved", blockHashes: ch.hashes.slice(Math.max(0, s - 1), s + len), medium: "GPU", tier: "GPU" });
+            if (q < 0.75)
+              events.push(stored(ch, s, len, pick(["GPU", "GPU", "CPU_PINNED"] as Tier[])));
+            else if (q < 0.93)
+              events.push({
+                type: "BlockRemoved",
+                blockHashes: ch.hashes.slice(Math.max(0, s - 1), s + len),
+                medium: "GPU",
+                tier: "GPU",
+              });
             else events.push({ type: "AllBlocksCleared" });
             s += len;
           }
           const buf = encodeBatch({ ts: 1, dpRank: 0, events });
           if (rand() < 0.05) {
             // a bad event in front: the rest of the frame still applies
-            return Buffer.concat([Buffer.from([0x93, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0x90 + events.length + 1, 0xc0]), buf.subarray(11)]);
+            return Buffer.concat([
+              Buffer.from([
+                0x93,
+                0xcb,
+                0x3f,
+                0xf0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0x90 + events.length + 1,
+                0xc0,
+              ]),
+              buf.subarray(11),
+            ]);
           }
           return buf;
         };
         const one = new InMemoryKvIndex({ verify });
         const many = new InMemoryKvIndex({ verify });
         for (let turn = 0; turn < 600; turn++) {
-          const batch = Array.from({ length: 1 + Math.floor(rand() * 6) }, () => ({ worker: pick(workers), payload: frame() }));
+          const batch = Array.from({ length: 1 + Math.floor(rand() * 6) }, () => ({
+            worker: pick(workers),
+            payload: frame(),
+          }));
           const want = batch.map((f) => one.applyFrame(f.worker, f.payload));
           expect(many.applyFrames(batch)).toEqual(want);
         }
@@ -86,7 +133,8 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
           for (const h of ch.hashes) {
             const got = many.lookup(h);
             expect(got).toEqual(one.lookup(h));
-            if (got?.tokenHash != null) expect(many.lookup(got.tokenHash)).toEqual(one.lookup(got.tokenHash));
+            if (got?.tokenHash != null)
+              expect(many.lookup(got.tokenHash)).toEqual(one.lookup(got.tokenHash));
           }
           expect(many.overlap(ch.hashes)).toEqual(one.overlap(ch.hashes));
         }
@@ -100,12 +148,25 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
     const tokens = Array.from({ length: 8 * PAGE }, (_, i) => 1000 + i);
     const made = (base: bigint) => Array.from({ length: 8 }, (_, i) => base + BigInt(i));
     const ev = (hashes: bigint[]): KvEvent => ({
-      type: "BlockStored", blockHashes: hashes, parentBlockHash: null, tokenIds: tokens.slice(0, hashes.length * PAGE),
-      blockSize: PAGE, loraId: null, medium: "GPU", tier: "GPU", cacheSalt: null, sessionId: null, loraName: null, bigram: false,
+      type: "BlockStored",
+      blockHashes: hashes,
+      parentBlockHash: null,
+      tokenIds: tokens.slice(0, hashes.length * PAGE),
+      blockSize: PAGE,
+      loraId: null,
+      medium: "GPU",
+      tier: "GPU",
+      cacheSalt: null,
+      sessionId: null,
+      loraName: null,
+      bigram: false,
     });
     const frames = [
       { worker: "a", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(made(1000n))] }) },
-      { worker: "b", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(made(2000n).slice(0, 1))] }) },
+      {
+        worker: "b",
+        payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(made(2000n).slice(0, 1))] }),
+      },
     ];
     const one = new InMemoryKvIndex({ verify: true });
     const many = new InMemoryKvIndex({ verify: true });
@@ -121,9 +182,18 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
     // 0, then runs on its lane: frame 1's change must land before frame 2's.
     const tokens = Array.from({ length: 8 * PAGE }, (_, i) => 3000 + i);
     const ev = (base: bigint, pages: number): KvEvent => ({
-      type: "BlockStored", blockHashes: Array.from({ length: pages }, (_, i) => base + BigInt(i)), parentBlockHash: null,
-      tokenIds: tokens.slice(0, pages * PAGE), blockSize: PAGE, loraId: null, medium: "GPU", tier: "GPU",
-      cacheSalt: null, sessionId: null, loraName: null, bigram: false,
+      type: "BlockStored",
+      blockHashes: Array.from({ length: pages }, (_, i) => base + BigInt(i)),
+      parentBlockHash: null,
+      tokenIds: tokens.slice(0, pages * PAGE),
+      blockSize: PAGE,
+      loraId: null,
+      medium: "GPU",
+      tier: "GPU",
+      cacheSalt: null,
+      sessionId: null,
+      loraName: null,
+      bigram: false,
     });
     const frames = [
       { worker: "a", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(1000n, 8)] }) },
@@ -145,12 +215,25 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
     const t1 = Array.from({ length: PAGE }, (_, i) => 9000 + i);
     const hashes = Array.from(blockHashes(Uint32Array.from(t0), { pageSize: PAGE }));
     const ev = (hs: bigint[], tokens: number[]): KvEvent => ({
-      type: "BlockStored", blockHashes: hs, parentBlockHash: null, tokenIds: tokens, blockSize: PAGE,
-      loraId: null, medium: "GPU", tier: "GPU", cacheSalt: null, sessionId: null, loraName: null, bigram: false,
+      type: "BlockStored",
+      blockHashes: hs,
+      parentBlockHash: null,
+      tokenIds: tokens,
+      blockSize: PAGE,
+      loraId: null,
+      medium: "GPU",
+      tier: "GPU",
+      cacheSalt: null,
+      sessionId: null,
+      loraName: null,
+      bigram: false,
     });
     const frames = [
       { worker: "a", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(hashes, t0)] }) },
-      { worker: "b", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(hashes.slice(0, 1), t1)] }) },
+      {
+        worker: "b",
+        payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(hashes.slice(0, 1), t1)] }),
+      },
     ];
     const one = new InMemoryKvIndex({ verify: true });
     const many = new InMemoryKvIndex({ verify: true });

@@ -10,7 +10,12 @@ import { describe, expect, it } from "vitest";
 import { encodeBatch } from "../src/events/encode.js";
 import type { KvEvent, Tier } from "../src/events/types.js";
 import { TIERS } from "../src/events/types.js";
-import { InMemoryKvIndex, scoreWorkers, type OverlapResult, type WorkerOverlap } from "../src/index/index.js";
+import {
+  InMemoryKvIndex,
+  scoreWorkers,
+  type OverlapResult,
+  type WorkerOverlap,
+} from "../src/index/index.js";
 
 const SHARED: Tier = "EXTERNAL";
 
@@ -97,7 +102,11 @@ class MapModel {
         while (st < 4 && !(m & (1 << st))) st++;
         if (st < 4) tiered[TIERS[st]]++;
       }
-      const sum = Object.values(perTier).reduce((a, b) => a + b, 0) + tiered.CPU_PINNED + tiered.DISK + tiered.EXTERNAL;
+      const sum =
+        Object.values(perTier).reduce((a, b) => a + b, 0) +
+        tiered.CPU_PINNED +
+        tiered.DISK +
+        tiered.EXTERNAL;
       if (sum) workers.set(w, { perTier, tiered });
     }
     const ranges: [number, number][] = [];
@@ -138,7 +147,12 @@ describe("native index vs a Map model (randomised, differential)", () => {
       const LEN = 32;
       // Chains of hashes; high bits make both signs appear on the wire.
       const chains = Array.from({ length: CHAINS }, (_, c) =>
-        Array.from({ length: LEN }, (_, i) => BigInt.asIntN(64, (BigInt(c * 2654435761) << 32n) ^ BigInt(c * LEN + i + 1) ^ (BigInt(seed) << 60n))),
+        Array.from({ length: LEN }, (_, i) =>
+          BigInt.asIntN(
+            64,
+            (BigInt(c * 2654435761) << 32n) ^ BigInt(c * LEN + i + 1) ^ (BigInt(seed) << 60n),
+          ),
+        ),
       );
       const idx = new InMemoryKvIndex();
       const model = new MapModel();
@@ -157,7 +171,12 @@ describe("native index vs a Map model (randomised, differential)", () => {
         if (viaFrame) {
           const r = idx.applyFrame(w, encodeBatch({ ts: 1, dpRank: 0, events }));
           expect(r.ok && r.badEvents === 0).toBe(true);
-          Object.assign(got, { added: r.added, removed: r.removed, unknownRemovals: r.unknownRemovals, orphanStores: r.orphanStores });
+          Object.assign(got, {
+            added: r.added,
+            removed: r.removed,
+            unknownRemovals: r.unknownRemovals,
+            orphanStores: r.orphanStores,
+          });
         }
         for (const e of events) {
           if (e.type === "BlockStored") {
@@ -182,11 +201,25 @@ describe("native index vs a Map model (randomised, differential)", () => {
         expect(got).toEqual(want);
       };
       const stored = (c: number, s: number, len: number, tier: Tier, orphan: boolean): KvEvent => ({
-        type: "BlockStored", blockHashes: chains[c].slice(s, s + len),
+        type: "BlockStored",
+        blockHashes: chains[c].slice(s, s + len),
         parentBlockHash: orphan ? BigInt(-1 - c) : s > 0 ? chains[c][s - 1] : null,
-        tokenIds: [], blockSize: 64, loraId: null, medium: tier, tier, cacheSalt: null, sessionId: null, loraName: null, bigram: false,
+        tokenIds: [],
+        blockSize: 64,
+        loraId: null,
+        medium: tier,
+        tier,
+        cacheSalt: null,
+        sessionId: null,
+        loraName: null,
+        bigram: false,
       });
-      const removed = (hashes: bigint[], tier: Tier): KvEvent => ({ type: "BlockRemoved", blockHashes: hashes, medium: tier, tier });
+      const removed = (hashes: bigint[], tier: Tier): KvEvent => ({
+        type: "BlockRemoved",
+        blockHashes: hashes,
+        medium: tier,
+        tier,
+      });
       for (let op = 0; op < 2500; op++) {
         const w = pick(workers);
         const c = Math.floor(rand() * CHAINS);
@@ -199,8 +232,12 @@ describe("native index vs a Map model (randomised, differential)", () => {
         else if (r < 0.7) events = [removed(chains[c].slice(s, s + len), tier)];
         else if (r < 0.8) {
           // tier move: host copy stored, device copy removed, in one batch
-          events = [stored(c, s, len, "CPU_PINNED", false), removed(chains[c].slice(s, s + len), "GPU")];
-        } else if (r < 0.88 && history.length) events = pick(history); // duplicate of an earlier batch
+          events = [
+            stored(c, s, len, "CPU_PINNED", false),
+            removed(chains[c].slice(s, s + len), "GPU"),
+          ];
+        } else if (r < 0.88 && history.length)
+          events = pick(history); // duplicate of an earlier batch
         else if (r < 0.92) {
           // out of order: a child before its parent
           const s2 = Math.min(s + len, LEN - 1);
@@ -210,7 +247,11 @@ describe("native index vs a Map model (randomised, differential)", () => {
           // one before stored); sometimes that block is removed in between, which can orphan the next
           const rest = 1 + Math.floor(rand() * Math.min(8, LEN - s - len));
           const between = rand() < 0.5 ? [removed([chains[c][s + len - 1]], tier)] : [];
-          events = [stored(c, s, len, tier, false), ...between, stored(c, s + len, rest, tier, false)];
+          events = [
+            stored(c, s, len, tier, false),
+            ...between,
+            stored(c, s + len, rest, tier, false),
+          ];
         } else if (r < 0.97) events = [{ type: "AllBlocksCleared" }];
         else events = [removed([BigInt(op) << 20n], tier)]; // a block never stored
         history.push(events);
@@ -226,7 +267,9 @@ describe("native index vs a Map model (randomised, differential)", () => {
               if (!n) expect(got).toBeUndefined();
               else {
                 expect(got?.parent).toBe(n.parent);
-                const res = new Map([...n.masks].map(([wk, m]) => [wk, TIERS.filter((_, i) => m & (1 << i))]));
+                const res = new Map(
+                  [...n.masks].map(([wk, m]) => [wk, TIERS.filter((_, i) => m & (1 << i))]),
+                );
                 expect(got?.residency).toEqual(res);
               }
             }
@@ -237,10 +280,20 @@ describe("native index vs a Map model (randomised, differential)", () => {
             if (rand() < 0.2) req.splice(Math.floor(rand() * req.length), 1, 12345n); // a foreign block
             const want = model.overlap(req);
             expect(idx.overlap(req)).toEqual(want);
-            const cfg = pick([{}, { sharedCacheMultiplier: 0.5 }, { overlapScoreCreditDecay: 0.3 }, { externalAsDisk: true }]);
-            const loads = { w1: { activePrefillTokens: 640 }, w2: { decodeBlocks: 3, activeRequests: 2 } };
+            const cfg = pick([
+              {},
+              { sharedCacheMultiplier: 0.5 },
+              { overlapScoreCreditDecay: 0.3 },
+              { externalAsDisk: true },
+            ]);
+            const loads = {
+              w1: { activePrefillTokens: 640 },
+              w2: { decodeBlocks: 3, activeRequests: 2 },
+            };
             const cands = [...workers, "never-seen"];
-            expect(idx.score(req, cands, 64, loads, cfg)).toEqual(scoreWorkers(want, cands, 64, loads, cfg));
+            expect(idx.score(req, cands, 64, loads, cfg)).toEqual(
+              scoreWorkers(want, cands, 64, loads, cfg),
+            );
           }
         }
       }

@@ -1,11 +1,33 @@
 import { describe, expect, it } from "vitest";
 import type { BlockStoredEvent, Tier } from "../src/events/types.js";
-import { applyEvent, hitsBeyond, InMemoryKvIndex, InstrumentedKvIndex, scoreWorkers, selectWorker } from "../src/index/index.js";
+import {
+  applyEvent,
+  hitsBeyond,
+  InMemoryKvIndex,
+  InstrumentedKvIndex,
+  scoreWorkers,
+  selectWorker,
+} from "../src/index/index.js";
 
-function stored(hashes: bigint[], parent: bigint | null, tier: Tier = "GPU", tokens?: number[]): BlockStoredEvent {
+function stored(
+  hashes: bigint[],
+  parent: bigint | null,
+  tier: Tier = "GPU",
+  tokens?: number[],
+): BlockStoredEvent {
   return {
-    type: "BlockStored", blockHashes: hashes, parentBlockHash: parent, tokenIds: tokens ?? hashes.flatMap(() => [1, 2]),
-    blockSize: 2, loraId: null, medium: tier, tier, cacheSalt: null, sessionId: null, loraName: null, bigram: false,
+    type: "BlockStored",
+    blockHashes: hashes,
+    parentBlockHash: parent,
+    tokenIds: tokens ?? hashes.flatMap(() => [1, 2]),
+    blockSize: 2,
+    loraId: null,
+    medium: tier,
+    tier,
+    cacheSalt: null,
+    sessionId: null,
+    loraName: null,
+    bigram: false,
   };
 }
 const H = (n: number) => Array.from({ length: n }, (_, i) => BigInt(1000 + i));
@@ -35,7 +57,14 @@ describe("InMemoryKvIndex", () => {
     const h = H(4);
     applyEvent(idx, "a", stored(h, null));
     applyEvent(idx, "b", stored(h.slice(0, 2), null));
-    expect(applyEvent(idx, "a", { type: "BlockRemoved", blockHashes: [h[3], 99n], medium: "GPU", tier: "GPU" })).toMatchObject({ removed: 1, unknownRemovals: 1 });
+    expect(
+      applyEvent(idx, "a", {
+        type: "BlockRemoved",
+        blockHashes: [h[3], 99n],
+        medium: "GPU",
+        tier: "GPU",
+      }),
+    ).toMatchObject({ removed: 1, unknownRemovals: 1 });
     expect(idx.lookup(h[3])).toBeUndefined();
     applyEvent(idx, "a", { type: "AllBlocksCleared" });
     expect(idx.stats()).toMatchObject({ blocks: 2, workers: { a: { GPU: 0 }, b: { GPU: 2 } } });
@@ -51,7 +80,8 @@ describe("InMemoryKvIndex", () => {
   it("> 8 workers use the extended mask groups", () => {
     const idx = new InMemoryKvIndex();
     const h = H(3);
-    for (let w = 0; w < 12; w++) applyEvent(idx, `w${w}`, stored(h.slice(0, 1 + (w % 3)), null, w % 2 ? "CPU_PINNED" : "GPU"));
+    for (let w = 0; w < 12; w++)
+      applyEvent(idx, `w${w}`, stored(h.slice(0, 1 + (w % 3)), null, w % 2 ? "CPU_PINNED" : "GPU"));
     const o = idx.overlap(h);
     expect(o.workers.size).toBe(12);
     expect(o.workers.get("w11")?.tiered).toEqual({ GPU: 0, CPU_PINNED: 3, DISK: 0, EXTERNAL: 0 });
@@ -61,7 +91,13 @@ describe("InMemoryKvIndex", () => {
 
 describe("Dynamo scoring", () => {
   it("hits_beyond counts shared positions >= n over sorted ranges", () => {
-    const s = { ranges: [[0, 2], [4, 8]] as [number, number][], totalHits: 6 };
+    const s = {
+      ranges: [
+        [0, 2],
+        [4, 8],
+      ] as [number, number][],
+      totalHits: 6,
+    };
     expect([0, 1, 2, 5, 8].map((n) => hitsBeyond(s, n))).toEqual([6, 5, 4, 3, 0]);
   });
 
@@ -87,13 +123,20 @@ describe("Dynamo scoring", () => {
     expect(selectWorker(scoreWorkers(o, ["x", "y"], 64), {}, () => 0.99)?.worker).toBe("y");
     // the native scorer computes the same figures without building the overlap objects
     const cfgs = [{}, { sharedCacheMultiplier: 0.5 }];
-    for (const cfg of cfgs) expect(idx.score(h, ["dev", "host", "cold"], 64, {}, cfg)).toEqual(scoreWorkers(o, ["dev", "host", "cold"], 64, {}, cfg));
-    expect(idx.score(h, ["dev", "host"], 64, { host: { activePrefillTokens: 64 * 5 } })).toEqual(loaded);
+    for (const cfg of cfgs)
+      expect(idx.score(h, ["dev", "host", "cold"], 64, {}, cfg)).toEqual(
+        scoreWorkers(o, ["dev", "host", "cold"], 64, {}, cfg),
+      );
+    expect(idx.score(h, ["dev", "host"], 64, { host: { activePrefillTokens: 64 * 5 } })).toEqual(
+      loaded,
+    );
     // candidate lists that grow past the scratch arrays' first size and shrink again
     const many = ["dev", "host", ...Array.from({ length: 20 }, (_, i) => `idle${i}`)];
     for (const cands of [many, ["cold", "host", "dev"], many, ["host"]]) {
       const loads = { host: { activePrefillTokens: 64 * 3 }, idle7: { decodeBlocks: 2 } };
-      expect(idx.score(h, cands, 64, loads, { sharedCacheMultiplier: 0.5 })).toEqual(scoreWorkers(o, cands, 64, loads, { sharedCacheMultiplier: 0.5 }));
+      expect(idx.score(h, cands, 64, loads, { sharedCacheMultiplier: 0.5 })).toEqual(
+        scoreWorkers(o, cands, 64, loads, { sharedCacheMultiplier: 0.5 }),
+      );
     }
   });
 });

@@ -23,8 +23,27 @@ function detached(): Uint32Array {
 }
 
 describe("native addon survives garbage", () => {
-  const garbage: unknown[] = [undefined, null, 0, -1, 1.5, NaN, "abc", 10n, {}, [], [1, 2], () => 1, Symbol("x"), new Float64Array(4), new Int32Array(4), new Uint8Array(3), detached()];
-  const call = (name: string, ...args: unknown[]) => (native[name as keyof typeof native] as (...a: unknown[]) => unknown)(...args);
+  const garbage: unknown[] = [
+    undefined,
+    null,
+    0,
+    -1,
+    1.5,
+    NaN,
+    "abc",
+    10n,
+    {},
+    [],
+    [1, 2],
+    () => 1,
+    Symbol("x"),
+    new Float64Array(4),
+    new Int32Array(4),
+    new Uint8Array(3),
+    detached(),
+  ];
+  const call = (name: string, ...args: unknown[]) =>
+    (native[name as keyof typeof native] as (...a: unknown[]) => unknown)(...args);
   // What a call that accepts a garbage argument must return: the result of the same call with the
   // argument it stands for (a missing offsets/prior is "none", an options-like value is the
   // defaults, a string salt and a byte array are data). Anything else accepted is a failure.
@@ -40,34 +59,53 @@ describe("native addon survives garbage", () => {
     ["sglangChain", (g) => call("sglangChain", g, null, 16, false, null), never],
     ["sglangChain offsets", (g) => call("sglangChain", new Uint32Array(8), g, 4), equals(chain8)],
     ["sglangChain pageSize", (g) => call("sglangChain", new Uint32Array(8), null, g), never],
-    ["sglangChain prior", (g) => call("sglangChain", new Uint32Array(8), null, 4, false, g), equals(chain8)],
+    [
+      "sglangChain prior",
+      (g) => call("sglangChain", new Uint32Array(8), null, 4, false, g),
+      equals(chain8),
+    ],
     ["sglangChainCuda", (g) => call("sglangChainCuda", g, null, 16), never],
     ["digestsToInt64", (g) => call("digestsToInt64", g, null), never],
     ["digestsToHex", (g) => call("digestsToHex", g), never],
     ["namespacedBlockHashes", (g) => call("namespacedBlockHashes", g, g), never],
     ["namespaceSeed", (g) => call("namespaceSeed", g, g, g), never],
-    ["cacheSaltSeed", (g) => call("cacheSaltSeed", g), (got, g) => typeof g === "string" && equals(call("cacheSaltSeed", String(g)))(got)],
-    ["mooncakeObjectKeys", (g) => call("mooncakeObjectKeys", new Uint8Array(32), g), equals(defaultKeys)],
+    [
+      "cacheSaltSeed",
+      (g) => call("cacheSaltSeed", g),
+      (got, g) => typeof g === "string" && equals(call("cacheSaltSeed", String(g)))(got),
+    ],
+    [
+      "mooncakeObjectKeys",
+      (g) => call("mooncakeObjectKeys", new Uint8Array(32), g),
+      equals(defaultKeys),
+    ],
     ["xxh3", (g) => call("xxh3", g, g), never],
     ["dynamoHashes", (g) => call("dynamoHashes", g, null, 4, false, g), never],
-    ["sha256", (g) => call("sha256", g), (got, g) => g instanceof Uint8Array && equals(createHash("sha256").update(g).digest())(got)],
+    [
+      "sha256",
+      (g) => call("sha256", g),
+      (got, g) => g instanceof Uint8Array && equals(createHash("sha256").update(g).digest())(got),
+    ],
     ["setSha256Backend", (g) => call("setSha256Backend", g), never],
-  ])("%s: every garbage argument is a thrown JS error or the result it stands for", (_name, fn, valid) => {
-    let thrown = 0;
-    for (const g of garbage) {
-      let got: unknown;
-      try {
-        got = fn(g);
-      } catch (err) {
-        expect(err).toBeInstanceOf(Error);
-        expect((err as Error).message.length).toBeGreaterThan(5);
-        thrown++;
-        continue;
+  ])(
+    "%s: every garbage argument is a thrown JS error or the result it stands for",
+    (_name, fn, valid) => {
+      let thrown = 0;
+      for (const g of garbage) {
+        let got: unknown;
+        try {
+          got = fn(g);
+        } catch (err) {
+          expect(err).toBeInstanceOf(Error);
+          expect((err as Error).message.length).toBeGreaterThan(5);
+          thrown++;
+          continue;
+        }
+        expect(valid(got, g), `accepted ${Object.prototype.toString.call(g)}`).toBe(true);
       }
-      expect(valid(got, g), `accepted ${Object.prototype.toString.call(g)}`).toBe(true);
-    }
-    expect(thrown).toBeGreaterThan(0);
-  });
+      expect(thrown).toBeGreaterThan(0);
+    },
+  );
 
   it("no arguments at all: a JS error, or the value of a function that takes none", () => {
     const takesNone: Record<string, (r: unknown) => boolean> = {
@@ -94,35 +132,55 @@ describe("native addon survives garbage", () => {
   });
 
   it("detached ArrayBuffers are refused by name", () => {
-    expect(() => native.sglangChain(detached(), null, 4, false, null)).toThrow(/tokens: its ArrayBuffer is detached/);
-    expect(() => native.sglangChain(new Uint32Array(8), detached(), 4, false, null)).toThrow(/offsets: its ArrayBuffer is detached/);
+    expect(() => native.sglangChain(detached(), null, 4, false, null)).toThrow(
+      /tokens: its ArrayBuffer is detached/,
+    );
+    expect(() => native.sglangChain(new Uint32Array(8), detached(), 4, false, null)).toThrow(
+      /offsets: its ArrayBuffer is detached/,
+    );
   });
 
   it("applyFrames names the payload it refuses, by its place in the list", () => {
     type Raw = { applyFrames(slots: Uint32Array, payloads: unknown[], out: Float64Array): unknown };
-    const idx = new (native as unknown as { KvBlockIndex: new (o: object) => Raw }).KvBlockIndex({});
+    const idx = new (native as unknown as { KvBlockIndex: new (o: object) => Raw }).KvBlockIndex(
+      {},
+    );
     const out = new Float64Array(48);
     const frame = new Uint8Array([0x93, 0x00, 0x90, 0x00]); // [0, [], 0]: no events
-    expect(() => idx.applyFrames(new Uint32Array([0, 1, 2]), [frame, new Uint16Array(4), frame], out)).toThrow(
-      /payloads\[1\] must be a Uint8Array or Buffer/,
-    );
+    expect(() =>
+      idx.applyFrames(new Uint32Array([0, 1, 2]), [frame, new Uint16Array(4), frame], out),
+    ).toThrow(/payloads\[1\] must be a Uint8Array or Buffer/);
     const gone = new ArrayBuffer(8);
     const view = new Uint8Array(gone);
     structuredClone(gone, { transfer: [gone] });
-    expect(() => idx.applyFrames(new Uint32Array([0, 1]), [frame, view], out)).toThrow(/payloads\[1\]: its ArrayBuffer is detached/);
+    expect(() => idx.applyFrames(new Uint32Array([0, 1]), [frame, view], out)).toThrow(
+      /payloads\[1\]: its ArrayBuffer is detached/,
+    );
     expect(idx.applyFrames(new Uint32Array([0, 1, 2]), [frame, frame, frame], out)).toBeNull();
   });
 
   it("offsets out of range, decreasing, empty; huge page sizes and ranks", () => {
     const t = new Uint32Array(16);
-    expect(() => native.sglangChain(t, new Uint32Array([0, 17]), 4, false, null)).toThrow(/offsets\[1\] = 17 is past the end/);
-    expect(() => native.sglangChain(t, new Uint32Array([0, 8, 4]), 4, false, null)).toThrow(/non-decreasing/);
-    expect(() => native.sglangChain(t, new Uint32Array([]), 4, false, null)).toThrow(/offsets must have at least one entry/);
-    expect(() => native.sglangChain(t, new Uint32Array([0, 0xffffffff]), 4, false, null)).toThrow(RangeError);
+    expect(() => native.sglangChain(t, new Uint32Array([0, 17]), 4, false, null)).toThrow(
+      /offsets\[1\] = 17 is past the end/,
+    );
+    expect(() => native.sglangChain(t, new Uint32Array([0, 8, 4]), 4, false, null)).toThrow(
+      /non-decreasing/,
+    );
+    expect(() => native.sglangChain(t, new Uint32Array([]), 4, false, null)).toThrow(
+      /offsets must have at least one entry/,
+    );
+    expect(() => native.sglangChain(t, new Uint32Array([0, 0xffffffff]), 4, false, null)).toThrow(
+      RangeError,
+    );
     expect(() => native.sglangChain(t, null, 2 ** 40, false, null)).toThrow(/pageSize/);
-    expect(() => native.sglangChain(t, null, 4, false, new Uint8Array(31))).toThrow(/prior must be exactly 32 bytes/);
+    expect(() => native.sglangChain(t, null, 4, false, new Uint8Array(31))).toThrow(
+      /prior must be exactly 32 bytes/,
+    );
     expect(() => native.digestsToHex(new Uint8Array(33))).toThrow(/multiple of 32/);
-    expect(() => native.mooncakeObjectKeys(new Uint8Array(32), { tpRank: 1e12 })).toThrow(/layout.tpRank/);
+    expect(() => native.mooncakeObjectKeys(new Uint8Array(32), { tpRank: 1e12 })).toThrow(
+      /layout.tpRank/,
+    );
     expect(() => native.dynamoHashes(t, null, 4, false, -1n as bigint)).toThrow(/seed/);
   });
 
@@ -150,8 +208,16 @@ describe("hash API errors name the argument", () => {
     expectArg(() => storageKeys([1, 2.5], { pageSize: 1 }), "tokens[1]", /integer/);
     expectArg(() => storageKeys([1, 2 ** 32], { pageSize: 1 }), "tokens[1]", /\[0, 2\^32\)/);
     expectArg(() => storageKeys([-1], { pageSize: 1 }), "tokens[0]", /\[0, 2\^32\)/);
-    expectArg(() => storageKeys(["1"] as unknown as number[], { pageSize: 1 }), "tokens[0]", /integer/);
-    expectArg(() => storageKeys("123" as unknown as number[], { pageSize: 1 }), "tokens", /Uint32Array or an array/);
+    expectArg(
+      () => storageKeys(["1"] as unknown as number[], { pageSize: 1 }),
+      "tokens[0]",
+      /integer/,
+    );
+    expectArg(
+      () => storageKeys("123" as unknown as number[], { pageSize: 1 }),
+      "tokens",
+      /Uint32Array or an array/,
+    );
     expectArg(() => blockHashes([1, NaN], { pageSize: 1 }), "tokens[1]", /integer/);
   });
 
@@ -160,22 +226,64 @@ describe("hash API errors name the argument", () => {
     expectArg(() => storageKeys([1], { pageSize: -4 }), "options.pageSize", />= 1/);
     expectArg(() => storageKeys([1], { pageSize: 1.5 }), "options.pageSize", /integer/);
     expectArg(() => storageKeys([1], { pageSize: 1, prior: "zz" }), "options.prior", /hex|bytes/);
-    expectArg(() => storageKeys([1], { pageSize: 1, pagesize: 2 } as never), "options", /pagesize|key/i);
+    expectArg(
+      () => storageKeys([1], { pageSize: 1, pagesize: 2 } as never),
+      "options",
+      /pagesize|key/i,
+    );
     expectArg(() => dynamoBlockHashes([1], { blockSize: 0 }), "options.blockSize", />= 1/);
-    expectArg(() => blockHashes([1], { pageSize: 1, eventFormat: "vllm" as never }), "options.eventFormat", /./);
+    expectArg(
+      () => blockHashes([1], { pageSize: 1, eventFormat: "vllm" as never }),
+      "options.eventFormat",
+      /./,
+    );
     expectArg(() => mooncakeObjectKeysForStorageKeys(["abc"]), "keys[0]", /64 lowercase hex/);
   });
 
   it("mismatched offsets", () => {
-    expectArg(() => sglangPageHashesBatch({ tokens: new Uint32Array(4), offsets: new Uint32Array([0, 5]) }, { pageSize: 1 }), "batch.offsets[1]", /past the end/);
-    expectArg(() => sglangPageHashesBatch({ tokens: new Uint32Array(4), offsets: new Uint32Array([0, 3, 2]) }, { pageSize: 1 }), "batch.offsets[2]", /non-decreasing/);
-    expectArg(() => sglangPageHashesBatch({ tokens: new Uint32Array(4), offsets: [0, 4] as never }, { pageSize: 1 }), "batch.offsets", /Uint32Array/);
-    expectArg(() => sglangPageHashesBatch([[1], [2, -3]], { pageSize: 1 }), "sequences[1][1]", /\[0, 2\^32\)/);
+    expectArg(
+      () =>
+        sglangPageHashesBatch(
+          { tokens: new Uint32Array(4), offsets: new Uint32Array([0, 5]) },
+          { pageSize: 1 },
+        ),
+      "batch.offsets[1]",
+      /past the end/,
+    );
+    expectArg(
+      () =>
+        sglangPageHashesBatch(
+          { tokens: new Uint32Array(4), offsets: new Uint32Array([0, 3, 2]) },
+          { pageSize: 1 },
+        ),
+      "batch.offsets[2]",
+      /non-decreasing/,
+    );
+    expectArg(
+      () =>
+        sglangPageHashesBatch(
+          { tokens: new Uint32Array(4), offsets: [0, 4] as never },
+          { pageSize: 1 },
+        ),
+      "batch.offsets",
+      /Uint32Array/,
+    );
+    expectArg(
+      () => sglangPageHashesBatch([[1], [2, -3]], { pageSize: 1 }),
+      "sequences[1][1]",
+      /\[0, 2\^32\)/,
+    );
   });
 
   it("the GPU path is the CPU's digests on a CUDA host and a clean error without one", () => {
-    const seqs = [[1, 2, 3, 4], [5, 6]];
-    if (native.cudaInfo().available) expect(sglangPageHashesGpu(seqs, { pageSize: 2 })).toEqual(sglangPageHashesBatch(seqs, { pageSize: 2 }));
+    const seqs = [
+      [1, 2, 3, 4],
+      [5, 6],
+    ];
+    if (native.cudaInfo().available)
+      expect(sglangPageHashesGpu(seqs, { pageSize: 2 })).toEqual(
+        sglangPageHashesBatch(seqs, { pageSize: 2 }),
+      );
     else expect(() => sglangPageHashesGpu(seqs, { pageSize: 2 })).toThrow(/^CUDA unavailable: /);
   });
 });

@@ -20,7 +20,9 @@ afterEach(() => {
 test("a launch whose port was taken meanwhile moves to another port; a restart keeps its own", async () => {
   const h = createServer();
   holder = h;
-  const held = await new Promise<number>((resolve) => h.listen(0, "127.0.0.1", () => resolve((h.address() as { port: number }).port)));
+  const held = await new Promise<number>((resolve) =>
+    h.listen(0, "127.0.0.1", () => resolve((h.address() as { port: number }).port)),
+  );
   picks.push(held);
   const nats = await startNatsServer();
   try {

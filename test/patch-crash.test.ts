@@ -11,7 +11,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applySeries, revertSeries, seriesStatus } from "../src/patch/index.js";
 import { stepCount } from "../src/patch/fault.js";
 import { repoRoot } from "./helpers/python.js";
-import { fixtureSeries, hasInstalledSglang, makeSitePackages, removeTempDirs } from "./fixtures/patch-series/trees.js";
+import {
+  fixtureSeries,
+  hasInstalledSglang,
+  makeSitePackages,
+  removeTempDirs,
+} from "./fixtures/patch-series/trees.js";
 
 const STATE = "sglang/.kvctl-patches.json";
 const LEFTOVER = /kvctl-tmp-|\.kvctl-patches\.(journal|lock)$/;
@@ -36,14 +41,16 @@ function snapshot(dir: string): Record<string, string> {
         delete s.appliedAt;
         bytes = Buffer.from(JSON.stringify(s));
       }
-      out[rel] = `${createHash("sha256").update(bytes).digest("hex")}:${(st.mode & 0o7777).toString(8)}`;
+      out[rel] =
+        `${createHash("sha256").update(bytes).digest("hex")}:${(st.mode & 0o7777).toString(8)}`;
     }
   };
   walk(dir);
   return out;
 }
 
-const leftovers = (snap: Record<string, string>) => Object.keys(snap).filter((p) => LEFTOVER.test(p));
+const leftovers = (snap: Record<string, string>) =>
+  Object.keys(snap).filter((p) => LEFTOVER.test(p));
 
 // The CLI bundled once (as dist/ would be), so that a hundred killed runs start in a blink each.
 const bundleDir = join(repoRoot, "node_modules", ".cache", `kvctl-patch-crash-${process.pid}`);
@@ -111,12 +118,15 @@ describe.skipIf(!hasInstalledSglang)("kvctl patch under kill -9", () => {
     for (const [k, run] of runs.entries()) {
       const tree = makeSitePackages();
       if (run.op === "revert") applySeries(tree, opts);
-      const args = run.op === "apply" ? ["apply", tree, "--series", fixtureSeries] : ["revert", tree];
+      const args =
+        run.op === "apply" ? ["apply", tree, "--series", fixtureSeries] : ["revert", tree];
       const r = killedRun(args, run.at);
       const where = `${run.op} killed before write step ${run.at}`;
       expect(r.signal, `${where}: ${r.stderr}`).toBe("SIGKILL");
       const killed = snapshot(tree);
-      const cleanBefore = (JSON.stringify(killed) === JSON.stringify(pristine) || JSON.stringify(killed) === JSON.stringify(patched));
+      const cleanBefore =
+        JSON.stringify(killed) === JSON.stringify(pristine) ||
+        JSON.stringify(killed) === JSON.stringify(patched);
       if (!cleanBefore) torn++;
 
       const how = RECOVERIES[k % RECOVERIES.length];
@@ -140,12 +150,20 @@ describe.skipIf(!hasInstalledSglang)("kvctl patch under kill -9", () => {
 
     // The CLI says what it recovered.
     const tree = makeSitePackages();
-    expect(killedRun(["apply", tree, "--series", fixtureSeries], Math.floor(applySteps / 2)).signal).toBe("SIGKILL");
-    const st = spawnSync(process.execPath, [cliBundle, "patch", "status", tree, "--series", fixtureSeries, "--json", "--no-python"], {
-      cwd: repoRoot,
-      encoding: "utf8",
-    });
-    expect(JSON.parse(st.stdout).recovered).toMatch(/^recovered an interrupted apply \(pid \d+, .*\): rolled it back/);
+    expect(
+      killedRun(["apply", tree, "--series", fixtureSeries], Math.floor(applySteps / 2)).signal,
+    ).toBe("SIGKILL");
+    const st = spawnSync(
+      process.execPath,
+      [cliBundle, "patch", "status", tree, "--series", fixtureSeries, "--json", "--no-python"],
+      {
+        cwd: repoRoot,
+        encoding: "utf8",
+      },
+    );
+    expect(JSON.parse(st.stdout).recovered).toMatch(
+      /^recovered an interrupted apply \(pid \d+, .*\): rolled it back/,
+    );
     expect(snapshot(tree)).toEqual(pristine);
   }, 300_000);
 });

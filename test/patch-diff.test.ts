@@ -4,7 +4,8 @@ import { parsePatch } from "../src/patch/diff.js";
 import { applyFileDiff } from "../src/patch/hunks.js";
 import { PatchError } from "../src/patch/errors.js";
 
-const apply = (patch: string, content: string | null, idx = 0) => applyFileDiff(parsePatch(patch, "t.patch").files[idx], content);
+const apply = (patch: string, content: string | null, idx = 0) =>
+  applyFileDiff(parsePatch(patch, "t.patch").files[idx], content);
 
 describe("parsePatch", () => {
   it("takes the header, several files and hunks, and defaults omitted counts to 1", () => {
@@ -37,8 +38,17 @@ describe("parsePatch", () => {
       ["sglang/a.py", "modify", 2],
       ["sglang/b.py", "modify", 1],
     ]);
-    expect(p.files[0].hunks[0]).toMatchObject({ oldStart: 1, oldCount: 1, newCount: 1, oldLines: ["x\n"], newLines: ["y\n"] });
-    expect(p.files[0].hunks[1]).toMatchObject({ oldLines: ["a\n", "c\n"], newLines: ["a\n", "b\n", "c\n"] });
+    expect(p.files[0].hunks[0]).toMatchObject({
+      oldStart: 1,
+      oldCount: 1,
+      newCount: 1,
+      oldLines: ["x\n"],
+      newLines: ["y\n"],
+    });
+    expect(p.files[0].hunks[1]).toMatchObject({
+      oldLines: ["a\n", "c\n"],
+      newLines: ["a\n", "b\n", "c\n"],
+    });
   });
 
   it("reports malformed patches with the line number", () => {
@@ -52,11 +62,20 @@ describe("parsePatch", () => {
         expect((err as Error).message).toMatch(re);
       }
     };
-    bad("--- a/sglang/a.py\n+++ b/sglang/a.py\n@@ -1,2 +1,2 @@\n x\n?y\n", /^x\.patch:5: hunk @@ -1,2 \+1,2 @@ ends early/);
+    bad(
+      "--- a/sglang/a.py\n+++ b/sglang/a.py\n@@ -1,2 +1,2 @@\n x\n?y\n",
+      /^x\.patch:5: hunk @@ -1,2 \+1,2 @@ ends early/,
+    );
     bad("--- a/sglang/a.py\n+++ b/sglang/a.py\n@@ -1,3 +1,3 @@\n x\n", /^x\.patch:4: .*truncated/);
     bad("--- a/sglang/a.py\n+++ b/sglang/a.py\n@@ -x +1 @@\n", /^x\.patch:3: bad hunk header/);
-    bad("--- a/other/a.py\n+++ b/other/a.py\n@@ -1 +1 @@\n-x\n+y\n", /^x\.patch:1: .*inside the sglang package/);
-    bad("--- a/sglang/../../etc/passwd\n+++ b/sglang/../../etc/passwd\n@@ -1 +1 @@\n-x\n+y\n", /^x\.patch:1:/);
+    bad(
+      "--- a/other/a.py\n+++ b/other/a.py\n@@ -1 +1 @@\n-x\n+y\n",
+      /^x\.patch:1: .*inside the sglang package/,
+    );
+    bad(
+      "--- a/sglang/../../etc/passwd\n+++ b/sglang/../../etc/passwd\n@@ -1 +1 @@\n-x\n+y\n",
+      /^x\.patch:1:/,
+    );
     bad("just words\n", /no file diffs found/);
     bad("--- a/sglang/a.py\n+++ b/sglang/b.py\n@@ -1 +1 @@\n-x\n+y\n", /renames are not supported/);
   });
@@ -65,7 +84,8 @@ describe("parsePatch", () => {
 describe("applyFileDiff", () => {
   it("applies several hunks exactly and reports offsets", () => {
     const file = "1\n2\n3\n4\n5\n6\n7\n8\n9\n";
-    const patch = "--- a/sglang/f\n+++ b/sglang/f\n@@ -2,2 +2,2 @@\n 2\n-3\n+three\n@@ -7,2 +7,3 @@\n 7\n+7.5\n 8\n";
+    const patch =
+      "--- a/sglang/f\n+++ b/sglang/f\n@@ -2,2 +2,2 @@\n 2\n-3\n+three\n@@ -7,2 +7,3 @@\n 7\n+7.5\n 8\n";
     const r = apply(patch, file);
     expect(r.ok && r.content).toBe("1\n2\nthree\n4\n5\n6\n7\n7.5\n8\n9\n");
     // Two lines inserted at the top: both hunks land at offset +2.
@@ -75,25 +95,34 @@ describe("applyFileDiff", () => {
   });
 
   it("reports the first mismatching line, never fuzzes", () => {
-    const r = apply("--- a/sglang/f\n+++ b/sglang/f\n@@ -2,3 +2,3 @@\n 2\n-3\n+three\n 4\n", "1\n2\n3\nFOUR\n5\n");
+    const r = apply(
+      "--- a/sglang/f\n+++ b/sglang/f\n@@ -2,3 +2,3 @@\n 2\n-3\n+three\n 4\n",
+      "1\n2\n3\nFOUR\n5\n",
+    );
     expect(r.ok).toBe(false);
     if (!r.ok) {
       expect(r.conflict).toMatchObject({ hunk: 1, line: 4, expected: "4\n", found: "FOUR\n" });
-      expect(r.conflict.message).toMatch(/hunk #1 @@ -2,3 \+2,3 @@ does not apply: line 4: expected "4", found "FOUR"/);
+      expect(r.conflict.message).toMatch(
+        /hunk #1 @@ -2,3 \+2,3 @@ does not apply: line 4: expected "4", found "FOUR"/,
+      );
     }
   });
 
   it("handles '\\ No newline at end of file' on either side", () => {
-    const add = "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+b\n";
+    const add =
+      "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+b\n";
     expect(apply(add, "a\nb")).toMatchObject({ ok: true, content: "a\nb\n" });
     // The same patch does not apply when the file already ends with a newline.
     expect(apply(add, "a\nb\n").ok).toBe(false);
-    const drop = "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n";
+    const drop =
+      "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n";
     expect(apply(drop, "a\nb\n")).toMatchObject({ ok: true, content: "a\nc" });
-    const ctx = "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,3 @@\n+z\n a\n b\n\\ No newline at end of file\n";
+    const ctx =
+      "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,3 @@\n+z\n a\n b\n\\ No newline at end of file\n";
     expect(apply(ctx, "a\nb")).toMatchObject({ ok: true, content: "z\na\nb" });
     // A diff that adds lines after a context line without newline is refused, not merged.
-    const broken = "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,3 @@\n a\n b\n\\ No newline at end of file\n+c\n";
+    const broken =
+      "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,3 @@\n a\n b\n\\ No newline at end of file\n+c\n";
     const r = apply(broken, "a\nb");
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.conflict.message).toMatch(/line 2 without a newline in the middle/);
@@ -101,14 +130,20 @@ describe("applyFileDiff", () => {
 
   it("keeps CR bytes: CRLF files patch with CRLF diffs, and a LF diff does not match a CRLF file", () => {
     const crlfPatch = "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,3 +1,3 @@\n a\r\n-b\r\n+B\r\n c\r\n";
-    expect(apply(crlfPatch, "a\r\nb\r\nc\r\n")).toMatchObject({ ok: true, content: "a\r\nB\r\nc\r\n" });
+    expect(apply(crlfPatch, "a\r\nb\r\nc\r\n")).toMatchObject({
+      ok: true,
+      content: "a\r\nB\r\nc\r\n",
+    });
     const lfPatch = "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n";
     const r = apply(lfPatch, "a\r\nb\r\nc\r\n");
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.conflict.message).toMatch(/line endings differ/);
     // A patch file saved with CRLF throughout (headers included).
     const allCrlf = crlfPatch.replace(/\n/g, "\r\n").replace(/\r\r\n/g, "\r\n");
-    expect(apply(allCrlf, "a\r\nb\r\nc\r\n")).toMatchObject({ ok: true, content: "a\r\nB\r\nc\r\n" });
+    expect(apply(allCrlf, "a\r\nb\r\nc\r\n")).toMatchObject({
+      ok: true,
+      content: "a\r\nB\r\nc\r\n",
+    });
   });
 
   it("creates and deletes files", () => {
@@ -123,7 +158,10 @@ describe("applyFileDiff", () => {
 
   it("is byte exact for non-ASCII content", () => {
     const utf8 = Buffer.from("é\n€\n", "utf8").toString("latin1");
-    const patch = Buffer.from("--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,2 @@\n é\n-€\n+¥\n", "utf8").toString("latin1");
+    const patch = Buffer.from(
+      "--- a/sglang/f\n+++ b/sglang/f\n@@ -1,2 +1,2 @@\n é\n-€\n+¥\n",
+      "utf8",
+    ).toString("latin1");
     const r = apply(patch, utf8);
     expect(r.ok).toBe(true);
     if (r.ok) expect(Buffer.from(r.content as string, "latin1").toString("utf8")).toBe("é\n¥\n");

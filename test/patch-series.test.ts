@@ -6,34 +6,58 @@ import { chmodSync, cpSync, mkdirSync, existsSync, readFileSync, writeFileSync }
 import { join, relative } from "node:path";
 import { buildSync } from "esbuild";
 import { afterAll, describe, expect, it } from "vitest";
-import { applySeries, checkSeries, loadSeries, placedDrift, revertSeries, } from "../src/patch/index.js";
+import {
+  applySeries,
+  checkSeries,
+  loadSeries,
+  placedDrift,
+  revertSeries,
+} from "../src/patch/index.js";
 import { repoRoot } from "./helpers/python.js";
-import { cli, copySglang, fingerprint, fixtureSeries, hasInstalledSglang, installedSglang, makeSitePackages, tempDir, removeTempDirs } from "./fixtures/patch-series/trees.js";
+import {
+  cli,
+  copySglang,
+  fingerprint,
+  fixtureSeries,
+  hasInstalledSglang,
+  installedSglang,
+  makeSitePackages,
+  tempDir,
+  removeTempDirs,
+} from "./fixtures/patch-series/trees.js";
 
 afterAll(removeTempDirs);
 
 const repoSeries = join(repoRoot, "patches", "sglang-0.5.23");
 const hasRepoSeries = existsSync(join(repoSeries, "series"));
 
-describe.skipIf(!hasInstalledSglang || !hasRepoSeries)("the repo's series patches/sglang-0.5.23", () => {
-  it("applies to the pinned SGLang, places python/ in sync, and reverts byte for byte", () => {
-    const series = loadSeries(repoSeries, repoRoot);
-    const touched = new Set<string>(["__init__.py", "_version.py"]);
-    for (const p of series.patches) {
-      for (const f of p.parsed.files) if (f.kind !== "create") touched.add(f.path.replace(/^sglang\//, ""));
-    }
-    for (const f of touched) expect(existsSync(join(installedSglang, f)), `the series patches sglang/${f}, which SGLang 0.5.23 lacks`).toBe(true);
-    const tree = copySglang(tempDir(), [...touched]);
-    const before = fingerprint(tree);
-    const check = checkSeries(tree);
-    expect(check.ok, check.messages.join("\n")).toBe(true);
-    const r = applySeries(tree);
-    expect(r.ok, r.messages.join("\n")).toBe(true);
-    expect(placedDrift(tree)).toEqual([]);
-    revertSeries(tree);
-    expect(fingerprint(tree)).toEqual(before);
-  });
-});
+describe.skipIf(!hasInstalledSglang || !hasRepoSeries)(
+  "the repo's series patches/sglang-0.5.23",
+  () => {
+    it("applies to the pinned SGLang, places python/ in sync, and reverts byte for byte", () => {
+      const series = loadSeries(repoSeries, repoRoot);
+      const touched = new Set<string>(["__init__.py", "_version.py"]);
+      for (const p of series.patches) {
+        for (const f of p.parsed.files)
+          if (f.kind !== "create") touched.add(f.path.replace(/^sglang\//, ""));
+      }
+      for (const f of touched)
+        expect(
+          existsSync(join(installedSglang, f)),
+          `the series patches sglang/${f}, which SGLang 0.5.23 lacks`,
+        ).toBe(true);
+      const tree = copySglang(tempDir(), [...touched]);
+      const before = fingerprint(tree);
+      const check = checkSeries(tree);
+      expect(check.ok, check.messages.join("\n")).toBe(true);
+      const r = applySeries(tree);
+      expect(r.ok, r.messages.join("\n")).toBe(true);
+      expect(placedDrift(tree)).toEqual([]);
+      revertSeries(tree);
+      expect(fingerprint(tree)).toEqual(before);
+    });
+  },
+);
 
 // As root, the permission check runs the CLI as nobody, who may not be able to read the checkout
 // (a clone under a 0700 temp dir): the CLI goes as a bundle, with a package.json naming kvctl (its
@@ -47,7 +71,10 @@ function nobodyReadable(src?: string): string {
   if (!nobodyDir) {
     nobodyDir = tempDir("kvctl-patch-nobody-");
     chmodSync(nobodyDir, 0o755);
-    writeFileSync(join(nobodyDir, "package.json"), JSON.stringify({ name: "kvctl", version: "0.0.0", type: "module" }));
+    writeFileSync(
+      join(nobodyDir, "package.json"),
+      JSON.stringify({ name: "kvctl", version: "0.0.0", type: "module" }),
+    );
     buildSync({
       entryPoints: [join(repoRoot, "src", "cli", "bin.ts")],
       bundle: true,
@@ -56,7 +83,9 @@ function nobodyReadable(src?: string): string {
       // one chunk per subcommand, as the CLI loads them: `patch` never reaches the native parts
       splitting: true,
       external: ["*.node", "zeromq", "node-gyp-build"],
-      banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+      banner: {
+        js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);",
+      },
       outExtension: { ".js": ".mjs" },
       outdir: nobodyDir,
       logLevel: "error",
@@ -70,10 +99,22 @@ function nobodyReadable(src?: string): string {
 }
 
 function asNobody(args: string[]): { status: number | null; stderr: string } {
-  const x = spawnSync(setpriv as string, ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, nobodyReadable(), "patch", ...args], {
-    cwd: nobodyDir as string,
-    encoding: "utf8",
-  });
+  const x = spawnSync(
+    setpriv as string,
+    [
+      "--reuid=65534",
+      "--regid=65534",
+      "--clear-groups",
+      process.execPath,
+      nobodyReadable(),
+      "patch",
+      ...args,
+    ],
+    {
+      cwd: nobodyDir as string,
+      encoding: "utf8",
+    },
+  );
   return { status: x.status, stderr: x.stderr };
 }
 
@@ -87,7 +128,10 @@ describe.skipIf(!hasInstalledSglang)("patch kit failure modes", () => {
     const state = JSON.parse(readFileSync(sp, "utf8"));
     state.status = "applying";
     writeFileSync(sp, JSON.stringify(state));
-    cpSync(join(installedSglang, "srt/mem_cache/flush_cache.py"), join(tree, "sglang/srt/mem_cache/flush_cache.py"));
+    cpSync(
+      join(installedSglang, "srt/mem_cache/flush_cache.py"),
+      join(tree, "sglang/srt/mem_cache/flush_cache.py"),
+    );
     const a = cli(["apply", tree, "--series", fixtureSeries]);
     expect(a.status).toBe(1);
     expect(a.stderr).toMatch(/was interrupted.*run 'kvctl patch revert/);
@@ -109,12 +153,16 @@ describe.skipIf(!hasInstalledSglang)("patch kit failure modes", () => {
     const r = cli(["apply", tree, "--series", series, "--json"]);
     expect(r.status).toBe(1);
     expect(r.json.error.code).toBe("malformed");
-    expect(r.json.error.message).toMatch(/^0002-pin-aware-flush\.patch:9: hunk @@ -18,6 \+18,8 @@ ends early/);
+    expect(r.json.error.message).toMatch(
+      /^0002-pin-aware-flush\.patch:9: hunk @@ -18,6 \+18,8 @@ ends early/,
+    );
     // A series naming a missing patch.
     writeFileSync(join(series, "series"), "0001-pin-aware-evict.patch\n0009-missing.patch\n");
     const r2 = cli(["check", tree, "--series", series]);
     expect(r2.status).toBe(1);
-    expect(r2.stderr).toMatch(/series:2: patch '0009-missing\.patch' is listed but .* does not exist/);
+    expect(r2.stderr).toMatch(
+      /series:2: patch '0009-missing\.patch' is listed but .* does not exist/,
+    );
     expect(fingerprint(tree)).toEqual(before);
   });
 
@@ -142,7 +190,9 @@ describe.skipIf(!hasInstalledSglang)("patch kit failure modes", () => {
     chmodSync(mc, 0o555);
     const before = fingerprint(tree);
     try {
-      const r = isRoot ? asNobody(["apply", tree, "--series", nobodyReadable(fixtureSeries)]) : cli(["apply", tree, "--series", fixtureSeries]);
+      const r = isRoot
+        ? asNobody(["apply", tree, "--series", nobodyReadable(fixtureSeries)])
+        : cli(["apply", tree, "--series", fixtureSeries]);
       expect(r.status).toBe(1);
       expect(r.stderr).toMatch(/permission denied: cannot write into .*mem_cache \(EACCES\)/);
     } finally {

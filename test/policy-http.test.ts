@@ -22,18 +22,40 @@ async function gw(policies: Record<string, unknown> = {}): Promise<Gateway> {
   return g;
 }
 
-const chat = (g: Gateway, session: string, messages: unknown[], headers: Record<string, string> = {}) =>
-  fetch(`${g.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", "x-session-id": session, ...headers }, body: JSON.stringify({ model: "tiny", messages }) });
+const chat = (
+  g: Gateway,
+  session: string,
+  messages: unknown[],
+  headers: Record<string, string> = {},
+) =>
+  fetch(`${g.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-session-id": session, ...headers },
+    body: JSON.stringify({ model: "tiny", messages }),
+  });
 
 const hint = (g: Gateway, session: string, body: unknown) =>
-  fetch(`${g.url}/kvctl/v1/sessions/${encodeURIComponent(session)}/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  fetch(`${g.url}/kvctl/v1/sessions/${encodeURIComponent(session)}/events`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
 
 async function metric(g: Gateway, name: string): Promise<string[]> {
   const text = await (await fetch(`${g.url}/metrics`)).text();
   return text.split("\n").filter((l) => l.startsWith(name));
 }
 
-const SYSTEM = { role: "system", content: [{ type: "text", text: "You are a careful agent with many tools.", cache_control: { type: "ephemeral", ttl: "1h" } }] };
+const SYSTEM = {
+  role: "system",
+  content: [
+    {
+      type: "text",
+      text: "You are a careful agent with many tools.",
+      cache_control: { type: "ephemeral", ttl: "1h" },
+    },
+  ],
+};
 
 describe("agent policy in the gateway", () => {
   it("a marker pins the blocks up to it; the worker's partial ack is recorded; close releases the pins", async () => {
@@ -49,14 +71,24 @@ describe("agent policy in the gateway", () => {
     const pin = r.received.find((x) => x.command?.type === "Cache")?.command;
     expect(pin).toMatchObject({ type: "Cache", pin: true, ttl_seconds: 3600 });
     expect(pin?.type === "Cache" && pin.block_hashes.length).toBe(blocks);
-    expect(rec.commands[0]).toMatchObject({ type: "Cache", state: "partial", reason: `marker: ${blocks} blocks for 3600s` });
+    expect(rec.commands[0]).toMatchObject({
+      type: "Cache",
+      state: "partial",
+      reason: `marker: ${blocks} blocks for 3600s`,
+    });
     expect(rec.pins).toHaveLength(1);
     expect((await hint(g, "m1", { event: "close" })).status).toBe(202);
     const after = await recordWhen(g, "m1", (x) => x.pins.length === 0);
-    expect(after.commands.find((c) => c.type === "Cache" && c.reason === "session closed")).toMatchObject({ state: "applied" });
+    expect(
+      after.commands.find((c) => c.type === "Cache" && c.reason === "session closed"),
+    ).toMatchObject({ state: "applied" });
     // The view kept what the worker pinned (its budget is 2 blocks): exactly those are released.
     const unpin = r.received.find((x) => x.command?.type === "Cache" && !x.command.pin)?.command;
-    expect(unpin).toEqual({ type: "Cache", block_hashes: pin?.type === "Cache" ? pin.block_hashes.slice(0, 2) : [], pin: false });
+    expect(unpin).toEqual({
+      type: "Cache",
+      block_hashes: pin?.type === "Cache" ? pin.block_hashes.slice(0, 2) : [],
+      pin: false,
+    });
   }, 60_000);
 
   it("bad input is counted and logged; every request is still served; the record stays consistent", async () => {
@@ -70,18 +102,31 @@ describe("agent policy in the gateway", () => {
     expect(((await bad.json()) as { error: { param: string } }).error.param).toBe("event");
     // Five breakpoints: served, counted, nothing pinned.
     const cc = { type: "ephemeral" };
-    const five = Array.from({ length: 5 }, (_, i) => ({ role: "user", content: [{ type: "text", text: `m${i}`, cache_control: cc }] }));
+    const five = Array.from({ length: 5 }, (_, i) => ({
+      role: "user",
+      content: [{ type: "text", text: `m${i}`, cache_control: cc }],
+    }));
     expect((await chat(g, "b1", five)).status).toBe(200);
     // A bad hint header: served, counted.
     expect((await chat(g, "b1", first, { "x-kvctl-hint": "nap" })).status).toBe(200);
     // Tool results answering a call this gateway never saw: served, counted.
-    expect((await chat(g, "b2", [...first, { role: "tool", tool_call_id: "never", content: "42" }])).status).toBe(200);
+    expect(
+      (await chat(g, "b2", [...first, { role: "tool", tool_call_id: "never", content: "42" }]))
+        .status,
+    ).toBe(200);
     await g.settled();
     expect(await metric(g, "kvctl_gateway_hints_total")).toEqual(
-      expect.arrayContaining(['kvctl_gateway_hints_total{event="close",outcome="unknown_session"} 1', 'kvctl_gateway_hints_total{event="?",outcome="invalid"} 1', 'kvctl_gateway_hints_total{event="header",outcome="invalid"} 1']),
+      expect.arrayContaining([
+        'kvctl_gateway_hints_total{event="close",outcome="unknown_session"} 1',
+        'kvctl_gateway_hints_total{event="?",outcome="invalid"} 1',
+        'kvctl_gateway_hints_total{event="header",outcome="invalid"} 1',
+      ]),
     );
     expect(await metric(g, "kvctl_policy_bad_input_total")).toEqual(
-      expect.arrayContaining(['kvctl_policy_bad_input_total{kind="markers"} 1', 'kvctl_policy_bad_input_total{kind="tool_result_unknown_call"} 1']),
+      expect.arrayContaining([
+        'kvctl_policy_bad_input_total{kind="markers"} 1',
+        'kvctl_policy_bad_input_total{kind="tool_result_unknown_call"} 1',
+      ]),
     );
     expect(r.received.filter((x) => x.command?.type === "Cache")).toEqual([]);
     expect(logs.some((l) => l.includes("more than 4 cache_control breakpoints (5)"))).toBe(true);
@@ -94,12 +139,22 @@ describe("agent policy in the gateway", () => {
     expect(paused.commands.at(-1)).toMatchObject({ type: "Pause", state: "applied" });
     r.stop();
     r = await responder(1000, first);
-    expect((await chat(g, "l1", [...first, { role: "assistant", content: "ok" }, { role: "user", content: "again" }])).status).toBe(200);
+    expect(
+      (
+        await chat(g, "l1", [
+          ...first,
+          { role: "assistant", content: "ok" },
+          { role: "user", content: "again" },
+        ])
+      ).status,
+    ).toBe(200);
     const rec = await recordWhen(g, "l1", (x) => x.commands.some((c) => c.type === "RenewLease"));
     expect(rec.commands.find((c) => c.type === "RenewLease")).toMatchObject({ state: "rejected" });
     expect(rec.leases).toEqual([]);
     expect(rec.turnCount).toBe(2);
-    expect(await metric(g, "kvctl_policy_acks_total")).toContain('kvctl_policy_acks_total{policy="idle",type="RenewLease",status="rejected"} 1');
+    expect(await metric(g, "kvctl_policy_acks_total")).toContain(
+      'kvctl_policy_acks_total{policy="idle",type="RenewLease",status="rejected"} 1',
+    );
     expect(logs.some((l) => l.includes("idle RenewLease to w0 came back rejected"))).toBe(true);
   }, 60_000);
 
@@ -112,11 +167,28 @@ describe("agent policy in the gateway", () => {
     expect(started.commands.at(-1)).toMatchObject({ type: "ToolStart", state: "applied" });
     const epoch = started.tool?.epoch;
     expect(typeof epoch).toBe("number");
-    const back = [...first, { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "search", arguments: "{}" } }] }, { role: "tool", tool_call_id: "call_1", content: "42" }];
+    const back = [
+      ...first,
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "call_1", type: "function", function: { name: "search", arguments: "{}" } },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_1", content: "42" },
+    ];
     expect((await chat(g, "t1", back)).status).toBe(200);
     const ended = await recordWhen(g, "t1", (x) => x.tool === null);
     expect(ended.commands.find((c) => c.type === "ToolEnd")).toMatchObject({ state: "applied" });
-    expect(r.received.find((x) => x.command?.type === "ToolEnd")?.command).toEqual({ type: "ToolEnd", session_id: "t1", epoch });
-    expect(await metric(g, "kvctl_policy_tool_wait_seconds_count")).toEqual(['kvctl_policy_tool_wait_seconds_count{kind="predicted"} 1', 'kvctl_policy_tool_wait_seconds_count{kind="actual"} 1']);
+    expect(r.received.find((x) => x.command?.type === "ToolEnd")?.command).toEqual({
+      type: "ToolEnd",
+      session_id: "t1",
+      epoch,
+    });
+    expect(await metric(g, "kvctl_policy_tool_wait_seconds_count")).toEqual([
+      'kvctl_policy_tool_wait_seconds_count{kind="predicted"} 1',
+      'kvctl_policy_tool_wait_seconds_count{kind="actual"} 1',
+    ]);
   }, 60_000);
 });

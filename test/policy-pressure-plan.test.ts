@@ -3,7 +3,8 @@
 import { describe, expect, it } from "vitest";
 import { type PressureSnapshot, planPressure } from "../src/policy/policies/pressure.js";
 
-const chainOf = (n: number, base: bigint): bigint[] => Array.from({ length: n }, (_, i) => base + BigInt(i));
+const chainOf = (n: number, base: bigint): bigint[] =>
+  Array.from({ length: n }, (_, i) => base + BigInt(i));
 
 function deepFreeze<T>(o: T): T {
   if (o && typeof o === "object" && !Object.isFrozen(o)) {
@@ -13,7 +14,11 @@ function deepFreeze<T>(o: T): T {
   return o;
 }
 
-const session = (id: string, chain: bigint[], extra: Partial<PressureSnapshot["sessions"][number]> = {}) => ({ id, worker: "w0", chain, paused: false, inFlight: false, offloaded: false, ...extra });
+const session = (
+  id: string,
+  chain: bigint[],
+  extra: Partial<PressureSnapshot["sessions"][number]> = {},
+) => ({ id, worker: "w0", chain, paused: false, inFlight: false, offloaded: false, ...extra });
 
 function snapshot(extra: Partial<PressureSnapshot> = {}): PressureSnapshot {
   const shared = chainOf(2, 1n);
@@ -53,11 +58,21 @@ describe("pressure plan from a snapshot", () => {
   it("hysteresis: between the marks it acts only once tripped; at or under the low mark it clears", () => {
     const between = snapshot({ indexedBlocks: 15, sessions: [session("a", chainOf(15, 1n))] });
     expect(planPressure(deepFreeze({ ...between })).act).toBe(false);
-    expect(planPressure(deepFreeze({ ...between, tripped: true }))).toMatchObject({ act: true, tripped: true });
+    expect(planPressure(deepFreeze({ ...between, tripped: true }))).toMatchObject({
+      act: true,
+      tripped: true,
+    });
     const low = snapshot({ tripped: true, sessions: [session("a", chainOf(12, 1n))] });
     expect(planPressure(deepFreeze(low))).toMatchObject({ act: false, tripped: false });
     // The worker's KV events count when they show more than this replica's sessions.
-    expect(planPressure(deepFreeze(snapshot({ sessions: [], indexedBlocks: 19 })))).toMatchObject({ act: true, seen: 19, order: [] });
-    expect(planPressure(deepFreeze(snapshot({ capBlocks: 0 })))).toMatchObject({ act: false, tripped: false });
+    expect(planPressure(deepFreeze(snapshot({ sessions: [], indexedBlocks: 19 })))).toMatchObject({
+      act: true,
+      seen: 19,
+      order: [],
+    });
+    expect(planPressure(deepFreeze(snapshot({ capBlocks: 0 })))).toMatchObject({
+      act: false,
+      tripped: false,
+    });
   });
 });

@@ -22,7 +22,15 @@ const decisions: Record<string, unknown>[] = [];
 beforeAll(async () => {
   jsDir = mkdtempSync(join(tmpdir(), "kvctl-policy-real-"));
   nats = await startNatsServer(["-js", "-sd", jsDir]);
-  server = await startSglangServer({ natsUrl: nats.url, workerId: "w0", storageDir: "", maxTotalTokens: 2048, hostRatio: 2, readyTimeoutS: 540, extraArgs: ["--enable-cache-report"] });
+  server = await startSglangServer({
+    natsUrl: nats.url,
+    workerId: "w0",
+    storageDir: "",
+    maxTotalTokens: 2048,
+    hostRatio: 2,
+    readyTimeoutS: 540,
+    extraArgs: ["--enable-cache-report"],
+  });
   g = await createGateway({
     config: {
       listen: { host: "127.0.0.1", port: 0 },
@@ -45,14 +53,30 @@ afterAll(async () => {
   if (jsDir) rmSync(jsDir, { recursive: true, force: true });
 }, 120_000);
 
-const post = async (path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> => {
-  const r = await fetch(`${g.url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+const post = async (
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any }> => {
+  const r = await fetch(`${g.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
   return { status: r.status, json: await r.json() };
 };
 
-const SYSTEM_TEXT = "You are a careful agent. Think before acting, and keep every answer short. ".repeat(8);
-const system = { role: "system", content: [{ type: "text", text: SYSTEM_TEXT, cache_control: { type: "ephemeral", ttl: "1h" } }] };
-const chat = (user: string) => ({ messages: [system, { role: "user", content: user }], max_tokens: 1, temperature: 0 });
+const SYSTEM_TEXT =
+  "You are a careful agent. Think before acting, and keep every answer short. ".repeat(8);
+const system = {
+  role: "system",
+  content: [{ type: "text", text: SYSTEM_TEXT, cache_control: { type: "ephemeral", ttl: "1h" } }],
+};
+const chat = (user: string) => ({
+  messages: [system, { role: "user", content: user }],
+  max_tokens: 1,
+  temperature: 0,
+});
 
 describe("agent policy on a real SGLang server", () => {
   it("pins the system prompt at its marker; a flood after it is served in full; the pinned prefix stays cached", async () => {
@@ -62,7 +86,13 @@ describe("agent policy on a real SGLang server", () => {
     const pin = rec.commands.find((c) => c.type === "Cache");
     expect(pin?.state).toBe("applied");
     // The pin covers the full pages of the system message as the worker's template renders it.
-    const sys = (await (await fetch(`${server.baseUrl}/v1/tokenize`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ messages: [system], add_generation_prompt: false }) })).json()) as { tokens: number[] };
+    const sys = (await (
+      await fetch(`${server.baseUrl}/v1/tokenize`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ messages: [system], add_generation_prompt: false }),
+      })
+    ).json()) as { tokens: number[] };
     expect(Array.isArray(sys.tokens)).toBe(true);
     const page = server.info.page_size;
     const pinnedBlocks = rec.pins[0].blockHashes.length;
@@ -71,47 +101,96 @@ describe("agent policy on a real SGLang server", () => {
     expect(pinnedBlocks).toBeGreaterThanOrEqual(Math.floor(sys.tokens.length / page) - 1);
 
     // A flood of unrelated prompts, several times the device pool and the host tier together.
-    const words = ["radix", "page", "tier", "lease", "budget", "prefix", "token", "host", "device", "evict", "flood", "worker"];
-    const prompt = (i: number) => Array.from({ length: 220 }, (_, j) => words[(i * 7 + j * (i + 3)) % words.length] + ((i * 31 + j) % 97)).join(" ");
+    const words = [
+      "radix",
+      "page",
+      "tier",
+      "lease",
+      "budget",
+      "prefix",
+      "token",
+      "host",
+      "device",
+      "evict",
+      "flood",
+      "worker",
+    ];
+    const prompt = (i: number) =>
+      Array.from(
+        { length: 220 },
+        (_, j) => words[(i * 7 + j * (i + 3)) % words.length] + ((i * 31 + j) % 97),
+      ).join(" ");
     const statuses: number[] = [];
     let flooded = 0;
     for (let i = 0; i < 40; i += 4) {
-      const batch = await Promise.all([0, 1, 2, 3].map((k) => post("/v1/completions", { prompt: prompt(i + k), max_tokens: 1, temperature: 0 })));
+      const batch = await Promise.all(
+        [0, 1, 2, 3].map((k) =>
+          post("/v1/completions", { prompt: prompt(i + k), max_tokens: 1, temperature: 0 }),
+        ),
+      );
       statuses.push(...batch.map((b) => b.status));
       for (const b of batch) flooded += b.json.usage?.prompt_tokens ?? 0;
     }
     expect(statuses).toEqual(new Array(40).fill(200));
     expect(flooded).toBeGreaterThan(2048 * (1 + 2));
     // The flood did evict: its own first prompt, unpinned, is mostly gone from both tiers.
-    const control = await post("/v1/completions", { prompt: prompt(0), max_tokens: 1, temperature: 0 });
-    expect(control.json.usage.prompt_tokens_details.cached_tokens).toBeLessThan(control.json.usage.prompt_tokens / 2);
+    const control = await post("/v1/completions", {
+      prompt: prompt(0),
+      max_tokens: 1,
+      temperature: 0,
+    });
+    expect(control.json.usage.prompt_tokens_details.cached_tokens).toBeLessThan(
+      control.json.usage.prompt_tokens / 2,
+    );
 
     // The pinned prefix comes back from cache (device or the host copy the pin kept).
-    const again = await post("/v1/chat/completions", chat("Another question."), { "x-session-id": "returning" });
+    const again = await post("/v1/chat/completions", chat("Another question."), {
+      "x-session-id": "returning",
+    });
     expect(again.status).toBe(200);
-    expect(again.json.usage.prompt_tokens_details.cached_tokens).toBeGreaterThanOrEqual(pinnedBlocks * page);
-    expect(decisions.some((d) => d.event === "command" && d.type === "Cache" && d.state === "acked")).toBe(true);
+    expect(again.json.usage.prompt_tokens_details.cached_tokens).toBeGreaterThanOrEqual(
+      pinnedBlocks * page,
+    );
+    expect(
+      decisions.some((d) => d.event === "command" && d.type === "Cache" && d.state === "acked"),
+    ).toBe(true);
   }, 600_000);
 
   it("an Anthropic cache_control breakpoint on /v1/messages pins the system prompt as the worker renders it", async () => {
-    const MESSAGES_SYSTEM = "You answer through the Messages API, briefly and to the point. ".repeat(8);
+    const MESSAGES_SYSTEM =
+      "You answer through the Messages API, briefly and to the point. ".repeat(8);
     const body = {
       model: "m",
       max_tokens: 1,
       temperature: 0,
-      system: [{ type: "text", text: MESSAGES_SYSTEM, cache_control: { type: "ephemeral", ttl: "1h" } }],
+      system: [
+        { type: "text", text: MESSAGES_SYSTEM, cache_control: { type: "ephemeral", ttl: "1h" } },
+      ],
       messages: [{ role: "user", content: "Hello from the Messages API." }],
     };
     const r = await post("/v1/messages", body, { "x-session-id": "anthropic" });
     expect(r.status).toBe(200);
     expect(r.json.type).toBe("message");
-    const rec = await recordWhen(g, "anthropic", (x) => x.commands.some((c) => c.type === "Cache" && c.state === "applied"));
+    const rec = await recordWhen(g, "anthropic", (x) =>
+      x.commands.some((c) => c.type === "Cache" && c.state === "applied"),
+    );
     // The prompt as the worker renders it (its Anthropic -> chat conversion and template), and the
     // system message alone: the pin ends at the last full page of the system part.
     const tok = async (path: string, b: unknown) =>
-      ((await (await fetch(`${server.baseUrl}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(b) })).json()) as { tokens: number[] }).tokens;
+      (
+        (await (
+          await fetch(`${server.baseUrl}${path}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify(b),
+          })
+        ).json()) as { tokens: number[] }
+      ).tokens;
     const full = await tok("/kvctl/v1/messages/tokenize", body);
-    const sys = await tok("/v1/tokenize", { messages: [{ role: "system", content: MESSAGES_SYSTEM }], add_generation_prompt: false });
+    const sys = await tok("/v1/tokenize", {
+      messages: [{ role: "system", content: MESSAGES_SYSTEM }],
+      add_generation_prompt: false,
+    });
     expect(full.slice(0, sys.length)).toEqual(sys);
     const page = server.info.page_size;
     expect(rec.pins.length).toBeGreaterThan(0);

@@ -16,7 +16,11 @@ const STEPS = 400;
 
 function configOf(seed: number): NonNullable<AgentPolicyOptions["config"]> {
   return {
-    pins: { enabled: true, budgetBlocks: [12, 24, 48][seed % 3], ...(seed & 4 ? { sessionCapBlocks: 10 } : {}) },
+    pins: {
+      enabled: true,
+      budgetBlocks: [12, 24, 48][seed % 3],
+      ...(seed & 4 ? { sessionCapBlocks: 10 } : {}),
+    },
     inflight: { enabled: (seed & 8) !== 0, minBlocks: 1 },
     tools: { enabled: true },
     think: { enabled: true },
@@ -30,7 +34,13 @@ function configOf(seed: number): NonNullable<AgentPolicyOptions["config"]> {
 function run(seed: number, stored: boolean) {
   const logs: string[] = [];
   const config = configOf(seed);
-  const p = createAgentPolicy({ config, registry: new Registry(), log: (l) => logs.push(l), decisionLog: () => undefined, tenantCaps: (t) => (t === "t1" ? { perSession: 8, perTenant: 16 } : null) });
+  const p = createAgentPolicy({
+    config,
+    registry: new Registry(),
+    log: (l) => logs.push(l),
+    decisionLog: () => undefined,
+    tenantCaps: (t) => (t === "t1" ? { perSession: 8, perTenant: 16 } : null),
+  });
   const budget = config.pins?.budgetBlocks ?? 0;
   let over = 0;
   const observe = (o: Observation) => {
@@ -65,17 +75,24 @@ function unopened(fed: readonly Fed[]): string[] {
   const epochs = new Set<string>();
   const bad: string[] = [];
   for (const { ob, out } of fed) {
-    if (ob.type === "CommandAcked" && ob.command?.type === "ToolStart" && ob.epoch != null) epochs.add(`${ob.command.session_id}/${ob.epoch}`);
+    if (ob.type === "CommandAcked" && ob.command?.type === "ToolStart" && ob.epoch != null)
+      epochs.add(`${ob.command.session_id}/${ob.epoch}`);
     for (const { command: c } of out) {
       if (c.type === "Pause") leases.add(c.lease_id);
-      if ((c.type === "RenewLease" || c.type === "RevokeLease") && !leases.has(c.lease_id)) bad.push(`${c.type} ${c.lease_id}`);
-      if (c.type === "ToolEnd" && !epochs.has(`${c.session_id}/${c.epoch}`)) bad.push(`ToolEnd ${c.session_id}/${c.epoch}`);
+      if ((c.type === "RenewLease" || c.type === "RevokeLease") && !leases.has(c.lease_id))
+        bad.push(`${c.type} ${c.lease_id}`);
+      if (c.type === "ToolEnd" && !epochs.has(`${c.session_id}/${c.epoch}`))
+        bad.push(`ToolEnd ${c.session_id}/${c.epoch}`);
     }
   }
   return bad;
 }
 
-const commandsOf = (fed: readonly Fed[]) => JSON.stringify(fed.map((f) => f.out.map((c: PolicyCommand) => [c.worker, c.command, c.reason])), (_k, v) => (typeof v === "bigint" ? `${v}` : v));
+const commandsOf = (fed: readonly Fed[]) =>
+  JSON.stringify(
+    fed.map((f) => f.out.map((c: PolicyCommand) => [c.worker, c.command, c.reason])),
+    (_k, v) => (typeof v === "bigint" ? `${v}` : v),
+  );
 
 describe("the agent policy on random streams", () => {
   it("streams without session records: no throw, the budget view within its budget, pins before unpins, leases and offloads opened before they are ended", () => {
@@ -85,26 +102,49 @@ describe("the agent policy on random streams", () => {
       const { fed, logs, over } = run(seed, false);
       for (const f of fed) for (const c of f.out) kinds.add(c.command.type);
       commands += fed.reduce((n, f) => n + f.out.length, 0);
-      expect(logs.filter((l) => l.includes(" threw on ")), `seed ${seed}`).toEqual([]);
+      expect(
+        logs.filter((l) => l.includes(" threw on ")),
+        `seed ${seed}`,
+      ).toEqual([]);
       expect(over, `seed ${seed}`).toBe(0);
-      expect(logs.filter((l) => l.includes("over its budget")), `seed ${seed}`).toEqual([]);
+      expect(
+        logs.filter((l) => l.includes("over its budget")),
+        `seed ${seed}`,
+      ).toEqual([]);
       expect(unpinnedPastPins(fed), `seed ${seed}`).toEqual([]);
       expect(unopened(fed), `seed ${seed}`).toEqual([]);
     }
     // Not vacuous: the streams drove every command the rules send.
-    expect([...kinds].sort()).toEqual(["Cache", "Pause", "Prune", "RenewLease", "RevokeLease", "Think", "ToolEnd", "ToolStart", "Warm"]);
+    expect([...kinds].sort()).toEqual([
+      "Cache",
+      "Pause",
+      "Prune",
+      "RenewLease",
+      "RevokeLease",
+      "Think",
+      "ToolEnd",
+      "ToolStart",
+      "Warm",
+    ]);
     expect(commands).toBeGreaterThan(SEEDS * 50);
   });
 
   it("streams with session records: no rule throws, and a view past its budget is only ever one a record filled", () => {
     for (let seed = 1; seed <= SEEDS / 2; seed++) {
       const { logs } = run(seed, true);
-      expect(logs.filter((l) => l.includes(" threw on ")), `seed ${seed}`).toEqual([]);
-      expect(logs.filter((l) => l.includes("a bug:")), `seed ${seed}`).toEqual([]);
+      expect(
+        logs.filter((l) => l.includes(" threw on ")),
+        `seed ${seed}`,
+      ).toEqual([]);
+      expect(
+        logs.filter((l) => l.includes("a bug:")),
+        `seed ${seed}`,
+      ).toEqual([]);
     }
   });
 
   it("the same stream gives the same commands: decisions are functions of what the policy was handed", () => {
-    for (const seed of [3, 11, 26]) expect(commandsOf(run(seed, true).fed)).toBe(commandsOf(run(seed, true).fed));
+    for (const seed of [3, 11, 26])
+      expect(commandsOf(run(seed, true).fed)).toBe(commandsOf(run(seed, true).fed));
   });
 });

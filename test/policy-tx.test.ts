@@ -17,12 +17,24 @@ import { policiesConfigSchema } from "../src/contract/policies-config.js";
 import type { PolicyCommand } from "../src/contract/policy.js";
 import { chainOf, finished, joined, PAGE, started } from "./helpers/policy-observations.js";
 
-const ONLY = (name: string) => Object.fromEntries(["pins", "inflight", "tools", "think", "idle", "prune", "warm"].map((k) => [k, { enabled: k === name }]));
+const ONLY = (name: string) =>
+  Object.fromEntries(
+    ["pins", "inflight", "tools", "think", "idle", "prune", "warm"].map((k) => [
+      k,
+      { enabled: k === name },
+    ]),
+  );
 
 function policy(config: AgentPolicyOptions["config"], extra: Partial<AgentPolicyOptions> = {}) {
   const logs: string[] = [];
   const decisions: string[] = [];
-  const p = createAgentPolicy({ config, registry: new Registry(), log: (l) => logs.push(l), decisionLog: (l) => decisions.push(l), ...extra });
+  const p = createAgentPolicy({
+    config,
+    registry: new Registry(),
+    log: (l) => logs.push(l),
+    decisionLog: (l) => decisions.push(l),
+    ...extra,
+  });
   p.observe(joined(0));
   return { p, logs, decisions };
 }
@@ -40,14 +52,22 @@ describe("a decision is applied whole or not at all", () => {
     const { p, logs, decisions } = policy(ONLY("pins"), { tenantCaps });
     const chain = chainOf(8);
     p.observe(started(1, "s", { tenant: "t1" }));
-    const markers = { breakpoints: [{ tokens: 2 * PAGE, ttlSeconds: 3600, at: "system" }, { tokens: 6 * PAGE, ttlSeconds: 300, at: "message[0]" }], errors: [] };
+    const markers = {
+      breakpoints: [
+        { tokens: 2 * PAGE, ttlSeconds: 3600, at: "system" },
+        { tokens: 6 * PAGE, ttlSeconds: 300, at: "message[0]" },
+      ],
+      errors: [],
+    };
     const before = decisions.length;
     const out = p.observe(finished(2, "s", chain, { markers }));
     expect(asks).toBe(2);
     expect(out).toEqual([]);
     expect(p.state.budget.used("w0")).toBe(0);
     expect(decisions.slice(before).filter((l) => l.includes('"cache_markers"'))).toEqual([]);
-    expect(logs.find((l) => l.includes("cache_markers threw on TurnFinished"))).toMatch(/caps store unreachable[\s\S]*nothing of its decision applied/);
+    expect(logs.find((l) => l.includes("cache_markers threw on TurnFinished"))).toMatch(
+      /caps store unreachable[\s\S]*nothing of its decision applied/,
+    );
     // The same turn again, the caps answering: both groups go out, as one decision.
     failing = false;
     const again = p.observe(finished(3, "s", chain, { markers }));
@@ -62,11 +82,20 @@ describe("a decision is applied whole or not at all", () => {
     let calls = 0;
     const storageKeys = (tokens: number[], pageSize: number) => {
       if (++calls === 2) throw new Error("no keys");
-      return Array.from({ length: Math.floor(tokens.length / pageSize) }, (_, i) => `${tokens.length}-${i}`.padStart(64, "0"));
+      return Array.from({ length: Math.floor(tokens.length / pageSize) }, (_, i) =>
+        `${tokens.length}-${i}`.padStart(64, "0"),
+      );
     };
-    const config = { ...ONLY("warm"), warm: { enabled: true, storage: true, maxPrefixes: 2 }, pins: { enabled: true } };
+    const config = {
+      ...ONLY("warm"),
+      warm: { enabled: true, storage: true, maxPrefixes: 2 },
+      pins: { enabled: true },
+    };
     const { p, logs } = policy(config, { storageKeys });
-    const bp = (n: number) => ({ breakpoints: [{ tokens: n * PAGE, ttlSeconds: 3600, at: "system" }], errors: [] });
+    const bp = (n: number) => ({
+      breakpoints: [{ tokens: n * PAGE, ttlSeconds: 3600, at: "system" }],
+      errors: [],
+    });
     p.observe(finished(1, "a", chainOf(4, 100n), { markers: bp(2) }));
     p.observe(finished(2, "b", chainOf(4, 200n), { markers: bp(3) }));
     expect(p.observe(joined(3, "w1"))).toEqual([]);
@@ -82,7 +111,12 @@ describe("views are immutable", () => {
     const { p } = policy({ ...ONLY("tools") });
     p.observe(started(1, "s"));
     const first = p.state.sessions.get("s");
-    p.observe(finished(2, "s", chainOf(4), { finishReason: "tool_calls", toolCalls: [{ id: "c1", name: "grep" }] }));
+    p.observe(
+      finished(2, "s", chainOf(4), {
+        finishReason: "tool_calls",
+        toolCalls: [{ id: "c1", name: "grep" }],
+      }),
+    );
     const s = p.state.sessions.get("s");
     expect(s).not.toBe(first);
     expect(Object.isFrozen(s)).toBe(true);
@@ -115,7 +149,12 @@ describe("a transaction", () => {
   it("reads its own steps; the state changes only at commit, in the order recorded", () => {
     const st = bareState();
     for (const id of ["a", "b"]) st.sessions.set(id, newSessionView(id, 0));
-    st.budget.hold("w0", [1n, 2n], { session: "a", kind: "marker", ttlSeconds: null, expiresAt: null });
+    st.budget.hold("w0", [1n, 2n], {
+      session: "a",
+      kind: "marker",
+      ttlSeconds: null,
+      expiresAt: null,
+    });
     const guards = new CommandGuards({ commandsPerSecond: 1, burst: 1, coalesceMs: 1000 });
     const tx = new Tx<number>(st, guards, "r", 10);
     expect(tx.release("w0", [1n], "a", "marker")).toEqual([1n]);
@@ -124,16 +163,44 @@ describe("a transaction", () => {
     tx.patch("b", { worker: "w0" });
     tx.session("c");
     tx.setOwn(7);
-    const pc: PolicyCommand = { worker: "w0", reason: "r", command: { type: "Cache", block_hashes: [3n], pin: true } };
+    const pc: PolicyCommand = {
+      worker: "w0",
+      reason: "r",
+      command: { type: "Cache", block_hashes: [3n], pin: true },
+    };
     expect(tx.emit("r", pc)).toBe(true);
     // The bucket holds one token, taken by the command before it in this transaction.
-    expect(tx.emit("r", { ...pc, command: { type: "Cache", block_hashes: [4n], pin: true } })).toBe(false);
-    expect([tx.budget.used("w0"), tx.own, [...tx.sessions.keys()], tx.sessions.get("b")?.worker]).toEqual([3, 7, ["b", "a", "c"], "w0"]);
-    expect([st.budget.used("w0"), st.own.get("r"), [...st.sessions.keys()], st.sessions.get("b")?.worker]).toEqual([2, 0, ["a", "b"], null]);
+    expect(tx.emit("r", { ...pc, command: { type: "Cache", block_hashes: [4n], pin: true } })).toBe(
+      false,
+    );
+    expect([
+      tx.budget.used("w0"),
+      tx.own,
+      [...tx.sessions.keys()],
+      tx.sessions.get("b")?.worker,
+    ]).toEqual([3, 7, ["b", "a", "c"], "w0"]);
+    expect([
+      st.budget.used("w0"),
+      st.own.get("r"),
+      [...st.sessions.keys()],
+      st.sessions.get("b")?.worker,
+    ]).toEqual([2, 0, ["a", "b"], null]);
     const out: PolicyCommand[] = [];
-    const outlet: Outlet = { guards, metrics: new PolicyMetrics(), log: () => undefined, decisionLog: null, out, acks: new WeakMap() };
+    const outlet: Outlet = {
+      guards,
+      metrics: new PolicyMetrics(),
+      log: () => undefined,
+      decisionLog: null,
+      out,
+      acks: new WeakMap(),
+    };
     commit(tx, st, outlet);
-    expect([st.budget.used("w0"), st.own.get("r"), [...st.sessions.keys()], st.sessions.get("b")?.worker]).toEqual([3, 7, ["b", "a", "c"], "w0"]);
+    expect([
+      st.budget.used("w0"),
+      st.own.get("r"),
+      [...st.sessions.keys()],
+      st.sessions.get("b")?.worker,
+    ]).toEqual([3, 7, ["b", "a", "c"], "w0"]);
     expect(out).toEqual([pc]);
     expect(guards.check("w0", null, false, 10)).toBe("rate_limited");
   });
@@ -141,12 +208,24 @@ describe("a transaction", () => {
   it("a new session past the bound forgets the least recently seen one, in the view and at commit", () => {
     const st = bareState();
     for (const id of ["a", "b", "c"]) st.sessions.set(id, newSessionView(id, 0));
-    const tx = new Tx(st, new CommandGuards({ commandsPerSecond: 1, burst: 1, coalesceMs: 0 }), "r", 1);
+    const tx = new Tx(
+      st,
+      new CommandGuards({ commandsPerSecond: 1, burst: 1, coalesceMs: 0 }),
+      "r",
+      1,
+    );
     tx.session("a");
     tx.session("d");
     expect([...tx.sessions.keys()]).toEqual(["c", "a", "d"]);
     expect(tx.sessions.size).toBe(3);
-    commit(tx, st, { guards: new CommandGuards({ commandsPerSecond: 1, burst: 1, coalesceMs: 0 }), metrics: new PolicyMetrics(), log: () => undefined, decisionLog: null, out: [], acks: new WeakMap() });
+    commit(tx, st, {
+      guards: new CommandGuards({ commandsPerSecond: 1, burst: 1, coalesceMs: 0 }),
+      metrics: new PolicyMetrics(),
+      log: () => undefined,
+      decisionLog: null,
+      out: [],
+      acks: new WeakMap(),
+    });
     expect([...st.sessions.keys()]).toEqual(["c", "a", "d"]);
   });
 });
@@ -154,9 +233,13 @@ describe("a transaction", () => {
 describe("the guards' dry verdict", () => {
   it("agrees with checking each command in turn, on random sequences", () => {
     let seed = 7;
-    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     for (let round = 0; round < 200; round++) {
-      const o = { commandsPerSecond: 1 + Math.floor(rnd() * 3), burst: 1 + Math.floor(rnd() * 3), coalesceMs: rnd() < 0.5 ? 0 : 1000 };
+      const o = {
+        commandsPerSecond: 1 + Math.floor(rnd() * 3),
+        burst: 1 + Math.floor(rnd() * 3),
+        coalesceMs: rnd() < 0.5 ? 0 : 1000,
+      };
       const live = new CommandGuards(o);
       const dry = new CommandGuards(o);
       let t = 0;
@@ -165,7 +248,11 @@ describe("the guards' dry verdict", () => {
         const pending: { worker: string; key: string | null }[] = [];
         const sent: { worker: string; key: string | null; v: string }[] = [];
         for (let i = 0; i < 4; i++) {
-          const c = { worker: rnd() < 0.5 ? "w0" : "w1", key: rnd() < 0.3 ? null : `k${Math.floor(rnd() * 3)}`, essential: rnd() < 0.2 };
+          const c = {
+            worker: rnd() < 0.5 ? "w0" : "w1",
+            key: rnd() < 0.3 ? null : `k${Math.floor(rnd() * 3)}`,
+            essential: rnd() < 0.2,
+          };
           const v = dry.verdict(c.worker, c.key, c.essential, t, pending);
           expect(v).toBe(live.check(c.worker, c.key, c.essential, t));
           if (v === "send") pending.push(c);

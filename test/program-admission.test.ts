@@ -4,7 +4,13 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ProgramGate, type ProgramLimits } from "../src/gateway/program-admission.js";
 
-const LIMITS: ProgramLimits = { maxPrograms: 2, capacityTokens: 1000, pauseAt: 0.95, resumeBelow: 0.8, holdMs: 60_000 };
+const LIMITS: ProgramLimits = {
+  maxPrograms: 2,
+  capacityTokens: 1000,
+  pauseAt: 0.95,
+  resumeBelow: 0.8,
+  holdMs: 60_000,
+};
 
 async function settled(p: Promise<void>): Promise<boolean> {
   let done = false;
@@ -119,6 +125,8 @@ describe("ProgramGate", () => {
   });
 
   it("refuses thresholds out of order, naming them", () => {
-    expect(() => new ProgramGate({ ...LIMITS, pauseAt: 0.7, resumeBelow: 0.8 })).toThrow(/resumeBelow < pauseAt/);
+    expect(() => new ProgramGate({ ...LIMITS, pauseAt: 0.7, resumeBelow: 0.8 })).toThrow(
+      /resumeBelow < pauseAt/,
+    );
   });
 });

@@ -21,15 +21,38 @@ describe("agent policy defaults", () => {
   });
 
   it("keeps a named mode, and per-request admission without a capacity to hold programs to", () => {
-    expect(parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: { ...LIMITS, mode: "request" } }).admission.mode).toBe("request");
-    expect(parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: { maxRequestsPerWorker: 4 } }).admission.mode).toBe("request");
-    expect(parseGatewayConfig({ workers: WORKERS, policy: "noop", admission: LIMITS }).admission.mode).toBe("request");
-    expect(parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: { ...LIMITS, retention: false } }).admission.retention).toBe(false);
+    expect(
+      parseGatewayConfig({
+        workers: WORKERS,
+        policy: "agent",
+        admission: { ...LIMITS, mode: "request" },
+      }).admission.mode,
+    ).toBe("request");
+    expect(
+      parseGatewayConfig({
+        workers: WORKERS,
+        policy: "agent",
+        admission: { maxRequestsPerWorker: 4 },
+      }).admission.mode,
+    ).toBe("request");
+    expect(
+      parseGatewayConfig({ workers: WORKERS, policy: "noop", admission: LIMITS }).admission.mode,
+    ).toBe("request");
+    expect(
+      parseGatewayConfig({
+        workers: WORKERS,
+        policy: "agent",
+        admission: { ...LIMITS, retention: false },
+      }).admission.retention,
+    ).toBe(false);
   });
 
   it("the agent policy decides retention per worker, priced from its settings", () => {
     const registry = new Registry();
-    const p = createAgentPolicy({ registry, config: { retention: { restoreTokensPerSecond: 8000 } } });
+    const p = createAgentPolicy({
+      registry,
+      config: { retention: { restoreTokensPerSecond: 8000 } },
+    });
     const r = p.programRetention?.("w0", () => 16);
     // 4000 tokens: re-prefill 1 s at the default 4000 tokens/s; no samples yet (prior mean).
     const d = r?.decide("s", 4000, ["grep"]);
@@ -64,20 +87,48 @@ describe("agent policy defaults", () => {
     p.observe(finished(3, "s", chainOf(3)));
     const config = parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: LIMITS });
     const metrics = new GatewayMetrics();
-    const r = programRetention(p, config, () => null, metrics, lineLog(() => undefined))?.("w0", () => 4);
+    const r = programRetention(
+      p,
+      config,
+      () => null,
+      metrics,
+      lineLog(() => undefined),
+    )?.("w0", () => 4);
     expect(await r?.prefetch?.("s")).toBe("failed");
-    expect(programRetention({ name: "noop", observe: () => [] }, config, () => null, metrics, lineLog(() => undefined))).toBeNull();
+    expect(
+      programRetention(
+        { name: "noop", observe: () => [] },
+        config,
+        () => null,
+        metrics,
+        lineLog(() => undefined),
+      ),
+    ).toBeNull();
   });
 
   it("reads a Prefetch ack as resident, partial or failed", () => {
-    const a = (status: Parameters<typeof blankAck>[3], skipped = 0) => ({ ...blankAck("w0", null, "Prefetch", status), skipped });
-    expect(["applied", "noop", "partial", "rejected", "error"].map((st) => prefetchOutcome(a(st as never)))).toEqual(["resident", "resident", "partial", "failed", "failed"]);
+    const a = (status: Parameters<typeof blankAck>[3], skipped = 0) => ({
+      ...blankAck("w0", null, "Prefetch", status),
+      skipped,
+    });
+    expect(
+      ["applied", "noop", "partial", "rejected", "error"].map((st) =>
+        prefetchOutcome(a(st as never)),
+      ),
+    ).toEqual(["resident", "resident", "partial", "failed", "failed"]);
     expect(prefetchOutcome(a("duplicate"))).toBe("resident");
     expect(prefetchOutcome(a("duplicate", 2))).toBe("partial");
   });
 
   it("names a bad retention setting", () => {
-    expect(() => createAgentPolicy({ config: { retention: { restoreTokensPerSecond: 0 } } })).toThrow(/restoreTokensPerSecond/);
-    expect(() => parseGatewayConfig({ workers: WORKERS, admission: { ...LIMITS, mode: "program", retention: "yes" } })).toThrow(/admission\.retention/);
+    expect(() =>
+      createAgentPolicy({ config: { retention: { restoreTokensPerSecond: 0 } } }),
+    ).toThrow(/restoreTokensPerSecond/);
+    expect(() =>
+      parseGatewayConfig({
+        workers: WORKERS,
+        admission: { ...LIMITS, mode: "program", retention: "yes" },
+      }),
+    ).toThrow(/admission\.retention/);
   });
 });

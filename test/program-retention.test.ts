@@ -7,24 +7,64 @@ import { ProgramGate, type ProgramLimits } from "../src/gateway/program-admissio
 import { RetentionMetrics, RetentionRecorder } from "../src/policy/program-retention.js";
 import { DurationModel } from "../src/policy/duration-model.js";
 
-const LIMITS: ProgramLimits = { maxPrograms: 1, capacityTokens: 100_000, pauseAt: 0.95, resumeBelow: 0.8, holdMs: 60_000, prefetchDeadlineMs: 500 };
+const LIMITS: ProgramLimits = {
+  maxPrograms: 1,
+  capacityTokens: 100_000,
+  pauseAt: 0.95,
+  resumeBelow: 0.8,
+  holdMs: 60_000,
+  prefetchDeadlineMs: 500,
+};
 // As in retention-decision.test.ts: 4000 tokens re-prefill in 1 s and restore in 0.1 s.
-const COSTS = { prefillTokensPerSecond: 4000, restoreTokensPerSecond: 40_000, deviceHoldCostPerBlockSecond: 0.0001, hostHoldCostPerBlockSecond: 0.00001, leaseSeconds: 300, taus: [1, 2, 5] };
+const COSTS = {
+  prefillTokensPerSecond: 4000,
+  restoreTokensPerSecond: 40_000,
+  deviceHoldCostPerBlockSecond: 0.0001,
+  hostHoldCostPerBlockSecond: 0.00001,
+  leaseSeconds: 300,
+  taus: [1, 2, 5],
+};
 
-function setup(restore?: (p: string) => Promise<"resident" | "partial" | "failed">, released: [string, string][] = []) {
-  const model = new DurationModel({ priorMeanSeconds: 10, minSamples: 4, maxSamples: 100, maxTools: 8 });
+function setup(
+  restore?: (p: string) => Promise<"resident" | "partial" | "failed">,
+  released: [string, string][] = [],
+) {
+  const model = new DurationModel({
+    priorMeanSeconds: 10,
+    minSamples: 4,
+    maxSamples: 100,
+    maxTools: 8,
+  });
   for (const x of [1, 1, 2, 2]) model.record("grep", x); // keep, TTL 2 s
   for (const x of [100, 100, 200, 200]) model.record("build", x); // park
   for (const x of [1000, 1000, 1000, 1000]) model.record("crawl", x); // let go (small contexts)
   const registry = new Registry();
   const metrics = new RetentionMetrics(registry);
   const lines: Record<string, unknown>[] = [];
-  const rec = new RetentionRecorder({ worker: "w0", model, costs: COSTS, pageSize: () => 16, metrics, decisionLog: (l) => lines.push(JSON.parse(l)), restore });
-  return { gate: new ProgramGate(LIMITS, rec, (p, why) => released.push([p, why])), metrics, lines, model };
+  const rec = new RetentionRecorder({
+    worker: "w0",
+    model,
+    costs: COSTS,
+    pageSize: () => 16,
+    metrics,
+    decisionLog: (l) => lines.push(JSON.parse(l)),
+    restore,
+  });
+  return {
+    gate: new ProgramGate(LIMITS, rec, (p, why) => released.push([p, why])),
+    metrics,
+    lines,
+    model,
+  };
 }
 
-async function count(c: { get(): Promise<{ values: { labels: Record<string, unknown>; value: number }[] }> }, labels: Record<string, string>): Promise<number> {
-  const v = (await c.get()).values.find((x) => Object.entries(labels).every(([k, val]) => x.labels[k] === val));
+async function count(
+  c: { get(): Promise<{ values: { labels: Record<string, unknown>; value: number }[] }> },
+  labels: Record<string, string>,
+): Promise<number> {
+  const v = (await c.get()).values.find((x) =>
+    Object.entries(labels).every(([k, val]) => x.labels[k] === val),
+  );
   return v?.value ?? 0;
 }
 
@@ -54,7 +94,13 @@ describe("ProgramGate with retention", () => {
     expect(a2.queued).toBe(false);
     expect(await count(metrics.outcomes, { action: "keep", outcome: "hit" })).toBe(1);
     const ret = lines.find((l) => l.outcome === "hit");
-    expect(ret).toMatchObject({ event: "retention", program: "a", action: "keep", predicted_gap_seconds: 2, actual_gap_seconds: 1.5 });
+    expect(ret).toMatchObject({
+      event: "retention",
+      program: "a",
+      action: "keep",
+      predicted_gap_seconds: 2,
+      actual_gap_seconds: 1.5,
+    });
   });
 
   it("keep: past the TTL the slot goes and the decision is wasted; the late return still measures the gap", async () => {
@@ -161,7 +207,11 @@ describe("ProgramGate with retention", () => {
   it("tells which programs it pauses under KV pressure", () => {
     vi.useFakeTimers();
     const released: [string, string][] = [];
-    const gate = new ProgramGate({ ...LIMITS, maxPrograms: 3, capacityTokens: 10_000 }, null, (p, why) => released.push([p, why]));
+    const gate = new ProgramGate(
+      { ...LIMITS, maxPrograms: 3, capacityTokens: 10_000 },
+      null,
+      (p, why) => released.push([p, why]),
+    );
     gate.enter(6000, "a").release(true, ["grep"]);
     gate.enter(3000, "b").release(true, ["grep"]);
     expect(released).toEqual([]); // 9000 of 10000: under pauseAt

@@ -6,7 +6,14 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { COMMAND_FIELDS } from "../src/protocol/command-fields.js";
-import { AckDecodeError, decodeAck, decodeBody, encodeAck, encodeAckBytes, stringifyJson } from "../src/protocol/index.js";
+import {
+  AckDecodeError,
+  decodeAck,
+  decodeBody,
+  encodeAck,
+  encodeAckBytes,
+  stringifyJson,
+} from "../src/protocol/index.js";
 
 const dir = join(import.meta.dirname, "fixtures", "protocol");
 type Repeat = [string, string, number, string];
@@ -20,27 +27,40 @@ interface Case {
   canonical?: string;
   field?: string;
 }
-const load = (name: string): Case[] => (JSON.parse(readFileSync(join(dir, name), "utf8")) as { cases: Case[] }).cases;
+const load = (name: string): Case[] =>
+  (JSON.parse(readFileSync(join(dir, name), "utf8")) as { cases: Case[] }).cases;
 const commands = load("commands.json");
 const acks = load("acks.json");
 
 function expand(text: string, repeat: Repeat[] | undefined): string {
-  for (const [marker, item, count, sep] of repeat ?? []) text = text.replace(marker, new Array(count).fill(item).join(sep));
+  for (const [marker, item, count, sep] of repeat ?? [])
+    text = text.replace(marker, new Array(count).fill(item).join(sep));
   return text;
 }
 function bodyOf(c: Case): string | Uint8Array {
-  return c.body_base64 !== undefined ? new Uint8Array(Buffer.from(c.body_base64, "base64")) : expand(c.body!, c.repeat);
+  return c.body_base64 !== undefined
+    ? new Uint8Array(Buffer.from(c.body_base64, "base64"))
+    : expand(c.body!, c.repeat);
 }
 
 /** The corpus's normalised form: envelope parts and every schema field, absent ones null, in the
  * contract schema's order (docs/protocol.schema.json, the one the generator reads too). */
-const schema = JSON.parse(readFileSync(join(dir, "../../../docs/protocol.schema.json"), "utf8")) as {
+const schema = JSON.parse(
+  readFileSync(join(dir, "../../../docs/protocol.schema.json"), "utf8"),
+) as {
   $defs: { Command: { oneOf: { properties: Record<string, { const?: string }> }[] } };
 };
 const FIELDS: Record<string, string[]> = Object.fromEntries(
-  schema.$defs.Command.oneOf.map((c) => [c.properties.type!.const!, Object.keys(c.properties).filter((k) => k !== "type")]),
+  schema.$defs.Command.oneOf.map((c) => [
+    c.properties.type!.const!,
+    Object.keys(c.properties).filter((k) => k !== "type"),
+  ]),
 );
-function normalised(id: string | null, issuedAtMs: number | null, command: Record<string, unknown>): string {
+function normalised(
+  id: string | null,
+  issuedAtMs: number | null,
+  command: Record<string, unknown>,
+): string {
   const cmd: Record<string, unknown> = { type: command.type };
   for (const k of FIELDS[command.type as string]!) cmd[k] = command[k] ?? null;
   return stringifyJson({ id, issued_at_ms: issuedAtMs, command: cmd });
@@ -49,7 +69,8 @@ function normalised(id: string | null, issuedAtMs: number | null, command: Recor
 describe("protocol conformance corpus", () => {
   it("reads field order from the schema, which the CLI's field table follows too", () => {
     expect(Object.keys(FIELDS).sort()).toEqual(Object.keys(COMMAND_FIELDS).sort());
-    for (const [type, fields] of Object.entries(FIELDS)) expect(Object.keys(COMMAND_FIELDS[type as keyof typeof COMMAND_FIELDS])).toEqual(fields);
+    for (const [type, fields] of Object.entries(FIELDS))
+      expect(Object.keys(COMMAND_FIELDS[type as keyof typeof COMMAND_FIELDS])).toEqual(fields);
   });
 
   it("is fresh (generate.mjs --check) and large enough to mean something", () => {
@@ -64,7 +85,9 @@ describe("protocol conformance corpus", () => {
     if (c.valid) {
       expect(r.ok ? "" : r.error.message).toBe("");
       if (!r.ok) return;
-      expect(normalised(r.id, r.issuedAtMs, r.command as unknown as Record<string, unknown>)).toBe(expand(c.normalised!, c.repeat));
+      expect(normalised(r.id, r.issuedAtMs, r.command as unknown as Record<string, unknown>)).toBe(
+        expand(c.normalised!, c.repeat),
+      );
     } else {
       expect(r.ok).toBe(false);
       if (r.ok) return;

@@ -20,10 +20,15 @@ describe("docs/protocol.schema.json", () => {
     for (const v of variants) expect(v.additionalProperties).toBe(false);
     const cache = variants.find((v) => v.properties.type.const === "Cache");
     expect(cache.required).toEqual(["type", "block_hashes", "pin"]);
-    expect(cache.properties.block_hashes.items.anyOf[0]).toMatchObject({ minimum: -(2n ** 63n), maximum: 2n ** 63n - 1n });
+    expect(cache.properties.block_hashes.items.anyOf[0]).toMatchObject({
+      minimum: -(2n ** 63n),
+      maximum: 2n ** 63n - 1n,
+    });
     const pause = variants.find((v) => v.properties.type.const === "Pause");
     expect(pause.required).toContain("ttl_seconds");
     expect(schema.$defs.Envelope.required).toEqual(["version", "id", "issued_at_ms", "command"]);
-    expect(schema.$defs.Ack.required).toEqual(expect.arrayContaining(["id", "worker_id", "type", "status", "missing", "elapsed_us"]));
+    expect(schema.$defs.Ack.required).toEqual(
+      expect.arrayContaining(["id", "worker_id", "type", "status", "missing", "elapsed_us"]),
+    );
   });
 });

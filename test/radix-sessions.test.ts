@@ -10,7 +10,12 @@ import { Registry } from "prom-client";
 import { Pool } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import type { TurnStarted } from "../src/contract/observations.js";
-import { RadixSessions, type RadixWorker, runsSessionRadix, withSessionId } from "../src/gateway/radix-sessions.js";
+import {
+  RadixSessions,
+  type RadixWorker,
+  runsSessionRadix,
+  withSessionId,
+} from "../src/gateway/radix-sessions.js";
 import { until } from "./helpers/poll.js";
 import { readJsonBody, sendJson } from "./helpers/stand-in-http.js";
 
@@ -32,7 +37,15 @@ async function stand(id: string, sessionRadix: boolean, status = 200): Promise<S
   });
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
-  const s = { worker: { id, pool: new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`), sessionRadix }, closes, server };
+  const s = {
+    worker: {
+      id,
+      pool: new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
+      sessionRadix,
+    },
+    closes,
+    server,
+  };
   stands.push(s);
   return s;
 }
@@ -50,23 +63,45 @@ function radix(workers: RadixWorker[], logs: string[] = []) {
   const log = { debug: quiet, info: quiet, warn: (l: string) => void logs.push(l), error: quiet };
   const r = new RadixSessions({ workers: () => workers, registry, log, timeoutMs: 5000 });
   const count = async (labels: Record<string, string>) => {
-    const v = (await registry.getSingleMetric("kvctl_gateway_radix_session_releases_total")?.get())?.values ?? [];
-    return v.filter((x) => Object.entries(labels).every(([k, val]) => x.labels[k] === val)).reduce((a, x) => a + x.value, 0);
+    const v =
+      (await registry.getSingleMetric("kvctl_gateway_radix_session_releases_total")?.get())
+        ?.values ?? [];
+    return v
+      .filter((x) => Object.entries(labels).every(([k, val]) => x.labels[k] === val))
+      .reduce((a, x) => a + x.value, 0);
   };
   return { r, count };
 }
 
 function started(sessionId: string, worker: string, storedWorker: string | null): TurnStarted {
   const stored = storedWorker ? { worker: storedWorker, pins: [], leases: [], tool: null } : null;
-  return { type: "TurnStarted", at: 0, requestId: "r1", sessionId, route: "chat", stream: false, worker, reason: "session", promptBlocks: null, overlap: null, stored };
+  return {
+    type: "TurnStarted",
+    at: 0,
+    requestId: "r1",
+    sessionId,
+    route: "chat",
+    stream: false,
+    worker,
+    reason: "session",
+    promptBlocks: null,
+    overlap: null,
+    stored,
+  };
 }
 
 describe("the body a session-radix worker gets", () => {
   it("names the session after the client's fields, and is still the same JSON otherwise", () => {
     const raw = Buffer.from('{"model":"m","messages":[{"role":"user","content":"hi }"}]}\n');
     const out = JSON.parse(withSessionId(raw, 'a"b').toString());
-    expect(out).toEqual({ model: "m", messages: [{ role: "user", content: "hi }" }], session_id: 'a"b' });
-    expect(JSON.parse(withSessionId(Buffer.from(" { } "), "s").toString())).toEqual({ session_id: "s" });
+    expect(out).toEqual({
+      model: "m",
+      messages: [{ role: "user", content: "hi }" }],
+      session_id: 'a"b',
+    });
+    expect(JSON.parse(withSessionId(Buffer.from(" { } "), "s").toString())).toEqual({
+      session_id: "s",
+    });
   });
 
   it("is sent only to workers whose /server_info says the session radix cache is on", () => {
@@ -82,7 +117,15 @@ describe("RadixSessions", () => {
     const b = await stand("b", true);
     const plain = await stand("c", false);
     const { r, count } = radix([a.worker, b.worker, plain.worker]);
-    r.observe({ type: "SessionHint", at: 0, sessionId: "s1", event: "close", toolName: null, toolCallId: null, keepTokens: null });
+    r.observe({
+      type: "SessionHint",
+      at: 0,
+      sessionId: "s1",
+      event: "close",
+      toolName: null,
+      toolCallId: null,
+      keepTokens: null,
+    });
     await until("both closes", () => a.closes.length === 1 && b.closes.length === 1);
     expect(a.closes).toEqual([{ session_id: "s1" }]);
     r.observe(started("s2", "b", "a"));
@@ -102,7 +145,10 @@ describe("RadixSessions", () => {
     const { r, count } = radix([a.worker], logs);
     r.release(a.worker, "s1", "let_go");
     r.release(a.worker, "s2", "pressure");
-    await until("two failed closes counted", async () => (await count({ outcome: "failed" })) === 2);
+    await until(
+      "two failed closes counted",
+      async () => (await count({ outcome: "failed" })) === 2,
+    );
     expect(logs.filter((l) => l.includes("session radix"))).toHaveLength(1);
     expect(await count({ outcome: "ok" })).toBe(0);
   });

@@ -12,7 +12,8 @@ describe("RateLimitedLog", () => {
     vi.useFakeTimers();
     const lines: string[] = [];
     const log = new RateLimitedLog({ write: (l) => lines.push(l), intervalMs: 2000 });
-    for (let i = 0; i < 1 << 20; i++) log.note("w0", "nil event", `seq 1: event ${i}: event is nil`);
+    for (let i = 0; i < 1 << 20; i++)
+      log.note("w0", "nil event", `seq 1: event ${i}: event is nil`);
     log.note("w1", "gap", "seq 9: gap");
     expect(lines).toEqual(["w0 seq 1: event 0: event is nil", "w1 seq 9: gap"]);
     vi.advanceTimersByTime(1999);

@@ -20,7 +20,14 @@ import { blockHashes } from "../src/hash/index.js";
 import type { Command } from "../src/protocol/index.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 import { repoRoot } from "./helpers/python.js";
-import { flood, generate, randomTokens, type SglangServer, startSglangServer, tokens } from "./helpers/sglang-server.js";
+import {
+  flood,
+  generate,
+  randomTokens,
+  type SglangServer,
+  startSglangServer,
+  tokens,
+} from "./helpers/sglang-server.js";
 
 const W = "real-e2e";
 const PAGE = 16;
@@ -31,7 +38,8 @@ const FLOOD = { n: 16, each: 256 };
 const hashesOf = (toks: number[]) => Array.from(blockHashes(toks, { pageSize: PAGE }));
 function tierSet(evs: KvEvent[], type: "BlockStored" | "BlockRemoved", tier: string): Set<bigint> {
   const s = new Set<bigint>();
-  for (const e of evs) if (e.type === type && e.tier === tier) for (const h of e.blockHashes) s.add(h);
+  for (const e of evs)
+    if (e.type === type && e.tier === tier) for (const h of e.blockHashes) s.add(h);
   return s;
 }
 const all = (set: Set<bigint>, hs: bigint[]) => hs.every((h) => set.has(h));
@@ -56,16 +64,27 @@ describe("real SGLang server: kvctl commands over NATS", () => {
   const inspect = async (hashes: bigint[], extra: Record<string, unknown> = {}) => {
     const a = await send({ type: "Inspect", block_hashes: hashes, ...extra } as Command);
     expect(a.status).toBe("applied");
-    return a as typeof a & { detail: { blocks: InspectBlock[]; pool: { sessions: Record<string, number> } } };
+    return a as typeof a & {
+      detail: { blocks: InspectBlock[]; pool: { sessions: Record<string, number> } };
+    };
   };
   const gen = (toks: number[], n = 6) => generate(server.baseUrl, toks, n);
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    server = await startSglangServer({ natsUrl: nats.url, workerId: W, pageSize: PAGE, maxTotalTokens: DEVICE });
+    server = await startSglangServer({
+      natsUrl: nats.url,
+      workerId: W,
+      pageSize: PAGE,
+      maxTotalTokens: DEVICE,
+    });
     ev = new EventRecorder(server.info.events_endpoint!, W);
     await ev.start();
-    nc = await connectControlPlane({ servers: nats.url, name: "kvctl-real-e2e", reconnectTimeWaitMs: 100 });
+    nc = await connectControlPlane({
+      servers: nats.url,
+      name: "kvctl-real-e2e",
+      reconnectTimeWaitMs: 100,
+    });
     pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 1, workers: [W] });
   }, 600_000);
 
@@ -81,25 +100,36 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     expect(server.info.worker_id).toBe(W);
     expect(server.info.events_endpoint).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
     expect(server.info.command).toContain("--kv-control-nats-url");
-    expect(await readFile(server.info.log_path, "utf8")).toMatch(new RegExp(`kvctl subscriber: worker ${W} listening`));
+    expect(await readFile(server.info.log_path, "utf8")).toMatch(
+      new RegExp(`kvctl subscriber: worker ${W} listening`),
+    );
   });
 
   it("the scheduler's KV events carry exactly the block hashes kvctl computes for the prompt", async () => {
     const p = tokens(0, 64);
     // the ZMQ subscription joins asynchronously: wait until a request's events arrive
     await expect
-      .poll(async () => {
-        const m = ev.mark();
-        await gen(tokens(5000 + seed++, 20), 1);
-        return ev.since(m).length;
-      }, { timeout: 20_000, interval: 200 })
+      .poll(
+        async () => {
+          const m = ev.mark();
+          await gen(tokens(5000 + seed++, 20), 1);
+          return ev.since(m).length;
+        },
+        { timeout: 20_000, interval: 200 },
+      )
       .toBeGreaterThan(0);
     const m = ev.mark();
     const r = await gen(p);
     expect(r.meta_info.cached_tokens).toBe(0);
-    const evs = await ev.waitFor(m, (e) => all(tierSet(e, "BlockStored", "GPU"), hashesOf(p)), 15_000);
+    const evs = await ev.waitFor(
+      m,
+      (e) => all(tierSet(e, "BlockStored", "GPU"), hashesOf(p)),
+      15_000,
+    );
     const stored = evs.filter((e) => e.type === "BlockStored" && e.tier === "GPU");
-    expect(stored.flatMap((e) => (e.type === "BlockStored" ? e.tokenIds : [])).slice(0, 64)).toEqual(p);
+    expect(
+      stored.flatMap((e) => (e.type === "BlockStored" ? e.tokenIds : [])).slice(0, 64),
+    ).toEqual(p);
     const ins = await inspect(hashesOf(p));
     expect(ins.missing).toEqual([]);
     expect(ins.tiers.GPU).toBe(4);
@@ -110,11 +140,25 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     const twin = tokens(200, 64);
     const vipFresh = await gen([...vip, ...tokens(900, 8)]);
     const twinFresh = await gen([...twin, ...tokens(900, 8)]);
-    const pin = await send({ type: "Cache", block_hashes: hashesOf(vip), pin: true, ttl_seconds: 600 }, { id: "real-pin-1" });
-    expect(pin).toMatchObject({ status: "applied", worker_id: W, id: "real-pin-1", requested: 4, affected: 4 });
-    const dup = await send({ type: "Cache", block_hashes: hashesOf(vip), pin: true, ttl_seconds: 600 }, { id: "real-pin-1" });
+    const pin = await send(
+      { type: "Cache", block_hashes: hashesOf(vip), pin: true, ttl_seconds: 600 },
+      { id: "real-pin-1" },
+    );
+    expect(pin).toMatchObject({
+      status: "applied",
+      worker_id: W,
+      id: "real-pin-1",
+      requested: 4,
+      affected: 4,
+    });
+    const dup = await send(
+      { type: "Cache", block_hashes: hashesOf(vip), pin: true, ttl_seconds: 600 },
+      { id: "real-pin-1" },
+    );
     expect(dup.status).toBe("duplicate");
-    expect((await inspect(hashesOf(vip))).detail.blocks.map((b) => b.pin_count)).toEqual([1, 1, 1, 1]);
+    expect((await inspect(hashesOf(vip))).detail.blocks.map((b) => b.pin_count)).toEqual([
+      1, 1, 1, 1,
+    ]);
     const unknown = [1234567890123n, -42n];
     const miss = await send({ type: "Cache", block_hashes: unknown, pin: true });
     expect(miss.status).not.toBe("error");
@@ -146,7 +190,11 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     expect((await inspect(hs, { session_id: "real-tool-1" })).tiers).toEqual({ CPU_PINNED: 4 });
     await flood(server.baseUrl, FLOOD.n, FLOOD.each, seed++); // the tool runs; other agents churn both tiers
     expect((await inspect(hs)).tiers).toEqual({ CPU_PINNED: 4 });
-    const stale = await send({ type: "ToolEnd", session_id: "real-tool-1", epoch: start.epoch! + 1 });
+    const stale = await send({
+      type: "ToolEnd",
+      session_id: "real-tool-1",
+      epoch: start.epoch! + 1,
+    });
     expect(stale.status).toBe("rejected");
     const end = await send({ type: "ToolEnd", session_id: "real-tool-1", epoch: start.epoch! });
     expect(end.status).toBe("applied");
@@ -162,7 +210,12 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     const next = [...s, ...tokens(920, 8)];
     const fresh = await gen(next);
     const hs = hashesOf(s);
-    const p = await send({ type: "Pause", block_hashes: hs, ttl_seconds: 600, lease_id: "real-pause" });
+    const p = await send({
+      type: "Pause",
+      block_hashes: hs,
+      ttl_seconds: 600,
+      lease_id: "real-pause",
+    });
     expect(p.status).toBe("applied");
     expect(p.lease?.lease_id).toBe("real-pause");
     expect((await inspect(hs)).tiers).toEqual({ CPU_PINNED: 4 });
@@ -176,7 +229,9 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     const m = ev.mark();
     const rv = await send({ type: "RevokeLease", lease_id: "real-pause" });
     expect(["applied", "partial"]).toContain(rv.status);
-    await expect.poll(async () => (await inspect(hs)).missing.length, { timeout: 15_000, interval: 200 }).toBe(4);
+    await expect
+      .poll(async () => (await inspect(hs)).missing.length, { timeout: 15_000, interval: 200 })
+      .toBe(4);
     // Inspect answers from the tree; the KV events travel over ZMQ and may still be on the way.
     await ev.waitFor(m, (e) => /BlockRemoved/.test(summarize(e)), 15_000);
     expect((await gen(next)).meta_info.cached_tokens).toBe(0);
@@ -195,7 +250,18 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     const m = ev.mark();
     const p = await send({ type: "Prune", after_block_hash: keep[1] });
     expect(p.status).toBe("applied");
-    await ev.waitFor(m, (e) => all(new Set([...tierSet(e, "BlockRemoved", "GPU"), ...tierSet(e, "BlockRemoved", "CPU_PINNED")]), gone), 15_000);
+    await ev.waitFor(
+      m,
+      (e) =>
+        all(
+          new Set([
+            ...tierSet(e, "BlockRemoved", "GPU"),
+            ...tierSet(e, "BlockRemoved", "CPU_PINNED"),
+          ]),
+          gone,
+        ),
+      15_000,
+    );
     const ins = await inspect([...keep, ...gone]);
     expect(ins.missing).toEqual(gone);
     const again = await gen([...old, ...sfx]);
@@ -227,11 +293,18 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     const hs = hashesOf(s);
     await gen(s);
     const before = (await inspect([])).detail.pool.sessions.leases_expired;
-    const p = await send({ type: "Pause", block_hashes: hs, ttl_seconds: 1, lease_id: "real-idle" });
+    const p = await send({
+      type: "Pause",
+      block_hashes: hs,
+      ttl_seconds: 1,
+      lease_id: "real-idle",
+    });
     expect(p.status).toBe("applied");
     const expiresAt = p.lease!.expires_at_ms!;
     // No command from here until the flood has evicted the blocks: only the tick can expire the lease.
-    await expect.poll(() => Date.now(), { timeout: 10_000, interval: 100 }).toBeGreaterThan(expiresAt + 500);
+    await expect
+      .poll(() => Date.now(), { timeout: 10_000, interval: 100 })
+      .toBeGreaterThan(expiresAt + 500);
     const m = ev.mark();
     await flood(server.baseUrl, FLOOD.n, FLOOD.each, seed++);
     await ev.waitFor(m, (e) => all(tierSet(e, "BlockRemoved", "CPU_PINNED"), hs), 15_000);
@@ -266,19 +339,35 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     await nats.restart();
     await streaming; // every request of the stream succeeded across the restart
     await expect
-      .poll(async () => {
-        try {
-          return (await pub.send(W, { type: "Inspect", block_hashes: [] }, { timeoutMs: 2000, retries: 0 })).status;
-        } catch {
-          return "down";
-        }
-      }, { timeout: 30_000, interval: 250 })
+      .poll(
+        async () => {
+          try {
+            return (
+              await pub.send(
+                W,
+                { type: "Inspect", block_hashes: [] },
+                { timeoutMs: 2000, retries: 0 },
+              )
+            ).status;
+          } catch {
+            return "down";
+          }
+        },
+        { timeout: 30_000, interval: 250 },
+      )
       .toBe("applied");
     const s = tokens(800, 32);
     await gen(s);
-    const pin = await send({ type: "Cache", block_hashes: hashesOf(s), pin: true, ttl_seconds: 60 });
+    const pin = await send({
+      type: "Cache",
+      block_hashes: hashesOf(s),
+      pin: true,
+      ttl_seconds: 60,
+    });
     expect(pin.status).toBe("applied");
-    expect((await send({ type: "Cache", block_hashes: hashesOf(s), pin: false })).status).toBe("applied");
+    expect((await send({ type: "Cache", block_hashes: hashesOf(s), pin: false })).status).toBe(
+      "applied",
+    );
   });
 
   it("SGLang's /flush_cache keeps pinned blocks while pins are live, and is a plain reset without them", async () => {
@@ -287,23 +376,46 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     const sfx = tokens(940, 8);
     const keepFresh = await gen([...keep, ...sfx]);
     await gen([...drop, ...sfx]);
-    expect((await send({ type: "Cache", block_hashes: hashesOf(keep), pin: true, ttl_seconds: 120 })).status).toBe("applied");
-    const flush = async () => (await fetch(`${server.baseUrl}/flush_cache`, { method: "POST" })).status;
+    expect(
+      (await send({ type: "Cache", block_hashes: hashesOf(keep), pin: true, ttl_seconds: 120 }))
+        .status,
+    ).toBe("applied");
+    const flush = async () =>
+      (await fetch(`${server.baseUrl}/flush_cache`, { method: "POST" })).status;
     await expect.poll(flush, { timeout: 30_000, interval: 250 }).toBe(200); // refused while a request is still finishing
     expect((await inspect(hashesOf(keep))).missing).toEqual([]);
     expect((await inspect(hashesOf(drop))).missing).toEqual(hashesOf(drop));
     const after = await gen([...keep, ...sfx]);
     expect(after.meta_info.cached_tokens).toBe(32);
     expect(after.output_ids).toEqual(keepFresh.output_ids);
-    expect((await send({ type: "Cache", block_hashes: hashesOf(keep), pin: false })).status).toBe("applied");
+    expect((await send({ type: "Cache", block_hashes: hashesOf(keep), pin: false })).status).toBe(
+      "applied",
+    );
     await expect.poll(flush, { timeout: 30_000, interval: 250 }).toBe(200);
     expect((await inspect(hashesOf(keep))).missing).toEqual(hashesOf(keep));
     expect((await gen([...keep, ...sfx])).meta_info.cached_tokens).toBe(0);
   });
   describe("kvctl verify-hashes --zmq against the real server's KV events", () => {
     /** Runs `kvctl verify-hashes --zmq <endpoint> --events N` and drives real requests until it exits. */
-    async function verifyOver(endpoint: string, events: number, onLine?: (l: string) => void): Promise<{ code: number; out: string }> {
-      const p = spawn(process.execPath, ["--import", "tsx", join(repoRoot, "src/cli/bin.ts"), "verify-hashes", "--zmq", endpoint, "--events", String(events)], { cwd: repoRoot });
+    async function verifyOver(
+      endpoint: string,
+      events: number,
+      onLine?: (l: string) => void,
+    ): Promise<{ code: number; out: string }> {
+      const p = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          join(repoRoot, "src/cli/bin.ts"),
+          "verify-hashes",
+          "--zmq",
+          endpoint,
+          "--events",
+          String(events),
+        ],
+        { cwd: repoRoot },
+      );
       const lines: string[] = [];
       createInterface({ input: p.stdout }).on("line", (l) => (lines.push(l), onLine?.(l)));
       let err = "";
@@ -352,7 +464,9 @@ describe("real SGLang server: kvctl commands over NATS", () => {
           let payload = frames[2];
           if (armed && corrupted === 0 && frames.length === 3) {
             const { batch } = decodeBatch(payload);
-            const e = batch.events.find((x) => x.type === "BlockStored" && x.parentBlockHash === null);
+            const e = batch.events.find(
+              (x) => x.type === "BlockStored" && x.parentBlockHash === null,
+            );
             if (e && e.type === "BlockStored") {
               e.tokenIds[3] = e.tokenIds[3] === 9 ? 10 : 9; // one token of the first page
               payload = encodeBatch(batch);
@@ -363,7 +477,11 @@ describe("real SGLang server: kvctl commands over NATS", () => {
         }
       })().catch(() => undefined);
       try {
-        const r = await verifyOver(`tcp://127.0.0.1:${port}`, 30, (l) => void (/: match$/.test(l) && (armed = true)));
+        const r = await verifyOver(
+          `tcp://127.0.0.1:${port}`,
+          30,
+          (l) => void (/: match$/.test(l) && (armed = true)),
+        );
         expect(corrupted).toBe(1);
         expect(r.code, r.out).toBe(1);
         expect(r.out).toMatch(/MISMATCH at page 0: worker -?\d+, tokens give -?\d+/);

@@ -20,25 +20,44 @@ import { DurationModel } from "../src/policy/duration-model.js";
 import { RetentionMetrics, RetentionRecorder } from "../src/policy/program-retention.js";
 import { type Ack, type Command, validateCommand } from "../src/protocol/index.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
-import { flood, generate, type SglangServer, startSglangServer, tokens } from "./helpers/sglang-server.js";
+import {
+  flood,
+  generate,
+  type SglangServer,
+  startSglangServer,
+  tokens,
+} from "./helpers/sglang-server.js";
 
 const W = "real-prefetch";
 const PAGE = 16;
 const DEVICE = 1024; // device tokens; the host tier holds twice that
 const FLOOD = { n: 16, each: 256 }; // more fresh tokens than device + host hold together
 // As in program-retention.test.ts: a "build" tool's gap is long enough that parking beats keeping.
-const COSTS = { prefillTokensPerSecond: 4000, restoreTokensPerSecond: 40_000, deviceHoldCostPerBlockSecond: 0.0001, hostHoldCostPerBlockSecond: 0.00001, leaseSeconds: 300, taus: [1, 2, 5] };
+const COSTS = {
+  prefillTokensPerSecond: 4000,
+  restoreTokensPerSecond: 40_000,
+  deviceHoldCostPerBlockSecond: 0.0001,
+  hostHoldCostPerBlockSecond: 0.00001,
+  leaseSeconds: 300,
+  taus: [1, 2, 5],
+};
 
 const hashesOf = (toks: number[]) => Array.from(blockHashes(toks, { pageSize: PAGE }));
 function stored(evs: KvEvent[], type: "BlockStored" | "BlockRemoved", tier: string): Set<bigint> {
   const s = new Set<bigint>();
-  for (const e of evs) if (e.type === type && e.tier === tier) for (const h of e.blockHashes) s.add(h);
+  for (const e of evs)
+    if (e.type === type && e.tier === tier) for (const h of e.blockHashes) s.add(h);
   return s;
 }
 const all = (set: Set<bigint>, hs: bigint[]) => hs.every((h) => set.has(h));
 
-async function count(c: { get(): Promise<{ values: { labels: Record<string, unknown>; value: number }[] }> }, labels: Record<string, string>): Promise<number> {
-  const v = (await c.get()).values.find((x) => Object.entries(labels).every(([k, val]) => x.labels[k] === val));
+async function count(
+  c: { get(): Promise<{ values: { labels: Record<string, unknown>; value: number }[] }> },
+  labels: Record<string, string>,
+): Promise<number> {
+  const v = (await c.get()).values.find((x) =>
+    Object.entries(labels).every(([k, val]) => x.labels[k] === val),
+  );
   return v?.value ?? 0;
 }
 
@@ -54,26 +73,65 @@ describe("real SGLang server: Prefetch, then admit", () => {
   const inspect = async (hashes: bigint[]) => {
     const a = await send({ type: "Inspect", block_hashes: hashes });
     expect(a.status).toBe("applied");
-    return a as Ack & { detail: { pool: { commands: { rejected_by_field: Record<string, number> } } } };
+    return a as Ack & {
+      detail: { pool: { commands: { rejected_by_field: Record<string, number> } } };
+    };
   };
   const gen = (toks: number[]) => generate(server.baseUrl, toks, 6);
   /** The gateway's parts for one worker: the gate, its retention (park for "build") and the Prefetch sender. */
   function gateway(deadlineMs: number, chains: Map<string, bigint[]>) {
-    const model = new DurationModel({ priorMeanSeconds: 10, minSamples: 4, maxSamples: 100, maxTools: 8 });
+    const model = new DurationModel({
+      priorMeanSeconds: 10,
+      minSamples: 4,
+      maxSamples: 100,
+      maxTools: 8,
+    });
     for (const x of [100, 100, 200, 200]) model.record("build", x);
     const metrics = new RetentionMetrics(new Registry());
-    const sender = prefetchSender({ publisher: () => pub, worker: W, deadlineMs, metrics: new GatewayMetrics(), log: lineLog((l) => logs.push(l)) });
-    const rec = new RetentionRecorder({ worker: W, model, costs: COSTS, pageSize: () => PAGE, metrics, restore: (id) => sender(chains.get(id) ?? []) });
-    const gate = new ProgramGate({ maxPrograms: 4, capacityTokens: 100_000, pauseAt: 0.95, resumeBelow: 0.8, holdMs: 60_000, prefetchDeadlineMs: deadlineMs }, rec);
+    const sender = prefetchSender({
+      publisher: () => pub,
+      worker: W,
+      deadlineMs,
+      metrics: new GatewayMetrics(),
+      log: lineLog((l) => logs.push(l)),
+    });
+    const rec = new RetentionRecorder({
+      worker: W,
+      model,
+      costs: COSTS,
+      pageSize: () => PAGE,
+      metrics,
+      restore: (id) => sender(chains.get(id) ?? []),
+    });
+    const gate = new ProgramGate(
+      {
+        maxPrograms: 4,
+        capacityTokens: 100_000,
+        pauseAt: 0.95,
+        resumeBelow: 0.8,
+        holdMs: 60_000,
+        prefetchDeadlineMs: deadlineMs,
+      },
+      rec,
+    );
     return { gate, metrics, sender };
   }
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    server = await startSglangServer({ natsUrl: nats.url, workerId: W, pageSize: PAGE, maxTotalTokens: DEVICE });
+    server = await startSglangServer({
+      natsUrl: nats.url,
+      workerId: W,
+      pageSize: PAGE,
+      maxTotalTokens: DEVICE,
+    });
     ev = new EventRecorder(server.info.events_endpoint!, W);
     await ev.start();
-    nc = await connectControlPlane({ servers: nats.url, name: "kvctl-real-prefetch", reconnectTimeWaitMs: 100 });
+    nc = await connectControlPlane({
+      servers: nats.url,
+      name: "kvctl-real-prefetch",
+      reconnectTimeWaitMs: 100,
+    });
     pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 1, workers: [W] });
   }, 600_000);
 
@@ -87,11 +145,14 @@ describe("real SGLang server: Prefetch, then admit", () => {
   it("the scheduler's KV events reach the recorder", async () => {
     // the ZMQ subscription joins asynchronously: wait until a request's events arrive
     await expect
-      .poll(async () => {
-        const m = ev.mark();
-        await gen(tokens(5000 + seed++, 20));
-        return ev.since(m).length;
-      }, { timeout: 60_000, interval: 200 })
+      .poll(
+        async () => {
+          const m = ev.mark();
+          await gen(tokens(5000 + seed++, 20));
+          return ev.since(m).length;
+        },
+        { timeout: 60_000, interval: 200 },
+      )
       .toBeGreaterThan(0);
   });
 
@@ -130,7 +191,9 @@ describe("real SGLang server: Prefetch, then admit", () => {
     expect(after.meta_info.cached_tokens_details).toMatchObject({ device: 64, host: 0 });
     expect(after.output_ids).toEqual(fresh.output_ids);
     back.release(false);
-    expect((await send({ type: "ToolEnd", session_id: "sess-tool", epoch: start.epoch! })).status).toBe("applied");
+    expect(
+      (await send({ type: "ToolEnd", session_id: "sess-tool", epoch: start.epoch! })).status,
+    ).toBe("applied");
   });
 
   it("Prefetch of a Pause-parked session: applied with counts, noop when resident, unknown blocks and bad fields refused and counted", async () => {
@@ -138,31 +201,60 @@ describe("real SGLang server: Prefetch, then admit", () => {
     const next = [...s, ...tokens(920, 8)];
     const hs = hashesOf(s);
     const fresh = await gen(next);
-    const p = await send({ type: "Pause", block_hashes: hs, ttl_seconds: 600, lease_id: "real-prefetch-lease" });
+    const p = await send({
+      type: "Pause",
+      block_hashes: hs,
+      ttl_seconds: 600,
+      lease_id: "real-prefetch-lease",
+    });
     expect(p.status).toBe("applied");
     expect((await inspect(hs)).tiers).toEqual({ CPU_PINNED: 4 });
     // an unknown block refuses the whole command, naming it; nothing is loaded
-    const unknown = await send({ type: "Prefetch", block_hashes: [...hs, 1234567890123n], deadline_ms: 5000 });
+    const unknown = await send({
+      type: "Prefetch",
+      block_hashes: [...hs, 1234567890123n],
+      deadline_ms: 5000,
+    });
     expect(unknown.status).toBe("rejected");
-    expect(unknown.reason).toMatch(/^command\.block_hashes\[4\]: block 1234567890123 is not held by this worker/);
+    expect(unknown.reason).toMatch(
+      /^command\.block_hashes\[4\]: block 1234567890123 is not held by this worker/,
+    );
     // a bad deadline never leaves a conforming router: sent raw, the worker refuses it the same way
-    const raw = await nc.request(`kv-control-${W}`, new TextEncoder().encode(`{"type":"Prefetch","block_hashes":[${hs.join(",")}],"deadline_ms":0}`), { timeout: 15_000 });
+    const raw = await nc.request(
+      `kv-control-${W}`,
+      new TextEncoder().encode(
+        `{"type":"Prefetch","block_hashes":[${hs.join(",")}],"deadline_ms":0}`,
+      ),
+      { timeout: 15_000 },
+    );
     expect(JSON.parse(raw.string())).toMatchObject({ status: "rejected", type: "Prefetch" });
     expect(JSON.parse(raw.string()).reason).toMatch(/^deadline_ms: /);
-    expect(() => validateCommand({ type: "Prefetch", block_hashes: hs, deadline_ms: 60_001 })).toThrow(/deadline_ms/);
+    expect(() =>
+      validateCommand({ type: "Prefetch", block_hashes: hs, deadline_ms: 60_001 }),
+    ).toThrow(/deadline_ms/);
     const ins = await inspect(hs);
     expect(ins.tiers).toEqual({ CPU_PINNED: 4 });
     // (the subscriber refuses a malformed body before the scheduler sees it, counted in its own metrics)
-    expect(ins.detail.pool.commands.rejected_by_field).toMatchObject({ "command.block_hashes[4]": 1 });
+    expect(ins.detail.pool.commands.rejected_by_field).toMatchObject({
+      "command.block_hashes[4]": 1,
+    });
 
     const ok = await send({ type: "Prefetch", block_hashes: hs, deadline_ms: 5000 });
-    expect(ok).toMatchObject({ status: "applied", requested: 4, affected: 4, skipped: 0, tiers: { GPU: 4, CPU_PINNED: 4 } });
+    expect(ok).toMatchObject({
+      status: "applied",
+      requested: 4,
+      affected: 4,
+      skipped: 0,
+      tiers: { GPU: 4, CPU_PINNED: 4 },
+    });
     const again = await send({ type: "Prefetch", block_hashes: hs, deadline_ms: 5000 });
     expect(again).toMatchObject({ status: "noop", affected: 0 });
     const after = await gen(next);
     expect(after.meta_info.cached_tokens_details).toMatchObject({ device: 64, host: 0 });
     expect(after.output_ids).toEqual(fresh.output_ids);
-    expect(["applied", "partial"]).toContain((await send({ type: "RevokeLease", lease_id: "real-prefetch-lease" })).status);
+    expect(["applied", "partial"]).toContain(
+      (await send({ type: "RevokeLease", lease_id: "real-prefetch-lease" })).status,
+    );
   });
 
   it("a chain the worker holds only in part is prefetched up to its first gap", async () => {
@@ -189,7 +281,9 @@ describe("real SGLang server: Prefetch, then admit", () => {
     await back.ready;
     expect(await count(metrics.prefetches, { outcome: "timeout" })).toBe(1);
     back.release(false);
-    expect(["applied", "partial", "noop"]).toContain((await send({ type: "ToolEnd", session_id: "sess-late", epoch: 1 })).status);
+    expect(["applied", "partial", "noop"]).toContain(
+      (await send({ type: "ToolEnd", session_id: "sess-late", epoch: 1 })).status,
+    );
   });
 
   it("a lease that ran out while parked: Prefetch is refused, the return is admitted at once and re-prefilled, never wedged", async () => {
@@ -197,14 +291,22 @@ describe("real SGLang server: Prefetch, then admit", () => {
     const next = [...s, ...tokens(940, 8)];
     const hs = hashesOf(s);
     const fresh = await gen(next);
-    const p = await send({ type: "Pause", block_hashes: hs, ttl_seconds: 1, lease_id: "real-prefetch-short" });
+    const p = await send({
+      type: "Pause",
+      block_hashes: hs,
+      ttl_seconds: 1,
+      lease_id: "real-prefetch-short",
+    });
     expect(p.status).toBe("applied");
     // past the lease the host copy is ordinary cache: other programs' prompts push it out
     await expect
-      .poll(async () => {
-        await flood(server.baseUrl, FLOOD.n, FLOOD.each, seed++);
-        return (await inspect(hs)).missing.length;
-      }, { timeout: 300_000, interval: 1000 })
+      .poll(
+        async () => {
+          await flood(server.baseUrl, FLOOD.n, FLOOD.each, seed++);
+          return (await inspect(hs)).missing.length;
+        },
+        { timeout: 300_000, interval: 1000 },
+      )
       .toBe(4);
     const { gate, metrics } = gateway(20_000, new Map([["sess-expired", hs]]));
     gate.enter(72, "sess-expired").release(true, ["build"]);
@@ -215,6 +317,10 @@ describe("real SGLang server: Prefetch, then admit", () => {
     expect(after.meta_info.cached_tokens).toBe(0);
     expect(after.output_ids).toEqual(fresh.output_ids);
     back.release(false);
-    expect(logs.some((l) => /Prefetch to real-prefetch came back rejected: command\.block_hashes\[0\]/.test(l))).toBe(true);
+    expect(
+      logs.some((l) =>
+        /Prefetch to real-prefetch came back rejected: command\.block_hashes\[0\]/.test(l),
+      ),
+    ).toBe(true);
   }, 400_000);
 });

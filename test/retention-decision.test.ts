@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { DurationModel } from "../src/policy/duration-model.js";
 import { decideRetention, type RetentionCosts } from "../src/policy/retention.js";
 
-const model = () => new DurationModel({ priorMeanSeconds: 10, minSamples: 4, maxSamples: 100, maxTools: 8 });
+const model = () =>
+  new DurationModel({ priorMeanSeconds: 10, minSamples: 4, maxSamples: 100, maxTools: 8 });
 // 4000 tokens in 250 pages of 16: re-prefill 1 s, restore 0.1 s.
 const COSTS: RetentionCosts = {
   tokens: 4000,
@@ -47,7 +48,10 @@ describe("decideRetention", () => {
   });
 
   it("lets a small context go when its tool outlasts the lease", () => {
-    const d = decideRetention(withSamples("crawl", [1000, 1000, 1000, 1000]), ["crawl"], { ...COSTS, tokens: 160 });
+    const d = decideRetention(withSamples("crawl", [1000, 1000, 1000, 1000]), ["crawl"], {
+      ...COSTS,
+      tokens: 160,
+    });
     // 10 blocks, re-prefill 0.04: keep(1) = 0.001 + 0.04 = 0.041; park = 0.004 + 10 x 300 x 1e-5 + 0.04 = 0.074
     expect(d.action).toBe("let_go");
     expect(d.ttlSeconds).toBe(0);
@@ -74,11 +78,16 @@ describe("decideRetention", () => {
     m.record("fast", 1);
     m.record("fast", 1);
     m.record("fast", 1);
-    expect(decideRetention(m, ["fast", "new"], COSTS).predictedGapSeconds).toBeCloseTo(10 * Math.LN2, 10);
+    expect(decideRetention(m, ["fast", "new"], COSTS).predictedGapSeconds).toBeCloseTo(
+      10 * Math.LN2,
+      10,
+    );
   });
 
   it("rejects costs that cannot be priced", () => {
-    expect(() => decideRetention(model(), [], { ...COSTS, prefillTokensPerSecond: 0 })).toThrow(/prefillTokensPerSecond/);
+    expect(() => decideRetention(model(), [], { ...COSTS, prefillTokensPerSecond: 0 })).toThrow(
+      /prefillTokensPerSecond/,
+    );
     expect(() => decideRetention(model(), [], { ...COSTS, taus: [] })).toThrow(/tau/);
   });
 });

@@ -60,14 +60,17 @@ function record(suite, passed, failed, skipped, note = "") {
   totals.passed += passed;
   totals.failed += failed;
   totals.skipped += skipped;
-  rows.push(`${suite.padEnd(8)} ${passed} passed, ${failed} failed, ${skipped} skipped${note ? `  (${note})` : ""}`);
+  rows.push(
+    `${suite.padEnd(8)} ${passed} passed, ${failed} failed, ${skipped} skipped${note ? `  (${note})` : ""}`,
+  );
 }
 
 // 1. Prerequisites: the venv (python oracles, SGLang, nats-server) and the addon.
 // A build tree cmake-js configured is rebuilt incrementally (the C++ test binaries and the addon
 // follow every native edit); without one, build-native configures and builds it.
 if (setup) {
-  if (run("bash", [join(root, "python/setup_venv.sh")]) !== 0) record("setup", 0, 1, 0, "python/setup_venv.sh failed");
+  if (run("bash", [join(root, "python/setup_venv.sh")]) !== 0)
+    record("setup", 0, 1, 0, "python/setup_venv.sh failed");
   const build = existsSync(join(root, "build/CMakeCache.txt"))
     ? run("cmake", ["--build", join(root, "build"), "--parallel", "2"])
     : run(process.execPath, [join(root, "scripts/build-native.mjs")]);
@@ -77,11 +80,23 @@ if (setup) {
 // 2. Static checks: types, lint and formatting, before anything runs.
 if (want("lint")) {
   const r = capture(process.execPath, [join(root, "scripts/lint.mjs"), "--json"]);
-  const last = r.out.trim().split("\n").filter((l) => l.startsWith("{")).at(-1);
+  const last = r.out
+    .trim()
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .at(-1);
   try {
     const j = JSON.parse(last ?? "");
-    const failedChecks = Object.entries(j.checks).filter(([, v]) => v === "failed").map(([k]) => k);
-    record("lint", j.passed, j.failed, 0, failedChecks.length ? `failed: ${failedChecks.join(", ")}` : "");
+    const failedChecks = Object.entries(j.checks)
+      .filter(([, v]) => v === "failed")
+      .map(([k]) => k);
+    record(
+      "lint",
+      j.passed,
+      j.failed,
+      0,
+      failedChecks.length ? `failed: ${failedChecks.join(", ")}` : "",
+    );
   } catch {
     record("lint", 0, 1, 0, `scripts/lint.mjs exited ${r.status} without a summary`);
   }
@@ -92,18 +107,37 @@ if (want("lint")) {
 // starts it); step 6 checks that every line the series adds ran somewhere.
 const py = process.env.KVCTL_PYTHON ?? join(root, ".venv/bin/python");
 const covDir = join(work, "coverage");
-const pyEnv = { ...process.env, PYTHONPATH: [join(root, "python"), process.env.PYTHONPATH].filter(Boolean).join(":") };
+const pyEnv = {
+  ...process.env,
+  PYTHONPATH: [join(root, "python"), process.env.PYTHONPATH].filter(Boolean).join(":"),
+};
 const ownSuites = !vitestRoot && pytestDir === join(root, "python/tests");
-const hunks = ownSuites && want("vitest") && want("pytest") && process.env.KVCTL_HUNK_COVERAGE !== "0";
+const hunks =
+  ownSuites && want("vitest") && want("pytest") && process.env.KVCTL_HUNK_COVERAGE !== "0";
 if (hunks) {
-  const r = spawnSync(py, ["-m", "kvctl_testbed.hunk_coverage", "rcfile", "--data-dir", covDir], { cwd: root, env: pyEnv, encoding: "utf8" });
+  const r = spawnSync(py, ["-m", "kvctl_testbed.hunk_coverage", "rcfile", "--data-dir", covDir], {
+    cwd: root,
+    env: pyEnv,
+    encoding: "utf8",
+  });
   if (r.status === 0) process.env.COVERAGE_PROCESS_START = r.stdout.trim();
-  else record("hunks", 0, 1, 0, `coverage rcfile: ${(r.stderr || r.stdout).trim().split("\n").at(-1)}`);
+  else
+    record(
+      "hunks",
+      0,
+      1,
+      0,
+      `coverage rcfile: ${(r.stderr || r.stdout).trim().split("\n").at(-1)}`,
+    );
 }
 
 // 3. The native core's own unit tests (C++, registered with ctest by CMakeLists.txt).
 if (want("native")) {
-  const r = capture("ctest", ["--test-dir", ctestDir ?? join(root, "build"), "--output-on-failure"]);
+  const r = capture("ctest", [
+    "--test-dir",
+    ctestDir ?? join(root, "build"),
+    "--output-on-failure",
+  ]);
   const m = /(\d+)% tests passed, (\d+) tests failed out of (\d+)/.exec(r.out);
   if (m) {
     // ctest counts a test whose binary is missing ("***Not Run") among the failed; a skip
@@ -113,8 +147,17 @@ if (want("native")) {
     const skipped = (r.out.match(/\*\*\*Skipped/g) ?? []).length;
     const notRun = (r.out.match(/\*\*\*Not Run/g) ?? []).length;
     const unexplained = r.status !== 0 && failed === 0;
-    const why = [notRun ? `${notRun} not run: binary missing` : "", unexplained ? `ctest exited ${r.status}` : ""];
-    record("native", total - failed - skipped, failed + (unexplained ? 1 : 0), skipped, why.filter(Boolean).join("; "));
+    const why = [
+      notRun ? `${notRun} not run: binary missing` : "",
+      unexplained ? `ctest exited ${r.status}` : "",
+    ];
+    record(
+      "native",
+      total - failed - skipped,
+      failed + (unexplained ? 1 : 0),
+      skipped,
+      why.filter(Boolean).join("; "),
+    );
     if (total === 0) record("native", 0, 1, 0, "ctest ran no test");
   } else record("native", 0, 1, 0, "ctest ran no test (no summary)");
 }
@@ -123,18 +166,35 @@ if (want("native")) {
 if (want("vitest")) {
   const out = join(work, "vitest.json");
   const where = vitestRoot ? ["--root", vitestRoot] : [];
-  const status = run(join(root, "node_modules/.bin/vitest"), ["run", ...where, "--reporter=default", "--reporter=json", `--outputFile=${out}`]);
+  const status = run(join(root, "node_modules/.bin/vitest"), [
+    "run",
+    ...where,
+    "--reporter=default",
+    "--reporter=json",
+    `--outputFile=${out}`,
+  ]);
   if (existsSync(out)) {
     const j = JSON.parse(readFileSync(out, "utf8"));
     const skipped = (j.numPendingTests ?? 0) + (j.numTodoTests ?? 0);
     // A file that failed without a failed test (it did not load, or a hook failed and its tests
     // were skipped) counts as one failure.
-    const broken = (j.testResults ?? []).filter((f) => f.status === "failed" && !(f.assertionResults ?? []).some((a) => a.status === "failed")).length;
+    const broken = (j.testResults ?? []).filter(
+      (f) =>
+        f.status === "failed" && !(f.assertionResults ?? []).some((a) => a.status === "failed"),
+    ).length;
     const failed = (j.numFailedTests ?? 0) + broken;
     // vitest exits 1 on an uncaught exception or unhandled rejection, which no test count shows.
     const unexplained = status !== 0 && failed === 0;
-    if ((j.numTotalTests ?? 0) === 0 && failed === 0) record("vitest", 0, 1, skipped, "no test ran");
-    else record("vitest", j.numPassedTests ?? 0, failed + (unexplained ? 1 : 0), skipped, unexplained ? `vitest exited ${status}: unhandled errors (above)` : "");
+    if ((j.numTotalTests ?? 0) === 0 && failed === 0)
+      record("vitest", 0, 1, skipped, "no test ran");
+    else
+      record(
+        "vitest",
+        j.numPassedTests ?? 0,
+        failed + (unexplained ? 1 : 0),
+        skipped,
+        unexplained ? `vitest exited ${status}: unhandled errors (above)` : "",
+      );
   } else record("vitest", 0, 1, 0, `vitest exited ${status} without a report`);
 }
 
@@ -142,7 +202,11 @@ if (want("vitest")) {
 if (want("pytest")) {
   const xml = join(work, "pytest.xml");
   // The plugin fails the session when a test module collected no test (pytest alone passes it).
-  const status = run(py, ["-m", "pytest", pytestDir, "-q", "-p", "kvctl_testbed.empty_modules", `--junitxml=${xml}`], { env: { ...process.env, PYTHONPATH: pyEnv.PYTHONPATH } });
+  const status = run(
+    py,
+    ["-m", "pytest", pytestDir, "-q", "-p", "kvctl_testbed.empty_modules", `--junitxml=${xml}`],
+    { env: { ...process.env, PYTHONPATH: pyEnv.PYTHONPATH } },
+  );
   if (status === 5) record("pytest", 0, 1, 0, "no tests collected");
   else if (existsSync(xml)) {
     const x = readFileSync(xml, "utf8");
@@ -151,15 +215,29 @@ if (want("pytest")) {
     const failed = attr("failures") + attr("errors");
     const skipped = attr("skipped");
     const unexplained = status !== 0 && failed === 0;
-    record("pytest", total - failed - skipped, failed + (unexplained ? 1 : 0), skipped, unexplained ? `pytest exited ${status} with no failed test (above)` : "");
+    record(
+      "pytest",
+      total - failed - skipped,
+      failed + (unexplained ? 1 : 0),
+      skipped,
+      unexplained ? `pytest exited ${status} with no failed test (above)` : "",
+    );
   } else record("pytest", 0, 1, 0, `pytest exited ${status} without a report`);
 }
 
 // 6. Every line the patch series adds was executed by the harness tests or the real servers.
 if (hunks && process.env.COVERAGE_PROCESS_START) {
   delete process.env.COVERAGE_PROCESS_START;
-  const status = run(py, ["-m", "kvctl_testbed.hunk_coverage", "check", "--data-dir", covDir], { env: pyEnv });
-  record("hunks", status === 0 ? 1 : 0, status === 0 ? 0 : 1, 0, status === 0 ? "" : "added patch lines never executed (above)");
+  const status = run(py, ["-m", "kvctl_testbed.hunk_coverage", "check", "--data-dir", covDir], {
+    env: pyEnv,
+  });
+  record(
+    "hunks",
+    status === 0 ? 1 : 0,
+    status === 0 ? 0 : 1,
+    0,
+    status === 0 ? "" : "added patch lines never executed (above)",
+  );
 }
 
 console.log(`\n${rows.join("\n")}`);

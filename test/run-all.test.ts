@@ -20,14 +20,30 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 type Run = { code: number; summary: string; rows: string[] };
 function runAll(suite: string): Promise<Run> {
   const args = [join(packageRoot, "test/run-all.mjs"), "--no-setup", suite];
-  args.push("--vitest-root", join(dir, "vitest"), "--pytest-dir", join(dir, "pytest"), "--ctest-dir", join(dir, "ctest"));
+  args.push(
+    "--vitest-root",
+    join(dir, "vitest"),
+    "--pytest-dir",
+    join(dir, "pytest"),
+    "--ctest-dir",
+    join(dir, "ctest"),
+  );
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, args, { cwd: packageRoot, maxBuffer: 64 << 20, timeout: 150_000 }, (err, stdout) => {
-      const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
-      if (code === -1) return reject(err);
-      const lines = stdout.trim().split("\n");
-      resolve({ code, summary: lines.at(-1) ?? "", rows: lines.filter((l) => l.startsWith(`${suite.padEnd(8)} `)) });
-    });
+    execFile(
+      process.execPath,
+      args,
+      { cwd: packageRoot, maxBuffer: 64 << 20, timeout: 150_000 },
+      (err, stdout) => {
+        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
+        if (code === -1) return reject(err);
+        const lines = stdout.trim().split("\n");
+        resolve({
+          code,
+          summary: lines.at(-1) ?? "",
+          rows: lines.filter((l) => l.startsWith(`${suite.padEnd(8)} `)),
+        });
+      },
+    );
   });
 }
 

@@ -22,7 +22,13 @@ beforeAll(async () => {
     hostRatio: 2,
     storageDir: "",
     warmup: false,
-    extraArgs: ["--enable-session-radix-cache", "--radix-eviction-policy", "priority", "--context-length", "32768"],
+    extraArgs: [
+      "--enable-session-radix-cache",
+      "--radix-eviction-policy",
+      "priority",
+      "--context-length",
+      "32768",
+    ],
     readyTimeoutS: 600,
   });
 }, 900_000);
@@ -33,7 +39,11 @@ afterAll(async () => {
 });
 
 async function post(path: string, body: unknown): Promise<{ status: number; text: string }> {
-  const r = await fetch(`${server.baseUrl}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const r = await fetch(`${server.baseUrl}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   return { status: r.status, text: await r.text() };
 }
 
@@ -44,17 +54,29 @@ async function releasedLeaves(id: string): Promise<number> {
   for (;;) {
     const m = re.exec(readFileSync(server.info.log_path, "utf8"));
     if (m) return Number(m[1]);
-    if (Date.now() > deadline) throw new Error(`no release_session line for ${id} in ${server.info.log_path}`);
+    if (Date.now() > deadline)
+      throw new Error(`no release_session line for ${id} in ${server.info.log_path}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
 
 describe("session radix cache", () => {
   it("tags the nodes of a session named in the request body, and releases them on close", async () => {
-    const models = (await (await fetch(`${server.baseUrl}/v1/models`)).json()) as { data: { id: string }[] };
+    const models = (await (await fetch(`${server.baseUrl}/v1/models`)).json()) as {
+      data: { id: string }[];
+    };
     const model = models.data[0].id;
-    const messages = [{ role: "system", content: "You are an agent. ".repeat(40) }, { role: "user", content: "List the files in the current directory." }];
-    const r = await post("/v1/chat/completions", { model, messages, max_tokens: 4, temperature: 0, session_id: "bench-session-a" });
+    const messages = [
+      { role: "system", content: "You are an agent. ".repeat(40) },
+      { role: "user", content: "List the files in the current directory." },
+    ];
+    const r = await post("/v1/chat/completions", {
+      model,
+      messages,
+      max_tokens: 4,
+      temperature: 0,
+      session_id: "bench-session-a",
+    });
     expect(r.status, r.text).toBe(200);
     expect((await post("/close_session", { session_id: "bench-session-a" })).status).toBe(200);
     expect(await releasedLeaves("bench-session-a")).toBeGreaterThan(0);
@@ -65,10 +87,17 @@ describe("session radix cache", () => {
 
   it("behind the gateway: a session sent by header is named in the body the worker gets, and its close hint closes it there", async () => {
     gw = await createGateway({
-      config: { listen: { host: "127.0.0.1", port: 0 }, workers: [{ id: "w0", url: server.baseUrl }], health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 } },
+      config: {
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: [{ id: "w0", url: server.baseUrl }],
+        health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 },
+      },
       log: () => undefined,
     });
-    const messages = [{ role: "system", content: "You are a careful agent. ".repeat(40) }, { role: "user", content: "Read the README." }];
+    const messages = [
+      { role: "system", content: "You are a careful agent. ".repeat(40) },
+      { role: "user", content: "Read the README." },
+    ];
     const r = await fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-session-id": "gw-session-b" },
@@ -77,10 +106,17 @@ describe("session radix cache", () => {
     expect(r.status, await r.clone().text()).toBe(200);
     await r.text();
     await gw.settled();
-    const hint = await fetch(`${gw.url}/kvctl/v1/sessions/gw-session-b/events`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event: "close" }) });
+    const hint = await fetch(`${gw.url}/kvctl/v1/sessions/gw-session-b/events`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ event: "close" }),
+    });
     expect(hint.status).toBe(202);
     expect(await releasedLeaves("gw-session-b")).toBeGreaterThan(0);
-    const closed = 'kvctl_gateway_radix_session_releases_total{worker="w0",reason="ended",outcome="ok"} 1';
-    await until("the gateway counted its close", async () => (await (await fetch(`${gw?.url}/metrics`)).text()).includes(closed));
+    const closed =
+      'kvctl_gateway_radix_session_releases_total{worker="w0",reason="ended",outcome="ok"} 1';
+    await until("the gateway counted its close", async () =>
+      (await (await fetch(`${gw?.url}/metrics`)).text()).includes(closed),
+    );
   }, 300_000);
 });

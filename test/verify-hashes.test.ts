@@ -17,7 +17,11 @@ afterEach(async () => {
 });
 
 function cli(args: string[]) {
-  const p = spawn(process.execPath, ["--import", "tsx", join(repoRoot, "src/cli/bin.ts"), ...args], { cwd: repoRoot });
+  const p = spawn(
+    process.execPath,
+    ["--import", "tsx", join(repoRoot, "src/cli/bin.ts"), ...args],
+    { cwd: repoRoot },
+  );
   const lines: string[] = [];
   let err = "";
   p.stderr.on("data", (d) => (err += d));
@@ -50,7 +54,9 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     const r = cli(["verify-hashes"]);
     expect(await r.code()).toBe(0);
     expect(r.lines.at(-1)).toBe("verdict: MATCH");
-    expect(r.lines.join("\n")).toMatch(/SGLang 0\.5\.23 vs addon: \d+ cases, \d+ pages, 0 mismatching/);
+    expect(r.lines.join("\n")).toMatch(
+      /SGLang 0\.5\.23 vs addon: \d+ cases, \d+ pages, 0 mismatching/,
+    );
   }, 180_000);
 
   it("live: matches coalesced and chained stores, flags a tampered one with its first differing page (exit 1)", async () => {
@@ -61,11 +67,17 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     await v.waitLine(/listening/);
     await py.waitSubscribers(); // the CLI's subscription reached the publisher: nothing is dropped
     await py.publish([{ type: "BlockStored", tokens: range(1, 193), page: 64 }]); // 3 pages, coalesced
-    await py.publish([{ type: "BlockStored", tokens: range(5000, 5064), page: 64, parent: A0.toString() }]); // child of page 0
-    await py.publish([{ type: "BlockStored", tokens: range(1, 65), page: 64, cache_salt: "tenant-a" }]); // salted chain
+    await py.publish([
+      { type: "BlockStored", tokens: range(5000, 5064), page: 64, parent: A0.toString() },
+    ]); // child of page 0
+    await py.publish([
+      { type: "BlockStored", tokens: range(1, 65), page: 64, cache_salt: "tenant-a" },
+    ]); // salted chain
     await py.publish([{ type: "BlockStored", tokens: range(7, 71), page: 64, parent: "12345" }]); // parent never seen
     // hashes that do not match the tokens: page 1 is wrong
-    await py.publish([{ type: "BlockStored", tokens: range(1, 129), page: 64, hashes: [A0.toString(), "42"] }]);
+    await py.publish([
+      { type: "BlockStored", tokens: range(1, 129), page: 64, hashes: [A0.toString(), "42"] },
+    ]);
     expect(await v.code()).toBe(1);
     const out = v.lines.join("\n");
     expect(out).toMatch(/seq 0 BlockStored 3 page\(s\) \[905019192701563378, \.\.\.\] GPU: match/);
@@ -81,13 +93,28 @@ describe.skipIf(!hasVenv)("kvctl verify-hashes", () => {
     const port = await freePort();
     const py = await new SglangPublisher(`tcp://127.0.0.1:${port}`).start();
     cleanup.push(() => py.stop());
-    const v = cli(["verify-hashes", "--zmq", `tcp://127.0.0.1:${port}`, "--events", "1", "--quiet"]);
+    const v = cli([
+      "verify-hashes",
+      "--zmq",
+      `tcp://127.0.0.1:${port}`,
+      "--events",
+      "1",
+      "--quiet",
+    ]);
     await v.waitLine(/listening/);
     await py.waitSubscribers(); // the CLI's subscription reached the publisher: nothing is dropped
-    await py.publish([{ type: "BlockStored", tokens: range(1, 129), page: 64, medium: "CPU_PINNED" }]);
+    await py.publish([
+      { type: "BlockStored", tokens: range(1, 129), page: 64, medium: "CPU_PINNED" },
+    ]);
     expect(await v.code()).toBe(0);
     expect(v.lines.at(-1)).toBe("verdict: MATCH");
-    const empty = cli(["verify-hashes", "--zmq", `tcp://127.0.0.1:${await freePort()}`, "--duration", "1"]);
+    const empty = cli([
+      "verify-hashes",
+      "--zmq",
+      `tcp://127.0.0.1:${await freePort()}`,
+      "--duration",
+      "1",
+    ]);
     expect(await empty.code()).toBe(2);
     expect(empty.lines.at(-1)).toBe("verdict: NOTHING RECEIVED");
   }, 180_000);
@@ -101,12 +128,23 @@ describe.skipIf(!hasVenv)("kvctl watch", () => {
     const w = cli(["watch", "--zmq", `w1=tcp://127.0.0.1:${port}`, "--interval", "0.2", "--json"]);
     await py.waitSubscribers(); // the watcher's subscription reached the publisher
     await py.publish([{ type: "BlockStored", tokens: range(1, 193), page: 64 }]);
-    await py.publish([{ type: "BlockStored", tokens: range(1, 129), page: 64, medium: "CPU_PINNED" }]);
+    await py.publish([
+      { type: "BlockStored", tokens: range(1, 129), page: 64, medium: "CPU_PINNED" },
+    ]);
     await w.waitLine(/"events":2\b/); // a table that has both batches
     w.interrupt(); // SIGINT: one last table, then exit 0
     expect(await w.code()).toBe(0);
     const last = JSON.parse(w.lines.at(-1) as string);
-    expect(last.workers[0]).toMatchObject({ worker: "w1", GPU: 3, CPU_PINNED: 2, DISK: 0, EXTERNAL: 0, events: 2, seq: 1, gaps: 0 });
+    expect(last.workers[0]).toMatchObject({
+      worker: "w1",
+      GPU: 3,
+      CPU_PINNED: 2,
+      DISK: 0,
+      EXTERNAL: 0,
+      events: 2,
+      seq: 1,
+      gaps: 0,
+    });
     const text = cli(["watch", "--zmq", `tcp://127.0.0.1:${port}`, "--once", "--interval", "0.2"]);
     expect(await text.code()).toBe(0);
     expect(text.lines[1]).toMatch(/^worker\s+GPU\s+CPU_PINNED\s+DISK\s+EXTERNAL\s+ev\/s/);
@@ -117,14 +155,28 @@ describe("index dual key, verified natively", () => {
   it("keeps the token-derived hash beside the engine's and flags a mismatch", () => {
     const idx = new InMemoryKvIndex({ verify: true });
     const ev = (hashes: bigint[], parent: bigint | null, tokens: number[]): BlockStoredEvent => ({
-      type: "BlockStored", blockHashes: hashes, parentBlockHash: parent, tokenIds: tokens, blockSize: 64,
-      loraId: null, medium: "GPU", tier: "GPU", cacheSalt: null, sessionId: null, loraName: null, bigram: false,
+      type: "BlockStored",
+      blockHashes: hashes,
+      parentBlockHash: parent,
+      tokenIds: tokens,
+      blockSize: 64,
+      loraId: null,
+      medium: "GPU",
+      tier: "GPU",
+      cacheSalt: null,
+      sessionId: null,
+      loraName: null,
+      bigram: false,
     });
-    const apply = (e: BlockStoredEvent) => idx.applyFrame("w", encodeBatch({ ts: 1, dpRank: 0, events: [e] }));
+    const apply = (e: BlockStoredEvent) =>
+      idx.applyFrame("w", encodeBatch({ ts: 1, dpRank: 0, events: [e] }));
     expect(apply(ev([A0], null, range(1, 65)))).toMatchObject({ hashMismatches: 0, verified: 1 });
     expect(idx.lookup(A0)?.tokenHash).toBe(A0);
     // child chained from A0's digest: tokens 65..128 -> the second page of 1..128
-    expect(apply(ev([-1602537780942439135n], A0, range(65, 129)))).toMatchObject({ hashMismatches: 0, verified: 1 });
+    expect(apply(ev([-1602537780942439135n], A0, range(65, 129)))).toMatchObject({
+      hashMismatches: 0,
+      verified: 1,
+    });
     expect(apply(ev([77n], -1602537780942439135n, range(200, 264))).hashMismatches).toBe(1);
     expect(idx.lookup(77n)?.tokenHash).not.toBe(77n);
   });

@@ -8,7 +8,11 @@ import type { ConfigSummary } from "./verdict.js";
 
 /** Each ablation row's base, by name (names do not depend on the sizes): a row that names its
  * rules is one rule alone (thunder), any other is the defaults less one (kvctl). */
-const BASE = new Map(configSpecs(1, 1, true).flatMap((s) => (s.role === "ablation" ? [[s.name, s.rules ? "thunder" : "kvctl"] as const] : [])));
+const BASE = new Map(
+  configSpecs(1, 1, true).flatMap((s) =>
+    s.role === "ablation" ? [[s.name, s.rules ? "thunder" : "kvctl"] as const] : [],
+  ),
+);
 
 export interface AblationRow {
   rule: string;
@@ -67,9 +71,18 @@ const ms = (x: number | null) => (x === null ? "-" : x.toFixed(0));
 
 export function printAblation(rows: readonly AblationRow[], print: (line: string) => void): void {
   if (rows.length === 0) return;
-  print("  ablation: kvctl_<rule>, program admission with one rule alone, vs thunder (the same admission, no rule); kvctl_no_<rule>, the defaults less one, vs kvctl; commands sent / acked (by status) per type");
+  print(
+    "  ablation: kvctl_<rule>, program admission with one rule alone, vs thunder (the same admission, no rule); kvctl_no_<rule>, the defaults less one, vs kvctl; commands sent / acked (by status) per type",
+  );
   for (const r of rows) {
-    const cmds = Object.entries(r.commands).map(([t, c]) => `${t} ${c.sent}/${Object.values(c.acked).reduce((a, b) => a + b, 0)} (${Object.entries(c.acked).map(([s, n]) => `${s} ${n}`).join(", ") || "none acked"}${c.failed ? `, ${c.failed} failed` : ""})`);
+    const cmds = Object.entries(r.commands).map(
+      ([t, c]) =>
+        `${t} ${c.sent}/${Object.values(c.acked).reduce((a, b) => a + b, 0)} (${
+          Object.entries(c.acked)
+            .map(([s, n]) => `${s} ${n}`)
+            .join(", ") || "none acked"
+        }${c.failed ? `, ${c.failed} failed` : ""})`,
+    );
     print(
       `  ${`kvctl_${r.rule}`.padEnd(18)} recomputed ${String(r.recomputed_tokens).padStart(8)} (${r.recomputed_delta >= 0 ? "+" : ""}${r.recomputed_delta} vs ${r.base})  TTFT p90 ${ms(r.ttft_p90_ms)} vs ${ms(r.base_ttft_p90_ms)} ms  ` +
         `${cmds.length ? cmds.join("; ") : "no command sent"}`,

@@ -12,15 +12,19 @@ import type { RealServer } from "../../src/demo/real-server.js";
 /** POSTs JSON and resolves with the answer: no timeout (the build takes minutes on a busy machine; fetch's own 300 s limit is too short). */
 function post(url: string, body: unknown): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => {
-        text += d;
-      });
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-      res.on("error", reject);
-    });
+    const req = request(
+      url,
+      { method: "POST", headers: { "content-type": "application/json" } },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => {
+          text += d;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on("error", reject);
+      },
+    );
     req.on("error", reject);
     req.end(JSON.stringify(body));
   });
@@ -33,12 +37,22 @@ export function coldStartText(pageSize: number, pages: number): string {
 }
 
 /** Sends each worker one request of at least `pages` full pages of synthetic text and waits for its answer. */
-export async function payColdStart(workers: readonly RealServer[], pageSize: number, pages = 4): Promise<void> {
+export async function payColdStart(
+  workers: readonly RealServer[],
+  pageSize: number,
+  pages = 4,
+): Promise<void> {
   const text = coldStartText(pageSize, pages);
   for (const w of workers) {
-    const r = await post(`${w.baseUrl}/generate`, { text, sampling_params: { max_new_tokens: 1, temperature: 0 } }).catch((e: Error) => {
+    const r = await post(`${w.baseUrl}/generate`, {
+      text,
+      sampling_params: { max_new_tokens: 1, temperature: 0 },
+    }).catch((e: Error) => {
       throw new Error(`cold-start request to ${w.info.worker_id} failed: ${e.message}`);
     });
-    if (r.status !== 200) throw new Error(`cold-start request to ${w.info.worker_id} answered ${r.status}: ${r.text.slice(0, 300)}`);
+    if (r.status !== 200)
+      throw new Error(
+        `cold-start request to ${w.info.worker_id} answered ${r.status}: ${r.text.slice(0, 300)}`,
+      );
   }
 }

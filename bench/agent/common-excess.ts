@@ -30,6 +30,7 @@ export function commonExcess(runs: readonly (RequestExcess | null)[]): number | 
   const all = runs.filter((r): r is RequestExcess => r !== null);
   if (all.length === 0) return null;
   let sum = 0;
-  for (const [key, first] of all[0]) sum += all.reduce((m, r) => Math.min(m, r.get(key) ?? 0), first);
+  for (const [key, first] of all[0])
+    sum += all.reduce((m, r) => Math.min(m, r.get(key) ?? 0), first);
   return sum;
 }

@@ -30,7 +30,11 @@ export const RULES = ["pins", "inflight", "tools", "think", "idle", "prune", "wa
 
 /** Whether each rule is on in `kvctl gateway --policy agent` when the config names none. */
 const DEFAULT_ON: Record<string, boolean> = Object.fromEntries(
-  Object.entries(policiesConfigSchema.parse({})).flatMap(([k, v]) => (typeof v === "object" && v !== null && "enabled" in v ? [[k, (v as { enabled: boolean }).enabled]] : [])),
+  Object.entries(policiesConfigSchema.parse({})).flatMap(([k, v]) =>
+    typeof v === "object" && v !== null && "enabled" in v
+      ? [[k, (v as { enabled: boolean }).enabled]]
+      : [],
+  ),
 );
 
 /** Whether `rule` is on in a row: the rules it names, else the defaults less those it leaves out. */
@@ -44,31 +48,91 @@ const SESSION_RADIX_ARGS = ["--enable-session-radix-cache", "--radix-eviction-po
 
 /** Every configuration of a full run. `workers`: worker count; `perWorker`: the admission budget. */
 export function configSpecs(workers: number, perWorker: number, ablation: boolean): ConfigSpec[] {
-  const gw = (name: string, role: Role, o: Partial<ConfigSpec> = {}): ConfigSpec => ({ name, role, front: "gateway", serverArgs: [], policy: "noop", admission: "none", ...o });
+  const gw = (name: string, role: Role, o: Partial<ConfigSpec> = {}): ConfigSpec => ({
+    name,
+    role,
+    front: "gateway",
+    serverArgs: [],
+    policy: "noop",
+    admission: "none",
+    ...o,
+  });
   const specs: ConfigSpec[] = [
     gw("kvctl", "kvctl", { policy: "agent", admission: "program" }),
     gw("cache_aware_adm", "fair", { admission: "request" }),
     // smg's limit is one for the whole router (not per worker): 2 per worker x workers, with a
     // queue long and patient enough that nothing is refused, and no refill rate.
     {
-      name: "smg_adm", role: "fair", front: "smg", serverArgs: [], policy: "noop", admission: "none",
-      smgArgs: ["--max-concurrent-requests", String(perWorker * workers), "--queue-size", "100000", "--queue-timeout-secs", "86400"],
+      name: "smg_adm",
+      role: "fair",
+      front: "smg",
+      serverArgs: [],
+      policy: "noop",
+      admission: "none",
+      smgArgs: [
+        "--max-concurrent-requests",
+        String(perWorker * workers),
+        "--queue-size",
+        "100000",
+        "--queue-timeout-secs",
+        "86400",
+      ],
     },
-    gw("session_radix", "fair", { admission: "request", serverArgs: SESSION_RADIX_ARGS, sessionBody: true }),
+    gw("session_radix", "fair", {
+      admission: "request",
+      serverArgs: SESSION_RADIX_ARGS,
+      sessionBody: true,
+    }),
     // SGLang's own knob: the worker runs at most that many requests; the rest wait in its queue.
     gw("sglang_mrr", "fair", { serverArgs: ["--max-running-requests", String(perWorker)] }),
     gw("thunder", "fair", { admission: "program" }),
     // NVIDIA Dynamo's own routers over dynamo.sglang workers (agent/dynamo-stack.ts).
-    { name: "dynamo_kv", role: "fair", front: "dynamo_kv", serverArgs: [], policy: "noop", admission: "none" },
-    { name: "dynamo_thunder", role: "fair", front: "dynamo_thunder", serverArgs: [], policy: "noop", admission: "none" },
-    { name: "lru", role: "context", front: "round_robin", serverArgs: [], policy: "noop", admission: "none" },
+    {
+      name: "dynamo_kv",
+      role: "fair",
+      front: "dynamo_kv",
+      serverArgs: [],
+      policy: "noop",
+      admission: "none",
+    },
+    {
+      name: "dynamo_thunder",
+      role: "fair",
+      front: "dynamo_thunder",
+      serverArgs: [],
+      policy: "noop",
+      admission: "none",
+    },
+    {
+      name: "lru",
+      role: "context",
+      front: "round_robin",
+      serverArgs: [],
+      policy: "noop",
+      admission: "none",
+    },
     gw("cache_aware", "context"),
     // kvctl over workers that also keep each session's KV themselves (session_radix's server side),
     // the gateway naming each turn's session and closing it where it lets the program go.
-    gw("kvctl_session_radix", "context", { policy: "agent", admission: "program", serverArgs: SESSION_RADIX_ARGS }),
+    gw("kvctl_session_radix", "context", {
+      policy: "agent",
+      admission: "program",
+      serverArgs: SESSION_RADIX_ARGS,
+    }),
     // The same under session_radix's own request admission: what kvctl adds to that peer alone.
-    gw("kvctl_session_radix_req", "context", { policy: "agent", admission: "request", serverArgs: SESSION_RADIX_ARGS }),
-    { name: "sgl_router", role: "context", front: "smg", serverArgs: [], policy: "noop", admission: "none" },
+    gw("kvctl_session_radix_req", "context", {
+      policy: "agent",
+      admission: "request",
+      serverArgs: SESSION_RADIX_ARGS,
+    }),
+    {
+      name: "sgl_router",
+      role: "context",
+      front: "smg",
+      serverArgs: [],
+      policy: "noop",
+      admission: "none",
+    },
   ];
   if (!ablation) return specs;
   // The question a rule must answer is what it adds to the scheduler, so each runs with kvctl's
@@ -77,10 +141,19 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
   // the others, which a rule alone does not say when the rules share one pin budget.
   return [
     ...specs,
-    ...RULES.map((r) => gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: "program" })),
-    ...RULES.filter((r) => DEFAULT_ON[r]).map((r) => gw(`kvctl_no_${r}`, "ablation", { policy: "agent", admission: "program", without: [r] })),
-    gw("kvctl_no_end_prune", "ablation", { policy: "agent", admission: "program", pruneOnClose: false }),
+    ...RULES.map((r) =>
+      gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: "program" }),
+    ),
+    ...RULES.filter((r) => DEFAULT_ON[r]).map((r) =>
+      gw(`kvctl_no_${r}`, "ablation", { policy: "agent", admission: "program", without: [r] }),
+    ),
+    gw("kvctl_no_end_prune", "ablation", {
+      policy: "agent",
+      admission: "program",
+      pruneOnClose: false,
+    }),
   ];
 }
 
-export const FAIR_PEERS = (specs: readonly ConfigSpec[]) => specs.filter((s) => s.role === "fair").map((s) => s.name);
+export const FAIR_PEERS = (specs: readonly ConfigSpec[]) =>
+  specs.filter((s) => s.role === "fair").map((s) => s.name);

@@ -82,11 +82,30 @@ interface StreamResult {
   error: string | null;
 }
 
-async function streamChat(url: string, body: unknown, headers: Record<string, string>): Promise<StreamResult> {
+async function streamChat(
+  url: string,
+  body: unknown,
+  headers: Record<string, string>,
+): Promise<StreamResult> {
   const t0 = performance.now();
-  const r = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  const r = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
   const worker = r.headers.get("x-kvctl-worker");
-  if (r.status !== 200 || !r.body) return { ttftMs: performance.now() - t0, usage: null, details: null, text: await r.text(), toolCallIds: [], outputIds: null, status: r.status, worker, error: null };
+  if (r.status !== 200 || !r.body)
+    return {
+      ttftMs: performance.now() - t0,
+      usage: null,
+      details: null,
+      text: await r.text(),
+      toolCallIds: [],
+      outputIds: null,
+      status: r.status,
+      worker,
+      error: null,
+    };
   let ttft = -1;
   let tail = "";
   let text = "";
@@ -108,12 +127,15 @@ async function streamChat(url: string, body: unknown, headers: Record<string, st
       const j = JSON.parse(data);
       // SGLang reports a refused request (say, a prompt longer than the pool) as an error event
       // inside a 200 stream, followed by a usage of 1 prompt token.
-      if (j.error) error = typeof j.error.message === "string" ? j.error.message : JSON.stringify(j.error);
+      if (j.error)
+        error = typeof j.error.message === "string" ? j.error.message : JSON.stringify(j.error);
       if (j.usage) usage = j.usage;
       if (j.sglext?.cached_tokens_details) details = j.sglext.cached_tokens_details;
-      if (j.choices?.[0]?.sglext?.cached_tokens_details) details = j.choices[0].sglext.cached_tokens_details;
+      if (j.choices?.[0]?.sglext?.cached_tokens_details)
+        details = j.choices[0].sglext.cached_tokens_details;
       if (Array.isArray(j.sglext?.output_ids?.[0])) outputIds = j.sglext.output_ids[0];
-      if (j.usage && process.env.KVCTL_BENCH_DEBUG) process.stderr.write(`usage ${JSON.stringify(j.usage)} ${JSON.stringify(details)}\n`);
+      if (j.usage && process.env.KVCTL_BENCH_DEBUG)
+        process.stderr.write(`usage ${JSON.stringify(j.usage)} ${JSON.stringify(details)}\n`);
       const d = j.choices?.[0]?.delta;
       if (!d) continue;
       // The first event of the answer (the worker sends it with the first token; a tool call's
@@ -123,7 +145,17 @@ async function streamChat(url: string, body: unknown, headers: Record<string, st
       for (const c of d.tool_calls ?? []) if (c.id) ids.push(c.id);
     }
   }
-  return { ttftMs: ttft < 0 ? performance.now() - t0 : ttft, usage, details, text, toolCallIds: ids, outputIds, status: 200, worker, error };
+  return {
+    ttftMs: ttft < 0 ? performance.now() - t0 : ttft,
+    usage,
+    details,
+    text,
+    toolCallIds: ids,
+    outputIds,
+    status: 200,
+    worker,
+    error,
+  };
 }
 
 export interface DriveOptions {
@@ -133,7 +165,13 @@ export interface DriveOptions {
 }
 
 /** Sends one request and fills in the record's answer fields; the result when it streamed. */
-async function attemptOnce(url: string, body: Record<string, unknown>, headers: Record<string, string>, rec: RequestRecord, t0: number): Promise<StreamResult | null> {
+async function attemptOnce(
+  url: string,
+  body: Record<string, unknown>,
+  headers: Record<string, string>,
+  rec: RequestRecord,
+  t0: number,
+): Promise<StreamResult | null> {
   try {
     const res = await streamChat(url, body, headers);
     rec.doneMs = performance.now() - t0;
@@ -167,11 +205,18 @@ export function sessionCompletion(records: readonly RequestRecord[]): number[] {
   return [...span.values()].map(([a, b]) => (b - a) / 1000);
 }
 
-export async function drive(target: Target, sessions: PlannedSession[], o: DriveOptions): Promise<RequestRecord[]> {
+export async function drive(
+  target: Target,
+  sessions: PlannedSession[],
+  o: DriveOptions,
+): Promise<RequestRecord[]> {
   const t0 = performance.now();
   const records: RequestRecord[] = [];
   let seq = 0;
-  const system = { role: "system", content: [{ type: "text", text: o.system, cache_control: { type: "ephemeral", ttl: "1h" } }] };
+  const system = {
+    role: "system",
+    content: [{ type: "text", text: o.system, cache_control: { type: "ephemeral", ttl: "1h" } }],
+  };
 
   const runSession = async (s: PlannedSession) => {
     await sleep(Math.max(0, s.startMs - (performance.now() - t0)));
@@ -180,13 +225,27 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
     for (const turn of s.turns) {
       if (turn.idleMs) await sleep(turn.idleMs);
       // Compaction: the history becomes a summary of the earlier requests (workload.ts plans when).
-      const summary = () => [{ role: "user", content: `Earlier requests, summarised: ${asked.join(" ")}` }, { role: "assistant", content: "Noted." }];
+      const summary = () => [
+        { role: "user", content: `Earlier requests, summarised: ${asked.join(" ")}` },
+        { role: "assistant", content: "Noted." },
+      ];
       if (turn.compact) history = summary();
       history.push({ role: "user", content: turn.user });
       let first = true;
-      const send = async (kind: RequestRecord["kind"], regex: string): Promise<StreamResult | null> => {
+      const send = async (
+        kind: RequestRecord["kind"],
+        regex: string,
+      ): Promise<StreamResult | null> => {
         const body = {
-          model: o.model, messages: [system, ...history], tools: s.tools, max_tokens: o.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, return_cached_tokens_details: true, regex,
+          model: o.model,
+          messages: [system, ...history],
+          tools: s.tools,
+          max_tokens: o.maxTokens,
+          temperature: 0,
+          stream: true,
+          stream_options: { include_usage: true },
+          return_cached_tokens_details: true,
+          regex,
           // In thinking mode SGLang applies a regex only after the reasoning ends, and the model would
           // write an unconstrained reasoning span until max_tokens; the regex here spells the
           // reasoning itself (<think>…</think>), so it must bind from the first token. The reasoning
@@ -196,13 +255,33 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
           return_output_ids_in_sglext: true,
           ...(target.sessionBody ? { session_id: s.id } : {}),
         };
-        const headers: Record<string, string> = target.sessionHeader ? { [target.sessionHeaderName ?? "x-session-id"]: s.id } : {};
+        const headers: Record<string, string> = target.sessionHeader
+          ? { [target.sessionHeaderName ?? "x-session-id"]: s.id }
+          : {};
         const rec: RequestRecord = {
-          session: s.id, kind, returning: first && turn.idleMs > 0, promptTokens: 0, cachedTokens: 0, completionTokens: 0, hostTokens: 0, storageTokens: 0, ttftMs: 0,
-          sentMs: performance.now() - t0, doneMs: 0, prompt: { messages: body.messages, tools: s.tools }, worker: null, ok: false,
+          session: s.id,
+          kind,
+          returning: first && turn.idleMs > 0,
+          promptTokens: 0,
+          cachedTokens: 0,
+          completionTokens: 0,
+          hostTokens: 0,
+          storageTokens: 0,
+          ttftMs: 0,
+          sentMs: performance.now() - t0,
+          doneMs: 0,
+          prompt: { messages: body.messages, tools: s.tools },
+          worker: null,
+          ok: false,
         };
         first = false;
-        const res = await attemptOnce(target.url(seq++), target.dialect ? target.dialect(body) : body, headers, rec, t0);
+        const res = await attemptOnce(
+          target.url(seq++),
+          target.dialect ? target.dialect(body) : body,
+          headers,
+          rec,
+          t0,
+        );
         records.push(rec);
         return rec.ok ? res : null;
       };
@@ -210,14 +289,31 @@ export async function drive(target: Target, sessions: PlannedSession[], o: Drive
         // Inside a tool loop the summary keeps the request being worked on after it.
         if (call.compactBefore) history = [...summary(), { role: "user", content: turn.user }];
         const fn = { name: call.name, arguments: call.arguments };
-        const think = call.reasoningChars > 0 ? `<think>[a-z ]{${call.reasoningChars}}</think>` : "";
-        const res = await send("tool", `${think}<tool_call>${escapeRegex(JSON.stringify(fn))}</tool_call>`);
+        const think =
+          call.reasoningChars > 0 ? `<think>[a-z ]{${call.reasoningChars}}</think>` : "";
+        const res = await send(
+          "tool",
+          `${think}<tool_call>${escapeRegex(JSON.stringify(fn))}</tool_call>`,
+        );
         const id = res?.toolCallIds[0] ?? `call_${s.id}_${history.length}_${i}`;
-        history.push({ role: "assistant", content: "", tool_calls: [{ id, type: "function", function: { name: call.name, arguments: promptJson(call.arguments) } }] });
+        history.push({
+          role: "assistant",
+          content: "",
+          tool_calls: [
+            {
+              id,
+              type: "function",
+              function: { name: call.name, arguments: promptJson(call.arguments) },
+            },
+          ],
+        });
         await sleep(call.toolMs);
         history.push({ role: "tool", tool_call_id: id, content: call.result });
       }
-      const res = await send("answer", `<think>[a-z ]{${turn.reasoningChars}}</think>[a-z ]{${turn.answerChars}}`);
+      const res = await send(
+        "answer",
+        `<think>[a-z ]{${turn.reasoningChars}}</think>[a-z ]{${turn.answerChars}}`,
+      );
       // The reasoning is not sent back: the answer alone joins the history.
       const answer = res ? res.text.replace(/^[\s\S]*<\/think>/, "") : "";
       history.push({ role: "assistant", content: answer });

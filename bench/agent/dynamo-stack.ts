@@ -19,7 +19,16 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { buildPatchedTree } from "../../src/demo/harness.js";
 import { readDynamoDiscovery } from "../../src/events/dynamo/discovery.js";
-import { type DynamoProcess, type DynamoWorker, env, launch, MODEL_NAME, startDynamoFrontend, startDynamoWorker, until } from "../../test/helpers/dynamo.js";
+import {
+  type DynamoProcess,
+  type DynamoWorker,
+  env,
+  launch,
+  MODEL_NAME,
+  startDynamoFrontend,
+  startDynamoWorker,
+  until,
+} from "../../test/helpers/dynamo.js";
 import { coldStartText } from "./cold-start.js";
 import type { Target } from "./driver.js";
 import type { ServerShape } from "./stack.js";
@@ -56,18 +65,31 @@ export interface DynamoStack {
 }
 
 /** The threshold for `perWorker` prompts of the median size, as a share of max_num_batched_tokens. */
-export function queueThreshold(perWorker: number, medianPromptTokens: number, maxBatchedTokens: number): number {
-  if (!(maxBatchedTokens > 0)) throw new Error(`dynamo: max_num_batched_tokens unknown (${maxBatchedTokens})`);
+export function queueThreshold(
+  perWorker: number,
+  medianPromptTokens: number,
+  maxBatchedTokens: number,
+): number {
+  if (!(maxBatchedTokens > 0))
+    throw new Error(`dynamo: max_num_batched_tokens unknown (${maxBatchedTokens})`);
   return +((perWorker * medianPromptTokens) / maxBatchedTokens).toFixed(4);
 }
 
 /** Dynamo's frontend takes SGLang's regex constraint as `guided_regex`, and refuses fields it does not know. */
 export function dynamoDialect(body: Record<string, unknown>): Record<string, unknown> {
-  const { regex, return_cached_tokens_details: _details, return_output_ids_in_sglext: _ids, ...rest } = body;
+  const {
+    regex,
+    return_cached_tokens_details: _details,
+    return_output_ids_in_sglext: _ids,
+    ...rest
+  } = body;
   return regex === undefined ? rest : { ...rest, guided_regex: regex };
 }
 
-export async function startDynamoStack(peer: DynamoPeer, o: DynamoStackOptions): Promise<DynamoStack> {
+export async function startDynamoStack(
+  peer: DynamoPeer,
+  o: DynamoStackOptions,
+): Promise<DynamoStack> {
   const discovery = join(o.scratch, "discovery");
   const tree = buildPatchedTree();
   const procs: DynamoProcess[] = [];
@@ -77,47 +99,89 @@ export async function startDynamoStack(peer: DynamoPeer, o: DynamoStackOptions):
   };
   try {
     const parsers = ["--dyn-tool-call-parser", "hermes", "--dyn-reasoning-parser", "qwen3"];
-    const workerArgs = [...o.sglangArgs, ...(peer === "kv" ? parsers : ["--endpoint-types", "none"])];
+    const workerArgs = [
+      ...o.sglangArgs,
+      ...(peer === "kv" ? parsers : ["--endpoint-types", "none"]),
+    ];
     const workers: DynamoWorker[] = [];
     const started = await Promise.allSettled(
       ["w0", "w1"].map((id) => {
         const l3 = join(o.scratch, `l3-${id}`);
         mkdirSync(l3, { recursive: true });
         return startDynamoWorker({
-          name: `dynamo-${id}`, entry: "kvctl", tree: tree.dir, model: o.shape.model, discovery, dir: join(o.scratch, id), pageSize: o.shape.pageSize,
-          maxTotalTokens: o.shape.deviceTokens, hostRatio: o.shape.hostRatio,
-          extraArgs: [...(o.shape.storage ? ["--hicache-storage-backend", "file"] : []), ...workerArgs],
-          env: o.shape.storage ? { SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR: o.shape.sharedStorageDir ?? l3 } : {},
+          name: `dynamo-${id}`,
+          entry: "kvctl",
+          tree: tree.dir,
+          model: o.shape.model,
+          discovery,
+          dir: join(o.scratch, id),
+          pageSize: o.shape.pageSize,
+          maxTotalTokens: o.shape.deviceTokens,
+          hostRatio: o.shape.hostRatio,
+          extraArgs: [
+            ...(o.shape.storage ? ["--hicache-storage-backend", "file"] : []),
+            ...workerArgs,
+          ],
+          env: o.shape.storage
+            ? { SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR: o.shape.sharedStorageDir ?? l3 }
+            : {},
           readyTimeoutMs: 600_000,
         });
       }),
     );
     for (const s of started) if (s.status === "fulfilled") workers.push(s.value);
     procs.push(...workers);
-    const failed = started.find((s) => s.status === "rejected") as PromiseRejectedResult | undefined;
+    const failed = started.find((s) => s.status === "rejected") as
+      | PromiseRejectedResult
+      | undefined;
     if (failed) throw failed.reason;
     const cards = readDynamoDiscovery(discovery).maxBatchedTokens;
     const maxBatched = Math.min(...workers.map((w) => cards[w.dynamoId] ?? Number.NaN));
     const threshold = queueThreshold(o.perWorker, o.medianPromptTokens, maxBatched);
-    o.log(`   dynamo_${peer}: --router-queue-threshold ${threshold} (${o.perWorker} x ${o.medianPromptTokens} median prompt tokens / max_num_batched_tokens ${maxBatched})`);
+    o.log(
+      `   dynamo_${peer}: --router-queue-threshold ${threshold} (${o.perWorker} x ${o.medianPromptTokens} median prompt tokens / max_num_batched_tokens ${maxBatched})`,
+    );
     const queue = ["--router-queue-threshold", String(threshold)];
     let router: DynamoProcess | null = null;
     if (peer === "thunder") {
       const home = join(o.scratch, "thunder", "home");
       router = launch(
         "thunderagent",
-        ["-m", "dynamo.thunderagent_router", "--endpoint", "dynamo.backend.generate", "--model-name", MODEL_NAME, "--model-path", o.shape.model,
-          "--router-block-size", String(o.shape.pageSize), ...queue, ...parsers],
+        [
+          "-m",
+          "dynamo.thunderagent_router",
+          "--endpoint",
+          "dynamo.backend.generate",
+          "--model-name",
+          MODEL_NAME,
+          "--model-path",
+          o.shape.model,
+          "--router-block-size",
+          String(o.shape.pageSize),
+          ...queue,
+          ...parsers,
+        ],
         env(discovery, home, null),
         join(o.scratch, "thunder"),
       );
       const r = router;
       procs.push(r);
-      await until(r, () => /ThunderAgent|thunderagent/.test(r.log()) && /regist|serving|ready/i.test(r.log()), 120_000, "its start");
+      await until(
+        r,
+        () => /ThunderAgent|thunderagent/.test(r.log()) && /regist|serving|ready/i.test(r.log()),
+        120_000,
+        "its start",
+      );
     }
     // Both keep Dynamo's own (Rust) chat preprocessor, its default: the agent model's template
     // renders alike there and in SGLang (it spells JSON itself), so both serve the same prompts.
-    const fe = await startDynamoFrontend({ name: "frontend", discovery, dir: join(o.scratch, "fe"), routerMode: peer === "kv" ? "kv" : "round-robin", extraArgs: peer === "kv" ? queue : [] });
+    const fe = await startDynamoFrontend({
+      name: "frontend",
+      discovery,
+      dir: join(o.scratch, "fe"),
+      routerMode: peer === "kv" ? "kv" : "round-robin",
+      extraArgs: peer === "kv" ? queue : [],
+    });
     procs.push(fe);
     await untilServing(fe.baseUrl, peer === "thunder", o.shape.pageSize);
     const target: Target = {
@@ -131,7 +195,9 @@ export async function startDynamoStack(peer: DynamoPeer, o: DynamoStackOptions):
     };
     const report = (): DynamoReport => ({
       router_queue_threshold: threshold,
-      thunder_programs: router ? (router.log().match(/thunderagent\.program created/g) ?? []).length : null,
+      thunder_programs: router
+        ? (router.log().match(/thunderagent\.program created/g) ?? []).length
+        : null,
     });
     return { target, url: fe.baseUrl, queueThreshold: threshold, report, stop };
   } catch (e) {
@@ -154,8 +220,16 @@ async function untilServing(url: string, sessions: boolean, pageSize: number): P
     const text = `ready probe ${n}: ${coldStartText(pageSize, 4)}`;
     const r = await fetch(`${url}/v1/chat/completions`, {
       method: "POST",
-      headers: { "content-type": "application/json", ...(sessions ? { "x-dynamo-session-id": id } : {}) },
-      body: JSON.stringify({ model: MODEL_NAME, messages: [{ role: "user", content: text }], max_tokens: 1, temperature: 0 }),
+      headers: {
+        "content-type": "application/json",
+        ...(sessions ? { "x-dynamo-session-id": id } : {}),
+      },
+      body: JSON.stringify({
+        model: MODEL_NAME,
+        messages: [{ role: "user", content: text }],
+        max_tokens: 1,
+        temperature: 0,
+      }),
     }).catch((e: Error) => ({ ok: false, status: 0, text: async () => e.message }));
     if (r.ok) {
       await r.text();
@@ -164,7 +238,8 @@ async function untilServing(url: string, sessions: boolean, pageSize: number): P
       continue;
     }
     last = `${r.status} ${(await r.text()).slice(0, 200)}`;
-    if (Date.now() > deadline) throw new Error(`the Dynamo frontend did not serve chat within 180 s (last answer: ${last})`);
+    if (Date.now() > deadline)
+      throw new Error(`the Dynamo frontend did not serve chat within 180 s (last answer: ${last})`);
     // Readiness poll: the frontend says nothing when its router joins.
     await new Promise((res) => setTimeout(res, 500));
   }
@@ -174,8 +249,16 @@ async function untilServing(url: string, sessions: boolean, pageSize: number): P
 async function endSession(url: string, id: string): Promise<void> {
   const r = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json", "x-dynamo-session-id": id, "x-dynamo-session-final": "true" },
-    body: JSON.stringify({ model: MODEL_NAME, messages: [{ role: "user", content: "done" }], max_tokens: 1 }),
+    headers: {
+      "content-type": "application/json",
+      "x-dynamo-session-id": id,
+      "x-dynamo-session-final": "true",
+    },
+    body: JSON.stringify({
+      model: MODEL_NAME,
+      messages: [{ role: "user", content: "done" }],
+      max_tokens: 1,
+    }),
   });
   await r.text();
 }

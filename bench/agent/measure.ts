@@ -9,12 +9,24 @@ import { rng } from "./workload.js";
 export async function flood(url: string, n: number, model: string, seed: number): Promise<number> {
   const r = rng(seed + 1);
   let ok = 0;
-  const words = "alpha beta gamma delta token block page cache host device plan step result".split(" ");
+  const words = "alpha beta gamma delta token block page cache host device plan step result".split(
+    " ",
+  );
   await Promise.all(
     Array.from({ length: 4 }, async (_, lane) => {
       for (let i = lane; i < n; i += 4) {
-        const text = Array.from({ length: 600 }, () => words[Math.floor(r() * words.length)]).join(" ");
-        const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, messages: [{ role: "user", content: text }], max_tokens: 4 }) });
+        const text = Array.from({ length: 600 }, () => words[Math.floor(r() * words.length)]).join(
+          " ",
+        );
+        const res = await fetch(`${url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            model,
+            messages: [{ role: "user", content: text }],
+            max_tokens: 4,
+          }),
+        });
         await res.text();
         if (res.status === 200) ok++;
       }
@@ -52,26 +64,57 @@ export function parseGatewayMetrics(text: string): Scraped {
   // Every block a policy pinned: served from cache while pinned (hit) or never (wasted), whether
   // its pins went during the run or still hold at its end.
   const pinned = { hit: 0, wasted: 0 };
-  const retention: RetentionReport = { decisions: {}, outcomes: {}, gap_predicted: { count: 0, mean_s: null }, gap_actual: { count: 0, mean_s: null }, radix_releases: {} };
+  const retention: RetentionReport = {
+    decisions: {},
+    outcomes: {},
+    gap_predicted: { count: 0, mean_s: null },
+    gap_actual: { count: 0, mean_s: null },
+    radix_releases: {},
+  };
   const gaps = { predicted: { sum: 0, count: 0 }, actual: { sum: 0, count: 0 } };
   for (const line of text.split("\n")) {
-    const m = /^kvctl_gateway_commands_(sent|acked|failed|dropped)_total\{([^}]*)\} (\S+)/.exec(line);
+    const m = /^kvctl_gateway_commands_(sent|acked|failed|dropped)_total\{([^}]*)\} (\S+)/.exec(
+      line,
+    );
     if (m) {
-      const labels = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+      const labels = Object.fromEntries(
+        [...m[2].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]),
+      );
       const key = `${labels.type ?? "?"}:${m[1]}${labels.status ? `:${labels.status}` : ""}`;
       commands[key] = (commands[key] ?? 0) + Number(m[3]);
     }
     const p = /^kvctl_policy_pin_budget_peak_blocks(\{[^}]*\})? (\S+)/.exec(line);
     if (p) pinPeak = Math.max(pinPeak, Number(p[2]));
-    const o = /^kvctl_policy_pinned_blocks_(?:total|open)\{[^}]*outcome="(hit|wasted)"[^}]*\} (\S+)/.exec(line);
+    const o =
+      /^kvctl_policy_pinned_blocks_(?:total|open)\{[^}]*outcome="(hit|wasted)"[^}]*\} (\S+)/.exec(
+        line,
+      );
     if (o) pinned[o[1] as "hit" | "wasted"] += Number(o[2]);
-    countInto(retention.decisions, /^kvctl_program_retention_decisions_total\{([^}]*)\} (\S+)/.exec(line), ["action"]);
-    countInto(retention.outcomes, /^kvctl_program_retention_outcomes_total\{([^}]*)\} (\S+)/.exec(line), ["action", "outcome"]);
-    countInto(retention.radix_releases, /^kvctl_gateway_radix_session_releases_total\{([^}]*)\} (\S+)/.exec(line), ["reason", "outcome"]);
-    const g = /^kvctl_program_gap_seconds_(sum|count)\{[^}]*kind="(predicted|actual)"[^}]*\} (\S+)/.exec(line);
+    countInto(
+      retention.decisions,
+      /^kvctl_program_retention_decisions_total\{([^}]*)\} (\S+)/.exec(line),
+      ["action"],
+    );
+    countInto(
+      retention.outcomes,
+      /^kvctl_program_retention_outcomes_total\{([^}]*)\} (\S+)/.exec(line),
+      ["action", "outcome"],
+    );
+    countInto(
+      retention.radix_releases,
+      /^kvctl_gateway_radix_session_releases_total\{([^}]*)\} (\S+)/.exec(line),
+      ["reason", "outcome"],
+    );
+    const g =
+      /^kvctl_program_gap_seconds_(sum|count)\{[^}]*kind="(predicted|actual)"[^}]*\} (\S+)/.exec(
+        line,
+      );
     if (g) gaps[g[2] as "predicted" | "actual"][g[1] as "sum" | "count"] += Number(g[3]);
   }
-  const gap = (x: { sum: number; count: number }) => ({ count: x.count, mean_s: x.count ? +(x.sum / x.count).toFixed(2) : null });
+  const gap = (x: { sum: number; count: number }) => ({
+    count: x.count,
+    mean_s: x.count ? +(x.sum / x.count).toFixed(2) : null,
+  });
   retention.gap_predicted = gap(gaps.predicted);
   retention.gap_actual = gap(gaps.actual);
   return { commands, pinPeak, pinned, retention };
@@ -80,7 +123,9 @@ export function parseGatewayMetrics(text: string): Scraped {
 /** Adds a counter line's value under its labels `keys` joined by ":" (summed over the others, the worker's). */
 function countInto(into: Record<string, number>, m: RegExpExecArray | null, keys: string[]): void {
   if (!m) return;
-  const labels = Object.fromEntries([...m[1].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+  const labels = Object.fromEntries(
+    [...m[1].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]),
+  );
   const key = keys.map((k) => labels[k] ?? "?").join(":");
   into[key] = (into[key] ?? 0) + Number(m[2]);
 }
@@ -100,19 +145,31 @@ export interface L3Report {
 }
 
 export async function scrapeL3(workers: RealServer[]): Promise<L3Report> {
-  const out: L3Report = { backed_up: 0, query_hit: 0, prefetched: 0, unfulfilled: {}, deferred: {}, dropped: {} };
+  const out: L3Report = {
+    backed_up: 0,
+    query_hit: 0,
+    prefetched: 0,
+    unfulfilled: {},
+    deferred: {},
+    dropped: {},
+  };
   for (const w of workers) {
     const text = await (await fetch(`${w.baseUrl}/metrics`)).text();
     for (const line of text.split("\n")) {
-      const m = /^sglang:(backuped_tokens_total|storage_prefetch_hit_tokens_total|prefetched_tokens_total|storage_prefetch_unfulfilled_tokens_total|storage_prefetch_deferred_tokens_total|hicache_dropped_tokens_total)\{([^}]*)\} (\S+)/.exec(line);
+      const m =
+        /^sglang:(backuped_tokens_total|storage_prefetch_hit_tokens_total|prefetched_tokens_total|storage_prefetch_unfulfilled_tokens_total|storage_prefetch_deferred_tokens_total|hicache_dropped_tokens_total)\{([^}]*)\} (\S+)/.exec(
+          line,
+        );
       if (!m) continue;
       const n = Number(m[3]);
       const reason = /reason="([^"]*)"/.exec(m[2])?.[1] ?? "?";
       if (m[1] === "backuped_tokens_total") out.backed_up += n;
       else if (m[1] === "storage_prefetch_hit_tokens_total") out.query_hit += n;
       else if (m[1] === "prefetched_tokens_total") out.prefetched += n;
-      else if (m[1] === "storage_prefetch_unfulfilled_tokens_total") out.unfulfilled[reason] = (out.unfulfilled[reason] ?? 0) + n;
-      else if (m[1] === "hicache_dropped_tokens_total") out.dropped[reason] = (out.dropped[reason] ?? 0) + n;
+      else if (m[1] === "storage_prefetch_unfulfilled_tokens_total")
+        out.unfulfilled[reason] = (out.unfulfilled[reason] ?? 0) + n;
+      else if (m[1] === "hicache_dropped_tokens_total")
+        out.dropped[reason] = (out.dropped[reason] ?? 0) + n;
       else out.deferred[reason] = (out.deferred[reason] ?? 0) + n;
     }
   }
@@ -122,10 +179,19 @@ export async function scrapeL3(workers: RealServer[]): Promise<L3Report> {
 /** What the counters grew by between two reads (the workers may have served an earlier
  * configuration, emptied by a flush that leaves SGLang's counters as they were). */
 export function l3Since(after: L3Report, before: L3Report): L3Report {
-  const sub = (a: Record<string, number>, b: Record<string, number>) => Object.fromEntries(Object.entries(a).map(([k, n]) => [k, n - (b[k] ?? 0)]).filter(([, n]) => n !== 0));
+  const sub = (a: Record<string, number>, b: Record<string, number>) =>
+    Object.fromEntries(
+      Object.entries(a)
+        .map(([k, n]) => [k, n - (b[k] ?? 0)])
+        .filter(([, n]) => n !== 0),
+    );
   return {
-    backed_up: after.backed_up - before.backed_up, query_hit: after.query_hit - before.query_hit, prefetched: after.prefetched - before.prefetched,
-    unfulfilled: sub(after.unfulfilled, before.unfulfilled), deferred: sub(after.deferred, before.deferred), dropped: sub(after.dropped, before.dropped),
+    backed_up: after.backed_up - before.backed_up,
+    query_hit: after.query_hit - before.query_hit,
+    prefetched: after.prefetched - before.prefetched,
+    unfulfilled: sub(after.unfulfilled, before.unfulfilled),
+    deferred: sub(after.deferred, before.deferred),
+    dropped: sub(after.dropped, before.dropped),
   };
 }
 
@@ -138,12 +204,21 @@ export function l3Since(after: L3Report, before: L3Report): L3Report {
  * reasoning leaves the generated sequence at the answer's first token); where it did not, the floor
  * credits every generated token to a prompt that continues the previous one, so no run goes under it.
  */
-export async function idealRecompute(records: RequestRecord[], url: string, model: string, pageSize: number): Promise<IdealFloor> {
+export async function idealRecompute(
+  records: RequestRecord[],
+  url: string,
+  model: string,
+  pageSize: number,
+): Promise<IdealFloor> {
   const served = [...records].filter((r) => r.ok).sort((a, b) => a.sentMs - b.sentMs);
   const tokens: number[][] = [];
   let mismatched = 0;
   for (const r of served) {
-    const res = await fetch(`${url}/v1/tokenize`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, ...r.prompt }) });
+    const res = await fetch(`${url}/v1/tokenize`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model, ...r.prompt }),
+    });
     tokens.push(((await res.json()) as { tokens: number[] }).tokens);
     if (tokens[tokens.length - 1].length !== r.promptTokens) mismatched++;
   }
@@ -152,7 +227,11 @@ export async function idealRecompute(records: RequestRecord[], url: string, mode
 
 /** The ideal cache over requests in the order they were sent, each with its prompt's tokens: sets
  * each request's `idealCachedTokens` and counts what the cache would still compute. */
-export function creditIdeal(served: RequestRecord[], tokens: number[][], pageSize: number): Omit<IdealFloor, "mismatched"> {
+export function creditIdeal(
+  served: RequestRecord[],
+  tokens: number[][],
+  pageSize: number,
+): Omit<IdealFloor, "mismatched"> {
   const seen = new Set<bigint>();
   // Each session's latest request whose generated ids are unknown: its answer is credited whole.
   const latest = new Map<string, { tokens: number[]; completion: number }>();
@@ -165,7 +244,10 @@ export function creditIdeal(served: RequestRecord[], tokens: number[][], pageSiz
     let hit = 0;
     while (hit < promptPages && seen.has(hashes[hit])) hit++;
     for (const h of hashes) seen.add(h);
-    r.idealCachedTokens = Math.min(Math.max(hit * pageSize, answerReach(latest.get(r.session), t, pageSize)), t.length - 1);
+    r.idealCachedTokens = Math.min(
+      Math.max(hit * pageSize, answerReach(latest.get(r.session), t, pageSize)),
+      t.length - 1,
+    );
     floor.recomputed += t.length - r.idealCachedTokens;
     if (r.cachedTokens > r.idealCachedTokens) floor.undercut++;
     if (r.outputIds) {
@@ -193,7 +275,11 @@ export interface IdealFloor {
  * template renders the answer as it was generated, the next prompt hits them too. Every generated
  * token (its whole pages) is credited to a prompt that continues the previous one.
  */
-export function answerReach(prev: { tokens: number[]; completion: number } | undefined, tokens: number[], pageSize: number): number {
+export function answerReach(
+  prev: { tokens: number[]; completion: number } | undefined,
+  tokens: number[],
+  pageSize: number,
+): number {
   if (!prev || prev.tokens.length > tokens.length) return 0;
   for (let i = 0; i < prev.tokens.length; i++) if (prev.tokens[i] !== tokens[i]) return 0;
   return Math.floor((prev.tokens.length + prev.completion) / pageSize) * pageSize;

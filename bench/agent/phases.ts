@@ -4,7 +4,10 @@ export class Phases {
   private last = performance.now();
   readonly s: Record<string, number> = {};
 
-  constructor(private readonly label: string, private readonly log: (s: string) => void) {}
+  constructor(
+    private readonly label: string,
+    private readonly log: (s: string) => void,
+  ) {}
 
   /** Ends the phase that ran since the previous mark (or the start) and names it. */
   mark(name: string): void {

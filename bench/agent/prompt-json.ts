@@ -5,7 +5,8 @@
 // same text.
 export function promptJson(v: unknown): string {
   if (v === null || v === undefined) return "null";
-  if (typeof v === "string") return `"${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`;
+  if (typeof v === "string")
+    return `"${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`;
   if (typeof v === "number" || typeof v === "boolean") return String(v);
   if (Array.isArray(v)) return `[${v.map(promptJson).join(", ")}]`;
   const o = v as Record<string, unknown>;

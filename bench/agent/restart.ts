@@ -12,7 +12,13 @@ export interface RestartReport {
   /** How long it was out of the gateway's rotation (s). */
   out_s: number;
   /** Second-wave requests it served, their prompt, recomputed and L3-served tokens. */
-  after: { requests: number; prompt_tokens: number; recomputed_tokens: number; storage_hit_tokens: number; host_hit_tokens: number };
+  after: {
+    requests: number;
+    prompt_tokens: number;
+    recomputed_tokens: number;
+    storage_hit_tokens: number;
+    host_hit_tokens: number;
+  };
 }
 
 const HEALTH_WAIT_MS = 600_000;
@@ -30,7 +36,12 @@ async function healthIs(gatewayUrl: string, worker: string, value: 0 | 1): Promi
 }
 
 /** Stops workers[i], waits for the gateway to drain it, starts it again in place and waits for the gateway to take it back. */
-export async function restartWorker(workers: RealServer[], i: number, gatewayUrl: string, start: (place: WorkerPlace) => Promise<RealServer>): Promise<{ worker: string; outS: number }> {
+export async function restartWorker(
+  workers: RealServer[],
+  i: number,
+  gatewayUrl: string,
+  start: (place: WorkerPlace) => Promise<RealServer>,
+): Promise<{ worker: string; outS: number }> {
   const old = workers[i];
   const id = old.info.worker_id;
   const place = placeOf(old);
@@ -43,7 +54,10 @@ export async function restartWorker(workers: RealServer[], i: number, gatewayUrl
 }
 
 /** What the restarted worker's second-wave requests got from cache. */
-export function afterRestart(wave2: readonly RequestRecord[], r: { worker: string; outS: number }): RestartReport {
+export function afterRestart(
+  wave2: readonly RequestRecord[],
+  r: { worker: string; outS: number },
+): RestartReport {
   const after = wave2.filter((x) => x.ok && x.worker === r.worker);
   const sum = (f: (x: RequestRecord) => number) => after.reduce((n, x) => n + f(x), 0);
   return {

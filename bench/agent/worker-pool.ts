@@ -13,7 +13,10 @@ async function flush(w: RealServer): Promise<void> {
     const r = await fetch(`${w.baseUrl}/flush_cache`, { method: "POST" });
     const body = await r.text();
     if (r.status === 200) return;
-    if (Date.now() > deadline) throw new Error(`worker ${w.info.worker_id}: /flush_cache answered ${r.status} for ${FLUSH_DEADLINE_MS / 1000} s: ${body.slice(0, 200)}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `worker ${w.info.worker_id}: /flush_cache answered ${r.status} for ${FLUSH_DEADLINE_MS / 1000} s: ${body.slice(0, 200)}`,
+      );
     await new Promise((res) => setTimeout(res, 250));
   }
 }
@@ -25,7 +28,10 @@ export class WorkerPool {
 
   /** Workers for one configuration: the kept ones, flushed, when `key` matches theirs (null:
    * never shared); fresh ones from `start` otherwise (the kept ones are stopped first). */
-  async take(key: string | null, start: () => Promise<RealServer[]>): Promise<{ workers: RealServer[]; reused: boolean }> {
+  async take(
+    key: string | null,
+    start: () => Promise<RealServer[]>,
+  ): Promise<{ workers: RealServer[]; reused: boolean }> {
     const held = this.held;
     this.held = null;
     if (held && key !== null && held.key === key) {

@@ -102,7 +102,11 @@ function normal(r: () => number): number {
 /** What the history of a compacted session keeps: one summary exchange (see driver.ts). */
 export const SUMMARY_OVERHEAD_CHARS = 120;
 
-export function planWorkload(w: BfclWorkload, shape: WorkloadShape, seed: number): PlannedSession[] {
+export function planWorkload(
+  w: BfclWorkload,
+  shape: WorkloadShape,
+  seed: number,
+): PlannedSession[] {
   const r = rng(seed);
   const scale = (s: number) => Math.round((s * 1000) / shape.timeScale);
   const toolMedian = new Map<string, number>();
@@ -135,7 +139,8 @@ export function planWorkload(w: BfclWorkload, shape: WorkloadShape, seed: number
       turns: s.turns.map((t, k) => {
         const total = shape.answerChars;
         const reasoningChars = Math.max(8, Math.round(total * shape.reasoningShare));
-        const idleMs = k === 0 ? 0 : scale(shape.idleMedianS * Math.exp(shape.idleSigma * normal(r)));
+        const idleMs =
+          k === 0 ? 0 : scale(shape.idleMedianS * Math.exp(shape.idleSigma * normal(r)));
         const compact = compactIfNear(t.user.length, 0);
         history += t.user.length;
         const calls = t.calls.map((c) => {

@@ -17,7 +17,14 @@
 import { columnsToBatch, type EventColumns } from "../../src/events/native.js";
 import type { BlockStoredEvent, KvEvent, Tier } from "../../src/events/types.js";
 import { TIER_INDEX, TIERS } from "../../src/events/types.js";
-import type { ApplyResult, BlockInfo, IndexStats, OverlapResult, TierCounts, WorkerOverlap } from "../../src/index/types.js";
+import type {
+  ApplyResult,
+  BlockInfo,
+  IndexStats,
+  OverlapResult,
+  TierCounts,
+  WorkerOverlap,
+} from "../../src/index/types.js";
 import { addApplyResult, emptyApplyResult, zeroTiers } from "../../src/index/types.js";
 
 /**
@@ -192,7 +199,10 @@ export class TsKvIndex {
 
   private grow(): void {
     const cap = this.cap * 2;
-    const g = <T extends Int32Array | Uint8Array | Uint32Array>(a: T, make: (n: number) => T): T => {
+    const g = <T extends Int32Array | Uint8Array | Uint32Array>(
+      a: T,
+      make: (n: number) => T,
+    ): T => {
       const b = make(cap);
       b.set(a);
       return b;
@@ -253,7 +263,16 @@ export class TsKvIndex {
   }
 
   /** Stores hash words h32[2*start..2*end) for a slot; returns node ids when `ids` is given. */
-  private storeRun(slot: number, t: number, h32: Int32Array, start: number, end: number, parent: [boolean, number, number], r: ApplyResult, ids?: number[]): void {
+  private storeRun(
+    slot: number,
+    t: number,
+    h32: Int32Array,
+    start: number,
+    end: number,
+    parent: [boolean, number, number],
+    r: ApplyResult,
+    ids?: number[],
+  ): void {
     const bit = 1 << t;
     const counts = this.counts[slot];
     let [hp, plo, phi] = parent;
@@ -276,7 +295,14 @@ export class TsKvIndex {
     }
   }
 
-  private removeRun(slot: number, t: number, h32: Int32Array, start: number, end: number, r: ApplyResult): void {
+  private removeRun(
+    slot: number,
+    t: number,
+    h32: Int32Array,
+    start: number,
+    end: number,
+    r: ApplyResult,
+  ): void {
     const bit = 1 << t;
     const counts = this.counts[slot];
     for (let i = start; i < end; i++) {
@@ -337,12 +363,24 @@ export class TsKvIndex {
       parent = [true, s32[0], s32[1]];
     }
     const ids: number[] | undefined = tokenHashes ? [] : undefined;
-    this.storeRun(slot, t, this.words(event.blockHashes), 0, event.blockHashes.length, parent, r, ids);
+    this.storeRun(
+      slot,
+      t,
+      this.words(event.blockHashes),
+      0,
+      event.blockHashes.length,
+      parent,
+      r,
+      ids,
+    );
     if (tokenHashes && ids && digests) {
       ids.forEach((id, i) => {
         if (this.dual.has(id)) return;
         const th = (tokenHashes as bigint[])[i];
-        this.dual.set(id, { tokenHash: th, digest: (digests as Uint8Array).subarray(i * 32, i * 32 + 32) });
+        this.dual.set(id, {
+          tokenHash: th,
+          digest: (digests as Uint8Array).subarray(i * 32, i * 32 + 32),
+        });
         if (th !== event.blockHashes[i]) {
           r.hashMismatches++;
           this.mismatches++;
@@ -372,8 +410,18 @@ export class TsKvIndex {
     for (let e = 0; e < c.count; e++) {
       const kind = c.kinds[e];
       if (kind === 2) r.removed += this.clearSlot(slot);
-      else if (kind === 1) this.removeRun(slot, c.tiers[e], h32, c.hashOffsets[e], c.hashOffsets[e + 1], r);
-      else this.storeRun(slot, c.tiers[e], h32, c.hashOffsets[e], c.hashOffsets[e + 1], [c.hasParent[e] === 1, p32[2 * e], p32[2 * e + 1]], r);
+      else if (kind === 1)
+        this.removeRun(slot, c.tiers[e], h32, c.hashOffsets[e], c.hashOffsets[e + 1], r);
+      else
+        this.storeRun(
+          slot,
+          c.tiers[e],
+          h32,
+          c.hashOffsets[e],
+          c.hashOffsets[e + 1],
+          [c.hasParent[e] === 1, p32[2 * e], p32[2 * e + 1]],
+          r,
+        );
     }
     return r;
   }
@@ -499,10 +547,25 @@ export class TsKvIndex {
     const workers = new Map<string, WorkerOverlap>();
     for (let s = 0; s < nw; s++) {
       const o = s * 4;
-      if (per[o] + per[o + 1] + per[o + 2] + per[o + 3] + tiered[o + 1] + tiered[o + 2] + tiered[o + 3] === 0) continue;
+      if (
+        per[o] +
+          per[o + 1] +
+          per[o + 2] +
+          per[o + 3] +
+          tiered[o + 1] +
+          tiered[o + 2] +
+          tiered[o + 3] ===
+        0
+      )
+        continue;
       workers.set(this.names[s], {
         perTier: { GPU: per[o], CPU_PINNED: per[o + 1], DISK: per[o + 2], EXTERNAL: per[o + 3] },
-        tiered: { GPU: tiered[o], CPU_PINNED: tiered[o + 1], DISK: tiered[o + 2], EXTERNAL: tiered[o + 3] },
+        tiered: {
+          GPU: tiered[o],
+          CPU_PINNED: tiered[o + 1],
+          DISK: tiered[o + 2],
+          EXTERNAL: tiered[o + 3],
+        },
       });
     }
     return { requestBlocks: n, workers, shared: { ranges, totalHits: total } };
@@ -521,7 +584,11 @@ export class TsKvIndex {
     const residency = new Map<string, Tier[]>();
     for (let s = 0; s < this.names.length; s++) {
       const m = this.getMask(id, s);
-      if (m) residency.set(this.names[s], TIERS.filter((_, i) => m & (1 << i)));
+      if (m)
+        residency.set(
+          this.names[s],
+          TIERS.filter((_, i) => m & (1 << i)),
+        );
     }
     s32[0] = this.lo[id];
     s32[1] = this.hi[id];

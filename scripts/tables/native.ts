@@ -18,7 +18,8 @@ function xList(header: string, name: string): { id: string; text: string | null 
 }
 
 const camel = (s: string) => s.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-const names = (header: string, list: string) => xList(header, list).map((e) => JSON.stringify(e.text ?? e.id));
+const names = (header: string, list: string) =>
+  xList(header, list).map((e) => JSON.stringify(e.text ?? e.id));
 
 function slots(ids: string[], from: number): string {
   return `{ ${ids.map((id, i) => `${camel(id)}: ${from + i}`).join(", ")} }`;
@@ -29,7 +30,9 @@ export function nativeTablesTs(header: string): string {
   const tiers = names(header, "KV_TIERS");
   const badEvents = names(header, "KV_BAD_EVENT_KINDS");
   const batchErrors = names(header, "KV_BATCH_ERRORS");
-  const frame = [...xList(header, "KV_APPLY_COUNTS"), ...xList(header, "KV_FRAME_EXTRAS")].map((e) => e.id);
+  const frame = [...xList(header, "KV_APPLY_COUNTS"), ...xList(header, "KV_FRAME_EXTRAS")].map(
+    (e) => e.id,
+  );
   const counters = xList(header, "KV_WORKER_COUNTERS").map((e) => e.id);
   const tail = tiers.length + badEvents.length + batchErrors.length;
   return [

@@ -7,7 +7,17 @@ import { parseJson } from "../../src/protocol/json.js";
 
 // biome-ignore lint/suspicious/noExplicitAny: a JSON Schema walked by shape; every field read is checked where it is used
 type Json = Record<string, any>;
-export type Check = "int64[]" | "int64" | "bool" | "ttl" | "deadline" | "id" | "count" | "keys" | "tokens" | "tier";
+export type Check =
+  | "int64[]"
+  | "int64"
+  | "bool"
+  | "ttl"
+  | "deadline"
+  | "id"
+  | "count"
+  | "keys"
+  | "tokens"
+  | "tier";
 export type Presence = "required" | "nullable" | "nullish" | "optional";
 export interface FieldSpec {
   name: string;
@@ -32,7 +42,8 @@ function checkOf(s: Json, where: string): Check {
   if (INT64_DESCRIPTION.test(s.description ?? "")) return "int64";
   if (s.type === "integer" && DEADLINE_DESCRIPTION.test(s.description ?? "")) return "deadline";
   if (s.type === "integer" && s.minimum === 1) return "ttl";
-  if (s.type === "integer" && s.minimum === 0 && s.maximum === Number.MAX_SAFE_INTEGER) return "count";
+  if (s.type === "integer" && s.minimum === 0 && s.maximum === Number.MAX_SAFE_INTEGER)
+    return "count";
   if (s.type === "string" && Array.isArray(s.enum)) return "tier";
   if (s.type === "string" && s.pattern === "^[\\x21-\\x7e]+$") return "id";
   if (s.type === "array" && s.items) {
@@ -40,13 +51,17 @@ function checkOf(s: Json, where: string): Check {
     if (s.items.type === "string" && s.items.pattern === "^[0-9a-f]{64}$") return "keys";
     if (s.items.type === "integer" && s.items.minimum === 0) return "tokens";
   }
-  throw new Error(`${where}: a field shape the table generator does not know: ${JSON.stringify(s)}`);
+  throw new Error(
+    `${where}: a field shape the table generator does not know: ${JSON.stringify(s)}`,
+  );
 }
 
 /** `anyOf: [X, {type: null}]` or `type: [t, "null"]` -> [X, true]; anything else -> [itself, false]. */
 function withoutNull(s: Json): [Json, boolean] {
-  if (Array.isArray(s.anyOf) && s.anyOf.length === 2 && s.anyOf[1]?.type === "null") return [s.anyOf[0], true];
-  if (Array.isArray(s.type) && s.type.length === 2 && s.type[1] === "null") return [{ ...s, type: s.type[0] }, true];
+  if (Array.isArray(s.anyOf) && s.anyOf.length === 2 && s.anyOf[1]?.type === "null")
+    return [s.anyOf[0], true];
+  if (Array.isArray(s.type) && s.type.length === 2 && s.type[1] === "null")
+    return [{ ...s, type: s.type[0] }, true];
   return [s, false];
 }
 
@@ -57,7 +72,13 @@ function fieldsOf(variant: Json, type: string): FieldSpec[] {
     .map(([name, raw]) => {
       const [shape, nullable] = withoutNull(raw as Json);
       const req = required.has(name);
-      const presence: Presence = req ? (nullable ? "nullable" : "required") : nullable ? "nullish" : "optional";
+      const presence: Presence = req
+        ? nullable
+          ? "nullable"
+          : "required"
+        : nullable
+          ? "nullish"
+          : "optional";
       return { name, check: checkOf(shape, `${type}.${name}`), presence, shape };
     });
 }
@@ -80,8 +101,15 @@ export function wireModel(schemaText: string): WireModel {
 
 /** The one value every field of `check` agrees on for `pick`; an error when two disagree. */
 function agreed(m: WireModel, check: Check, pick: (f: FieldSpec) => unknown): unknown {
-  const seen = new Set(m.commands.flatMap((c) => c.fields.filter((f) => f.check === check).map((f) => JSON.stringify(pick(f)))));
-  if (seen.size !== 1) throw new Error(`fields of kind ${check} disagree (${[...seen].join(" vs ")}): one table cannot hold them`);
+  const seen = new Set(
+    m.commands.flatMap((c) =>
+      c.fields.filter((f) => f.check === check).map((f) => JSON.stringify(pick(f))),
+    ),
+  );
+  if (seen.size !== 1)
+    throw new Error(
+      `fields of kind ${check} disagree (${[...seen].join(" vs ")}): one table cannot hold them`,
+    );
   return JSON.parse([...seen][0]!);
 }
 
@@ -111,8 +139,13 @@ const HEADER_TS =
 
 export function renderTs(m: WireModel): string {
   const q = (s: string) => JSON.stringify(s);
-  const specs = m.commands.map((c) => `  ${c.type}: [${c.fields.map((f) => `[${q(f.name)}, ${q(f.check)}, ${q(f.presence)}]`).join(", ")}],`);
-  const kinds = m.commands.map((c) => `  ${c.type}: { ${c.fields.map((f) => `${f.name}: ${q(textKind(f))}`).join(", ")} },`);
+  const specs = m.commands.map(
+    (c) =>
+      `  ${c.type}: [${c.fields.map((f) => `[${q(f.name)}, ${q(f.check)}, ${q(f.presence)}]`).join(", ")}],`,
+  );
+  const kinds = m.commands.map(
+    (c) => `  ${c.type}: { ${c.fields.map((f) => `${f.name}: ${q(textKind(f))}`).join(", ")} },`,
+  );
   return [
     HEADER_TS + 'import type { CommandType } from "./commands.js";',
     "",
@@ -140,7 +173,11 @@ export function renderTs(m: WireModel): string {
 }
 
 const py = (v: unknown): string =>
-  Array.isArray(v) ? `(${v.map(py).join(", ")}${v.length === 1 ? "," : ""})` : typeof v === "string" ? JSON.stringify(v) : String(v);
+  Array.isArray(v)
+    ? `(${v.map(py).join(", ")}${v.length === 1 ? "," : ""})`
+    : typeof v === "string"
+      ? JSON.stringify(v)
+      : String(v);
 
 export function renderPy(m: WireModel): string {
   const int64List = agreed(m, "int64[]", (f) => f.shape.maxItems);
@@ -150,7 +187,12 @@ export function renderPy(m: WireModel): string {
   const count = agreed(m, "count", (f) => f.shape.maximum);
   const deadline = agreed(m, "deadline", (f) => [f.shape.minimum, f.shape.maximum]) as number[];
   const tiers = agreed(m, "tier", (f) => f.shape.enum);
-  const presence = { required: "REQUIRED", nullable: "NULLABLE", nullish: "NULLISH", optional: "OPTIONAL" };
+  const presence = {
+    required: "REQUIRED",
+    nullable: "NULLABLE",
+    nullish: "NULLISH",
+    optional: "OPTIONAL",
+  };
   const schema = m.commands.flatMap((c) => [
     `    ${py(c.type)}: (`,
     ...c.fields.map((f) => `        (${py(f.name)}, ${py(f.check)}, ${presence[f.presence]}),`),
@@ -158,7 +200,7 @@ export function renderPy(m: WireModel): string {
   ]);
   return [
     '"""Generated by `npm run gen:tables` (scripts/gen-tables.ts) from docs/protocol.schema.json, the zod',
-    "schemas' one rendering: do not edit. `npm run lint` (check `generated`) fails when it differs.\"\"\"",
+    'schemas\' one rendering: do not edit. `npm run lint` (check `generated`) fails when it differs."""',
     "",
     `KNOWN_VERSIONS = ${py(m.versions)}`,
     `ENVELOPE_FIELDS = ${py(m.envelopeFields)}`,

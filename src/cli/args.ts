@@ -17,18 +17,33 @@ export interface ArgSpec<O extends ParseArgsOptionsConfig> {
   prepare?: (argv: string[]) => string[];
 }
 
-export type Parsed<O extends ParseArgsOptionsConfig> = ReturnType<typeof parseArgs<{ args: string[]; options: O; allowPositionals: boolean; strict: true }>>;
+export type Parsed<O extends ParseArgsOptionsConfig> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: O; allowPositionals: boolean; strict: true }>
+>;
 
 /** The flag values of a command with these options. */
 export type ArgValues<O extends ParseArgsOptionsConfig> = Parsed<O>["values"];
 
 /** A command's flags and positionals, or the exit code when the command ends here (help: 0, bad flags: 2). */
-export function commandArgs<O extends ParseArgsOptionsConfig>(argv: string[], spec: ArgSpec<O>): Parsed<O> | number {
+export function commandArgs<O extends ParseArgsOptionsConfig>(
+  argv: string[],
+  spec: ArgSpec<O>,
+): Parsed<O> | number {
   let parsed: Parsed<O>;
   try {
-    parsed = parseArgs({ args: spec.prepare ? spec.prepare(argv) : argv, options: spec.options, allowPositionals: spec.positionals ?? false, strict: true });
+    parsed = parseArgs({
+      args: spec.prepare ? spec.prepare(argv) : argv,
+      options: spec.options,
+      allowPositionals: spec.positionals ?? false,
+      strict: true,
+    });
   } catch (e) {
-    const help = spec.helpOnError === "line" ? `\n${spec.help}` : spec.helpOnError === "blank" ? `\n\n${spec.help}` : "";
+    const help =
+      spec.helpOnError === "line"
+        ? `\n${spec.help}`
+        : spec.helpOnError === "blank"
+          ? `\n\n${spec.help}`
+          : "";
     console.error(`${spec.name}: ${e instanceof Error ? e.message : String(e)}${help}`);
     return 2;
   }

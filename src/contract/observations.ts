@@ -68,7 +68,13 @@ export interface PromptTail {
 export interface StoredSessionState {
   worker: string | null;
   pins: { worker: string; blockHashes: string[]; ttlSeconds: number | null; atMs: number }[];
-  leases: { worker: string; leaseId: string; blockHashes: string[]; ttlSeconds: number | null; atMs: number }[];
+  leases: {
+    worker: string;
+    leaseId: string;
+    blockHashes: string[];
+    ttlSeconds: number | null;
+    atMs: number;
+  }[];
   tool: { worker: string; epoch: number | null; startedMs: number } | null;
 }
 
@@ -189,5 +195,14 @@ export interface WorkerPins {
   pins: Map<bigint, number>;
 }
 
-export type Observation = TurnStarted | TurnFinished | SessionIdle | WorkerJoined | WorkerCleared | WorkerStale | CommandAcked | SessionHint | WorkerPins;
+export type Observation =
+  | TurnStarted
+  | TurnFinished
+  | SessionIdle
+  | WorkerJoined
+  | WorkerCleared
+  | WorkerStale
+  | CommandAcked
+  | SessionHint
+  | WorkerPins;
 export type ObservationType = Observation["type"];

@@ -57,7 +57,9 @@ export const toolsConfigSchema = z.strictObject({
 export const thinkConfigSchema = z.strictObject({
   enabled: z.boolean().default(true),
   /** Model name substrings (case-insensitive) of families that replay reasoning through tool loops. */
-  interleavedModels: z.array(z.string().min(1)).default(["glm-4.5", "glm-4.6", "glm-4.7", "glm-5", "kimi-k2", "minimax-m2", "claude"]),
+  interleavedModels: z
+    .array(z.string().min(1))
+    .default(["glm-4.5", "glm-4.6", "glm-4.7", "glm-5", "kimi-k2", "minimax-m2", "claude"]),
 });
 
 export const idleConfigSchema = z.strictObject({
@@ -113,17 +115,22 @@ export const retentionConfigSchema = z.strictObject({
   hostHoldCostPerBlockSecond: nonNegative.default(0.00001),
 });
 
-export const policiesConfigSchema = z.strictObject({
-  pins: pinsConfigSchema.default(defaults(pinsConfigSchema)),
-  retention: retentionConfigSchema.default(defaults(retentionConfigSchema)),
-  inflight: inflightConfigSchema.default(defaults(inflightConfigSchema)),
-  tools: toolsConfigSchema.default(defaults(toolsConfigSchema)),
-  think: thinkConfigSchema.default(defaults(thinkConfigSchema)),
-  idle: idleConfigSchema.default(defaults(idleConfigSchema)),
-  prune: pruneConfigSchema.default(defaults(pruneConfigSchema)),
-  warm: warmConfigSchema.default(defaults(warmConfigSchema)),
-  guards: guardsConfigSchema.default(defaults(guardsConfigSchema)),
-}).refine((c) => c.idle.lowWatermark < c.idle.highWatermark, { message: "idle.lowWatermark must be below idle.highWatermark", path: ["idle", "lowWatermark"] });
+export const policiesConfigSchema = z
+  .strictObject({
+    pins: pinsConfigSchema.default(defaults(pinsConfigSchema)),
+    retention: retentionConfigSchema.default(defaults(retentionConfigSchema)),
+    inflight: inflightConfigSchema.default(defaults(inflightConfigSchema)),
+    tools: toolsConfigSchema.default(defaults(toolsConfigSchema)),
+    think: thinkConfigSchema.default(defaults(thinkConfigSchema)),
+    idle: idleConfigSchema.default(defaults(idleConfigSchema)),
+    prune: pruneConfigSchema.default(defaults(pruneConfigSchema)),
+    warm: warmConfigSchema.default(defaults(warmConfigSchema)),
+    guards: guardsConfigSchema.default(defaults(guardsConfigSchema)),
+  })
+  .refine((c) => c.idle.lowWatermark < c.idle.highWatermark, {
+    message: "idle.lowWatermark must be below idle.highWatermark",
+    path: ["idle", "lowWatermark"],
+  });
 
 export type PoliciesConfig = z.output<typeof policiesConfigSchema>;
 export type PoliciesConfigInput = z.input<typeof policiesConfigSchema>;

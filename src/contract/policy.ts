@@ -32,7 +32,11 @@ export interface GatewayPolicy {
    * Program admission's retention for one worker (`admission.mode: program`), if the policy decides it.
    * `prefetch`: the gateway's Prefetch to that worker (a chain's blocks back to its device), when it can send one.
    */
-  programRetention?(worker: string, pageSize: () => number, prefetch?: SendPrefetch): ProgramRetention;
+  programRetention?(
+    worker: string,
+    pageSize: () => number,
+    prefetch?: SendPrefetch,
+  ): ProgramRetention;
 }
 
 /** What a worker's Prefetch ack says of the blocks asked for (failed: refused, an error, or no answer). */
@@ -43,7 +47,11 @@ export type SendPrefetch = (blocks: readonly bigint[]) => Promise<PrefetchOutcom
 /** What a program's KV and slot do while its tool runs, and what became of that. */
 export interface ProgramRetention {
   /** At a tool boundary: keep (slot and KV for ttlSeconds), park (KV on host, slot freed) or let go. */
-  decide(id: string, tokens: number, tools: readonly (string | null)[]): { action: "keep" | "park" | "let_go"; ttlSeconds: number };
+  decide(
+    id: string,
+    tokens: number,
+    tools: readonly (string | null)[],
+  ): { action: "keep" | "park" | "let_go"; ttlSeconds: number };
   /** The hold chosen ended before the program came back: its TTL or lease ran out, or pressure took a kept slot. */
   lapsed(id: string, why: "ttl" | "lease" | "pressure"): void;
   /** A request of the program came: the gap its last decision opened, if any, ended. */

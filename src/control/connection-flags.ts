@@ -32,7 +32,11 @@ export const NATS_FLAGS_HELP = `NATS connection:
   --subject-prefix P       control subject prefix (default kv-control)
   --inbox-prefix P         reply inbox prefix, for accounts that restrict _INBOX (default _INBOX)`;
 
-type FlagValues = { [K in keyof typeof NATS_FLAGS]?: (typeof NATS_FLAGS)[K]["type"] extends "boolean" ? boolean : string };
+type FlagValues = {
+  [K in keyof typeof NATS_FLAGS]?: (typeof NATS_FLAGS)[K]["type"] extends "boolean"
+    ? boolean
+    : string;
+};
 
 export function connectOptionsFromFlags(v: FlagValues, name: string): ControlConnectOptions {
   const env = process.env;
@@ -65,7 +69,13 @@ export function joinNegativeValues(argv: string[], stringFlags: ReadonlySet<stri
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const next = argv[i + 1];
-    if (a.startsWith("--") && !a.includes("=") && stringFlags.has(a.slice(2)) && next !== undefined && /^-\d/.test(next)) {
+    if (
+      a.startsWith("--") &&
+      !a.includes("=") &&
+      stringFlags.has(a.slice(2)) &&
+      next !== undefined &&
+      /^-\d/.test(next)
+    ) {
       out.push(`${a}=${next}`);
       i++;
     } else out.push(a);

@@ -27,5 +27,16 @@ export interface ControlCounters {
 
 export function newCounters(): ControlCounters {
   const acked = Object.fromEntries(ACK_STATUSES.map((s) => [s, 0])) as Record<AckStatus, number>;
-  return { sent: 0, retried: 0, published: 0, acked, timedOut: 0, noResponders: 0, silentWorkers: 0, rejectedLocally: 0, invalidAcks: 0, failed: 0 };
+  return {
+    sent: 0,
+    retried: 0,
+    published: 0,
+    acked,
+    timedOut: 0,
+    noResponders: 0,
+    silentWorkers: 0,
+    rejectedLocally: 0,
+    invalidAcks: 0,
+    failed: 0,
+  };
 }

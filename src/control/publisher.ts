@@ -27,7 +27,13 @@ import {
 } from "../protocol/index.js";
 import { backoffDelay, sleep } from "./backoff.js";
 import { type ControlCounters, newCounters } from "./counters.js";
-import { AckTimeoutError, DeliveryError, InvalidAckError, NoRespondersError, WindowFullError } from "./errors.js";
+import {
+  AckTimeoutError,
+  DeliveryError,
+  InvalidAckError,
+  NoRespondersError,
+  WindowFullError,
+} from "./errors.js";
 import { InFlightWindow } from "./in-flight-window.js";
 import { isNoResponders, ReplyMux } from "./reply-mux.js";
 
@@ -133,7 +139,14 @@ export class ControlPublisher {
     const slot = this.acquire(id, workerId);
     if (slot) await slot;
     try {
-      return await this.requestWithRetries(subject, workerId, id, bytes, opts.timeoutMs ?? this.timeoutMs, opts.retries ?? this.retries);
+      return await this.requestWithRetries(
+        subject,
+        workerId,
+        id,
+        bytes,
+        opts.timeoutMs ?? this.timeoutMs,
+        opts.retries ?? this.retries,
+      );
     } finally {
       this.window.release();
     }
@@ -165,13 +178,20 @@ export class ControlPublisher {
 
   /** Fire-and-forget: no reply subject, no ack. Returns the idempotency id. */
   publish(target: PublishTarget, cmd: Command, opts: { id?: string } = {}): string {
-    const subject = typeof target === "string" ? this.subjectOf(target) : broadcastSubject(this.prefix);
+    const subject =
+      typeof target === "string" ? this.subjectOf(target) : broadcastSubject(this.prefix);
     const { id, bytes } = this.prepare(cmd, opts.id);
     try {
       this.nc.publish(subject, bytes);
     } catch (e) {
       this.stats.failed++;
-      throw new DeliveryError(`publish failed: ${errorText(e)}`, id, typeof target === "string" ? target : null, 0, { cause: e });
+      throw new DeliveryError(
+        `publish failed: ${errorText(e)}`,
+        id,
+        typeof target === "string" ? target : null,
+        0,
+        { cause: e },
+      );
     }
     this.stats.sent++;
     this.stats.published++;
@@ -196,7 +216,12 @@ export class ControlPublisher {
     const slot = this.window.tryAcquire();
     if (slot === false) {
       this.stats.rejectedLocally++;
-      throw new WindowFullError(`in-flight window full (${this.window.inFlight} in flight, ${this.window.queued} queued)`, id, workerId, 0);
+      throw new WindowFullError(
+        `in-flight window full (${this.window.inFlight} in flight, ${this.window.queued} queued)`,
+        id,
+        workerId,
+        0,
+      );
     }
     return slot === true ? null : slot;
   }
@@ -212,7 +237,14 @@ export class ControlPublisher {
     return subject;
   }
 
-  private async requestWithRetries(subject: string, workerId: string, id: string, bytes: Uint8Array, timeoutMs: number, retries: number): Promise<Ack> {
+  private async requestWithRetries(
+    subject: string,
+    workerId: string,
+    id: string,
+    bytes: Uint8Array,
+    timeoutMs: number,
+    retries: number,
+  ): Promise<Ack> {
     for (let attempt = 1; ; attempt++) {
       if (attempt === 1) this.stats.sent++;
       else {
@@ -227,14 +259,32 @@ export class ControlPublisher {
         if (kind !== "other" && attempt <= retries) continue;
         if (kind === "no-responders") {
           this.stats.noResponders++;
-          throw new NoRespondersError(`no responders on ${subject} (worker ${workerId} is not subscribed) after ${attempt} attempt(s)`, id, workerId, attempt, { cause: e });
+          throw new NoRespondersError(
+            `no responders on ${subject} (worker ${workerId} is not subscribed) after ${attempt} attempt(s)`,
+            id,
+            workerId,
+            attempt,
+            { cause: e },
+          );
         }
         if (kind === "timeout") {
           this.stats.timedOut++;
-          throw new AckTimeoutError(`no ack from worker ${workerId} within ${timeoutMs} ms after ${attempt} attempt(s)`, id, workerId, attempt, { cause: e });
+          throw new AckTimeoutError(
+            `no ack from worker ${workerId} within ${timeoutMs} ms after ${attempt} attempt(s)`,
+            id,
+            workerId,
+            attempt,
+            { cause: e },
+          );
         }
         this.stats.failed++;
-        throw new DeliveryError(`request to ${subject} failed: ${errorText(e)}`, id, workerId, attempt, { cause: e });
+        throw new DeliveryError(
+          `request to ${subject} failed: ${errorText(e)}`,
+          id,
+          workerId,
+          attempt,
+          { cause: e },
+        );
       }
       return this.readAck(msg, id, workerId, attempt);
     }
@@ -246,11 +296,22 @@ export class ControlPublisher {
       ack = decodeAck(msg.data);
     } catch (e) {
       this.stats.invalidAcks++;
-      throw new InvalidAckError(e instanceof AckDecodeError ? e.message : errorText(e), id, workerId, attempt, { cause: e });
+      throw new InvalidAckError(
+        e instanceof AckDecodeError ? e.message : errorText(e),
+        id,
+        workerId,
+        attempt,
+        { cause: e },
+      );
     }
     if (ack.id !== id) {
       this.stats.invalidAcks++;
-      throw new InvalidAckError(`ack carries id ${JSON.stringify(ack.id)}, expected ${id}`, id, workerId, attempt);
+      throw new InvalidAckError(
+        `ack carries id ${JSON.stringify(ack.id)}, expected ${id}`,
+        id,
+        workerId,
+        attempt,
+      );
     }
     this.stats.acked[ack.status]++;
     return ack;
@@ -261,7 +322,13 @@ export class ControlPublisher {
     return (this.mux ??= new ReplyMux(this.nc, { inboxPrefix: this.inboxPrefix }));
   }
 
-  private async collect(subject: string, id: string, bytes: Uint8Array, deadlineMs: number, expected: readonly string[] | undefined): Promise<BroadcastResult> {
+  private async collect(
+    subject: string,
+    id: string,
+    bytes: Uint8Array,
+    deadlineMs: number,
+    expected: readonly string[] | undefined,
+  ): Promise<BroadcastResult> {
     const byWorker = new Map<string, Ack>();
     const want = expected ? new Set(expected) : null;
     let invalidReplies = 0;
@@ -293,7 +360,9 @@ export class ControlPublisher {
       await this.replies().collect(subject, bytes, deadlineMs, onReply);
     } catch (e) {
       this.stats.failed++;
-      throw new DeliveryError(`broadcast on ${subject} failed: ${errorText(e)}`, id, null, 1, { cause: e });
+      throw new DeliveryError(`broadcast on ${subject} failed: ${errorText(e)}`, id, null, 1, {
+        cause: e,
+      });
     }
     const acks = [...byWorker.values()];
     const silent = want ? [...want].filter((w) => !byWorker.has(w)) : [];

@@ -46,7 +46,13 @@ export class ReplyMux {
     // A closed connection answers nothing more: fail what is still waiting, now.
     // (nats.js resolves closed() with the Error that closed it, if one did.)
     const closedBy = (e: unknown) =>
-      this.failAll(e ? new RequestError(`connection closed: ${e instanceof Error ? e.message : String(e)}`, { cause: e }) : new RequestError("connection closed"));
+      this.failAll(
+        e
+          ? new RequestError(`connection closed: ${e instanceof Error ? e.message : String(e)}`, {
+              cause: e,
+            })
+          : new RequestError("connection closed"),
+      );
     nc.closed().then(closedBy, closedBy);
   }
 
@@ -63,7 +69,11 @@ export class ReplyMux {
         else resolve(m);
         return true;
       };
-      this.start(subject, data, timeoutMs, { deliver, expire: () => reject(new TimeoutError()), reject });
+      this.start(subject, data, timeoutMs, {
+        deliver,
+        expire: () => reject(new TimeoutError()),
+        reject,
+      });
     });
   }
 
@@ -72,7 +82,12 @@ export class ReplyMux {
    * until it returns true or `deadlineMs` passes; resolves then. Rejects at once when the inbox
    * subscription is refused, the connection closes or the publish fails.
    */
-  collect(subject: string, data: Uint8Array, deadlineMs: number, onReply: (m: Msg) => boolean): Promise<void> {
+  collect(
+    subject: string,
+    data: Uint8Array,
+    deadlineMs: number,
+    onReply: (m: Msg) => boolean,
+  ): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const deliver = (m: Msg) => {
         const done = onReply(m);
@@ -83,7 +98,12 @@ export class ReplyMux {
     });
   }
 
-  private start(subject: string, data: Uint8Array, timeoutMs: number, p: Omit<Pending, "timer">): void {
+  private start(
+    subject: string,
+    data: Uint8Array,
+    timeoutMs: number,
+    p: Omit<Pending, "timer">,
+  ): void {
     if (this.nc.isClosed()) return p.reject(new RequestError("connection closed"));
     this.subscribe();
     const token = (this.seq++).toString(36);
@@ -110,7 +130,9 @@ export class ReplyMux {
   /** (Re)subscribes when there is no live subscription (first use, or after a permissions error). */
   private subscribe(): void {
     if (this.sub && !this.sub.isClosed()) return;
-    this.sub = this.nc.subscribe(`${this.base}*`, { callback: (err, msg) => this.onReply(err, msg) });
+    this.sub = this.nc.subscribe(`${this.base}*`, {
+      callback: (err, msg) => this.onReply(err, msg),
+    });
   }
 
   private onReply(err: Error | null, msg: Msg): void {

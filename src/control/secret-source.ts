@@ -6,10 +6,16 @@ import { readFileSync } from "node:fs";
 const warned = new Set<string>();
 
 /** Warns once per flag that its value is visible in the process list. */
-export function warnSecretFlag(flag: string, envName: string, log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): void {
+export function warnSecretFlag(
+  flag: string,
+  envName: string,
+  log: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+): void {
   if (warned.has(flag)) return;
   warned.add(flag);
-  log(`warning: --${flag} on the command line shows in ps to every user of this machine; use $${envName} or --${flag}-file instead`);
+  log(
+    `warning: --${flag} on the command line shows in ps to every user of this machine; use $${envName} or --${flag}-file instead`,
+  );
 }
 
 /** The first line of a secret file; throws naming the field when it cannot be read or is empty. */
@@ -26,7 +32,12 @@ export function secretFromFile(path: string, field: string): string {
 }
 
 /** The value (flag or config), else the environment, else the file. */
-export function secretOf(value: string | undefined, env: string | undefined, file: string | undefined, fileField: string): string | undefined {
+export function secretOf(
+  value: string | undefined,
+  env: string | undefined,
+  file: string | undefined,
+  fileField: string,
+): string | undefined {
   if (value !== undefined) return value;
   if (env !== undefined && env !== "") return env;
   return file ? secretFromFile(file, fileField) : undefined;

@@ -9,7 +9,13 @@
 //   (await digests(dev, [7, 8])) ...
 //
 // `kind: "cpu"` is the CPU twin: the same API, the same index arithmetic, ordinary host memory.
-import { nativeCopy, type NativeBuildInfo, type NativeCopyStats, type NativeLayoutInfo, type PoolHandle } from "./native.js";
+import {
+  nativeCopy,
+  type NativeBuildInfo,
+  type NativeCopyStats,
+  type NativeLayoutInfo,
+  type PoolHandle,
+} from "./native.js";
 
 export type PoolKind = "cpu" | "cuda-device" | "cuda-pinned";
 /** SGLang HiCache host-pool layouts (pool_host/mha.py init_kv_buffer). */
@@ -37,13 +43,26 @@ export interface CreatePoolOptions {
   device?: number;
 }
 
-export type CopyErrorCode = "E_ARG" | "E_RANGE" | "E_DUPLICATE" | "E_LAYOUT" | "E_DEVICE" | "E_FREED" | "E_CUDA" | "E_NOMEM";
+export type CopyErrorCode =
+  | "E_ARG"
+  | "E_RANGE"
+  | "E_DUPLICATE"
+  | "E_LAYOUT"
+  | "E_DEVICE"
+  | "E_FREED"
+  | "E_CUDA"
+  | "E_NOMEM";
 
 /** Every failure of this API: `code` says which kind; CUDA failures carry the CUDA error's name and code. */
 export class CopyError extends Error {
   readonly code: CopyErrorCode;
   readonly cudaError?: { name: string; code: number };
-  constructor(code: CopyErrorCode, message: string, cudaError?: { name: string; code: number }, cause?: unknown) {
+  constructor(
+    code: CopyErrorCode,
+    message: string,
+    cudaError?: { name: string; code: number },
+    cause?: unknown,
+  ) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = "CopyError";
     this.code = code;
@@ -51,13 +70,27 @@ export class CopyError extends Error {
   }
 }
 
-const CODES = new Set(["E_ARG", "E_RANGE", "E_DUPLICATE", "E_LAYOUT", "E_DEVICE", "E_FREED", "E_CUDA", "E_NOMEM"]);
+const CODES = new Set([
+  "E_ARG",
+  "E_RANGE",
+  "E_DUPLICATE",
+  "E_LAYOUT",
+  "E_DEVICE",
+  "E_FREED",
+  "E_CUDA",
+  "E_NOMEM",
+]);
 
 function wrap(err: unknown): CopyError {
   if (err instanceof CopyError) return err;
-  const e = err as { code?: unknown; message?: unknown; cudaError?: { name: string; code: number } };
+  const e = err as {
+    code?: unknown;
+    message?: unknown;
+    cudaError?: { name: string; code: number };
+  };
   const msg = typeof e?.message === "string" ? e.message : String(err);
-  if (typeof e?.code === "string" && CODES.has(e.code)) return new CopyError(e.code as CopyErrorCode, msg, e.cudaError, err);
+  if (typeof e?.code === "string" && CODES.has(e.code))
+    return new CopyError(e.code as CopyErrorCode, msg, e.cudaError, err);
   return new CopyError("E_ARG", msg, undefined, err);
 }
 
@@ -82,12 +115,16 @@ export type PageList = Uint32Array | readonly number[];
 
 function pageArray(pages: PageList, what: string): Uint32Array {
   if (pages instanceof Uint32Array) return pages;
-  if (!Array.isArray(pages)) throw new CopyError("E_ARG", `${what} must be a Uint32Array or an array of page indices`);
+  if (!Array.isArray(pages))
+    throw new CopyError("E_ARG", `${what} must be a Uint32Array or an array of page indices`);
   const out = new Uint32Array(pages.length);
   for (let i = 0; i < pages.length; i++) {
     const p = pages[i];
     if (typeof p !== "number" || !Number.isInteger(p) || p < 0 || p > 0xffffffff) {
-      throw new CopyError("E_RANGE", `${what}[${i}] = ${String(p)} is not a page index (an integer in [0, 2^32))`);
+      throw new CopyError(
+        "E_RANGE",
+        `${what}[${i}] = ${String(p)} is not a page index (an integer in [0, 2^32))`,
+      );
     }
     out[i] = p;
   }
@@ -168,7 +205,8 @@ export class Pool {
 export function createPool(opts: CreatePoolOptions): Pool {
   return call(() => {
     const n = nativeCopy();
-    if (!opts || typeof opts !== "object") throw new CopyError("E_ARG", "createPool expects { kind, layout, pages }");
+    if (!opts || typeof opts !== "object")
+      throw new CopyError("E_ARG", "createPool expects { kind, layout, pages }");
     const info = n.copyLayoutInfo(opts.layout);
     const handle = n.copyCreatePool(opts.kind, opts.layout, opts.pages, opts.device);
     return new Pool(opts, handle, info.pageBytes);
@@ -183,7 +221,8 @@ export interface CopyOptions {
 }
 
 function checkPool(p: unknown, what: string): Pool {
-  if (!(p instanceof Pool)) throw new CopyError("E_ARG", `${what} must be a Pool from createPool()`);
+  if (!(p instanceof Pool))
+    throw new CopyError("E_ARG", `${what} must be a Pool from createPool()`);
   return p;
 }
 
@@ -194,17 +233,37 @@ function checkPool(p: unknown, what: string): Pool {
  * differ (E_LAYOUT; the layout kinds may differ: the copy converts), pools of different devices or
  * a cpu pool with a CUDA one (E_DEVICE), a freed pool (E_FREED), and any CUDA error (E_CUDA).
  */
-export function copyPages(src: Pool, dst: Pool, srcPages: PageList, dstPages: PageList, opts: CopyOptions = {}): Promise<CopyStats> {
+export function copyPages(
+  src: Pool,
+  dst: Pool,
+  srcPages: PageList,
+  dstPages: PageList,
+  opts: CopyOptions = {},
+): Promise<CopyStats> {
   return callAsync(async () => {
-    const s = checkPool(src, "src"), d = checkPool(dst, "dst");
-    const sp = pageArray(srcPages, "srcPages"), dp = pageArray(dstPages, "dstPages");
-    const stats: NativeCopyStats = await nativeCopy().copyPages(s.handle, d.handle, sp, dp, opts.coalesceMinPages);
+    const s = checkPool(src, "src"),
+      d = checkPool(dst, "dst");
+    const sp = pageArray(srcPages, "srcPages"),
+      dp = pageArray(dstPages, "dstPages");
+    const stats: NativeCopyStats = await nativeCopy().copyPages(
+      s.handle,
+      d.handle,
+      sp,
+      dp,
+      opts.coalesceMinPages,
+    );
     return stats;
   });
 }
 
 /** Gathers the (scattered) pages `srcPages` of `src` into `dst` at `dstPages` (default 0..n-1). */
-export function gather(src: Pool, dst: Pool, srcPages: PageList, dstPages?: PageList | null, opts?: CopyOptions): Promise<CopyStats> {
+export function gather(
+  src: Pool,
+  dst: Pool,
+  srcPages: PageList,
+  dstPages?: PageList | null,
+  opts?: CopyOptions,
+): Promise<CopyStats> {
   return callAsync(async () => {
     const sp = pageArray(srcPages, "srcPages");
     return copyPages(src, dst, sp, dstPages ?? iota(sp.length), opts);
@@ -212,7 +271,13 @@ export function gather(src: Pool, dst: Pool, srcPages: PageList, dstPages?: Page
 }
 
 /** Scatters pages of `src` (`srcPages`, default 0..n-1) to the pages `dstPages` of `dst`. */
-export function scatter(src: Pool, dst: Pool, srcPages: PageList | null | undefined, dstPages: PageList, opts?: CopyOptions): Promise<CopyStats> {
+export function scatter(
+  src: Pool,
+  dst: Pool,
+  srcPages: PageList | null | undefined,
+  dstPages: PageList,
+  opts?: CopyOptions,
+): Promise<CopyStats> {
   return callAsync(async () => {
     const dp = pageArray(dstPages, "dstPages");
     return copyPages(src, dst, srcPages ?? iota(dp.length), dp, opts);
@@ -234,7 +299,8 @@ export function digests(pool: Pool, pages?: PageList, opts: DigestOptions = {}):
     const list = pages === undefined ? iota(p.pages) : pageArray(pages, "pages");
     const raw = await nativeCopy().copyDigests(p.handle, list, opts.engine ?? "auto");
     const out: string[] = new Array(list.length);
-    for (let i = 0; i < list.length; i++) out[i] = raw.subarray(32 * i, 32 * i + 32).toString("hex");
+    for (let i = 0; i < list.length; i++)
+      out[i] = raw.subarray(32 * i, 32 * i + 32).toString("hex");
     return out;
   });
 }
@@ -249,10 +315,19 @@ export function buildInfo(): BuildInfo {
 /** Whether CUDA pools can be created here, and if not, one line saying why. */
 export function cudaStatus(): { available: boolean; reason?: string; info: BuildInfo["cuda"] } {
   const c = buildInfo().cuda;
-  if (!c.built) return { available: false, reason: "the addon was built without CUDA (npm run build:cuda)", info: c };
+  if (!c.built)
+    return {
+      available: false,
+      reason: "the addon was built without CUDA (npm run build:cuda)",
+      info: c,
+    };
   if (!c.available) {
     const e = c.error;
-    return { available: false, reason: e ? `no usable CUDA device: ${e.name} (${e.code})` : "no CUDA device", info: c };
+    return {
+      available: false,
+      reason: e ? `no usable CUDA device: ${e.name} (${e.code})` : "no CUDA device",
+      info: c,
+    };
   }
   return { available: true, info: c };
 }
@@ -261,18 +336,42 @@ export function cudaStatus(): { available: boolean; reason?: string; info: Build
  * A contiguous-buffer baseline: `cuda` times cudaMemcpyAsync of one device <-> pinned buffer (the
  * link's practical limit); `cpu` times memcpy of one host buffer. Best of `iters`, in seconds.
  */
-export function memcpyBaseline(backend: "cpu" | "cuda", bytes: number, direction: "d2h" | "h2d", iters = 5, device = 0): Promise<number> {
+export function memcpyBaseline(
+  backend: "cpu" | "cuda",
+  bytes: number,
+  direction: "d2h" | "h2d",
+  iters = 5,
+  device = 0,
+): Promise<number> {
   return callAsync(() => nativeCopy().copyMemcpyBaseline(backend, bytes, direction, iters, device));
 }
 
 const DTYPES: Record<string, number> = {
-  fp32: 4, float32: 4, f32: 4, bf16: 2, bfloat16: 2, fp16: 2, float16: 2, f16: 2, half: 2,
-  fp8: 1, fp8_e4m3: 1, fp8_e5m2: 1, e4m3: 1, e5m2: 1, int8: 1, uint8: 1,
+  fp32: 4,
+  float32: 4,
+  f32: 4,
+  bf16: 2,
+  bfloat16: 2,
+  fp16: 2,
+  float16: 2,
+  f16: 2,
+  half: 2,
+  fp8: 1,
+  fp8_e4m3: 1,
+  fp8_e5m2: 1,
+  e4m3: 1,
+  e5m2: 1,
+  int8: 1,
+  uint8: 1,
 };
 
 /** Bytes per element of a dtype name (bf16 -> 2, fp8_e4m3 -> 1, ...). */
 export function dtypeSize(name: string): number {
   const s = DTYPES[name.toLowerCase()];
-  if (!s) throw new CopyError("E_LAYOUT", `unknown dtype '${name}' (known: ${Object.keys(DTYPES).join(", ")})`);
+  if (!s)
+    throw new CopyError(
+      "E_LAYOUT",
+      `unknown dtype '${name}' (known: ${Object.keys(DTYPES).join(", ")})`,
+    );
   return s;
 }

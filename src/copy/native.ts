@@ -65,12 +65,24 @@ export interface NativeCopy {
   copyCreatePool(kind: string, layout: NativeLayout, pages: number, device?: number): PoolHandle;
   copyFreePool(h: PoolHandle): { freed: boolean; deferredForJobs: number };
   copyPoolInfo(h: PoolHandle): { freed: boolean; inFlight?: number };
-  copyPages(src: PoolHandle, dst: PoolHandle, srcPages: Uint32Array, dstPages: Uint32Array, coalesceMinPages?: number): Promise<NativeCopyStats>;
+  copyPages(
+    src: PoolHandle,
+    dst: PoolHandle,
+    srcPages: Uint32Array,
+    dstPages: Uint32Array,
+    coalesceMinPages?: number,
+  ): Promise<NativeCopyStats>;
   copyDigests(h: PoolHandle, pages: Uint32Array, engine: "auto" | "cpu" | "gpu"): Promise<Buffer>;
   copyFill(h: PoolHandle, seed: number): Promise<void>;
   copyRead(h: PoolHandle, offset: number, length: number): Promise<Buffer>;
   copyWrite(h: PoolHandle, offset: number, data: Uint8Array): Promise<void>;
-  copyMemcpyBaseline(backend: "cpu" | "cuda", bytes: number, direction: "d2h" | "h2d", iters: number, device?: number): Promise<number>;
+  copyMemcpyBaseline(
+    backend: "cpu" | "cuda",
+    bytes: number,
+    direction: "d2h" | "h2d",
+    iters: number,
+    device?: number,
+  ): Promise<number>;
   buildInfo(): NativeBuildInfo;
 }
 

@@ -19,15 +19,23 @@ import { waitExit } from "../util/process.js";
 /** Creates the venv with python/setup_venv.sh when it is missing (says so on `log`). */
 export function ensureVenv(log: (line: string) => void): void {
   if (existsSync(venvPython)) return;
-  log(`kvctl: ${venvPython} is missing; running python/setup_venv.sh first (one time, a few minutes)`);
-  const r = spawnSync("bash", [join(packageRoot, "python", "setup_venv.sh")], { stdio: ["ignore", "inherit", "inherit"] });
-  if (r.status !== 0 || !existsSync(venvPython)) throw new Error(`python/setup_venv.sh failed (exit ${r.status})`);
+  log(
+    `kvctl: ${venvPython} is missing; running python/setup_venv.sh first (one time, a few minutes)`,
+  );
+  const r = spawnSync("bash", [join(packageRoot, "python", "setup_venv.sh")], {
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  if (r.status !== 0 || !existsSync(venvPython))
+    throw new Error(`python/setup_venv.sh failed (exit ${r.status})`);
 }
 
 /** site-packages of the venv's sglang (find_spec does not import it). */
 function sglangSitePackages(): string {
   const p = probeSglang(venvPython);
-  if (p.sglangDir === null) throw new Error(`sglang is not installed in ${venvPython}: ${p.error ?? "find_spec('sglang') found none"}`);
+  if (p.sglangDir === null)
+    throw new Error(
+      `sglang is not installed in ${venvPython}: ${p.error ?? "find_spec('sglang') found none"}`,
+    );
   return dirname(p.sglangDir);
 }
 
@@ -46,7 +54,8 @@ export function buildPatchedTree(): PatchedTree {
   const dir = mkdtempSync(join(tmpdir(), "kvctl-sglang-"));
   const cp = spawnSync("cp", ["-al", join(site, "sglang"), join(dir, "sglang")]);
   if (cp.status !== 0) cpSync(join(site, "sglang"), join(dir, "sglang"), { recursive: true });
-  for (const f of readdirSync(site)) if (/^sglang-.*\.dist-info$/.test(f)) cpSync(join(site, f), join(dir, f), { recursive: true });
+  for (const f of readdirSync(site))
+    if (/^sglang-.*\.dist-info$/.test(f)) cpSync(join(site, f), join(dir, f), { recursive: true });
   const r = applySeries(dir);
   if (!r.ok) throw new Error(`kvctl patch apply failed: ${r.messages.join("; ")}`);
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
@@ -87,18 +96,35 @@ export interface HarnessProcess {
 export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
   const eventsPort = await freePort();
   const args = [
-    "-m", "kvctl_harness",
-    "--kv-control-nats-url", o.natsUrl, "--kv-control-worker-id", o.workerId,
-    "--events-port", String(eventsPort),
-    "--page-size", String(o.pageSize ?? 4), "--device-tokens", String(o.deviceTokens ?? 256),
-    "--host-ratio", String(o.hostRatio ?? 2), "--tick-ms", String(o.tickMs ?? 20),
-    "--parent-pid", String(process.pid),
+    "-m",
+    "kvctl_harness",
+    "--kv-control-nats-url",
+    o.natsUrl,
+    "--kv-control-worker-id",
+    o.workerId,
+    "--events-port",
+    String(eventsPort),
+    "--page-size",
+    String(o.pageSize ?? 4),
+    "--device-tokens",
+    String(o.deviceTokens ?? 256),
+    "--host-ratio",
+    String(o.hostRatio ?? 2),
+    "--tick-ms",
+    String(o.tickMs ?? 20),
+    "--parent-pid",
+    String(process.pid),
   ];
   if (o.storageDir) args.push("--storage-dir", o.storageDir);
   const env = {
     ...process.env,
     // the harness lives in our package (python/kvctl_harness), never in the patched SGLang tree
-    PYTHONPATH: [join(packageRoot, "python", "tests", "stand_ins"), join(packageRoot, "python"), o.tree, process.env.PYTHONPATH ?? ""].join(delimiter),
+    PYTHONPATH: [
+      join(packageRoot, "python", "tests", "stand_ins"),
+      join(packageRoot, "python"),
+      o.tree,
+      process.env.PYTHONPATH ?? "",
+    ].join(delimiter),
     PYTHONWARNINGS: "ignore",
     KVCTL_WORKER_ID: o.workerId,
   };
@@ -111,7 +137,11 @@ export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
   });
   const ready = await new Promise<HarnessReady>((resolve, reject) => {
     let out = "";
-    const timer = setTimeout(() => reject(new Error(`harness not ready within ${o.readyTimeoutMs ?? 240_000} ms:\n${tail}`)), o.readyTimeoutMs ?? 240_000);
+    const timer = setTimeout(
+      () =>
+        reject(new Error(`harness not ready within ${o.readyTimeoutMs ?? 240_000} ms:\n${tail}`)),
+      o.readyTimeoutMs ?? 240_000,
+    );
     child.stdout!.on("data", (d: Buffer) => {
       out += d.toString();
       const nl = out.indexOf("\n");
@@ -126,7 +156,12 @@ export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
         }
       }
     });
-    child.once("exit", (code) => (clearTimeout(timer), reject(new Error(`harness exited ${code} before ready:\n${tail}`))));
+    child.once(
+      "exit",
+      (code) => (
+        clearTimeout(timer), reject(new Error(`harness exited ${code} before ready:\n${tail}`))
+      ),
+    );
   });
   return {
     ready,
@@ -170,36 +205,63 @@ export class HarnessClient {
   ) {}
 
   async op(req: Record<string, unknown>): Promise<Record<string, unknown>> {
-    const msg = await this.nc.request(`kvctl-harness-${this.workerId}`, JSON.stringify(req), { timeout: this.timeoutMs });
+    const msg = await this.nc.request(`kvctl-harness-${this.workerId}`, JSON.stringify(req), {
+      timeout: this.timeoutMs,
+    });
     const res = parseJson(msg.data) as Record<string, unknown>;
-    if (res.ok !== true) throw new Error(`harness op ${String(req.op)} failed: ${String(res.error)}`);
+    if (res.ok !== true)
+      throw new Error(`harness op ${String(req.op)} failed: ${String(res.error)}`);
     return res;
   }
 
   async serve(tokenIds: number[], hold?: string): Promise<ServeResult> {
     const r = await this.op({ op: "serve", token_ids: tokenIds, ...(hold ? { hold } : {}) });
-    return { ...(r as unknown as ServeResult), block_hashes: (r.block_hashes as unknown[]).map(big), storage_keys: (r.storage_keys as string[]) ?? [] };
+    return {
+      ...(r as unknown as ServeResult),
+      block_hashes: (r.block_hashes as unknown[]).map(big),
+      storage_keys: (r.storage_keys as string[]) ?? [],
+    };
   }
 
   async release(hold: string): Promise<boolean> {
     return (await this.op({ op: "release", hold })).released === true;
   }
 
-  async flood(n: number, tokensPerRequest = 32, seed = 1): Promise<{ requests: number; tokens: number }> {
-    return (await this.op({ op: "flood", n, tokens_per_request: tokensPerRequest, seed })) as unknown as { requests: number; tokens: number };
+  async flood(
+    n: number,
+    tokensPerRequest = 32,
+    seed = 1,
+  ): Promise<{ requests: number; tokens: number }> {
+    return (await this.op({
+      op: "flood",
+      n,
+      tokens_per_request: tokensPerRequest,
+      seed,
+    })) as unknown as { requests: number; tokens: number };
   }
 
-  async cached(tokenIds: number[]): Promise<{ device_hit: number; host_hit: number; cached_tokens: number }> {
-    return (await this.op({ op: "cached", token_ids: tokenIds })) as unknown as { device_hit: number; host_hit: number; cached_tokens: number };
+  async cached(
+    tokenIds: number[],
+  ): Promise<{ device_hit: number; host_hit: number; cached_tokens: number }> {
+    return (await this.op({ op: "cached", token_ids: tokenIds })) as unknown as {
+      device_hit: number;
+      host_hit: number;
+      cached_tokens: number;
+    };
   }
 
   async hashes(tokenIds: number[]): Promise<bigint[]> {
-    return ((await this.op({ op: "hashes", token_ids: tokenIds })).block_hashes as unknown[]).map(big);
+    return ((await this.op({ op: "hashes", token_ids: tokenIds })).block_hashes as unknown[]).map(
+      big,
+    );
   }
 
   async kv(hashes: bigint[]): Promise<{ blocks: KvBlock[]; missing: bigint[] }> {
     const r = await this.op({ op: "kv", block_hashes: hashes.map(String) });
-    const blocks = (r.blocks as Record<string, unknown>[]).map((b) => ({ ...(b as unknown as KvBlock), block_hash: big(b.block_hash) }));
+    const blocks = (r.blocks as Record<string, unknown>[]).map((b) => ({
+      ...(b as unknown as KvBlock),
+      block_hash: big(b.block_hash),
+    }));
     return { blocks, missing: (r.missing as unknown[]).map(big) };
   }
 
@@ -245,12 +307,19 @@ export class EventRecorder {
   }
 
   /** Waits until `pred` holds over the events since `mark` (or throws after timeoutMs). */
-  async waitFor(mark: number, pred: (evs: KvEvent[]) => boolean, timeoutMs = 5000): Promise<KvEvent[]> {
+  async waitFor(
+    mark: number,
+    pred: (evs: KvEvent[]) => boolean,
+    timeoutMs = 5000,
+  ): Promise<KvEvent[]> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const evs = this.since(mark);
       if (pred(evs)) return evs;
-      if (Date.now() > deadline) throw new Error(`KV events: condition not met within ${timeoutMs} ms (${evs.length} events since mark: ${summarize(evs)})`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `KV events: condition not met within ${timeoutMs} ms (${evs.length} events since mark: ${summarize(evs)})`,
+        );
       await new Promise((r) => setTimeout(r, 20));
     }
   }
@@ -262,5 +331,9 @@ export function summarize(evs: KvEvent[]): string {
     const k = e.type === "AllBlocksCleared" ? e.type : `${e.type}:${e.tier}`;
     c[k] = (c[k] ?? 0) + (e.type === "AllBlocksCleared" ? 1 : e.blockHashes.length);
   }
-  return Object.entries(c).map(([k, n]) => `${k}=${n}`).join(" ") || "none";
+  return (
+    Object.entries(c)
+      .map(([k, n]) => `${k}=${n}`)
+      .join(" ") || "none"
+  );
 }

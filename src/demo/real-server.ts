@@ -97,11 +97,17 @@ export async function startRealServer(o: RealServerOptions = {}): Promise<RealSe
   const tree = o.tree ?? (built = buildPatchedTree()).dir;
   const env = {
     ...process.env,
-    PYTHONPATH: [join(packageRoot, "python"), process.env.PYTHONPATH ?? ""].filter(Boolean).join(delimiter),
+    PYTHONPATH: [join(packageRoot, "python"), process.env.PYTHONPATH ?? ""]
+      .filter(Boolean)
+      .join(delimiter),
     PYTHONWARNINGS: "ignore",
   };
   const args = ["-m", "kvctl_testbed", "serve", "--options", JSON.stringify(pyOptions(o, tree))];
-  const child: ChildProcess = spawn(venvPython, args, { cwd: tmpdir(), env, stdio: ["pipe", "pipe", "pipe"] });
+  const child: ChildProcess = spawn(venvPython, args, {
+    cwd: tmpdir(),
+    env,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
   let stderr = "";
   child.stderr!.on("data", (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-16_000);
@@ -123,13 +129,17 @@ export async function startRealServer(o: RealServerOptions = {}): Promise<RealSe
         try {
           msg = JSON.parse(out.slice(0, nl)) as Record<string, unknown>;
         } catch {
-          reject(new Error(`kvctl_testbed printed a non-JSON line: ${out.slice(0, nl)}\n${stderr}`));
+          reject(
+            new Error(`kvctl_testbed printed a non-JSON line: ${out.slice(0, nl)}\n${stderr}`),
+          );
           return;
         }
         if (msg.sglang_server === "ready") resolve(msg as unknown as RealServerInfo);
         else reject(new Error(String(msg.error ?? out.slice(0, nl))));
       });
-      child.once("exit", (code) => reject(new Error(`kvctl_testbed exited ${code} before the server was ready:\n${stderr}`)));
+      child.once("exit", (code) =>
+        reject(new Error(`kvctl_testbed exited ${code} before the server was ready:\n${stderr}`)),
+      );
       child.once("error", reject);
     });
     return { info, baseUrl: info.base_url, stop, launcherStderr: () => stderr };
@@ -163,7 +173,11 @@ export async function generate(
     sampling_params: { max_new_tokens: maxNewTokens, temperature: 0, ignore_eos: true },
     ...extra,
   };
-  const r = await fetch(`${baseUrl}/generate`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const r = await fetch(`${baseUrl}/generate`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   if (!r.ok) throw new Error(`/generate: HTTP ${r.status}: ${await r.text()}`);
   return (await r.json()) as GenerateResult;
 }
@@ -182,7 +196,13 @@ export function randomTokens(seed: number, n: number): number[] {
 }
 
 /** `n` requests of `tokensEach` fresh tokens, `concurrency` at a time; returns the prompt tokens sent. */
-export async function flood(baseUrl: string, n: number, tokensEach: number, seed: number, concurrency = 4): Promise<number> {
+export async function flood(
+  baseUrl: string,
+  n: number,
+  tokensEach: number,
+  seed: number,
+  concurrency = 4,
+): Promise<number> {
   let next = 0;
   let sent = 0;
   const worker = async () => {

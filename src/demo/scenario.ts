@@ -43,7 +43,8 @@ export interface DemoResult {
 }
 
 /** Token ids `start`.. kept inside a small vocabulary (the tiny model's: 1024, specials below 8). */
-const range = (start: number, n: number) => Array.from({ length: n }, (_, i) => 8 + ((start + i) % 1000));
+const range = (start: number, n: number) =>
+  Array.from({ length: n }, (_, i) => 8 + ((start + i) % 1000));
 
 type Print = (line: string) => void;
 interface SessionOptions {
@@ -55,11 +56,16 @@ interface SessionOptions {
 /** An ack's counts in one line (what a step prints after the status). */
 function ackCounts(ack: Ack): string {
   return [
-    `requested ${ack.requested}`, `affected ${ack.affected}`,
-    ack.skipped ? `skipped ${ack.skipped}` : "", ack.missing.length ? `missing ${ack.missing.length}` : "",
-    ack.epoch !== null ? `epoch ${ack.epoch}` : "", ack.lease ? `lease ${ack.lease.lease_id}` : "",
+    `requested ${ack.requested}`,
+    `affected ${ack.affected}`,
+    ack.skipped ? `skipped ${ack.skipped}` : "",
+    ack.missing.length ? `missing ${ack.missing.length}` : "",
+    ack.epoch !== null ? `epoch ${ack.epoch}` : "",
+    ack.lease ? `lease ${ack.lease.lease_id}` : "",
     `${(ack.elapsed_us / 1000).toFixed(2)} ms`,
-  ].filter(Boolean).join(", ");
+  ]
+    .filter(Boolean)
+    .join(", ");
 }
 
 /** The session's steps: each sends one command, reads the watched blocks' residency back, prints and records. */
@@ -80,7 +86,9 @@ class SessionSteps {
   }
 
   private describe(r: StepRecord["residency"]): string {
-    const tiers = Object.entries(r).filter(([k]) => k !== "missing").map(([k, n]) => `${k} ${n}`);
+    const tiers = Object.entries(r)
+      .filter(([k]) => k !== "missing")
+      .map(([k, n]) => `${k} ${n}`);
     return `${tiers.join(", ") || "none resident"}${r.missing ? `, not held ${r.missing}` : ""} (of ${this.watched.length} watched blocks)`;
   }
 
@@ -92,9 +100,20 @@ class SessionSteps {
     const residency = await this.residency();
     const evs = events ? await quiet(events, mark) : null;
     const ok = expected.includes(ack.status);
-    this.steps.push({ step: name, type: cmd.type, status: ack.status, expected, ok, ack, residency, note });
+    this.steps.push({
+      step: name,
+      type: cmd.type,
+      status: ack.status,
+      expected,
+      ok,
+      ack,
+      residency,
+      note,
+    });
     print(`${ok ? "✔" : "✘"} ${name}`);
-    print(`    ${cmd.type} -> ${ack.status}${ok ? "" : ` (expected ${expected.join("|")})`}: ${ackCounts(ack)}${ack.reason ? ` — ${ack.reason}` : ""}`);
+    print(
+      `    ${cmd.type} -> ${ack.status}${ok ? "" : ` (expected ${expected.join("|")})`}: ${ackCounts(ack)}${ack.reason ? ` — ${ack.reason}` : ""}`,
+    );
     print(`    residency: ${this.describe(residency)}${note ? `   ${note}` : ""}`);
     if (evs) print(`    KV events: ${summarize(evs)}`);
     return ack;
@@ -103,10 +122,19 @@ class SessionSteps {
 
 // The agent's context: system prompt, a user turn, the reasoning, the answer (every part a whole
 // number of pages, so blocks = tokens / page).
-const CONTEXT = { system: range(10, 32), user1: range(500, 16), reasoning: range(700, 16), answer1: range(900, 16) };
+const CONTEXT = {
+  system: range(10, 32),
+  user1: range(500, 16),
+  reasoning: range(700, 16),
+  answer1: range(900, 16),
+};
 
 /** Turn 1 served, then the system prompt pinned and the reasoning purged; the user turn's last block index. */
-async function firstTurn(s: SessionSteps, worker: DemoWorker, print: Print): Promise<{ sysHashes: bigint[]; userEnd: number }> {
+async function firstTurn(
+  s: SessionSteps,
+  worker: DemoWorker,
+  print: Print,
+): Promise<{ sysHashes: bigint[]; userEnd: number }> {
   const { system, user1, reasoning, answer1 } = CONTEXT;
   const P = worker.pageSize;
   // The system prompt is shared (served before by other sessions); turn 1's prompt is served, then
@@ -119,11 +147,21 @@ async function firstTurn(s: SessionSteps, worker: DemoWorker, print: Print): Pro
   const sysHashes = turn1.block_hashes.slice(0, b0);
   const reasonHashes = turn1.block_hashes.slice(b1, b1 + reasoning.length / P);
   s.watched = turn1.block_hashes.slice();
-  print(`  served turn 1: ${turn1.tokens} tokens, ${turn1.block_hashes.length} blocks of ${P} tokens ` +
-    `(system ${b0}, user ${user1.length / P}, reasoning ${reasoning.length / P}, answer ${answer1.length / P})`);
-  await s.step("pin the system prompt (TTL 300 s)", { type: "Cache", block_hashes: sysHashes, pin: true, ttl_seconds: 300 }, ["applied"]);
+  print(
+    `  served turn 1: ${turn1.tokens} tokens, ${turn1.block_hashes.length} blocks of ${P} tokens ` +
+      `(system ${b0}, user ${user1.length / P}, reasoning ${reasoning.length / P}, answer ${answer1.length / P})`,
+  );
+  await s.step(
+    "pin the system prompt (TTL 300 s)",
+    { type: "Cache", block_hashes: sysHashes, pin: true, ttl_seconds: 300 },
+    ["applied"],
+  );
   // reasoning purge: the reasoning leaves the context; its KV and what follows it are unusable
-  await s.step("purge the reasoning (Think transient=false)", { type: "Think", block_hashes: reasonHashes, transient: false }, ["applied"]);
+  await s.step(
+    "purge the reasoning (Think transient=false)",
+    { type: "Think", block_hashes: reasonHashes, transient: false },
+    ["applied"],
+  );
   return { sysHashes, userEnd: b1 };
 }
 
@@ -134,11 +172,19 @@ async function toolCall(s: SessionSteps, worker: DemoWorker, print: Print): Prom
   const turn = await worker.serve(tokens);
   s.watched = turn.block_hashes.slice();
   const before = await worker.fingerprint(tokens);
-  const ts = await s.step("tool call starts: offload the session (ToolStart)", { type: "ToolStart", session_id: "agent-1", block_hashes: turn.block_hashes }, ["applied"]);
+  const ts = await s.step(
+    "tool call starts: offload the session (ToolStart)",
+    { type: "ToolStart", session_id: "agent-1", block_hashes: turn.block_hashes },
+    ["applied"],
+  );
   const toolFlood = Math.ceil(worker.bigFlood.n / 4);
   await worker.flood(toolFlood, worker.bigFlood.each, 7); // other users' traffic while the tool runs
   print(`  (tool running: ${toolFlood} other requests served meanwhile)`);
-  await s.step("tool call ends: restore (ToolEnd)", { type: "ToolEnd", session_id: "agent-1", epoch: ts.epoch ?? 0 }, ["applied"]);
+  await s.step(
+    "tool call ends: restore (ToolEnd)",
+    { type: "ToolEnd", session_id: "agent-1", epoch: ts.epoch ?? 0 },
+    ["applied"],
+  );
   const after = await worker.fingerprint(tokens);
   const same = before.value === after.value;
   print(`  ${before.what} after restore identical to before offload: ${same ? "yes" : "NO"}`);
@@ -151,43 +197,93 @@ async function idleAndResume(s: SessionSteps, worker: DemoWorker, print: Print) 
   const pausedTokens = [...system, ...user1, ...answer1, ...range(1100, 16)];
   const paused = await worker.serve(pausedTokens);
   s.watched = paused.block_hashes.slice();
-  await s.step("user idle: pause the session to host (Pause, lease 60 s)", { type: "Pause", block_hashes: paused.block_hashes, ttl_seconds: 60, lease_id: "agent-1-idle" }, ["applied"]);
+  await s.step(
+    "user idle: pause the session to host (Pause, lease 60 s)",
+    { type: "Pause", block_hashes: paused.block_hashes, ttl_seconds: 60, lease_id: "agent-1-idle" },
+    ["applied"],
+  );
   const idle = await worker.flood(worker.bigFlood.n, worker.bigFlood.each, 11);
   const resume = await worker.cached([...pausedTokens, ...range(1300, 8)]);
-  print(`  (${idle.requests} flood requests, ${idle.tokens} tokens, while idle; the session's next prompt finds ${resume.cached_tokens}/${paused.tokens} tokens cached, ${resume.host_hit} on host)`);
-  await s.step("user back: renew the lease for the turn (RenewLease)", { type: "RenewLease", lease_id: "agent-1-idle", new_ttl_seconds: 120 }, ["applied"]);
+  print(
+    `  (${idle.requests} flood requests, ${idle.tokens} tokens, while idle; the session's next prompt finds ${resume.cached_tokens}/${paused.tokens} tokens cached, ${resume.host_hit} on host)`,
+  );
+  await s.step(
+    "user back: renew the lease for the turn (RenewLease)",
+    { type: "RenewLease", lease_id: "agent-1-idle", new_ttl_seconds: 120 },
+    ["applied"],
+  );
   const resumed = await worker.serve([...pausedTokens, ...range(1300, 8)]);
-  print(`  resumed turn served: ${resumed.cached_tokens}/${resumed.tokens} tokens from cache (${resumed.loaded_from_host} loaded back from host)`);
+  print(
+    `  resumed turn served: ${resumed.cached_tokens}/${resumed.tokens} tokens from cache (${resumed.loaded_from_host} loaded back from host)`,
+  );
   s.watched = resumed.block_hashes.slice();
   return { paused, pausedTokens, resumed };
 }
 
 /** Two VIP contexts, one pinned; a flood larger than GPU + host; how much of each the next prompt finds. */
-async function pinVsFlood(pub: ControlPublisher, worker: DemoWorker, workerId: string, s: SessionSteps, print: Print) {
+async function pinVsFlood(
+  pub: ControlPublisher,
+  worker: DemoWorker,
+  workerId: string,
+  s: SessionSteps,
+  print: Print,
+) {
   print("");
   print("— pin vs flood —");
   const vipA = range(200, 64);
   const vipB = range(600, 64);
   await worker.serve(vipA);
   const b = await worker.serve(vipB);
-  const pinAck = await pub.send(workerId, { type: "Cache", block_hashes: b.block_hashes, pin: true, ttl_seconds: 300 });
-  s.steps.push({ step: "pin VIP B", type: "Cache", status: pinAck.status, expected: ["applied"], ok: pinAck.status === "applied", ack: pinAck, residency: { missing: 0 } });
+  const pinAck = await pub.send(workerId, {
+    type: "Cache",
+    block_hashes: b.block_hashes,
+    pin: true,
+    ttl_seconds: 300,
+  });
+  s.steps.push({
+    step: "pin VIP B",
+    type: "Cache",
+    status: pinAck.status,
+    expected: ["applied"],
+    ok: pinAck.status === "applied",
+    ack: pinAck,
+    residency: { missing: 0 },
+  });
   const fl = await worker.flood(worker.bigFlood.n, worker.bigFlood.each, 3);
   const rows: FloodRow[] = [];
-  for (const [label, toks] of [["VIP A, no pin", vipA], ["VIP B, pinned", vipB]] as const) {
+  for (const [label, toks] of [
+    ["VIP A, no pin", vipA],
+    ["VIP B, pinned", vipB],
+  ] as const) {
     const c = await worker.cached([...toks, ...range(900 + 40, 8)]);
-    rows.push({ label, prompt_tokens: toks.length, cached_tokens: Math.min(c.cached_tokens, toks.length), from_host: c.host_hit, fraction: Math.min(c.cached_tokens, toks.length) / toks.length });
+    rows.push({
+      label,
+      prompt_tokens: toks.length,
+      cached_tokens: Math.min(c.cached_tokens, toks.length),
+      from_host: c.host_hit,
+      fraction: Math.min(c.cached_tokens, toks.length) / toks.length,
+    });
   }
   print(`flood: ${fl.requests} requests, ${fl.tokens} tokens through the GPU pool and host tier`);
-  print(`${"context".padEnd(16)} ${"prior".padStart(6)} ${"cached".padStart(7)} ${"from host".padStart(10)} ${"fraction".padStart(9)}`);
-  for (const r of rows) print(`${r.label.padEnd(16)} ${String(r.prompt_tokens).padStart(6)} ${String(r.cached_tokens).padStart(7)} ${String(r.from_host).padStart(10)} ${(r.fraction * 100).toFixed(1).padStart(8)}%`);
+  print(
+    `${"context".padEnd(16)} ${"prior".padStart(6)} ${"cached".padStart(7)} ${"from host".padStart(10)} ${"fraction".padStart(9)}`,
+  );
+  for (const r of rows)
+    print(
+      `${r.label.padEnd(16)} ${String(r.prompt_tokens).padStart(6)} ${String(r.cached_tokens).padStart(7)} ${String(r.from_host).padStart(10)} ${(r.fraction * 100).toFixed(1).padStart(8)}%`,
+    );
   const ok = rows[1].fraction >= 0.9 && rows[0].fraction <= 0.5;
   if (!ok) print("pin-vs-flood: unexpected (pinned should be >= 90% cached, unpinned <= 50%)");
   await pub.send(workerId, { type: "Cache", block_hashes: b.block_hashes, pin: false });
   return { rows, ok };
 }
 
-export async function runAgentSession(pub: ControlPublisher, worker: DemoWorker, workerId: string, opts: SessionOptions): Promise<DemoResult> {
+export async function runAgentSession(
+  pub: ControlPublisher,
+  worker: DemoWorker,
+  workerId: string,
+  opts: SessionOptions,
+): Promise<DemoResult> {
   const { print } = opts;
   const s = new SessionSteps(pub, workerId, opts);
   print("— agent session (worker " + workerId + ") —");
@@ -197,16 +293,31 @@ export async function runAgentSession(pub: ControlPublisher, worker: DemoWorker,
   // context rewrite: everything after the user turn is replaced
   // (force: the old continuation is garbage even though the idle lease still holds it)
   const keepTo = resumed.block_hashes[userEnd - 1]; // the last block of the user turn
-  await s.step("context rewrite: prune everything after the user turn (Prune, force)", { type: "Prune", after_block_hash: keepTo, force: true }, ["applied"]);
-  await s.step("session over: revoke the lease (RevokeLease; the pinned system prompt stays)", { type: "RevokeLease", lease_id: "agent-1-idle" }, ["applied", "partial"]);
+  await s.step(
+    "context rewrite: prune everything after the user turn (Prune, force)",
+    { type: "Prune", after_block_hash: keepTo, force: true },
+    ["applied"],
+  );
+  await s.step(
+    "session over: revoke the lease (RevokeLease; the pinned system prompt stays)",
+    { type: "RevokeLease", lease_id: "agent-1-idle" },
+    ["applied", "partial"],
+  );
   if (opts.storage && paused.storage_keys.length) {
     await s.step(
       "warm the paused turn back from storage (Warm -> CPU_TIER1)",
-      { type: "Warm", block_keys: paused.storage_keys, token_ids: pausedTokens, target_tier: "CPU_TIER1" },
+      {
+        type: "Warm",
+        block_keys: paused.storage_keys,
+        token_ids: pausedTokens,
+        target_tier: "CPU_TIER1",
+      },
       ["applied", "partial"],
     );
   }
-  await s.step("unpin the system prompt", { type: "Cache", block_hashes: sysHashes, pin: false }, ["applied"]);
+  await s.step("unpin the system prompt", { type: "Cache", block_hashes: sysHashes, pin: false }, [
+    "applied",
+  ]);
   const table = await pinVsFlood(pub, worker, workerId, s, print);
   return { steps: s.steps, table: table.rows, ok: s.steps.every((x) => x.ok) && table.ok };
 }

@@ -42,7 +42,13 @@ export class HarnessWorker implements DemoWorker {
 
   async serve(tokens: number[]): Promise<ServedPath> {
     const r = await this.h.serve(tokens);
-    return { tokens: r.tokens, block_hashes: r.block_hashes, storage_keys: r.storage_keys, cached_tokens: r.cached_tokens, loaded_from_host: r.loaded_from_host };
+    return {
+      tokens: r.tokens,
+      block_hashes: r.block_hashes,
+      storage_keys: r.storage_keys,
+      cached_tokens: r.cached_tokens,
+      loaded_from_host: r.loaded_from_host,
+    };
   }
 
   cached(tokens: number[]) {
@@ -56,7 +62,10 @@ export class HarnessWorker implements DemoWorker {
   async fingerprint(tokens: number[]) {
     const hashes = await this.h.hashes(tokens);
     const kv = await this.h.kv(hashes);
-    return { what: "KV rows", value: JSON.stringify([kv.blocks.map((b) => [b.k, b.v]), kv.missing.map(String)]) };
+    return {
+      what: "KV rows",
+      value: JSON.stringify([kv.blocks.map((b) => [b.k, b.v]), kv.missing.map(String)]),
+    };
   }
 
   shutdown() {
@@ -91,7 +100,10 @@ export class SglangWorker implements DemoWorker {
 
   async cached(tokens: number[]) {
     const r = await generate(this.baseUrl, tokens, 1);
-    return { cached_tokens: r.meta_info.cached_tokens, host_hit: r.meta_info.cached_tokens_details?.host ?? 0 };
+    return {
+      cached_tokens: r.meta_info.cached_tokens,
+      host_hit: r.meta_info.cached_tokens_details?.host ?? 0,
+    };
   }
 
   async flood(n: number, each: number, seed: number) {

@@ -112,11 +112,28 @@ export interface ConsumerMetrics {
 }
 
 export interface ConsumerEvents {
-  batch: [{ worker: string; seq: bigint; batch: KvEventBatch; form: DecodedBatch["form"]; replayed: boolean }];
+  batch: [
+    {
+      worker: string;
+      seq: bigint;
+      batch: KvEventBatch;
+      form: DecodedBatch["form"];
+      replayed: boolean;
+    },
+  ];
   gap: [{ worker: string; expected: bigint; got: bigint; missing: bigint }];
   duplicate: [{ worker: string; seq: bigint; expected: bigint }];
   restart: [{ worker: string; seq: bigint; expected: bigint }];
-  replay: [{ worker: string; from: bigint; received: number; ok: boolean; unrecovered: bigint; reason?: string }];
+  replay: [
+    {
+      worker: string;
+      from: bigint;
+      received: number;
+      ok: boolean;
+      unrecovered: bigint;
+      reason?: string;
+    },
+  ];
   bad: [{ worker: string; seq: bigint | null; reason: string }];
   refused: [{ worker: string; address: string }];
   error: [Error];
@@ -124,9 +141,25 @@ export interface ConsumerEvents {
 
 function newMetrics(): ConsumerMetrics {
   return {
-    frames: 0, batches: 0, events: 0, blocksStored: 0, blocksRemoved: 0, cleared: 0,
-    gaps: 0, missedBatches: 0, duplicates: 0, restarts: 0, replays: 0, replayedBatches: 0,
-    replayFailures: 0, unrecoveredBatches: 0, badFrames: 0, badBatches: 0, badEvents: 0, refusedMessages: 0, problems: {},
+    frames: 0,
+    batches: 0,
+    events: 0,
+    blocksStored: 0,
+    blocksRemoved: 0,
+    cleared: 0,
+    gaps: 0,
+    missedBatches: 0,
+    duplicates: 0,
+    restarts: 0,
+    replays: 0,
+    replayedBatches: 0,
+    replayFailures: 0,
+    unrecoveredBatches: 0,
+    badFrames: 0,
+    badBatches: 0,
+    badEvents: 0,
+    refusedMessages: 0,
+    problems: {},
   };
 }
 
@@ -183,7 +216,11 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
 
   private openSocket(): Subscriber {
     const maxMessageSize = this.opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    const sub = new Subscriber({ linger: 0, receiveHighWaterMark: this.opts.receiveHighWaterMark ?? 1000, maxMessageSize });
+    const sub = new Subscriber({
+      linger: 0,
+      receiveHighWaterMark: this.opts.receiveHighWaterMark ?? 1000,
+      maxMessageSize,
+    });
     // A connection ZMQ will retry (the publisher went away) is followed at once by connect:retry;
     // one it gave up on (a message over the size cap is a protocol error to ZMQ) is not.
     let givenUp: NodeJS.Timeout | null = null;
@@ -204,7 +241,10 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   private refused(old: Subscriber, address: string, maxMessageSize: number): void {
     if (!this.running || this.sub !== old) return;
     this.metrics.refusedMessages++;
-    this.problem("message refused by ZMQ", `${address}: a message over ${maxMessageSize} bytes (or bad framing) was dropped unread with its connection; reconnected`);
+    this.problem(
+      "message refused by ZMQ",
+      `${address}: a message over ${maxMessageSize} bytes (or bad framing) was dropped unread with its connection; reconnected`,
+    );
     this.emit("refused", { worker: this.worker, address });
     this.listen(this.openSocket());
     old.close();
@@ -232,7 +272,8 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
         if (!this.running) break;
         this.onFrames(frames);
         // Stop reading while a replay holds back too much: ZMQ's queue (bounded) fills instead.
-        while (this.replaying && this.pending.length >= maxHeld && this.running) await this.replayDone;
+        while (this.replaying && this.pending.length >= maxHeld && this.running)
+          await this.replayDone;
         // Queued messages arrive as already-resolved promises: without this, a flood would keep
         // timers (a tool's periodic output) and I/O from ever running.
         if (Date.now() >= yieldAt) {
@@ -263,10 +304,19 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     this.problemLog.note(`kv-events: worker ${this.worker}`, kind, detail, n);
   }
 
-  private bad(kind: "badFrames" | "badBatches" | "badEvents", seq: bigint | null, reason: string, what = reason): void {
+  private bad(
+    kind: "badFrames" | "badBatches" | "badEvents",
+    seq: bigint | null,
+    reason: string,
+    what = reason,
+  ): void {
     this.metrics[kind]++;
-    const label = kind === "badFrames" ? "bad message" : kind === "badBatches" ? "bad batch" : "bad event";
-    this.problem(`${label}: ${what.length > 80 ? `${what.slice(0, 77)}...` : what}`, `seq ${seq ?? "?"}: ${reason} (skipped)`);
+    const label =
+      kind === "badFrames" ? "bad message" : kind === "badBatches" ? "bad batch" : "bad event";
+    this.problem(
+      `${label}: ${what.length > 80 ? `${what.slice(0, 77)}...` : what}`,
+      `seq ${seq ?? "?"}: ${reason} (skipped)`,
+    );
     this.emit("bad", { worker: this.worker, seq, reason });
   }
 
@@ -274,7 +324,12 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   private badEvents(seq: bigint, n: number, bad: readonly BadEvent[]): void {
     if (n === 0) return;
     this.metrics.badEvents += n;
-    if (n > bad.length) this.problem("bad event: not itemised", `seq ${seq}: ${n - bad.length} more (skipped)`, n - bad.length);
+    if (n > bad.length)
+      this.problem(
+        "bad event: not itemised",
+        `seq ${seq}: ${n - bad.length} more (skipped)`,
+        n - bad.length,
+      );
     const byReason = new Map<string, { n: number; last: BadEvent }>();
     for (const b of bad) {
       const key = byReason.has(b.reason) || byReason.size < MAX_PROBLEM_KINDS ? b.reason : "other";
@@ -286,16 +341,26 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     }
     for (const [reason, { n, last }] of byReason) {
       const what = reason.length > 80 ? `${reason.slice(0, 77)}...` : reason;
-      this.problem(`bad event: ${what}`, `seq ${seq}: event ${last.index}: ${last.reason} (skipped)`, n);
+      this.problem(
+        `bad event: ${what}`,
+        `seq ${seq}: event ${last.index}: ${last.reason} (skipped)`,
+        n,
+      );
     }
     if (this.listenerCount("bad") > 0) {
-      for (const b of bad) this.emit("bad", { worker: this.worker, seq, reason: `event ${b.index}: ${b.reason}` });
+      for (const b of bad)
+        this.emit("bad", { worker: this.worker, seq, reason: `event ${b.index}: ${b.reason}` });
     }
   }
 
   private handle(frames: Buffer[], replayed: boolean): void {
     if (frames.length !== 3) {
-      this.bad("badFrames", null, `message has ${frames.length} frames, expected 3 [topic, seq, payload]`, "wrong frame count");
+      this.bad(
+        "badFrames",
+        null,
+        `message has ${frames.length} frames, expected 3 [topic, seq, payload]`,
+        "wrong frame count",
+      );
       return;
     }
     let seq: bigint;
@@ -314,13 +379,19 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       case "duplicate":
         if (!replayed) {
           this.metrics.duplicates++;
-          this.problem("duplicate batch dropped", `seq ${seq}: duplicate (expected ${v.expected}), dropped`);
+          this.problem(
+            "duplicate batch dropped",
+            `seq ${seq}: duplicate (expected ${v.expected}), dropped`,
+          );
           this.emit("duplicate", { worker: this.worker, seq, expected: v.expected });
         }
         return;
       case "restart":
         this.metrics.restarts++;
-        this.problem("publisher restart", `seq ${seq}: publisher restarted (expected ${v.expected}); cleared its blocks`);
+        this.problem(
+          "publisher restart",
+          `seq ${seq}: publisher restarted (expected ${v.expected}); cleared its blocks`,
+        );
         this.emit("restart", { worker: this.worker, seq, expected: v.expected });
         this.opts.sink?.resetWorker(this.worker);
         break;
@@ -331,8 +402,17 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
         } else {
           this.metrics.gaps++;
           this.metrics.missedBatches += Number(v.missing);
-          this.problem("batches dropped (seq gap)", `seq ${seq}: gap, ${v.missing} batch(es) missing from ${v.expected}`, Number(v.missing));
-          this.emit("gap", { worker: this.worker, expected: v.expected, got: seq, missing: v.missing });
+          this.problem(
+            "batches dropped (seq gap)",
+            `seq ${seq}: gap, ${v.missing} batch(es) missing from ${v.expected}`,
+            Number(v.missing),
+          );
+          this.emit("gap", {
+            worker: this.worker,
+            expected: v.expected,
+            got: seq,
+            missing: v.missing,
+          });
           if (this.opts.replayEndpoint) {
             this.startReplay(v.expected, frames);
             return;
@@ -364,7 +444,9 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     const v = this.seq.classify(seq);
     if (v.kind !== "duplicate" || replayed) return v;
     const ts = batchTs(payload);
-    return ts !== null && this.lastTs !== null && ts > this.lastTs ? { kind: "restart", expected: v.expected } : v;
+    return ts !== null && this.lastTs !== null && ts > this.lastTs
+      ? { kind: "restart", expected: v.expected }
+      : v;
   }
 
   private applyPayload(seq: bigint, payload: Buffer, replayed: boolean): void {
@@ -409,7 +491,14 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     }
     m.batches++;
     if (replayed) m.replayedBatches++;
-    if (decoded) this.emit("batch", { worker: this.worker, seq, batch: decoded.batch, form: decoded.form, replayed });
+    if (decoded)
+      this.emit("batch", {
+        worker: this.worker,
+        seq,
+        batch: decoded.batch,
+        form: decoded.form,
+        replayed,
+      });
   }
 
   private startReplay(from: bigint, trigger: Buffer[]): void {
@@ -422,10 +511,16 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
     );
   }
 
-  private async replay(from: bigint): Promise<{ frames: Buffer[][]; ok: boolean; reason?: string }> {
+  private async replay(
+    from: bigint,
+  ): Promise<{ frames: Buffer[][]; ok: boolean; reason?: string }> {
     if (!this.dealer) {
       // The replay answers with batches too: the same cap (a refused one ends the replay as failed).
-      this.dealer = new Dealer({ linger: 0, receiveTimeout: this.opts.replayTimeoutMs ?? 2000, maxMessageSize: this.opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
+      this.dealer = new Dealer({
+        linger: 0,
+        receiveTimeout: this.opts.replayTimeoutMs ?? 2000,
+        maxMessageSize: this.opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+      });
       this.dealer.connect(this.opts.replayEndpoint as string);
     }
     const dealer = this.dealer;
@@ -445,7 +540,12 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       const body = msg[0]?.length === 0 ? msg.slice(1) : msg;
       const frames = body.length === 2 ? [Buffer.alloc(0), body[0], body[1]] : body;
       if (frames.length !== 3 || frames[1].length !== 8) {
-        this.bad("badFrames", null, `replay reply has ${msg.length} frames`, "replay reply with wrong frames");
+        this.bad(
+          "badFrames",
+          null,
+          `replay reply has ${msg.length} frames`,
+          "replay reply with wrong frames",
+        );
         continue;
       }
       if (decodeSeq(frames[1]) === END_SEQ) return { frames: got, ok: true };
@@ -476,7 +576,14 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
       ok ? "replays" : "failed replays",
       `replay from ${from} ${ok ? "done" : `failed (${reason})`}, ${frames.length} batch(es) received, ${unrecovered} unrecovered`,
     );
-    this.emit("replay", { worker: this.worker, from, received: frames.length, ok, unrecovered, reason });
+    this.emit("replay", {
+      worker: this.worker,
+      from,
+      received: frames.length,
+      ok,
+      unrecovered,
+      reason,
+    });
     while (pending.length > 0) {
       const next = pending.shift() as Buffer[];
       if (this.replaying) {

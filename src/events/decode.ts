@@ -36,7 +36,8 @@ export function batchTs(payload: Uint8Array): number | null {
 
 /** The seq frame: 8 bytes big-endian. Returns a signed bigint (END_SEQ reads as -1). */
 export function decodeSeq(frame: Uint8Array): bigint {
-  if (frame.length !== 8) throw new BatchDecodeError(`seq frame has ${frame.length} bytes, expected 8`, "shape");
+  if (frame.length !== 8)
+    throw new BatchDecodeError(`seq frame has ${frame.length} bytes, expected 8`, "shape");
   return Buffer.from(frame.buffer, frame.byteOffset, 8).readBigInt64BE(0);
 }
 

@@ -39,16 +39,41 @@ class Writer {
     if (typeof x === "number" && Number.isSafeInteger(x)) {
       if (x >= 0) {
         if (x < 128) b[o++] = x;
-        else if (x < 0x100) { b[o++] = 0xcc; b[o++] = x; }
-        else if (x < 0x10000) { b[o++] = 0xcd; b.writeUInt16BE(x, o); o += 2; }
-        else if (x < 0x100000000) { b[o++] = 0xce; b.writeUInt32BE(x, o); o += 4; }
-        else { b[o++] = 0xcf; b.writeBigUInt64BE(BigInt(x), o); o += 8; }
+        else if (x < 0x100) {
+          b[o++] = 0xcc;
+          b[o++] = x;
+        } else if (x < 0x10000) {
+          b[o++] = 0xcd;
+          b.writeUInt16BE(x, o);
+          o += 2;
+        } else if (x < 0x100000000) {
+          b[o++] = 0xce;
+          b.writeUInt32BE(x, o);
+          o += 4;
+        } else {
+          b[o++] = 0xcf;
+          b.writeBigUInt64BE(BigInt(x), o);
+          o += 8;
+        }
       } else {
         if (x >= -32) b[o++] = x & 0xff;
-        else if (x >= -128) { b[o++] = 0xd0; b.writeInt8(x, o); o += 1; }
-        else if (x >= -32768) { b[o++] = 0xd1; b.writeInt16BE(x, o); o += 2; }
-        else if (x >= -2147483648) { b[o++] = 0xd2; b.writeInt32BE(x, o); o += 4; }
-        else { b[o++] = 0xd3; b.writeBigInt64BE(BigInt(x), o); o += 8; }
+        else if (x >= -128) {
+          b[o++] = 0xd0;
+          b.writeInt8(x, o);
+          o += 1;
+        } else if (x >= -32768) {
+          b[o++] = 0xd1;
+          b.writeInt16BE(x, o);
+          o += 2;
+        } else if (x >= -2147483648) {
+          b[o++] = 0xd2;
+          b.writeInt32BE(x, o);
+          o += 4;
+        } else {
+          b[o++] = 0xd3;
+          b.writeBigInt64BE(BigInt(x), o);
+          o += 8;
+        }
       }
       this.len = o;
       return;
@@ -58,17 +83,31 @@ class Writer {
       this.int(Number(v));
       return;
     }
-    if (v >= 0n) { b[o++] = 0xcf; b.writeBigUInt64BE(v, o); }
-    else { b[o++] = 0xd3; b.writeBigInt64BE(v, o); }
+    if (v >= 0n) {
+      b[o++] = 0xcf;
+      b.writeBigUInt64BE(v, o);
+    } else {
+      b[o++] = 0xd3;
+      b.writeBigInt64BE(v, o);
+    }
     this.len = o + 8;
   }
   str(s: string): void {
     const n = Buffer.byteLength(s);
     this.ensure(n + 5);
     if (n < 32) this.buf[this.len++] = 0xa0 | n;
-    else if (n < 0x100) { this.buf[this.len++] = 0xd9; this.buf[this.len++] = n; }
-    else if (n < 0x10000) { this.buf[this.len++] = 0xda; this.buf.writeUInt16BE(n, this.len); this.len += 2; }
-    else { this.buf[this.len++] = 0xdb; this.buf.writeUInt32BE(n, this.len); this.len += 4; }
+    else if (n < 0x100) {
+      this.buf[this.len++] = 0xd9;
+      this.buf[this.len++] = n;
+    } else if (n < 0x10000) {
+      this.buf[this.len++] = 0xda;
+      this.buf.writeUInt16BE(n, this.len);
+      this.len += 2;
+    } else {
+      this.buf[this.len++] = 0xdb;
+      this.buf.writeUInt32BE(n, this.len);
+      this.len += 4;
+    }
     this.len += this.buf.write(s, this.len);
   }
   array(n: number): void {
@@ -80,8 +119,15 @@ class Writer {
   private header(n: number, fix: number, h16: number, h32: number): void {
     this.ensure(5);
     if (n < 16) this.buf[this.len++] = fix | n;
-    else if (n < 0x10000) { this.buf[this.len++] = h16; this.buf.writeUInt16BE(n, this.len); this.len += 2; }
-    else { this.buf[this.len++] = h32; this.buf.writeUInt32BE(n, this.len); this.len += 4; }
+    else if (n < 0x10000) {
+      this.buf[this.len++] = h16;
+      this.buf.writeUInt16BE(n, this.len);
+      this.len += 2;
+    } else {
+      this.buf[this.len++] = h32;
+      this.buf.writeUInt32BE(n, this.len);
+      this.len += 4;
+    }
   }
   optInt(x: number | bigint | null): void {
     if (x === null) this.nil();

@@ -28,12 +28,22 @@ export interface EventColumns {
   /** Empty unless tokens were asked for. */
   tokens: Uint32Array;
   /** Events with optional strings (or a non-canonical medium), by position in the decoded events. */
-  extras: { index: number; medium: string | null; cacheSalt: string | null; sessionId: string | null; loraName: string | null; loraId: number | null }[];
+  extras: {
+    index: number;
+    medium: string | null;
+    cacheSalt: string | null;
+    sessionId: string | null;
+    loraName: string | null;
+    loraId: number | null;
+  }[];
   /** `index` here is the position in the batch's wire array. */
   bad: BadEvent[];
 }
 
-export type NativeResult = number | { error: string; kind: string } | { bytes: number; extras: EventColumns["extras"]; bad: BadEvent[] };
+export type NativeResult =
+  | number
+  | { error: string; kind: string }
+  | { bytes: number; extras: EventColumns["extras"]; bad: BadEvent[] };
 
 interface NativeEvents {
   decodeKvEventBatchInto(payload: Uint8Array, out: Uint8Array, wantTokens: boolean): NativeResult;
@@ -68,8 +78,13 @@ const al8 = (n: number) => (n + 7) & ~7;
  */
 export function decodeBatchColumns(payload: Uint8Array, wantTokens = false): EventColumns {
   const a = addon();
-  if (!a) throw new Error("the loaded kvctl addon has no decodeKvEventBatchInto (rebuild it: npm run build:native)");
-  return columnsOf(payload, wantTokens, (out) => a.decodeKvEventBatchInto(payload, out, wantTokens));
+  if (!a)
+    throw new Error(
+      "the loaded kvctl addon has no decodeKvEventBatchInto (rebuild it: npm run build:native)",
+    );
+  return columnsOf(payload, wantTokens, (out) =>
+    a.decodeKvEventBatchInto(payload, out, wantTokens),
+  );
 }
 
 /**
@@ -78,7 +93,11 @@ export function decodeBatchColumns(payload: Uint8Array, wantTokens = false): Eve
  * buffer is too small it grows, and the payload is decoded again by the decoder alone, so
  * `write` runs exactly once. Same views and errors as decodeBatchColumns.
  */
-export function columnsOf(payload: Uint8Array, wantTokens: boolean, write: (out: Uint8Array) => NativeResult): EventColumns {
+export function columnsOf(
+  payload: Uint8Array,
+  wantTokens: boolean,
+  write: (out: Uint8Array) => NativeResult,
+): EventColumns {
   let r = write(scratchU8);
   if (typeof r === "number" && r < 0) {
     scratch = new ArrayBuffer(al8(-r) * 2);
@@ -111,7 +130,16 @@ export function columnsOf(payload: Uint8Array, wantTokens: boolean, write: (out:
     dpRank: Number.isNaN(head[1]) ? null : head[1],
     form: head[2] === 1 ? "map" : "array",
     count: n,
-    kinds, tiers, blockSizes, hashOffsets, hashes, parents, hasParent, flags, tokenOffsets, tokens,
+    kinds,
+    tiers,
+    blockSizes,
+    hashOffsets,
+    hashes,
+    parents,
+    hasParent,
+    flags,
+    tokenOffsets,
+    tokens,
     extras: typeof r === "object" ? r.extras : [],
     bad: typeof r === "object" ? r.bad : [],
   };
@@ -128,7 +156,8 @@ export function columnsToBatch(c: EventColumns): DecodedBatch {
     const medium = x?.medium ?? (c.flags[i] & 2 ? tier : null);
     const kind = EVENT_KINDS[c.kinds[i]];
     if (kind === "AllBlocksCleared") events.push({ type: "AllBlocksCleared" });
-    else if (kind === "BlockRemoved") events.push({ type: "BlockRemoved", blockHashes: hashes, medium, tier });
+    else if (kind === "BlockRemoved")
+      events.push({ type: "BlockRemoved", blockHashes: hashes, medium, tier });
     else
       events.push({
         type: "BlockStored",

@@ -95,7 +95,12 @@ export class KvEventPublisher {
   }
 
   blockRemoved(blockHashes: readonly bigint[], medium: string | null = "GPU"): this {
-    this.events.push({ type: "BlockRemoved", blockHashes: [...blockHashes], medium, tier: tierOfMedium(medium) });
+    this.events.push({
+      type: "BlockRemoved",
+      blockHashes: [...blockHashes],
+      medium,
+      tier: tierOfMedium(medium),
+    });
     return this;
   }
 
@@ -138,7 +143,11 @@ export class KvEventPublisher {
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.subscriptionWaiters = this.subscriptionWaiters.filter((w) => w !== waiter);
-        reject(new Error(`${this.subscriptions} of ${count} subscription(s) reached ${this.endpoint} within ${timeoutMs} ms`));
+        reject(
+          new Error(
+            `${this.subscriptions} of ${count} subscription(s) reached ${this.endpoint} within ${timeoutMs} ms`,
+          ),
+        );
       }, timeoutMs);
       const waiter = {
         count,
@@ -162,7 +171,9 @@ export class KvEventPublisher {
         if (msg?.[0] !== 1) continue; // 0 = unsubscribe
         this.subscriptions++;
         const ready = this.subscriptionWaiters.filter((w) => w.count <= this.subscriptions);
-        this.subscriptionWaiters = this.subscriptionWaiters.filter((w) => w.count > this.subscriptions);
+        this.subscriptionWaiters = this.subscriptionWaiters.filter(
+          (w) => w.count > this.subscriptions,
+        );
         for (const w of ready) w.resolve();
       }
     } catch {
@@ -183,9 +194,16 @@ export class KvEventPublisher {
         const [client] = msg;
         const start = decodeSeq(msg[2]);
         for (const { seq, payload } of [...this.buffer]) {
-          if (seq >= start) await router.send([client, Buffer.alloc(0), topic, encodeSeq(seq), payload]);
+          if (seq >= start)
+            await router.send([client, Buffer.alloc(0), topic, encodeSeq(seq), payload]);
         }
-        await router.send([client, Buffer.alloc(0), Buffer.alloc(0), encodeSeq(END_SEQ), Buffer.alloc(0)]);
+        await router.send([
+          client,
+          Buffer.alloc(0),
+          Buffer.alloc(0),
+          encodeSeq(END_SEQ),
+          Buffer.alloc(0),
+        ]);
       }
     } catch {
       // closed

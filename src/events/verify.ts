@@ -30,12 +30,20 @@ function hashTokens(e: BlockStoredEvent): number[] {
   return out;
 }
 
-export function recomputeStored(e: BlockStoredEvent, parentDigest: Uint8Array | null, o: RecomputeOptions = {}): Recomputed {
-  if (e.parentBlockHash !== null && !parentDigest) return { kind: "unverifiable", reason: "parent not seen" };
+export function recomputeStored(
+  e: BlockStoredEvent,
+  parentDigest: Uint8Array | null,
+  o: RecomputeOptions = {},
+): Recomputed {
+  if (e.parentBlockHash !== null && !parentDigest)
+    return { kind: "unverifiable", reason: "parent not seen" };
   const pageSize = o.pageSize ?? e.blockSize;
   const units = e.bigram ? e.tokenIds.length / 2 : e.tokenIds.length;
   if (units !== e.blockHashes.length * pageSize) {
-    return { kind: "unverifiable", reason: `${units} tokens for ${e.blockHashes.length} page(s) of ${pageSize}` };
+    return {
+      kind: "unverifiable",
+      reason: `${units} tokens for ${e.blockHashes.length} page(s) of ${pageSize}`,
+    };
   }
   if (e.loraName !== null && o.extraKey == null) {
     return { kind: "unverifiable", reason: `LoRA '${e.loraName}' namespace needs --extra-key` };

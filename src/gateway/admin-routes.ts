@@ -11,14 +11,30 @@ import { type GatewayWorker, MembershipError, type WorkerSet } from "./workers.j
 export const ADMIN_PREFIX = "/kvctl/v1/admin";
 
 export function workerView(w: GatewayWorker): Record<string, unknown> {
-  return { id: w.id, url: w.url, healthy: w.healthy, joined: w.joined, drained: w.cordoned, stale: w.stale, in_flight: w.inFlight, page_size: w.scheme?.pageSize ?? null };
+  return {
+    id: w.id,
+    url: w.url,
+    healthy: w.healthy,
+    joined: w.joined,
+    drained: w.cordoned,
+    stale: w.stale,
+    in_flight: w.inFlight,
+    page_size: w.scheme?.pageSize ?? null,
+  };
 }
 
 function fail(reply: FastifyReply, status: number, type: string, message: string): FastifyReply {
-  return reply.code(status).header("content-type", "application/json").send(errorBody("openai", type, message));
+  return reply
+    .code(status)
+    .header("content-type", "application/json")
+    .send(errorBody("openai", type, message));
 }
 
-export function registerAdminRoutes(app: FastifyInstance, workers: WorkerSet, graceMs: number): void {
+export function registerAdminRoutes(
+  app: FastifyInstance,
+  workers: WorkerSet,
+  graceMs: number,
+): void {
   const count = (change: string) => workers.metrics.ops.membership.inc({ change });
   app.get(`${ADMIN_PREFIX}/workers`, async () => ({ workers: workers.workers.map(workerView) }));
 
@@ -26,7 +42,12 @@ export function registerAdminRoutes(app: FastifyInstance, workers: WorkerSet, gr
     const parsed = workerConfigSchema.safeParse((req.body as { json?: unknown } | undefined)?.json);
     if (!parsed.success) {
       const i = parsed.error.issues[0];
-      return fail(reply, 400, "invalid_request_error", `worker entry: ${i.path.length ? i.path.join(".") : "(body)"}: ${i.message}`);
+      return fail(
+        reply,
+        400,
+        "invalid_request_error",
+        `worker entry: ${i.path.length ? i.path.join(".") : "(body)"}: ${i.message}`,
+      );
     }
     try {
       const w = await workers.add(parsed.data);
@@ -34,7 +55,8 @@ export function registerAdminRoutes(app: FastifyInstance, workers: WorkerSet, gr
       return reply.code(w.healthy ? 201 : 202).send({ worker: workerView(w) });
     } catch (e) {
       if (e instanceof MembershipError) return fail(reply, 409, "invalid_request_error", e.message);
-      if (e instanceof WorkerSchemeError) return fail(reply, 422, "invalid_request_error", e.message);
+      if (e instanceof WorkerSchemeError)
+        return fail(reply, 422, "invalid_request_error", e.message);
       throw e;
     }
   });

@@ -17,7 +17,10 @@ export interface AdmissionBound {
 }
 
 export function admissionBound(a: GatewayConfig["admission"]): AdmissionBound {
-  return { maxQueued: a.maxQueuedPerWorker ?? Number.POSITIVE_INFINITY, timeoutMs: a.queueTimeoutMs ?? null };
+  return {
+    maxQueued: a.maxQueuedPerWorker ?? Number.POSITIVE_INFINITY,
+    timeoutMs: a.queueTimeoutMs ?? null,
+  };
 }
 
 /** Seconds a refused client is told to wait: a queue slot or room frees within about one wait. */
@@ -26,7 +29,12 @@ function retryAfterSeconds(a: GatewayConfig["admission"]): number {
 }
 
 /** Answers a refused request (counted by worker, reason and tenant) and ends its turn. */
-export function refuse(ctx: TurnContext, call: WorkerCall, why: Refusal, tenant: string): CallOutcome {
+export function refuse(
+  ctx: TurnContext,
+  call: WorkerCall,
+  why: Refusal,
+  tenant: string,
+): CallOutcome {
   const { turn, worker, res } = call;
   const status = why === "queue_full" ? 429 : 503;
   ctx.metrics.ops.admissionRefused.inc({ worker: worker.id, reason: why, tenant });
@@ -35,6 +43,11 @@ export function refuse(ctx: TurnContext, call: WorkerCall, why: Refusal, tenant:
     why === "queue_full"
       ? `worker ${worker.id} has admission.maxQueuedPerWorker requests waiting already; retry later`
       : `waited admission.queueTimeoutMs for room on worker ${worker.id}; retry later`;
-  sendJson(res, status, errorBody(turn.flavor, why === "queue_full" ? "rate_limited" : "service_unavailable", message), { "retry-after": String(retryAfterSeconds(ctx.config.admission)) });
+  sendJson(
+    res,
+    status,
+    errorBody(turn.flavor, why === "queue_full" ? "rate_limited" : "service_unavailable", message),
+    { "retry-after": String(retryAfterSeconds(ctx.config.admission)) },
+  );
   return { kind: "done", status, error: `admission: ${why}`, result: null };
 }

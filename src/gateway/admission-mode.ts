@@ -18,7 +18,11 @@ export interface Gate {
 }
 
 /** The worker's gate under the configured admission, or null when admission is off. */
-export function admissionGate(a: GatewayConfig["admission"], retention: ProgramRetention | null = null, released: ProgramReleasedHook | null = null): Gate | null {
+export function admissionGate(
+  a: GatewayConfig["admission"],
+  retention: ProgramRetention | null = null,
+  released: ProgramReleasedHook | null = null,
+): Gate | null {
   if (a.mode === "program") {
     return new ProgramGate(
       {
@@ -33,12 +37,21 @@ export function admissionGate(a: GatewayConfig["admission"], retention: ProgramR
       released,
     );
   }
-  const limits = { maxRequests: a.maxRequestsPerWorker, maxPromptTokens: a.maxPromptTokensPerWorker };
+  const limits = {
+    maxRequests: a.maxRequestsPerWorker,
+    maxPromptTokens: a.maxPromptTokensPerWorker,
+  };
   return AdmissionGate.enabled(limits) ? new AdmissionGate(limits) : null;
 }
 
 /** Whether a turn's reply keeps its session in its tool loop (it ended in a tool call). */
-export function continuesToolLoop(result: { finishReason: string | null; toolCalls: readonly unknown[] } | null): boolean {
+export function continuesToolLoop(
+  result: { finishReason: string | null; toolCalls: readonly unknown[] } | null,
+): boolean {
   if (!result) return false;
-  return result.toolCalls.length > 0 || result.finishReason === "tool_calls" || result.finishReason === "tool_use";
+  return (
+    result.toolCalls.length > 0 ||
+    result.finishReason === "tool_calls" ||
+    result.finishReason === "tool_use"
+  );
 }

@@ -39,7 +39,10 @@ export class AdmissionGate {
   }
 
   static enabled(limits: AdmissionLimits | undefined): boolean {
-    return limits !== undefined && (limits.maxRequests !== undefined || limits.maxPromptTokens !== undefined);
+    return (
+      limits !== undefined &&
+      (limits.maxRequests !== undefined || limits.maxPromptTokens !== undefined)
+    );
   }
 
   private fits(tokens: number): boolean {
@@ -86,6 +89,7 @@ export class AdmissionGate {
   }
 
   private pump(): void {
-    while (this.queue.length > 0 && this.fits(this.queue[0].tokens)) (this.queue.shift() as Waiter).admit();
+    while (this.queue.length > 0 && this.fits(this.queue[0].tokens))
+      (this.queue.shift() as Waiter).admit();
   }
 }

@@ -19,7 +19,10 @@ import { requestFields } from "./request-log.js";
 
 const PASS_RESPONSE_HEADERS = ["content-type", "cache-control", "x-request-id"];
 
-export function passHeaders(workerId: string, upstream: Record<string, string | string[] | undefined>): Record<string, string | number> {
+export function passHeaders(
+  workerId: string,
+  upstream: Record<string, string | string[] | undefined>,
+): Record<string, string | number> {
   const out: Record<string, string | number> = { "x-kvctl-worker": workerId };
   for (const h of PASS_RESPONSE_HEADERS) {
     const v = upstream[h];
@@ -60,11 +63,16 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.call.client.onGone(() => controller.abort(new undiciErrors.RequestAbortedError()));
-    this.abortOnDrain = () => controller.abort(new Error(`worker ${this.call.worker.id} was drained while answering`));
+    this.abortOnDrain = () =>
+      controller.abort(new Error(`worker ${this.call.worker.id} was drained while answering`));
     this.call.worker.calls.add(this.abortOnDrain);
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, upstream: Record<string, string | string[] | undefined>): void {
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    upstream: Record<string, string | string[] | undefined>,
+  ): void {
     this.status = statusCode;
     const contentType = String(upstream["content-type"] ?? "");
     this.sse = contentType.includes("text/event-stream");
@@ -97,7 +105,12 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
       if (held && !this.res.destroyed) this.res.write(held);
       this.res.end();
       this.ctx.metrics.countRequest(this.route, this.call.worker.id, this.status);
-      this.finish({ kind: "done", status: this.status, error: null, result: this.scan?.result() ?? null });
+      this.finish({
+        kind: "done",
+        status: this.status,
+        error: null,
+        result: this.scan?.result() ?? null,
+      });
       return;
     }
     // The worker's room is free before the answer goes out.
@@ -105,7 +118,8 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     this.release(result);
     this.ctx.metrics.countRequest(this.route, this.call.worker.id, this.status);
     if (!this.res.destroyed) {
-      this.headers["content-length"] = typeof out === "string" ? Buffer.byteLength(out) : out.length;
+      this.headers["content-length"] =
+        typeof out === "string" ? Buffer.byteLength(out) : out.length;
       this.res.writeHead(this.status, this.headers);
       this.res.end(out);
     }
@@ -139,7 +153,10 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
       parsed = null;
     }
     const added = this.call.turn.added;
-    return { out: added && (added.prompt || added.response) ? stripTokenFields(text, added) : text, result: turnResultOf(this.route, parsed) };
+    return {
+      out: added && (added.prompt || added.response) ? stripTokenFields(text, added) : text,
+      result: turnResultOf(this.route, parsed),
+    };
   }
 
   private failedMidStream(e: Error): CallOutcome {
@@ -155,10 +172,24 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     metrics.upstreamErrors.inc({ worker: worker.id, kind });
     // Not drained here: a worker that died refuses the next connection and is drained then;
     // one that only lost this connection keeps its sessions and its blocks in the index.
-    this.ctx.log.warn(`gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message}); client told`, requestFields(this.res.req));
-    this.res.end(streamErrorEvent(this.call.turn.flavor, "upstream_error", `worker ${worker.id} failed mid-stream (${kind}); retry the request`));
+    this.ctx.log.warn(
+      `gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message}); client told`,
+      requestFields(this.res.req),
+    );
+    this.res.end(
+      streamErrorEvent(
+        this.call.turn.flavor,
+        "upstream_error",
+        `worker ${worker.id} failed mid-stream (${kind}); retry the request`,
+      ),
+    );
     metrics.countRequest(this.route, worker.id, 502);
-    return { kind: "done", status: this.status, error: `worker failed mid-stream: ${e.message}`, result: null };
+    return {
+      kind: "done",
+      status: this.status,
+      error: `worker failed mid-stream: ${e.message}`,
+      result: null,
+    };
   }
 
   private failedBeforeAnswer(e: Error): CallOutcome {
@@ -180,9 +211,21 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     // and the worker is drained only if it then refuses connections.
     if (kind === "reset") return { kind: "retry", error: `connection reset: ${e.message}` };
     const status = kind === "timeout" ? 504 : 502;
-    const msg = kind === "timeout" ? `worker ${worker.id} timed out` : `worker ${worker.id} failed: ${e.message}`;
+    const msg =
+      kind === "timeout"
+        ? `worker ${worker.id} timed out`
+        : `worker ${worker.id} failed: ${e.message}`;
     metrics.countRequest(this.route, worker.id, status);
-    sendJson(this.res, status, errorBody(this.call.turn.flavor, kind === "timeout" ? "upstream_timeout" : "upstream_error", msg), kind === "timeout" ? NO_RETRY_HEADERS : undefined);
+    sendJson(
+      this.res,
+      status,
+      errorBody(
+        this.call.turn.flavor,
+        kind === "timeout" ? "upstream_timeout" : "upstream_error",
+        msg,
+      ),
+      kind === "timeout" ? NO_RETRY_HEADERS : undefined,
+    );
     return { kind: "done", status, error: msg, result: null };
   }
 }

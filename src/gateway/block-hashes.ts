@@ -10,6 +10,10 @@ export interface HashNamespace {
   extraKey: string | null;
 }
 
-export function requestBlockHashes(tokens: readonly number[], scheme: HashScheme, ns: HashNamespace): BigInt64Array {
+export function requestBlockHashes(
+  tokens: readonly number[],
+  scheme: HashScheme,
+  ns: HashNamespace,
+): BigInt64Array {
   return blockHashes(tokens as number[], hashOptions(scheme, ns));
 }

@@ -31,7 +31,11 @@ export function bodyDeadlineStarts(server: Server, req: IncomingMessage, ms: num
     d.timer.refresh();
     return;
   }
-  const fresh: Deadline = { req, since: performance.now(), timer: setTimeout(() => expire(server, socket, fresh, ms), ms) };
+  const fresh: Deadline = {
+    req,
+    since: performance.now(),
+    timer: setTimeout(() => expire(server, socket, fresh, ms), ms),
+  };
   fresh.timer.unref();
   socket[DEADLINE] = fresh;
   socket.once("close", () => clearTimeout(fresh.timer));
@@ -46,7 +50,10 @@ function expire(server: Server, socket: Socket, d: Deadline, ms: number): void {
     return;
   }
   socket.on("error", () => undefined);
-  const e = Object.assign(new Error("the request did not arrive whole within listener.bodyTimeoutMs"), { code: "ERR_HTTP_REQUEST_TIMEOUT" });
+  const e = Object.assign(
+    new Error("the request did not arrive whole within listener.bodyTimeoutMs"),
+    { code: "ERR_HTTP_REQUEST_TIMEOUT" },
+  );
   if (server.emit("clientError", e, socket)) return;
   if (socket.writable) socket.write("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n");
   socket.destroy(e);

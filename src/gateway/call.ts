@@ -42,4 +42,3 @@ export interface WorkerCall {
   /** When the turn began (performance.now()), for the latency histograms. */
   startedAt: number;
 }
-

@@ -37,7 +37,12 @@ export class CommandRecorder {
     if (sid) this.inSession(sid, pc, outcome, now);
   }
 
-  private inSession(sessionId: string, pc: PolicyCommand, outcome: CommandOutcome, now: number): void {
+  private inSession(
+    sessionId: string,
+    pc: PolicyCommand,
+    outcome: CommandOutcome,
+    now: number,
+  ): void {
     const entry = (worker: string, state: string, detail: string | null): CommandRecord => ({
       id: outcome.id,
       worker,
@@ -53,15 +58,26 @@ export class CommandRecorder {
         if (outcome.state === "acked") {
           for (const a of outcome.acks) {
             rec.commands.push(entry(a.worker_id, a.status, a.reason));
-            this.o.settle(rec, pc, a.worker_id, { status: a.status, affected: a.affected, missing: a.missing, skipped: a.skipped, epoch: a.epoch === null ? null : Number(a.epoch) });
+            this.o.settle(rec, pc, a.worker_id, {
+              status: a.status,
+              affected: a.affected,
+              missing: a.missing,
+              skipped: a.skipped,
+              epoch: a.epoch === null ? null : Number(a.epoch),
+            });
           }
         } else {
           rec.commands.push(entry(pc.worker, outcome.state, outcome.error));
           this.o.settle(rec, pc, pc.worker, { status: outcome.state });
         }
-        if (rec.commands.length > this.o.maxCommands) rec.commands.splice(0, rec.commands.length - this.o.maxCommands);
+        if (rec.commands.length > this.o.maxCommands)
+          rec.commands.splice(0, rec.commands.length - this.o.maxCommands);
       })
-      .catch((e) => this.o.log.warn(`gateway: recording a command in session ${sessionId}: ${(e as Error).message}`));
+      .catch((e) =>
+        this.o.log.warn(
+          `gateway: recording a command in session ${sessionId}: ${(e as Error).message}`,
+        ),
+      );
     this.pending.add(recorded);
     void recorded.finally(() => this.pending.delete(recorded));
   }
@@ -76,7 +92,10 @@ function commandLine(now: number, pc: PolicyCommand, outcome: CommandOutcome): s
     state: outcome.state,
     id: outcome.id,
     elapsed_ms: outcome.state === "dropped" ? undefined : outcome.elapsedMs,
-    acks: outcome.state === "acked" ? outcome.acks.map((a) => ({ worker: a.worker_id, status: a.status, affected: a.affected })) : undefined,
+    acks:
+      outcome.state === "acked"
+        ? outcome.acks.map((a) => ({ worker: a.worker_id, status: a.status, affected: a.affected }))
+        : undefined,
     error: outcome.state === "acked" ? undefined : outcome.error,
   });
 }
@@ -86,7 +105,18 @@ function ackObservations(now: number, pc: PolicyCommand, outcome: CommandOutcome
   const sessionId = pc.sessionId ?? null;
   const commandType = pc.command.type;
   if (outcome.state !== "acked") {
-    return [{ type: "CommandAcked", at: now, sessionId, worker: pc.worker, commandType, status: outcome.state, command: pc.command, detail: outcome.error }];
+    return [
+      {
+        type: "CommandAcked",
+        at: now,
+        sessionId,
+        worker: pc.worker,
+        commandType,
+        status: outcome.state,
+        command: pc.command,
+        detail: outcome.error,
+      },
+    ];
   }
   return outcome.acks.map((a) => ({
     type: "CommandAcked",

@@ -44,7 +44,9 @@ export class CommandSink {
     } catch (e) {
       if (!(e instanceof CommandValidationError)) throw e;
       metrics.commandsDropped.inc({ reason: "invalid" });
-      this.o.log.error(`gateway: policy command ${pc.command?.type ?? "?"} for ${pc.worker} is invalid (${e.message}); dropped`);
+      this.o.log.error(
+        `gateway: policy command ${pc.command?.type ?? "?"} for ${pc.worker} is invalid (${e.message}); dropped`,
+      );
       this.o.onOutcome(pc, { state: "dropped", id: null, error: `invalid: ${e.message}` });
       return;
     }
@@ -54,7 +56,11 @@ export class CommandSink {
     }
     if (this.queue.length >= this.o.maxQueued) {
       metrics.commandsDropped.inc({ reason: "queue_full" });
-      this.o.onOutcome(pc, { state: "dropped", id: null, error: `command queue full (${this.o.maxQueued}) while NATS is unavailable` });
+      this.o.onOutcome(pc, {
+        state: "dropped",
+        id: null,
+        error: `command queue full (${this.o.maxQueued}) while NATS is unavailable`,
+      });
       return;
     }
     this.queue.push(pc);
@@ -63,7 +69,8 @@ export class CommandSink {
 
   /** Sends what waited (the NATS connection is back). */
   flush(): void {
-    while (this.queue.length > 0 && this.o.publisher()) this.send(this.queue.shift() as PolicyCommand);
+    while (this.queue.length > 0 && this.o.publisher())
+      this.send(this.queue.shift() as PolicyCommand);
     this.o.metrics.commandsQueued.set(0);
   }
 
@@ -84,7 +91,8 @@ export class CommandSink {
         if (pc.worker === "broadcast") {
           const r = await publisher.broadcast(pc.command);
           for (const a of r.acks) metrics.commandsAcked.inc({ type, status: a.status });
-          if (r.silent.length) metrics.commandsFailed.inc({ type, error: "silent" }, r.silent.length);
+          if (r.silent.length)
+            metrics.commandsFailed.inc({ type, error: "silent" }, r.silent.length);
           this.o.onOutcome(pc, { state: "acked", id: r.id, acks: r.acks, elapsedMs: elapsed() });
         } else {
           const ack = await publisher.send(pc.worker, pc.command, pc.id ? { id: pc.id } : {});
@@ -95,7 +103,12 @@ export class CommandSink {
         const err = e as Error & { id?: string };
         metrics.commandsFailed.inc({ type, error: err.name || "Error" });
         this.o.log.warn(`gateway: command ${type} to ${pc.worker} failed: ${err.message}`);
-        this.o.onOutcome(pc, { state: "failed", id: typeof err.id === "string" ? err.id : null, error: err.message, elapsedMs: elapsed() });
+        this.o.onOutcome(pc, {
+          state: "failed",
+          id: typeof err.id === "string" ? err.id : null,
+          error: err.message,
+          elapsedMs: elapsed(),
+        });
       }
     })();
     this.pending.add(p);

@@ -4,7 +4,12 @@
 // serving on what it has and says why. Only `workers` is applied; other changes need a restart.
 import { type FSWatcher, watch } from "node:fs";
 import { basename, dirname } from "node:path";
-import { GatewayConfigError, parseGatewayConfig, readConfigFile, type WorkerConfig } from "./config.js";
+import {
+  GatewayConfigError,
+  parseGatewayConfig,
+  readConfigFile,
+  type WorkerConfig,
+} from "./config.js";
 import type { WorkerSet } from "./workers.js";
 import { asLog, type GatewayLog } from "./logger.js";
 
@@ -14,11 +19,21 @@ export interface ConfigWatch {
   close(): void;
 }
 
-const same = (a: WorkerConfig, b: { url: string; events: string | null; replay: string | null }): boolean =>
-  a.url.replace(/\/$/, "") === b.url && (a.events === undefined || a.events === b.events) && (a.replay === undefined || a.replay === b.replay);
+const same = (
+  a: WorkerConfig,
+  b: { url: string; events: string | null; replay: string | null },
+): boolean =>
+  a.url.replace(/\/$/, "") === b.url &&
+  (a.events === undefined || a.events === b.events) &&
+  (a.replay === undefined || a.replay === b.replay);
 
 /** Applies the file's worker list to `workers`; what changed, or the error that changed nothing. */
-export async function applyWorkerList(path: string, workers: WorkerSet, graceMs: number, to: GatewayLog | ((line: string) => void)): Promise<string[]> {
+export async function applyWorkerList(
+  path: string,
+  workers: WorkerSet,
+  graceMs: number,
+  to: GatewayLog | ((line: string) => void),
+): Promise<string[]> {
   const log = asLog(to);
   let want: WorkerConfig[];
   try {
@@ -52,7 +67,12 @@ export async function applyWorkerList(path: string, workers: WorkerSet, graceMs:
 }
 
 /** Watches the file's directory (editors replace files rather than write them in place). */
-export function watchWorkerList(path: string, workers: WorkerSet, graceMs: number, to: GatewayLog | ((line: string) => void)): ConfigWatch {
+export function watchWorkerList(
+  path: string,
+  workers: WorkerSet,
+  graceMs: number,
+  to: GatewayLog | ((line: string) => void),
+): ConfigWatch {
   const log = asLog(to);
   let chain: Promise<unknown> = Promise.resolve();
   let timer: NodeJS.Timeout | null = null;
@@ -62,7 +82,9 @@ export function watchWorkerList(path: string, workers: WorkerSet, graceMs: numbe
     // Several events come for one save: apply once they stop.
     if (timer) clearTimeout(timer);
     timer = setTimeout(() => {
-      chain = chain.then(() => applyWorkerList(path, workers, graceMs, log)).catch((e) => log.error(`gateway: config reload failed: ${(e as Error).message}`));
+      chain = chain
+        .then(() => applyWorkerList(path, workers, graceMs, log))
+        .catch((e) => log.error(`gateway: config reload failed: ${(e as Error).message}`));
     }, 100);
   });
   watcher.on("error", (e) => log.error(`gateway: watching ${path} stopped: ${e.message}`));

@@ -8,7 +8,12 @@ import { policiesConfigSchema } from "../contract/policies-config.js";
 import { checkSubjectPrefix, checkWorkerId } from "../protocol/subjects.js";
 import { authConfigSchema, workerCredentialFields } from "./auth/config.js";
 import { tlsConfigSchema } from "./auth/tls.js";
-import { drainConfigSchema, listenerConfigSchema, loggingConfigSchema, telemetryConfigSchema } from "./ops-config.js";
+import {
+  drainConfigSchema,
+  listenerConfigSchema,
+  loggingConfigSchema,
+  telemetryConfigSchema,
+} from "./ops-config.js";
 
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
 const nonNegative = z.number().min(0, "must be >= 0");
@@ -25,9 +30,13 @@ const workerId = z.string().refine(
   { message: "must be 1-128 characters from A-Z a-z 0-9 _ - (and not 'broadcast')" },
 );
 
-const httpUrl = z.string().refine((s) => /^https?:\/\/[^/\s]+\/?$/.test(s), { message: "must be http(s)://host:port" });
+const httpUrl = z
+  .string()
+  .refine((s) => /^https?:\/\/[^/\s]+\/?$/.test(s), { message: "must be http(s)://host:port" });
 const ZMQ_ENDPOINT = /^tcp:\/\/[^\s]+:\d+$/;
-const zmqEndpoint = z.string().refine((s) => ZMQ_ENDPOINT.test(s), { message: "must be tcp://host:port" });
+const zmqEndpoint = z
+  .string()
+  .refine((s) => ZMQ_ENDPOINT.test(s), { message: "must be tcp://host:port" });
 
 /** A worker whose KV events come from NVIDIA Dynamo's event plane (docs/dynamo.md). */
 export const workerDynamoSchema = z.strictObject({
@@ -36,7 +45,9 @@ export const workerDynamoSchema = z.strictObject({
    * or "nats": Dynamo's NATS event plane (`--event-plane nats`), read on the gateway's own NATS
    * connection (`nats`), which must then be configured.
    */
-  events: z.string().refine((s) => s === "nats" || ZMQ_ENDPOINT.test(s), { message: 'must be tcp://host:port or "nats"' }),
+  events: z.string().refine((s) => s === "nats" || ZMQ_ENDPOINT.test(s), {
+    message: 'must be tcp://host:port or "nats"',
+  }),
   /** Dynamo's id of the worker (decimal, the worker_id of its events), mapped to this kvctl worker. */
   workerId: z.string().regex(/^\d{1,20}$/, "must be Dynamo's decimal worker id"),
   /** Tokens per block (SGLang page size x DCP size); the worker's /server_info page size when unset. */
@@ -72,14 +83,20 @@ export const natsConfigSchema = z.strictObject({
   tlsCert: z.string().optional(),
   tlsKey: z.string().optional(),
   tlsHandshakeFirst: z.boolean().optional(),
-  subjectPrefix: z.string().refine((s) => {
-    try {
-      checkSubjectPrefix(s);
-      return true;
-    } catch {
-      return false;
-    }
-  }, { message: "must be dot-separated tokens of A-Z a-z 0-9 _ -" }).optional(),
+  subjectPrefix: z
+    .string()
+    .refine(
+      (s) => {
+        try {
+          checkSubjectPrefix(s);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      { message: "must be dot-separated tokens of A-Z a-z 0-9 _ -" },
+    )
+    .optional(),
   inboxPrefix: z.string().optional(),
   /** Time one NATS operation (KV get/put) may take before the gateway goes on without it (ms). */
   opTimeoutMs: positiveInt.default(500),
@@ -118,7 +135,11 @@ export const routingConfigSchema = z.strictObject({
 
 export const gatewayConfigSchema = z.strictObject({
   listen: z
-    .strictObject({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8080), tls: tlsConfigSchema.optional() })
+    .strictObject({
+      host: z.string().default("127.0.0.1"),
+      port: z.number().int().min(0).max(65535).default(8080),
+      tls: tlsConfigSchema.optional(),
+    })
     .default({ host: "127.0.0.1", port: 8080 }),
   workers: z.array(workerConfigSchema).min(1, "needs at least one worker"),
   /** Client-side deadlines and caps (ops-config.ts). */
@@ -145,7 +166,11 @@ export const gatewayConfigSchema = z.strictObject({
       upstreamHeadersTimeoutMs: positiveInt.default(300_000),
       /** Longest a non-streamed generation may run before its answer (ms); 0: no limit while the
        * worker passes health (a worker that keeps failing it is drained and its calls end). */
-      upstreamResponseTimeoutMs: z.number().int("must be an integer").min(0, "must be >= 0").default(0),
+      upstreamResponseTimeoutMs: z
+        .number()
+        .int("must be an integer")
+        .min(0, "must be >= 0")
+        .default(0),
       /** Longest silence between two chunks of a worker's answer (ms). */
       upstreamIdleTimeoutMs: positiveInt.default(300_000),
       /** Pooled connections per worker. */
@@ -190,16 +215,40 @@ export const gatewayConfigSchema = z.strictObject({
       /** program mode: longest a parked program's request waits for its restore before it is admitted anyway (ms). */
       prefetchDeadlineMs: positiveInt.default(2000),
     })
-    .refine((a) => a.mode === "request" || (a.maxRequestsPerWorker !== undefined && a.capacityTokensPerWorker !== undefined), {
-      message: "mode program needs maxRequestsPerWorker (programs per worker) and capacityTokensPerWorker",
-      path: ["mode"],
+    .refine(
+      (a) =>
+        a.mode === "request" ||
+        (a.maxRequestsPerWorker !== undefined && a.capacityTokensPerWorker !== undefined),
+      {
+        message:
+          "mode program needs maxRequestsPerWorker (programs per worker) and capacityTokensPerWorker",
+        path: ["mode"],
+      },
+    )
+    .refine((a) => a.resumeBelow < a.pauseAt, {
+      message: "must be below pauseAt",
+      path: ["resumeBelow"],
     })
-    .refine((a) => a.resumeBelow < a.pauseAt, { message: "must be below pauseAt", path: ["resumeBelow"] })
-    .refine((a) => (a.maxQueuedPerWorker === undefined && a.queueTimeoutMs === undefined) || a.mode === "program" || a.maxRequestsPerWorker !== undefined || a.maxPromptTokensPerWorker !== undefined, {
-      message: "a queue bound needs a queue: set maxRequestsPerWorker or maxPromptTokensPerWorker",
-      path: ["maxQueuedPerWorker"],
-    })
-    .default({ mode: "request", pauseAt: 0.95, resumeBelow: 0.8, holdSeconds: 60, retention: true, prefetchDeadlineMs: 2000 }),
+    .refine(
+      (a) =>
+        (a.maxQueuedPerWorker === undefined && a.queueTimeoutMs === undefined) ||
+        a.mode === "program" ||
+        a.maxRequestsPerWorker !== undefined ||
+        a.maxPromptTokensPerWorker !== undefined,
+      {
+        message:
+          "a queue bound needs a queue: set maxRequestsPerWorker or maxPromptTokensPerWorker",
+        path: ["maxQueuedPerWorker"],
+      },
+    )
+    .default({
+      mode: "request",
+      pauseAt: 0.95,
+      resumeBelow: 0.8,
+      holdSeconds: 60,
+      retention: true,
+      prefetchDeadlineMs: 2000,
+    }),
   health: z
     .strictObject({
       intervalMs: positiveInt.default(2000),
@@ -216,7 +265,10 @@ export const gatewayConfigSchema = z.strictObject({
   sessions: z
     .strictObject({
       /** JetStream KV bucket holding session records (shared by replicas). */
-      bucket: z.string().regex(/^[A-Za-z0-9_-]+$/, "must be A-Z a-z 0-9 _ -").default("kvctl_sessions"),
+      bucket: z
+        .string()
+        .regex(/^[A-Za-z0-9_-]+$/, "must be A-Z a-z 0-9 _ -")
+        .default("kvctl_sessions"),
       /** Records expire this long after their last write (s); 0 = never. */
       ttlSeconds: nonNegative.default(86_400),
       /** A session with no turn for this long is reported idle to the policy (s). */
@@ -228,7 +280,14 @@ export const gatewayConfigSchema = z.strictObject({
       /** How often each worker's Inspect is read to reconcile pins and notice a restart (ms); 0 = never. */
       inspectMs: nonNegative.default(10_000),
     })
-    .default({ bucket: "kvctl_sessions", ttlSeconds: 86_400, idleAfterSeconds: 30, maxCommands: 64, heartbeatMs: 2000, inspectMs: 10_000 }),
+    .default({
+      bucket: "kvctl_sessions",
+      ttlSeconds: 86_400,
+      idleAfterSeconds: 30,
+      maxCommands: 64,
+      heartbeatMs: 2000,
+      inspectMs: 10_000,
+    }),
   /** Which policy turns observations into commands ("agent": the rules of src/policy, set in `policies`). */
   policy: z.enum(["noop", "log", "agent"]).default("noop"),
   /** Settings of the agent policy's rules (each can be switched off). */
@@ -260,7 +319,12 @@ export function withAgentDefaults(input: unknown): unknown {
   const a = c.admission;
   if (c.policy !== "agent" || a === null || typeof a !== "object" || Array.isArray(a)) return input;
   const adm = a as Record<string, unknown>;
-  if (adm.mode !== undefined || adm.maxRequestsPerWorker === undefined || adm.capacityTokensPerWorker === undefined) return input;
+  if (
+    adm.mode !== undefined ||
+    adm.maxRequestsPerWorker === undefined ||
+    adm.capacityTokensPerWorker === undefined
+  )
+    return input;
   return { ...c, admission: { ...adm, mode: "program" } };
 }
 
@@ -268,16 +332,24 @@ export function withAgentDefaults(input: unknown): unknown {
 export function parseGatewayConfig(input: unknown, source = "config"): GatewayConfig {
   const r = gatewayConfigSchema.safeParse(withAgentDefaults(input));
   if (!r.success) {
-    const lines = r.error.issues.map((i) => `  ${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`);
+    const lines = r.error.issues.map(
+      (i) => `  ${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`,
+    );
     throw new GatewayConfigError(`${source} is invalid:\n${lines.join("\n")}`);
   }
   const ids = new Set<string>();
   for (const w of r.data.workers) {
-    if (ids.has(w.id)) throw new GatewayConfigError(`${source} is invalid:\n  workers: duplicate worker id '${w.id}'`);
+    if (ids.has(w.id))
+      throw new GatewayConfigError(
+        `${source} is invalid:\n  workers: duplicate worker id '${w.id}'`,
+      );
     ids.add(w.id);
   }
   const i = r.data.workers.findIndex((w) => w.dynamo?.events === "nats");
-  if (i >= 0 && !r.data.nats) throw new GatewayConfigError(`${source} is invalid:\n  workers.${i}.dynamo.events: "nats" reads Dynamo's NATS event plane on the gateway's NATS connection, and no nats is configured`);
+  if (i >= 0 && !r.data.nats)
+    throw new GatewayConfigError(
+      `${source} is invalid:\n  workers.${i}.dynamo.events: "nats" reads Dynamo's NATS event plane on the gateway's NATS connection, and no nats is configured`,
+    );
   return r.data;
 }
 
@@ -293,7 +365,9 @@ export function readConfigFile(path: string): Record<string, unknown> {
   try {
     doc = parseYaml(text);
   } catch (e) {
-    throw new GatewayConfigError(`config file ${path} is not valid YAML/JSON: ${(e as Error).message}`);
+    throw new GatewayConfigError(
+      `config file ${path} is not valid YAML/JSON: ${(e as Error).message}`,
+    );
   }
   if (doc === null || typeof doc !== "object" || Array.isArray(doc)) {
     throw new GatewayConfigError(`config file ${path} must hold a mapping at the top level`);
@@ -305,12 +379,16 @@ export function readConfigFile(path: string): Record<string, unknown> {
 export function parseWorkerFlag(spec: string): Record<string, string> {
   const [first, ...rest] = spec.split(",");
   const eq = first.indexOf("=");
-  if (eq <= 0) throw new GatewayConfigError(`--worker ${spec}: expected id=http://host:port[,events=tcp://host:port][,replay=tcp://host:port]`);
+  if (eq <= 0)
+    throw new GatewayConfigError(
+      `--worker ${spec}: expected id=http://host:port[,events=tcp://host:port][,replay=tcp://host:port]`,
+    );
   const out: Record<string, string> = { id: first.slice(0, eq), url: first.slice(eq + 1) };
   for (const part of rest) {
     const e = part.indexOf("=");
     const k = e > 0 ? part.slice(0, e) : part;
-    if (k !== "events" && k !== "replay") throw new GatewayConfigError(`--worker ${spec}: unknown key '${k}' (events, replay)`);
+    if (k !== "events" && k !== "replay")
+      throw new GatewayConfigError(`--worker ${spec}: unknown key '${k}' (events, replay)`);
     out[k] = part.slice(e + 1);
   }
   return out;

@@ -18,10 +18,13 @@ export interface DrainParts {
 export async function drainThenClose(gate: DrainGate, p: DrainParts): Promise<{ cut: number }> {
   gate.draining = true;
   p.metrics.draining.set(1);
-  p.log.info(`gateway: draining: not ready, new requests get 503; ${gate.active} request(s) under way get ${p.graceMs} ms to finish`);
+  p.log.info(
+    `gateway: draining: not ready, new requests get 503; ${gate.active} request(s) under way get ${p.graceMs} ms to finish`,
+  );
   const finished = await gate.idle(p.graceMs);
   const cut = finished ? 0 : gate.active;
-  if (cut > 0) p.log.warn(`gateway: drain grace over with ${cut} request(s) still under way: cutting them`);
+  if (cut > 0)
+    p.log.warn(`gateway: drain grace over with ${cut} request(s) still under way: cutting them`);
   await p.close();
   p.log.info("gateway: drained; commands and session records flushed");
   return { cut };

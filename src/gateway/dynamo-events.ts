@@ -35,7 +35,11 @@ function problemCounter(registry: Registry): Counter<"worker" | "kind"> {
 }
 
 /** The index as the adapters' sink, each batch counted per worker as the SGLang streams' are. */
-function countedSink(index: KvIndex, metrics: GatewayMetrics, log: (line: string) => void): EventSink {
+function countedSink(
+  index: KvIndex,
+  metrics: GatewayMetrics,
+  log: (line: string) => void,
+): EventSink {
   const sink = indexSink(index, log);
   return {
     ...sink,
@@ -59,7 +63,10 @@ export interface DynamoEventsOptions {
 }
 
 /** Subscribes to one worker's Dynamo event plane; close() stops it. */
-export function subscribeDynamoEvents(o: DynamoEventsOptions): { adapter: DynamoEventAdapter; close(): Promise<void> } {
+export function subscribeDynamoEvents(o: DynamoEventsOptions): {
+  adapter: DynamoEventAdapter;
+  close(): Promise<void>;
+} {
   const blockSize = o.config.blockSize ?? o.pageSize ?? undefined;
   const adapter = new DynamoEventAdapter({
     workers: { [o.config.workerId]: { worker: o.worker, ...(blockSize ? { blockSize } : {}) } },
@@ -68,13 +75,19 @@ export function subscribeDynamoEvents(o: DynamoEventsOptions): { adapter: Dynamo
   const problems = problemCounter(o.metrics.registry);
   adapter.on("problem", (p: DynamoProblem) => {
     problems.inc({ worker: o.worker, kind: p.kind });
-    o.log(`gateway: worker ${o.worker}: Dynamo KV events (${o.config.events}): ${p.kind}: ${p.message}`);
+    o.log(
+      `gateway: worker ${o.worker}: Dynamo KV events (${o.config.events}): ${p.kind}: ${p.message}`,
+    );
   });
   // Any problem on this worker's stream leaves its index view untrusted: an unmapped id means the
   // mapping is wrong, a refused message may have carried this worker's blocks.
-  adapter.on("stale", (s: { worker: string; reason: string }) => o.stale(`${s.reason} (${s.worker})`));
+  adapter.on("stale", (s: { worker: string; reason: string }) =>
+    o.stale(`${s.reason} (${s.worker})`),
+  );
   const sub = new DynamoEventSubscriber(adapter, [o.config.events]).start();
-  sub.on("error", (e: Error) => o.log(`gateway: worker ${o.worker}: Dynamo KV-event subscriber: ${e.message}`));
+  sub.on("error", (e: Error) =>
+    o.log(`gateway: worker ${o.worker}: Dynamo KV-event subscriber: ${e.message}`),
+  );
   return { adapter, close: () => sub.close() };
 }
 
@@ -110,20 +123,30 @@ export class DynamoNatsPlane {
   private subscribedTo: NatsConnection | null = null;
 
   constructor(private readonly o: DynamoNatsPlaneOptions) {
-    this.adapter = new DynamoEventAdapter({ unmapped: "ignore", sink: countedSink(o.index, o.metrics, o.log.warn) });
+    this.adapter = new DynamoEventAdapter({
+      unmapped: "ignore",
+      sink: countedSink(o.index, o.metrics, o.log.warn),
+    });
     const problems = problemCounter(o.metrics.registry);
     this.adapter.on("problem", (p: DynamoProblem) => {
-      const to = p.worker === null ? [...this.members.values()] : [...this.members.values()].filter((m) => m.worker === p.worker);
+      const to =
+        p.worker === null
+          ? [...this.members.values()]
+          : [...this.members.values()].filter((m) => m.worker === p.worker);
       for (const m of to) {
         problems.inc({ worker: m.worker, kind: p.kind });
-        o.log.warn(`gateway: worker ${m.worker}: Dynamo KV events (NATS plane): ${p.kind}: ${p.message}`);
+        o.log.warn(
+          `gateway: worker ${m.worker}: Dynamo KV events (NATS plane): ${p.kind}: ${p.message}`,
+        );
         m.stale(p.kind);
       }
     });
     this.adapter.on("ignored", (dynamoWorker: string) => {
       if (this.others.has(dynamoWorker) || this.others.size >= MAX_OTHERS_LOGGED) return;
       this.others.add(dynamoWorker);
-      o.log.info(`gateway: Dynamo worker ${dynamoWorker} publishes on the NATS event plane but is none of this gateway's workers: its events are skipped`);
+      o.log.info(
+        `gateway: Dynamo worker ${dynamoWorker} publishes on the NATS event plane but is none of this gateway's workers: its events are skipped`,
+      );
     });
   }
 

@@ -23,9 +23,25 @@ const ANTHROPIC_TYPES: Readonly<Record<string, string>> = {
   rate_limit_error: "rate_limit_error",
 };
 
-export function errorBody(flavor: ApiFlavor, type: string, message: string, param: string | null = null): string {
-  if (flavor === "anthropic") return JSON.stringify({ type: "error", error: { type: ANTHROPIC_TYPES[type] ?? "api_error", message } });
-  return JSON.stringify({ error: { message, type: type === "request_too_large" ? "invalid_request_error" : type, param, code: null } });
+export function errorBody(
+  flavor: ApiFlavor,
+  type: string,
+  message: string,
+  param: string | null = null,
+): string {
+  if (flavor === "anthropic")
+    return JSON.stringify({
+      type: "error",
+      error: { type: ANTHROPIC_TYPES[type] ?? "api_error", message },
+    });
+  return JSON.stringify({
+    error: {
+      message,
+      type: type === "request_too_large" ? "invalid_request_error" : type,
+      param,
+      code: null,
+    },
+  });
 }
 
 /** The SSE event sent when a stream cannot be finished (the worker failed after the headers went out). */
@@ -34,15 +50,26 @@ export function streamErrorEvent(flavor: ApiFlavor, type: string, message: strin
   return `data: ${errorBody(flavor, type, message)}\n\n`;
 }
 
-export const tooLargeMessage = (limit: number): string => `request body is larger than the limit of ${limit} bytes`;
-export const badJsonMessage = (e: unknown): string => `request body is not valid JSON: ${(e as Error).message}`;
+export const tooLargeMessage = (limit: number): string =>
+  `request body is larger than the limit of ${limit} bytes`;
+export const badJsonMessage = (e: unknown): string =>
+  `request body is not valid JSON: ${(e as Error).message}`;
 
 /** A JSON answer in one write (status line, headers and body together). */
-export function sendJson(res: ServerResponse, status: number, text: string, headers?: Record<string, string>): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  headers?: Record<string, string>,
+): void {
   if (res.headersSent) {
     res.end();
     return;
   }
-  res.writeHead(status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.writeHead(status, {
+    ...headers,
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+  });
   res.end(text);
 }

@@ -12,7 +12,12 @@ import { loadTls, TlsConfigError } from "./auth/tls.js";
 import { CredentialError } from "./auth/upstream-credentials.js";
 import { CommandRecorder } from "./command-record.js";
 import { CommandSink } from "./command-sink.js";
-import { type GatewayConfig, type GatewayConfigInput, GatewayConfigError, parseGatewayConfig } from "./config.js";
+import {
+  type GatewayConfig,
+  type GatewayConfigInput,
+  GatewayConfigError,
+  parseGatewayConfig,
+} from "./config.js";
 import { HoldLedger } from "./hold-ledger.js";
 import { HoldMetrics } from "./hold-metrics.js";
 import { currentStored, namedPins } from "./holds.js";
@@ -22,7 +27,12 @@ import { NatsLink } from "./nats-link.js";
 import { programRetention } from "./prefetch-send.js";
 import type { Observation } from "../contract/observations.js";
 import { RadixSessions } from "./radix-sessions.js";
-import type { GatewayPolicy, PolicyCommand, PolicyFactory, TenantPinCaps } from "../contract/policy.js";
+import type {
+  GatewayPolicy,
+  PolicyCommand,
+  PolicyFactory,
+  TenantPinCaps,
+} from "../contract/policy.js";
 import { resolvePolicy } from "./policy.js";
 import { idleSweeper } from "./idle-sweep.js";
 import type { InferenceFront } from "./inference-front.js";
@@ -103,7 +113,17 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   parts.ctx.tracer = await openTracer(parts.config.telemetry, parts.ctx.log);
   const cleanup = await startLinks(parts);
   const drain = new DrainGate(parts.config.drain.retryAfterSeconds);
-  const { app, front } = buildServer({ ctx: parts.ctx, workers: parts.ctx.workers, metrics: parts.ctx.metrics, beforeScrape: scrapeGauges(parts), drain, tls: parts.tls }, parts.config.limits.bodyLimitBytes);
+  const { app, front } = buildServer(
+    {
+      ctx: parts.ctx,
+      workers: parts.ctx.workers,
+      metrics: parts.ctx.metrics,
+      beforeScrape: scrapeGauges(parts),
+      drain,
+      tls: parts.tls,
+    },
+    parts.config.limits.bodyLimitBytes,
+  );
   try {
     await app.listen({ host: parts.config.listen.host, port: parts.config.listen.port });
   } catch (e) {
@@ -119,7 +139,8 @@ function secured<T>(read: () => T): T {
   try {
     return read();
   } catch (e) {
-    if (e instanceof AuthConfigError || e instanceof TlsConfigError || e instanceof CredentialError) throw new GatewayConfigError(`gateway config is invalid:\n  ${e.message}`);
+    if (e instanceof AuthConfigError || e instanceof TlsConfigError || e instanceof CredentialError)
+      throw new GatewayConfigError(`gateway config is invalid:\n  ${e.message}`);
     throw e;
   }
 }
@@ -133,29 +154,128 @@ function assemble(options: GatewayOptions): Parts {
   const log = logger.log;
   const clock = options.clock ?? systemClock;
   const metrics = new GatewayMetrics();
-  const auth = resolvedAuth ? new AuthGate(resolvedAuth, metrics.registry, () => clock.now()) : null;
-  const caps = resolvedAuth ? new PinCaps(resolvedAuth.tenants, () => sessions.localRecords(), metrics.registry) : null;
+  const auth = resolvedAuth
+    ? new AuthGate(resolvedAuth, metrics.registry, () => clock.now())
+    : null;
+  const caps = resolvedAuth
+    ? new PinCaps(resolvedAuth.tenants, () => sessions.localRecords(), metrics.registry)
+    : null;
   const index = options.index ?? new InMemoryKvIndex();
-  const decisionLog = config.jsonLog ? (options.decisionLog ?? ((l: string) => process.stdout.write(`${l}\n`))) : null;
-  const policy = resolvePolicy(options.policy, config, { config: config.policies, registry: metrics.registry, log: log.warn, decisionLog, tenantCaps: tenantCapsOf(resolvedAuth) }, log.info);
+  const decisionLog = config.jsonLog
+    ? (options.decisionLog ?? ((l: string) => process.stdout.write(`${l}\n`)))
+    : null;
+  const policy = resolvePolicy(
+    options.policy,
+    config,
+    {
+      config: config.policies,
+      registry: metrics.registry,
+      log: log.warn,
+      decisionLog,
+      tenantCaps: tenantCapsOf(resolvedAuth),
+    },
+    log.info,
+  );
   const nats = new NatsLink(config, metrics, log);
-  const sessions = new SessionStore({ kv: () => nats.kv(), configured: nats.configured, opTimeoutMs: config.nats?.opTimeoutMs ?? 500, metrics, clock, log });
+  const sessions = new SessionStore({
+    kv: () => nats.kv(),
+    configured: nats.configured,
+    opTimeoutMs: config.nats?.opTimeoutMs ?? 500,
+    metrics,
+    clock,
+    log,
+  });
   // Every hold-changing command is recorded in its session before it is sent (see hold-ledger.ts).
   const recording = new Map<string, Promise<void>>();
   const holdMetrics = new HoldMetrics(metrics.registry);
   const incarnation = (w: string): string | null => inspector.incarnation(w);
-  const ledger = new HoldLedger({ sessions, kv: () => nats.kv(), send: (pc) => commands.submit(pc), unsent: (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }), clock, metrics: holdMetrics, log, heartbeatMs: config.sessions.heartbeatMs, pending: recording, incarnation });
+  const ledger = new HoldLedger({
+    sessions,
+    kv: () => nats.kv(),
+    send: (pc) => commands.submit(pc),
+    unsent: (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }),
+    clock,
+    metrics: holdMetrics,
+    log,
+    heartbeatMs: config.sessions.heartbeatMs,
+    pending: recording,
+    incarnation,
+  });
   // SGLang's session radix cache on the workers that run it: sessions closed where kvctl lets them go.
-  const radix = new RadixSessions({ workers: () => workers.workers, registry: metrics.registry, log, timeoutMs: config.health.timeoutMs });
+  const radix = new RadixSessions({
+    workers: () => workers.workers,
+    registry: metrics.registry,
+    log,
+    timeoutMs: config.health.timeoutMs,
+  });
   const observe = policyObserver(policy, ledger, incarnation, log, caps, (o) => radix.observe(o));
-  const recorder = new CommandRecorder({ sessions, clock, maxCommands: config.sessions.maxCommands, observe, decisionLog, log, settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res), recordOf: (pc) => ledger.recordOf(pc) });
-  const commands = new CommandSink({ publisher: () => (nats.connected ? nats.publisher : null), maxQueued: config.limits.commandQueue, metrics, onOutcome: (pc, o) => recorder.record(pc, o), log });
+  const recorder = new CommandRecorder({
+    sessions,
+    clock,
+    maxCommands: config.sessions.maxCommands,
+    observe,
+    decisionLog,
+    log,
+    settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res),
+    recordOf: (pc) => ledger.recordOf(pc),
+  });
+  const commands = new CommandSink({
+    publisher: () => (nats.connected ? nats.publisher : null),
+    maxQueued: config.limits.commandQueue,
+    metrics,
+    onOutcome: (pc, o) => recorder.record(pc, o),
+    log,
+  });
   nats.whenUp(() => commands.flush());
-  const dynamoNats = nats.configured ? new DynamoNatsPlane({ connection: () => (nats.connected ? nats.nc : null), index, metrics, log }) : null;
+  const dynamoNats = nats.configured
+    ? new DynamoNatsPlane({
+        connection: () => (nats.connected ? nats.nc : null),
+        index,
+        metrics,
+        log,
+      })
+    : null;
   if (dynamoNats) nats.whenUp(() => dynamoNats.resubscribe());
-  const workers = secured(() => new WorkerSet({ config, index, metrics, clock, observe, log, dynamoNats, retention: programRetention(policy, config, () => (nats.connected ? nats.publisher : null), metrics, log), programReleased: (w, program, why) => radix.release(w, program, why), restarted: (w) => inspector.restartedFromEvents(w) }));
-  const inspector = new WorkerInspector({ workers: () => workers.workers, publisher: () => (nats.connected ? nats.publisher : null), index, observe, clock, log, metrics: holdMetrics, intervalMs: config.sessions.inspectMs, namedPins: (w) => namedPins(sessions.localRecords(), w) });
-  const expiry = new SessionExpiry({ kv: () => nats.kv(), ledger, observe, clock, log, ttlSeconds: config.sessions.ttlSeconds });
+  const workers = secured(
+    () =>
+      new WorkerSet({
+        config,
+        index,
+        metrics,
+        clock,
+        observe,
+        log,
+        dynamoNats,
+        retention: programRetention(
+          policy,
+          config,
+          () => (nats.connected ? nats.publisher : null),
+          metrics,
+          log,
+        ),
+        programReleased: (w, program, why) => radix.release(w, program, why),
+        restarted: (w) => inspector.restartedFromEvents(w),
+      }),
+  );
+  const inspector = new WorkerInspector({
+    workers: () => workers.workers,
+    publisher: () => (nats.connected ? nats.publisher : null),
+    index,
+    observe,
+    clock,
+    log,
+    metrics: holdMetrics,
+    intervalMs: config.sessions.inspectMs,
+    namedPins: (w) => namedPins(sessions.localRecords(), w),
+  });
+  const expiry = new SessionExpiry({
+    kv: () => nats.kv(),
+    ledger,
+    observe,
+    clock,
+    log,
+    ttlSeconds: config.sessions.ttlSeconds,
+  });
   let requestSeq = 0;
   const ctx: TurnContext = {
     config,
@@ -174,14 +294,27 @@ function assemble(options: GatewayOptions): Parts {
     latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
     auth,
   };
-  return { tls, config, ctx, nats, commands, recorder, ledger, inspector, expiry, sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe) };
+  return {
+    tls,
+    config,
+    ctx,
+    nats,
+    commands,
+    recorder,
+    ledger,
+    inspector,
+    expiry,
+    sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe),
+  };
 }
 
 /** Each tenant's pin caps from the auth config, for the policy to apply before it pins. */
 function tenantCapsOf(auth: ResolvedAuth | null): (tenant: string) => TenantPinCaps | null {
   return (id) => {
     const t = auth?.tenants.get(id);
-    return t && (t.maxPinnedBlocks !== undefined || t.maxPinnedBlocksPerSession !== undefined) ? { perSession: t.maxPinnedBlocksPerSession ?? null, perTenant: t.maxPinnedBlocks ?? null } : null;
+    return t && (t.maxPinnedBlocks !== undefined || t.maxPinnedBlocksPerSession !== undefined)
+      ? { perSession: t.maxPinnedBlocksPerSession ?? null, perTenant: t.maxPinnedBlocks ?? null }
+      : null;
   };
 }
 
@@ -190,18 +323,31 @@ function tenantCapsOf(auth: ResolvedAuth | null): (tenant: string) => TenantPinC
  * the sink; their outcomes come back as observations. `first` hears each observation before the
  * policy does (the workers' radix sessions).
  */
-function policyObserver(policy: GatewayPolicy, ledger: HoldLedger, incarnation: (worker: string) => string | null, log: GatewayLog, caps: PinCaps | null, first: (o: Observation) => void): (o: Observation) => void {
+function policyObserver(
+  policy: GatewayPolicy,
+  ledger: HoldLedger,
+  incarnation: (worker: string) => string | null,
+  log: GatewayLog,
+  caps: PinCaps | null,
+  first: (o: Observation) => void,
+): (o: Observation) => void {
   return (o) => {
     first(o);
     // Holds on a worker's earlier process are not the session's any more (the policy re-issues them).
     if (o.type === "TurnStarted" && o.stored) {
-      o.stored = { ...o.stored, pins: currentStored(o.stored.pins, incarnation), leases: currentStored(o.stored.leases, incarnation) };
+      o.stored = {
+        ...o.stored,
+        pins: currentStored(o.stored.pins, incarnation),
+        leases: currentStored(o.stored.leases, incarnation),
+      };
     }
     let out: readonly PolicyCommand[];
     try {
       out = policy.observe(o);
     } catch (e) {
-      log.error(`gateway: policy ${policy.name} threw on ${o.type}: ${(e as Error).message} (ignored)`);
+      log.error(
+        `gateway: policy ${policy.name} threw on ${o.type}: ${(e as Error).message} (ignored)`,
+      );
       return;
     }
     for (const pc of caps ? caps.limit(out) : out) ledger.submit(pc);
@@ -243,7 +389,8 @@ function scrapeGauges(p: Parts): () => void {
   return () => {
     const now = clock.now();
     let active = 0;
-    for (const r of sessions.localRecords()) if (now - r.lastActivityMs < activeWindowMs && r.id !== p.ledger.sessionlessId) active++;
+    for (const r of sessions.localRecords())
+      if (now - r.lastActivityMs < activeWindowMs && r.id !== p.ledger.sessionlessId) active++;
     metrics.sessionsActive.set(active);
     metrics.commandsQueued.set(p.commands.queued);
     for (const w of workers.workers) metrics.inFlight.set({ worker: w.id }, w.inFlight);
@@ -253,12 +400,25 @@ function scrapeGauges(p: Parts): () => void {
 function startIdleTimer(p: Parts): NodeJS.Timeout | null {
   const idleAfterSeconds = p.config.sessions.idleAfterSeconds;
   if (idleAfterSeconds <= 0) return null;
-  const timer = setInterval(() => void p.sweepIdle().catch((e) => p.ctx.log.warn(`gateway: idle sweep: ${(e as Error).message}`)), Math.max(1000, (idleAfterSeconds * 1000) / 2));
+  const timer = setInterval(
+    () =>
+      void p
+        .sweepIdle()
+        .catch((e) => p.ctx.log.warn(`gateway: idle sweep: ${(e as Error).message}`)),
+    Math.max(1000, (idleAfterSeconds * 1000) / 2),
+  );
   timer.unref();
   return timer;
 }
 
-function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: (() => Promise<void>)[], idleTimer: NodeJS.Timeout | null, drain: DrainGate): Gateway {
+function handle(
+  p: Parts,
+  app: FastifyInstance,
+  front: InferenceFront,
+  cleanup: (() => Promise<void>)[],
+  idleTimer: NodeJS.Timeout | null,
+  drain: DrainGate,
+): Gateway {
   const { ctx, config, commands, recorder, ledger } = p;
   const addr = app.server.address();
   const port = typeof addr === "object" && addr ? addr.port : config.listen.port;
@@ -275,7 +435,12 @@ function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: 
     checkHealth: () => ctx.workers.checkHealth(),
     workers: ctx.workers,
     drain() {
-      return drainThenClose(drain, { graceMs: config.drain.graceMs, metrics: ctx.metrics.ops, log: ctx.log, close: () => gw.close() });
+      return drainThenClose(drain, {
+        graceMs: config.drain.graceMs,
+        metrics: ctx.metrics.ops,
+        log: ctx.log,
+        close: () => gw.close(),
+      });
     },
     reloadTls() {
       const c = config.listen.tls;
@@ -289,7 +454,12 @@ function handle(p: Parts, app: FastifyInstance, front: InferenceFront, cleanup: 
         await Promise.all([...recorder.pending]);
         await ledger.settled();
         // A turn that finished meanwhile may have sent commands after the wait above began.
-      } while (ctx.recording.size > 0 || recorder.pending.size > 0 || commands.inFlight > 0 || ledger.busy);
+      } while (
+        ctx.recording.size > 0 ||
+        recorder.pending.size > 0 ||
+        commands.inFlight > 0 ||
+        ledger.busy
+      );
     },
     close() {
       closing ??= closeOnce();

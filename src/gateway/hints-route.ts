@@ -18,11 +18,28 @@ export function registerHintsRoute(app: FastifyInstance, ctx: TurnContext): void
   app.post<{ Params: { id: string } }>(HINTS_ROUTE, async (req, reply) => {
     const { metrics } = ctx;
     const named = req.params.id;
-    const fail = (status: number, outcome: string, event: string, message: string, param: string | null) => {
+    const fail = (
+      status: number,
+      outcome: string,
+      event: string,
+      message: string,
+      param: string | null,
+    ) => {
       metrics.hints.inc({ event, outcome });
-      return reply.code(status).header("content-type", "application/json").send(errorBody("openai", status === 404 ? "not_found" : "invalid_request_error", message, param));
+      return reply
+        .code(status)
+        .header("content-type", "application/json")
+        .send(
+          errorBody(
+            "openai",
+            status === 404 ? "not_found" : "invalid_request_error",
+            message,
+            param,
+          ),
+        );
     };
-    if (named === "" || Buffer.byteLength(named) > MAX_SESSION_ID_BYTES) return fail(400, "invalid", "?", `session id must be 1-${MAX_SESSION_ID_BYTES} bytes`, "id");
+    if (named === "" || Buffer.byteLength(named) > MAX_SESSION_ID_BYTES)
+      return fail(400, "invalid", "?", `session id must be 1-${MAX_SESSION_ID_BYTES} bytes`, "id");
     const who = principalOf(req.raw);
     const id = scopedSessionId(who, named);
     const json = (req.body as { json?: unknown } | undefined)?.json;
@@ -39,7 +56,10 @@ export function registerHintsRoute(app: FastifyInstance, ctx: TurnContext): void
     const refused = rec !== null && !mayUse(who, rec);
     if (refused) ctx.auth?.count("other_tenant");
     if (!rec || refused) {
-      ctx.log.info(`gateway: hint ${hint.event} for unknown session ${JSON.stringify(id)} (ignored${refused ? "; another tenant's record" : ""})`, requestFields(req.raw));
+      ctx.log.info(
+        `gateway: hint ${hint.event} for unknown session ${JSON.stringify(id)} (ignored${refused ? "; another tenant's record" : ""})`,
+        requestFields(req.raw),
+      );
       return fail(404, "unknown_session", hint.event, `no session ${JSON.stringify(named)}`, "id");
     }
     metrics.hints.inc({ event: hint.event, outcome: "accepted" });

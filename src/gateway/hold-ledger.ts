@@ -7,7 +7,17 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { KV } from "@nats-io/kv";
-import { type HoldEffect, type HoldEnv, type HoldRecord, type HoldResult, adoptLegacyHolds, prepareHold, releaseCommands, settleHold, syncLegacyFields } from "./holds.js";
+import {
+  type HoldEffect,
+  type HoldEnv,
+  type HoldRecord,
+  type HoldResult,
+  adoptLegacyHolds,
+  prepareHold,
+  releaseCommands,
+  settleHold,
+  syncLegacyFields,
+} from "./holds.js";
 import type { HoldMetrics } from "./hold-metrics.js";
 import type { PolicyCommand } from "../contract/policy.js";
 import type { ReleaseRecord, SessionRecord } from "./session-record.js";
@@ -42,7 +52,9 @@ interface Heartbeat {
 const HEARTBEAT_PREFIX = "r.";
 
 export class HoldLedger {
-  readonly replica = `${hostname().replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 32)}-${process.pid}-${randomBytes(3).toString("hex")}`;
+  readonly replica = `${hostname()
+    .replace(/[^A-Za-z0-9_-]/g, "_")
+    .slice(0, 32)}-${process.pid}-${randomBytes(3).toString("hex")}`;
   private readonly chains = new Map<string, Promise<void>>();
   private readonly effects = new WeakMap<PolicyCommand, HoldEffect>();
   private readonly sessionless = new WeakMap<PolicyCommand, string>();
@@ -69,7 +81,8 @@ export class HoldLedger {
    * The record of this replica's sessionless in-flight holds: longer than any session id a request
    * may name (so no client's session shares it), advertised in the heartbeat like a session's.
    */
-  readonly sessionlessId = `${this.replica}: in-flight holds of sessionless requests ${"~".repeat(MAX_SESSION_ID_BYTES)}`;
+  readonly sessionlessId =
+    `${this.replica}: in-flight holds of sessionless requests ${"~".repeat(MAX_SESSION_ID_BYTES)}`;
 
   /** The record a command's hold is named in: its session's, or this replica's sessionless record. */
   recordOf(pc: PolicyCommand): string | null {
@@ -78,7 +91,9 @@ export class HoldLedger {
 
   /** Records what `pc` takes or releases in its session (a sessionless in-flight hold: in this replica's record), then sends it. */
   submit(pc: PolicyCommand): void {
-    const sid = pc.sessionId ?? (pc.hold === "inflight" && pc.command.type === "Cache" ? this.sessionlessId : null);
+    const sid =
+      pc.sessionId ??
+      (pc.hold === "inflight" && pc.command.type === "Cache" ? this.sessionlessId : null);
     if (!sid || pc.worker === "broadcast") {
       this.o.send(pc);
       return;
@@ -99,7 +114,10 @@ export class HoldLedger {
       } catch (e) {
         this.o.metrics.badRecords.inc({ why: "update_lost" });
         const why = `its hold could not be recorded in the session store (${(e as Error).message}); not sent`;
-        this.once(`lost|${sid}`, `gateway: session ${JSON.stringify(sid)}: ${pc.command.type} to ${pc.worker}: ${why} (logged once a session; kvctl_gateway_bad_records_total counts each)`);
+        this.once(
+          `lost|${sid}`,
+          `gateway: session ${JSON.stringify(sid)}: ${pc.command.type} to ${pc.worker}: ${why} (logged once a session; kvctl_gateway_bad_records_total counts each)`,
+        );
         this.o.unsent(pc, why);
         return;
       }
@@ -119,8 +137,17 @@ export class HoldLedger {
     if (!effect || worker !== pc.worker) return;
     this.adopt(rec);
     settleHold(rec, effect, res, this.o.clock.now());
-    if (res.status === "error" || res.status === "failed" || res.status === "partial") this.o.metrics.unsure.inc({ type: pc.command.type, status: res.status });
-    if (res.status === "error" || res.status === "failed" || (res.status === "partial" && "release" in effect)) this.once(`${rec.id}|${pc.command.type}|${res.status}`, `gateway: session ${JSON.stringify(rec.id)}: ${pc.command.type} to ${worker} came back ${res.status}; its hold is kept in doubt until close or expiry`);
+    if (res.status === "error" || res.status === "failed" || res.status === "partial")
+      this.o.metrics.unsure.inc({ type: pc.command.type, status: res.status });
+    if (
+      res.status === "error" ||
+      res.status === "failed" ||
+      (res.status === "partial" && "release" in effect)
+    )
+      this.once(
+        `${rec.id}|${pc.command.type}|${res.status}`,
+        `gateway: session ${JSON.stringify(rec.id)}: ${pc.command.type} to ${worker} came back ${res.status}; its hold is kept in doubt until close or expiry`,
+      );
     if (!this.owns(rec)) this.owned.delete(rec.id);
     syncLegacyFields(rec);
   }
@@ -130,7 +157,13 @@ export class HoldLedger {
     return this.run(sid, async () => {
       // A release another replica sent and that is still unacked is sent again if that replica is gone.
       const live = await this.liveReplicas();
-      await this.releaseNow(sid, () => true, reason, null, (e) => e.doubt || !live.has(e.by));
+      await this.releaseNow(
+        sid,
+        () => true,
+        reason,
+        null,
+        (e) => e.doubt || !live.has(e.by),
+      );
     });
   }
 
@@ -147,9 +180,24 @@ export class HoldLedger {
       let out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
       const rec = await this.o.sessions.updateAt(sid, revision, (rec) => {
         this.adopt(rec);
-        out = releaseCommands(rec, this.env(), () => true, "session expired", (e) => e.doubt || !live.has(e.by));
+        out = releaseCommands(
+          rec,
+          this.env(),
+          () => true,
+          "session expired",
+          (e) => e.doubt || !live.has(e.by),
+        );
         const worker = out[0]?.pc.worker ?? rec.worker ?? "";
-        rec.commands.push({ id: null, worker, type: "Cache", reason: `session expired (no write for ${idleMs} ms, the bucket drops it soon): every hold released by ${this.replica}`, createdMs: this.o.clock.now(), state: "expired", ackedMs: null, detail: `${out.length} release(s) sent` });
+        rec.commands.push({
+          id: null,
+          worker,
+          type: "Cache",
+          reason: `session expired (no write for ${idleMs} ms, the bucket drops it soon): every hold released by ${this.replica}`,
+          createdMs: this.o.clock.now(),
+          state: "expired",
+          ackedMs: null,
+          detail: `${out.length} release(s) sent`,
+        });
         syncLegacyFields(rec);
       });
       if (!rec) return;
@@ -165,7 +213,11 @@ export class HoldLedger {
 
   /** Whether this replica has an in-flight hold or an unacked release in the record. */
   private owns(rec: SessionRecord): boolean {
-    return (rec.holds ?? []).some((h) => (h.replica === this.replica && h.kind === "inflight") || (h.releasing.length > 0 && h.releasingBy === this.replica));
+    return (rec.holds ?? []).some(
+      (h) =>
+        (h.replica === this.replica && h.kind === "inflight") ||
+        (h.releasing.length > 0 && h.releasingBy === this.replica),
+    );
   }
 
   /** Advertises the session in the heartbeat before its command goes out (another replica reaps it if this one dies). */
@@ -175,7 +227,10 @@ export class HoldLedger {
       return;
     }
     this.owned.add(rec.id);
-    if (!this.advertised.has(rec.id)) await this.beat().catch((e) => this.o.log.warn(`gateway: replica heartbeat: ${(e as Error).message}`));
+    if (!this.advertised.has(rec.id))
+      await this.beat().catch((e) =>
+        this.o.log.warn(`gateway: replica heartbeat: ${(e as Error).message}`),
+      );
   }
 
   /** Whether a session chain is still running. */
@@ -188,14 +243,30 @@ export class HoldLedger {
     while (this.chains.size > 0) await Promise.all([...this.chains.values()]);
   }
 
-  private async releaseNow(sid: string, pick: (h: HoldRecord) => boolean, reason: string, note: string | null, resend: (e: ReleaseRecord) => boolean): Promise<void> {
+  private async releaseNow(
+    sid: string,
+    pick: (h: HoldRecord) => boolean,
+    reason: string,
+    note: string | null,
+    resend: (e: ReleaseRecord) => boolean,
+  ): Promise<void> {
     let out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
     const rec = await this.o.sessions.update(
       sid,
       (rec) => {
         this.adopt(rec);
         out = releaseCommands(rec, this.env(), pick, reason, resend);
-        if (note && out.length) rec.commands.push({ id: null, worker: out[0].pc.worker, type: "Cache", reason: note, createdMs: this.o.clock.now(), state: "reaped", ackedMs: null, detail: `${out.length} release(s) sent` });
+        if (note && out.length)
+          rec.commands.push({
+            id: null,
+            worker: out[0].pc.worker,
+            type: "Cache",
+            reason: note,
+            createdMs: this.o.clock.now(),
+            state: "reaped",
+            ackedMs: null,
+            detail: `${out.length} release(s) sent`,
+          });
         syncLegacyFields(rec);
       },
       true,
@@ -210,7 +281,8 @@ export class HoldLedger {
   /** Replicas whose heartbeat is fresh (this one included). */
   private async liveReplicas(): Promise<Set<string>> {
     const live = new Set([this.replica]);
-    for (const hb of await this.heartbeats()) if (this.o.clock.now() - hb.atMs < 3 * this.o.heartbeatMs) live.add(hb.replica);
+    for (const hb of await this.heartbeats())
+      if (this.o.clock.now() - hb.atMs < 3 * this.o.heartbeatMs) live.add(hb.replica);
     return live;
   }
 
@@ -237,7 +309,13 @@ export class HoldLedger {
   /** Starts the heartbeat and the reaper (one timer: each tick beats, then looks for silent replicas). */
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.tick().catch((e) => this.o.log.warn(`gateway: replica heartbeat: ${(e as Error).message}`)), this.o.heartbeatMs);
+    this.timer = setInterval(
+      () =>
+        void this.tick().catch((e) =>
+          this.o.log.warn(`gateway: replica heartbeat: ${(e as Error).message}`),
+        ),
+      this.o.heartbeatMs,
+    );
     this.timer.unref();
   }
 
@@ -258,7 +336,12 @@ export class HoldLedger {
     const kv = this.o.kv();
     if (!kv) return;
     const sessions = new Set(this.owned);
-    const hb: Heartbeat = { v: 1, replica: this.replica, atMs: this.o.clock.now(), sessions: [...sessions] };
+    const hb: Heartbeat = {
+      v: 1,
+      replica: this.replica,
+      atMs: this.o.clock.now(),
+      sessions: [...sessions],
+    };
     await kv.put(`${HEARTBEAT_PREFIX}${this.replica}`, JSON.stringify(hb));
     this.advertised = sessions;
   }
@@ -268,11 +351,27 @@ export class HoldLedger {
     const kv = this.o.kv();
     if (!kv) return;
     for (const hb of await this.heartbeats()) {
-      if (hb.replica === this.replica || this.o.clock.now() - hb.atMs < 3 * this.o.heartbeatMs) continue;
-      const sessions = Array.isArray(hb.sessions) ? hb.sessions.filter((x) => typeof x === "string") : [];
+      if (hb.replica === this.replica || this.o.clock.now() - hb.atMs < 3 * this.o.heartbeatMs)
+        continue;
+      const sessions = Array.isArray(hb.sessions)
+        ? hb.sessions.filter((x) => typeof x === "string")
+        : [];
       const note = `replica ${hb.replica} gone (no heartbeat for ${this.o.clock.now() - hb.atMs} ms): its in-flight holds and unacked releases taken over by ${this.replica}`;
-      const mine = (h: HoldRecord) => (h.replica === hb.replica && h.kind === "inflight") || h.releasingBy === hb.replica;
-      await Promise.all(sessions.map((sid) => this.run(sid, () => this.releaseNow(sid, mine, "replica gone: release its in-flight hold", note, (e) => e.by === hb.replica))));
+      const mine = (h: HoldRecord) =>
+        (h.replica === hb.replica && h.kind === "inflight") || h.releasingBy === hb.replica;
+      await Promise.all(
+        sessions.map((sid) =>
+          this.run(sid, () =>
+            this.releaseNow(
+              sid,
+              mine,
+              "replica gone: release its in-flight hold",
+              note,
+              (e) => e.by === hb.replica,
+            ),
+          ),
+        ),
+      );
       this.o.metrics.replicasReaped.inc();
       this.o.log.warn(`gateway: ${note} (${sessions.length} session(s))`);
       await kv.delete(hb.key, { previousSeq: hb.revision }).catch(() => undefined);
@@ -282,7 +381,10 @@ export class HoldLedger {
   private adopt(rec: SessionRecord): void {
     if (adoptLegacyHolds(rec, this.env())) {
       this.o.metrics.badRecords.inc({ why: "older_version" });
-      this.once(`legacy|${rec.id}`, `gateway: session ${JSON.stringify(rec.id)}: record from an older gateway; its pins and leases are adopted as holds`);
+      this.once(
+        `legacy|${rec.id}`,
+        `gateway: session ${JSON.stringify(rec.id)}: record from an older gateway; its pins and leases are adopted as holds`,
+      );
     }
   }
 
@@ -295,7 +397,13 @@ export class HoldLedger {
 
   private run(sid: string, fn: () => Promise<void>): Promise<void> {
     const prev = this.chains.get(sid) ?? Promise.resolve();
-    const next = prev.then(fn).catch((e) => this.o.log.warn(`gateway: holds of session ${JSON.stringify(sid)}: ${(e as Error).message}`));
+    const next = prev
+      .then(fn)
+      .catch((e) =>
+        this.o.log.warn(
+          `gateway: holds of session ${JSON.stringify(sid)}: ${(e as Error).message}`,
+        ),
+      );
     this.chains.set(sid, next);
     const pending = this.o.pending;
     const joined = pending ? Promise.all([pending.get(sid), next]).then(() => undefined) : next;

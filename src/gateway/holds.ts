@@ -26,7 +26,11 @@ export interface Claim {
   blocks: string[];
 }
 
-export type HoldEffect = { take: string } | { release: Claim[]; type: string; id?: string } | { renew: string; ttlSeconds: number } | null;
+export type HoldEffect =
+  | { take: string }
+  | { release: Claim[]; type: string; id?: string }
+  | { renew: string; ttlSeconds: number }
+  | null;
 
 /**
  * How long after its first send a release may go out again under its id: well inside the worker's
@@ -63,14 +67,25 @@ export function adoptLegacyHolds(r: SessionRecord, env: HoldEnv): boolean {
   if (r.holds !== undefined) return false;
   const hs: HoldRecord[] = [];
   const base = (worker: string, blocks: string[], ttl: number | null, at: number): HoldRecord => ({
-    ...newHold({ ...env, now: at }, { worker, command: { type: "Inspect" }, reason: "" }, "marker", [], ttl),
+    ...newHold(
+      { ...env, now: at },
+      { worker, command: { type: "Inspect" }, reason: "" },
+      "marker",
+      [],
+      ttl,
+    ),
     blocks: [...blocks],
     incarnation: null,
     replica: "legacy",
     state: "held",
   });
   for (const p of r.pins ?? []) hs.push(base(p.worker, p.blockHashes, p.ttlSeconds, p.atMs));
-  for (const l of r.leases ?? []) hs.push({ ...base(l.worker, l.blockHashes, l.ttlSeconds, l.atMs), kind: "lease", leaseId: l.leaseId });
+  for (const l of r.leases ?? [])
+    hs.push({
+      ...base(l.worker, l.blockHashes, l.ttlSeconds, l.atMs),
+      kind: "lease",
+      leaseId: l.leaseId,
+    });
   r.holds = hs;
   return true;
 }
@@ -87,7 +102,8 @@ export function pruneHolds(r: SessionRecord, env: HoldEnv): void {
     const cur = env.incarnation(h.worker);
     let why: string | null = null;
     if (h.expiresMs !== null && h.expiresMs <= env.now) why = "expired";
-    else if (cur !== null && h.incarnation !== null && cur !== h.incarnation) why = "worker restarted";
+    else if (cur !== null && h.incarnation !== null && cur !== h.incarnation)
+      why = "worker restarted";
     if (why === null) keep.push(h);
     else env.dropped?.(h, why);
   }
@@ -96,7 +112,13 @@ export function pruneHolds(r: SessionRecord, env: HoldEnv): void {
   if (r.releases) r.releases = r.releases.filter((e) => e.claims.some((c) => ids.has(c.hold)));
 }
 
-function newHold(env: HoldEnv, pc: PolicyCommand, kind: HoldKind, blocks: readonly bigint[], ttl: number | null): HoldRecord {
+function newHold(
+  env: HoldEnv,
+  pc: PolicyCommand,
+  kind: HoldKind,
+  blocks: readonly bigint[],
+  ttl: number | null,
+): HoldRecord {
   return {
     id: env.nextId(),
     kind,
@@ -119,11 +141,19 @@ function newHold(env: HoldEnv, pc: PolicyCommand, kind: HoldKind, blocks: readon
  * One unpin per block, each from one hold of the session on that worker still holding it (the
  * policy's own kind first, then the hold covering most of the release). Returns the claims.
  */
-function claimPins(r: SessionRecord, env: HoldEnv, worker: string, hashes: readonly string[], prefer: HoldKind | undefined): Claim[] {
+function claimPins(
+  r: SessionRecord,
+  env: HoldEnv,
+  worker: string,
+  hashes: readonly string[],
+  prefer: HoldKind | undefined,
+): Claim[] {
   const want = new Set(hashes);
   const cands = holdsOf(r).filter((h) => h.worker === worker && PIN_KINDS.has(h.kind));
   const cover = (h: HoldRecord) => h.blocks.filter((b) => want.has(b)).length;
-  cands.sort((a, b) => Number(b.kind === prefer) - Number(a.kind === prefer) || cover(b) - cover(a));
+  cands.sort(
+    (a, b) => Number(b.kind === prefer) - Number(a.kind === prefer) || cover(b) - cover(a),
+  );
   const claims = new Map<string, Claim>();
   for (const b of hashes) {
     const h = cands.find((c) => c.blocks.includes(b));
@@ -154,7 +184,12 @@ function claimWhole(h: HoldRecord | undefined, env: HoldEnv): Claim | null {
 }
 
 /** Names a release in the record before it is sent, under the idempotency id it always goes out with. */
-function recordRelease(r: SessionRecord, env: HoldEnv, pc: PolicyCommand, claims: Claim[]): { pc: PolicyCommand; effect: HoldEffect } {
+function recordRelease(
+  r: SessionRecord,
+  env: HoldEnv,
+  pc: PolicyCommand,
+  claims: Claim[],
+): { pc: PolicyCommand; effect: HoldEffect } {
   const c = pc.command;
   const id = uuidv7();
   const type = c.type as ReleaseRecord["type"];
@@ -177,14 +212,31 @@ function recordRelease(r: SessionRecord, env: HoldEnv, pc: PolicyCommand, claims
 }
 
 /** A recorded release as it goes out again: the same command under the same id. */
-function resent(r: SessionRecord, e: ReleaseRecord, env: HoldEnv): { pc: PolicyCommand; effect: HoldEffect } {
+function resent(
+  r: SessionRecord,
+  e: ReleaseRecord,
+  env: HoldEnv,
+): { pc: PolicyCommand; effect: HoldEffect } {
   let command: Command;
-  if (e.type === "Cache") command = { type: "Cache", block_hashes: e.blocks.map((b) => BigInt(b)), pin: false };
-  else if (e.type === "RevokeLease") command = e.keepBlocks ? { type: "RevokeLease", lease_id: e.leaseId as string, purge: false } : { type: "RevokeLease", lease_id: e.leaseId as string };
+  if (e.type === "Cache")
+    command = { type: "Cache", block_hashes: e.blocks.map((b) => BigInt(b)), pin: false };
+  else if (e.type === "RevokeLease")
+    command = e.keepBlocks
+      ? { type: "RevokeLease", lease_id: e.leaseId as string, purge: false }
+      : { type: "RevokeLease", lease_id: e.leaseId as string };
   else command = { type: "ToolEnd", session_id: e.toolSession as string, epoch: e.epoch as number };
   e.by = env.replica;
   for (const c of e.claims) for (const h of holdsOf(r)) if (h.id === c.hold) claimedBy(h, env);
-  return { pc: { worker: e.worker, sessionId: r.id, reason: `${e.reason} (sent again under its id)`, id: e.id, command }, effect: { release: e.claims, type: e.type, id: e.id } };
+  return {
+    pc: {
+      worker: e.worker,
+      sessionId: r.id,
+      reason: `${e.reason} (sent again under its id)`,
+      id: e.id,
+      command,
+    },
+    effect: { release: e.claims, type: e.type, id: e.id },
+  };
 }
 
 /**
@@ -193,13 +245,21 @@ function resent(r: SessionRecord, e: ReleaseRecord, env: HoldEnv): { pc: PolicyC
  * another session's pin on a shared block. Its blocks leave the record unreleased (their TTL ends
  * them on the worker), counted as dropped.
  */
-function resendReleases(r: SessionRecord, env: HoldEnv, pick: (h: HoldRecord) => boolean, resend: (e: ReleaseRecord) => boolean): { pc: PolicyCommand; effect: HoldEffect }[] {
+function resendReleases(
+  r: SessionRecord,
+  env: HoldEnv,
+  pick: (h: HoldRecord) => boolean,
+  resend: (e: ReleaseRecord) => boolean,
+): { pc: PolicyCommand; effect: HoldEffect }[] {
   const out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
   const keep: ReleaseRecord[] = [];
   for (const e of releasesOf(r)) {
     const holds = e.claims.map((c) => holdsOf(r).find((h) => h.id === c.hold));
     if (!holds.some((h) => h !== undefined && pick(h)) || !resend(e)) keep.push(e);
-    else if (e.type !== "Cache" || (holds.every((h) => h !== undefined) && env.now - e.atMs < RESEND_WITHIN_MS)) {
+    else if (
+      e.type !== "Cache" ||
+      (holds.every((h) => h !== undefined) && env.now - e.atMs < RESEND_WITHIN_MS)
+    ) {
       keep.push(e);
       out.push(resent(r, e, env));
     } else forgetRelease(r, e, env);
@@ -223,7 +283,11 @@ function forgetRelease(r: SessionRecord, e: ReleaseRecord, env: HoldEnv): void {
  * command to send (a release narrowed to the blocks some hold still names; null: nothing left to
  * release, it is not sent) and its effect, which `settleHold` applies with the ack.
  */
-export function prepareHold(r: SessionRecord, pc: PolicyCommand, env: HoldEnv): { pc: PolicyCommand | null; effect: HoldEffect } {
+export function prepareHold(
+  r: SessionRecord,
+  pc: PolicyCommand,
+  env: HoldEnv,
+): { pc: PolicyCommand | null; effect: HoldEffect } {
   pruneHolds(r, env);
   const c = pc.command;
   const hs = holdsOf(r);
@@ -245,7 +309,8 @@ export function prepareHold(r: SessionRecord, pc: PolicyCommand, env: HoldEnv): 
       h.leaseId = c.lease_id;
       // A Pause under a lease id the worker already holds extends that lease (its blocks joined, a
       // new expiry), so the record keeps one hold per lease id.
-      const same = (x: HoldRecord) => x.kind === "lease" && x.leaseId === c.lease_id && x.worker === pc.worker;
+      const same = (x: HoldRecord) =>
+        x.kind === "lease" && x.leaseId === c.lease_id && x.worker === pc.worker;
       h.blocks = [...new Set([...hs.filter(same).flatMap((x) => x.blocks), ...h.blocks])];
       r.holds = hs.filter((x) => !same(x));
       r.holds.push(h);
@@ -264,12 +329,18 @@ export function prepareHold(r: SessionRecord, pc: PolicyCommand, env: HoldEnv): 
       const h = newHold(env, pc, "offload", c.block_hashes, null);
       h.toolSession = c.session_id;
       // The worker ends an earlier offload of the session itself when a new ToolStart arrives.
-      r.holds = hs.filter((x) => !(x.kind === "offload" && x.toolSession === c.session_id && x.worker === pc.worker));
+      r.holds = hs.filter(
+        (x) => !(x.kind === "offload" && x.toolSession === c.session_id && x.worker === pc.worker),
+      );
       r.holds.push(h);
       return { pc, effect: { take: h.id } };
     }
     case "ToolEnd": {
-      const claims = hs.filter((h) => h.kind === "offload" && h.toolSession === c.session_id && h.worker === pc.worker).map((h) => claimWhole(h, env));
+      const claims = hs
+        .filter(
+          (h) => h.kind === "offload" && h.toolSession === c.session_id && h.worker === pc.worker,
+        )
+        .map((h) => claimWhole(h, env));
       const live = claims.filter((x): x is Claim => x !== null);
       return live.length ? recordRelease(r, env, pc, live) : { pc, effect: null };
     }
@@ -280,7 +351,8 @@ export function prepareHold(r: SessionRecord, pc: PolicyCommand, env: HoldEnv): 
 
 /** The blocks of a pin the worker did not pin: those it lacked (missing), then the refused tail. */
 function notPinned(blocks: readonly string[], res: HoldResult): Set<string> {
-  if (res.missing === undefined && res.skipped === undefined) return new Set(blocks.slice(res.affected ?? 0));
+  if (res.missing === undefined && res.skipped === undefined)
+    return new Set(blocks.slice(res.affected ?? 0));
   const missing = new Set((res.missing ?? []).map(String));
   const found = blocks.filter((b) => !missing.has(b));
   const refused = Math.min(res.skipped ?? 0, found.length);
@@ -313,7 +385,13 @@ function settleTake(r: SessionRecord, h: HoldRecord, res: HoldResult): void {
  * it again under that id. A rejected RevokeLease or ToolEnd means the worker no longer knows the
  * lease or offload: it is gone.
  */
-function settleRelease(r: SessionRecord, claims: readonly Claim[], res: HoldResult, type: string, id: string | undefined): void {
+function settleRelease(
+  r: SessionRecord,
+  claims: readonly Claim[],
+  res: HoldResult,
+  type: string,
+  id: string | undefined,
+): void {
   const s = res.status;
   const e = id === undefined ? undefined : releasesOf(r).find((x) => x.id === id);
   const unknown = s === "error" || s === "failed" || (s === "dropped" && e?.doubt === true);
@@ -339,7 +417,12 @@ function settleRelease(r: SessionRecord, claims: readonly Claim[], res: HoldResu
 }
 
 /** Applies a command's outcome to the holds its `prepareHold` effect names. */
-export function settleHold(r: SessionRecord, effect: HoldEffect, res: HoldResult, now: number): void {
+export function settleHold(
+  r: SessionRecord,
+  effect: HoldEffect,
+  res: HoldResult,
+  now: number,
+): void {
   if (!effect) return;
   if ("take" in effect) {
     const h = holdsOf(r).find((x) => x.id === effect.take);
@@ -358,7 +441,13 @@ export function settleHold(r: SessionRecord, effect: HoldEffect, res: HoldResult
 }
 
 /** A release of everything `pick` selects that is not being released already, one command per layer. */
-export function releaseCommands(r: SessionRecord, env: HoldEnv, pick: (h: HoldRecord) => boolean, reason: string, resend: (e: ReleaseRecord) => boolean = () => false): { pc: PolicyCommand; effect: HoldEffect }[] {
+export function releaseCommands(
+  r: SessionRecord,
+  env: HoldEnv,
+  pick: (h: HoldRecord) => boolean,
+  reason: string,
+  resend: (e: ReleaseRecord) => boolean = () => false,
+): { pc: PolicyCommand; effect: HoldEffect }[] {
   pruneHolds(r, env);
   const out = resendReleases(r, env, pick, resend);
   const hs = holdsOf(r).filter(pick);
@@ -385,16 +474,54 @@ export function releaseCommands(r: SessionRecord, env: HoldEnv, pick: (h: HoldRe
         h.releasing.push(...c.blocks);
         claimedBy(h, env);
       }
-      out.push(recordRelease(r, env, { worker, sessionId, reason, command: { type: "Cache", block_hashes: [...seen].map((b) => BigInt(b)), pin: false } }, [...claims.values()]));
+      out.push(
+        recordRelease(
+          r,
+          env,
+          {
+            worker,
+            sessionId,
+            reason,
+            command: { type: "Cache", block_hashes: [...seen].map((b) => BigInt(b)), pin: false },
+          },
+          [...claims.values()],
+        ),
+      );
     }
   }
   for (const h of hs) {
     if (h.kind === "lease" && h.leaseId) {
       const claim = claimWhole(h, env);
-      if (claim) out.push(recordRelease(r, env, { worker: h.worker, sessionId, reason, command: { type: "RevokeLease", lease_id: h.leaseId } }, [claim]));
+      if (claim)
+        out.push(
+          recordRelease(
+            r,
+            env,
+            {
+              worker: h.worker,
+              sessionId,
+              reason,
+              command: { type: "RevokeLease", lease_id: h.leaseId },
+            },
+            [claim],
+          ),
+        );
     } else if (h.kind === "offload" && h.toolSession && h.epoch !== null) {
       const claim = claimWhole(h, env);
-      if (claim) out.push(recordRelease(r, env, { worker: h.worker, sessionId, reason, command: { type: "ToolEnd", session_id: h.toolSession, epoch: h.epoch } }, [claim]));
+      if (claim)
+        out.push(
+          recordRelease(
+            r,
+            env,
+            {
+              worker: h.worker,
+              sessionId,
+              reason,
+              command: { type: "ToolEnd", session_id: h.toolSession, epoch: h.epoch },
+            },
+            [claim],
+          ),
+        );
     }
   }
   return out;
@@ -403,11 +530,20 @@ export function releaseCommands(r: SessionRecord, env: HoldEnv, pick: (h: HoldRe
 /** The pins, leases and tool offload the record names, as the policy reads them at a turn's start. */
 export function storedHolds(r: SessionRecord): Pick<SessionRecord, "pins" | "leases" | "tool"> {
   const hs = (r.holds ?? []).filter((h) => h.blocks.length > 0 || h.state === "sending");
-  const at = (h: HoldRecord) => ({ worker: h.worker, incarnation: h.incarnation, blockHashes: h.blocks, ttlSeconds: h.ttlSeconds, atMs: h.expiresMs !== null && h.ttlSeconds !== null ? h.expiresMs - h.ttlSeconds * 1000 : h.atMs });
+  const at = (h: HoldRecord) => ({
+    worker: h.worker,
+    incarnation: h.incarnation,
+    blockHashes: h.blocks,
+    ttlSeconds: h.ttlSeconds,
+    atMs:
+      h.expiresMs !== null && h.ttlSeconds !== null ? h.expiresMs - h.ttlSeconds * 1000 : h.atMs,
+  });
   const off = hs.find((h) => h.kind === "offload");
   return {
     pins: hs.filter((h) => PIN_KINDS.has(h.kind)).map((h) => ({ kind: h.kind, ...at(h) })),
-    leases: hs.filter((h) => h.kind === "lease" && h.leaseId).map((h) => ({ ...at(h), leaseId: h.leaseId as string })),
+    leases: hs
+      .filter((h) => h.kind === "lease" && h.leaseId)
+      .map((h) => ({ ...at(h), leaseId: h.leaseId as string })),
     tool: off ? { worker: off.worker, epoch: off.epoch, startedMs: off.atMs } : null,
   };
 }
@@ -425,7 +561,10 @@ export function namedPins(records: Iterable<SessionRecord>, worker: string): Map
 }
 
 /** The stored state without holds on a worker's earlier process (that process took them along). */
-export function currentStored<T extends { worker: string; incarnation?: string | null }>(list: readonly T[], incarnation: (worker: string) => string | null): T[] {
+export function currentStored<T extends { worker: string; incarnation?: string | null }>(
+  list: readonly T[],
+  incarnation: (worker: string) => string | null,
+): T[] {
   return list.filter((x) => {
     const cur = incarnation(x.worker);
     return cur === null || x.incarnation == null || x.incarnation === cur;

@@ -49,7 +49,8 @@ abstract class HotMetric<L extends string, S extends { labels: Labels<L> }> {
     this.name = c.name;
     this.help = c.help;
     this.labelNames = c.labelNames;
-    for (const r of c.registers) r.registerMetric(this as unknown as Parameters<Registry["registerMetric"]>[0]);
+    for (const r of c.registers)
+      r.registerMetric(this as unknown as Parameters<Registry["registerMetric"]>[0]);
   }
 
   /**
@@ -84,7 +85,8 @@ abstract class HotMetric<L extends string, S extends { labels: Labels<L> }> {
   }
 
   private checkLabels(labels: Labels<L>): void {
-    for (const k of this.labelNames) if (labels[k] === undefined) throw new Error(`metric ${this.name}: label ${k} is missing`);
+    for (const k of this.labelNames)
+      if (labels[k] === undefined) throw new Error(`metric ${this.name}: label ${k} is missing`);
   }
 
   protected abstract fresh(labels: Labels<L>): S;
@@ -105,7 +107,8 @@ export class HotCounter<L extends string> extends HotMetric<L, CounterSeries<L>>
   readonly type = "counter";
 
   inc(labels: Labels<L>, value = 1): void {
-    if (!(value >= 0) || !Number.isFinite(value)) throw new Error(`metric ${this.name}: a counter only grows (got ${value})`);
+    if (!(value >= 0) || !Number.isFinite(value))
+      throw new Error(`metric ${this.name}: a counter only grows (got ${value})`);
     this.seriesOf(labels).value += value;
   }
 
@@ -114,7 +117,13 @@ export class HotCounter<L extends string> extends HotMetric<L, CounterSeries<L>>
   }
 
   async get(): Promise<Collected> {
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.all.map((s) => ({ value: s.value, labels: s.labels })) };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values: this.all.map((s) => ({ value: s.value, labels: s.labels })),
+    };
   }
 }
 
@@ -133,7 +142,8 @@ export class HistogramSeries<L extends string> {
   }
 
   observe(value: number): void {
-    if (!Number.isFinite(value)) throw new Error(`metric ${this.name}: an observation must be finite (got ${value})`);
+    if (!Number.isFinite(value))
+      throw new Error(`metric ${this.name}: an observation must be finite (got ${value})`);
     const b = this.bounds;
     let i = 0;
     while (i < b.length && value > b[i]) i++;
@@ -149,7 +159,8 @@ export class HotHistogram<L extends string> extends HotMetric<L, HistogramSeries
 
   constructor(c: MetricConfig<L> & { buckets: readonly number[] }) {
     super(c);
-    if (c.buckets.some((b, i) => i > 0 && b <= c.buckets[i - 1])) throw new Error(`metric ${c.name}: buckets must ascend`);
+    if (c.buckets.some((b, i) => i > 0 && b <= c.buckets[i - 1]))
+      throw new Error(`metric ${c.name}: buckets must ascend`);
     this.bounds = [...c.buckets];
   }
 
@@ -159,7 +170,8 @@ export class HotHistogram<L extends string> extends HotMetric<L, HistogramSeries
   }
 
   observe(labels: Labels<L>, value: number): void {
-    if (!Number.isFinite(value)) throw new Error(`metric ${this.name}: an observation must be finite (got ${value})`);
+    if (!Number.isFinite(value))
+      throw new Error(`metric ${this.name}: an observation must be finite (got ${value})`);
     this.seriesOf(labels).observe(value);
   }
 
@@ -175,19 +187,50 @@ export class HotHistogram<L extends string> extends HotMetric<L, HistogramSeries
       let acc = 0;
       this.bounds.forEach((le, i) => {
         acc += s.counts[i];
-        values.push({ labels: { le }, sharedLabels: s.labels, value: acc, metricName: bucket, exemplar: null });
+        values.push({
+          labels: { le },
+          sharedLabels: s.labels,
+          value: acc,
+          metricName: bucket,
+          exemplar: null,
+        });
       });
-      values.push({ labels: { le: "+Inf" }, sharedLabels: s.labels, value: s.count, metricName: bucket, exemplar: null });
-      values.push({ labels: {}, sharedLabels: s.labels, value: s.sum, metricName: `${this.name}_sum` });
-      values.push({ labels: {}, sharedLabels: s.labels, value: s.count, metricName: `${this.name}_count` });
+      values.push({
+        labels: { le: "+Inf" },
+        sharedLabels: s.labels,
+        value: s.count,
+        metricName: bucket,
+        exemplar: null,
+      });
+      values.push({
+        labels: {},
+        sharedLabels: s.labels,
+        value: s.sum,
+        metricName: `${this.name}_sum`,
+      });
+      values.push({
+        labels: {},
+        sharedLabels: s.labels,
+        value: s.count,
+        metricName: `${this.name}_count`,
+      });
     }
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values,
+    };
   }
 
   /** The same samples with each series' labels folded into its own (the JSON form). */
   async get(): Promise<Collected> {
     const c = await this.getForPromString();
-    c.values = c.values.map(({ sharedLabels, labels, ...rest }) => ({ ...rest, labels: { ...labels, ...sharedLabels } }));
+    c.values = c.values.map(({ sharedLabels, labels, ...rest }) => ({
+      ...rest,
+      labels: { ...labels, ...sharedLabels },
+    }));
     return c;
   }
 }

@@ -3,7 +3,12 @@
 import type { Observation } from "../contract/observations.js";
 import type { Clock, SessionStore } from "./session-store.js";
 
-export function idleSweeper(sessions: SessionStore, clock: Clock, idleAfterSeconds: number, observe: (o: Observation) => void): () => Promise<void> {
+export function idleSweeper(
+  sessions: SessionStore,
+  clock: Clock,
+  idleAfterSeconds: number,
+  observe: (o: Observation) => void,
+): () => Promise<void> {
   const notified = new Map<string, number>();
   const idleMs = idleAfterSeconds * 1000;
   return async () => {
@@ -15,7 +20,14 @@ export function idleSweeper(sessions: SessionStore, clock: Clock, idleAfterSecon
       if (now - rec.lastActivityMs < idleMs) continue;
       if (notified.get(rec.id) === rec.lastActivityMs) continue;
       notified.set(rec.id, rec.lastActivityMs);
-      observe({ type: "SessionIdle", at: now, sessionId: rec.id, worker: rec.worker, idleMs: now - rec.lastActivityMs, chain: rec.chain.map((h) => BigInt(h)) });
+      observe({
+        type: "SessionIdle",
+        at: now,
+        sessionId: rec.id,
+        worker: rec.worker,
+        idleMs: now - rec.lastActivityMs,
+        chain: rec.chain.map((h) => BigInt(h)),
+      });
     }
   };
 }

@@ -1,21 +1,51 @@
 // Public API of the gateway: createGateway() and what its options and observations are made of.
 export { createGateway } from "./gateway.js";
 export type { Gateway, GatewayOptions } from "./gateway.js";
-export { GatewayConfigError, gatewayConfigSchema, parseGatewayConfig, parseWorkerFlag, readConfigFile } from "./config.js";
-export type { GatewayConfig, GatewayConfigInput, NatsConfig, RoutingConfig, WorkerConfig } from "./config.js";
+export {
+  GatewayConfigError,
+  gatewayConfigSchema,
+  parseGatewayConfig,
+  parseWorkerFlag,
+  readConfigFile,
+} from "./config.js";
+export type {
+  GatewayConfig,
+  GatewayConfigInput,
+  NatsConfig,
+  RoutingConfig,
+  WorkerConfig,
+} from "./config.js";
 export { loggingPolicy, noopPolicy } from "./policy.js";
 export { applyWorkerList, watchWorkerList } from "./config-watch.js";
 export type { GatewayLog, LogFields } from "./logger.js";
 export type { GatewayPolicy, PolicyCommand, PolicyEnv, PolicyFactory } from "../contract/policy.js";
 export type * from "../contract/observations.js";
-export type { CommandRecord, LeaseRecord, PinRecord, SessionRecord, TurnSummary } from "./session-record.js";
+export type {
+  CommandRecord,
+  LeaseRecord,
+  PinRecord,
+  SessionRecord,
+  TurnSummary,
+} from "./session-record.js";
 export { SESSION_HEADERS, sessionIdOf } from "./session-id.js";
 export { routeRequest } from "./router.js";
-export type { RouteDecision, RouteReason, RouteRequest, RoutingOptions, WorkerState } from "./router.js";
+export type {
+  RouteDecision,
+  RouteReason,
+  RouteRequest,
+  RoutingOptions,
+  WorkerState,
+} from "./router.js";
 export { schemeFromServerInfo, WorkerSchemeError } from "./worker-scheme.js";
 export type { HashScheme } from "./worker-scheme.js";
 export type { Clock } from "./session-store.js";
 // The client-request parsers (hint header and body, prompt-cache markers).
-export { HINT_EVENTS, HINT_HEADER, HintError, parseHintBody, parseHintHeader } from "./request/hints.js";
+export {
+  HINT_EVENTS,
+  HINT_HEADER,
+  HintError,
+  parseHintBody,
+  parseHintHeader,
+} from "./request/hints.js";
 export { MAX_BREAKPOINTS, parseCacheMarkers } from "./request/markers.js";
 export type { MarkerSpec, ParsedMarkers } from "./request/markers.js";

@@ -9,7 +9,12 @@ import { principalOf } from "./auth/gate.js";
 import { scopedSessionId } from "./auth/ownership.js";
 import { type ApiFlavor, errorBody, sendJson, tooLargeMessage } from "./errors.js";
 import { flavorOf, routeOfUrl } from "./request/routes.js";
-import { parseTurn, type TurnRequest, TurnRequestError, type TurnRules } from "./request/turn-request.js";
+import {
+  parseTurn,
+  type TurnRequest,
+  TurnRequestError,
+  type TurnRules,
+} from "./request/turn-request.js";
 import { serveTurn } from "./turn.js";
 import type { TurnContext } from "./turn-context.js";
 import { requestFields } from "./request-log.js";
@@ -23,12 +28,19 @@ export interface InferenceFront {
 
 export function createInferenceFront(ctx: TurnContext, bodyLimit: number): InferenceFront {
   const pins = ctx.config.policies?.pins;
-  const rules: TurnRules = { markerTtls: { inMemoryTtlSeconds: pins?.inMemoryTtlSeconds ?? 600, longTtlSeconds: pins?.longTtlSeconds ?? 86_400 } };
+  const rules: TurnRules = {
+    markerTtls: {
+      inMemoryTtlSeconds: pins?.inMemoryTtlSeconds ?? 600,
+      longTtlSeconds: pins?.longTtlSeconds ?? 86_400,
+    },
+  };
   let closing = false;
   const tooLarge = (res: ServerResponse, flavor: ApiFlavor) => {
     ctx.metrics.badRequests.inc({ reason: "body_too_large" });
     // The rest of the body is not read: the connection is closed after the answer.
-    sendJson(res, 413, errorBody(flavor, "request_too_large", tooLargeMessage(bodyLimit)), { connection: "close" });
+    sendJson(res, 413, errorBody(flavor, "request_too_large", tooLargeMessage(bodyLimit)), {
+      connection: "close",
+    });
   };
   return {
     close() {
@@ -38,16 +50,33 @@ export function createInferenceFront(ctx: TurnContext, bodyLimit: number): Infer
       const route = req.method === "POST" ? routeOfUrl(req.url ?? "") : undefined;
       if (!route) return false;
       const flavor = flavorOf(route);
-      if (closing) sendJson(res, 503, errorBody(flavor, "service_unavailable", "the gateway is shutting down"), { connection: "close" });
+      if (closing)
+        sendJson(
+          res,
+          503,
+          errorBody(flavor, "service_unavailable", "the gateway is shutting down"),
+          { connection: "close" },
+        );
       else if (Number(req.headers["content-length"] ?? 0) > bodyLimit) tooLarge(res, flavor);
-      else readBody(req, bodyLimit, (raw) => serve(ctx, rules, route, req, res, raw), () => tooLarge(res, flavor));
+      else
+        readBody(
+          req,
+          bodyLimit,
+          (raw) => serve(ctx, rules, route, req, res, raw),
+          () => tooLarge(res, flavor),
+        );
       return true;
     },
   };
 }
 
 /** Collects the body up to limit bytes: done with its bytes, or over once it passes the limit. */
-function readBody(req: IncomingMessage, limit: number, done: (raw: Buffer) => void, over: () => void): void {
+function readBody(
+  req: IncomingMessage,
+  limit: number,
+  done: (raw: Buffer) => void,
+  over: () => void,
+): void {
   const chunks: Buffer[] = [];
   let size = 0;
   let overLimit = false;
@@ -69,7 +98,14 @@ function readBody(req: IncomingMessage, limit: number, done: (raw: Buffer) => vo
   req.on("error", () => undefined);
 }
 
-function serve(ctx: TurnContext, rules: TurnRules, route: RouteKind, req: IncomingMessage, res: ServerResponse, raw: Buffer): void {
+function serve(
+  ctx: TurnContext,
+  rules: TurnRules,
+  route: RouteKind,
+  req: IncomingMessage,
+  res: ServerResponse,
+  raw: Buffer,
+): void {
   const failed = (e: Error) => {
     ctx.log.error(`gateway: ${req.method} ${req.url}: ${e.stack ?? e.message}`, requestFields(req));
     if (res.headersSent) res.destroy();
@@ -82,7 +118,11 @@ function serve(ctx: TurnContext, rules: TurnRules, route: RouteKind, req: Incomi
     if (!(e instanceof TurnRequestError)) return failed(e as Error);
     ctx.metrics.badRequests.inc({ reason: e.reason });
     if (e.ofRoute) ctx.metrics.countRequest(route, "none", 400);
-    return sendJson(res, 400, errorBody(flavorOf(route), "invalid_request_error", e.message, e.field));
+    return sendJson(
+      res,
+      400,
+      errorBody(flavorOf(route), "invalid_request_error", e.message, e.field),
+    );
   }
   const who = principalOf(req);
   turn.tenant = who.tenant;

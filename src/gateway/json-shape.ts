@@ -36,7 +36,9 @@ export function fieldBytes(key: string, value: unknown): Buffer {
 export function withFieldBytes(raw: Buffer, field: Buffer): Buffer {
   const end = raw.lastIndexOf(CLOSE);
   const head = raw.subarray(0, end);
-  return Buffer.concat(onlyOpens(head) ? [head, field, raw.subarray(end)] : [head, COMMA, field, raw.subarray(end)]);
+  return Buffer.concat(
+    onlyOpens(head) ? [head, field, raw.subarray(end)] : [head, COMMA, field, raw.subarray(end)],
+  );
 }
 
 /** Whether bytes are an opening brace with only JSON whitespace around it (an empty object so far). */

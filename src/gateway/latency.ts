@@ -22,7 +22,11 @@ export class LatencyRecorder {
     let s = this.series.get(key);
     if (!s) {
       const labels = { route, worker, tenant };
-      s = { ttft: this.m.ttft.labels(labels), gap: this.m.tokenGap.labels(labels), e2e: this.m.e2e.labels(labels) };
+      s = {
+        ttft: this.m.ttft.labels(labels),
+        gap: this.m.tokenGap.labels(labels),
+        e2e: this.m.e2e.labels(labels),
+      };
       this.series.set(key, s);
     }
     return new CallClock(s, startedAt);

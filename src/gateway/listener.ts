@@ -31,8 +31,17 @@ export class DrainGate {
     const path = (req.url ?? "/").split("?")[0];
     if (this.draining && !DRAIN_EXEMPT.has(path)) {
       metrics.drainRefused.inc({ route: path.length > 64 ? "other" : path });
-      const body = errorBody(flavorOfRequest(req.url ?? "/", req.headers), "service_unavailable", "the gateway is draining (shutting down); retry on another replica");
-      res.writeHead(503, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "retry-after": String(this.retryAfterSeconds), connection: "close" });
+      const body = errorBody(
+        flavorOfRequest(req.url ?? "/", req.headers),
+        "service_unavailable",
+        "the gateway is draining (shutting down); retry on another replica",
+      );
+      res.writeHead(503, {
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(body),
+        "retry-after": String(this.retryAfterSeconds),
+        connection: "close",
+      });
       res.end(body);
       return true;
     }
@@ -60,9 +69,18 @@ export class DrainGate {
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** The node:http server with the listener's bounds, counting what it cuts; `arrive` sees every request first. */
-export function createListener(l: GatewayConfig["listener"], gate: DrainGate, metrics: OpsMetrics, handler: Handler, tls: SecureContextOptions | null = null, arrive: Handler | null = null): Server {
+export function createListener(
+  l: GatewayConfig["listener"],
+  gate: DrainGate,
+  metrics: OpsMetrics,
+  handler: Handler,
+  tls: SecureContextOptions | null = null,
+  arrive: Handler | null = null,
+): Server {
   // With TLS (auth/tls.ts) the same bounds on an https server.
-  const make = (tls ? (o: object, h: Handler) => createTlsServer({ ...o, ...tls }, h) : createServer) as typeof createServer;
+  const make = (
+    tls ? (o: object, h: Handler) => createTlsServer({ ...o, ...tls }, h) : createServer
+  ) as typeof createServer;
   const server = make(
     {
       headersTimeout: l.headersTimeoutMs,
@@ -90,7 +108,12 @@ export function createListener(l: GatewayConfig["listener"], gate: DrainGate, me
   server.on("clientError", (err: Error & { code?: string }, socket: Duplex) => {
     // node's backstop sweep reports a connection again until its close has gone through.
     if (socket.destroyed) return;
-    const reason = err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? "request_timeout" : err.code === "ECONNRESET" ? "reset" : "parse_error";
+    const reason =
+      err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? "request_timeout"
+        : err.code === "ECONNRESET"
+          ? "reset"
+          : "parse_error";
     metrics.listenerCuts.inc({ reason });
   });
   return server;

@@ -44,15 +44,36 @@ export interface GatewayLogger {
 const LEVELS = ["debug", "info", "warn", "error"] as const;
 
 /** The logger the configuration asks for, writing to `write` (default: stderr). */
-export function gatewayLogger(c: GatewayConfig["logging"], write?: (l: string) => void): GatewayLogger {
+export function gatewayLogger(
+  c: GatewayConfig["logging"],
+  write?: (l: string) => void,
+): GatewayLogger {
   const out = write ?? ((l: string) => process.stderr.write(`${l}\n`));
   if (c.format === "text") return { log: textLog(c.level, out), request: null };
-  const dest = write ? { write: (s: string) => write(s.replace(/\n$/, "")) } : pino.destination({ fd: 2, sync: false });
-  const logger = pino({ level: c.level, base: { service: "kvctl-gateway" }, timestamp: pino.stdTimeFunctions.isoTime }, dest);
-  const method = (level: (typeof LEVELS)[number]): LogMethod => (msg, fields) => (fields ? logger[level](fields, msg) : logger[level](msg));
+  const dest = write
+    ? { write: (s: string) => write(s.replace(/\n$/, "")) }
+    : pino.destination({ fd: 2, sync: false });
+  const logger = pino(
+    {
+      level: c.level,
+      base: { service: "kvctl-gateway" },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    dest,
+  );
+  const method =
+    (level: (typeof LEVELS)[number]): LogMethod =>
+    (msg, fields) =>
+      fields ? logger[level](fields, msg) : logger[level](msg);
   return {
-    log: { debug: method("debug"), info: method("info"), warn: method("warn"), error: method("error") },
-    request: (r) => (r.status >= 500 || r.status === 0 ? logger.warn(r, "request") : logger.info(r, "request")),
+    log: {
+      debug: method("debug"),
+      info: method("info"),
+      warn: method("warn"),
+      error: method("error"),
+    },
+    request: (r) =>
+      r.status >= 500 || r.status === 0 ? logger.warn(r, "request") : logger.info(r, "request"),
   };
 }
 
@@ -60,9 +81,21 @@ function textLog(level: GatewayConfig["logging"]["level"], out: (l: string) => v
   const min = LEVELS.indexOf(level);
   const method = (l: (typeof LEVELS)[number]): LogMethod => {
     if (LEVELS.indexOf(l) < min) return () => undefined;
-    return (msg, fields) => out(fields ? `${msg}${Object.entries(fields).map(([k, v]) => ` ${k}=${v}`).join("")}` : msg);
+    return (msg, fields) =>
+      out(
+        fields
+          ? `${msg}${Object.entries(fields)
+              .map(([k, v]) => ` ${k}=${v}`)
+              .join("")}`
+          : msg,
+      );
   };
-  return { debug: method("debug"), info: method("info"), warn: method("warn"), error: method("error") };
+  return {
+    debug: method("debug"),
+    info: method("info"),
+    warn: method("warn"),
+    error: method("error"),
+  };
 }
 
 /** A log writing every level as plain lines to `write` (library callers that pass a function). */

@@ -7,19 +7,30 @@
 // ids, a rendering that differs in any token is dropped rather than trusted, and each turn costs
 // two worker calls instead of one.
 import { isObject } from "./json-shape.js";
-import { MESSAGES_TOKENIZE_PATH, type TokenizeCall, tokenizeCall } from "./request/token-request.js";
+import {
+  MESSAGES_TOKENIZE_PATH,
+  type TokenizeCall,
+  tokenizeCall,
+} from "./request/token-request.js";
 import { tokenizeOn } from "./token-truth.js";
 import { callJson } from "./upstream.js";
 import type { GatewayWorker } from "./workers.js";
 
 type Msg = Record<string, unknown>;
 
-const asciiString = (s: string) => JSON.stringify(s).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+const asciiString = (s: string) =>
+  JSON.stringify(s).replace(
+    /[\u007f-\uffff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
 
 /** Python's json.dumps with its defaults (", " and ": " separators, ASCII only): how SGLang writes tool arguments. */
 export function pythonJsonDumps(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(pythonJsonDumps).join(", ")}]`;
-  if (isObject(v)) return `{${Object.entries(v).map(([k, x]) => `${asciiString(k)}: ${pythonJsonDumps(x)}`).join(", ")}}`;
+  if (isObject(v))
+    return `{${Object.entries(v)
+      .map(([k, x]) => `${asciiString(k)}: ${pythonJsonDumps(x)}`)
+      .join(", ")}}`;
   return typeof v === "string" ? asciiString(v) : JSON.stringify(v);
 }
 
@@ -27,13 +38,19 @@ function systemText(system: unknown): string | null | undefined {
   if (system === undefined || system === null) return null;
   if (typeof system === "string") return system.trim() ? system : null;
   if (!Array.isArray(system)) return undefined;
-  const parts = system.filter((b) => isObject(b) && b.type === "text" && typeof b.text === "string" && b.text !== "").map((b) => (b as Msg).text as string);
+  const parts = system
+    .filter((b) => isObject(b) && b.type === "text" && typeof b.text === "string" && b.text !== "")
+    .map((b) => (b as Msg).text as string);
   return parts.length ? parts.join("\n") : null;
 }
 
 function toolResultText(content: unknown): string | undefined {
   if (typeof content === "string") return content;
-  if (!Array.isArray(content) || !content.every((b) => isObject(b) && b.type === "text" && typeof b.text === "string")) return undefined;
+  if (
+    !Array.isArray(content) ||
+    !content.every((b) => isObject(b) && b.type === "text" && typeof b.text === "string")
+  )
+    return undefined;
   return content.map((b) => (b as Msg).text as string).join("\n");
 }
 
@@ -47,13 +64,19 @@ function convertMessage(m: Msg, out: Msg[]): boolean {
   const parts: Msg[] = [];
   const calls: Msg[] = [];
   const flush = () => {
-    if (parts.length) out.push({ role: "user", content: parts.length === 1 ? parts[0].text : [...parts] });
+    if (parts.length)
+      out.push({ role: "user", content: parts.length === 1 ? parts[0].text : [...parts] });
     parts.length = 0;
   };
   for (const b of m.content as unknown[]) {
     if (!isObject(b)) return false;
     if (b.type === "text" && typeof b.text === "string") parts.push({ type: "text", text: b.text });
-    else if (b.type === "tool_use" && typeof b.id === "string") calls.push({ id: b.id, type: "function", function: { name: b.name ?? "", arguments: pythonJsonDumps(b.input ?? {}) } });
+    else if (b.type === "tool_use" && typeof b.id === "string")
+      calls.push({
+        id: b.id,
+        type: "function",
+        function: { name: b.name ?? "", arguments: pythonJsonDumps(b.input ?? {}) },
+      });
     else if (b.type === "tool_result" && m.role === "user") {
       const text = toolResultText(b.content);
       if (text === undefined) return false;
@@ -81,7 +104,10 @@ export function chatFromMessages(body: Msg): Msg | null {
   if (typeof body.model === "string") chat.model = body.model;
   if (Array.isArray(body.tools) && body.tools.length) {
     if (!body.tools.every((t) => isObject(t) && typeof t.name === "string")) return null;
-    chat.tools = body.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.input_schema } }));
+    chat.tools = body.tools.map((t) => ({
+      type: "function",
+      function: { name: t.name, description: t.description, parameters: t.input_schema },
+    }));
   }
   return chat;
 }
@@ -89,16 +115,29 @@ export function chatFromMessages(body: Msg): Msg | null {
 const COUNT_FIELDS = ["model", "messages", "system", "tools", "tool_choice", "thinking"];
 
 /** The prompt's ids for a tokenize call, falling back as the file comment says; throws saying why not. */
-export async function tokenizePrompt(w: GatewayWorker, call: TokenizeCall, timeoutMs: number): Promise<number[]> {
-  if (call.path !== MESSAGES_TOKENIZE_PATH || w.messagesTokenize) return tokenizeOn(w.pool, call, timeoutMs);
+export async function tokenizePrompt(
+  w: GatewayWorker,
+  call: TokenizeCall,
+  timeoutMs: number,
+): Promise<number[]> {
+  if (call.path !== MESSAGES_TOKENIZE_PATH || w.messagesTokenize)
+    return tokenizeOn(w.pool, call, timeoutMs);
   const chat = chatFromMessages(call.body);
-  if (!chat) throw new Error(`worker ${w.id} has no ${MESSAGES_TOKENIZE_PATH} and the request holds blocks the gateway does not render`);
+  if (!chat)
+    throw new Error(
+      `worker ${w.id} has no ${MESSAGES_TOKENIZE_PATH} and the request holds blocks the gateway does not render`,
+    );
   const countBody: Msg = {};
   for (const k of COUNT_FIELDS) if (call.body[k] !== undefined) countBody[k] = call.body[k];
-  const [ids, count] = await Promise.all([tokenizeOn(w.pool, tokenizeCall(chat), timeoutMs), callJson(w.pool, "POST", "/v1/messages/count_tokens", countBody, timeoutMs)]);
+  const [ids, count] = await Promise.all([
+    tokenizeOn(w.pool, tokenizeCall(chat), timeoutMs),
+    callJson(w.pool, "POST", "/v1/messages/count_tokens", countBody, timeoutMs),
+  ]);
   const n = isObject(count.json) ? count.json.input_tokens : null;
   if (count.status !== 200 || ids.length !== n) {
-    throw new Error(`worker ${w.id}: the gateway's chat rendering has ${ids.length} tokens, /v1/messages/count_tokens says ${count.status === 200 ? String(n) : `HTTP ${count.status}`}; no prompt ids`);
+    throw new Error(
+      `worker ${w.id}: the gateway's chat rendering has ${ids.length} tokens, /v1/messages/count_tokens says ${count.status === 200 ? String(n) : `HTTP ${count.status}`}; no prompt ids`,
+    );
   }
   return ids;
 }

@@ -15,7 +15,11 @@ import type { GatewayLog } from "./logger.js";
 export function connectOptionsOf(n: NatsConfig, name: string): ControlConnectOptions {
   const env = process.env;
   const url = n.url ?? env.KVCTL_NATS_URL ?? "nats://127.0.0.1:4222";
-  const o: ControlConnectOptions = { servers: url.split(",").map((s) => s.trim()), name, timeoutMs: Math.max(1000, n.opTimeoutMs) };
+  const o: ControlConnectOptions = {
+    servers: url.split(",").map((s) => s.trim()),
+    name,
+    timeoutMs: Math.max(1000, n.opTimeoutMs),
+  };
   const user = n.user ?? env.NATS_USER;
   const pass = secretOf(n.password, env.NATS_PASSWORD, n.passwordFile, "nats.passwordFile");
   const token = secretOf(n.token, env.NATS_TOKEN, n.tokenFile, "nats.tokenFile");
@@ -76,7 +80,9 @@ export class NatsLink {
     try {
       await this.connect();
     } catch (e) {
-      this.log.warn(`gateway: NATS unavailable (${(e as Error).message}); serving without shared sessions or commands, retrying`);
+      this.log.warn(
+        `gateway: NATS unavailable (${(e as Error).message}); serving without shared sessions or commands, retrying`,
+      );
       this.scheduleRetry();
     }
   }
@@ -101,7 +107,9 @@ export class NatsLink {
       });
     } catch (e) {
       await nc.close().catch(() => undefined);
-      throw new Error(`session bucket '${this.cfg.sessions.bucket}': ${(e as Error).message} (does the server run JetStream, -js?)`);
+      throw new Error(
+        `session bucket '${this.cfg.sessions.bucket}': ${(e as Error).message} (does the server run JetStream, -js?)`,
+      );
     }
     if (this.closed) {
       await nc.close();

@@ -5,7 +5,12 @@ import { z } from "zod";
 
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
 
-const LISTENER_DEFAULTS = { headersTimeoutMs: 10_000, bodyTimeoutMs: 60_000, idleTimeoutMs: 72_000, maxConnections: 16_384 };
+const LISTENER_DEFAULTS = {
+  headersTimeoutMs: 10_000,
+  bodyTimeoutMs: 60_000,
+  idleTimeoutMs: 72_000,
+  maxConnections: 16_384,
+};
 
 /** Deadlines and caps on the client side: every door a client holds open is bounded. */
 export const listenerConfigSchema = z
@@ -19,7 +24,10 @@ export const listenerConfigSchema = z
     /** Open client connections at most; one more is closed at once (counted). */
     maxConnections: positiveInt.default(LISTENER_DEFAULTS.maxConnections),
   })
-  .refine((l) => l.headersTimeoutMs <= l.bodyTimeoutMs, { message: "must not exceed bodyTimeoutMs", path: ["headersTimeoutMs"] })
+  .refine((l) => l.headersTimeoutMs <= l.bodyTimeoutMs, {
+    message: "must not exceed bodyTimeoutMs",
+    path: ["headersTimeoutMs"],
+  })
   .default(LISTENER_DEFAULTS);
 
 const DRAIN_DEFAULTS = { graceMs: 30_000, retryAfterSeconds: 5 };

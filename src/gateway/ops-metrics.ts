@@ -6,7 +6,9 @@ import { HotHistogram } from "./hot-metrics.js";
 
 // From a cached prefix on a small model to a long generation on a loaded worker.
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
-const TOKEN_GAP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6, 1.2, 2.5, 5];
+const TOKEN_GAP_BUCKETS = [
+  0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6, 1.2, 2.5, 5,
+];
 
 export class OpsMetrics {
   readonly listenerCuts: Counter<"reason">;
@@ -29,17 +31,39 @@ export class OpsMetrics {
       labelNames: ["reason"] as const,
       registers,
     });
-    this.connectionsRefused = new Counter({ name: "kvctl_gateway_connections_refused_total", help: "Client connections closed at once because listener.maxConnections were open", registers });
-    this.connectionsOpen = new Gauge({ name: "kvctl_gateway_connections_open", help: "Client connections open", registers });
+    this.connectionsRefused = new Counter({
+      name: "kvctl_gateway_connections_refused_total",
+      help: "Client connections closed at once because listener.maxConnections were open",
+      registers,
+    });
+    this.connectionsOpen = new Gauge({
+      name: "kvctl_gateway_connections_open",
+      help: "Client connections open",
+      registers,
+    });
     this.admissionRefused = new Counter({
       name: "kvctl_gateway_admission_refused_total",
       help: "Requests refused at admission: queue_full (429) or deadline (503, waited past admission.queueTimeoutMs)",
       labelNames: ["worker", "reason", "tenant"] as const,
       registers,
     });
-    this.drainRefused = new Counter({ name: "kvctl_gateway_drain_refused_total", help: "Requests answered 503 because the gateway was draining", labelNames: ["route"] as const, registers });
-    this.draining = new Gauge({ name: "kvctl_gateway_draining", help: "1 while the gateway drains (not ready; new requests get 503)", registers });
-    this.membership = new Counter({ name: "kvctl_gateway_membership_changes_total", help: "Workers added, drained, undrained, removed (admin API or config file) and joined (came up after start)", labelNames: ["change"] as const, registers });
+    this.drainRefused = new Counter({
+      name: "kvctl_gateway_drain_refused_total",
+      help: "Requests answered 503 because the gateway was draining",
+      labelNames: ["route"] as const,
+      registers,
+    });
+    this.draining = new Gauge({
+      name: "kvctl_gateway_draining",
+      help: "1 while the gateway drains (not ready; new requests get 503)",
+      registers,
+    });
+    this.membership = new Counter({
+      name: "kvctl_gateway_membership_changes_total",
+      help: "Workers added, drained, undrained, removed (admin API or config file) and joined (came up after start)",
+      labelNames: ["change"] as const,
+      registers,
+    });
     this.kvEventsRefused = new Counter({
       name: "kvctl_gateway_kv_events_refused_total",
       help: "KV-event messages ZMQ refused unread (over the size cap, or bad framing); each drops and re-opens the connection",
@@ -47,8 +71,26 @@ export class OpsMetrics {
       registers,
     });
     const labelNames = ["route", "worker", "tenant"] as const;
-    this.ttft = new HotHistogram({ name: "kvctl_gateway_time_to_first_token_seconds", help: "Streamed requests: time from the request to the first answer chunk", labelNames, buckets: LATENCY_BUCKETS, registers });
-    this.tokenGap = new HotHistogram({ name: "kvctl_gateway_inter_token_latency_seconds", help: "Streamed requests: time between two answer chunks", labelNames, buckets: TOKEN_GAP_BUCKETS, registers });
-    this.e2e = new HotHistogram({ name: "kvctl_gateway_e2e_latency_seconds", help: "Time from the request to the end of its answer, by route, worker and tenant", labelNames, buckets: LATENCY_BUCKETS, registers });
+    this.ttft = new HotHistogram({
+      name: "kvctl_gateway_time_to_first_token_seconds",
+      help: "Streamed requests: time from the request to the first answer chunk",
+      labelNames,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.tokenGap = new HotHistogram({
+      name: "kvctl_gateway_inter_token_latency_seconds",
+      help: "Streamed requests: time between two answer chunks",
+      labelNames,
+      buckets: TOKEN_GAP_BUCKETS,
+      registers,
+    });
+    this.e2e = new HotHistogram({
+      name: "kvctl_gateway_e2e_latency_seconds",
+      help: "Time from the request to the end of its answer, by route, worker and tenant",
+      labelNames,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
   }
 }

@@ -31,7 +31,13 @@ export interface PassRoute {
   owned: boolean;
 }
 
-const route = (method: PassRoute["method"], url: string, kind: string, generates = false, owned = false): PassRoute => ({ method, url, kind, generates, owned });
+const route = (
+  method: PassRoute["method"],
+  url: string,
+  kind: string,
+  generates = false,
+  owned = false,
+): PassRoute => ({ method, url, kind, generates, owned });
 
 export const PASSTHROUGH_ROUTES: readonly PassRoute[] = [
   route("GET", "/v1/models", "models"),
@@ -51,7 +57,8 @@ function upstreamHeaders(req: FastifyRequest): Record<string, string> {
   const out: Record<string, string> = {};
   for (const k in req.headers) {
     const v = req.headers[k];
-    if (v !== undefined && !DROP_REQUEST_HEADERS.has(k)) out[k] = Array.isArray(v) ? v.join(", ") : v;
+    if (v !== undefined && !DROP_REQUEST_HEADERS.has(k))
+      out[k] = Array.isArray(v) ? v.join(", ") : v;
   }
   return out;
 }
@@ -67,7 +74,12 @@ function jsonOf(raw: Buffer | undefined): Record<string, unknown> | null {
 }
 
 /** The workers to ask, in order: every available one for an owned object, else the routed one. */
-async function candidates(ctx: TurnContext, r: PassRoute, req: FastifyRequest, body: Record<string, unknown> | null): Promise<GatewayWorker[]> {
+async function candidates(
+  ctx: TurnContext,
+  r: PassRoute,
+  req: FastifyRequest,
+  body: Record<string, unknown> | null,
+): Promise<GatewayWorker[]> {
   const available = ctx.workers.available();
   if (r.owned || available.length === 0) return available;
   let session: { worker: string | null; lastActivityMs: number } | null = null;
@@ -77,18 +89,39 @@ async function candidates(ctx: TurnContext, r: PassRoute, req: FastifyRequest, b
   } catch (e) {
     if (!(e instanceof SessionIdError)) throw e;
   }
-  const decision = routeRequest({ workers: available.map((w) => w.state()), overlap: null, session, nowMs: ctx.clock.now() }, ctx.config.routing, ctx.rand);
+  const decision = routeRequest(
+    { workers: available.map((w) => w.state()), overlap: null, session, nowMs: ctx.clock.now() },
+    ctx.config.routing,
+    ctx.rand,
+  );
   return [ctx.workers.get(decision.worker) as GatewayWorker];
 }
 
-async function forward(ctx: TurnContext, r: PassRoute, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+async function forward(
+  ctx: TurnContext,
+  r: PassRoute,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
   const flavor = flavorOfRequest(req.url, req.headers);
   const raw = req.body as Buffer | undefined;
   const body = jsonOf(raw);
-  const fail = (status: number, type: string, message: string) => reply.code(status).header("content-type", "application/json").send(errorBody(flavor, type, message));
+  const fail = (status: number, type: string, message: string) =>
+    reply
+      .code(status)
+      .header("content-type", "application/json")
+      .send(errorBody(flavor, type, message));
   const workers = await candidates(ctx, r, req, body);
-  if (workers.length === 0) return fail(503, "service_unavailable", new NoWorkerError("no worker is taking traffic").message);
-  const timeouts = callTimeouts(ctx.config.limits, r.generates && streamOf("chat", body?.stream) !== true);
+  if (workers.length === 0)
+    return fail(
+      503,
+      "service_unavailable",
+      new NoWorkerError("no worker is taking traffic").message,
+    );
+  const timeouts = callTimeouts(
+    ctx.config.limits,
+    r.generates && streamOf("chat", body?.stream) !== true,
+  );
   for (const [i, w] of workers.entries()) {
     const ac = new AbortController();
     const abort = () => ac.abort(new Error(`worker ${w.id} was drained while answering`));
@@ -99,7 +132,14 @@ async function forward(ctx: TurnContext, r: PassRoute, req: FastifyRequest, repl
     reply.raw.once("close", gone);
     let answer: Dispatcher.ResponseData;
     try {
-      answer = await w.pool.request({ method: r.method, path: req.url, headers: upstreamHeaders(req), body: raw && raw.length > 0 ? raw : undefined, signal: ac.signal, ...timeouts });
+      answer = await w.pool.request({
+        method: r.method,
+        path: req.url,
+        headers: upstreamHeaders(req),
+        body: raw && raw.length > 0 ? raw : undefined,
+        signal: ac.signal,
+        ...timeouts,
+      });
       // Another worker may hold the object this one does not know.
       if (answer.statusCode === 404 && r.owned && i < workers.length - 1) {
         await answer.body.dump();
@@ -125,10 +165,21 @@ async function forward(ctx: TurnContext, r: PassRoute, req: FastifyRequest, repl
 }
 
 /** Registers the pass-through routes; their bodies are kept as bytes (the worker judges them). */
-export function registerPassthrough(app: FastifyInstance, ctx: TurnContext, bodyLimit: number): void {
+export function registerPassthrough(
+  app: FastifyInstance,
+  ctx: TurnContext,
+  bodyLimit: number,
+): void {
   void app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, (_req, raw, done) => done(null, raw));
-    for (const r of PASSTHROUGH_ROUTES) scope.route({ method: r.method, url: r.url, handler: (req, reply) => forward(ctx, r, req, reply) });
+    scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, (_req, raw, done) =>
+      done(null, raw),
+    );
+    for (const r of PASSTHROUGH_ROUTES)
+      scope.route({
+        method: r.method,
+        url: r.url,
+        handler: (req, reply) => forward(ctx, r, req, reply),
+      });
   });
 }

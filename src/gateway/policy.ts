@@ -14,11 +14,17 @@ export const noopPolicy: GatewayPolicy = {
 };
 
 /** Sends nothing; writes one JSON line per observation (bigints as decimal strings). */
-export function loggingPolicy(write: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): GatewayPolicy {
+export function loggingPolicy(
+  write: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+): GatewayPolicy {
   return {
     name: "log",
     observe(o) {
-      write(JSON.stringify({ policy: "log", ...o }, (_k, v) => (typeof v === "bigint" ? v.toString() : v)));
+      write(
+        JSON.stringify({ policy: "log", ...o }, (_k, v) =>
+          typeof v === "bigint" ? v.toString() : v,
+        ),
+      );
       return [];
     },
   };
@@ -28,12 +34,19 @@ export function loggingPolicy(write: (line: string) => void = (l) => process.std
  * The policy the gateway runs: the one handed in, else the one config.policy names. env.log takes
  * what a policy reports as wrong; `log` writes its observation lines to `observations`.
  */
-export function resolvePolicy(given: GatewayPolicy | PolicyFactory | undefined, config: GatewayConfig, env: PolicyEnv, observations: (line: string) => void = env.log): GatewayPolicy {
+export function resolvePolicy(
+  given: GatewayPolicy | PolicyFactory | undefined,
+  config: GatewayConfig,
+  env: PolicyEnv,
+  observations: (line: string) => void = env.log,
+): GatewayPolicy {
   if (typeof given === "function") return given(env);
   if (given) return given;
   if (config.policy === "log") return loggingPolicy(observations);
   if (config.policy === "agent") {
-    throw new GatewayConfigError("policy: 'agent' is wired by the caller: pass `policy: agentPolicy` (kvctl/policy) to createGateway, or use the kvctl gateway command");
+    throw new GatewayConfigError(
+      "policy: 'agent' is wired by the caller: pass `policy: agentPolicy` (kvctl/policy) to createGateway, or use the kvctl gateway command",
+    );
   }
   return noopPolicy;
 }

@@ -31,7 +31,10 @@ export function prefetchOutcome(ack: Ack): PrefetchOutcome {
 
 /** The worker names the first block it does not hold (`command.block_hashes[i]: ...`): its index. */
 function firstUnknown(ack: Ack): number | null {
-  const m = ack.status === "rejected" && ack.reason ? /^command\.block_hashes\[(\d+)\]:/.exec(ack.reason) : null;
+  const m =
+    ack.status === "rejected" && ack.reason
+      ? /^command\.block_hashes\[(\d+)\]:/.exec(ack.reason)
+      : null;
   return m ? Number(m[1]) : null;
 }
 
@@ -41,7 +44,9 @@ function firstUnknown(ack: Ack): number | null {
  * naming the first block it lacks; a request matches a prefix only up to that gap, so the prefix
  * before it is asked for once more.
  */
-export function prefetchSender(o: PrefetchSenderOptions): (blocks: readonly bigint[]) => Promise<PrefetchOutcome> {
+export function prefetchSender(
+  o: PrefetchSenderOptions,
+): (blocks: readonly bigint[]) => Promise<PrefetchOutcome> {
   const deadline = Math.max(1, Math.min(o.deadlineMs, MAX_PREFETCH_DEADLINE_MS));
   const send = async (blocks: readonly bigint[], retry: boolean): Promise<PrefetchOutcome> => {
     const publisher = o.publisher();
@@ -49,7 +54,11 @@ export function prefetchSender(o: PrefetchSenderOptions): (blocks: readonly bigi
     o.metrics.commandsSent.inc({ type: "Prefetch" });
     let ack: Ack;
     try {
-      ack = await publisher.send(o.worker, { type: "Prefetch", block_hashes: [...blocks], deadline_ms: deadline }, { timeoutMs: deadline + 1000, retries: 0 });
+      ack = await publisher.send(
+        o.worker,
+        { type: "Prefetch", block_hashes: [...blocks], deadline_ms: deadline },
+        { timeoutMs: deadline + 1000, retries: 0 },
+      );
     } catch (e) {
       o.metrics.commandsFailed.inc({ type: "Prefetch", error: (e as Error).name || "Error" });
       o.log.warn(`gateway: Prefetch to ${o.worker} failed: ${(e as Error).message}`);
@@ -58,7 +67,8 @@ export function prefetchSender(o: PrefetchSenderOptions): (blocks: readonly bigi
     o.metrics.commandsAcked.inc({ type: "Prefetch", status: ack.status });
     const gap = firstUnknown(ack);
     if (retry && gap !== null && gap > 0) return send(blocks.slice(0, gap), false);
-    if (ack.status === "rejected" || ack.status === "error") o.log.warn(`gateway: Prefetch to ${o.worker} came back ${ack.status}: ${ack.reason ?? ""}`);
+    if (ack.status === "rejected" || ack.status === "error")
+      o.log.warn(`gateway: Prefetch to ${o.worker} came back ${ack.status}: ${ack.reason ?? ""}`);
     return prefetchOutcome(ack);
   };
   return (blocks) => send(blocks, true);
@@ -74,5 +84,10 @@ export function programRetention(
 ): ((worker: string, pageSize: () => number) => ProgramRetention) | null {
   if (!policy.programRetention) return null;
   const deadlineMs = config.admission.prefetchDeadlineMs;
-  return (worker, pageSize) => policy.programRetention?.(worker, pageSize, prefetchSender({ publisher, worker, deadlineMs, metrics, log })) as ProgramRetention;
+  return (worker, pageSize) =>
+    policy.programRetention?.(
+      worker,
+      pageSize,
+      prefetchSender({ publisher, worker, deadlineMs, metrics, log }),
+    ) as ProgramRetention;
 }

@@ -5,10 +5,18 @@ import type { FastifyInstance } from "fastify";
 import type { DrainGate } from "./listener.js";
 import type { WorkerSet } from "./workers.js";
 
-export function registerProbeRoutes(app: FastifyInstance, workers: WorkerSet, drain: DrainGate): void {
+export function registerProbeRoutes(
+  app: FastifyInstance,
+  workers: WorkerSet,
+  drain: DrainGate,
+): void {
   app.get("/livez", async (_req, reply) => reply.send({ status: "live" }));
   app.get("/readyz", async (_req, reply) => {
-    const status = drain.draining ? "draining" : workers.available().length > 0 ? "ready" : "no_workers";
+    const status = drain.draining
+      ? "draining"
+      : workers.available().length > 0
+        ? "ready"
+        : "no_workers";
     return reply.code(status === "ready" ? 200 : 503).send({ status });
   });
 }

@@ -28,7 +28,6 @@ export interface ProgramLimits {
   prefetchDeadlineMs?: number;
 }
 
-
 /** A request's ticket; `release(true)` says its reply was a tool call (the program goes on). */
 export interface ProgramTicket extends AdmissionTicket {
   /** `tools`: the names of the calls the reply made (what the gap is predicted from). */
@@ -70,7 +69,9 @@ export class ProgramGate {
     private readonly released: ProgramReleasedHook | null = null,
   ) {
     if (!(limits.resumeBelow > 0 && limits.resumeBelow < limits.pauseAt && limits.pauseAt <= 1)) {
-      throw new Error(`admission: expected 0 < resumeBelow < pauseAt <= 1, got ${limits.resumeBelow} / ${limits.pauseAt}`);
+      throw new Error(
+        `admission: expected 0 < resumeBelow < pauseAt <= 1, got ${limits.resumeBelow} / ${limits.pauseAt}`,
+      );
     }
   }
 
@@ -88,7 +89,8 @@ export class ProgramGate {
   /** Working-set tokens of the programs holding a slot. */
   get usedTokens(): number {
     let n = 0;
-    for (const p of this.programs.values()) if (p.state === "running" || p.state === "acting") n += p.tokens;
+    for (const p of this.programs.values())
+      if (p.state === "running" || p.state === "acting") n += p.tokens;
     return n;
   }
 
@@ -118,7 +120,8 @@ export class ProgramGate {
     });
     const w: Waiter = { program: prog, admit };
     // A parked program's blocks come back before it runs: it goes through the queue's pump.
-    const restore = prog.state === "paused" && prog.kept === "park" && this.retention?.prefetch !== undefined;
+    const restore =
+      prog.state === "paused" && prog.kept === "park" && this.retention?.prefetch !== undefined;
     const queued = !holds && (restore || this.queue.length > 0 || !this.fits(prog));
     if (queued) this.queue.push(w);
     else admit();
@@ -188,7 +191,9 @@ export class ProgramGate {
   private relievePressure(): void {
     const { capacityTokens, pauseAt, resumeBelow } = this.limits;
     if (this.usedTokens <= pauseAt * capacityTokens) return;
-    const acting = [...this.programs.values()].filter((p) => p.state === "acting").sort((a, b) => a.tokens - b.tokens);
+    const acting = [...this.programs.values()]
+      .filter((p) => p.state === "acting")
+      .sort((a, b) => a.tokens - b.tokens);
     for (const p of acting) {
       if (this.usedTokens <= resumeBelow * capacityTokens) break;
       p.state = "paused";
@@ -212,11 +217,18 @@ export class ProgramGate {
   /** Admits waiters that fit: paused programs first (smallest first), then new ones in arrival order. */
   private pump(): void {
     for (;;) {
-      const paused = this.queue.filter((w) => w.program.state === "paused").sort((a, b) => a.program.tokens - b.program.tokens);
+      const paused = this.queue
+        .filter((w) => w.program.state === "paused")
+        .sort((a, b) => a.program.tokens - b.program.tokens);
       const next = paused[0] ?? this.queue[0];
       if (!next || !this.fits(next.program)) return;
       this.queue.splice(this.queue.indexOf(next), 1);
-      if (next.program.state === "paused" && next.program.kept === "park" && this.retention?.prefetch) this.restoreThenAdmit(next);
+      if (
+        next.program.state === "paused" &&
+        next.program.kept === "park" &&
+        this.retention?.prefetch
+      )
+        this.restoreThenAdmit(next);
       else next.admit();
     }
   }

@@ -62,7 +62,12 @@ export class RadixSessions {
   observe(o: Observation): void {
     if (o.type === "SessionHint" && o.event === "close") {
       for (const w of this.o.workers()) this.release(w, o.sessionId, "ended");
-    } else if (o.type === "TurnStarted" && o.sessionId !== null && o.stored?.worker && o.stored.worker !== o.worker) {
+    } else if (
+      o.type === "TurnStarted" &&
+      o.sessionId !== null &&
+      o.stored?.worker &&
+      o.stored.worker !== o.worker
+    ) {
       const old = this.o.workers().find((w) => w.id === o.stored?.worker);
       if (old) this.release(old, o.sessionId, "moved");
     }
@@ -81,7 +86,9 @@ export class RadixSessions {
         // Counted each time; logged once, as a worker that refuses one close refuses them all.
         if (this.failedLogged) return;
         this.failedLogged = true;
-        this.o.log.warn(`gateway: closing session ${JSON.stringify(sessionId)} on ${w.id}'s session radix cache failed (${(e as Error).message}); later failures are counted in kvctl_gateway_radix_session_releases_total`);
+        this.o.log.warn(
+          `gateway: closing session ${JSON.stringify(sessionId)} on ${w.id}'s session radix cache failed (${(e as Error).message}); later failures are counted in kvctl_gateway_radix_session_releases_total`,
+        );
       });
   }
 }

@@ -12,12 +12,21 @@ type Note = Pick<RequestLogLine, "route" | "worker" | "tenant" | "session" | "er
 const notes = new WeakMap<IncomingMessage, { id: string } & Note>();
 
 /** Starts the request's line; null when requests are not logged (the text format). */
-export function requestLogger(ctx: TurnContext): ((req: IncomingMessage, res: ServerResponse) => void) | null {
+export function requestLogger(
+  ctx: TurnContext,
+): ((req: IncomingMessage, res: ServerResponse) => void) | null {
   const write = ctx.requestLog;
   if (!write) return null;
   return (req, res) => {
     const started = performance.now();
-    const note = { id: ctx.nextRequestId(), route: null, worker: null, tenant: null, session: null, error: null };
+    const note = {
+      id: ctx.nextRequestId(),
+      route: null,
+      worker: null,
+      tenant: null,
+      session: null,
+      error: null,
+    };
     notes.set(req, note);
     res.setHeader("x-request-id", note.id);
     onResponseClose(res, () => {
@@ -27,7 +36,14 @@ export function requestLogger(ctx: TurnContext): ((req: IncomingMessage, res: Se
       // continuation): the line is written after those have run.
       setImmediate(() => {
         const { id, ...known } = note;
-        write({ request_id: id, method: req.method ?? "", path: (req.url ?? "/").split("?")[0], ...known, status, duration_ms });
+        write({
+          request_id: id,
+          method: req.method ?? "",
+          path: (req.url ?? "/").split("?")[0],
+          ...known,
+          status,
+          duration_ms,
+        });
       });
     });
   };

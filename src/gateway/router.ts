@@ -9,7 +9,15 @@
 //      threshold, the lowest Dynamo logit (overlap per tier, shared-cache credit, prefill load);
 //   5. otherwise the least-loaded worker (ties at random).
 // Pure: time and randomness come in as arguments.
-import { type OverlapResult, scoreWorkers, type ScoringConfig, selectWorker, type TierCounts, type WorkerLoad, zeroTiers } from "../index/index.js";
+import {
+  type OverlapResult,
+  scoreWorkers,
+  type ScoringConfig,
+  selectWorker,
+  type TierCounts,
+  type WorkerLoad,
+  zeroTiers,
+} from "../index/index.js";
 
 export interface WorkerState {
   id: string;
@@ -61,9 +69,14 @@ function leastLoaded(ws: readonly WorkerState[], rand: () => number): WorkerStat
   return ties[Math.floor(rand() * ties.length) % ties.length];
 }
 
-export function routeRequest(req: RouteRequest, o: RoutingOptions, rand: () => number = Math.random): RouteDecision {
+export function routeRequest(
+  req: RouteRequest,
+  o: RoutingOptions,
+  rand: () => number = Math.random,
+): RouteDecision {
   const ws = req.workers;
-  if (ws.length === 0) throw new NoWorkerError("no worker is taking traffic (all drained or none configured)");
+  if (ws.length === 0)
+    throw new NoWorkerError("no worker is taking traffic (all drained or none configured)");
   const overlapOf = (id: string): TierCounts | null => {
     if (!req.overlap) return null;
     const w = ws.find((x) => x.id === id);
@@ -72,7 +85,11 @@ export function routeRequest(req: RouteRequest, o: RoutingOptions, rand: () => n
   };
   const affine = req.session?.worker ?? null;
   const sessionMoved = affine !== null && !ws.some((w) => w.id === affine);
-  const decide = (w: WorkerState, reason: RouteReason, matchRate: number | null = null): RouteDecision => ({
+  const decide = (
+    w: WorkerState,
+    reason: RouteReason,
+    matchRate: number | null = null,
+  ): RouteDecision => ({
     worker: w.id,
     reason: ws.length === 1 ? "only" : reason,
     overlap: overlapOf(w.id),
@@ -87,9 +104,15 @@ export function routeRequest(req: RouteRequest, o: RoutingOptions, rand: () => n
     max = Math.max(max, w.inFlight);
     min = Math.min(min, w.inFlight);
   }
-  if (max - min > o.balanceAbsThreshold && max > min * o.balanceRelThreshold) return decide(leastLoaded(ws, rand), "balance");
+  if (max - min > o.balanceAbsThreshold && max > min * o.balanceRelThreshold)
+    return decide(leastLoaded(ws, rand), "balance");
 
-  if (req.session && affine !== null && !sessionMoved && req.nowMs - req.session.lastActivityMs <= o.sessionAffinityTtlSeconds * 1000) {
+  if (
+    req.session &&
+    affine !== null &&
+    !sessionMoved &&
+    req.nowMs - req.session.lastActivityMs <= o.sessionAffinityTtlSeconds * 1000
+  ) {
     return decide(ws.find((w) => w.id === affine) as WorkerState, "session");
   }
 
@@ -104,12 +127,27 @@ export function routeRequest(req: RouteRequest, o: RoutingOptions, rand: () => n
     const matchRate = best / ov.requestBlocks;
     if (matchRate > o.cacheThreshold) {
       const loads: Record<string, WorkerLoad> = {};
-      for (const w of ws) loads[w.id] = { activePrefillTokens: w.inFlightPromptTokens, activeRequests: w.inFlight };
+      for (const w of ws)
+        loads[w.id] = { activePrefillTokens: w.inFlightPromptTokens, activeRequests: w.inFlight };
       const pageSize = ws[0].pageSize;
       // A stale worker's overlap is not trusted: it is scored as holding nothing.
-      const masked: OverlapResult = { ...ov, workers: new Map([...ov.workers].filter(([id]) => trusted.some((w) => w.id === id))) };
-      const pick = selectWorker(scoreWorkers(masked, ws.map((w) => w.id), pageSize, loads, o.scoring), o.scoring, rand);
-      if (pick) return decide(ws.find((w) => w.id === pick.worker) as WorkerState, "cache", matchRate);
+      const masked: OverlapResult = {
+        ...ov,
+        workers: new Map([...ov.workers].filter(([id]) => trusted.some((w) => w.id === id))),
+      };
+      const pick = selectWorker(
+        scoreWorkers(
+          masked,
+          ws.map((w) => w.id),
+          pageSize,
+          loads,
+          o.scoring,
+        ),
+        o.scoring,
+        rand,
+      );
+      if (pick)
+        return decide(ws.find((w) => w.id === pick.worker) as WorkerState, "cache", matchRate);
     }
     return decide(leastLoaded(ws, rand), "load", matchRate);
   }

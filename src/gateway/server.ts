@@ -37,7 +37,11 @@ export interface ParsedBody {
   json: unknown;
 }
 
-function parseBody(_req: unknown, raw: Buffer, done: (err: Error | null, body?: ParsedBody) => void): void {
+function parseBody(
+  _req: unknown,
+  raw: Buffer,
+  done: (err: Error | null, body?: ParsedBody) => void,
+): void {
   if (raw.length === 0) return done(null, { raw, json: undefined });
   try {
     done(null, { raw, json: JSON.parse(raw.toString("utf8")) });
@@ -49,7 +53,10 @@ function parseBody(_req: unknown, raw: Buffer, done: (err: Error | null, body?: 
   }
 }
 
-export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyInstance; front: InferenceFront } {
+export function buildServer(
+  p: ServerParts,
+  bodyLimit: number,
+): { app: FastifyInstance; front: InferenceFront } {
   const front = createInferenceFront(p.ctx, bodyLimit);
   const app = Fastify({
     bodyLimit,
@@ -88,19 +95,41 @@ export function buildServer(p: ServerParts, bodyLimit: number): { app: FastifyIn
 function answerFaults(app: FastifyInstance, p: ServerParts, bodyLimit: number): void {
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
-    const reason = err.code === "FST_ERR_CTP_BODY_TOO_LARGE" ? "body_too_large" : err.code === "KVCTL_BAD_JSON" ? "bad_json" : status >= 500 ? "internal" : "bad_request";
+    const reason =
+      err.code === "FST_ERR_CTP_BODY_TOO_LARGE"
+        ? "body_too_large"
+        : err.code === "KVCTL_BAD_JSON"
+          ? "bad_json"
+          : status >= 500
+            ? "internal"
+            : "bad_request";
     if (status < 500) p.metrics.badRequests.inc({ reason });
     const flavor = flavorOfRequest(req.url, req.headers);
     const message = reason === "body_too_large" ? tooLargeMessage(bodyLimit) : err.message;
-    if (status >= 500) p.ctx.log.error(`gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`, requestFields(req.raw));
-    const type = status >= 500 ? "internal_error" : reason === "body_too_large" ? "request_too_large" : "invalid_request_error";
-    reply.code(status).header("content-type", "application/json").send(errorBody(flavor, type, message));
+    if (status >= 500)
+      p.ctx.log.error(
+        `gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`,
+        requestFields(req.raw),
+      );
+    const type =
+      status >= 500
+        ? "internal_error"
+        : reason === "body_too_large"
+          ? "request_too_large"
+          : "invalid_request_error";
+    reply
+      .code(status)
+      .header("content-type", "application/json")
+      .send(errorBody(flavor, type, message));
   });
 
   app.setNotFoundHandler((req, reply) => {
     p.metrics.badRequests.inc({ reason: "unknown_route" });
     const flavor = flavorOfRequest(req.url, req.headers);
-    reply.code(404).header("content-type", "application/json").send(errorBody(flavor, "not_found", `no route ${req.method} ${req.url.split("?")[0]}`));
+    reply
+      .code(404)
+      .header("content-type", "application/json")
+      .send(errorBody(flavor, "not_found", `no route ${req.method} ${req.url.split("?")[0]}`));
   });
 }
 
@@ -109,7 +138,14 @@ function registerOwnRoutes(app: FastifyInstance, p: ServerParts): void {
   app.get("/health", async (req, reply) => {
     // Worker URLs are internal addresses: only the admin key sees them.
     const admin = principalOf(req.raw).admin;
-    const workers = p.workers.workers.map((w) => ({ id: w.id, url: admin ? w.url : undefined, healthy: w.healthy, stale: w.stale, in_flight: w.inFlight, page_size: w.scheme?.pageSize ?? null }));
+    const workers = p.workers.workers.map((w) => ({
+      id: w.id,
+      url: admin ? w.url : undefined,
+      healthy: w.healthy,
+      stale: w.stale,
+      in_flight: w.inFlight,
+      page_size: w.scheme?.pageSize ?? null,
+    }));
     const ok = workers.some((w) => w.healthy);
     return reply.code(ok ? 200 : 503).send({ status: ok ? "ok" : "no_workers", workers });
   });

@@ -78,8 +78,18 @@ export class SessionExpiry {
       }
       if (!isSessionRecord(rec) || !holdsLeft(rec)) continue;
       if (!(await this.o.ledger.expire(rec.id, e.revision, age))) continue;
-      this.o.log.info(`gateway: session ${JSON.stringify(rec.id)} expired (no write for ${age} ms): its holds are released`);
-      this.o.observe({ type: "SessionHint", at: this.o.clock.now(), sessionId: rec.id, event: "close", toolName: null, toolCallId: null, keepTokens: null });
+      this.o.log.info(
+        `gateway: session ${JSON.stringify(rec.id)} expired (no write for ${age} ms): its holds are released`,
+      );
+      this.o.observe({
+        type: "SessionHint",
+        at: this.o.clock.now(),
+        sessionId: rec.id,
+        event: "close",
+        toolName: null,
+        toolCallId: null,
+        keepTokens: null,
+      });
     }
   }
 }
@@ -87,5 +97,8 @@ export class SessionExpiry {
 /** Whether the record still names a hold, or a release not settled yet. */
 function holdsLeft(r: SessionRecord): boolean {
   if (r.holds === undefined) return r.pins.length > 0 || r.leases.length > 0 || r.tool !== null;
-  return r.holds.some((h) => h.blocks.length > 0 || h.releasing.length > 0) || (r.releases ?? []).length > 0;
+  return (
+    r.holds.some((h) => h.blocks.length > 0 || h.releasing.length > 0) ||
+    (r.releases ?? []).length > 0
+  );
 }

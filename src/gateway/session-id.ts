@@ -4,7 +4,12 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { isObject } from "./json-shape.js";
 
-export const SESSION_HEADERS = ["x-session-id", "x-dynamo-session-id", "x-claude-code-session-id", "session-id"] as const;
+export const SESSION_HEADERS = [
+  "x-session-id",
+  "x-dynamo-session-id",
+  "x-claude-code-session-id",
+  "session-id",
+] as const;
 
 export interface SessionIdSource {
   id: string;
@@ -17,17 +22,24 @@ export const MAX_SESSION_ID_BYTES = 512;
 
 export class SessionIdError extends Error {
   override name = "SessionIdError";
-  constructor(readonly field: string, message: string) {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
     super(message);
   }
 }
 
 function check(id: string, from: string): SessionIdSource {
-  if (Buffer.byteLength(id) > MAX_SESSION_ID_BYTES) throw new SessionIdError(from, `${from} is longer than ${MAX_SESSION_ID_BYTES} bytes`);
+  if (Buffer.byteLength(id) > MAX_SESSION_ID_BYTES)
+    throw new SessionIdError(from, `${from} is longer than ${MAX_SESSION_ID_BYTES} bytes`);
   return { id, from };
 }
 
-export function sessionIdOf(headers: IncomingHttpHeaders, body: Record<string, unknown> | null): SessionIdSource | null {
+export function sessionIdOf(
+  headers: IncomingHttpHeaders,
+  body: Record<string, unknown> | null,
+): SessionIdSource | null {
   for (const h of SESSION_HEADERS) {
     const v = headers[h];
     const s = Array.isArray(v) ? v[0] : v;

@@ -155,5 +155,12 @@ export function newSessionRecord(id: string, nowMs: number): SessionRecord {
 
 export function isSessionRecord(v: unknown): v is SessionRecord {
   const r = v as SessionRecord;
-  return typeof r === "object" && r !== null && r.v === 1 && typeof r.id === "string" && Array.isArray(r.chain) && Array.isArray(r.turns);
+  return (
+    typeof r === "object" &&
+    r !== null &&
+    r.v === 1 &&
+    typeof r.id === "string" &&
+    Array.isArray(r.chain) &&
+    Array.isArray(r.turns)
+  );
 }

@@ -23,7 +23,9 @@ interface Local {
 /** A KV key for any session id: base64url keeps the key alphabet; long ids are hashed. */
 export function sessionKey(id: string): string {
   const b = Buffer.from(id, "utf8");
-  return b.length <= 192 ? `s.${b.toString("base64url")}` : `h.${createHash("sha256").update(b).digest("hex")}`;
+  return b.length <= 192
+    ? `s.${b.toString("base64url")}`
+    : `h.${createHash("sha256").update(b).digest("hex")}`;
 }
 
 export interface SessionStoreOptions {
@@ -72,7 +74,9 @@ export class SessionStore {
           }
           if (this.foreign(id, r)) return this.local.get(id)?.record ?? null;
           this.o.metrics.sessionStoreErrors.inc({ op: "decode" });
-          this.log.warn(`gateway: session ${JSON.stringify(id)}: the stored record is not a session record (ignored)`);
+          this.log.warn(
+            `gateway: session ${JSON.stringify(id)}: the stored record is not a session record (ignored)`,
+          );
           return null;
         }
         if (!e) return this.local.get(id)?.record ?? null;
@@ -89,7 +93,11 @@ export class SessionStore {
    * write the bucket refused (conflicts kept losing, a timeout) throws instead of landing in this
    * replica's copy only (a hold must be named where every replica reads it before it is taken).
    */
-  async update(id: string, change: (r: SessionRecord) => void, strict = false): Promise<SessionRecord> {
+  async update(
+    id: string,
+    change: (r: SessionRecord) => void,
+    strict = false,
+  ): Promise<SessionRecord> {
     const kv = this.kvIfUp("put");
     if (kv) {
       const key = sessionKey(id);
@@ -104,15 +112,24 @@ export class SessionStore {
             if (strict) throw new Error("the stored record is another gateway version's");
             break;
           }
-          const rec = isSessionRecord(cur) && cur.id === id ? cur : (this.local.get(id)?.record ?? newSessionRecord(id, this.clock.now()));
+          const rec =
+            isSessionRecord(cur) && cur.id === id
+              ? cur
+              : (this.local.get(id)?.record ?? newSessionRecord(id, this.clock.now()));
           const next = structuredClone(rec);
           change(next);
           try {
-            const rev = e ? await this.timed(kv.update(key, JSON.stringify(next), e.revision)) : await this.timed(kv.create(key, JSON.stringify(next)));
+            const rev = e
+              ? await this.timed(kv.update(key, JSON.stringify(next), e.revision))
+              : await this.timed(kv.create(key, JSON.stringify(next)));
             this.remember(id, next, rev);
             return next;
           } catch (err) {
-            if (err instanceof OpTimeout || !/wrong last sequence|key exists/i.test((err as Error).message)) throw err;
+            if (
+              err instanceof OpTimeout ||
+              !/wrong last sequence|key exists/i.test((err as Error).message)
+            )
+              throw err;
             // Another replica wrote in between: read again and reapply (after a short random pause,
             // so replicas racing on one session do not keep colliding).
             await new Promise((res) => setTimeout(res, Math.random() * 5 * (attempt + 1)));
@@ -140,7 +157,11 @@ export class SessionStore {
    * compare-and-set, no retry): null when another write came first (or the bucket is down), so
    * of several replicas acting on what they read at one revision, exactly one goes ahead.
    */
-  async updateAt(id: string, revision: number, change: (r: SessionRecord) => void): Promise<SessionRecord | null> {
+  async updateAt(
+    id: string,
+    revision: number,
+    change: (r: SessionRecord) => void,
+  ): Promise<SessionRecord | null> {
     const kv = this.kvIfUp("put");
     if (!kv) return null;
     const key = sessionKey(id);
@@ -155,7 +176,8 @@ export class SessionStore {
       this.remember(id, next, rev);
       return next;
     } catch (err) {
-      if (!(err instanceof OpTimeout) && /wrong last sequence/i.test((err as Error).message)) return null;
+      if (!(err instanceof OpTimeout) && /wrong last sequence/i.test((err as Error).message))
+        return null;
       this.fail("put", id, err);
       return null;
     }
@@ -174,7 +196,9 @@ export class SessionStore {
       if (this.foreignSeen.size > 10_000) this.foreignSeen.clear();
       this.foreignSeen.add(id);
       this.o.metrics.sessionStoreErrors.inc({ op: "version" });
-      this.log.warn(`gateway: session ${JSON.stringify(id)}: the stored record has version ${JSON.stringify(r.v)}, this gateway writes 1; it is left as it is and the session is served from this replica's copy`);
+      this.log.warn(
+        `gateway: session ${JSON.stringify(id)}: the stored record has version ${JSON.stringify(r.v)}, this gateway writes 1; it is left as it is and the session is served from this replica's copy`,
+      );
     }
     return true;
   }
@@ -197,13 +221,18 @@ export class SessionStore {
 
   private fail(op: string, id: string, err: unknown): void {
     this.o.metrics.sessionStoreErrors.inc({ op });
-    this.log.warn(`gateway: session ${JSON.stringify(id)}: KV ${op} failed (${(err as Error).message}); using this replica's copy`);
+    this.log.warn(
+      `gateway: session ${JSON.stringify(id)}: KV ${op} failed (${(err as Error).message}); using this replica's copy`,
+    );
   }
 
   private timed<T>(p: Promise<T>): Promise<T> {
     let t: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      t = setTimeout(() => reject(new OpTimeout(`timed out after ${this.o.opTimeoutMs} ms`)), this.o.opTimeoutMs);
+      t = setTimeout(
+        () => reject(new OpTimeout(`timed out after ${this.o.opTimeoutMs} ms`)),
+        this.o.opTimeoutMs,
+      );
     });
     return Promise.race([p, timeout]).finally(() => clearTimeout(t));
   }

@@ -8,9 +8,16 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { TurnRequest } from "./request/turn-request.js";
 
-export const STREAM_IDS_HEADERS: Readonly<Record<string, string>> = { "x-sglext-return-output-ids": "1", "x-sglext-ids-framed": "1" };
+export const STREAM_IDS_HEADERS: Readonly<Record<string, string>> = {
+  "x-sglext-return-output-ids": "1",
+  "x-sglext-ids-framed": "1",
+};
 
-const CLIENT_ASKS_HEADERS = ["x-sglext-return-output-ids", "x-sglext-return-input-ids", "x-sglext-ids-framed"];
+const CLIENT_ASKS_HEADERS = [
+  "x-sglext-return-output-ids",
+  "x-sglext-return-input-ids",
+  "x-sglext-ids-framed",
+];
 const CLIENT_ASKS_FIELDS = ["return_output_ids_in_sglext", "return_input_ids_in_sglext"];
 
 /** Whether the client asked for sglext token ids itself (a header, or either field anywhere in the body). */
@@ -21,7 +28,12 @@ export function clientAsksSglextIds(headers: IncomingHttpHeaders, raw: Buffer): 
 
 /** Whether the gateway asks this worker for the turn's output ids in a framed event (and cuts it). */
 export function asksStreamOutputIds(turn: TurnRequest, workerServesThem: boolean): boolean {
-  return turn.stream && turn.route === "chat" && workerServesThem && !clientAsksSglextIds(turn.headers, turn.raw);
+  return (
+    turn.stream &&
+    turn.route === "chat" &&
+    workerServesThem &&
+    !clientAsksSglextIds(turn.headers, turn.raw)
+  );
 }
 
 const FRAME_START = Buffer.from("event: sglext_ids\n");
@@ -37,7 +49,8 @@ export class IdsFrameFilter {
 
   /** The bytes to send on for this chunk (possibly empty). */
   push(chunk: Buffer): Buffer {
-    if (!this.held && chunk.indexOf(FRAME_START) < 0 && chunk.subarray(-2).equals(EVENT_END)) return chunk;
+    if (!this.held && chunk.indexOf(FRAME_START) < 0 && chunk.subarray(-2).equals(EVENT_END))
+      return chunk;
     const buf = this.held ? Buffer.concat([this.held, chunk]) : chunk;
     const last = buf.lastIndexOf(EVENT_END);
     if (last < 0) {

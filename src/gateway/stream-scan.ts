@@ -24,7 +24,16 @@ export class StreamScan {
       const line = this.tail.slice(0, nl);
       this.tail = this.tail.slice(nl + 1);
       if (!line.startsWith("data:") || !line.includes('"')) continue;
-      if (!line.includes("finish_reason") && !line.includes("usage") && !line.includes("stop_reason") && !line.includes("meta_info") && !line.includes('"tool_use"') && !line.includes('"thinking_delta"') && !line.includes('"output_ids"')) continue;
+      if (
+        !line.includes("finish_reason") &&
+        !line.includes("usage") &&
+        !line.includes("stop_reason") &&
+        !line.includes("meta_info") &&
+        !line.includes('"tool_use"') &&
+        !line.includes('"thinking_delta"') &&
+        !line.includes('"output_ids"')
+      )
+        continue;
       let ev: Record<string, unknown>;
       try {
         ev = JSON.parse(line.slice(5));
@@ -38,15 +47,27 @@ export class StreamScan {
       if (typeof delta?.stop_reason === "string") this.finishReason = delta.stop_reason;
       if (isObject(choice?.delta)) this.chatDelta(choice.delta);
       // Anthropic: a tool_use block opens with its id and name; thinking arrives in deltas.
-      if (isObject(ev.content_block) && ev.content_block.type === "tool_use") this.addCall(this.toolCalls.size, ev.content_block.id, ev.content_block.name);
-      if (delta?.type === "thinking_delta" && typeof delta.thinking === "string") this.reasoning += delta.thinking;
+      if (isObject(ev.content_block) && ev.content_block.type === "tool_use")
+        this.addCall(this.toolCalls.size, ev.content_block.id, ev.content_block.name);
+      if (delta?.type === "thinking_delta" && typeof delta.thinking === "string")
+        this.reasoning += delta.thinking;
       // Chat: SGLang's sglext carries the output ids per choice (the gateway reads the first).
-      if (this.route === "chat" && isObject(ev.sglext) && Array.isArray(ev.sglext.output_ids) && isIntArray(ev.sglext.output_ids[0])) this.outputIds = ev.sglext.output_ids[0];
+      if (
+        this.route === "chat" &&
+        isObject(ev.sglext) &&
+        Array.isArray(ev.sglext.output_ids) &&
+        isIntArray(ev.sglext.output_ids[0])
+      )
+        this.outputIds = ev.sglext.output_ids[0];
       if (this.route === "generate" && isObject(ev.meta_info)) {
         const fr = ev.meta_info.finish_reason as { type?: string } | null;
         if (fr && typeof fr.type === "string") this.finishReason = fr.type;
         const meta = ev.meta_info;
-        this.usage = { prompt_tokens: meta.prompt_tokens, completion_tokens: meta.completion_tokens, prompt_tokens_details: { cached_tokens: meta.cached_tokens } };
+        this.usage = {
+          prompt_tokens: meta.prompt_tokens,
+          completion_tokens: meta.completion_tokens,
+          prompt_tokens_details: { cached_tokens: meta.cached_tokens },
+        };
         if (Array.isArray(ev.output_ids)) this.outputIds = ev.output_ids as number[];
       }
     }
@@ -72,7 +93,10 @@ export class StreamScan {
   result(): TurnResult {
     return {
       promptTokens: null,
-      outputTokens: (this.route === "generate" || this.route === "chat") && this.outputIds.length ? this.outputIds : null,
+      outputTokens:
+        (this.route === "generate" || this.route === "chat") && this.outputIds.length
+          ? this.outputIds
+          : null,
       finishReason: this.finishReason,
       usage: usageOf(this.usage),
       toolCalls: [...this.toolCalls.values()],

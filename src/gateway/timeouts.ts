@@ -15,9 +15,14 @@ export interface CallTimeouts {
 }
 
 /** The deadlines of one worker call; nonStreamedGeneration: it runs the model and is not streamed. */
-export function callTimeouts(limits: GatewayConfig["limits"], nonStreamedGeneration: boolean): CallTimeouts {
+export function callTimeouts(
+  limits: GatewayConfig["limits"],
+  nonStreamedGeneration: boolean,
+): CallTimeouts {
   return {
-    headersTimeout: nonStreamedGeneration ? limits.upstreamResponseTimeoutMs : limits.upstreamHeadersTimeoutMs,
+    headersTimeout: nonStreamedGeneration
+      ? limits.upstreamResponseTimeoutMs
+      : limits.upstreamHeadersTimeoutMs,
     bodyTimeout: limits.upstreamIdleTimeoutMs,
   };
 }

@@ -83,7 +83,12 @@ export function usageOf(u: unknown): Usage {
   const o = obj(u);
   const details = obj(o?.prompt_tokens_details);
   // Anthropic's input_tokens leaves out the tokens read from (or written to) the cache.
-  const anthropicPrompt = num(o?.input_tokens) === null ? null : (num(o?.input_tokens) ?? 0) + (num(o?.cache_read_input_tokens) ?? 0) + (num(o?.cache_creation_input_tokens) ?? 0);
+  const anthropicPrompt =
+    num(o?.input_tokens) === null
+      ? null
+      : (num(o?.input_tokens) ?? 0) +
+        (num(o?.cache_read_input_tokens) ?? 0) +
+        (num(o?.cache_creation_input_tokens) ?? 0);
   return {
     promptTokens: num(o?.prompt_tokens) ?? anthropicPrompt,
     completionTokens: num(o?.completion_tokens ?? o?.output_tokens),
@@ -109,7 +114,11 @@ export function turnResultOf(route: RouteKind, json: unknown): TurnResult {
     if (isIntArray(first?.output_ids)) r.outputTokens = first.output_ids as number[];
     const fr = obj(meta?.finish_reason);
     r.finishReason = typeof fr?.type === "string" ? fr.type : null;
-    r.usage = { promptTokens: num(meta?.prompt_tokens), completionTokens: num(meta?.completion_tokens), cachedTokens: num(meta?.cached_tokens) };
+    r.usage = {
+      promptTokens: num(meta?.prompt_tokens),
+      completionTokens: num(meta?.completion_tokens),
+      cachedTokens: num(meta?.cached_tokens),
+    };
     return r;
   }
   if (route === "messages") {
@@ -117,7 +126,11 @@ export function turnResultOf(route: RouteKind, json: unknown): TurnResult {
     if (Array.isArray(o.content)) {
       for (const b of o.content) {
         const blk = obj(b);
-        if (blk?.type === "tool_use") r.toolCalls.push({ id: typeof blk.id === "string" ? blk.id : null, name: typeof blk.name === "string" ? blk.name : null });
+        if (blk?.type === "tool_use")
+          r.toolCalls.push({
+            id: typeof blk.id === "string" ? blk.id : null,
+            name: typeof blk.name === "string" ? blk.name : null,
+          });
       }
     }
     return r;
@@ -130,12 +143,16 @@ export function turnResultOf(route: RouteKind, json: unknown): TurnResult {
   else if (isIntArray(choice.token_ids)) r.outputTokens = choice.token_ids;
   const msg = obj(choice.message);
   if (msg) {
-    if (typeof msg.reasoning_content === "string" && msg.reasoning_content !== "") r.reasoningText = msg.reasoning_content;
+    if (typeof msg.reasoning_content === "string" && msg.reasoning_content !== "")
+      r.reasoningText = msg.reasoning_content;
     if (Array.isArray(msg.tool_calls)) {
       for (const t of msg.tool_calls) {
         const tc = obj(t);
         const fn = obj(tc?.function);
-        r.toolCalls.push({ id: typeof tc?.id === "string" ? tc.id : null, name: typeof fn?.name === "string" ? fn.name : null });
+        r.toolCalls.push({
+          id: typeof tc?.id === "string" ? tc.id : null,
+          name: typeof fn?.name === "string" ? fn.name : null,
+        });
       }
     }
   }
@@ -143,9 +160,14 @@ export function turnResultOf(route: RouteKind, json: unknown): TurnResult {
 }
 
 /** Asks the worker to tokenize; throws saying why when it cannot. */
-export async function tokenizeOn(pool: Pool, call: TokenizeCall, timeoutMs: number): Promise<number[]> {
+export async function tokenizeOn(
+  pool: Pool,
+  call: TokenizeCall,
+  timeoutMs: number,
+): Promise<number[]> {
   const r = await callJson(pool, "POST", call.path, call.body, timeoutMs);
-  if (r.status !== 200) throw new Error(`${call.path} answered ${r.status}: ${r.text.slice(0, 200)}`);
+  if (r.status !== 200)
+    throw new Error(`${call.path} answered ${r.status}: ${r.text.slice(0, 200)}`);
   const tokens = obj(r.json)?.tokens;
   if (!isIntArray(tokens)) throw new Error(`${call.path} answered without a token list`);
   return tokens;

@@ -35,7 +35,10 @@ const FLUSH_MS = 1000;
 const EXPORT_TIMEOUT_MS = 5000;
 
 /** The tracer the telemetry section asks for, or null (and no SDK loaded) when it names no endpoint. */
-export async function openTracer(t: GatewayConfig["telemetry"], log: GatewayLog): Promise<Tracer | null> {
+export async function openTracer(
+  t: GatewayConfig["telemetry"],
+  log: GatewayLog,
+): Promise<Tracer | null> {
   if (!t.otlpTracesUrl) return null;
   const url = t.otlpTracesUrl;
   const [api, core, base, otlp, resources] = await Promise.all([
@@ -52,7 +55,10 @@ export async function openTracer(t: GatewayConfig["telemetry"], log: GatewayLog)
     export(spans, done) {
       otlpExporter.export(spans, (r) => {
         if (r.code !== core.ExportResultCode.SUCCESS) {
-          if (lost === 0) log.warn(`gateway: OTLP export to ${url} failed: ${r.error?.message ?? "unknown error"} (spans dropped; counted)`);
+          if (lost === 0)
+            log.warn(
+              `gateway: OTLP export to ${url} failed: ${r.error?.message ?? "unknown error"} (spans dropped; counted)`,
+            );
           lost += spans.length;
         }
         done(r);
@@ -63,7 +69,13 @@ export async function openTracer(t: GatewayConfig["telemetry"], log: GatewayLog)
   };
   const provider = new base.BasicTracerProvider({
     resource: resources.resourceFromAttributes({ "service.name": t.serviceName }),
-    spanProcessors: [new base.BatchSpanProcessor(exporter, { maxExportBatchSize: BATCH, scheduledDelayMillis: FLUSH_MS, exportTimeoutMillis: EXPORT_TIMEOUT_MS })],
+    spanProcessors: [
+      new base.BatchSpanProcessor(exporter, {
+        maxExportBatchSize: BATCH,
+        scheduledDelayMillis: FLUSH_MS,
+        exportTimeoutMillis: EXPORT_TIMEOUT_MS,
+      }),
+    ],
   });
   const tracer = provider.getTracer("kvctl-gateway");
   const propagator = new core.W3CTraceContextPropagator();
@@ -78,7 +90,9 @@ export async function openTracer(t: GatewayConfig["telemetry"], log: GatewayLog)
         tracestate: carrier.tracestate ?? null,
         end(status, attributes) {
           span.setAttributes({ ...attributes, "http.response.status_code": status });
-          span.setStatus({ code: status >= 500 || status === 0 ? api.SpanStatusCode.ERROR : api.SpanStatusCode.OK });
+          span.setStatus({
+            code: status >= 500 || status === 0 ? api.SpanStatusCode.ERROR : api.SpanStatusCode.OK,
+          });
           span.end();
         },
       };

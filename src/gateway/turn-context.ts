@@ -35,4 +35,3 @@ export interface TurnContext {
   /** Client keys, tenants and the admin key; null when auth is not configured. */
   auth?: AuthGate | null;
 }
-

@@ -9,7 +9,12 @@ import type { TurnContext } from "./turn-context.js";
 import type { GatewayWorker } from "./workers.js";
 
 /** The x-kvctl-hint header as observations; a bad one is counted and logged, the request still served. */
-export function headerHints(ctx: TurnContext, value: string | null, sessionId: string | null, known: boolean): SessionHint[] {
+export function headerHints(
+  ctx: TurnContext,
+  value: string | null,
+  sessionId: string | null,
+  known: boolean,
+): SessionHint[] {
   if (value === null) return [];
   if (sessionId === null) {
     ctx.metrics.hints.inc({ event: "header", outcome: "no_session" });
@@ -25,17 +30,24 @@ export function headerHints(ctx: TurnContext, value: string | null, sessionId: s
     ctx.log.warn(`gateway: session ${JSON.stringify(sessionId)}: ${e.message} (ignored)`);
     return [];
   }
-  for (const h of hints) ctx.metrics.hints.inc({ event: h.event, outcome: known ? "accepted" : "unknown_session" });
+  for (const h of hints)
+    ctx.metrics.hints.inc({ event: h.event, outcome: known ? "accepted" : "unknown_session" });
   return known ? hints : [];
 }
 
 /** Token positions of the request's prompt-cache markers, from the worker's tokenizer. */
-export async function cacheMarkersOf(ctx: TurnContext, worker: GatewayWorker, markers: RequestMarkers, prompt: number[]): Promise<CacheMarkers> {
+export async function cacheMarkersOf(
+  ctx: TurnContext,
+  worker: GatewayWorker,
+  markers: RequestMarkers,
+  prompt: number[],
+): Promise<CacheMarkers> {
   const out: CacheMarkers = { breakpoints: [], errors: markers.errors };
   for (const { spec, prefix } of markers.marks) {
     if (!prefix) {
       // The whole prompt (retention, automatic caching), or a prefix the template cannot render alone.
-      if (spec.messages === null || spec.messages >= markers.messageCount) out.breakpoints.push({ tokens: prompt.length, ttlSeconds: spec.ttlSeconds, at: spec.at });
+      if (spec.messages === null || spec.messages >= markers.messageCount)
+        out.breakpoints.push({ tokens: prompt.length, ttlSeconds: spec.ttlSeconds, at: spec.at });
       continue;
     }
     try {
@@ -44,7 +56,9 @@ export async function cacheMarkersOf(ctx: TurnContext, worker: GatewayWorker, ma
       while (n < t.length && n < prompt.length && t[n] === prompt[n]) n++;
       out.breakpoints.push({ tokens: n, ttlSeconds: spec.ttlSeconds, at: spec.at });
     } catch (e) {
-      ctx.log.warn(`gateway: tokenize for the cache marker at ${spec.at} on ${worker.id} failed: ${(e as Error).message} (marker skipped)`);
+      ctx.log.warn(
+        `gateway: tokenize for the cache marker at ${spec.at} on ${worker.id} failed: ${(e as Error).message} (marker skipped)`,
+      );
     }
   }
   return out;

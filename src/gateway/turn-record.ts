@@ -40,13 +40,22 @@ export const NO_USAGE: Usage = { promptTokens: null, completionTokens: null, cac
 export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void> {
   const { worker, outcome } = a;
   const r = outcome.result;
-  if (r?.usage.cachedTokens != null) ctx.metrics.cachedTokens.inc({ worker: worker.id }, r.usage.cachedTokens);
-  if (r?.usage.promptTokens != null) ctx.metrics.promptTokens.inc({ worker: worker.id }, r.usage.promptTokens);
-  const t = tokensFrom(a, a.outcome.result?.promptTokens ?? a.promptTokens ?? (await promptFromWorker(ctx, a)));
+  if (r?.usage.cachedTokens != null)
+    ctx.metrics.cachedTokens.inc({ worker: worker.id }, r.usage.cachedTokens);
+  if (r?.usage.promptTokens != null)
+    ctx.metrics.promptTokens.inc({ worker: worker.id }, r.usage.promptTokens);
+  const t = tokensFrom(
+    a,
+    a.outcome.result?.promptTokens ?? a.promptTokens ?? (await promptFromWorker(ctx, a)),
+  );
   const ranges = t.prompt ? await rangesOf(ctx, a, t, t.prompt) : null;
   const now = ctx.clock.now();
-  if (a.turn.session && outcome.status === 200) await saveTurn(ctx, a.turn.session.id, a, t, ranges, now);
-  const markers = a.turn.markers && t.prompt && outcome.status === 200 && worker.healthy ? await cacheMarkersOf(ctx, worker, a.turn.markers, t.prompt) : null;
+  if (a.turn.session && outcome.status === 200)
+    await saveTurn(ctx, a.turn.session.id, a, t, ranges, now);
+  const markers =
+    a.turn.markers && t.prompt && outcome.status === 200 && worker.healthy
+      ? await cacheMarkersOf(ctx, worker, a.turn.markers, t.prompt)
+      : null;
   ctx.observe({
     type: "TurnFinished",
     at: now,
@@ -72,11 +81,15 @@ export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void>
 
 /** A streamed turn's prompt (its answer carries no ids): the worker tokenizes the same request. */
 async function promptFromWorker(ctx: TurnContext, a: FinishArgs): Promise<number[] | null> {
-  if (!a.outcome.result || a.outcome.status !== 200 || !a.turn.tokenize || !a.worker.healthy) return null;
+  if (!a.outcome.result || a.outcome.status !== 200 || !a.turn.tokenize || !a.worker.healthy)
+    return null;
   try {
     return await tokenizePrompt(a.worker, a.turn.tokenize, ctx.config.health.timeoutMs * 5);
   } catch (e) {
-    ctx.log.warn(`gateway: tokenize on ${a.worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`, { request_id: a.requestId });
+    ctx.log.warn(
+      `gateway: tokenize on ${a.worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`,
+      { request_id: a.requestId },
+    );
     return null;
   }
 }
@@ -97,14 +110,27 @@ function commonPrefix(a: readonly string[], b: readonly string[]): number {
   return i;
 }
 
-async function rangesOf(ctx: TurnContext, a: FinishArgs, t: Tokens, prompt: number[]): Promise<TurnRanges> {
+async function rangesOf(
+  ctx: TurnContext,
+  a: FinishArgs,
+  t: Tokens,
+  prompt: number[],
+): Promise<TurnRanges> {
   const { output } = t;
   const prevChain = a.session && a.session.worker !== null ? a.session.chain : [];
-  const historyTokens = Math.min(commonPrefix(prevChain, t.chainStr) * (a.worker.scheme?.pageSize ?? 0), prompt.length);
+  const historyTokens = Math.min(
+    commonPrefix(prevChain, t.chainStr) * (a.worker.scheme?.pageSize ?? 0),
+    prompt.length,
+  );
   const reasoningText = a.outcome.result?.reasoningText;
-  const reasoning = reasoningText && output && a.worker.healthy ? await reasoningRange(ctx, a.worker, reasoningText, prompt, output) : null;
+  const reasoning =
+    reasoningText && output && a.worker.healthy
+      ? await reasoningRange(ctx, a.worker, reasoningText, prompt, output)
+      : null;
   return {
-    system: a.turn.systemTokenize ? await systemRange(ctx, a.worker, a.turn.systemTokenize, prompt) : null,
+    system: a.turn.systemTokenize
+      ? await systemRange(ctx, a.worker, a.turn.systemTokenize, prompt)
+      : null,
     history: { start: 0, end: historyTokens },
     prompt: { start: historyTokens, end: prompt.length },
     reasoning,
@@ -112,10 +138,25 @@ async function rangesOf(ctx: TurnContext, a: FinishArgs, t: Tokens, prompt: numb
   };
 }
 
-async function reasoningRange(ctx: TurnContext, worker: GatewayWorker, reasoningText: string, prompt: number[], output: number[]): Promise<TurnRanges["reasoning"]> {
+async function reasoningRange(
+  ctx: TurnContext,
+  worker: GatewayWorker,
+  reasoningText: string,
+  prompt: number[],
+  output: number[],
+): Promise<TurnRanges["reasoning"]> {
   try {
-    const n = (await tokenizeOn(worker.pool, tokenizeCall({ prompt: reasoningText, add_special_tokens: false }), ctx.config.health.timeoutMs * 5)).length;
-    return { start: prompt.length, end: Math.min(prompt.length + n, prompt.length + output.length) };
+    const n = (
+      await tokenizeOn(
+        worker.pool,
+        tokenizeCall({ prompt: reasoningText, add_special_tokens: false }),
+        ctx.config.health.timeoutMs * 5,
+      )
+    ).length;
+    return {
+      start: prompt.length,
+      end: Math.min(prompt.length + n, prompt.length + output.length),
+    };
   } catch {
     return null;
   }
@@ -128,7 +169,12 @@ const systemLengths = new Map<string, number | null>();
  * range holds when those tokens are a prefix of the full prompt (the template is prefix-stable).
  * Remembered per distinct system prompt, so a session pays one tokenize for it.
  */
-async function systemRange(ctx: TurnContext, worker: GatewayWorker, call: TokenizeCall, prompt: number[]): Promise<TurnRanges["system"]> {
+async function systemRange(
+  ctx: TurnContext,
+  worker: GatewayWorker,
+  call: TokenizeCall,
+  prompt: number[],
+): Promise<TurnRanges["system"]> {
   const key = `${worker.id}:${JSON.stringify(call.body)}`;
   let n = systemLengths.get(key);
   if (n === undefined) {
@@ -138,14 +184,22 @@ async function systemRange(ctx: TurnContext, worker: GatewayWorker, call: Tokeni
     } catch {
       n = null;
     }
-    if (systemLengths.size >= 1024) systemLengths.delete(systemLengths.keys().next().value as string);
+    if (systemLengths.size >= 1024)
+      systemLengths.delete(systemLengths.keys().next().value as string);
     systemLengths.set(key, n);
   }
   return n === null ? null : { start: 0, end: n };
 }
 
 /** The turn in its session's record: the worker, the chain it holds, and a summary. */
-async function saveTurn(ctx: TurnContext, sessionId: string, a: FinishArgs, t: Tokens, ranges: TurnRanges | null, now: number): Promise<void> {
+async function saveTurn(
+  ctx: TurnContext,
+  sessionId: string,
+  a: FinishArgs,
+  t: Tokens,
+  ranges: TurnRanges | null,
+  now: number,
+): Promise<void> {
   const r = a.outcome.result;
   const summary: TurnSummary = {
     n: 0,
@@ -157,7 +211,8 @@ async function saveTurn(ctx: TurnContext, sessionId: string, a: FinishArgs, t: T
     finishReason: r?.finishReason ?? null,
     usage: r?.usage ?? NO_USAGE,
     ranges,
-    promptBlocks: t.prompt && a.worker.scheme ? Math.floor(t.prompt.length / a.worker.scheme.pageSize) : 0,
+    promptBlocks:
+      t.prompt && a.worker.scheme ? Math.floor(t.prompt.length / a.worker.scheme.pageSize) : 0,
     totalBlocks: t.chain.length,
     toolCalls: r?.toolCalls ?? [],
   };

@@ -39,11 +39,20 @@ interface Prepared {
 // before any answer sends it again (the worker may have died: the next try finds out).
 const MAX_ATTEMPTS = 3;
 
-export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: ServerResponse): Promise<void> {
+export async function serveTurn(
+  ctx: TurnContext,
+  turn: TurnRequest,
+  res: ServerResponse,
+): Promise<void> {
   const startedAt = performance.now();
   // Notes for the request's log line, built only where requests are logged.
   const logged = !!ctx.requestLog;
-  if (logged) noteRequest(res.req, { route: turn.route, tenant: tenantLabel(turn), session: turn.session?.id ?? null });
+  if (logged)
+    noteRequest(res.req, {
+      route: turn.route,
+      tenant: tenantLabel(turn),
+      session: turn.session?.id ?? null,
+    });
   let p: Prepared;
   try {
     p = await prepare(ctx, turn, requestIdOf(res.req));
@@ -61,8 +70,19 @@ export async function serveTurn(ctx: TurnContext, turn: TurnRequest, res: Server
       return sendJson(res, 503, errorBody(turn.flavor, "service_unavailable", worker));
     }
     if (logged) noteRequest(res.req, { worker: worker.id });
-    const outcome = await callWorker(ctx, { turn, worker, res, client, promptTokenCount: p.promptTokens?.length ?? 0, startedAt });
-    if (outcome.kind === "retry" && attempt < MAX_ATTEMPTS - 1 && ctx.workers.available().length > 0) {
+    const outcome = await callWorker(ctx, {
+      turn,
+      worker,
+      res,
+      client,
+      promptTokenCount: p.promptTokens?.length ?? 0,
+      startedAt,
+    });
+    if (
+      outcome.kind === "retry" &&
+      attempt < MAX_ATTEMPTS - 1 &&
+      ctx.workers.available().length > 0
+    ) {
       attemptEnded(ctx, turn, p, worker, outcome.error);
       continue;
     }
@@ -80,9 +100,14 @@ async function prepare(ctx: TurnContext, turn: TurnRequest, id: string | null): 
   if (sid) await ctx.recording.get(sid.id);
   const session = sid ? await ctx.sessions.get(sid.id) : null;
   if (session && !mayUse(turn, session)) throw new SessionRefusedError();
-  for (const h of headerHints(ctx, turn.hintHeader, sid?.id ?? null, session !== null)) ctx.observe(h);
-  const promptTokens = tokenizesBeforeRouting(ctx, turn) ? await promptBeforeRouting(ctx, turn) : turn.promptTokens;
-  const { overlap, hashes } = promptTokens ? overlapFor(ctx, ctx.workers.available(), promptTokens, turn) : { overlap: null, hashes: new Map<GatewayWorker, bigint[]>() };
+  for (const h of headerHints(ctx, turn.hintHeader, sid?.id ?? null, session !== null))
+    ctx.observe(h);
+  const promptTokens = tokenizesBeforeRouting(ctx, turn)
+    ? await promptBeforeRouting(ctx, turn)
+    : turn.promptTokens;
+  const { overlap, hashes } = promptTokens
+    ? overlapFor(ctx, ctx.workers.available(), promptTokens, turn)
+    : { overlap: null, hashes: new Map<GatewayWorker, bigint[]>() };
   return { requestId, started, session, promptTokens, overlap, hashes };
 }
 
@@ -91,7 +116,13 @@ async function prepare(ctx: TurnContext, turn: TurnRequest, id: string | null): 
  * index holds blocks to match them against (with an empty index every overlap is zero anyway).
  */
 function tokenizesBeforeRouting(ctx: TurnContext, turn: TurnRequest): boolean {
-  return !turn.promptTokens && turn.tokenize !== null && ctx.config.routing.tokenize === "auto" && ctx.workers.available().length > 1 && ctx.index.stats().blocks > 0;
+  return (
+    !turn.promptTokens &&
+    turn.tokenize !== null &&
+    ctx.config.routing.tokenize === "auto" &&
+    ctx.workers.available().length > 1 &&
+    ctx.index.stats().blocks > 0
+  );
 }
 
 async function promptBeforeRouting(ctx: TurnContext, turn: TurnRequest): Promise<number[] | null> {
@@ -99,13 +130,20 @@ async function promptBeforeRouting(ctx: TurnContext, turn: TurnRequest): Promise
   try {
     return await tokenizePrompt(w, turn.tokenize as TokenizeCall, ctx.config.health.timeoutMs * 5);
   } catch (e) {
-    ctx.log.warn(`gateway: tokenize on ${w.id} before routing failed (${(e as Error).message}); routing without prompt hashes`);
+    ctx.log.warn(
+      `gateway: tokenize on ${w.id} before routing failed (${(e as Error).message}); routing without prompt hashes`,
+    );
     return null;
   }
 }
 
 /** Overlap of the prompt per worker, each worker scored on hashes in its own scheme. */
-function overlapFor(ctx: TurnContext, workers: readonly GatewayWorker[], tokens: number[], turn: TurnRequest): { overlap: OverlapResult | null; hashes: Map<GatewayWorker, bigint[]> } {
+function overlapFor(
+  ctx: TurnContext,
+  workers: readonly GatewayWorker[],
+  tokens: number[],
+  turn: TurnRequest,
+): { overlap: OverlapResult | null; hashes: Map<GatewayWorker, bigint[]> } {
   const hashes = new Map<GatewayWorker, bigint[]>();
   const byScheme = new Map<string, { hashes: BigInt64Array; overlap: OverlapResult }>();
   let merged: OverlapResult | null = null;
@@ -119,7 +157,12 @@ function overlapFor(ctx: TurnContext, workers: readonly GatewayWorker[], tokens:
       byScheme.set(key, s);
     }
     hashes.set(w, Array.from(s.hashes));
-    if (!merged) merged = { requestBlocks: s.overlap.requestBlocks, workers: new Map(), shared: s.overlap.shared };
+    if (!merged)
+      merged = {
+        requestBlocks: s.overlap.requestBlocks,
+        workers: new Map(),
+        shared: s.overlap.shared,
+      };
     const o = s.overlap.workers.get(w.id);
     if (o) merged.workers.set(w.id, o);
   }
@@ -127,12 +170,28 @@ function overlapFor(ctx: TurnContext, workers: readonly GatewayWorker[], tokens:
 }
 
 /** Routes one attempt: the chosen worker (logged, counted, TurnStarted observed), or why none. */
-function chooseWorker(ctx: TurnContext, turn: TurnRequest, p: Prepared, attempt: number): GatewayWorker | string {
+function chooseWorker(
+  ctx: TurnContext,
+  turn: TurnRequest,
+  p: Prepared,
+  attempt: number,
+): GatewayWorker | string {
   const available = ctx.workers.available();
   let decision: RouteDecision;
   try {
-    const session = p.session ? { worker: p.session.worker, lastActivityMs: p.session.lastActivityMs } : null;
-    decision = routeRequest({ workers: available.map((w) => w.state()), overlap: p.overlap, session, nowMs: ctx.clock.now() }, ctx.config.routing, ctx.rand);
+    const session = p.session
+      ? { worker: p.session.worker, lastActivityMs: p.session.lastActivityMs }
+      : null;
+    decision = routeRequest(
+      {
+        workers: available.map((w) => w.state()),
+        overlap: p.overlap,
+        session,
+        nowMs: ctx.clock.now(),
+      },
+      ctx.config.routing,
+      ctx.rand,
+    );
   } catch (e) {
     if (!(e instanceof NoWorkerError)) throw e;
     return e.message;
@@ -153,13 +212,28 @@ function chooseWorker(ctx: TurnContext, turn: TurnRequest, p: Prepared, attempt:
     overlap: decision.overlap,
     model: turn.model,
     tail: turn.tail,
-    stored: p.session ? { worker: p.session.worker, pins: p.session.pins, leases: p.session.leases, tool: p.session.tool } : null,
+    stored: p.session
+      ? {
+          worker: p.session.worker,
+          pins: p.session.pins,
+          leases: p.session.leases,
+          tool: p.session.tool,
+        }
+      : null,
     tenant: turn.tenant,
   });
   return worker;
 }
 
-function routeLine(ctx: TurnContext, turn: TurnRequest, p: Prepared, worker: GatewayWorker, d: RouteDecision, available: readonly GatewayWorker[], attempt: number): string {
+function routeLine(
+  ctx: TurnContext,
+  turn: TurnRequest,
+  p: Prepared,
+  worker: GatewayWorker,
+  d: RouteDecision,
+  available: readonly GatewayWorker[],
+  attempt: number,
+): string {
   return decisionLine(ctx.clock.now(), "route", {
     request_id: p.requestId,
     route: turn.route,
@@ -182,7 +256,13 @@ function routeLine(ctx: TurnContext, turn: TurnRequest, p: Prepared, worker: Gat
  * (status 0), so what a policy took for it there (a queued request's hold) is released, not left
  * beside the next try's until its TTL. The turn's record is kept once, for the last try.
  */
-function attemptEnded(ctx: TurnContext, turn: TurnRequest, p: Prepared, worker: GatewayWorker, error: string): void {
+function attemptEnded(
+  ctx: TurnContext,
+  turn: TurnRequest,
+  p: Prepared,
+  worker: GatewayWorker,
+  error: string,
+): void {
   const now = ctx.clock.now();
   ctx.observe({
     type: "TurnFinished",
@@ -206,17 +286,47 @@ function attemptEnded(ctx: TurnContext, turn: TurnRequest, p: Prepared, worker: 
 }
 
 /** The outcome the record keeps: a retry left over after the last try is answered 502 here. */
-function settle(ctx: TurnContext, res: ServerResponse, turn: TurnRequest, worker: GatewayWorker, outcome: CallOutcome): DoneOutcome {
+function settle(
+  ctx: TurnContext,
+  res: ServerResponse,
+  turn: TurnRequest,
+  worker: GatewayWorker,
+  outcome: CallOutcome,
+): DoneOutcome {
   if (outcome.kind === "done") return outcome;
   ctx.metrics.countRequest(turn.route, worker.id, 502);
-  sendJson(res, 502, errorBody(turn.flavor, "upstream_error", `worker ${worker.id} failed before answering (${outcome.error})`));
+  sendJson(
+    res,
+    502,
+    errorBody(
+      turn.flavor,
+      "upstream_error",
+      `worker ${worker.id} failed before answering (${outcome.error})`,
+    ),
+  );
   return { kind: "done", status: 0, error: outcome.error, result: null };
 }
 
 /** Keeps the turn's record after the response went out (off the client's path). */
-function record(ctx: TurnContext, turn: TurnRequest, p: Prepared, worker: GatewayWorker, outcome: DoneOutcome): void {
-  const recording = finishTurn(ctx, { turn, worker, requestId: p.requestId, session: p.session, promptTokens: p.promptTokens, started: p.started, outcome }).catch((e) =>
-    ctx.log.warn(`gateway: recording turn ${p.requestId} failed: ${(e as Error).message}`, { request_id: p.requestId }),
+function record(
+  ctx: TurnContext,
+  turn: TurnRequest,
+  p: Prepared,
+  worker: GatewayWorker,
+  outcome: DoneOutcome,
+): void {
+  const recording = finishTurn(ctx, {
+    turn,
+    worker,
+    requestId: p.requestId,
+    session: p.session,
+    promptTokens: p.promptTokens,
+    started: p.started,
+    outcome,
+  }).catch((e) =>
+    ctx.log.warn(`gateway: recording turn ${p.requestId} failed: ${(e as Error).message}`, {
+      request_id: p.requestId,
+    }),
   );
   const sid = turn.session;
   if (!sid) return;

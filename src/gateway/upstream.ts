@@ -9,10 +9,27 @@ export type UpstreamFailure = "timeout" | "connect" | "reset" | "aborted" | "oth
 export function classifyUpstreamError(err: unknown): UpstreamFailure {
   const e = err as { code?: string; name?: string; cause?: { code?: string } };
   const code = e?.code ?? e?.cause?.code;
-  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError || err instanceof undiciErrors.ConnectTimeoutError) return "timeout";
+  if (
+    err instanceof undiciErrors.HeadersTimeoutError ||
+    err instanceof undiciErrors.BodyTimeoutError ||
+    err instanceof undiciErrors.ConnectTimeoutError
+  )
+    return "timeout";
   if (err instanceof undiciErrors.RequestAbortedError || e?.name === "AbortError") return "aborted";
-  if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH" || code === "ENETUNREACH") return "connect";
-  if (code === "ECONNRESET" || code === "EPIPE" || code === "UND_ERR_SOCKET" || err instanceof undiciErrors.SocketError) return "reset";
+  if (
+    code === "ECONNREFUSED" ||
+    code === "ENOTFOUND" ||
+    code === "EHOSTUNREACH" ||
+    code === "ENETUNREACH"
+  )
+    return "connect";
+  if (
+    code === "ECONNRESET" ||
+    code === "EPIPE" ||
+    code === "UND_ERR_SOCKET" ||
+    err instanceof undiciErrors.SocketError
+  )
+    return "reset";
   return "other";
 }
 
@@ -23,7 +40,11 @@ export interface UpstreamOptions {
   bodyTimeoutMs: number;
 }
 
-export function createUpstreamPool(url: string, o: UpstreamOptions, credentials: WorkerCredentials | null = null): Pool {
+export function createUpstreamPool(
+  url: string,
+  o: UpstreamOptions,
+  credentials: WorkerCredentials | null = null,
+): Pool {
   const options: Pool.Options = {
     connections: o.connections,
     pipelining: 1,
@@ -34,7 +55,9 @@ export function createUpstreamPool(url: string, o: UpstreamOptions, credentials:
     // connection the worker is about to close is not picked for a request.
     keepAliveTimeout: 4_000,
   };
-  return credentials?.stripClientKey ? new CredentialPool(url, options, credentials) : new Pool(url, options);
+  return credentials?.stripClientKey
+    ? new CredentialPool(url, options, credentials)
+    : new Pool(url, options);
 }
 
 /** A small JSON call to a worker (server_info, tokenize, health) with its own deadline. */

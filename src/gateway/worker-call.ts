@@ -20,10 +20,24 @@ import { withSessionId } from "./radix-sessions.js";
 import { CredentialPool, isClientKey } from "./auth/upstream-credentials.js";
 
 // Hop-by-hop and framing headers are the gateway's own business on each leg.
-export const DROP_REQUEST_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade", "expect", "te", "proxy-connection"]);
+export const DROP_REQUEST_HEADERS = new Set([
+  "host",
+  "connection",
+  "content-length",
+  "transfer-encoding",
+  "keep-alive",
+  "upgrade",
+  "expect",
+  "te",
+  "proxy-connection",
+]);
 
 /** The client's headers as the worker gets them; a pool holding the worker's key sets it here, in the same copy. */
-function forwardHeaders(headers: IncomingHttpHeaders, span: Span | null, signer: CredentialPool | null): Record<string, string> {
+function forwardHeaders(
+  headers: IncomingHttpHeaders,
+  span: Span | null,
+  signer: CredentialPool | null,
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const k in headers) {
     const v = headers[k];
@@ -45,12 +59,20 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
   const place = occupy(ctx, call);
   if (place.ticket?.queued) {
     const bound = admissionBound(ctx.config.admission);
-    const over: Refusal | "gone" | null = (worker.gate?.waiting ?? 0) > bound.maxQueued ? "queue_full" : await admitted(ctx, worker, place.ticket, call.client, bound.timeoutMs);
+    const over: Refusal | "gone" | null =
+      (worker.gate?.waiting ?? 0) > bound.maxQueued
+        ? "queue_full"
+        : await admitted(ctx, worker, place.ticket, call.client, bound.timeoutMs);
     if (over) place.release();
     if (over === "gone") {
       ctx.metrics.clientAborts.inc({ route: turn.route });
       ctx.metrics.countRequest(turn.route, worker.id, 499);
-      return { kind: "done", status: 0, error: "client disconnected while waiting for admission", result: null };
+      return {
+        kind: "done",
+        status: 0,
+        error: "client disconnected while waiting for admission",
+        result: null,
+      };
     }
     if (over) return refuse(ctx, call, over, tenantLabel(turn));
   }
@@ -58,39 +80,75 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
   const askIds = asksStreamOutputIds(turn, worker.streamOutputIds);
   return new Promise<CallOutcome>((resolve) => {
     const span = ctx.tracer?.start(`POST ${ROUTE_PATHS[turn.route]}`, turn.headers) ?? null;
-    const clock = ctx.latency?.start(turn.route, worker.id, tenantLabel(turn), call.startedAt) ?? null;
-    const relay = new AnswerRelay(ctx, call, place.release, (o) => {
-      clock?.end();
-      span?.end(o.kind === "done" ? o.status : 0, { "kvctl.worker": worker.id, "kvctl.route": turn.route, "kvctl.tenant": tenantLabel(turn) });
-      resolve(o);
-    }, clock, askIds);
+    const clock =
+      ctx.latency?.start(turn.route, worker.id, tenantLabel(turn), call.startedAt) ?? null;
+    const relay = new AnswerRelay(
+      ctx,
+      call,
+      place.release,
+      (o) => {
+        clock?.end();
+        span?.end(o.kind === "done" ? o.status : 0, {
+          "kvctl.worker": worker.id,
+          "kvctl.route": turn.route,
+          "kvctl.tenant": tenantLabel(turn),
+        });
+        resolve(o);
+      },
+      clock,
+      askIds,
+    );
     const timeouts = callTimeouts(ctx.config.limits, !turn.stream);
-    const forwarded = forwardHeaders(turn.headers, span, worker.pool instanceof CredentialPool ? worker.pool : null);
+    const forwarded = forwardHeaders(
+      turn.headers,
+      span,
+      worker.pool instanceof CredentialPool ? worker.pool : null,
+    );
     const headers = askIds ? Object.assign(forwarded, STREAM_IDS_HEADERS) : forwarded;
-    worker.pool.dispatch({ method: "POST", path: ROUTE_PATHS[turn.route], headers, body: bodyFor(turn, worker), ...timeouts }, relay);
+    worker.pool.dispatch(
+      {
+        method: "POST",
+        path: ROUTE_PATHS[turn.route],
+        headers,
+        body: bodyFor(turn, worker),
+        ...timeouts,
+      },
+      relay,
+    );
   });
 }
 
 /** The bytes sent: a session turn to a worker running SGLang's session radix cache names its session (radix-sessions.ts). */
 function bodyFor(turn: WorkerCall["turn"], worker: GatewayWorker): Buffer {
-  if (!worker.sessionRadix || !turn.session || turn.engineSession || turn.route === "messages") return turn.upstreamBody;
+  if (!worker.sessionRadix || !turn.session || turn.engineSession || turn.route === "messages")
+    return turn.upstreamBody;
   return withSessionId(turn.upstreamBody, turn.session.id);
 }
 
 /** The call's place on its worker, given back once by release (idempotent). */
-function occupy(ctx: TurnContext, call: WorkerCall): { ticket: AdmissionTicket | null; release: (result?: TurnResult | null) => void } {
+function occupy(
+  ctx: TurnContext,
+  call: WorkerCall,
+): { ticket: AdmissionTicket | null; release: (result?: TurnResult | null) => void } {
   const { worker, promptTokenCount } = call;
   worker.inFlight++;
   worker.inFlightPromptTokens += promptTokenCount;
   const since = performance.now();
   // A prompt the gateway did not tokenize is sized from its body (about 4 bytes a token).
   // Program admission holds the session's slot through its tool loop (a reply that is a tool call).
-  const ticket = worker.gate?.enter(promptTokenCount || Math.ceil(call.turn.raw.length / 4), call.turn.session?.id ?? null) ?? null;
+  const ticket =
+    worker.gate?.enter(
+      promptTokenCount || Math.ceil(call.turn.raw.length / 4),
+      call.turn.session?.id ?? null,
+    ) ?? null;
   let released = false;
   const release = (result: TurnResult | null = null) => {
     if (released) return;
     released = true;
-    ticket?.release(continuesToolLoop(result), result?.toolCalls.map((c) => c.name));
+    ticket?.release(
+      continuesToolLoop(result),
+      result?.toolCalls.map((c) => c.name),
+    );
     worker.inFlight--;
     worker.inFlightPromptTokens -= promptTokenCount;
     ctx.metrics.duration.observe({ route: call.turn.route }, (performance.now() - since) / 1000);
@@ -99,7 +157,13 @@ function occupy(ctx: TurnContext, call: WorkerCall): { ticket: AdmissionTicket |
 }
 
 /** Waits for the ticket's turn on the worker: null once admitted, or why it was not. */
-async function admitted(ctx: TurnContext, worker: GatewayWorker, ticket: AdmissionTicket, client: ClientLink, timeoutMs: number | null): Promise<"gone" | "deadline" | null> {
+async function admitted(
+  ctx: TurnContext,
+  worker: GatewayWorker,
+  ticket: AdmissionTicket,
+  client: ClientLink,
+  timeoutMs: number | null,
+): Promise<"gone" | "deadline" | null> {
   const { metrics } = ctx;
   const t0 = performance.now();
   metrics.admissionQueued.inc({ worker: worker.id });

@@ -8,12 +8,19 @@ import type { Pool } from "undici";
 import type { GatewayLog } from "./logger.js";
 
 /** Whether the worker serves the route (a failed probe says yes: the route is then tried per turn); logs once when it does not. */
-export async function probeMessagesTokenize(id: string, pool: Pool, timeoutMs: number, log: GatewayLog): Promise<boolean> {
+export async function probeMessagesTokenize(
+  id: string,
+  pool: Pool,
+  timeoutMs: number,
+  log: GatewayLog,
+): Promise<boolean> {
   let status: number;
   try {
     status = (await callJson(pool, "POST", MESSAGES_TOKENIZE_PATH, {}, timeoutMs)).status;
   } catch (e) {
-    log.warn(`gateway: worker ${id}: probing ${MESSAGES_TOKENIZE_PATH} failed (${(e as Error).message}); assuming it is served`);
+    log.warn(
+      `gateway: worker ${id}: probing ${MESSAGES_TOKENIZE_PATH} failed (${(e as Error).message}); assuming it is served`,
+    );
     return true;
   }
   if (status === 404) {

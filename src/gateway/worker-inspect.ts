@@ -76,7 +76,11 @@ export class WorkerInspector {
     let detail: { incarnation?: unknown; blocks?: unknown } | null;
     try {
       // One try, with room to answer: a resend would be answered as a duplicate, without the report.
-      const ack = await pub.send(w.id, { type: "Inspect", block_hashes: blocks }, { retries: 0, timeoutMs: INSPECT_TIMEOUT_MS });
+      const ack = await pub.send(
+        w.id,
+        { type: "Inspect", block_hashes: blocks },
+        { retries: 0, timeoutMs: INSPECT_TIMEOUT_MS },
+      );
       if (ack.status !== "applied") return;
       detail = (ack as { detail?: typeof detail }).detail ?? null;
     } catch {
@@ -85,7 +89,9 @@ export class WorkerInspector {
     const inc = typeof detail?.incarnation === "string" ? detail.incarnation : null;
     if (inc === null && !this.silent.has(w.id)) {
       this.silent.add(w.id);
-      this.o.log.warn(`gateway: worker ${w.id}: Inspect names no process incarnation (an older worker); its restarts are seen from its event stream only`);
+      this.o.log.warn(
+        `gateway: worker ${w.id}: Inspect names no process incarnation (an older worker); its restarts are seen from its event stream only`,
+      );
     }
     const prev = this.incarnations.get(w.id);
     if (inc !== null) this.incarnations.set(w.id, inc);
@@ -96,7 +102,11 @@ export class WorkerInspector {
     const pins = new Map<bigint, number>(blocks.map((h) => [h, 0]));
     for (const b of Array.isArray(detail?.blocks) ? detail.blocks : []) {
       const x = b as { block_hash?: unknown; pin_count?: unknown };
-      if ((typeof x.block_hash === "number" || typeof x.block_hash === "bigint") && typeof x.pin_count === "number") pins.set(BigInt(x.block_hash), x.pin_count);
+      if (
+        (typeof x.block_hash === "number" || typeof x.block_hash === "bigint") &&
+        typeof x.pin_count === "number"
+      )
+        pins.set(BigInt(x.block_hash), x.pin_count);
     }
     this.diverged(w.id, named, pins);
     this.o.observe({ type: "WorkerPins", at: this.o.clock.now(), worker: w.id, pins });
@@ -110,7 +120,9 @@ export class WorkerInspector {
     this.o.metrics.divergences.inc({ worker, kind: "fewer_pins" }, n);
     if (this.logged.has(worker)) return;
     this.logged.add(worker);
-    this.o.log.warn(`gateway: worker ${worker} holds fewer pins than the session records name on ${n} block(s) (expired, or lost with a restart); the budget view follows the worker, the records drop them on release or expiry`);
+    this.o.log.warn(
+      `gateway: worker ${worker} holds fewer pins than the session records name on ${n} block(s) (expired, or lost with a restart); the budget view follows the worker, the records drop them on release or expiry`,
+    );
   }
 
   /**
@@ -122,7 +134,9 @@ export class WorkerInspector {
     const w = this.o.workers().find((x) => x.id === worker);
     if (!w) return;
     this.o.metrics.workerRestarts.inc({ worker });
-    this.o.log.warn(`gateway: worker ${worker} runs a new process (its KV-event sequence started over): its pins, leases and blocks are forgotten`);
+    this.o.log.warn(
+      `gateway: worker ${worker} runs a new process (its KV-event sequence started over): its pins, leases and blocks are forgotten`,
+    );
     if (this.incarnations.has(worker)) this.fromEvents.add(worker);
     void this.learn(w, this.incarnations.get(worker));
   }
@@ -139,10 +153,17 @@ export class WorkerInspector {
 
   private restarted(w: GatewayWorker, prev: string, now: string): void {
     this.o.metrics.workerRestarts.inc({ worker: w.id });
-    this.o.log.warn(`gateway: worker ${w.id} runs a new process (${prev} -> ${now}): its pins, leases and blocks are forgotten`);
+    this.o.log.warn(
+      `gateway: worker ${w.id} runs a new process (${prev} -> ${now}): its pins, leases and blocks are forgotten`,
+    );
     this.o.index.clearWorker(w.id);
     // The new process numbers its event batches from 0 again: the next one starts a fresh sequence.
     w.consumer?.seq.reset();
-    this.o.observe({ type: "WorkerCleared", at: this.o.clock.now(), worker: w.id, reason: "restart" });
+    this.o.observe({
+      type: "WorkerCleared",
+      at: this.o.clock.now(),
+      worker: w.id,
+      reason: "restart",
+    });
   }
 }

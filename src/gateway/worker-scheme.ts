@@ -42,9 +42,15 @@ function eventsConfig(raw: unknown): Record<string, unknown> | null {
 }
 
 /** Reads the fields that decide block naming from a /server_info body; throws WorkerSchemeError. */
-export function schemeFromServerInfo(worker: string, workerUrl: string, info: Record<string, unknown>): WorkerAdvertisement {
+export function schemeFromServerInfo(
+  worker: string,
+  workerUrl: string,
+  info: Record<string, unknown>,
+): WorkerAdvertisement {
   const fail = (why: string): never => {
-    throw new WorkerSchemeError(`worker ${worker} (${workerUrl}): ${why}; refusing it (its block hashes cannot be reproduced)`);
+    throw new WorkerSchemeError(
+      `worker ${worker} (${workerUrl}): ${why}; refusing it (its block hashes cannot be reproduced)`,
+    );
   };
   const kv = (info.kv_events ?? null) as Record<string, unknown> | null;
   const pageSize = kv?.block_size ?? info.page_size;
@@ -52,27 +58,39 @@ export function schemeFromServerInfo(worker: string, workerUrl: string, info: Re
     fail(`/server_info has no usable page size (page_size=${JSON.stringify(info.page_size)})`);
   }
   if (kv && info.page_size !== undefined && kv.block_size !== info.page_size) {
-    fail(`kv_events.block_size ${JSON.stringify(kv.block_size)} differs from page_size ${JSON.stringify(info.page_size)}`);
+    fail(
+      `kv_events.block_size ${JSON.stringify(kv.block_size)} differs from page_size ${JSON.stringify(info.page_size)}`,
+    );
   }
   const cfg = eventsConfig(info.kv_events_config);
   const format = cfg?.format ?? "default";
-  if (format !== "default" && format !== "dynamo") fail(`kv_events_config.format '${String(format)}' is not one we hash`);
+  if (format !== "default" && format !== "dynamo")
+    fail(`kv_events_config.format '${String(format)}' is not one we hash`);
   if (info.enable_lora === true) {
     fail("LoRA is enabled: its event hashes are namespaced by adapter ids the gateway cannot see");
   }
   const spec = info.speculative_algorithm;
   const bigram = typeof spec === "string" && spec.toUpperCase().startsWith("EAGLE");
-  if (info.disable_radix_cache === true) fail("the radix cache is disabled (no prefix reuse to route on)");
-  if (kv && kv.dp_size !== undefined && kv.dp_size !== 1) fail(`dp_size ${String(kv.dp_size)}: one event socket per DP rank is not supported yet`);
+  if (info.disable_radix_cache === true)
+    fail("the radix cache is disabled (no prefix reuse to route on)");
+  if (kv && kv.dp_size !== undefined && kv.dp_size !== 1)
+    fail(`dp_size ${String(kv.dp_size)}: one event socket per DP rank is not supported yet`);
 
   const host = new URL(workerUrl).hostname;
   const endpoint = (port: unknown): string | null => {
     if (typeof port !== "number") return null;
-    const h = typeof kv?.endpoint_host === "string" && !WILDCARD.has(kv.endpoint_host) ? kv.endpoint_host : host;
+    const h =
+      typeof kv?.endpoint_host === "string" && !WILDCARD.has(kv.endpoint_host)
+        ? kv.endpoint_host
+        : host;
     return `tcp://${h.includes(":") && !h.startsWith("[") ? `[${h}]` : h}:${port}`;
   };
   return {
-    scheme: { pageSize: pageSize as number, eventFormat: format === "dynamo" ? "dynamo" : "sglang", bigram },
+    scheme: {
+      pageSize: pageSize as number,
+      eventFormat: format === "dynamo" ? "dynamo" : "sglang",
+      bigram,
+    },
     events: kv ? endpoint(kv.endpoint_port_base) : null,
     replay: kv ? endpoint(kv.replay_endpoint_port_base) : null,
     topic: typeof kv?.topic === "string" ? kv.topic : "",
@@ -87,7 +105,10 @@ export function schemeKey(s: HashScheme): string {
 }
 
 /** The addon's options for a request's hashes in this scheme (cache_salt / extra_key from its body). */
-export function hashOptions(s: HashScheme, ns: { cacheSalt: string | null; extraKey: string | null }): BlockHashOptions {
+export function hashOptions(
+  s: HashScheme,
+  ns: { cacheSalt: string | null; extraKey: string | null },
+): BlockHashOptions {
   return {
     pageSize: s.pageSize,
     bigram: s.bigram,

@@ -76,21 +76,35 @@ export class GatewayWorker {
   /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
   readonly gate: Gate | null;
 
-  constructor(c: WorkerConfig, cfg: GatewayConfig, retention: RetentionFor | null = null, programReleased: ProgramReleased | null = null) {
+  constructor(
+    c: WorkerConfig,
+    cfg: GatewayConfig,
+    retention: RetentionFor | null = null,
+    programReleased: ProgramReleased | null = null,
+  ) {
     this.id = c.id;
     this.url = c.url.replace(/\/$/, "");
-    this.gate = admissionGate(cfg.admission, retention?.(c.id, () => this.scheme?.pageSize ?? 1) ?? null, programReleased ? (program, why) => programReleased(this, program, why) : null);
+    this.gate = admissionGate(
+      cfg.admission,
+      retention?.(c.id, () => this.scheme?.pageSize ?? 1) ?? null,
+      programReleased ? (program, why) => programReleased(this, program, why) : null,
+    );
     this.events = c.events ?? null;
     this.replay = c.replay ?? null;
     this.dynamo = c.dynamo ?? null;
     // Dynamo relays SGLang's own block hashes: SGLang's chain at the configured block size.
-    if (c.dynamo?.blockSize) this.scheme = { pageSize: c.dynamo.blockSize, eventFormat: "sglang", bigram: false };
-    this.pool = createUpstreamPool(this.url, {
-      connections: cfg.limits.connectionsPerWorker,
-      connectTimeoutMs: cfg.limits.upstreamConnectTimeoutMs,
-      headersTimeoutMs: cfg.limits.upstreamHeadersTimeoutMs,
-      bodyTimeoutMs: cfg.limits.upstreamIdleTimeoutMs,
-    }, resolveWorkerCredentials(c, cfg.auth !== undefined));
+    if (c.dynamo?.blockSize)
+      this.scheme = { pageSize: c.dynamo.blockSize, eventFormat: "sglang", bigram: false };
+    this.pool = createUpstreamPool(
+      this.url,
+      {
+        connections: cfg.limits.connectionsPerWorker,
+        connectTimeoutMs: cfg.limits.upstreamConnectTimeoutMs,
+        headersTimeoutMs: cfg.limits.upstreamHeadersTimeoutMs,
+        bodyTimeoutMs: cfg.limits.upstreamIdleTimeoutMs,
+      },
+      resolveWorkerCredentials(c, cfg.auth !== undefined),
+    );
   }
 
   /** Load for routing: what this gateway has in flight, or the worker's own count when higher (other replicas' traffic). */
@@ -99,7 +113,9 @@ export class GatewayWorker {
     return {
       id: this.id,
       inFlight: r ? Math.max(this.inFlight, r.requests) : this.inFlight,
-      inFlightPromptTokens: r ? Math.max(this.inFlightPromptTokens, r.waitingTokens) : this.inFlightPromptTokens,
+      inFlightPromptTokens: r
+        ? Math.max(this.inFlightPromptTokens, r.waitingTokens)
+        : this.inFlightPromptTokens,
       stale: this.stale,
       pageSize: this.scheme?.pageSize ?? 1,
     };
@@ -123,7 +139,11 @@ export interface WorkerSetOptions {
   programReleased?: ProgramReleased | null;
 }
 
-export type ProgramReleased = (worker: GatewayWorker, program: string, why: "let_go" | "pressure") => void;
+export type ProgramReleased = (
+  worker: GatewayWorker,
+  program: string,
+  why: "let_go" | "pressure",
+) => void;
 
 type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
 
@@ -137,8 +157,12 @@ export class WorkerSet {
 
   constructor(private readonly o: WorkerSetOptions) {
     this.metrics = o.metrics;
-    this.retention = o.config.admission.mode === "program" && o.config.admission.retention ? (o.retention ?? null) : null;
-    for (const c of o.config.workers) this.track(new GatewayWorker(c, o.config, this.retention, o.programReleased ?? null));
+    this.retention =
+      o.config.admission.mode === "program" && o.config.admission.retention
+        ? (o.retention ?? null)
+        : null;
+    for (const c of o.config.workers)
+      this.track(new GatewayWorker(c, o.config, this.retention, o.programReleased ?? null));
   }
 
   private track(w: GatewayWorker): void {
@@ -188,7 +212,8 @@ export class WorkerSet {
         await this.probe(w);
       } catch (e) {
         if (!(e instanceof WorkerDownError)) throw e;
-        if (w.healthy || w.failures === 0) this.o.log.warn(`gateway: ${e.message}; it joins when it answers`);
+        if (w.healthy || w.failures === 0)
+          this.o.log.warn(`gateway: ${e.message}; it joins when it answers`);
         w.healthy = false;
         w.failures = Math.max(1, w.failures);
         this.o.metrics.workerHealthy.set({ worker: w.id }, 0);
@@ -196,18 +221,36 @@ export class WorkerSet {
       }
     }
     if (w.dynamo) {
-      const on = { worker: w.id, config: w.dynamo, pageSize: w.scheme?.pageSize ?? null,
+      const on = {
+        worker: w.id,
+        config: w.dynamo,
+        pageSize: w.scheme?.pageSize ?? null,
         stale: (why: string) => {
-          if (!w.stale) this.o.log.warn(`gateway: worker ${w.id}: its Dynamo KV events are not trusted (${why}); its overlap counts as none`);
+          if (!w.stale)
+            this.o.log.warn(
+              `gateway: worker ${w.id}: its Dynamo KV events are not trusted (${why}); its overlap counts as none`,
+            );
           this.setStale(w, true);
         },
       };
-      w.dynamoEvents ??= w.dynamo.events === "nats"
-        ? this.natsPlane().add(on)
-        : subscribeDynamoEvents({ ...on, index: this.o.index, metrics: this.o.metrics, log: this.o.log.warn });
+      w.dynamoEvents ??=
+        w.dynamo.events === "nats"
+          ? this.natsPlane().add(on)
+          : subscribeDynamoEvents({
+              ...on,
+              index: this.o.index,
+              metrics: this.o.metrics,
+              log: this.o.log.warn,
+            });
     } else if (w.events && !w.consumer) await this.subscribe(w);
     w.joined = true;
-    if (w.scheme) this.o.observe({ type: "WorkerJoined", at: this.o.clock.now(), worker: w.id, pageSize: w.scheme.pageSize });
+    if (w.scheme)
+      this.o.observe({
+        type: "WorkerJoined",
+        at: this.o.clock.now(),
+        worker: w.id,
+        pageSize: w.scheme.pageSize,
+      });
     return true;
   }
 
@@ -217,17 +260,24 @@ export class WorkerSet {
     try {
       r = await callJson(w.pool, "GET", "/server_info", undefined, timeoutMs);
     } catch (e) {
-      throw new WorkerDownError(`worker ${w.id} (${w.url}): /server_info failed: ${(e as Error).message}`);
+      throw new WorkerDownError(
+        `worker ${w.id} (${w.url}): /server_info failed: ${(e as Error).message}`,
+      );
     }
     if (r.status !== 200 || !r.json || typeof r.json !== "object") {
-      throw new WorkerDownError(`worker ${w.id} (${w.url}): /server_info answered ${r.status}: ${r.text.slice(0, 200)}`);
+      throw new WorkerDownError(
+        `worker ${w.id} (${w.url}): /server_info answered ${r.status}: ${r.text.slice(0, 200)}`,
+      );
     }
     const ad = schemeFromServerInfo(w.id, w.url, r.json as Record<string, unknown>);
     w.scheme = ad.scheme;
     w.events ??= ad.events;
     w.replay ??= ad.replay;
     w.topic = ad.topic;
-    if (!ad.cacheReport) this.o.log.warn(`gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`);
+    if (!ad.cacheReport)
+      this.o.log.warn(
+        `gateway: worker ${w.id} runs without --enable-cache-report: its cache hits are not counted`,
+      );
     w.streamOutputIds = servesStreamOutputIds(r.json as Record<string, unknown>);
     w.sessionRadix = runsSessionRadix(r.json as Record<string, unknown>);
     w.messagesTokenize = await probeMessagesTokenize(w.id, w.pool, timeoutMs, this.o.log);
@@ -239,7 +289,10 @@ export class WorkerSet {
    */
   async add(c: WorkerConfig): Promise<GatewayWorker> {
     if (this.byId.has(c.id)) throw new MembershipError(`worker '${c.id}' is already a member`);
-    if (c.dynamo?.events === "nats" && !this.o.dynamoNats) throw new MembershipError(`worker '${c.id}': dynamo.events "nats" reads Dynamo's NATS event plane on the gateway's NATS connection, and no nats is configured`);
+    if (c.dynamo?.events === "nats" && !this.o.dynamoNats)
+      throw new MembershipError(
+        `worker '${c.id}': dynamo.events "nats" reads Dynamo's NATS event plane on the gateway's NATS connection, and no nats is configured`,
+      );
     const w = new GatewayWorker(c, this.o.config, this.retention, this.o.programReleased ?? null);
     this.track(w);
     try {
@@ -257,8 +310,16 @@ export class WorkerSet {
     if (!w) throw new MembershipError(`no worker '${id}'`);
     if (w.cordoned === on) return w;
     w.cordoned = on;
-    this.o.log.info(`gateway: worker ${id} ${on ? "drained by an operator: no new traffic, its calls under way finish" : "undrained: taking traffic"}`);
-    if (on) this.o.observe({ type: "WorkerCleared", at: this.o.clock.now(), worker: id, reason: "drained" });
+    this.o.log.info(
+      `gateway: worker ${id} ${on ? "drained by an operator: no new traffic, its calls under way finish" : "undrained: taking traffic"}`,
+    );
+    if (on)
+      this.o.observe({
+        type: "WorkerCleared",
+        at: this.o.clock.now(),
+        worker: id,
+        reason: "drained",
+      });
     return w;
   }
 
@@ -275,7 +336,8 @@ export class WorkerSet {
 
   private natsPlane(): DynamoNatsPlane {
     // parseGatewayConfig and add() refuse a "nats" worker when the gateway has no NATS.
-    if (!this.o.dynamoNats) throw new MembershipError("dynamo.events \"nats\" needs the gateway's NATS connection (nats)");
+    if (!this.o.dynamoNats)
+      throw new MembershipError('dynamo.events "nats" needs the gateway\'s NATS connection (nats)');
     return this.o.dynamoNats;
   }
 
@@ -283,7 +345,12 @@ export class WorkerSet {
     const i = this.workers.indexOf(w);
     if (i >= 0) this.workers.splice(i, 1);
     this.byId.delete(w.id);
-    for (const g of [this.o.metrics.workerHealthy, this.o.metrics.workerStale, this.o.metrics.inFlight]) g.remove({ worker: w.id });
+    for (const g of [
+      this.o.metrics.workerHealthy,
+      this.o.metrics.workerStale,
+      this.o.metrics.inFlight,
+    ])
+      g.remove({ worker: w.id });
     await w.consumer?.close().catch(() => undefined);
     await w.dynamoEvents?.close().catch(() => undefined);
     await w.pool.destroy().catch(() => undefined);
@@ -315,7 +382,12 @@ export class WorkerSet {
         applyFrame: sink.applyFrame
           ? (worker, payload, seq, withEvents) => {
               metrics.zmqEvents.inc({ worker });
-              return (sink.applyFrame as NonNullable<typeof sink.applyFrame>)(worker, payload, seq, withEvents);
+              return (sink.applyFrame as NonNullable<typeof sink.applyFrame>)(
+                worker,
+                payload,
+                seq,
+                withEvents,
+              );
             }
           : undefined,
         resetWorker: (worker) => {
@@ -332,14 +404,18 @@ export class WorkerSet {
         this.setStale(w, true);
         observe({ type: "WorkerStale", at: clock.now(), worker: w.id, missing: Number(g.missing) });
       } else {
-        log.warn(`gateway: worker ${w.id}: ${g.missing} KV-event batch(es) lost and no replay endpoint; forgetting its blocks`);
+        log.warn(
+          `gateway: worker ${w.id}: ${g.missing} KV-event batch(es) lost and no replay endpoint; forgetting its blocks`,
+        );
         index.clearWorker(w.id);
         observe({ type: "WorkerCleared", at: clock.now(), worker: w.id, reason: "gap" });
       }
     });
     c.on("replay", (r) => {
       if (!r.ok || r.unrecovered > 0n) {
-        log.warn(`gateway: worker ${w.id}: replay left ${r.unrecovered} batch(es) unrecovered; forgetting its blocks`);
+        log.warn(
+          `gateway: worker ${w.id}: replay left ${r.unrecovered} batch(es) unrecovered; forgetting its blocks`,
+        );
         index.clearWorker(w.id);
         observe({ type: "WorkerCleared", at: clock.now(), worker: w.id, reason: "gap" });
       }
@@ -365,19 +441,34 @@ export class WorkerSet {
       w.failures = Math.max(w.failures, this.o.config.health.failures);
       this.o.metrics.workerHealthy.set({ worker: w.id }, 0);
       this.o.index.clearWorker(w.id);
-      const grace = cut === "after-grace" && w.calls.size > 0 ? this.o.config.health.cutCallsAfterMs : 0;
-      this.o.log.warn(`gateway: worker ${w.id} drained (${why}); its sessions re-route and its blocks are forgotten` +
-        `${grace > 0 ? `; its ${w.calls.size} calls under way are cut if it still fails health in ${grace} ms` : ""}`);
-      this.o.observe({ type: "WorkerCleared", at: this.o.clock.now(), worker: w.id, reason: "drained" });
+      const grace =
+        cut === "after-grace" && w.calls.size > 0 ? this.o.config.health.cutCallsAfterMs : 0;
+      this.o.log.warn(
+        `gateway: worker ${w.id} drained (${why}); its sessions re-route and its blocks are forgotten` +
+          `${grace > 0 ? `; its ${w.calls.size} calls under way are cut if it still fails health in ${grace} ms` : ""}`,
+      );
+      this.o.observe({
+        type: "WorkerCleared",
+        at: this.o.clock.now(),
+        worker: w.id,
+        reason: "drained",
+      });
       w.drainedAt = this.o.clock.now();
       if (grace > 0) return;
     }
-    if (w.drainedAt !== null && (cut === "now" || this.o.clock.now() - w.drainedAt >= this.o.config.health.cutCallsAfterMs)) this.cutCalls(w);
+    if (
+      w.drainedAt !== null &&
+      (cut === "now" || this.o.clock.now() - w.drainedAt >= this.o.config.health.cutCallsAfterMs)
+    )
+      this.cutCalls(w);
   }
 
   private cutCalls(w: GatewayWorker): void {
     w.drainedAt = null;
-    if (w.calls.size) this.o.log.warn(`gateway: worker ${w.id} still failing: its ${w.calls.size} calls under way end with 502`);
+    if (w.calls.size)
+      this.o.log.warn(
+        `gateway: worker ${w.id} still failing: its ${w.calls.size} calls under way end with 502`,
+      );
     for (const abort of [...w.calls]) abort();
   }
 
@@ -401,7 +492,8 @@ export class WorkerSet {
           this.markUp(w, "answers now and joined");
         }
       } catch (e) {
-        if (w.failures++ === 1) this.o.log.warn(`gateway: worker ${w.id} cannot join: ${(e as Error).message}`);
+        if (w.failures++ === 1)
+          this.o.log.warn(`gateway: worker ${w.id} cannot join: ${(e as Error).message}`);
       }
       return;
     }
@@ -422,7 +514,12 @@ export class WorkerSet {
         w.healthy = true;
         this.o.metrics.workerHealthy.set({ worker: w.id }, 1);
         this.o.log.info(`gateway: worker ${w.id} passes health again; taking traffic`);
-        this.o.observe({ type: "WorkerJoined", at: this.o.clock.now(), worker: w.id, pageSize: w.scheme?.pageSize ?? 1 });
+        this.o.observe({
+          type: "WorkerJoined",
+          at: this.o.clock.now(),
+          worker: w.id,
+          pageSize: w.scheme?.pageSize ?? 1,
+        });
       }
       return;
     }
@@ -433,7 +530,13 @@ export class WorkerSet {
   /** SGLang's /v1/loads (core section): running + waiting requests and uncached waiting tokens. */
   private async readLoad(w: GatewayWorker): Promise<void> {
     try {
-      const r = await callJson(w.pool, "GET", "/v1/loads?include=core", undefined, this.o.config.health.timeoutMs);
+      const r = await callJson(
+        w.pool,
+        "GET",
+        "/v1/loads?include=core",
+        undefined,
+        this.o.config.health.timeoutMs,
+      );
       if (r.status === 404) {
         w.loadsEndpoint = false;
         return;
@@ -443,11 +546,15 @@ export class WorkerSet {
       let requests = 0;
       let waitingTokens = 0;
       for (const l of loads) {
-        const core = (typeof l.core === "object" && l.core !== null ? l.core : l) as Record<string, unknown>;
+        const core = (typeof l.core === "object" && l.core !== null ? l.core : l) as Record<
+          string,
+          unknown
+        >;
         requests += Number(core.num_running_reqs ?? 0) + Number(core.num_waiting_reqs ?? 0);
         waitingTokens += Number(core.num_waiting_uncached_tokens ?? 0);
       }
-      if (Number.isFinite(requests) && Number.isFinite(waitingTokens)) w.reported = { requests, waitingTokens };
+      if (Number.isFinite(requests) && Number.isFinite(waitingTokens))
+        w.reported = { requests, waitingTokens };
     } catch {
       // Load is advisory: routing goes on with this gateway's own counts.
     }
@@ -456,10 +563,12 @@ export class WorkerSet {
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
-    await Promise.all(this.workers.map(async (w) => {
-      await w.consumer?.close();
-      await w.dynamoEvents?.close();
-      await w.pool.destroy().catch(() => undefined);
-    }));
+    await Promise.all(
+      this.workers.map(async (w) => {
+        await w.consumer?.close();
+        await w.dynamoEvents?.close();
+        await w.pool.destroy().catch(() => undefined);
+      }),
+    );
   }
 }

@@ -12,7 +12,11 @@ export interface DynamoHashes {
   sequence: BigUint64Array;
 }
 
-function run(fn: string, batch: { tokens: Uint32Array; offsets: Uint32Array | null }, options: DynamoOptions): DynamoHashes {
+function run(
+  fn: string,
+  batch: { tokens: Uint32Array; offsets: Uint32Array | null },
+  options: DynamoOptions,
+): DynamoHashes {
   const o = parseOptions(fn, "options", dynamoOptionsSchema, options);
   const native = loadAddon();
   const seed = native.dynamoSeed(o.loraName ?? null, o.cacheNamespace ?? null);

@@ -14,12 +14,20 @@ export class HashInputError extends TypeError {
 }
 
 /** Parses `value` with a zod schema, turning the first issue into a HashInputError. */
-export function parseOptions<T extends z.ZodType>(fn: string, argument: string, schema: T, value: unknown): z.output<T> {
+export function parseOptions<T extends z.ZodType>(
+  fn: string,
+  argument: string,
+  schema: T,
+  value: unknown,
+): z.output<T> {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   const issue = r.error.issues[0];
   const path = [argument, ...issue.path.map(String)].join(".");
-  const got = issue.path.reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Record<PropertyKey, unknown>)[k] : undefined), value);
+  const got = issue.path.reduce<unknown>(
+    (v, k) => (v && typeof v === "object" ? (v as Record<PropertyKey, unknown>)[k] : undefined),
+    value,
+  );
   throw new HashInputError(fn, path, `${issue.message} (got ${describe(got)})`);
 }
 

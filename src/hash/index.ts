@@ -3,7 +3,13 @@ import { loadAddon } from "../addon.js";
 
 export { HashInputError } from "./errors.js";
 export type { SequenceBatch, Tokens } from "./input.js";
-export type { BlockHashOptions, DynamoOptions, MooncakeLayout, MooncakeOptions, SglangOptions } from "./options.js";
+export type {
+  BlockHashOptions,
+  DynamoOptions,
+  MooncakeLayout,
+  MooncakeOptions,
+  SglangOptions,
+} from "./options.js";
 export {
   type PageDigests,
   blockHashes,
@@ -19,7 +25,13 @@ export {
   storageKeys,
   storageKeysBatch,
 } from "./sglang.js";
-export { type DynamoHashes, dynamoBlockHashes, dynamoHashesBatch, dynamoSeed, dynamoSequenceHashes } from "./dynamo.js";
+export {
+  type DynamoHashes,
+  dynamoBlockHashes,
+  dynamoHashesBatch,
+  dynamoSeed,
+  dynamoSequenceHashes,
+} from "./dynamo.js";
 
 /** Which SHA-256 path the CPU uses ("sha-ni" or "portable"). */
 export function sha256Backend(): "sha-ni" | "portable" {
@@ -32,6 +44,11 @@ export function setSha256Backend(backend: "sha-ni" | "portable"): boolean {
 }
 
 /** Whether the addon has CUDA kernels and a usable device, and if not, why. */
-export function cudaInfo(): { built: boolean; available: boolean; devices: number; error?: string } {
+export function cudaInfo(): {
+  built: boolean;
+  available: boolean;
+  devices: number;
+  error?: string;
+} {
   return loadAddon().cudaInfo();
 }

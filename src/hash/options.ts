@@ -1,12 +1,19 @@
 // Options of the hash API (zod-checked; unknown keys are errors, so typos do not pass silently).
 import { z } from "zod";
 
-const pageSize = z.number().int("must be an integer").min(1, "must be >= 1").max(2 ** 30, "must be <= 2^30");
+const pageSize = z
+  .number()
+  .int("must be an integer")
+  .min(1, "must be >= 1")
+  .max(2 ** 30, "must be <= 2^30");
 const name = z.string().nullable().optional();
 
 /** A prior digest: 64 hex chars or 32 bytes (a parent node's last page digest). */
 export const priorSchema = z
-  .union([z.string().regex(/^[0-9a-fA-F]{64}$/, "must be 64 hex chars"), z.instanceof(Uint8Array).refine((b) => b.length === 32, "must be 32 bytes")])
+  .union([
+    z.string().regex(/^[0-9a-fA-F]{64}$/, "must be 64 hex chars"),
+    z.instanceof(Uint8Array).refine((b) => b.length === 32, "must be 32 bytes"),
+  ])
   .nullable()
   .optional();
 
@@ -57,7 +64,9 @@ export const mooncakeLayoutSchema = z
 
 export type MooncakeLayout = z.input<typeof mooncakeLayoutSchema>;
 
-export const mooncakeOptionsSchema = sglangOptionsSchema.extend({ layout: mooncakeLayoutSchema.optional() }).strict();
+export const mooncakeOptionsSchema = sglangOptionsSchema
+  .extend({ layout: mooncakeLayoutSchema.optional() })
+  .strict();
 export type MooncakeOptions = z.input<typeof mooncakeOptionsSchema>;
 
 export const dynamoOptionsSchema = z

@@ -38,12 +38,18 @@ export interface SglangOracleVectors {
 export const SGLANG_ORACLE_SCRIPT = join(packageRoot, "python/oracles/sglang_hash_vectors.py");
 
 /** Runs the oracle; throws with its output when it fails. `inherit` shows its output live. */
-export function runSglangOracle(opts: { python?: string; seed?: string; inherit?: boolean } = {}): SglangOracleVectors {
+export function runSglangOracle(
+  opts: { python?: string; seed?: string; inherit?: boolean } = {},
+): SglangOracleVectors {
   const python = opts.python ?? venvPython;
   const dir = mkdtempSync(join(tmpdir(), "kvctl-sglang-vectors-"));
   const out = join(dir, "vectors.json");
   try {
-    const args = [SGLANG_ORACLE_SCRIPT, out, ...(opts.seed === undefined ? [] : ["--seed", opts.seed])];
+    const args = [
+      SGLANG_ORACLE_SCRIPT,
+      out,
+      ...(opts.seed === undefined ? [] : ["--seed", opts.seed]),
+    ];
     const r = spawnSync(python, args, {
       encoding: "utf8",
       timeout: 300_000,
@@ -51,7 +57,9 @@ export function runSglangOracle(opts: { python?: string; seed?: string; inherit?
     });
     if (r.status !== 0 || !existsSync(out)) {
       const how = r.error ? r.error.message : `exit ${r.status}`;
-      throw new Error(`the SGLang oracle failed (${how}): ${python} ${args.join(" ")}\n${r.stdout ?? ""}${r.stderr ?? ""}`);
+      throw new Error(
+        `the SGLang oracle failed (${how}): ${python} ${args.join(" ")}\n${r.stdout ?? ""}${r.stderr ?? ""}`,
+      );
     }
     return JSON.parse(readFileSync(out, "utf8")) as SglangOracleVectors;
   } finally {

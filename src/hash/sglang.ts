@@ -32,7 +32,12 @@ function priorBytes(prior: string | Uint8Array | null | undefined): Uint8Array |
 
 type ChainKind = "storage" | "event";
 
-function chain(batch: { tokens: Uint32Array; offsets: Uint32Array | null }, o: SglangOptions, kind: ChainKind, device: "cpu" | "cuda" = "cpu"): PageDigests {
+function chain(
+  batch: { tokens: Uint32Array; offsets: Uint32Array | null },
+  o: SglangOptions,
+  kind: ChainKind,
+  device: "cpu" | "cuda" = "cpu",
+): PageDigests {
   const native = loadAddon();
   let prior = priorBytes(o.prior);
   if (!prior) {
@@ -49,7 +54,8 @@ function chain(batch: { tokens: Uint32Array; offsets: Uint32Array | null }, o: S
 function eventSeed(o: BlockHashOptions): Buffer | null {
   const extraKey = o.extraKey ?? null;
   const cacheSalt = o.cacheSalt || null;
-  if ((o.eventFormat ?? "sglang") === "dynamo") return loadAddon().namespaceSeed("event", extraKey, cacheSalt);
+  if ((o.eventFormat ?? "sglang") === "dynamo")
+    return loadAddon().namespaceSeed("event", extraKey, cacheSalt);
   return loadAddon().namespaceSeed("event", o.extraKeyIsLora ? extraKey : null, null);
 }
 
@@ -72,15 +78,26 @@ export function storageKeys(tokens: Tokens, options: SglangOptions): string[] {
   return loadAddon().digestsToHex(sglangPageHashes(tokens, options));
 }
 
-export function storageKeysBatch(batch: SequenceBatch, options: SglangOptions): { pageOffsets: Uint32Array; keys: string[] } {
+export function storageKeysBatch(
+  batch: SequenceBatch,
+  options: SglangOptions,
+): { pageOffsets: Uint32Array; keys: string[] } {
   const r = sglangPageHashesBatch(batch, options);
   return { pageOffsets: r.pageOffsets, keys: loadAddon().digestsToHex(r.digests) };
 }
 
 /** One run of the event chain: its digests and the int64 hashes they publish as. */
-function eventChain(fn: string, tokens: Tokens, options: BlockHashOptions): { digests: Buffer; hashes: BigInt64Array } {
+function eventChain(
+  fn: string,
+  tokens: Tokens,
+  options: BlockHashOptions,
+): { digests: Buffer; hashes: BigInt64Array } {
   const o = parseOptions(fn, "options", blockHashOptionsSchema, options);
-  const { digests } = chain({ tokens: toTokenArray(fn, "tokens", tokens), offsets: null }, o, "event");
+  const { digests } = chain(
+    { tokens: toTokenArray(fn, "tokens", tokens), offsets: null },
+    o,
+    "event",
+  );
   return { digests, hashes: loadAddon().digestsToInt64(digests, eventSeed(o)) };
 }
 
@@ -90,15 +107,24 @@ export function blockHashes(tokens: Tokens, options: BlockHashOptions): BigInt64
 }
 
 /** blockHashes and the event digests behind them (eventPageHashes), from one run of the chain. */
-export function blockHashesWithDigests(tokens: Tokens, options: BlockHashOptions): { digests: Buffer; hashes: BigInt64Array } {
+export function blockHashesWithDigests(
+  tokens: Tokens,
+  options: BlockHashOptions,
+): { digests: Buffer; hashes: BigInt64Array } {
   return eventChain("blockHashesWithDigests", tokens, options);
 }
 
-export function blockHashesBatch(batch: SequenceBatch, options: BlockHashOptions): { pageOffsets: Uint32Array; hashes: BigInt64Array } {
+export function blockHashesBatch(
+  batch: SequenceBatch,
+  options: BlockHashOptions,
+): { pageOffsets: Uint32Array; hashes: BigInt64Array } {
   const fn = "blockHashesBatch";
   const o = parseOptions(fn, "options", blockHashOptionsSchema, options);
   const r = chain(toBatch(fn, batch), o, "event");
-  return { pageOffsets: r.pageOffsets, hashes: loadAddon().digestsToInt64(r.digests, eventSeed(o)) };
+  return {
+    pageOffsets: r.pageOffsets,
+    hashes: loadAddon().digestsToInt64(r.digests, eventSeed(o)),
+  };
 }
 
 /** The event digests (32 bytes a page) behind blockHashes, before namespacing: a child node's prior. */
@@ -113,7 +139,8 @@ export function storageKeyToInt64(keys: readonly string[]): BigInt64Array {
   const fn = "storageKeyToInt64";
   const buf = Buffer.alloc(keys.length * 32);
   keys.forEach((k, i) => {
-    if (typeof k !== "string" || !/^[0-9a-fA-F]{64}$/.test(k)) throw new HashInputError(fn, `keys[${i}]`, "must be 64 hex chars");
+    if (typeof k !== "string" || !/^[0-9a-fA-F]{64}$/.test(k))
+      throw new HashInputError(fn, `keys[${i}]`, "must be 64 hex chars");
     buf.write(k, i * 32, "hex");
   });
   return loadAddon().digestsToInt64(buf, null);
@@ -127,12 +154,16 @@ export function mooncakeObjectKeys(tokens: Tokens, options: MooncakeOptions): st
 }
 
 /** Mooncake object keys for storage keys already computed (64-hex each). */
-export function mooncakeObjectKeysForStorageKeys(keys: readonly string[], layout: MooncakeOptions["layout"] = {}): string[] {
+export function mooncakeObjectKeysForStorageKeys(
+  keys: readonly string[],
+  layout: MooncakeOptions["layout"] = {},
+): string[] {
   const fn = "mooncakeObjectKeysForStorageKeys";
   const l = parseOptions(fn, "layout", mooncakeLayoutSchema, layout);
   const buf = Buffer.alloc(keys.length * 32);
   keys.forEach((k, i) => {
-    if (typeof k !== "string" || !/^[0-9a-f]{64}$/.test(k)) throw new HashInputError(fn, `keys[${i}]`, "must be 64 lowercase hex chars");
+    if (typeof k !== "string" || !/^[0-9a-f]{64}$/.test(k))
+      throw new HashInputError(fn, `keys[${i}]`, "must be 64 lowercase hex chars");
     buf.write(k, i * 32, "hex");
   });
   return loadAddon().mooncakeObjectKeys(buf, l);

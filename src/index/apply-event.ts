@@ -5,7 +5,8 @@ import type { ApplyResult, KvIndex } from "./types.js";
 import { emptyApplyResult } from "./types.js";
 
 export function applyEvent(index: KvIndex, worker: string, event: KvEvent): ApplyResult {
-  if (event.type === "BlockStored") return index.add(worker, event.tier, event.blockHashes, event.parentBlockHash);
+  if (event.type === "BlockStored")
+    return index.add(worker, event.tier, event.blockHashes, event.parentBlockHash);
   if (event.type === "BlockRemoved") return index.evict(worker, event.tier, event.blockHashes);
   const r = emptyApplyResult();
   r.removed = index.clear(worker);

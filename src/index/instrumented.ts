@@ -2,7 +2,15 @@
 // applied and times queries, without the wrapped index knowing.
 import { decodeBatch } from "../events/decode.js";
 import type { DecodedBatch, KvEvent, Tier } from "../events/types.js";
-import type { ApplyResult, BlockInfo, FrameIndex, FrameResult, IndexStats, KvIndex, OverlapResult } from "./types.js";
+import type {
+  ApplyResult,
+  BlockInfo,
+  FrameIndex,
+  FrameResult,
+  IndexStats,
+  KvIndex,
+  OverlapResult,
+} from "./types.js";
 import { addApplyResult, emptyApplyResult } from "./types.js";
 
 export interface IndexMetrics {
@@ -63,7 +71,10 @@ export class InstrumentedKvIndex implements FrameIndex {
     return this.frame(inner.applyFrame.call(this.inner, worker, payload));
   }
 
-  applyFrameDecoded(worker: string, payload: Uint8Array): { result: FrameResult; batch: DecodedBatch | null } {
+  applyFrameDecoded(
+    worker: string,
+    payload: Uint8Array,
+  ): { result: FrameResult; batch: DecodedBatch | null } {
     const inner = this.inner as Partial<FrameIndex>;
     if (!inner.applyFrameDecoded) {
       // An index that cannot hand its decode back: the events decoded apart.
@@ -86,7 +97,12 @@ export class InstrumentedKvIndex implements FrameIndex {
     return r;
   }
 
-  add(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array, parent: bigint | null = null): ApplyResult {
+  add(
+    worker: string,
+    tier: Tier,
+    hashes: readonly bigint[] | BigInt64Array,
+    parent: bigint | null = null,
+  ): ApplyResult {
     this.metrics.eventsApplied.BlockStored++;
     return this.record(this.inner.add(worker, tier, hashes, parent));
   }

@@ -14,8 +14,19 @@ import {
   WORKER_STAT_SLOTS,
 } from "../native-tables.js";
 import { columnsOf, columnsToBatch, type NativeResult } from "../events/native.js";
-import { BatchDecodeError, type DecodedBatch, TIER_INDEX, TIERS, type Tier } from "../events/types.js";
-import { DEFAULT_SCORING, type ScoringConfig, type WorkerLoad, type WorkerScore } from "./scoring.js";
+import {
+  BatchDecodeError,
+  type DecodedBatch,
+  TIER_INDEX,
+  TIERS,
+  type Tier,
+} from "../events/types.js";
+import {
+  DEFAULT_SCORING,
+  type ScoringConfig,
+  type WorkerLoad,
+  type WorkerScore,
+} from "./scoring.js";
 import type {
   ApplyResult,
   BlockInfo,
@@ -32,14 +43,37 @@ type NativeVerdict = null | { error: string; kind: string } | { bad: FrameResult
 
 interface NativeBlockIndex {
   applyFrame(slot: number, payload: Uint8Array, out: Float64Array): NativeVerdict;
-  applyFrames(slots: Uint32Array, payloads: Uint8Array[], out: Float64Array): null | NativeVerdict[];
-  applyFrameColumns(slot: number, payload: Uint8Array, out: Float64Array, columns: Uint8Array): NativeResult;
-  store(slot: number, tier: number, hashes: BigInt64Array, hasParent: boolean, parent: bigint, out: Float64Array): void;
+  applyFrames(
+    slots: Uint32Array,
+    payloads: Uint8Array[],
+    out: Float64Array,
+  ): null | NativeVerdict[];
+  applyFrameColumns(
+    slot: number,
+    payload: Uint8Array,
+    out: Float64Array,
+    columns: Uint8Array,
+  ): NativeResult;
+  store(
+    slot: number,
+    tier: number,
+    hashes: BigInt64Array,
+    hasParent: boolean,
+    parent: bigint,
+    out: Float64Array,
+  ): void;
   remove(slot: number, tier: number, hashes: BigInt64Array, out: Float64Array): void;
   clear(slot: number): number;
   overlapInto(hashes: BigInt64Array, out: Int32Array): number;
-  scoreInto(hashes: BigInt64Array, candidates: Uint32Array, params: Float64Array, out: Float64Array): void;
-  lookup(hash: bigint): null | { hash: bigint; parent: bigint | null; tokenHash: bigint | null; masks: Uint8Array };
+  scoreInto(
+    hashes: BigInt64Array,
+    candidates: Uint32Array,
+    params: Float64Array,
+    out: Float64Array,
+  ): void;
+  lookup(
+    hash: bigint,
+  ): null | { hash: bigint; parent: bigint | null; tokenHash: bigint | null; masks: Uint8Array };
   workerStats(slot: number, out: Float64Array): void;
   blocks(): number;
   memoryBytes(): number;
@@ -62,8 +96,10 @@ export interface IndexOptions {
   maxBytes?: number;
 }
 
-
-function words(hashes: readonly bigint[] | BigInt64Array, scratch: { a: BigInt64Array }): BigInt64Array {
+function words(
+  hashes: readonly bigint[] | BigInt64Array,
+  scratch: { a: BigInt64Array },
+): BigInt64Array {
   if (hashes instanceof BigInt64Array) return hashes;
   if (scratch.a.length < hashes.length) scratch.a = new BigInt64Array(hashes.length * 2);
   const b = scratch.a;
@@ -115,7 +151,9 @@ export class InMemoryKvIndex implements FrameIndex {
   private readonly ws = new Float64Array(WORKER_STAT_SLOTS);
 
   constructor(opts: IndexOptions = {}) {
-    const Ctor = addonPart<{ KvBlockIndex: new (o: object) => NativeBlockIndex }>("index", ["KvBlockIndex"]).KvBlockIndex;
+    const Ctor = addonPart<{ KvBlockIndex: new (o: object) => NativeBlockIndex }>("index", [
+      "KvBlockIndex",
+    ]).KvBlockIndex;
     const st = opts.sharedTier === undefined ? "EXTERNAL" : opts.sharedTier;
     this.idx = new Ctor({
       verify: opts.verify ?? false,
@@ -140,18 +178,31 @@ export class InMemoryKvIndex implements FrameIndex {
   private result(): ApplyResult {
     const c = this.counts;
     const f = FRAME_SLOT;
-    return { added: c[f.added], removed: c[f.removed], unknownRemovals: c[f.unknownRemovals], orphanStores: c[f.orphanStores], hashMismatches: c[f.hashMismatches] };
+    return {
+      added: c[f.added],
+      removed: c[f.removed],
+      unknownRemovals: c[f.unknownRemovals],
+      orphanStores: c[f.orphanStores],
+      hashMismatches: c[f.hashMismatches],
+    };
   }
 
   applyFrame(worker: string, payload: Uint8Array): FrameResult {
-    return frameResult(this.idx.applyFrame(this.slot(worker), payload, this.counts), this.counts, 0);
+    return frameResult(
+      this.idx.applyFrame(this.slot(worker), payload, this.counts),
+      this.counts,
+      0,
+    );
   }
 
   /**
    * applyFrame, and the frame's events as decodeBatch would return them (null for a refused
    * frame), from the one decode: for a consumer whose listeners want the events as well.
    */
-  applyFrameDecoded(worker: string, payload: Uint8Array): { result: FrameResult; batch: DecodedBatch | null } {
+  applyFrameDecoded(
+    worker: string,
+    payload: Uint8Array,
+  ): { result: FrameResult; batch: DecodedBatch | null } {
     const slot = this.slot(worker);
     let refused: NativeVerdict = null;
     let batch: DecodedBatch | null = null;
@@ -168,7 +219,10 @@ export class InMemoryKvIndex implements FrameIndex {
       if (!(e instanceof BatchDecodeError)) throw e;
     }
     const bad = batch?.bad ?? [];
-    return { result: frameResult(refused ?? (bad.length > 0 ? { bad } : null), this.counts, 0), batch };
+    return {
+      result: frameResult(refused ?? (bad.length > 0 ? { bad } : null), this.counts, 0),
+      batch,
+    };
   }
 
   /**
@@ -190,12 +244,25 @@ export class InMemoryKvIndex implements FrameIndex {
     }
     const r = this.idx.applyFrames(this.frameSlots.subarray(0, k), payloads, this.frameCounts);
     const out: FrameResult[] = new Array(k);
-    for (let i = 0; i < k; i++) out[i] = frameResult(r === null ? null : r[i], this.frameCounts, FRAME_SLOTS * i);
+    for (let i = 0; i < k; i++)
+      out[i] = frameResult(r === null ? null : r[i], this.frameCounts, FRAME_SLOTS * i);
     return out;
   }
 
-  add(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array, parent: bigint | null = null): ApplyResult {
-    this.idx.store(this.slot(worker), TIER_INDEX[tier], words(hashes, this.req), parent !== null, parent ?? 0n, this.counts);
+  add(
+    worker: string,
+    tier: Tier,
+    hashes: readonly bigint[] | BigInt64Array,
+    parent: bigint | null = null,
+  ): ApplyResult {
+    this.idx.store(
+      this.slot(worker),
+      TIER_INDEX[tier],
+      words(hashes, this.req),
+      parent !== null,
+      parent ?? 0n,
+      this.counts,
+    );
     return this.result();
   }
 
@@ -286,7 +353,15 @@ export class InMemoryKvIndex implements FrameIndex {
     const s = this.scores;
     for (let k = 0; k < nc; k++) {
       const o = 6 * k;
-      out[k] = { worker: candidates[k], logit: s[o], credit: s[o + 1], device: s[o + 2], host: s[o + 3], disk: s[o + 4], sharedBeyond: s[o + 5] };
+      out[k] = {
+        worker: candidates[k],
+        logit: s[o],
+        credit: s[o + 1],
+        device: s[o + 2],
+        host: s[o + 3],
+        disk: s[o + 4],
+        sharedBeyond: s[o + 5],
+      };
     }
     return out;
   }
@@ -296,7 +371,11 @@ export class InMemoryKvIndex implements FrameIndex {
     if (r === null) return undefined;
     const residency = new Map<string, Tier[]>();
     r.masks.forEach((m, s) => {
-      if (m) residency.set(this.names[s], TIERS.filter((_, i) => m & (1 << i)));
+      if (m)
+        residency.set(
+          this.names[s],
+          TIERS.filter((_, i) => m & (1 << i)),
+        );
     });
     return { hash: r.hash, parent: r.parent, tokenHash: r.tokenHash, residency };
   }
@@ -320,7 +399,12 @@ export class InMemoryKvIndex implements FrameIndex {
       if (i > 0) badBatches[k] = w[WORKER_BAD_BATCHES_AT + i];
     });
     return {
-      tiers: { GPU: w[TIER_INDEX.GPU], CPU_PINNED: w[TIER_INDEX.CPU_PINNED], DISK: w[TIER_INDEX.DISK], EXTERNAL: w[TIER_INDEX.EXTERNAL] },
+      tiers: {
+        GPU: w[TIER_INDEX.GPU],
+        CPU_PINNED: w[TIER_INDEX.CPU_PINNED],
+        DISK: w[TIER_INDEX.DISK],
+        EXTERNAL: w[TIER_INDEX.EXTERNAL],
+      },
       badEvents,
       badBatches,
       unknownRemovals: w[WORKER_COUNTER.unknownRemovals],
@@ -339,6 +423,11 @@ export class InMemoryKvIndex implements FrameIndex {
       workers[name] = c.tiers;
       mismatches += c.hashMismatches;
     }
-    return { blocks: this.idx.blocks(), workers, hashMismatches: mismatches, memoryBytes: this.idx.memoryBytes() };
+    return {
+      blocks: this.idx.blocks(),
+      workers,
+      hashMismatches: mismatches,
+      memoryBytes: this.idx.memoryBytes(),
+    };
   }
 }

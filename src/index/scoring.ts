@@ -8,7 +8,12 @@
 //   logit   = prefill_load_scale * max(0, raw_prefill_blocks - credit) + decode_blocks + decode_active_request_weight*active_requests
 //   (decode-only workers with credit > 0 and !track_prefill_tokens: max(0, decode_blocks - credit) + active_request_cost)
 // temperature > 0 samples a softmax over min-max-normalised logits; ties at 0 go to a uniform pick.
-import { type OverlapResult, type SharedCacheHits, type WorkerOverlap, zeroTiers } from "./types.js";
+import {
+  type OverlapResult,
+  type SharedCacheHits,
+  type WorkerOverlap,
+  zeroTiers,
+} from "./types.js";
 
 export interface ScoringConfig {
   overlapScoreCredit: number;
@@ -91,7 +96,8 @@ export function scoreWorkers(
     const disk = o.tiered.DISK + (c.externalAsDisk ? o.tiered.EXTERNAL : 0);
     let decay = 1;
     if (c.trackPrefillTokens && c.overlapScoreCreditDecay > 0 && requestBlocks > 0) {
-      decay = 1 / (1 + (c.overlapScoreCreditDecay * ((active - minPrefill) / blockSize)) / requestBlocks);
+      decay =
+        1 / (1 + (c.overlapScoreCreditDecay * ((active - minPrefill) / blockSize)) / requestBlocks);
     }
     const sharedBeyond = hitsBeyond(overlap.shared, Math.round(device));
     const credit =

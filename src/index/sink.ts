@@ -7,8 +7,12 @@ import type { KvEventBatch } from "../events/types.js";
 import { applyEvent } from "./apply-event.js";
 import type { FrameIndex, KvIndex } from "./types.js";
 
-export function indexSink(index: KvIndex, log: (line: string) => void = (l) => console.error(l)): EventSink {
-  const frames = typeof (index as Partial<FrameIndex>).applyFrame === "function" ? (index as FrameIndex) : null;
+export function indexSink(
+  index: KvIndex,
+  log: (line: string) => void = (l) => console.error(l),
+): EventSink {
+  const frames =
+    typeof (index as Partial<FrameIndex>).applyFrame === "function" ? (index as FrameIndex) : null;
   return {
     applyFrame: frames
       ? (worker: string, payload: Uint8Array, _seq: bigint, withEvents?: boolean) => {
@@ -22,7 +26,9 @@ export function indexSink(index: KvIndex, log: (line: string) => void = (l) => c
         try {
           applyEvent(index, worker, e);
         } catch (err) {
-          log(`kv-index: worker ${worker} seq ${seq} event ${i}: ${(err as Error).message} (skipped)`);
+          log(
+            `kv-index: worker ${worker} seq ${seq} event ${i}: ${(err as Error).message} (skipped)`,
+          );
         }
       });
     },

@@ -103,7 +103,12 @@ export interface IndexStats {
 /** The key-level index: blocks named by their engine hash, per worker and tier. */
 export interface KvIndex {
   /** Makes `hashes` (a chain: each block's parent is the one before; the first's is `parent`) resident. */
-  add(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array, parent?: bigint | null): ApplyResult;
+  add(
+    worker: string,
+    tier: Tier,
+    hashes: readonly bigint[] | BigInt64Array,
+    parent?: bigint | null,
+  ): ApplyResult;
   /** Makes `hashes` non-resident in (worker, tier). */
   evict(worker: string, tier: Tier, hashes: readonly bigint[] | BigInt64Array): ApplyResult;
   /** Forgets everything `worker` held (restart, or AllBlocksCleared); returns the (block, tier) pairs dropped. */
@@ -121,7 +126,10 @@ export interface KvIndex {
 export interface FrameIndex extends KvIndex {
   applyFrame(worker: string, payload: Uint8Array): FrameResult;
   /** applyFrame, and the frame's events (null when it was refused), from the one decode. */
-  applyFrameDecoded?(worker: string, payload: Uint8Array): { result: FrameResult; batch: DecodedBatch | null };
+  applyFrameDecoded?(
+    worker: string,
+    payload: Uint8Array,
+  ): { result: FrameResult; batch: DecodedBatch | null };
 }
 
 export function zeroTiers(): TierCounts {

@@ -5,13 +5,31 @@
 import { existsSync, statSync } from "node:fs";
 import { dirname, join, relative, sep } from "node:path";
 import { fromBin, sha256 } from "./bytes.js";
-import { type CommonOptions, type Context, describeDrift, loadContext, originalReader, readRel, type TreeInfo, treeDrift, treeInfo } from "./context.js";
+import {
+  type CommonOptions,
+  type Context,
+  describeDrift,
+  loadContext,
+  originalReader,
+  readRel,
+  type TreeInfo,
+  treeDrift,
+  treeInfo,
+} from "./context.js";
 import { PatchError } from "./errors.js";
 import { withLock } from "./lock.js";
 import { kvctlVersion } from "./repo.js";
 import { describeMappings } from "./series.js";
 import { type PatchOutcome, type Staged, stageSeries } from "./stage.js";
-import { BACKUP_DIR, backupRel, readState, serializeState, statePath, type FileRecord, type PatchState } from "./state.js";
+import {
+  BACKUP_DIR,
+  backupRel,
+  readState,
+  serializeState,
+  statePath,
+  type FileRecord,
+  type PatchState,
+} from "./state.js";
 import { commitWrites, recoverInterrupted, type WriteOp } from "./txn.js";
 
 export interface ApplyOptions extends CommonOptions {
@@ -45,8 +63,12 @@ export function describeOutcome(p: PatchOutcome, verb: string): string {
   if (p.status === "applied-untracked") {
     return `CONFLICT ${p.name}: it seems to be in the tree already, but not applied by kvctl (its reverse applies cleanly); restore the original SGLang files (reinstall) and apply again`;
   }
-  const offs = p.files.flatMap((f) => f.offsets.map((o, k) => ({ f: f.path, k, o }))).filter((x) => x.o !== 0);
-  const tail = offs.length ? `; ${offs.map((x) => `${x.f} hunk #${x.k + 1} at offset ${x.o > 0 ? "+" : ""}${x.o}`).join(", ")}` : "";
+  const offs = p.files
+    .flatMap((f) => f.offsets.map((o, k) => ({ f: f.path, k, o })))
+    .filter((x) => x.o !== 0);
+  const tail = offs.length
+    ? `; ${offs.map((x) => `${x.f} hunk #${x.k + 1} at offset ${x.o > 0 ? "+" : ""}${x.o}`).join(", ")}`
+    : "";
   return `${verb} ${p.name} (${plural(p.files.length, "file")}, ${plural(p.hunks, "hunk")}${tail})`;
 }
 
@@ -54,7 +76,8 @@ export function describeOutcome(p: PatchOutcome, verb: string): string {
 function missingDirs(parent: string, rels: string[]): string[] {
   const out = new Set<string>();
   for (const rel of rels) {
-    for (let d = dirname(join(parent, rel)); !existsSync(d); d = dirname(d)) out.add(relative(parent, d).split(sep).join("/"));
+    for (let d = dirname(join(parent, rel)); !existsSync(d); d = dirname(d))
+      out.add(relative(parent, d).split(sep).join("/"));
   }
   return [...out].sort((a, b) => a.length - b.length);
 }
@@ -74,12 +97,23 @@ export function applySeries(path: string, opts: ApplyOptions = {}): ApplyResult 
     const want = desiredTree(parent, staged, state, read);
     const plan = plannedWrites(parent, want);
     const newState = nextState(tree, series, staged, want.fileRecords, state, plan.treeOps);
-    if (sameRecord(state, newState) && plan.treeOps.length === 0 && plan.backupWrites.length === 0 && plan.backupDeletes.length === 0) {
+    if (
+      sameRecord(state, newState) &&
+      plan.treeOps.length === 0 &&
+      plan.backupWrites.length === 0 &&
+      plan.backupDeletes.length === 0
+    ) {
       return alreadyApplied(result, staged, series, tree);
     }
     const sp = statePath(parent);
     const pending = serializeState({ ...newState, status: "applying" });
-    const ops: WriteOp[] = [...plan.backupWrites, { path: sp, content: pending, mode: 0o644 }, ...plan.treeOps, ...plan.backupDeletes, { path: sp, content: serializeState(newState), mode: 0o644 }];
+    const ops: WriteOp[] = [
+      ...plan.backupWrites,
+      { path: sp, content: pending, mode: 0o644 },
+      ...plan.treeOps,
+      ...plan.backupDeletes,
+      { path: sp, content: serializeState(newState), mode: 0o644 },
+    ];
     commitWrites(parent, "apply", ops, {
       failAfterWrites: opts.failAfterWrites,
       // Directories of an earlier apply that are empty now, and backups no longer needed.
@@ -90,7 +124,9 @@ export function applySeries(path: string, opts: ApplyOptions = {}): ApplyResult 
     result.action = state ? "updated" : "applied";
     result.changed = plan.changed;
     result.messages.push(...appliedMessages(staged, series, state, plan.changed));
-    result.messages.push(`${state ? "updated" : "applied"} series ${series.name} to ${tree.pkg}: state in ${relative(parent, sp)}, originals backed up under sglang/.kvctl-orig/`);
+    result.messages.push(
+      `${state ? "updated" : "applied"} series ${series.name} to ${tree.pkg}: state in ${relative(parent, sp)}, originals backed up under sglang/.kvctl-orig/`,
+    );
     return result;
   });
 }
@@ -117,7 +153,12 @@ function checkEarlierApply(tree: Tree, state: PatchState | null, opts: ApplyOpti
   }
 }
 
-function initialResult(tree: Tree, series: Series, staged: Staged, recovered: string | null): ApplyResult {
+function initialResult(
+  tree: Tree,
+  series: Series,
+  staged: Staged,
+  recovered: string | null,
+): ApplyResult {
   return {
     ok: false,
     action: "conflict",
@@ -134,7 +175,10 @@ function initialResult(tree: Tree, series: Series, staged: Staged, recovered: st
 }
 
 function conflictResult(result: ApplyResult, staged: Staged, tree: Tree): ApplyResult {
-  for (const p of staged.patches) result.messages.push(p.status === "ok" ? `ok ${p.name} (would apply)` : describeOutcome(p, "ok"));
+  for (const p of staged.patches)
+    result.messages.push(
+      p.status === "ok" ? `ok ${p.name} (would apply)` : describeOutcome(p, "ok"),
+    );
   for (const c of staged.placedConflicts) result.messages.push(`CONFLICT placed file: ${c}`);
   result.messages.push(`nothing was changed: the series does not apply to ${tree.pkg}`);
   return result;
@@ -148,13 +192,23 @@ interface DesiredTree {
   fileRecords: FileRecord[];
 }
 
-function desiredTree(parent: string, staged: Staged, state: PatchState | null, read: (rel: string) => string | null): DesiredTree {
+function desiredTree(
+  parent: string,
+  staged: Staged,
+  state: PatchState | null,
+  read: (rel: string) => string | null,
+): DesiredTree {
   const desired = new Map<string, Buffer | null>();
   const fileRecords: FileRecord[] = [];
   for (const [p, content] of staged.results) {
     const orig = staged.originals.get(p) ?? null;
     desired.set(p, content === null ? null : fromBin(content));
-    const origMode = orig === null ? null : existsSync(join(parent, p)) ? statSync(join(parent, p)).mode & 0o7777 : 0o644;
+    const origMode =
+      orig === null
+        ? null
+        : existsSync(join(parent, p))
+          ? statSync(join(parent, p)).mode & 0o7777
+          : 0o644;
     const prev = state?.files.find((f) => f.path === p);
     fileRecords.push({
       path: p,
@@ -187,7 +241,10 @@ function desiredTree(parent: string, staged: Staged, state: PatchState | null, r
 }
 
 /** The writes that take the tree from what it is to what it should be (unchanged paths skipped). */
-function plannedWrites(parent: string, want: DesiredTree): { backupWrites: WriteOp[]; backupDeletes: WriteOp[]; treeOps: WriteOp[]; changed: string[] } {
+function plannedWrites(
+  parent: string,
+  want: DesiredTree,
+): { backupWrites: WriteOp[]; backupDeletes: WriteOp[]; treeOps: WriteOp[]; changed: string[] } {
   const differs = (rel: string, bytes: Buffer | null) => {
     const have = readRel(parent, rel);
     return bytes === null ? have !== null : have === null || !have.equals(bytes);
@@ -196,7 +253,11 @@ function plannedWrites(parent: string, want: DesiredTree): { backupWrites: Write
   const backupDeletes: WriteOp[] = [];
   for (const [rel, bytes] of want.backupOps) {
     if (!differs(rel, bytes)) continue;
-    (bytes === null ? backupDeletes : backupWrites).push({ path: join(parent, rel), content: bytes, mode: 0o644 });
+    (bytes === null ? backupDeletes : backupWrites).push({
+      path: join(parent, rel),
+      content: bytes,
+      mode: 0o644,
+    });
   }
   const treeOps: WriteOp[] = [];
   const changed: string[] = [];
@@ -209,9 +270,18 @@ function plannedWrites(parent: string, want: DesiredTree): { backupWrites: Write
   return { backupWrites, backupDeletes, treeOps, changed };
 }
 
-function nextState(tree: Tree, series: Series, staged: Staged, fileRecords: FileRecord[], state: PatchState | null, treeOps: WriteOp[]): PatchState {
+function nextState(
+  tree: Tree,
+  series: Series,
+  staged: Staged,
+  fileRecords: FileRecord[],
+  state: PatchState | null,
+  treeOps: WriteOp[],
+): PatchState {
   const parent = tree.parent;
-  const written = treeOps.filter((o) => o.content !== null).map((o) => relative(parent, o.path).split(sep).join("/"));
+  const written = treeOps
+    .filter((o) => o.content !== null)
+    .map((o) => relative(parent, o.path).split(sep).join("/"));
   return {
     format: 1,
     tool: "kvctl",
@@ -221,7 +291,12 @@ function nextState(tree: Tree, series: Series, staged: Staged, fileRecords: File
     seriesDir: series.dir,
     sglangVersion: tree.version as string,
     appliedAt: new Date().toISOString(),
-    patches: staged.patches.map((p) => ({ name: p.name, sha256: p.sha256, files: p.files.map((f) => f.path), hunks: p.hunks })),
+    patches: staged.patches.map((p) => ({
+      name: p.name,
+      sha256: p.sha256,
+      files: p.files.map((f) => f.path),
+      hunks: p.hunks,
+    })),
     files: fileRecords,
     placed: staged.placed.map((p) => ({ path: p.target, source: p.source, sha256: p.sha256 })),
     createdDirs: [...new Set([...(state?.createdDirs ?? []), ...missingDirs(parent, written)])],
@@ -230,7 +305,8 @@ function nextState(tree: Tree, series: Series, staged: Staged, fileRecords: File
 
 /** Whether the state file would record the same series, patches, placed files and file hashes. */
 function sameRecord(state: PatchState | null, next: PatchState): boolean {
-  const hashes = (s: PatchState) => JSON.stringify(s.files.map((f) => [f.path, f.originalSha256, f.patchedSha256]));
+  const hashes = (s: PatchState) =>
+    JSON.stringify(s.files.map((f) => [f.path, f.originalSha256, f.patchedSha256]));
   return (
     state !== null &&
     state.series === next.series &&
@@ -240,29 +316,48 @@ function sameRecord(state: PatchState | null, next: PatchState): boolean {
   );
 }
 
-function alreadyApplied(result: ApplyResult, staged: Staged, series: Series, tree: Tree): ApplyResult {
+function alreadyApplied(
+  result: ApplyResult,
+  staged: Staged,
+  series: Series,
+  tree: Tree,
+): ApplyResult {
   result.ok = true;
   result.action = "already-applied";
   for (const p of staged.patches) result.messages.push(`already applied ${p.name}`);
-  if (staged.placed.length) result.messages.push(`placed files up to date (${plural(staged.placed.length, "file")})`);
+  if (staged.placed.length)
+    result.messages.push(`placed files up to date (${plural(staged.placed.length, "file")})`);
   result.messages.push(`already applied: series ${series.name} is in ${tree.pkg}; nothing changed`);
   return result;
 }
 
-function appliedMessages(staged: Staged, series: Series, state: PatchState | null, changed: string[]): string[] {
+function appliedMessages(
+  staged: Staged,
+  series: Series,
+  state: PatchState | null,
+  changed: string[],
+): string[] {
   const out: string[] = [];
   const prevByName = new Map(state?.patches.map((p) => [p.name, p.sha256]) ?? []);
   for (const p of staged.patches) {
-    const verb = prevByName.get(p.name) === p.sha256 ? "unchanged" : prevByName.has(p.name) ? "re-applied" : "applied";
+    const verb =
+      prevByName.get(p.name) === p.sha256
+        ? "unchanged"
+        : prevByName.has(p.name)
+          ? "re-applied"
+          : "applied";
     out.push(describeOutcome(p, verb));
   }
   for (const old of state?.patches ?? []) {
-    if (!staged.patches.some((p) => p.name === old.name)) out.push(`removed ${old.name} (no longer in the series)`);
+    if (!staged.patches.some((p) => p.name === old.name))
+      out.push(`removed ${old.name} (no longer in the series)`);
   }
   if (staged.placed.length) {
     const groups = describeMappings(series);
     const placedChanged = staged.placed.filter((p) => changed.includes(p.target)).length;
-    out.push(`placed ${plural(staged.placed.length, "file")} (${groups})${state ? `, ${placedChanged} updated` : ""}`);
+    out.push(
+      `placed ${plural(staged.placed.length, "file")} (${groups})${state ? `, ${placedChanged} updated` : ""}`,
+    );
   }
   return out;
 }

@@ -1,12 +1,23 @@
 // Single-file writes that a kill cannot tear: the bytes go to a temp file beside the target
 // (.<name>.kvctl-tmp-<pid>), are fsynced, then renamed over it. Every mutation is a fault step.
-import { chmodSync, closeSync, fsyncSync, openSync, readdirSync, renameSync, unlinkSync, writeSync, existsSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+  existsSync,
+} from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { step } from "./fault.js";
 
 const TEMP_NAME = /^\..+\.kvctl-tmp-\d+$/;
 
-export const tempPath = (path: string): string => join(dirname(path), `.${basename(path)}.kvctl-tmp-${process.pid}`);
+export const tempPath = (path: string): string =>
+  join(dirname(path), `.${basename(path)}.kvctl-tmp-${process.pid}`);
 
 function writeAll(fd: number, buf: Buffer): void {
   for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);

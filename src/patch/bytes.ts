@@ -35,5 +35,7 @@ export function splitLines(s: string): string[] {
 }
 
 export function sha256(data: Buffer | string): string {
-  return createHash("sha256").update(typeof data === "string" ? fromBin(data) : data).digest("hex");
+  return createHash("sha256")
+    .update(typeof data === "string" ? fromBin(data) : data)
+    .digest("hex");
 }

@@ -40,7 +40,9 @@ export const treeInfo = (t: SglangTree): TreeInfo => ({
 
 function available(root: string): string {
   const all = listSeries(root);
-  return all.length ? `series available in ${root}: ${all.join(", ")}` : `no series exist in ${root}`;
+  return all.length
+    ? `series available in ${root}: ${all.join(", ")}`
+    : `no series exist in ${root}`;
 }
 
 /** The series directory for the tree's version; throws PatchError('version') when there is none. */
@@ -102,7 +104,10 @@ export function readRel(parent: string, rel: string): Buffer | null {
 }
 
 /** Reads ORIGINAL contents: recorded files from their backups (verified), others from disk. */
-export function originalReader(parent: string, state: PatchState | null): (rel: string) => string | null {
+export function originalReader(
+  parent: string,
+  state: PatchState | null,
+): (rel: string) => string | null {
   const files = new Map(state?.files.map((f) => [f.path, f]) ?? []);
   const placed = new Set(state?.placed.map((p) => p.path) ?? []);
   return (rel) => {
@@ -139,17 +144,28 @@ export function treeDrift(parent: string, state: PatchState): DriftEntry[] {
     const have = b === null ? null : sha256(b);
     if (have === f.patchedSha256) continue;
     if (state.status === "applying" && have === f.originalSha256) continue;
-    out.push({ path: f.path, kind: "patched", problem: have === null ? "missing" : f.patchedSha256 === null ? "reappeared" : "modified" });
+    out.push({
+      path: f.path,
+      kind: "patched",
+      problem: have === null ? "missing" : f.patchedSha256 === null ? "reappeared" : "modified",
+    });
   }
   for (const p of state.placed) {
     const b = readRel(parent, p.path);
     if (b === null) {
-      if (state.status !== "applying") out.push({ path: p.path, kind: "placed", problem: "missing" });
-    } else if (sha256(b) !== p.sha256) out.push({ path: p.path, kind: "placed", problem: "modified" });
+      if (state.status !== "applying")
+        out.push({ path: p.path, kind: "placed", problem: "missing" });
+    } else if (sha256(b) !== p.sha256)
+      out.push({ path: p.path, kind: "placed", problem: "modified" });
   }
   return out;
 }
 
 export function describeDrift(d: DriftEntry[]): string {
-  return d.map((e) => `${e.path} (${e.kind === "placed" ? "placed file" : "patched file"} ${e.problem} since apply)`).join(", ");
+  return d
+    .map(
+      (e) =>
+        `${e.path} (${e.kind === "placed" ? "placed file" : "patched file"} ${e.problem} since apply)`,
+    )
+    .join(", ");
 }

@@ -62,7 +62,11 @@ function parsePath(raw: string, name: string, lineNo: number): string | null {
   }
   const rel = m[1];
   const parts = rel.split("/");
-  if (parts[0] !== "sglang" || parts.length < 2 || parts.some((s) => s === ".." || s === "." || s === "")) {
+  if (
+    parts[0] !== "sglang" ||
+    parts.length < 2 ||
+    parts.some((s) => s === ".." || s === "." || s === "")
+  ) {
     throw new PatchError(
       "malformed",
       `${name}:${lineNo}: path '${p}' must name a file inside the sglang package ('a/sglang/...'), without '..' or empty components`,
@@ -84,7 +88,11 @@ export function parsePatch(text: string, name: string): ParsedPatch {
   let seenDiff = false;
   while (r.i < r.lines.length) {
     const line = r.lines[r.i];
-    if (line.startsWith("--- ") && r.i + 1 < r.lines.length && r.lines[r.i + 1].startsWith("+++ ")) {
+    if (
+      line.startsWith("--- ") &&
+      r.i + 1 < r.lines.length &&
+      r.lines[r.i + 1].startsWith("+++ ")
+    ) {
       seenDiff = true;
       files.push(r.fileDiff());
       continue;
@@ -96,12 +104,18 @@ export function parsePatch(text: string, name: string): ParsedPatch {
     r.i++;
   }
   if (files.length === 0) {
-    throw new PatchError("malformed", `${name}: no file diffs found (expected '--- a/sglang/...' and '+++ b/sglang/...' lines)`);
+    throw new PatchError(
+      "malformed",
+      `${name}: no file diffs found (expected '--- a/sglang/...' and '+++ b/sglang/...' lines)`,
+    );
   }
   const seen = new Set<string>();
   for (const f of files) {
     if (seen.has(f.path)) {
-      throw new PatchError("malformed", `${name}:${f.patchLine}: ${f.path} appears twice in one patch; merge its hunks into one diff`);
+      throw new PatchError(
+        "malformed",
+        `${name}:${f.patchLine}: ${f.path} appears twice in one patch; merge its hunks into one diff`,
+      );
     }
     seen.add(f.path);
   }
@@ -117,7 +131,10 @@ function refuseUnsupported(bare: string, at: string): void {
     throw new PatchError("malformed", `${at}: binary diffs are not supported`);
   }
   if (bare.startsWith("@@")) {
-    throw new PatchError("malformed", `${at}: hunk outside of a file diff (missing '--- a/...' / '+++ b/...' lines)`);
+    throw new PatchError(
+      "malformed",
+      `${at}: hunk outside of a file diff (missing '--- a/...' / '+++ b/...' lines)`,
+    );
   }
 }
 
@@ -139,17 +156,31 @@ class DiffReader {
     const lineNo = this.i + 1;
     const oldPath = parsePath(lines[this.i].slice(4), name, lineNo);
     const newPath = parsePath(lines[this.i + 1].slice(4), name, lineNo + 1);
-    if (oldPath === null && newPath === null) this.fail(lineNo, "both sides of the diff are /dev/null");
+    if (oldPath === null && newPath === null)
+      this.fail(lineNo, "both sides of the diff are /dev/null");
     if (oldPath !== null && newPath !== null && oldPath !== newPath) {
-      this.fail(lineNo, `renames are not supported ('${oldPath}' -> '${newPath}'); delete the old file and create the new one`);
+      this.fail(
+        lineNo,
+        `renames are not supported ('${oldPath}' -> '${newPath}'); delete the old file and create the new one`,
+      );
     }
     const kind = oldPath === null ? "create" : newPath === null ? "delete" : "modify";
-    const fd: FileDiff = { oldPath, newPath, path: (newPath ?? oldPath) as string, kind, hunks: [], patchLine: lineNo };
+    const fd: FileDiff = {
+      oldPath,
+      newPath,
+      path: (newPath ?? oldPath) as string,
+      kind,
+      hunks: [],
+      patchLine: lineNo,
+    };
     this.i += 2;
     while (this.i < lines.length && lines[this.i].startsWith("@@")) fd.hunks.push(this.hunk());
-    if (fd.hunks.length === 0 && !(kind === "create")) this.fail(lineNo, `diff of ${fd.path} has no hunks`);
-    if (kind === "create" && fd.hunks.some((h) => h.oldCount !== 0)) this.fail(lineNo, `new file ${fd.path} has a hunk with old lines`);
-    if (kind === "delete" && fd.hunks.some((h) => h.newCount !== 0)) this.fail(lineNo, `deleted file ${fd.path} has a hunk with new lines`);
+    if (fd.hunks.length === 0 && !(kind === "create"))
+      this.fail(lineNo, `diff of ${fd.path} has no hunks`);
+    if (kind === "create" && fd.hunks.some((h) => h.oldCount !== 0))
+      this.fail(lineNo, `new file ${fd.path} has a hunk with old lines`);
+    if (kind === "delete" && fd.hunks.some((h) => h.newCount !== 0))
+      this.fail(lineNo, `deleted file ${fd.path} has a hunk with new lines`);
     return fd;
   }
 
@@ -172,7 +203,10 @@ class DiffReader {
     this.i++;
     const left = this.hunkBody(hunk);
     if (left.old > 0 || left.new > 0) {
-      this.fail(this.lines.length, `hunk ${hunk.header} (line ${hunkLineNo}) is truncated: ${left.old} old and ${left.new} new lines missing`);
+      this.fail(
+        this.lines.length,
+        `hunk ${hunk.header} (line ${hunkLineNo}) is truncated: ${left.old} old and ${left.new} new lines missing`,
+      );
     }
     return hunk;
   }
@@ -183,7 +217,10 @@ class DiffReader {
     const left = { old: hunk.oldCount, new: hunk.newCount };
     // Which list(s) the previous line went to, for "\ No newline at end of file".
     let last: HunkLineOp | null = null;
-    while (this.i < lines.length && (left.old > 0 || left.new > 0 || lines[this.i].startsWith("\\"))) {
+    while (
+      this.i < lines.length &&
+      (left.old > 0 || left.new > 0 || lines[this.i].startsWith("\\"))
+    ) {
       const l = lines[this.i];
       const ln = this.i + 1;
       this.i++;
@@ -196,18 +233,27 @@ class DiffReader {
       }
       // A context line whose single space was stripped by an editor: an empty line.
       const isBlankContext = l === "\n" || l === "\r\n";
-      const op: HunkLineOp | undefined = isBlankContext ? " " : l[0] === " " || l[0] === "-" || l[0] === "+" ? (l[0] as HunkLineOp) : undefined;
+      const op: HunkLineOp | undefined = isBlankContext
+        ? " "
+        : l[0] === " " || l[0] === "-" || l[0] === "+"
+          ? (l[0] as HunkLineOp)
+          : undefined;
       if (op === undefined) {
-        this.fail(ln, `hunk ${hunk.header} ends early: expected ${left.old} more old and ${left.new} more new lines, found ${JSON.stringify(stripEol(l).slice(0, 60))}`);
+        this.fail(
+          ln,
+          `hunk ${hunk.header} ends early: expected ${left.old} more old and ${left.new} more new lines, found ${JSON.stringify(stripEol(l).slice(0, 60))}`,
+        );
       }
       const body = isBlankContext ? l : l.slice(1);
       if (op === " " || op === "-") {
-        if (left.old === 0) this.fail(ln, `hunk ${hunk.header} has more old lines than its header says`);
+        if (left.old === 0)
+          this.fail(ln, `hunk ${hunk.header} has more old lines than its header says`);
         left.old--;
         hunk.oldLines.push(body);
       }
       if (op === " " || op === "+") {
-        if (left.new === 0) this.fail(ln, `hunk ${hunk.header} has more new lines than its header says`);
+        if (left.new === 0)
+          this.fail(ln, `hunk ${hunk.header} has more new lines than its header says`);
         left.new--;
         hunk.newLines.push(body);
       }

@@ -38,6 +38,7 @@ export function fsError(err: unknown, what: string, path: string): PatchError {
       `permission denied: cannot ${what} ${path} (${code}); run as a user that can write the SGLang tree, or patch a copy you own`,
     );
   }
-  if (code === "ENOENT") return new PatchError("not-found", `cannot ${what} ${path}: no such file or directory`);
+  if (code === "ENOENT")
+    return new PatchError("not-found", `cannot ${what} ${path}: no such file or directory`);
   return new PatchError("io", `cannot ${what} ${path}: ${e?.message ?? String(err)}`);
 }

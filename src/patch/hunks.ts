@@ -38,8 +38,10 @@ function findHunk(lines: string[], want: string[], expected: number, min: number
   if (max < min) return -1;
   const span = Math.max(expected - min, max - expected);
   for (let d = 0; d <= span; d++) {
-    if (expected + d >= min && expected + d <= max && matchesAt(lines, expected + d, want)) return expected + d;
-    if (d > 0 && expected - d >= min && expected - d <= max && matchesAt(lines, expected - d, want)) return expected - d;
+    if (expected + d >= min && expected + d <= max && matchesAt(lines, expected + d, want))
+      return expected + d;
+    if (d > 0 && expected - d >= min && expected - d <= max && matchesAt(lines, expected - d, want))
+      return expected - d;
   }
   return -1;
 }
@@ -49,7 +51,13 @@ function conflictAt(hunk: number, header: string, line: number, message: string)
   return { hunk, header, line, expected: null, found: null, message };
 }
 
-function describeMismatch(lines: string[], hunk: Hunk, index: number, pos: number, path: string): HunkConflict {
+function describeMismatch(
+  lines: string[],
+  hunk: Hunk,
+  index: number,
+  pos: number,
+  path: string,
+): HunkConflict {
   const start = Math.max(0, Math.min(pos, lines.length));
   for (let k = 0; k < hunk.oldLines.length; k++) {
     const have = lines[start + k];
@@ -58,7 +66,8 @@ function describeMismatch(lines: string[], hunk: Hunk, index: number, pos: numbe
       const line = start + k + 1;
       const found = have === undefined ? null : have;
       let detail: string;
-      if (found === null) detail = `the file ends at line ${lines.length}, expected ${showLine(want)}`;
+      if (found === null)
+        detail = `the file ends at line ${lines.length}, expected ${showLine(want)}`;
       else if (found.replace(/\r?\n$/, "") === want.replace(/\r?\n$/, "")) {
         detail = `line endings differ: expected ${showLine(want)}, found ${showLine(found)}`;
       } else detail = `expected ${showLine(want)}, found ${showLine(found)}`;
@@ -73,7 +82,12 @@ function describeMismatch(lines: string[], hunk: Hunk, index: number, pos: numbe
     }
   }
   // Matches at the stated position but not after the previous hunk (overlap).
-  return conflictAt(index, hunk.header, start + 1, `${path}: hunk #${index} ${hunk.header} overlaps the hunk before it`);
+  return conflictAt(
+    index,
+    hunk.header,
+    start + 1,
+    `${path}: hunk #${index} ${hunk.header} overlaps the hunk before it`,
+  );
 }
 
 /**
@@ -84,14 +98,34 @@ export function applyFileDiff(fd: FileDiff, content: string | null): ApplyFileRe
   const path = fd.path;
   if (fd.kind === "create") {
     if (content !== null) {
-      return { ok: false, conflict: conflictAt(1, fd.hunks[0]?.header ?? "(new file)", 1, `${path}: the patch creates this file, but it already exists`) };
+      return {
+        ok: false,
+        conflict: conflictAt(
+          1,
+          fd.hunks[0]?.header ?? "(new file)",
+          1,
+          `${path}: the patch creates this file, but it already exists`,
+        ),
+      };
     }
     const out = fd.hunks.flatMap((h) => h.newLines).join("");
-    return { ok: true, content: out, hunks: fd.hunks.map((h, k) => ({ index: k + 1, header: h.header, offset: 0 })) };
+    return {
+      ok: true,
+      content: out,
+      hunks: fd.hunks.map((h, k) => ({ index: k + 1, header: h.header, offset: 0 })),
+    };
   }
   if (content === null) {
     const verb = fd.kind === "delete" ? "deletes" : "modifies";
-    return { ok: false, conflict: conflictAt(1, fd.hunks[0]?.header ?? "", 0, `${path}: file does not exist (the patch ${verb} it)`) };
+    return {
+      ok: false,
+      conflict: conflictAt(
+        1,
+        fd.hunks[0]?.header ?? "",
+        0,
+        `${path}: file does not exist (the patch ${verb} it)`,
+      ),
+    };
   }
   const lines = splitLines(content);
   const out: string[] = [];
@@ -100,10 +134,14 @@ export function applyFileDiff(fd: FileDiff, content: string | null): ApplyFileRe
   let lastOffset = 0;
   for (let k = 0; k < fd.hunks.length; k++) {
     const h = fd.hunks[k];
-    const stated = (h.oldCount === 0 ? h.oldStart : h.oldStart - 1);
+    const stated = h.oldCount === 0 ? h.oldStart : h.oldStart - 1;
     const expected = stated + lastOffset;
     const pos = findHunk(lines, h.oldLines, Math.max(expected, cursor), cursor);
-    if (pos < 0) return { ok: false, conflict: describeMismatch(lines, h, k + 1, Math.max(stated + lastOffset, 0), path) };
+    if (pos < 0)
+      return {
+        ok: false,
+        conflict: describeMismatch(lines, h, k + 1, Math.max(stated + lastOffset, 0), path),
+      };
     lastOffset = pos - stated;
     for (let j = cursor; j < pos; j++) out.push(lines[j]);
     out.push(...h.newLines);
@@ -124,7 +162,10 @@ export function applyFileDiff(fd: FileDiff, content: string | null): ApplyFileRe
   if (fd.kind === "delete") {
     if (joined.length !== 0) {
       const message = `${path}: the patch deletes this file, but it has content the patch does not account for`;
-      return { ok: false, conflict: conflictAt(fd.hunks.length, fd.hunks[fd.hunks.length - 1].header, 1, message) };
+      return {
+        ok: false,
+        conflict: conflictAt(fd.hunks.length, fd.hunks[fd.hunks.length - 1].header, 1, message),
+      };
     }
     return { ok: true, content: null, hunks: results };
   }

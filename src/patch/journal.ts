@@ -58,13 +58,20 @@ export function readJournal(parent: string): Journal | null {
   try {
     raw = JSON.parse(readFileSync(p, "utf8"));
   } catch (err) {
-    if (err instanceof SyntaxError) throw new PatchError("state", `journal ${p} is not valid JSON (${err.message}); reinstall SGLang to start clean`);
+    if (err instanceof SyntaxError)
+      throw new PatchError(
+        "state",
+        `journal ${p} is not valid JSON (${err.message}); reinstall SGLang to start clean`,
+      );
     throw fsError(err, "read journal", p);
   }
   const r = JournalSchema.safeParse(raw);
   if (!r.success) {
     const issue = r.error.issues[0];
-    throw new PatchError("state", `journal ${p} is not a kvctl patch journal (${issue.path.join(".")}: ${issue.message})`);
+    throw new PatchError(
+      "state",
+      `journal ${p} is not a kvctl patch journal (${issue.path.join(".")}: ${issue.message})`,
+    );
   }
   return r.data;
 }

@@ -33,9 +33,13 @@ const isDir = (p: string) => {
 };
 
 const looksLikeSglang = (p: string) =>
-  isDir(p) && (existsSync(join(p, "__init__.py")) || existsSync(join(p, "srt")) || existsSync(join(p, "_version.py")));
+  isDir(p) &&
+  (existsSync(join(p, "__init__.py")) ||
+    existsSync(join(p, "srt")) ||
+    existsSync(join(p, "_version.py")));
 
-const VERSION_LITERAL = /^(?:__version__|version)\s*=\s*(?:[A-Za-z_][A-Za-z_0-9]*\s*=\s*)*['"]([^'"]+)['"]/m;
+const VERSION_LITERAL =
+  /^(?:__version__|version)\s*=\s*(?:[A-Za-z_][A-Za-z_0-9]*\s*=\s*)*['"]([^'"]+)['"]/m;
 
 function fromPyFile(path: string): string | null {
   if (!existsSync(path)) return null;
@@ -43,7 +47,9 @@ function fromPyFile(path: string): string | null {
   return m ? m[1] : null;
 }
 
-function fromDistInfo(parent: string): { version: string; source: string } | { ambiguous: string[] } | null {
+function fromDistInfo(
+  parent: string,
+): { version: string; source: string } | { ambiguous: string[] } | null {
   let entries: string[];
   try {
     entries = readdirSync(parent).filter((n) => /^sglang-[^/]+\.dist-info$/.test(n));
@@ -78,7 +84,10 @@ function fromPyproject(parent: string): string | null {
 }
 
 function fromGitTag(dir: string): string | null {
-  const r = spawnSync("git", ["-C", dir, "describe", "--tags", "--exact-match", "HEAD"], { encoding: "utf8", timeout: 10_000 });
+  const r = spawnSync("git", ["-C", dir, "describe", "--tags", "--exact-match", "HEAD"], {
+    encoding: "utf8",
+    timeout: 10_000,
+  });
   if (r.status !== 0 || !r.stdout) return null;
   const tag = r.stdout.trim();
   const m = /^v?(\d+\.\d+.*)$/.exec(tag);
@@ -89,7 +98,11 @@ function fromGitTag(dir: string): string | null {
 export function locateSglang(path: string, opts: { sglangVersion?: string } = {}): SglangTree {
   const input = resolve(path);
   if (!existsSync(input)) throw new PatchError("not-found", `path not found: ${input}`);
-  if (!isDir(input)) throw new PatchError("not-found", `${input} is not a directory (give a git checkout, site-packages, or the sglang/ package dir)`);
+  if (!isDir(input))
+    throw new PatchError(
+      "not-found",
+      `${input} is not a directory (give a git checkout, site-packages, or the sglang/ package dir)`,
+    );
   let parent: string | null = null;
   if (basename(input) === "sglang" && looksLikeSglang(input)) parent = dirname(input);
   else if (looksLikeSglang(join(input, "sglang"))) parent = input;
@@ -105,8 +118,13 @@ export function locateSglang(path: string, opts: { sglangVersion?: string } = {}
   const di = fromDistInfo(parent);
   const hasDistInfo = di !== null;
   const isCheckout =
-    basename(parent) === "python" && (existsSync(join(parent, "pyproject.toml")) || existsSync(join(dirname(parent), ".git")));
-  const layout: TreeLayout = isCheckout ? "git-checkout" : hasDistInfo || /site-packages|dist-packages/.test(parent) ? "site-packages" : "package-dir";
+    basename(parent) === "python" &&
+    (existsSync(join(parent, "pyproject.toml")) || existsSync(join(dirname(parent), ".git")));
+  const layout: TreeLayout = isCheckout
+    ? "git-checkout"
+    : hasDistInfo || /site-packages|dist-packages/.test(parent)
+      ? "site-packages"
+      : "package-dir";
 
   // Every source we can read, in order of trust.
   const found: { version: string; source: string }[] = [];
@@ -116,7 +134,8 @@ export function locateSglang(path: string, opts: { sglangVersion?: string } = {}
   const v2 = fromPyFile(join(pkg, "version.py"));
   if (v2) found.push({ version: v2, source: "sglang/version.py" });
   if (di && "version" in di) found.push(di);
-  else if (di && "ambiguous" in di) warnings.push(`several sglang dist-info dirs in ${parent}: ${di.ambiguous.join(", ")}`);
+  else if (di && "ambiguous" in di)
+    warnings.push(`several sglang dist-info dirs in ${parent}: ${di.ambiguous.join(", ")}`);
   const v3 = fromPyproject(parent);
   if (v3) found.push({ version: v3, source: "python/pyproject.toml".slice(isCheckout ? 0 : 7) });
   if (found.length === 0 && isCheckout) {
@@ -128,11 +147,17 @@ export function locateSglang(path: string, opts: { sglangVersion?: string } = {}
   if (opts.sglangVersion) {
     version = opts.sglangVersion;
     versionSource = "--sglang-version";
-    for (const f of found) if (f.version !== version) warnings.push(`${f.source} says ${f.version}, overridden by --sglang-version ${version}`);
+    for (const f of found)
+      if (f.version !== version)
+        warnings.push(`${f.source} says ${f.version}, overridden by --sglang-version ${version}`);
   } else if (found.length > 0) {
     version = found[0].version;
     versionSource = found[0].source;
-    for (const f of found.slice(1)) if (f.version !== version) warnings.push(`${f.source} says ${f.version}, but ${versionSource} says ${version} (using ${version})`);
+    for (const f of found.slice(1))
+      if (f.version !== version)
+        warnings.push(
+          `${f.source} says ${f.version}, but ${versionSource} says ${version} (using ${version})`,
+        );
   }
   return { input, parent, pkg, layout, version, versionSource, versionWarnings: warnings };
 }

@@ -28,10 +28,14 @@ export function withLock<T>(pkgDir: string, fn: () => T): T {
     try {
       fd = openSync(path, "wx");
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw fsError(err, "create lock file", path);
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST")
+        throw fsError(err, "create lock file", path);
       const pid = Number(readFileSync(path, "utf8").trim());
       if (Number.isInteger(pid) && pid > 0 && alive(pid) && pid !== process.pid) {
-        throw new PatchError("locked", `another kvctl patch run (pid ${pid}) is working on this tree (${path}); wait for it to finish`);
+        throw new PatchError(
+          "locked",
+          `another kvctl patch run (pid ${pid}) is working on this tree (${path}); wait for it to finish`,
+        );
       }
       unlinkSync(path); // stale lock from a crashed run
     }

@@ -41,22 +41,44 @@ export interface SglangProbe {
 }
 
 /** Where `python` would import sglang from (find_spec: sglang/__init__.py is not run). */
-export function probeSglang(python: string = defaultPython(), env: NodeJS.ProcessEnv = process.env): SglangProbe {
+export function probeSglang(
+  python: string = defaultPython(),
+  env: NodeJS.ProcessEnv = process.env,
+): SglangProbe {
   const r = spawnSync(python, ["-c", SCRIPT], { encoding: "utf8", env, timeout: 30_000 });
   const none = { ran: false, executable: null, sglangDir: null };
   if (r.error) return { ...none, error: `cannot run ${python}: ${r.error.message}` };
-  if (r.status !== 0) return { ...none, error: `${python} failed: ${(r.stderr || r.stdout).trim().split("\n").pop()}` };
+  if (r.status !== 0)
+    return {
+      ...none,
+      error: `${python} failed: ${(r.stderr || r.stdout).trim().split("\n").pop()}`,
+    };
   try {
-    const out = JSON.parse(r.stdout.trim().split("\n").pop() ?? "") as { executable: string; dir: string | null };
+    const out = JSON.parse(r.stdout.trim().split("\n").pop() ?? "") as {
+      executable: string;
+      dir: string | null;
+    };
     return { ran: true, executable: out.executable, sglangDir: out.dir, error: null };
   } catch {
     return { ...none, error: `unexpected output from ${python}: ${r.stdout.trim().slice(0, 200)}` };
   }
 }
 
-export function interpreterSglang(pkgDir: string, python: string = defaultPython(), env: NodeJS.ProcessEnv = process.env): InterpreterCheck {
+export function interpreterSglang(
+  pkgDir: string,
+  python: string = defaultPython(),
+  env: NodeJS.ProcessEnv = process.env,
+): InterpreterCheck {
   const p = probeSglang(python, env);
-  if (!p.ran) return { python, executable: null, sglangDir: null, importsThisTree: false, ran: false, error: p.error };
+  if (!p.ran)
+    return {
+      python,
+      executable: null,
+      sglangDir: null,
+      importsThisTree: false,
+      ran: false,
+      error: p.error,
+    };
   const dir = p.sglangDir;
   return {
     python,

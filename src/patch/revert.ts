@@ -50,7 +50,9 @@ export function revertSeries(path: string, opts: RevertOptions = {}): RevertResu
       messages: recovered ? [recovered] : [],
     };
     if (!state) {
-      result.messages.push(`nothing to revert: no kvctl patches are recorded in ${tree.pkg} (no ${relative(parent, statePath(parent))})`);
+      result.messages.push(
+        `nothing to revert: no kvctl patches are recorded in ${tree.pkg} (no ${relative(parent, statePath(parent))})`,
+      );
       return result;
     }
     const drift = treeDrift(parent, state);
@@ -68,10 +70,19 @@ export function revertSeries(path: string, opts: RevertOptions = {}): RevertResu
       pruneDirs: [`sglang/${BACKUP_DIR}`],
     });
     result.action = "reverted";
-    for (const p of [...state.patches].reverse()) result.messages.push(`reverted ${p.name} (${p.files.length} file${p.files.length === 1 ? "" : "s"})`);
-    if (state.placed.length) result.messages.push(`removed ${state.placed.length} placed file${state.placed.length === 1 ? "" : "s"}`);
-    if (result.discarded.length) result.messages.push(`discarded hand edits (--force): ${result.discarded.join(", ")}`);
-    result.messages.push(`reverted series ${state.series}: ${tree.pkg} holds the original files again (${result.restored.length} restored, ${result.removed.length} removed)`);
+    for (const p of [...state.patches].reverse())
+      result.messages.push(
+        `reverted ${p.name} (${p.files.length} file${p.files.length === 1 ? "" : "s"})`,
+      );
+    if (state.placed.length)
+      result.messages.push(
+        `removed ${state.placed.length} placed file${state.placed.length === 1 ? "" : "s"}`,
+      );
+    if (result.discarded.length)
+      result.messages.push(`discarded hand edits (--force): ${result.discarded.join(", ")}`);
+    result.messages.push(
+      `reverted series ${state.series}: ${tree.pkg} holds the original files again (${result.restored.length} restored, ${result.removed.length} removed)`,
+    );
     return result;
   });
 }
@@ -103,7 +114,9 @@ function revertWrites(parent: string, state: PatchState, result: RevertResult): 
       result.removed.push(p.path);
     }
   }
-  for (const f of state.files) if (f.backup && readRel(parent, f.backup) !== null) ops.push({ path: join(parent, f.backup), content: null });
+  for (const f of state.files)
+    if (f.backup && readRel(parent, f.backup) !== null)
+      ops.push({ path: join(parent, f.backup), content: null });
   ops.push({ path: statePath(parent), content: null });
   return ops;
 }

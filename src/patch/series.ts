@@ -52,7 +52,12 @@ export function listSeries(patchesDir: string): string[] {
   if (!existsSync(patchesDir)) return [];
   try {
     return readdirSync(patchesDir, { withFileTypes: true })
-      .filter((d) => d.isDirectory() && SERIES_DIR_RE.test(d.name) && existsSync(join(patchesDir, d.name, "series")))
+      .filter(
+        (d) =>
+          d.isDirectory() &&
+          SERIES_DIR_RE.test(d.name) &&
+          existsSync(join(patchesDir, d.name, "series")),
+      )
       .map((d) => d.name)
       .sort();
   } catch {
@@ -87,7 +92,10 @@ function readText(path: string, what: string): string {
 function checkRel(p: string, where: string): string {
   const norm = posix.normalize(p.replace(/\\/g, "/"));
   if (p.startsWith("/") || norm.startsWith("../") || norm === "..") {
-    throw new PatchError("malformed", `${where}: path '${p}' must be relative and stay inside its root`);
+    throw new PatchError(
+      "malformed",
+      `${where}: path '${p}' must be relative and stay inside its root`,
+    );
   }
   return norm;
 }
@@ -101,21 +109,34 @@ export function loadSeries(dir: string, repoRoot: string): Series {
   const names = new Set<string>();
   const text = readText(seriesFile, "series file");
   text.split("\n").forEach((raw, k) => {
-    const line = raw.replace(/\r$/, "").replace(/\s+#.*$/, "").trim();
+    const line = raw
+      .replace(/\r$/, "")
+      .replace(/\s+#.*$/, "")
+      .trim();
     if (line === "" || line.startsWith("#")) return;
     const where = `${seriesFile}:${k + 1}`;
     // quilt allows options after the name (e.g. -p1); we only take -p1 patches.
     const [name, ...opts] = line.split(/\s+/);
     if (opts.length > 0 && !(opts.length === 1 && opts[0] === "-p1")) {
-      throw new PatchError("malformed", `${where}: unsupported options '${opts.join(" ")}' (patches are always -p1)`);
+      throw new PatchError(
+        "malformed",
+        `${where}: unsupported options '${opts.join(" ")}' (patches are always -p1)`,
+      );
     }
     if (name.includes("/") || name.includes("\\") || name === ".." || name === ".") {
-      throw new PatchError("malformed", `${where}: '${name}' must be a file name in the series directory`);
+      throw new PatchError(
+        "malformed",
+        `${where}: '${name}' must be a file name in the series directory`,
+      );
     }
     if (names.has(name)) throw new PatchError("malformed", `${where}: '${name}' is listed twice`);
     names.add(name);
     const path = join(abs, name);
-    if (!existsSync(path)) throw new PatchError("malformed", `${where}: patch '${name}' is listed but ${path} does not exist`);
+    if (!existsSync(path))
+      throw new PatchError(
+        "malformed",
+        `${where}: patch '${name}' is listed but ${path} does not exist`,
+      );
     const bytes = (() => {
       try {
         return readFileSync(path);
@@ -123,7 +144,13 @@ export function loadSeries(dir: string, repoRoot: string): Series {
         throw fsError(err, "read patch", path);
       }
     })();
-    patches.push({ name, path, sha256: sha256(bytes), parsed: parsePatch(toBin(bytes), name), seriesLine: k + 1 });
+    patches.push({
+      name,
+      path,
+      sha256: sha256(bytes),
+      parsed: parsePatch(toBin(bytes), name),
+      seriesLine: k + 1,
+    });
   });
   const mappings = loadMappings(join(abs, "files"), repoRoot);
   return { name: basename(abs), version, dir: abs, patches, mappings, repoRoot: resolve(repoRoot) };
@@ -136,18 +163,32 @@ function loadMappings(filesPath: string, repoRoot: string): FilesMapping[] {
     readText(filesPath, "files manifest")
       .split("\n")
       .forEach((raw, k) => {
-        const line = raw.replace(/\r$/, "").replace(/\s+#.*$/, "").trim();
+        const line = raw
+          .replace(/\r$/, "")
+          .replace(/\s+#.*$/, "")
+          .trim();
         if (line === "" || line.startsWith("#")) return;
         const where = `${filesPath}:${k + 1}`;
         const m = /^(\S+)\s*->\s*(\S+)$/.exec(line);
-        if (!m) throw new PatchError("malformed", `${where}: expected '<repo path> -> <sglang path>', got '${line}'`);
+        if (!m)
+          throw new PatchError(
+            "malformed",
+            `${where}: expected '<repo path> -> <sglang path>', got '${line}'`,
+          );
         const from = checkRel(m[1], where);
         const to = checkRel(m[2], where);
         if (!(to === "sglang" || to.startsWith("sglang/"))) {
-          throw new PatchError("malformed", `${where}: target '${m[2]}' must be inside the sglang package ('sglang/...')`);
+          throw new PatchError(
+            "malformed",
+            `${where}: target '${m[2]}' must be inside the sglang package ('sglang/...')`,
+          );
         }
         const src = join(repoRoot, from);
-        if (!existsSync(src)) throw new PatchError("malformed", `${where}: source '${m[1]}' does not exist (looked at ${src})`);
+        if (!existsSync(src))
+          throw new PatchError(
+            "malformed",
+            `${where}: source '${m[1]}' does not exist (looked at ${src})`,
+          );
         const isDir = statSync(src).isDirectory();
         if (isDir !== m[1].endsWith("/") || (isDir && !m[2].endsWith("/"))) {
           throw new PatchError(
@@ -167,7 +208,8 @@ export function describeMappings(series: Series): string {
 }
 
 const SKIP_DIRS = new Set(["__pycache__", "tests", "test", ".pytest_cache", ".mypy_cache"]);
-const isTestFile = (n: string) => /^test_.*\.py$/.test(n) || /_test\.py$/.test(n) || n === "conftest.py";
+const isTestFile = (n: string) =>
+  /^test_.*\.py$/.test(n) || /_test\.py$/.test(n) || n === "conftest.py";
 
 /** Every file the manifest places, in a stable order. Directories contribute their *.py files. */
 export function placedFiles(series: Series): PlacedFile[] {
@@ -176,7 +218,10 @@ export function placedFiles(series: Series): PlacedFile[] {
   const add = (sourceAbs: string, target: string, m: FilesMapping) => {
     const prev = targets.get(target);
     if (prev !== undefined) {
-      throw new PatchError("malformed", `${join(series.dir, "files")}:${m.line}: ${target} is placed twice (also from ${prev})`);
+      throw new PatchError(
+        "malformed",
+        `${join(series.dir, "files")}:${m.line}: ${target} is placed twice (also from ${prev})`,
+      );
     }
     const source = relative(series.repoRoot, sourceAbs).split(sep).join("/");
     targets.set(target, source);
@@ -189,9 +234,12 @@ export function placedFiles(series: Series): PlacedFile[] {
       continue;
     }
     const walk = (dir: string, rel: string) => {
-      for (const ent of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      for (const ent of readdirSync(dir, { withFileTypes: true }).sort((a, b) =>
+        a.name < b.name ? -1 : 1,
+      )) {
         if (ent.isDirectory()) {
-          if (!SKIP_DIRS.has(ent.name) && !ent.name.startsWith(".")) walk(join(dir, ent.name), `${rel}${ent.name}/`);
+          if (!SKIP_DIRS.has(ent.name) && !ent.name.startsWith("."))
+            walk(join(dir, ent.name), `${rel}${ent.name}/`);
         } else if (ent.isFile() && ent.name.endsWith(".py") && !isTestFile(ent.name)) {
           add(join(dir, ent.name), posix.join(m.to, `${rel}${ent.name}`), m);
         }

@@ -51,21 +51,43 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
   };
   const patches: PatchOutcome[] = [];
   for (const sp of series.patches) {
-    const summary = sp.parsed.header.split("\n").find((l) => l.trim() !== "")?.trim() ?? "";
+    const summary =
+      sp.parsed.header
+        .split("\n")
+        .find((l) => l.trim() !== "")
+        ?.trim() ?? "";
     const hunks = sp.parsed.files.reduce((n, fd) => n + fd.hunks.length, 0);
-    const outcome: PatchOutcome = { name: sp.name, sha256: sp.sha256, summary, status: "ok", files: [], hunks };
+    const outcome: PatchOutcome = {
+      name: sp.name,
+      sha256: sp.sha256,
+      summary,
+      status: "ok",
+      files: [],
+      hunks,
+    };
     const local = new Map<string, string | null>();
     for (const fd of sp.parsed.files) {
       const r = applyFileDiff(fd, current(fd.path));
       if (!r.ok) {
         outcome.status = "conflict";
         // expected/found as UTF-8 text for JSON consumers (they are latin1-decoded bytes here).
-        const text = (x: string | null) => (x === null ? null : Buffer.from(x, "latin1").toString("utf8"));
-        outcome.conflict = { ...r.conflict, expected: text(r.conflict.expected), found: text(r.conflict.found), file: fd.path };
+        const text = (x: string | null) =>
+          x === null ? null : Buffer.from(x, "latin1").toString("utf8");
+        outcome.conflict = {
+          ...r.conflict,
+          expected: text(r.conflict.expected),
+          found: text(r.conflict.found),
+          file: fd.path,
+        };
         break;
       }
       local.set(fd.path, r.content);
-      outcome.files.push({ path: fd.path, kind: fd.kind, hunks: fd.hunks.length, offsets: r.hunks.map((h) => h.offset) });
+      outcome.files.push({
+        path: fd.path,
+        kind: fd.kind,
+        hunks: fd.hunks.length,
+        offsets: r.hunks.map((h) => h.offset),
+      });
     }
     if (outcome.status === "ok") {
       for (const [p, c] of local) {
@@ -74,7 +96,9 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
       }
     } else {
       // Is it there already (applied by hand or by another tool)? Its reverse then applies.
-      const reversible = sp.parsed.files.every((fd) => applyFileDiff(reverseFileDiff(fd), current(fd.path)).ok);
+      const reversible = sp.parsed.files.every(
+        (fd) => applyFileDiff(reverseFileDiff(fd), current(fd.path)).ok,
+      );
       if (reversible) outcome.status = "applied-untracked";
     }
     patches.push(outcome);
@@ -91,7 +115,9 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
     if (touchedBy.has(pf.target) || originals.has(pf.target)) {
       placedConflicts.push(`${pf.target} is both placed from ${pf.source} and changed by a patch`);
     } else if (read(pf.target) !== null) {
-      placedConflicts.push(`${pf.target} (from ${pf.source}) would overwrite a file that exists in the SGLang tree`);
+      placedConflicts.push(
+        `${pf.target} (from ${pf.source}) would overwrite a file that exists in the SGLang tree`,
+      );
     }
     placed.push({ target: pf.target, source: pf.source, content, sha256: sha256(content) });
   }

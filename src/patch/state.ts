@@ -68,15 +68,23 @@ export function readState(parent: string): PatchState | null {
   try {
     raw = JSON.parse(readFileSync(p, "utf8"));
   } catch (err) {
-    if (err instanceof SyntaxError) throw new PatchError("state", `state file ${p} is not valid JSON (${err.message}); restore it or reinstall SGLang`);
+    if (err instanceof SyntaxError)
+      throw new PatchError(
+        "state",
+        `state file ${p} is not valid JSON (${err.message}); restore it or reinstall SGLang`,
+      );
     throw fsError(err, "read state file", p);
   }
   const r = PatchStateSchema.safeParse(raw);
   if (!r.success) {
     const issue = r.error.issues[0];
-    throw new PatchError("state", `state file ${p} is not a kvctl patch state (${issue.path.join(".")}: ${issue.message})`);
+    throw new PatchError(
+      "state",
+      `state file ${p} is not a kvctl patch state (${issue.path.join(".")}: ${issue.message})`,
+    );
   }
   return r.data;
 }
 
-export const serializeState = (s: PatchState): Buffer => Buffer.from(`${JSON.stringify(s, null, 2)}\n`, "utf8");
+export const serializeState = (s: PatchState): Buffer =>
+  Buffer.from(`${JSON.stringify(s, null, 2)}\n`, "utf8");

@@ -2,7 +2,14 @@
 // date with python/), and which sglang the interpreter actually imports.
 import { readFileSync } from "node:fs";
 import { sha256 } from "./bytes.js";
-import { readRel, resolveSeriesDir, treeDrift, treeInfo, type CommonOptions, type TreeInfo } from "./context.js";
+import {
+  readRel,
+  resolveSeriesDir,
+  treeDrift,
+  treeInfo,
+  type CommonOptions,
+  type TreeInfo,
+} from "./context.js";
 import { PatchError } from "./errors.js";
 import { locateSglang, type SglangTree } from "./locate.js";
 import { interpreterSglang, type InterpreterCheck } from "./python.js";
@@ -45,8 +52,17 @@ export interface StatusResult {
   tree: TreeInfo;
   series: { name: string; dir: string } | null;
   seriesError: string | null;
-  state: { series: string; status: string; appliedAt: string; kvctlVersion: string; sglangVersion: string } | null;
-  patches: { name: string; state: "applied" | "not-applied" | "changed-since-apply" | "not-in-series" }[];
+  state: {
+    series: string;
+    status: string;
+    appliedAt: string;
+    kvctlVersion: string;
+    sglangVersion: string;
+  } | null;
+  patches: {
+    name: string;
+    state: "applied" | "not-applied" | "changed-since-apply" | "not-in-series";
+  }[];
   files: { path: string; action: string; state: "ok" | "modified" | "missing" | "reappeared" }[];
   placed: PlacedEntry[];
   interpreter: InterpreterCheck | null;
@@ -60,7 +76,11 @@ export interface StatusResult {
 }
 
 /** Placed files vs their sources. Only `ok` entries are in sync; tests can assert none else. */
-export function placedDriftFor(parent: string, series: Series | null, state: PatchState | null): PlacedEntry[] {
+export function placedDriftFor(
+  parent: string,
+  series: Series | null,
+  state: PatchState | null,
+): PlacedEntry[] {
   const out: PlacedEntry[] = [];
   const recorded = new Map(state?.placed.map((p) => [p.path, p]) ?? []);
   const seen = new Set<string>();
@@ -77,7 +97,12 @@ export function placedDriftFor(parent: string, series: Series | null, state: Pat
     out.push({ path: pf.target, source: pf.source, state: st });
   }
   for (const rec of recorded.values()) {
-    if (!seen.has(rec.path)) out.push({ path: rec.path, source: rec.source, state: readRel(parent, rec.path) === null ? "missing" : "stale" });
+    if (!seen.has(rec.path))
+      out.push({
+        path: rec.path,
+        source: rec.source,
+        state: readRel(parent, rec.path) === null ? "missing" : "stale",
+      });
   }
   return out;
 }
@@ -86,7 +111,9 @@ export function placedDriftFor(parent: string, series: Series | null, state: Pat
 export function placedDrift(path: string, opts: CommonOptions = {}): PlacedEntry[] {
   const tree = locateSglang(path, { sglangVersion: opts.sglangVersion });
   const series = loadSeries(resolveSeriesDir(tree, opts), opts.repoRoot ?? kvctlRoot());
-  return placedDriftFor(tree.parent, series, readState(tree.parent)).filter((e) => e.state !== "ok");
+  return placedDriftFor(tree.parent, series, readState(tree.parent)).filter(
+    (e) => e.state !== "ok",
+  );
 }
 
 export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResult {
@@ -117,14 +144,25 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
     return { path: f.path, action: f.action, state: d ? d.problem : "ok" };
   });
   if (files.length) messages.push(`patched files:`);
-  for (const f of files) messages.push(`  ${f.state === "ok" ? "ok" : f.state.toUpperCase()}`.padEnd(14) + ` ${f.path} (${f.action})`);
+  for (const f of files)
+    messages.push(
+      `  ${f.state === "ok" ? "ok" : f.state.toUpperCase()}`.padEnd(14) +
+        ` ${f.path} (${f.action})`,
+    );
   const placed = placedDriftFor(tree.parent, series, state);
   messages.push(...placedMessages(placed, state !== null));
-  const interpreter = opts.python === false ? null : interpreterSglang(tree.pkg, opts.python, opts.env);
+  const interpreter =
+    opts.python === false ? null : interpreterSglang(tree.pkg, opts.python, opts.env);
   if (interpreter) messages.push(interpreterMessage(interpreter));
-  const applied = state?.status === "applied" && patches.length > 0 && patches.every((p) => p.state === "applied");
+  const applied =
+    state?.status === "applied" &&
+    patches.length > 0 &&
+    patches.every((p) => p.state === "applied");
   const clean =
-    applied && drift.length === 0 && placed.every((p) => p.state === "ok") && (interpreter === null || interpreter.importsThisTree);
+    applied &&
+    drift.length === 0 &&
+    placed.every((p) => p.state === "ok") &&
+    (interpreter === null || interpreter.importsThisTree);
   const kvctl = activation(applied, opts.serverArgs, opts.env ?? process.env);
   messages.push(`kvctl: ${kvctl.state} (${kvctl.why})`);
   return {
@@ -132,7 +170,13 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
     series: series ? { name: series.name, dir: series.dir } : null,
     seriesError,
     state: state
-      ? { series: state.series, status: state.status, appliedAt: state.appliedAt, kvctlVersion: state.kvctlVersion, sglangVersion: state.sglangVersion }
+      ? {
+          series: state.series,
+          status: state.status,
+          appliedAt: state.appliedAt,
+          kvctlVersion: state.kvctlVersion,
+          sglangVersion: state.sglangVersion,
+        }
       : null,
     patches,
     files,
@@ -145,9 +189,15 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
   };
 }
 
-function seriesOrError(tree: SglangTree, opts: StatusOptions): { series: Series | null; seriesError: string | null } {
+function seriesOrError(
+  tree: SglangTree,
+  opts: StatusOptions,
+): { series: Series | null; seriesError: string | null } {
   try {
-    return { series: loadSeries(resolveSeriesDir(tree, opts), opts.repoRoot ?? kvctlRoot()), seriesError: null };
+    return {
+      series: loadSeries(resolveSeriesDir(tree, opts), opts.repoRoot ?? kvctlRoot()),
+      seriesError: null,
+    };
   } catch (err) {
     if (!(err instanceof PatchError)) throw err;
     return { series: null, seriesError: err.message };
@@ -160,18 +210,29 @@ function patchStates(series: Series | null, state: PatchState | null): StatusRes
   const patches: StatusResult["patches"] = [];
   for (const p of series?.patches ?? []) {
     const r = recorded.get(p.name);
-    patches.push({ name: p.name, state: r === undefined ? "not-applied" : r === p.sha256 ? "applied" : "changed-since-apply" });
+    patches.push({
+      name: p.name,
+      state: r === undefined ? "not-applied" : r === p.sha256 ? "applied" : "changed-since-apply",
+    });
   }
-  for (const p of state?.patches ?? []) if (!series?.patches.some((s) => s.name === p.name)) patches.push({ name: p.name, state: "not-in-series" });
+  for (const p of state?.patches ?? [])
+    if (!series?.patches.some((s) => s.name === p.name))
+      patches.push({ name: p.name, state: "not-in-series" });
   return patches;
 }
 
 function placedMessages(placed: PlacedEntry[], applied: boolean): string[] {
   if (!placed.length) return [];
   const bad = placed.filter((p) => p.state !== "ok");
-  const out = [`placed files: ${placed.length - bad.length}/${placed.length} in sync with their sources`];
-  for (const p of bad) out.push(`  ${p.state.toUpperCase().padEnd(11)} ${p.path}${p.source ? ` <- ${p.source}` : ""}`);
-  if (bad.some((p) => p.state === "outdated" || p.state === "not-placed" || p.state === "stale") && applied) {
+  const out = [
+    `placed files: ${placed.length - bad.length}/${placed.length} in sync with their sources`,
+  ];
+  for (const p of bad)
+    out.push(`  ${p.state.toUpperCase().padEnd(11)} ${p.path}${p.source ? ` <- ${p.source}` : ""}`);
+  if (
+    bad.some((p) => p.state === "outdated" || p.state === "not-placed" || p.state === "stale") &&
+    applied
+  ) {
     out.push(`  run 'kvctl patch apply' again to bring the placed files up to date`);
   }
   return out;
@@ -179,8 +240,10 @@ function placedMessages(placed: PlacedEntry[], applied: boolean): string[] {
 
 function interpreterMessage(interpreter: InterpreterCheck): string {
   if (!interpreter.ran) return `interpreter: ${interpreter.error}`;
-  if (interpreter.sglangDir === null) return `interpreter ${interpreter.executable} cannot import sglang at all`;
-  if (interpreter.importsThisTree) return `interpreter ${interpreter.executable} imports this tree (${interpreter.sglangDir})`;
+  if (interpreter.sglangDir === null)
+    return `interpreter ${interpreter.executable} cannot import sglang at all`;
+  if (interpreter.importsThisTree)
+    return `interpreter ${interpreter.executable} imports this tree (${interpreter.sglangDir})`;
   return `WARNING: interpreter ${interpreter.executable} imports ANOTHER sglang: ${interpreter.sglangDir}; a server started with it will not run the patched code (set PYTHONPATH or install the patched tree)`;
 }
 
@@ -188,15 +251,27 @@ function setting(v: unknown): boolean {
   return v !== undefined && v !== null && v !== "";
 }
 
-function activation(applied: boolean, serverArgs: Record<string, unknown> | undefined, env: NodeJS.ProcessEnv): { state: KvctlActivation; why: string } {
+function activation(
+  applied: boolean,
+  serverArgs: Record<string, unknown> | undefined,
+  env: NodeJS.ProcessEnv,
+): { state: KvctlActivation; why: string } {
   if (!applied) return { state: "not applied", why: "SGLang runs unpatched" };
-  const on = (args: Record<string, unknown>) => setting(args.kv_control_nats_url) || setting(args.kv_control_config);
+  const on = (args: Record<string, unknown>) =>
+    setting(args.kv_control_nats_url) || setting(args.kv_control_config);
   if (serverArgs) {
     return on(serverArgs)
-      ? { state: "active", why: "the server runs with --kv-control-nats-url or --kv-control-config" }
-      : { state: "applied, inactive", why: "the server has no kvctl setting: it serves exactly like unpatched SGLang" };
+      ? {
+          state: "active",
+          why: "the server runs with --kv-control-nats-url or --kv-control-config",
+        }
+      : {
+          state: "applied, inactive",
+          why: "the server has no kvctl setting: it serves exactly like unpatched SGLang",
+        };
   }
-  if (setting(env.KVCTL_NATS_URL)) return { state: "active", why: "KVCTL_NATS_URL is set in this environment" };
+  if (setting(env.KVCTL_NATS_URL))
+    return { state: "active", why: "KVCTL_NATS_URL is set in this environment" };
   return {
     state: "applied, inactive",
     why: "inert until a server starts with --kv-control-nats-url or --kv-control-config; --server URL asks a running one",

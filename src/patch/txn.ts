@@ -6,7 +6,17 @@
 // path gets its old bytes and mode back and the directories the run created are removed. Either
 // way the temp files are swept and the journal removed last, so a kill during recovery is
 // recovered the same way.
-import { accessSync, chmodSync, constants, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmdirSync } from "node:fs";
+import {
+  accessSync,
+  chmodSync,
+  constants,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+} from "node:fs";
 import { dirname, join, relative, sep } from "node:path";
 import { removeTemps, unlinkStep, writeAtomic } from "./atomic.js";
 import { sha256 } from "./bytes.js";
@@ -14,7 +24,14 @@ import { readRel } from "./context.js";
 import { cleanupDirs, removeEmptyTree } from "./dirs.js";
 import { PatchError, fsError } from "./errors.js";
 import { step } from "./fault.js";
-import { JOURNAL_FILE, journalPath, readJournal, removeJournal, writeJournal, type JournalEntry } from "./journal.js";
+import {
+  JOURNAL_FILE,
+  journalPath,
+  readJournal,
+  removeJournal,
+  writeJournal,
+  type JournalEntry,
+} from "./journal.js";
 
 export interface WriteOp {
   /** Absolute path, inside the package parent. */
@@ -54,7 +71,11 @@ export function preflight(ops: WriteOp[]): void {
     }
     if (existsSync(op.path)) {
       const st = lstatSync(op.path);
-      if (!st.isFile()) throw new PatchError("io", `${op.path} is not a regular file (${st.isDirectory() ? "a directory" : "a link or special file"})`);
+      if (!st.isFile())
+        throw new PatchError(
+          "io",
+          `${op.path} is not a regular file (${st.isDirectory() ? "a directory" : "a link or special file"})`,
+        );
     }
   }
 }
@@ -82,7 +103,12 @@ function sweepTemps(parent: string, paths: string[]): void {
  * Writes every op or none, journaled first so that a kill at any moment is finished or undone by
  * the next run (recoverInterrupted). `parent` is the package parent every op lies under.
  */
-export function commitWrites(parent: string, run: "apply" | "revert", ops: WriteOp[], opts: TxnOptions = {}): void {
+export function commitWrites(
+  parent: string,
+  run: "apply" | "revert",
+  ops: WriteOp[],
+  opts: TxnOptions = {},
+): void {
   preflight(ops);
   const entries = journalEntries(parent, ops);
   const createdDirs = dirsToCreate(parent, ops);
@@ -217,7 +243,10 @@ export function recoverInterrupted(parent: string): string | null {
   let restored = 0;
   try {
     // Temp files first: they would keep the directories to remove from being empty.
-    sweepTemps(parent, j.entries.map((e) => e.path));
+    sweepTemps(
+      parent,
+      j.entries.map((e) => e.path),
+    );
     if (complete) finish(parent, j);
     else {
       for (const e of [...j.entries].reverse()) {
@@ -247,7 +276,10 @@ export function recoverInterrupted(parent: string): string | null {
     }
   } catch (err) {
     const e = fsError(err, "recover", parent);
-    throw new PatchError(e.code, `cannot recover the interrupted ${j.run} (pid ${j.pid}): ${e.message}; nothing else was changed`);
+    throw new PatchError(
+      e.code,
+      `cannot recover the interrupted ${j.run} (pid ${j.pid}): ${e.message}; nothing else was changed`,
+    );
   }
   removeJournal(parent);
   return complete
@@ -258,5 +290,8 @@ export function recoverInterrupted(parent: string): string | null {
 /** True when a run was killed mid-write here (its journal, or the journal's temp file, is left). */
 export function interruptedRun(parent: string): boolean {
   const pkg = join(parent, "sglang");
-  return existsSync(journalPath(parent)) || (existsSync(pkg) && readdirSync(pkg).some((n) => n.startsWith(`.${JOURNAL_FILE}.kvctl-tmp-`)));
+  return (
+    existsSync(journalPath(parent)) ||
+    (existsSync(pkg) && readdirSync(pkg).some((n) => n.startsWith(`.${JOURNAL_FILE}.kvctl-tmp-`)))
+  );
 }

@@ -4,9 +4,18 @@
 // rule that sent the command (a transaction of that rule), and keeps the pin-budget gauges current.
 import { Registry } from "prom-client";
 import type { CommandAcked, Observation, TurnFinished } from "../contract/observations.js";
-import type { GatewayPolicy, PolicyCommand, PolicyFactory, TenantPinCaps } from "../contract/policy.js";
+import type {
+  GatewayPolicy,
+  PolicyCommand,
+  PolicyFactory,
+  TenantPinCaps,
+} from "../contract/policy.js";
 import { storageKeys as addonStorageKeys } from "../hash/index.js";
-import { type PoliciesConfig, type PoliciesConfigInput, policiesConfigSchema } from "../contract/policies-config.js";
+import {
+  type PoliciesConfig,
+  type PoliciesConfigInput,
+  policiesConfigSchema,
+} from "../contract/policies-config.js";
 import { BlockOwners } from "./block-owners.js";
 import { commit, type Outlet } from "./commit.js";
 import { DurationModel } from "./duration-model.js";
@@ -61,35 +70,56 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
   const cfg = policiesConfigSchema.parse(o.config ?? {});
   const metrics = new PolicyMetrics(o.registry);
   const durations = new DurationModel(cfg.tools);
-  const budget = new PinBudget(cfg.pins.budgetBlocks, cfg.pins.globalBudgetBlocks ?? null, (kind, outcome) => metrics.pinOutcomes.inc({ kind, outcome }));
+  const budget = new PinBudget(
+    cfg.pins.budgetBlocks,
+    cfg.pins.globalBudgetBlocks ?? null,
+    (kind, outcome) => metrics.pinOutcomes.inc({ kind, outcome }),
+  );
   metrics.openPins = () => budget.open();
   const log = o.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const state = createState(cfg, budget, durations, o);
   const rules = enabledRules(cfg);
   for (const r of rules) if (r.init) state.own.set(r.name, r.init());
-  const outlet: Outlet = { guards: new CommandGuards(cfg.guards), metrics, log, decisionLog: o.decisionLog ?? null, out: [], acks: new WeakMap() };
+  const outlet: Outlet = {
+    guards: new CommandGuards(cfg.guards),
+    metrics,
+    log,
+    decisionLog: o.decisionLog ?? null,
+    out: [],
+    acks: new WeakMap(),
+  };
   let now = 0;
   const decide: Decide = (rule, what, f) => {
     const tx = new Tx(state, outlet.guards, rule, now);
     try {
       f(tx);
     } catch (e) {
-      log(`kvctl policy: ${rule} threw on ${what}: ${(e as Error).stack ?? e} (nothing of its decision applied)`);
+      log(
+        `kvctl policy: ${rule} threw on ${what}: ${(e as Error).stack ?? e} (nothing of its decision applied)`,
+      );
       return false;
     }
     commit(tx, state, outlet);
     return true;
   };
   const peak = new Map<string, number>();
-  const retention = retentionFor(cfg, o.registry ?? new Registry(), o.decisionLog ?? null, (id, d) => {
-    // Taken up by the tool rule at the turn's end (observed after the gate's release).
-    state.programDecisions.delete(id);
-    state.programDecisions.set(id, d);
-    if (state.programDecisions.size > state.maxSessions) state.programDecisions.delete(state.programDecisions.keys().next().value as string);
-  }, durations, (id, worker) => {
-    const s = state.sessions.get(id);
-    return s && s.worker === worker ? reusableChain(s) : null;
-  });
+  const retention = retentionFor(
+    cfg,
+    o.registry ?? new Registry(),
+    o.decisionLog ?? null,
+    (id, d) => {
+      // Taken up by the tool rule at the turn's end (observed after the gate's release).
+      state.programDecisions.delete(id);
+      state.programDecisions.set(id, d);
+      if (state.programDecisions.size > state.maxSessions)
+        state.programDecisions.delete(state.programDecisions.keys().next().value as string);
+    },
+    durations,
+    (id, worker) => {
+      const s = state.sessions.get(id);
+      return s && s.worker === worker ? reusableChain(s) : null;
+    },
+  );
   return {
     name: "agent",
     programRetention: retention,
@@ -109,7 +139,12 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
   };
 }
 
-function createState(cfg: PoliciesConfig, budget: PinBudget, durations: DurationModel, o: AgentPolicyOptions): PolicyState {
+function createState(
+  cfg: PoliciesConfig,
+  budget: PinBudget,
+  durations: DurationModel,
+  o: AgentPolicyOptions,
+): PolicyState {
   return {
     cfg,
     sessions: new Map(),
@@ -147,20 +182,35 @@ function beginFinished(tx: PolicyTx, o: TurnFinished): void {
   const s = tx.session(o.sessionId);
   const page = tx.pageSizes.get(o.worker) ?? 1;
   let markerBlocks = s.markerBlocks;
-  for (const b of o.cacheMarkers?.breakpoints ?? []) markerBlocks = Math.max(markerBlocks, Math.floor(b.tokens / page));
+  for (const b of o.cacheMarkers?.breakpoints ?? [])
+    markerBlocks = Math.max(markerBlocks, Math.floor(b.tokens / page));
   const next = o.chain.length
     ? {
         chain: o.chain,
         reusableBlocks: transientFrom(o, tx) ?? o.chain.length,
-        promptBlocks: o.promptTokens ? Math.min(Math.floor(o.promptTokens.length / page), o.chain.length) : o.chain.length,
+        promptBlocks: o.promptTokens
+          ? Math.min(Math.floor(o.promptTokens.length / page), o.chain.length)
+          : o.chain.length,
         markerBlocks,
       }
     : {};
-  tx.patch(s.id, { prevChain: s.chain, prevWorker: s.worker, prevPromptBlocks: s.promptBlocks, ...next, worker: o.worker });
+  tx.patch(s.id, {
+    prevChain: s.chain,
+    prevWorker: s.worker,
+    prevPromptBlocks: s.promptBlocks,
+    ...next,
+    worker: o.worker,
+  });
 }
 
 /** The view brought up to date before the rules see ob; false: the rules do not see it. */
-function beforeRules(st: PolicyState, ob: Observation, outlet: Outlet, decide: Decide, log: (line: string) => void): boolean {
+function beforeRules(
+  st: PolicyState,
+  ob: Observation,
+  outlet: Outlet,
+  decide: Decide,
+  log: (line: string) => void,
+): boolean {
   switch (ob.type) {
     case "TurnStarted": {
       const id = ob.sessionId;
@@ -169,15 +219,21 @@ function beforeRules(st: PolicyState, ob: Observation, outlet: Outlet, decide: D
         const fresh = !tx.sessions.has(id);
         let s = tx.session(id);
         // The first turn's tenant owns the session (the gateway refuses other tenants' turns).
-        if (s.tenant === null && (ob.tenant ?? null) !== null) s = tx.patch(id, { tenant: ob.tenant ?? null });
+        if (s.tenant === null && (ob.tenant ?? null) !== null)
+          s = tx.patch(id, { tenant: ob.tenant ?? null });
         if (fresh && ob.stored) restoreSession(tx, s, ob.stored);
         else if (ob.stored) resyncSession(tx, s, ob.stored);
       });
     }
     case "TurnFinished":
       // Before the rules run: a hold this turn's end releases was still there when it was served.
-      if (ob.status === 200 && ob.usage.cachedTokens) st.budget.served(ob.worker, ob.chain.slice(0, Math.floor(ob.usage.cachedTokens / (st.pageSizes.get(ob.worker) ?? 1))));
-      if (ob.sessionId && ob.status === 200 && ob.chain.length) st.blockOwners.see(ob.sessionId, ob.chain);
+      if (ob.status === 200 && ob.usage.cachedTokens)
+        st.budget.served(
+          ob.worker,
+          ob.chain.slice(0, Math.floor(ob.usage.cachedTokens / (st.pageSizes.get(ob.worker) ?? 1))),
+        );
+      if (ob.sessionId && ob.status === 200 && ob.chain.length)
+        st.blockOwners.see(ob.sessionId, ob.chain);
       return decide(UPKEEP, ob.type, (tx) => beginFinished(tx, ob));
     case "WorkerJoined":
       st.pageSizes.set(ob.worker, ob.pageSize);
@@ -192,7 +248,13 @@ function beforeRules(st: PolicyState, ob: Observation, outlet: Outlet, decide: D
       return ackToRule(ob, outlet, decide, log);
     case "SessionHint":
       if (st.sessions.has(ob.sessionId)) return true;
-      decide(UPKEEP, ob.type, (tx) => tx.bad("hint_unknown_session", `${ob.event} for a session this replica has no turn of`, ob.sessionId));
+      decide(UPKEEP, ob.type, (tx) =>
+        tx.bad(
+          "hint_unknown_session",
+          `${ob.event} for a session this replica has no turn of`,
+          ob.sessionId,
+        ),
+      );
       return false;
     default:
       return true;
@@ -200,12 +262,24 @@ function beforeRules(st: PolicyState, ob: Observation, outlet: Outlet, decide: D
 }
 
 /** Hands an ack to the rule that sent the command, to decide on in a transaction of its own; false for a command no rule sent. */
-function ackToRule(ob: CommandAcked, outlet: Outlet, decide: Decide, log: (line: string) => void): boolean {
+function ackToRule(
+  ob: CommandAcked,
+  outlet: Outlet,
+  decide: Decide,
+  log: (line: string) => void,
+): boolean {
   const e = ob.command ? outlet.acks.get(ob.command) : undefined;
   if (!e) return false;
   outlet.metrics.acks.inc({ policy: e.policy, type: ob.commandType, status: ob.status });
-  if (ob.status === "rejected" || ob.status === "error" || ob.status === "failed" || ob.status === "dropped") {
-    log(`kvctl policy: ${e.policy} ${ob.commandType} to ${ob.worker} came back ${ob.status}${ob.detail ? `: ${ob.detail}` : ""}`);
+  if (
+    ob.status === "rejected" ||
+    ob.status === "error" ||
+    ob.status === "failed" ||
+    ob.status === "dropped"
+  ) {
+    log(
+      `kvctl policy: ${e.policy} ${ob.commandType} to ${ob.worker} came back ${ob.status}${ob.detail ? `: ${ob.detail}` : ""}`,
+    );
   }
   const onAck = e.onAck;
   if (onAck) decide(e.rule, ob.type, (tx) => onAck(ob, tx));
@@ -218,11 +292,19 @@ function afterRules(tx: PolicyTx, ob: Observation): void {
     tx.session(ob.sessionId);
     tx.patch(ob.sessionId, { inFlight: true, lastActivity: ob.at });
   } else if (ob.type === "TurnFinished" && ob.sessionId) {
-    if (tx.sessions.has(ob.sessionId)) tx.patch(ob.sessionId, { inFlight: false, lastActivity: ob.at });
+    if (tx.sessions.has(ob.sessionId))
+      tx.patch(ob.sessionId, { inFlight: false, lastActivity: ob.at });
   } else if (ob.type === "SessionHint" && ob.event === "close") tx.dropSession(ob.sessionId);
 }
 
-function updatePinGauges(st: PolicyState, metrics: PolicyMetrics, peak: Map<string, number>, ob: Observation, decide: Decide, log: (line: string) => void): void {
+function updatePinGauges(
+  st: PolicyState,
+  metrics: PolicyMetrics,
+  peak: Map<string, number>,
+  ob: Observation,
+  decide: Decide,
+  log: (line: string) => void,
+): void {
   const budgetBlocks = st.cfg.pins.budgetBlocks;
   for (const w of new Set([...st.pageSizes.keys(), ...peak.keys()])) {
     const used = st.budget.used(w);
@@ -232,9 +314,16 @@ function updatePinGauges(st: PolicyState, metrics: PolicyMetrics, peak: Map<stri
       const where = `after ${ob.type}${"sessionId" in ob && ob.sessionId ? ` of session ${ob.sessionId}` : ""}`;
       // Holds adopted from a session record are other replicas' too, taken before this view knew of
       // them: together they can pass the budget (the worker refuses what is past it). Past that, a bug.
-      const why = ob.type === "TurnStarted" && ob.stored ? "with the holds its session record names: other replicas' holds and this view's add up past it; the worker refuses what is past its budget" : "a bug: every rule asks the budget before it holds";
-      log(`kvctl policy: the pin-budget view of ${w} holds ${used} blocks, over its budget of ${budgetBlocks}, ${where} (${why})`);
-      decide(UPKEEP, ob.type, (tx) => tx.note("pin_budget", "over", where, { worker: w, used, holds: st.budget.groups(w) }));
+      const why =
+        ob.type === "TurnStarted" && ob.stored
+          ? "with the holds its session record names: other replicas' holds and this view's add up past it; the worker refuses what is past its budget"
+          : "a bug: every rule asks the budget before it holds";
+      log(
+        `kvctl policy: the pin-budget view of ${w} holds ${used} blocks, over its budget of ${budgetBlocks}, ${where} (${why})`,
+      );
+      decide(UPKEEP, ob.type, (tx) =>
+        tx.note("pin_budget", "over", where, { worker: w, used, holds: st.budget.groups(w) }),
+      );
     }
     if (used > (peak.get(w) ?? -1)) {
       peak.set(w, used);
@@ -244,4 +333,11 @@ function updatePinGauges(st: PolicyState, metrics: PolicyMetrics, peak: Map<stri
 }
 
 /** The agent policy as the factory createGateway takes (`policy: agentPolicy`). */
-export const agentPolicy: PolicyFactory = (env) => createAgentPolicy({ config: env.config, registry: env.registry, log: env.log, decisionLog: env.decisionLog, tenantCaps: env.tenantCaps });
+export const agentPolicy: PolicyFactory = (env) =>
+  createAgentPolicy({
+    config: env.config,
+    registry: env.registry,
+    log: env.log,
+    decisionLog: env.decisionLog,
+    tenantCaps: env.tenantCaps,
+  });

@@ -30,17 +30,30 @@ export function commit(tx: Tx<unknown>, st: PolicyState, o: Outlet): void {
 }
 
 function apply(s: Step, tx: Tx<unknown>, st: PolicyState, o: Outlet): void {
-  const line = (fields: Record<string, unknown>) => o.decisionLog?.(decisionLine(tx.now, "policy", fields));
+  const line = (fields: Record<string, unknown>) =>
+    o.decisionLog?.(decisionLine(tx.now, "policy", fields));
   switch (s.op) {
     case "emit":
       return applyEmit(s, tx, o, line);
     case "note":
-      o.metrics.decisions.inc({ policy: s.policy, action: s.action, reason: reasonLabel(s.reason) });
+      o.metrics.decisions.inc({
+        policy: s.policy,
+        action: s.action,
+        reason: reasonLabel(s.reason),
+      });
       return line({ policy: s.policy, action: s.action, reason: s.reason, ...s.fields });
     case "bad":
       o.metrics.badInput.inc({ kind: s.kind });
-      o.log(`kvctl policy: ${s.kind}${s.session !== null ? ` (session ${JSON.stringify(s.session)})` : ""}: ${s.message}`);
-      return line({ policy: "input", action: "bad_input", kind: s.kind, session: s.session, reason: s.message });
+      o.log(
+        `kvctl policy: ${s.kind}${s.session !== null ? ` (session ${JSON.stringify(s.session)})` : ""}: ${s.message}`,
+      );
+      return line({
+        policy: "input",
+        action: "bad_input",
+        kind: s.kind,
+        session: s.session,
+        reason: s.message,
+      });
     case "session":
       if (s.view === null) st.sessions.delete(s.id);
       else {
@@ -72,17 +85,35 @@ function apply(s: Step, tx: Tx<unknown>, st: PolicyState, o: Outlet): void {
   }
 }
 
-function applyEmit(s: Extract<Step, { op: "emit" }>, tx: Tx<unknown>, o: Outlet, line: (fields: Record<string, unknown>) => void): void {
+function applyEmit(
+  s: Extract<Step, { op: "emit" }>,
+  tx: Tx<unknown>,
+  o: Outlet,
+  line: (fields: Record<string, unknown>) => void,
+): void {
   const { pc, policy } = s;
   const type = pc.command.type;
   if (s.verdict !== "coalesced") o.guards.take(pc.worker, s.key, tx.now, s.verdict === "send");
   if (s.verdict !== "send") {
     o.metrics.guarded.inc({ policy, type, verdict: s.verdict });
-    line({ policy, action: type, worker: pc.worker, session: pc.sessionId ?? null, reason: pc.reason, verdict: s.verdict });
+    line({
+      policy,
+      action: type,
+      worker: pc.worker,
+      session: pc.sessionId ?? null,
+      reason: pc.reason,
+      verdict: s.verdict,
+    });
     return;
   }
   o.metrics.decisions.inc({ policy, action: type, reason: reasonLabel(pc.reason) });
-  line({ policy, action: type, worker: pc.worker, session: pc.sessionId ?? null, reason: pc.reason });
+  line({
+    policy,
+    action: type,
+    worker: pc.worker,
+    session: pc.sessionId ?? null,
+    reason: pc.reason,
+  });
   o.acks.set(pc.command, { policy, rule: tx.rule, onAck: s.onAck });
   o.out.push(pc);
 }

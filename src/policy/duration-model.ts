@@ -5,7 +5,12 @@ export class DurationModel {
   private readonly samples = new Map<string, number[]>();
 
   constructor(
-    private readonly o: { priorMeanSeconds: number; minSamples: number; maxSamples: number; maxTools: number },
+    private readonly o: {
+      priorMeanSeconds: number;
+      minSamples: number;
+      maxSamples: number;
+      maxTools: number;
+    },
   ) {}
 
   private key(name: string | null): string {
@@ -43,8 +48,12 @@ export class DurationModel {
   /** E[min(D, tau)]: how long a hold with TTL tau is held, on average (exact for both forms). */
   expectedMin(name: string | null, tau: number): number {
     const l = this.samples.get(name ?? "*") ?? [];
-    if (l.length >= this.o.minSamples) return l.reduce((a, x) => a + Math.min(x, tau), 0) / l.length;
-    const mean = Math.max(l.length ? l.reduce((a, b) => a + b, 0) / l.length : this.o.priorMeanSeconds, 1e-6);
+    if (l.length >= this.o.minSamples)
+      return l.reduce((a, x) => a + Math.min(x, tau), 0) / l.length;
+    const mean = Math.max(
+      l.length ? l.reduce((a, b) => a + b, 0) / l.length : this.o.priorMeanSeconds,
+      1e-6,
+    );
     return mean * (1 - Math.exp(-tau / mean));
   }
 
@@ -74,7 +83,14 @@ export interface KeepChoice {
  * blocks held for the expected hold time E[min(D, tau)] at the exchange rate. D is the longest of
  * the calls (they run in parallel; independent).
  */
-export function bestKeep(model: Pick<DurationModel, "cdf">, names: readonly (string | null)[], blocks: number, benefitSeconds: number, taus: readonly number[], holdCostPerBlockSecond: number): KeepChoice {
+export function bestKeep(
+  model: Pick<DurationModel, "cdf">,
+  names: readonly (string | null)[],
+  blocks: number,
+  benefitSeconds: number,
+  taus: readonly number[],
+  holdCostPerBlockSecond: number,
+): KeepChoice {
   const P = (t: number) => names.reduce((acc, n) => acc * model.cdf(n, t), 1);
   let best: KeepChoice | null = null;
   for (const tau of taus) {
@@ -84,7 +100,13 @@ export function bestKeep(model: Pick<DurationModel, "cdf">, names: readonly (str
     let hold = 0;
     for (let i = 0; i < steps; i++) hold += (1 - P(((i + 0.5) * tau) / steps)) * (tau / steps);
     const cost = blocks * hold * holdCostPerBlockSecond;
-    const c = { tauSeconds: tau, p, benefitSeconds: benefitSeconds, costSeconds: cost, net: p * benefitSeconds - cost };
+    const c = {
+      tauSeconds: tau,
+      p,
+      benefitSeconds: benefitSeconds,
+      costSeconds: cost,
+      net: p * benefitSeconds - cost,
+    };
     if (!best || c.net > best.net) best = c;
   }
   return best as KeepChoice;

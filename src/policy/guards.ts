@@ -23,13 +23,25 @@ export class CommandGuards {
   }
 
   /** What check would say now, after `pending` (commands passed but not yet taken) went out. Changes nothing. */
-  verdict(worker: string, key: string | null, essential: boolean, now: number, pending: readonly { worker: string; key: string | null }[]): GuardVerdict {
+  verdict(
+    worker: string,
+    key: string | null,
+    essential: boolean,
+    now: number,
+    pending: readonly { worker: string; key: string | null }[],
+  ): GuardVerdict {
     if (key !== null && this.o.coalesceMs > 0 && !essential) {
       const last = this.recent.get(key);
-      if ((last !== undefined && now - last < this.o.coalesceMs) || pending.some((p) => p.key === key)) return "coalesced";
+      if (
+        (last !== undefined && now - last < this.o.coalesceMs) ||
+        pending.some((p) => p.key === key)
+      )
+        return "coalesced";
     }
     const b = this.buckets.get(worker);
-    let tokens = b ? Math.min(this.o.burst, b.tokens + ((now - b.at) / 1000) * this.o.commandsPerSecond) : this.o.burst;
+    let tokens = b
+      ? Math.min(this.o.burst, b.tokens + ((now - b.at) / 1000) * this.o.commandsPerSecond)
+      : this.o.burst;
     for (const p of pending) if (p.worker === worker) tokens = Math.min(this.o.burst, tokens) - 1;
     return tokens < 1 && !essential ? "rate_limited" : "send";
   }

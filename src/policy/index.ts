@@ -6,5 +6,13 @@ export { agentPolicy, createAgentPolicy } from "./agent-policy.js";
 export type { AgentPolicy, AgentPolicyOptions } from "./agent-policy.js";
 export { defaultPoliciesConfig, policiesConfigSchema } from "../contract/policies-config.js";
 export type { PoliciesConfig, PoliciesConfigInput } from "../contract/policies-config.js";
-export { HINT_EVENTS, HINT_HEADER, HintError, MAX_BREAKPOINTS, parseCacheMarkers, parseHintBody, parseHintHeader } from "../gateway/index.js";
+export {
+  HINT_EVENTS,
+  HINT_HEADER,
+  HintError,
+  MAX_BREAKPOINTS,
+  parseCacheMarkers,
+  parseHintBody,
+  parseHintHeader,
+} from "../gateway/index.js";
 export type { MarkerSpec, ParsedMarkers } from "../gateway/index.js";

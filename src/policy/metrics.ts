@@ -16,14 +16,40 @@ export class PolicyMetrics {
 
   constructor(registry: Registry = new Registry()) {
     const registers = [registry];
-    const counter = <L extends string>(name: string, help: string, labelNames: L[]) => new Counter<L>({ name, help, labelNames, registers });
-    const gauge = <L extends string>(name: string, help: string, labelNames: L[]) => new Gauge<L>({ name, help, labelNames, registers });
-    this.decisions = counter("kvctl_policy_decisions_total", "Policy decisions by policy, action (a command type, or skip) and reason", ["policy", "action", "reason"]);
-    this.guarded = counter("kvctl_policy_guarded_total", "Commands the guards held back, by policy, command type and verdict (rate_limited, coalesced)", ["policy", "type", "verdict"]);
-    this.badInput = counter("kvctl_policy_bad_input_total", "Hints and markers the policies could not use, by kind (the request is still served)", ["kind"]);
-    this.acks = counter("kvctl_policy_acks_total", "Outcomes of policy commands as the policies saw them, by policy, type and status", ["policy", "type", "status"]);
-    this.pinBlocks = gauge("kvctl_policy_pin_budget_used_blocks", "Blocks the gateway holds pinned on each worker (its budget view)", ["worker"]);
-    this.pinPeak = gauge("kvctl_policy_pin_budget_peak_blocks", "Most blocks the gateway held pinned on each worker at once", ["worker"]);
+    const counter = <L extends string>(name: string, help: string, labelNames: L[]) =>
+      new Counter<L>({ name, help, labelNames, registers });
+    const gauge = <L extends string>(name: string, help: string, labelNames: L[]) =>
+      new Gauge<L>({ name, help, labelNames, registers });
+    this.decisions = counter(
+      "kvctl_policy_decisions_total",
+      "Policy decisions by policy, action (a command type, or skip) and reason",
+      ["policy", "action", "reason"],
+    );
+    this.guarded = counter(
+      "kvctl_policy_guarded_total",
+      "Commands the guards held back, by policy, command type and verdict (rate_limited, coalesced)",
+      ["policy", "type", "verdict"],
+    );
+    this.badInput = counter(
+      "kvctl_policy_bad_input_total",
+      "Hints and markers the policies could not use, by kind (the request is still served)",
+      ["kind"],
+    );
+    this.acks = counter(
+      "kvctl_policy_acks_total",
+      "Outcomes of policy commands as the policies saw them, by policy, type and status",
+      ["policy", "type", "status"],
+    );
+    this.pinBlocks = gauge(
+      "kvctl_policy_pin_budget_used_blocks",
+      "Blocks the gateway holds pinned on each worker (its budget view)",
+      ["worker"],
+    );
+    this.pinPeak = gauge(
+      "kvctl_policy_pin_budget_peak_blocks",
+      "Most blocks the gateway held pinned on each worker at once",
+      ["worker"],
+    );
     this.pinOutcomes = counter(
       "kvctl_policy_pinned_blocks_total",
       "Pinned blocks whose last hold went, by the kind of that hold and outcome: hit (served from the worker's cache while pinned) or wasted (never)",
@@ -36,7 +62,8 @@ export class PolicyMetrics {
       registers,
       collect: () => {
         this.pinOpen.reset();
-        for (const o of this.openPins()) this.pinOpen.set({ kind: o.kind, outcome: o.outcome }, o.blocks);
+        for (const o of this.openPins())
+          this.pinOpen.set({ kind: o.kind, outcome: o.outcome }, o.blocks);
       },
     });
     this.toolWait = new Histogram({

@@ -44,16 +44,19 @@ export class PinBudget {
     private readonly perWorker: number,
     private readonly global: number | null,
     /** Called once per pinned block as its last hold goes, with that hold's kind. */
-    private readonly onSettled: (kind: PinHold["kind"], outcome: PinOutcome) => void = () => undefined,
+    private readonly onSettled: (kind: PinHold["kind"], outcome: PinOutcome) => void = () =>
+      undefined,
   ) {}
 
   /** A copy that settles silently (a transaction's draft: what it settles counts once applied). */
   clone(): PinBudget {
     const c = new PinBudget(this.perWorker, this.global);
-    for (const [w, m] of this.byWorker) c.byWorker.set(w, new Map([...m].map(([h, l]) => [h, l.slice()])));
+    for (const [w, m] of this.byWorker)
+      c.byWorker.set(w, new Map([...m].map(([h, l]) => [h, l.slice()])));
     for (const w of this.full) c.full.add(w);
     for (const [w, hs] of this.hit) c.hit.set(w, new Set(hs));
-    for (const [w, bySession] of this.lostHolds) c.lostHolds.set(w, new Map([...bySession].map(([s, m]) => [s, new Map(m)])));
+    for (const [w, bySession] of this.lostHolds)
+      c.lostHolds.set(w, new Map([...bySession].map(([s, m]) => [s, new Map(m)])));
     c.now = this.now;
     return c;
   }
@@ -175,7 +178,8 @@ export class PinBudget {
   /** Blocks of `worker` held for this kind only (counted once however many holds of it). */
   usedBy(worker: string, kind: PinHold["kind"]): number {
     let n = 0;
-    for (const l of this.byWorker.get(worker)?.values() ?? []) if (l.some((p) => p.kind === kind)) n++;
+    for (const l of this.byWorker.get(worker)?.values() ?? [])
+      if (l.some((p) => p.kind === kind)) n++;
     return n;
   }
 
@@ -183,10 +187,18 @@ export class PinBudget {
    * How many of `hashes` (in order) may be pinned on `worker` now: blocks already pinned there are
    * free. `share` caps what one kind may hold of the per-worker budget (default: all of it).
    */
-  admit(worker: string, hashes: readonly bigint[], limit?: { kind: PinHold["kind"]; share: number }): number {
+  admit(
+    worker: string,
+    hashes: readonly bigint[],
+    limit?: { kind: PinHold["kind"]; share: number },
+  ): number {
     const m = this.byWorker.get(worker);
     let room = this.full.has(worker) ? 0 : this.perWorker - this.used(worker);
-    if (limit) room = Math.min(room, Math.floor(this.perWorker * limit.share) - this.usedBy(worker, limit.kind));
+    if (limit)
+      room = Math.min(
+        room,
+        Math.floor(this.perWorker * limit.share) - this.usedBy(worker, limit.kind),
+      );
     let groom = this.global === null ? Number.POSITIVE_INFINITY : this.global - this.usedGlobal();
     for (let i = 0; i < hashes.length; i++) {
       if (m?.has(hashes[i])) continue;
@@ -207,7 +219,12 @@ export class PinBudget {
   }
 
   /** Removes one hold of `session` (of that kind) per block; returns the hashes that had one. */
-  release(worker: string, hashes: readonly bigint[], session: string, kind?: PinHold["kind"]): bigint[] {
+  release(
+    worker: string,
+    hashes: readonly bigint[],
+    session: string,
+    kind?: PinHold["kind"],
+  ): bigint[] {
     const m = this.byWorker.get(worker);
     if (!m) return [];
     const out: bigint[] = [];
@@ -240,7 +257,8 @@ export class PinBudget {
   /** Distinct blocks, over every worker, that a hold of `session` or one held for it (`of`) pins. */
   heldFor(session: string): number {
     let n = 0;
-    for (const m of this.byWorker.values()) for (const l of m.values()) if (l.some((p) => p.session === session || p.of === session)) n++;
+    for (const m of this.byWorker.values())
+      for (const l of m.values()) if (l.some((p) => p.session === session || p.of === session)) n++;
     return n;
   }
 

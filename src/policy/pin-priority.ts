@@ -36,16 +36,29 @@ export interface PinCaps {
   perTenant: number | null;
 }
 
-export type PinPlan = { grant: true; preempt: HoldGroup[] } | { grant: false; refused: "session_cap" | "tenant_cap" | "budget"; preempt: [] };
+export type PinPlan =
+  | { grant: true; preempt: HoldGroup[] }
+  | { grant: false; refused: "session_cap" | "tenant_cap" | "budget"; preempt: [] };
 
 /** The cap `want` would go over with `usage` already held, or null. */
-export function overCap(caps: PinCaps, want: Pick<PinWant, "tenant" | "blocks">, usage: { session: number; tenant: number }): "session_cap" | "tenant_cap" | null {
-  if (caps.perSession !== null && usage.session + want.blocks > caps.perSession) return "session_cap";
-  if (caps.perTenant !== null && want.tenant !== null && usage.tenant + want.blocks > caps.perTenant) return "tenant_cap";
+export function overCap(
+  caps: PinCaps,
+  want: Pick<PinWant, "tenant" | "blocks">,
+  usage: { session: number; tenant: number },
+): "session_cap" | "tenant_cap" | null {
+  if (caps.perSession !== null && usage.session + want.blocks > caps.perSession)
+    return "session_cap";
+  if (
+    caps.perTenant !== null &&
+    want.tenant !== null &&
+    usage.tenant + want.blocks > caps.perTenant
+  )
+    return "tenant_cap";
   return null;
 }
 
-const later = (a: number | null, b: number | null): boolean => (a ?? Number.POSITIVE_INFINITY) > (b ?? Number.POSITIVE_INFINITY);
+const later = (a: number | null, b: number | null): boolean =>
+  (a ?? Number.POSITIVE_INFINITY) > (b ?? Number.POSITIVE_INFINITY);
 
 /** Whether `g` yields to `w`: a lower rank, or a lease expected back later than the wanted one. */
 function yields(g: HoldGroup, w: PinWant): boolean {
@@ -59,7 +72,13 @@ function yields(g: HoldGroup, w: PinWant): boolean {
  * What `want` may have with `room` blocks free: granted as is, granted once `preempt` is released,
  * or refused (its session or tenant over its cap with `usage` already held, or not enough below it).
  */
-export function planPin(groups: readonly HoldGroup[], want: PinWant, room: number, caps: PinCaps, usage: { session: number; tenant: number }): PinPlan {
+export function planPin(
+  groups: readonly HoldGroup[],
+  want: PinWant,
+  room: number,
+  caps: PinCaps,
+  usage: { session: number; tenant: number },
+): PinPlan {
   const capped = overCap(caps, want, usage);
   if (capped) return { grant: false, refused: capped, preempt: [] };
   let need = want.blocks - room;
@@ -67,7 +86,16 @@ export function planPin(groups: readonly HoldGroup[], want: PinWant, room: numbe
   // Markers before leases; among leases the one expected back last first; then the larger first.
   const victims = groups
     .filter((g) => g.freed > 0 && yields(g, want))
-    .sort((a, b) => rankOf(b.kind) - rankOf(a.kind) || (later(a.expectedReturnAt, b.expectedReturnAt) ? -1 : later(b.expectedReturnAt, a.expectedReturnAt) ? 1 : 0) || b.freed - a.freed);
+    .sort(
+      (a, b) =>
+        rankOf(b.kind) - rankOf(a.kind) ||
+        (later(a.expectedReturnAt, b.expectedReturnAt)
+          ? -1
+          : later(b.expectedReturnAt, a.expectedReturnAt)
+            ? 1
+            : 0) ||
+        b.freed - a.freed,
+    );
   const preempt: HoldGroup[] = [];
   for (const g of victims) {
     if (need <= 0) break;

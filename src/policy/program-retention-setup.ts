@@ -10,13 +10,20 @@ import type { ProgramRetention, SendPrefetch } from "../contract/policy.js";
 import { DurationModel } from "./duration-model.js";
 import { RetentionMetrics, RetentionRecorder } from "./program-retention.js";
 
-export type RetentionFor = (worker: string, pageSize: () => number, prefetch?: SendPrefetch) => ProgramRetention;
+export type RetentionFor = (
+  worker: string,
+  pageSize: () => number,
+  prefetch?: SendPrefetch,
+) => ProgramRetention;
 
 export function retentionFor(
   p: PoliciesConfig,
   registry: Registry,
   decisionLog: ((line: string) => void) | null,
-  onDecision?: (program: string, d: { action: "keep" | "park" | "let_go"; ttlSeconds: number }) => void,
+  onDecision?: (
+    program: string,
+    d: { action: "keep" | "park" | "let_go"; ttlSeconds: number },
+  ) => void,
   shared?: DurationModel,
   /** A program's blocks on `worker` (its session's chain there), or null when it has none there. */
   blocksOf?: (program: string, worker: string) => readonly bigint[] | null,
@@ -35,7 +42,18 @@ export function retentionFor(
   return (worker, pageSize, prefetch) => {
     metrics ??= new RetentionMetrics(registry);
     // A parked program's blocks come back before its next request is admitted (none known: it re-prefills).
-    const restore = prefetch && blocksOf ? (id: string) => prefetch(blocksOf(id, worker) ?? []) : undefined;
-    return new RetentionRecorder({ worker, model, learnsGaps, costs, pageSize, metrics, decisionLog, onDecision, restore });
+    const restore =
+      prefetch && blocksOf ? (id: string) => prefetch(blocksOf(id, worker) ?? []) : undefined;
+    return new RetentionRecorder({
+      worker,
+      model,
+      learnsGaps,
+      costs,
+      pageSize,
+      metrics,
+      decisionLog,
+      onDecision,
+      restore,
+    });
   };
 }

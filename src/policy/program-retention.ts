@@ -21,15 +21,31 @@ export class RetentionMetrics {
 
   constructor(registry: Registry) {
     const registers = [registry];
-    this.decisions = new Counter({ name: "kvctl_program_retention_decisions_total", help: "Tool-boundary decisions of program admission, by worker and action (keep, park, let_go)", labelNames: ["worker", "action"], registers });
+    this.decisions = new Counter({
+      name: "kvctl_program_retention_decisions_total",
+      help: "Tool-boundary decisions of program admission, by worker and action (keep, park, let_go)",
+      labelNames: ["worker", "action"],
+      registers,
+    });
     this.outcomes = new Counter({
       name: "kvctl_program_retention_outcomes_total",
       help: "What became of each decision: hit (came back while held), wasted (the hold ran out first or pressure took it), recomputed (let go and came back)",
       labelNames: ["worker", "action", "outcome"],
       registers,
     });
-    this.gaps = new Histogram({ name: "kvctl_program_gap_seconds", help: "Tool gaps of admitted programs: predicted at the decision and actual at the return", labelNames: ["kind"], buckets: [0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600], registers });
-    this.prefetches = new Counter({ name: "kvctl_program_prefetch_total", help: "Restores before a parked program's admission, by how they ended (timeout: admitted at the deadline)", labelNames: ["worker", "outcome"], registers });
+    this.gaps = new Histogram({
+      name: "kvctl_program_gap_seconds",
+      help: "Tool gaps of admitted programs: predicted at the decision and actual at the return",
+      labelNames: ["kind"],
+      buckets: [0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600],
+      registers,
+    });
+    this.prefetches = new Counter({
+      name: "kvctl_program_prefetch_total",
+      help: "Restores before a parked program's admission, by how they ended (timeout: admitted at the deadline)",
+      labelNames: ["worker", "outcome"],
+      registers,
+    });
   }
 }
 
@@ -74,27 +90,65 @@ export class RetentionRecorder implements ProgramRetention {
   }
 
   private line(fields: Record<string, unknown>): void {
-    this.o.decisionLog?.(decisionLine(this.now(), "retention", { worker: this.o.worker, ...fields }));
+    this.o.decisionLog?.(
+      decisionLine(this.now(), "retention", { worker: this.o.worker, ...fields }),
+    );
   }
 
-  decide(id: string, tokens: number, tools: readonly (string | null)[]): { action: RetentionAction; ttlSeconds: number } {
-    const d = decideRetention(this.o.model, tools, { ...this.o.costs, tokens, pageSize: this.o.pageSize() });
+  decide(
+    id: string,
+    tokens: number,
+    tools: readonly (string | null)[],
+  ): { action: RetentionAction; ttlSeconds: number } {
+    const d = decideRetention(this.o.model, tools, {
+      ...this.o.costs,
+      tokens,
+      pageSize: this.o.pageSize(),
+    });
     this.open.delete(id);
-    this.open.set(id, { action: d.action, tools, predicted: d.predictedGapSeconds, at: this.now(), settled: false });
-    if (this.open.size > (this.o.maxOpen ?? 100_000)) this.open.delete(this.open.keys().next().value as string);
+    this.open.set(id, {
+      action: d.action,
+      tools,
+      predicted: d.predictedGapSeconds,
+      at: this.now(),
+      settled: false,
+    });
+    if (this.open.size > (this.o.maxOpen ?? 100_000))
+      this.open.delete(this.open.keys().next().value as string);
     this.o.metrics.decisions.inc({ worker: this.o.worker, action: d.action });
     this.o.metrics.gaps.observe({ kind: "predicted" }, d.predictedGapSeconds);
     const w = d.waste;
-    this.line({ program: id, action: d.action, ttl_seconds: d.ttlSeconds, tokens, tools, predicted_gap_seconds: d.predictedGapSeconds, waste_keep: w.keep, waste_park: w.park, waste_let_go: w.letGo });
+    this.line({
+      program: id,
+      action: d.action,
+      ttl_seconds: d.ttlSeconds,
+      tokens,
+      tools,
+      predicted_gap_seconds: d.predictedGapSeconds,
+      waste_keep: w.keep,
+      waste_park: w.park,
+      waste_let_go: w.letGo,
+    });
     const out = { action: d.action, ttlSeconds: d.ttlSeconds };
     this.o.onDecision?.(id, out);
     return out;
   }
 
-  private settle(id: string, e: Open, outcome: RetentionOutcome, fields: Record<string, unknown>): void {
+  private settle(
+    id: string,
+    e: Open,
+    outcome: RetentionOutcome,
+    fields: Record<string, unknown>,
+  ): void {
     e.settled = true;
     this.o.metrics.outcomes.inc({ worker: this.o.worker, action: e.action, outcome });
-    this.line({ program: id, action: e.action, outcome, predicted_gap_seconds: e.predicted, ...fields });
+    this.line({
+      program: id,
+      action: e.action,
+      outcome,
+      predicted_gap_seconds: e.predicted,
+      ...fields,
+    });
   }
 
   lapsed(id: string, why: "ttl" | "lease" | "pressure"): void {
@@ -107,10 +161,20 @@ export class RetentionRecorder implements ProgramRetention {
     if (!e) return;
     this.open.delete(id);
     const actual = (this.now() - e.at) / 1000;
-    if (this.o.learnsGaps !== false) for (const t of e.tools.length ? e.tools : [null]) this.o.model.record(t, actual);
+    if (this.o.learnsGaps !== false)
+      for (const t of e.tools.length ? e.tools : [null]) this.o.model.record(t, actual);
     this.o.metrics.gaps.observe({ kind: "actual" }, actual);
-    if (!e.settled) this.settle(id, e, e.action === "let_go" ? "recomputed" : "hit", { actual_gap_seconds: actual });
-    else this.line({ program: id, action: e.action, predicted_gap_seconds: e.predicted, actual_gap_seconds: actual });
+    if (!e.settled)
+      this.settle(id, e, e.action === "let_go" ? "recomputed" : "hit", {
+        actual_gap_seconds: actual,
+      });
+    else
+      this.line({
+        program: id,
+        action: e.action,
+        predicted_gap_seconds: e.predicted,
+        actual_gap_seconds: actual,
+      });
   }
 
   prefetched(id: string, outcome: PrefetchOutcome | "timeout"): void {

@@ -40,7 +40,10 @@ export interface RetentionDecision {
 }
 
 /** P(D <= t) and E[min(D, t)] for D the longest of the calls (they run in parallel). */
-function gapOf(model: DurationModel, names: readonly (string | null)[]): { cdf: (t: number) => number; expectedMin: (t: number) => number } {
+function gapOf(
+  model: DurationModel,
+  names: readonly (string | null)[],
+): { cdf: (t: number) => number; expectedMin: (t: number) => number } {
   const cdf = (t: number) => names.reduce((acc, n) => acc * model.cdf(n, t), 1);
   if (names.length === 1) return { cdf, expectedMin: (t) => model.expectedMin(names[0], t) };
   // E[min(D, t)] = integral of P(D > x) over [0, t] (midpoint rule) for the max of several.
@@ -53,9 +56,23 @@ function gapOf(model: DurationModel, names: readonly (string | null)[]): { cdf: 
   return { cdf, expectedMin };
 }
 
-export function decideRetention(model: DurationModel, tools: readonly (string | null)[], c: RetentionCosts): RetentionDecision {
-  if (!(c.tokens >= 0 && c.pageSize > 0 && c.prefillTokensPerSecond > 0 && c.restoreTokensPerSecond > 0 && c.taus.length > 0)) {
-    throw new Error("retention: expected tokens >= 0, pageSize, prefillTokensPerSecond and restoreTokensPerSecond > 0, and at least one tau");
+export function decideRetention(
+  model: DurationModel,
+  tools: readonly (string | null)[],
+  c: RetentionCosts,
+): RetentionDecision {
+  if (
+    !(
+      c.tokens >= 0 &&
+      c.pageSize > 0 &&
+      c.prefillTokensPerSecond > 0 &&
+      c.restoreTokensPerSecond > 0 &&
+      c.taus.length > 0
+    )
+  ) {
+    throw new Error(
+      "retention: expected tokens >= 0, pageSize, prefillTokensPerSecond and restoreTokensPerSecond > 0, and at least one tau",
+    );
   }
   const names = tools.length ? tools : [null];
   const gap = gapOf(model, names);
@@ -64,17 +81,23 @@ export function decideRetention(model: DurationModel, tools: readonly (string | 
   let keep = Number.POSITIVE_INFINITY;
   let tau = 0;
   for (const t of c.taus) {
-    const w = blocks * gap.expectedMin(t) * c.deviceHoldCostPerBlockSecond + (1 - gap.cdf(t)) * recompute;
+    const w =
+      blocks * gap.expectedMin(t) * c.deviceHoldCostPerBlockSecond + (1 - gap.cdf(t)) * recompute;
     if (w < keep) {
       keep = w;
       tau = t;
     }
   }
-  const park = c.tokens / c.restoreTokensPerSecond + blocks * gap.expectedMin(c.leaseSeconds) * c.hostHoldCostPerBlockSecond + (1 - gap.cdf(c.leaseSeconds)) * recompute;
+  const park =
+    c.tokens / c.restoreTokensPerSecond +
+    blocks * gap.expectedMin(c.leaseSeconds) * c.hostHoldCostPerBlockSecond +
+    (1 - gap.cdf(c.leaseSeconds)) * recompute;
   const letGo = recompute;
   const predictedGapSeconds = Math.max(...names.map((n) => model.median(n)));
   const waste = { keep, park, letGo };
-  if (letGo <= park && letGo <= keep) return { action: "let_go", ttlSeconds: 0, predictedGapSeconds, waste };
-  if (park <= keep) return { action: "park", ttlSeconds: c.leaseSeconds, predictedGapSeconds, waste };
+  if (letGo <= park && letGo <= keep)
+    return { action: "let_go", ttlSeconds: 0, predictedGapSeconds, waste };
+  if (park <= keep)
+    return { action: "park", ttlSeconds: c.leaseSeconds, predictedGapSeconds, waste };
   return { action: "keep", ttlSeconds: tau, predictedGapSeconds, waste };
 }

@@ -62,7 +62,25 @@ export function reusableChain(s: SessionView): bigint[] {
 }
 
 export function newSessionView(id: string, now: number): SessionView {
-  return Object.freeze({ id, worker: null, chain: [], reusableBlocks: 0, promptBlocks: 0, markerBlocks: 0, prevChain: [], prevPromptBlocks: 0, prevWorker: null, inFlight: false, lastActivity: now, lease: null, leaseSeq: 0, paused: false, tool: null, reasoning: [], tenant: null });
+  return Object.freeze({
+    id,
+    worker: null,
+    chain: [],
+    reusableBlocks: 0,
+    promptBlocks: 0,
+    markerBlocks: 0,
+    prevChain: [],
+    prevPromptBlocks: 0,
+    prevWorker: null,
+    inFlight: false,
+    lastActivity: now,
+    lease: null,
+    leaseSeq: 0,
+    paused: false,
+    tool: null,
+    reasoning: [],
+    tenant: null,
+  });
 }
 
 /** A view with `patch` applied: a new frozen object, and so are the lease and tool wait it brings.
@@ -73,7 +91,9 @@ export function patched(s: SessionView, patch: Partial<SessionView>): SessionVie
 }
 
 export const SAFE_ID = (id: string): string =>
-  ID_PATTERN.test(id) && id.length <= MAX_ID_LENGTH - 8 ? id : `sha-${createHash("sha256").update(id).digest("hex").slice(0, 40)}`;
+  ID_PATTERN.test(id) && id.length <= MAX_ID_LENGTH - 8
+    ? id
+    : `sha-${createHash("sha256").update(id).digest("hex").slice(0, 40)}`;
 
 /**
  * The blocks of a pin command its ack says the worker did not pin: those it did not hold
@@ -82,7 +102,10 @@ export const SAFE_ID = (id: string): string =>
  * was evicted meanwhile says nothing about the budget. An ack without those fields (no answer, or
  * rejected) pinned the first `affected`; for a partial one the rest count as refused.
  */
-export function unpinned(pin: readonly bigint[], a: CommandAcked): { dropped: bigint[]; refused: number } {
+export function unpinned(
+  pin: readonly bigint[],
+  a: CommandAcked,
+): { dropped: bigint[]; refused: number } {
   if (a.status !== "partial" || (a.missing === undefined && a.skipped === undefined)) {
     const kept = a.status === "partial" ? (a.affected ?? 0) : 0;
     return { dropped: pin.slice(kept), refused: a.status === "partial" ? pin.length - kept : 0 };
@@ -90,7 +113,10 @@ export function unpinned(pin: readonly bigint[], a: CommandAcked): { dropped: bi
   const missing = new Set(a.missing ?? []);
   const found = pin.filter((h) => !missing.has(h));
   const refused = Math.min(a.skipped ?? 0, found.length);
-  return { dropped: [...pin.filter((h) => missing.has(h)), ...found.slice(found.length - refused)], refused };
+  return {
+    dropped: [...pin.filter((h) => missing.has(h)), ...found.slice(found.length - refused)],
+    refused,
+  };
 }
 
 /** Blocks both chains share from the start. */

@@ -38,7 +38,20 @@ export interface PolicyState {
   readonly tenantCaps: (tenant: string) => TenantPinCaps | null;
 }
 
-export type BudgetView = Pick<PinBudget, "used" | "usedGlobal" | "usedBy" | "admit" | "holdsOf" | "heldFor" | "workersOf" | "shareRoom" | "groups" | "holdsAt" | "wasLost">;
+export type BudgetView = Pick<
+  PinBudget,
+  | "used"
+  | "usedGlobal"
+  | "usedBy"
+  | "admit"
+  | "holdsOf"
+  | "heldFor"
+  | "workersOf"
+  | "shareRoom"
+  | "groups"
+  | "holdsAt"
+  | "wasLost"
+>;
 export type DurationsView = Pick<DurationModel, "cdf" | "expectedMin" | "median" | "count">;
 
 /** What a decision reads: the state when it began, with its own steps applied. */
@@ -79,7 +92,12 @@ export interface Effects<S = unknown> {
   note(policy: string, action: string, reason: string, fields?: Record<string, unknown>): void;
   bad(kind: string, message: string, session?: string | null): void;
   hold(worker: string, hashes: readonly bigint[], h: PinHold): void;
-  release(worker: string, hashes: readonly bigint[], session: string, kind?: PinHold["kind"]): bigint[];
+  release(
+    worker: string,
+    hashes: readonly bigint[],
+    session: string,
+    kind?: PinHold["kind"],
+  ): bigint[];
   lose(worker: string, hash: bigint, session: string, kind: PinHold["kind"]): void;
   keepLostOnly(worker: string, session: string, named: ReadonlySet<bigint>): void;
   markFull(worker: string): void;
@@ -96,12 +114,25 @@ export type PolicyTx<S = unknown> = PolicyView<S> & Effects<S>;
 export type AckDecision = (a: CommandAcked, tx: PolicyTx) => void;
 
 export type Step =
-  | { op: "emit"; policy: string; pc: PolicyCommand; verdict: GuardVerdict; key: string | null; onAck?: AckDecision }
+  | {
+      op: "emit";
+      policy: string;
+      pc: PolicyCommand;
+      verdict: GuardVerdict;
+      key: string | null;
+      onAck?: AckDecision;
+    }
   | { op: "note"; policy: string; action: string; reason: string; fields: Record<string, unknown> }
   | { op: "bad"; kind: string; message: string; session: string | null }
   | { op: "session"; id: string; view: SessionView | null; touch: boolean }
   | { op: "hold"; worker: string; hashes: readonly bigint[]; h: PinHold }
-  | { op: "release"; worker: string; hashes: readonly bigint[]; session: string; kind?: PinHold["kind"] }
+  | {
+      op: "release";
+      worker: string;
+      hashes: readonly bigint[];
+      session: string;
+      kind?: PinHold["kind"];
+    }
   | { op: "lose"; worker: string; hash: bigint; session: string; kind: PinHold["kind"] }
   | { op: "keepLostOnly"; worker: string; session: string; named: ReadonlySet<bigint> }
   | { op: "markFull"; worker: string }
@@ -186,10 +217,22 @@ export class Tx<S = unknown> implements PolicyTx<S> {
   }
 
   emit(policy: string, pc: PolicyCommand, opts: EmitOptions<S> = {}): boolean {
-    const key = opts.coalesce === undefined || opts.coalesce === null ? null : `${pc.command.type}|${pc.worker}|${opts.coalesce}`;
-    const pending = this.steps.flatMap((s) => (s.op === "emit" && s.verdict === "send" ? [{ worker: s.pc.worker, key: s.key }] : []));
+    const key =
+      opts.coalesce === undefined || opts.coalesce === null
+        ? null
+        : `${pc.command.type}|${pc.worker}|${opts.coalesce}`;
+    const pending = this.steps.flatMap((s) =>
+      s.op === "emit" && s.verdict === "send" ? [{ worker: s.pc.worker, key: s.key }] : [],
+    );
     const verdict = this.guards.verdict(pc.worker, key, opts.essential === true, this.now, pending);
-    this.steps.push({ op: "emit", policy, pc, verdict, key, onAck: opts.onAck as AckDecision | undefined });
+    this.steps.push({
+      op: "emit",
+      policy,
+      pc,
+      verdict,
+      key,
+      onAck: opts.onAck as AckDecision | undefined,
+    });
     return verdict === "send";
   }
 
@@ -211,7 +254,12 @@ export class Tx<S = unknown> implements PolicyTx<S> {
     this.steps.push({ op: "hold", worker, hashes, h: { ...h } });
   }
 
-  release(worker: string, hashes: readonly bigint[], session: string, kind?: PinHold["kind"]): bigint[] {
+  release(
+    worker: string,
+    hashes: readonly bigint[],
+    session: string,
+    kind?: PinHold["kind"],
+  ): bigint[] {
     this.steps.push({ op: "release", worker, hashes, session, kind });
     return this.budgetDraft().release(worker, hashes, session, kind);
   }

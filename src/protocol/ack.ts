@@ -8,7 +8,14 @@ import { int64ListOf, isCount, isId } from "./fast-validate.js";
 import { JsonDuplicateKeyError, parseJson, stringifyInt64List, stringifyJson } from "./json.js";
 import { ACK_KEYS } from "./wire-tables.js";
 
-export const ACK_STATUSES = ["applied", "partial", "noop", "duplicate", "rejected", "error"] as const;
+export const ACK_STATUSES = [
+  "applied",
+  "partial",
+  "noop",
+  "duplicate",
+  "rejected",
+  "error",
+] as const;
 export const AckStatusSchema = z.enum(ACK_STATUSES);
 export type AckStatus = (typeof ACK_STATUSES)[number];
 
@@ -53,7 +60,8 @@ export function encodeAck(ack: Ack): string {
     `"tiers":${stringifyJson(ack.tiers)},"lease":${ack.lease === null ? "null" : stringifyJson(ack.lease)},` +
     `"epoch":${ack.epoch === null ? "null" : ack.epoch},"elapsed_us":${ack.elapsed_us}`;
   for (const key of Object.keys(ack)) {
-    if (!ACK_KEY_SET.has(key)) out += `,${JSON.stringify(key)}:${stringifyJson((ack as Record<string, unknown>)[key])}`;
+    if (!ACK_KEY_SET.has(key))
+      out += `,${JSON.stringify(key)}:${stringifyJson((ack as Record<string, unknown>)[key])}`;
   }
   return out + "}";
 }
@@ -106,7 +114,13 @@ function fastAck(raw: unknown): Ack | null {
   if (!(a.id === null || isId(a.id))) return null;
   if (typeof a.worker_id !== "string" || a.worker_id.length === 0) return null;
   if (!(a.type === null || TYPE_SET.has(a.type)) || !STATUS_SET.has(a.status)) return null;
-  if (!isCount(a.requested) || !isCount(a.affected) || !isCount(a.skipped) || !isCount(a.elapsed_us)) return null;
+  if (
+    !isCount(a.requested) ||
+    !isCount(a.affected) ||
+    !isCount(a.skipped) ||
+    !isCount(a.elapsed_us)
+  )
+    return null;
   if (!(a.reason === null || typeof a.reason === "string") || a.lease !== null) return null;
   if (!(a.epoch === null || isCount(a.epoch))) return null;
   const tiers = a.tiers;
@@ -120,6 +134,25 @@ function fastAck(raw: unknown): Ack | null {
 }
 
 /** A blank ack to fill in (all counts zero, nothing missing). */
-export function blankAck(workerId: string, id: string | null, type: CommandType | null, status: AckStatus): Ack {
-  return { id, worker_id: workerId, type, status, requested: 0, affected: 0, skipped: 0, missing: [], reason: null, tiers: {}, lease: null, epoch: null, elapsed_us: 0 };
+export function blankAck(
+  workerId: string,
+  id: string | null,
+  type: CommandType | null,
+  status: AckStatus,
+): Ack {
+  return {
+    id,
+    worker_id: workerId,
+    type,
+    status,
+    requested: 0,
+    affected: 0,
+    skipped: 0,
+    missing: [],
+    reason: null,
+    tiers: {},
+    lease: null,
+    epoch: null,
+    elapsed_us: 0,
+  };
 }

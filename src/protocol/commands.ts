@@ -2,7 +2,16 @@
 // far more likely a typo (`ttl_second`) than a feature, and on a privileged plane a typo that is
 // silently ignored (a pin without its TTL) is worse than a rejection.
 import { z } from "zod";
-import { count, deadlineMs, idString, int64, int64List, storageKeyList, tokenIdList, ttlSeconds } from "./fields.js";
+import {
+  count,
+  deadlineMs,
+  idString,
+  int64,
+  int64List,
+  storageKeyList,
+  tokenIdList,
+  ttlSeconds,
+} from "./fields.js";
 
 export const CacheSchema = z.strictObject({
   type: z.literal("Cache"),
@@ -114,7 +123,12 @@ export const CommandSchema = z.discriminatedUnion(
     PrefetchSchema,
     InspectSchema,
   ],
-  { error: (iss) => (iss.code === "invalid_union" ? `unknown command type ${describeType(iss.input)} (expected one of ${COMMAND_TYPES.join(", ")})` : undefined) },
+  {
+    error: (iss) =>
+      iss.code === "invalid_union"
+        ? `unknown command type ${describeType(iss.input)} (expected one of ${COMMAND_TYPES.join(", ")})`
+        : undefined,
+  },
 );
 
 function describeType(input: unknown): string {

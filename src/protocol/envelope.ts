@@ -11,7 +11,10 @@ import { ENVELOPE_VERSION } from "./limits.js";
 import { uuidv7 } from "./uuidv7.js";
 
 export const EnvelopeSchema = z.strictObject({
-  version: z.literal(ENVELOPE_VERSION, { error: (iss) => `unsupported envelope version ${JSON.stringify(iss.input)} (this side speaks ${ENVELOPE_VERSION})` }),
+  version: z.literal(ENVELOPE_VERSION, {
+    error: (iss) =>
+      `unsupported envelope version ${JSON.stringify(iss.input)} (this side speaks ${ENVELOPE_VERSION})`,
+  }),
   id: idString,
   issued_at_ms: count,
   command: CommandSchema,
@@ -28,7 +31,11 @@ export function validateCommand(command: unknown): Command {
 }
 
 /** Wraps a validated command in a fresh envelope (new UUIDv7 idempotency id). */
-export function makeEnvelope(command: Command, id: string = uuidv7(), issuedAtMs: number = Date.now()): Envelope {
+export function makeEnvelope(
+  command: Command,
+  id: string = uuidv7(),
+  issuedAtMs: number = Date.now(),
+): Envelope {
   return { version: ENVELOPE_VERSION, id, issued_at_ms: issuedAtMs, command };
 }
 
@@ -40,7 +47,13 @@ export function encodeEnvelope(envelope: Envelope): string {
 
 export type DecodedBody =
   | { ok: true; bare: boolean; id: string | null; issuedAtMs: number | null; command: Command }
-  | { ok: false; bare: boolean; id: string | null; type: CommandType | null; error: CommandValidationError };
+  | {
+      ok: false;
+      bare: boolean;
+      id: string | null;
+      type: CommandType | null;
+      error: CommandValidationError;
+    };
 
 /** Bytes or text off the wire -> a command, or a rejection naming the field. Never throws. */
 export function decodeBody(body: string | Uint8Array): DecodedBody {
@@ -49,13 +62,31 @@ export function decodeBody(body: string | Uint8Array): DecodedBody {
     raw = parseJson(body);
   } catch (e) {
     if (e instanceof JsonDuplicateKeyError) {
-      return { ok: false, bare: false, id: null, type: null, error: new CommandValidationError([{ field: fieldPath(e.path), message: "duplicate key" }]) };
+      return {
+        ok: false,
+        bare: false,
+        id: null,
+        type: null,
+        error: new CommandValidationError([{ field: fieldPath(e.path), message: "duplicate key" }]),
+      };
     }
     const msg = e instanceof JsonSyntaxError ? e.message : String(e);
-    return { ok: false, bare: false, id: null, type: null, error: new CommandValidationError([{ field: "body", message: `not JSON: ${msg}` }]) };
+    return {
+      ok: false,
+      bare: false,
+      id: null,
+      type: null,
+      error: new CommandValidationError([{ field: "body", message: `not JSON: ${msg}` }]),
+    };
   }
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-    return { ok: false, bare: false, id: null, type: null, error: new CommandValidationError([{ field: "body", message: "expected a JSON object" }]) };
+    return {
+      ok: false,
+      bare: false,
+      id: null,
+      type: null,
+      error: new CommandValidationError([{ field: "body", message: "expected a JSON object" }]),
+    };
   }
   const obj = raw as Record<string, unknown>;
   // An envelope has `command` or `version`; anything else is read as a bare command.
@@ -70,13 +101,23 @@ export function decodeBody(body: string | Uint8Array): DecodedBody {
   const fast = fastEnvelope(obj);
   if (fast) return { ok: true, bare, ...fast };
   const r = EnvelopeSchema.safeParse(obj);
-  if (r.success) return { ok: true, bare, id: r.data.id, issuedAtMs: r.data.issued_at_ms, command: r.data.command };
+  if (r.success)
+    return {
+      ok: true,
+      bare,
+      id: r.data.id,
+      issuedAtMs: r.data.issued_at_ms,
+      command: r.data.command,
+    };
   // Echo the id and type when they are readable, so the sender can match the rejection.
   const id = typeof obj.id === "string" && idString.safeParse(obj.id).success ? obj.id : null;
-  const inner = obj.command && typeof obj.command === "object" ? (obj.command as Record<string, unknown>) : {};
+  const inner =
+    obj.command && typeof obj.command === "object" ? (obj.command as Record<string, unknown>) : {};
   return { ok: false, bare, id, type: typeOf(inner), error: fromZodError(r.error) };
 }
 
 function typeOf(obj: Record<string, unknown>): CommandType | null {
-  return (COMMAND_TYPES as readonly unknown[]).includes(obj.type) ? (obj.type as CommandType) : null;
+  return (COMMAND_TYPES as readonly unknown[]).includes(obj.type)
+    ? (obj.type as CommandType)
+    : null;
 }

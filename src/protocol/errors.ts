@@ -26,7 +26,10 @@ export function fieldPath(path: readonly PropertyKey[]): string {
   return out;
 }
 
-export function fromZodError(error: z.ZodError, prefix: readonly PropertyKey[] = []): CommandValidationError {
+export function fromZodError(
+  error: z.ZodError,
+  prefix: readonly PropertyKey[] = [],
+): CommandValidationError {
   return new CommandValidationError(
     error.issues.map((issue) => {
       let path = [...prefix, ...issue.path];
@@ -34,7 +37,8 @@ export function fromZodError(error: z.ZodError, prefix: readonly PropertyKey[] =
       if (issue.code === "unrecognized_keys") {
         // Name the unknown key itself, which is what a reader of the reason wants to see.
         path = [...path, issue.keys[0] ?? "?"];
-        message = issue.keys.length > 1 ? `unknown fields ${issue.keys.join(", ")}` : "unknown field";
+        message =
+          issue.keys.length > 1 ? `unknown fields ${issue.keys.join(", ")}` : "unknown field";
       }
       return { field: fieldPath(path) || "body", message };
     }),

@@ -5,7 +5,14 @@
 import { type Command, type CommandType, TargetTierSchema } from "./commands.js";
 import { ID_PATTERN, STORAGE_KEY_PATTERN } from "./fields.js";
 import { INT64_MAX, INT64_MIN, toInt64 } from "./int64.js";
-import { ENVELOPE_VERSION, MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_PREFETCH_DEADLINE_MS, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
+import {
+  ENVELOPE_VERSION,
+  MAX_ID_LENGTH,
+  MAX_LIST_ENTRIES,
+  MAX_PREFETCH_DEADLINE_MS,
+  MAX_TOKEN_IDS,
+  MAX_TTL_SECONDS,
+} from "./limits.js";
 import { COMMAND_SPECS, type FieldCheck } from "./wire-tables.js";
 // Module-local copies: the hot loops read them per hash, and a bundler may turn an imported
 // binding into a getter call.
@@ -57,17 +64,29 @@ function check(kind: FieldCheck, v: unknown, owned: boolean): unknown {
     case "bool":
       return typeof v === "boolean" ? v : FAIL;
     case "ttl":
-      return typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_TTL_SECONDS ? v : FAIL;
+      return typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_TTL_SECONDS
+        ? v
+        : FAIL;
     case "deadline":
-      return typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_PREFETCH_DEADLINE_MS ? v : FAIL;
+      return typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= MAX_PREFETCH_DEADLINE_MS
+        ? v
+        : FAIL;
     case "id":
       return isId(v) ? v : FAIL;
     case "count":
       return isCount(v) ? v : FAIL;
     case "keys":
-      return Array.isArray(v) && v.length <= MAX_LIST_ENTRIES && v.every((k) => typeof k === "string" && STORAGE_KEY_PATTERN.test(k)) ? [...v] : FAIL;
+      return Array.isArray(v) &&
+        v.length <= MAX_LIST_ENTRIES &&
+        v.every((k) => typeof k === "string" && STORAGE_KEY_PATTERN.test(k))
+        ? [...v]
+        : FAIL;
     case "tokens":
-      return Array.isArray(v) && v.length <= MAX_TOKEN_IDS && v.every((t) => typeof t === "number" && Number.isInteger(t) && t >= 0 && t <= 2 ** 31 - 1) ? [...v] : FAIL;
+      return Array.isArray(v) &&
+        v.length <= MAX_TOKEN_IDS &&
+        v.every((t) => typeof t === "number" && Number.isInteger(t) && t >= 0 && t <= 2 ** 31 - 1)
+        ? [...v]
+        : FAIL;
     case "tier":
       return TIER_SET.has(v) ? v : FAIL;
   }
@@ -110,7 +129,9 @@ export function fastCommand(raw: unknown, owned = false): Command | null {
 }
 
 /** A validated envelope's parts, or null: "ask the schema". `raw` must be freshly decoded (owned). */
-export function fastEnvelope(raw: Record<string, unknown>): { id: string; issuedAtMs: number; command: Command } | null {
+export function fastEnvelope(
+  raw: Record<string, unknown>,
+): { id: string; issuedAtMs: number; command: Command } | null {
   if (raw.version !== ENVELOPE_VERSION) return null;
   const id = raw.id;
   const at = raw.issued_at_ms;

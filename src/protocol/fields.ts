@@ -2,7 +2,13 @@
 // transform rather than one zod schema per element, which keeps a 64k-hash command cheap.
 import { z } from "zod";
 import { toInt64 } from "./int64.js";
-import { MAX_ID_LENGTH, MAX_LIST_ENTRIES, MAX_PREFETCH_DEADLINE_MS, MAX_TOKEN_IDS, MAX_TTL_SECONDS } from "./limits.js";
+import {
+  MAX_ID_LENGTH,
+  MAX_LIST_ENTRIES,
+  MAX_PREFETCH_DEADLINE_MS,
+  MAX_TOKEN_IDS,
+  MAX_TTL_SECONDS,
+} from "./limits.js";
 
 /** One int64 (bigint, exact integer number, or decimal string on input; bigint on output). */
 export const int64 = z.unknown().transform((value, ctx): bigint => {
@@ -17,11 +23,19 @@ export const int64 = z.unknown().transform((value, ctx): bigint => {
 /** A list of int64 block hashes, at most MAX_LIST_ENTRIES long. */
 export const int64List = z.unknown().transform((value, ctx): bigint[] => {
   if (!Array.isArray(value)) {
-    ctx.issues.push({ code: "custom", message: `expected an array of int64, got ${describe(value)}`, input: value });
+    ctx.issues.push({
+      code: "custom",
+      message: `expected an array of int64, got ${describe(value)}`,
+      input: value,
+    });
     return z.NEVER;
   }
   if (value.length > MAX_LIST_ENTRIES) {
-    ctx.issues.push({ code: "custom", message: `${value.length} entries is over the limit of ${MAX_LIST_ENTRIES}`, input: value.length });
+    ctx.issues.push({
+      code: "custom",
+      message: `${value.length} entries is over the limit of ${MAX_LIST_ENTRIES}`,
+      input: value.length,
+    });
     return z.NEVER;
   }
   const out = new Array<bigint>(value.length);
@@ -49,7 +63,8 @@ export const ttlSeconds = z
   .max(MAX_TTL_SECONDS, `must be at most ${MAX_TTL_SECONDS} seconds (30 days)`);
 
 /** The description that marks a deadline in the JSON Schema (the table generator reads it). */
-export const DEADLINE_DESCRIPTION = "Deadline in whole milliseconds from the worker's receipt of the command.";
+export const DEADLINE_DESCRIPTION =
+  "Deadline in whole milliseconds from the worker's receipt of the command.";
 
 /** A worker-side deadline in whole milliseconds: positive and bounded (a caller waits on it). */
 export const deadlineMs = z
@@ -73,12 +88,22 @@ export const idString = z
 
 /** Storage keys (SHA-256 hex), as Warm carries them. */
 export const storageKeyList = z
-  .array(z.string().regex(STORAGE_KEY_PATTERN, "must be a SHA-256 hex digest (64 lowercase hex characters)"))
+  .array(
+    z
+      .string()
+      .regex(STORAGE_KEY_PATTERN, "must be a SHA-256 hex digest (64 lowercase hex characters)"),
+  )
   .max(MAX_LIST_ENTRIES, `must have at most ${MAX_LIST_ENTRIES} entries`);
 
 /** Token ids for Warm. */
 export const tokenIdList = z
-  .array(z.number().int().min(0).max(2 ** 31 - 1))
+  .array(
+    z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1),
+  )
   .max(MAX_TOKEN_IDS, `must have at most ${MAX_TOKEN_IDS} entries`);
 
 /** Non-negative safe integer (counts, epochs, timestamps). */

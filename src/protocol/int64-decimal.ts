@@ -23,7 +23,10 @@ const scratch = new Uint8Array(20);
 
 /** Exact decimal text of an int64 bigint (the caller checks the range). */
 export function int64ToDecimal(v: bigint): string {
-  return String.fromCharCode.apply(null, scratch.subarray(0, writeInt64(scratch, 0, v)) as unknown as number[]);
+  return String.fromCharCode.apply(
+    null,
+    scratch.subarray(0, writeInt64(scratch, 0, v)) as unknown as number[],
+  );
 }
 
 /**
@@ -51,13 +54,13 @@ export function writeInt64(b: Uint8Array, n: number, v: bigint): number {
   // Quotients by 1e8 as a multiply plus a one-step fix (a division costs several multiplies).
   let carry = Math.floor(low * 1e-8);
   let c0 = low - carry * 1e8;
-  if (c0 < 0) (carry--, (c0 += 1e8));
-  else if (c0 >= 1e8) (carry++, (c0 -= 1e8));
+  if (c0 < 0) carry--, (c0 += 1e8);
+  else if (c0 >= 1e8) carry++, (c0 -= 1e8);
   const upper = hh * 2814749 + hl * 42 + carry; // m = upper*1e8 + c0, upper < 1e12
   let c2 = Math.floor(upper * 1e-8); // < 1e4
   let c1 = upper - c2 * 1e8;
-  if (c1 < 0) (c2--, (c1 += 1e8));
-  else if (c1 >= 1e8) (c2++, (c1 -= 1e8));
+  if (c1 < 0) c2--, (c1 += 1e8);
+  else if (c1 >= 1e8) c2++, (c1 -= 1e8);
   if (c2 > 0) return writeChunk8(b, writeChunk8(b, writeLeading(b, n, c2), c1), c0);
   if (c1 > 0) return writeChunk8(b, writeLeading(b, n, c1), c0);
   return writeLeading(b, n, c0);
@@ -65,7 +68,22 @@ export function writeInt64(b: Uint8Array, n: number, v: bigint): number {
 
 /** 0 <= v < 1e8 without leading zeros; returns the new end. */
 export function writeLeading(b: Uint8Array, n: number, v: number): number {
-  const digits = v >= 1e4 ? (v >= 1e6 ? (v >= 1e7 ? 8 : 7) : v >= 1e5 ? 6 : 5) : v >= 100 ? (v >= 1000 ? 4 : 3) : v >= 10 ? 2 : 1;
+  const digits =
+    v >= 1e4
+      ? v >= 1e6
+        ? v >= 1e7
+          ? 8
+          : 7
+        : v >= 1e5
+          ? 6
+          : 5
+      : v >= 100
+        ? v >= 1000
+          ? 4
+          : 3
+        : v >= 10
+          ? 2
+          : 1;
   const end = n + digits;
   let e = end;
   let x = v | 0;
@@ -128,7 +146,12 @@ export function int64FromDecimalParts(hi: number, lo: number, negative: boolean)
  * The int64 `head * scale + tail` where `head` < 10^15, `scale` = 10^k (k <= 4) and
  * `tail` < scale: the parser's one-pass split of a 16-19 digit literal. Null if outside int64.
  */
-export function int64FromHeadTail(head: number, scale: number, tail: number, negative: boolean): bigint | null {
+export function int64FromHeadTail(
+  head: number,
+  scale: number,
+  tail: number,
+  negative: boolean,
+): bigint | null {
   const headHi = Math.floor(head / TWO32); // < 2^18
   const headLo = head - headHi * TWO32;
   const low = headLo * scale + tail; // < 2^32 * 10^4 + 10^4 < 2^46

@@ -17,10 +17,12 @@ export function toInt64(value: unknown): bigint | string {
   else if (typeof value === "number") {
     if (!Number.isInteger(value)) return `expected an int64, got ${value}`;
     // Past 2^53 a double may already be the rounded image of another literal: refuse it.
-    if (!Number.isSafeInteger(value)) return `integer ${value} is not exact as a double; send it as a JSON integer literal or a decimal string`;
+    if (!Number.isSafeInteger(value))
+      return `integer ${value} is not exact as a double; send it as a JSON integer literal or a decimal string`;
     v = BigInt(value);
   } else if (typeof value === "string") {
-    if (!DECIMAL.test(value)) return `expected a decimal int64 string, got ${JSON.stringify(value.slice(0, 40))}`;
+    if (!DECIMAL.test(value))
+      return `expected a decimal int64 string, got ${JSON.stringify(value.slice(0, 40))}`;
     v = BigInt(value);
   } else return `expected an int64, got ${value === null ? "null" : typeof value}`;
   if (v < INT64_MIN || v > INT64_MAX) return `${v} is outside the signed 64-bit range`;

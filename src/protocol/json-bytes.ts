@@ -82,7 +82,9 @@ class ByteWriter {
       case "bigint":
         return v >= MIN && v <= MAX ? this.int64(v) : this.ascii(v.toString());
       case "number":
-        return Number.isSafeInteger(v) && v >= 0 && !Object.is(v, -0) ? this.uint(v) : this.ascii(stringifyJson(v));
+        return Number.isSafeInteger(v) && v >= 0 && !Object.is(v, -0)
+          ? this.uint(v)
+          : this.ascii(stringifyJson(v));
       case "boolean":
         return this.ascii(v ? "true" : "false");
       case "object": {
@@ -207,4 +209,18 @@ export function encodeAckBytes(ack: Ack): Uint8Array {
     writer.n = 0;
   }
 }
-const ACK_KEYS = new Set(["id", "worker_id", "type", "status", "requested", "affected", "skipped", "missing", "reason", "tiers", "lease", "epoch", "elapsed_us"]);
+const ACK_KEYS = new Set([
+  "id",
+  "worker_id",
+  "type",
+  "status",
+  "requested",
+  "affected",
+  "skipped",
+  "missing",
+  "reason",
+  "tiers",
+  "lease",
+  "epoch",
+  "elapsed_us",
+]);

@@ -19,7 +19,8 @@ const MAX_MARK = "@int64-max";
 
 /** int64: a JSON integer literal in the signed 64-bit range, or the same number as a decimal string. */
 const INT64_JSON = {
-  description: "Signed 64-bit integer: a JSON integer literal (exact, never rounded) or a decimal string.",
+  description:
+    "Signed 64-bit integer: a JSON integer literal (exact, never rounded) or a decimal string.",
   anyOf: [
     { type: "integer", minimum: MIN_MARK, maximum: MAX_MARK },
     { type: "string", pattern: "^-?(0|[1-9][0-9]*)$", maxLength: 20 },
@@ -33,7 +34,8 @@ function jsonSchemaOf(schema: z.ZodType): Record<string, unknown> {
     override: (ctx) => {
       const js = ctx.jsonSchema as Record<string, unknown>;
       if (ctx.zodSchema === int64) Object.assign(js, INT64_JSON);
-      if (ctx.zodSchema === int64List) Object.assign(js, { type: "array", maxItems: MAX_LIST_ENTRIES, items: INT64_JSON });
+      if (ctx.zodSchema === int64List)
+        Object.assign(js, { type: "array", maxItems: MAX_LIST_ENTRIES, items: INT64_JSON });
     },
   }) as Record<string, unknown>;
   delete out.$schema;
@@ -44,7 +46,8 @@ function exactBounds(v: unknown): unknown {
   if (v === MIN_MARK) return INT64_MIN;
   if (v === MAX_MARK) return INT64_MAX;
   if (Array.isArray(v)) return v.map(exactBounds);
-  if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, exactBounds(x)]));
+  if (v && typeof v === "object")
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, exactBounds(x)]));
   return v;
 }
 
@@ -61,7 +64,11 @@ export function protocolJsonSchema(): Record<string, unknown> {
       "deeper than 64 containers is refused; an integer outside int64 is refused, never wrapped or rounded. " +
       "test/fixtures/protocol/ holds the conformance corpus both codecs run.",
     anyOf: [{ $ref: "#/$defs/Envelope" }, { $ref: "#/$defs/Command" }],
-    $defs: { Envelope: envelope, Command: jsonSchemaOf(CommandSchema), Ack: jsonSchemaOf(AckSchema) },
+    $defs: {
+      Envelope: envelope,
+      Command: jsonSchemaOf(CommandSchema),
+      Ack: jsonSchemaOf(AckSchema),
+    },
   };
 }
 

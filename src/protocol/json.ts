@@ -15,7 +15,10 @@ const fromHeadTail = int64FromHeadTail;
 const toDecimal = int64ToDecimal;
 
 export class JsonSyntaxError extends SyntaxError {
-  constructor(message: string, readonly position: number) {
+  constructor(
+    message: string,
+    readonly position: number,
+  ) {
     super(`${message} at position ${position}`);
     this.name = "JsonSyntaxError";
   }
@@ -84,10 +87,14 @@ class Parser {
     if (c === 0x7b) return this.object(depth + 1);
     if (c === 0x5b) return this.array(depth + 1);
     if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.number();
-    if (this.s.startsWith("true", this.i)) return (this.i += 4), true;
-    if (this.s.startsWith("false", this.i)) return (this.i += 5), false;
-    if (this.s.startsWith("null", this.i)) return (this.i += 4), null;
-    return this.fail(Number.isNaN(c) ? "unexpected end of input" : `unexpected character ${JSON.stringify(this.s[this.i])}`);
+    if (this.s.startsWith("true", this.i)) return ((this.i += 4), true);
+    if (this.s.startsWith("false", this.i)) return ((this.i += 5), false);
+    if (this.s.startsWith("null", this.i)) return ((this.i += 4), null);
+    return this.fail(
+      Number.isNaN(c)
+        ? "unexpected end of input"
+        : `unexpected character ${JSON.stringify(this.s[this.i])}`,
+    );
   }
 
   object(depth: number): Record<string, unknown> {
@@ -95,7 +102,7 @@ class Parser {
     const out: Record<string, unknown> = {};
     this.i++;
     this.ws();
-    if (this.s.charCodeAt(this.i) === 0x7d) return this.i++, out;
+    if (this.s.charCodeAt(this.i) === 0x7d) return (this.i++, out);
     // A repeated key is reported when its object closes (a syntax error before that wins), the
     // order in which Python's object_pairs_hook sees it: both codecs name the same first problem.
     let duplicate: string | undefined;
@@ -111,7 +118,13 @@ class Parser {
         const v = this.value(depth);
         if (duplicate === undefined && Object.hasOwn(out, key)) duplicate = key;
         // A plain assignment of "__proto__" would replace the prototype instead of adding a key.
-        if (key === "__proto__") Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+        if (key === "__proto__")
+          Object.defineProperty(out, key, {
+            value: v,
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
         else out[key] = v;
         this.ws();
         const c = this.s.charCodeAt(this.i++);
@@ -137,7 +150,7 @@ class Parser {
     const out: unknown[] = [];
     this.i++;
     this.ws();
-    if (this.s.charCodeAt(this.i) === 0x5d) return this.i++, out;
+    if (this.s.charCodeAt(this.i) === 0x5d) return (this.i++, out);
     try {
       return this.items(depth, out);
     } catch (e) {
@@ -256,14 +269,30 @@ class Parser {
       out += s.slice(from, i);
       const e = s[i + 1];
       switch (e) {
-        case '"': out += '"'; break;
-        case "\\": out += "\\"; break;
-        case "/": out += "/"; break;
-        case "b": out += "\b"; break;
-        case "f": out += "\f"; break;
-        case "n": out += "\n"; break;
-        case "r": out += "\r"; break;
-        case "t": out += "\t"; break;
+        case '"':
+          out += '"';
+          break;
+        case "\\":
+          out += "\\";
+          break;
+        case "/":
+          out += "/";
+          break;
+        case "b":
+          out += "\b";
+          break;
+        case "f":
+          out += "\f";
+          break;
+        case "n":
+          out += "\n";
+          break;
+        case "r":
+          out += "\r";
+          break;
+        case "t":
+          out += "\t";
+          break;
         case "u": {
           const hex = s.slice(i + 2, i + 6);
           if (!/^[0-9a-fA-F]{4}$/.test(hex)) (this.i = i), this.fail("invalid \\u escape");
@@ -299,7 +328,8 @@ export function stringifyJson(value: unknown): string {
     case "object": {
       if (value === null) return "null";
       if (Array.isArray(value)) {
-        if (typeof value[0] === "bigint" && value.every((v) => typeof v === "bigint")) return stringifyInt64List(value as bigint[]);
+        if (typeof value[0] === "bigint" && value.every((v) => typeof v === "bigint"))
+          return stringifyInt64List(value as bigint[]);
         let out = "[";
         for (let k = 0; k < value.length; k++) {
           if (k) out += ",";

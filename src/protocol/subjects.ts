@@ -10,8 +10,12 @@ const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
 const PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 
 export function checkWorkerId(workerId: string): string {
-  if (!TOKEN.test(workerId)) throw new Error(`invalid worker id ${JSON.stringify(workerId)}: use 1-128 characters from A-Z a-z 0-9 _ -`);
-  if (workerId === BROADCAST_NAME) throw new Error(`'${BROADCAST_NAME}' is reserved for the broadcast subject`);
+  if (!TOKEN.test(workerId))
+    throw new Error(
+      `invalid worker id ${JSON.stringify(workerId)}: use 1-128 characters from A-Z a-z 0-9 _ -`,
+    );
+  if (workerId === BROADCAST_NAME)
+    throw new Error(`'${BROADCAST_NAME}' is reserved for the broadcast subject`);
   return workerId;
 }
 
@@ -29,7 +33,10 @@ export function broadcastSubject(prefix: string = DEFAULT_SUBJECT_PREFIX): strin
 }
 
 /** What a control subject addresses: a worker, the broadcast, or nothing of ours. */
-export function parseControlSubject(subject: string, prefix: string = DEFAULT_SUBJECT_PREFIX): { broadcast: true } | { workerId: string } | null {
+export function parseControlSubject(
+  subject: string,
+  prefix: string = DEFAULT_SUBJECT_PREFIX,
+): { broadcast: true } | { workerId: string } | null {
   const head = `${prefix}-`;
   if (!subject.startsWith(head)) return null;
   const rest = subject.slice(head.length);

@@ -18,7 +18,11 @@ export function findNatsServer(env: NodeJS.ProcessEnv = process.env): NatsServer
   const tried: string[] = [];
   if (env.KVCTL_NATS_SERVER) {
     tried.push(env.KVCTL_NATS_SERVER);
-    return { path: existsSync(env.KVCTL_NATS_SERVER) ? env.KVCTL_NATS_SERVER : null, source: "KVCTL_NATS_SERVER", tried };
+    return {
+      path: existsSync(env.KVCTL_NATS_SERVER) ? env.KVCTL_NATS_SERVER : null,
+      source: "KVCTL_NATS_SERVER",
+      tried,
+    };
   }
   const venv = join(venvDir, "bin", "nats-server");
   tried.push(venv);
@@ -44,7 +48,9 @@ export interface NatsServer {
 const PORT_ATTEMPTS = 3;
 
 async function launch(bin: string, port: number, extraArgs: string[]): Promise<ChildProcess> {
-  const child = spawn(bin, ["-a", "127.0.0.1", "-p", String(port), ...extraArgs], { stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(bin, ["-a", "127.0.0.1", "-p", String(port), ...extraArgs], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   let stderr = "";
   let ready = false;
   let tail = "";
@@ -73,7 +79,10 @@ async function launch(bin: string, port: number, extraArgs: string[]): Promise<C
 export async function startNatsServer(extraArgs: string[] = []): Promise<NatsServer> {
   const found = findNatsServer();
   const bin = found.path;
-  if (!bin) throw new Error(`nats-server not found (tried ${found.tried.join(", ")}): run python/setup_venv.sh, set KVCTL_NATS_SERVER, or install it on PATH`);
+  if (!bin)
+    throw new Error(
+      `nats-server not found (tried ${found.tried.join(", ")}): run python/setup_venv.sh, set KVCTL_NATS_SERVER, or install it on PATH`,
+    );
   // The port was free when chosen, but it comes from the ephemeral range, where any outgoing
   // connection may take it before nats-server binds it: a launch that dies of that is tried again
   // on another port, a few times. (A restart keeps its port: clients reconnect to the same URL.)
@@ -84,7 +93,8 @@ export async function startNatsServer(extraArgs: string[] = []): Promise<NatsSer
     try {
       child = await launch(bin, port, extraArgs);
     } catch (e) {
-      if (attempt >= PORT_ATTEMPTS || !/address already in use/i.test((e as Error).message)) throw e;
+      if (attempt >= PORT_ATTEMPTS || !/address already in use/i.test((e as Error).message))
+        throw e;
     }
   }
   const stop = async () => {

@@ -55,11 +55,18 @@ export class ReferenceResponder {
     this.workerId = opts.workerId;
     this.model = new ReferenceWorkerModel(opts);
     if (opts.knownBlocks) this.model.addPath(opts.knownBlocks);
-    this.stats = { received: 0, acked: Object.fromEntries(ACK_STATUSES.map((s) => [s, 0])) as Record<AckStatus, number>, unanswered: 0 };
+    this.stats = {
+      received: 0,
+      acked: Object.fromEntries(ACK_STATUSES.map((s) => [s, 0])) as Record<AckStatus, number>,
+      unanswered: 0,
+    };
   }
 
   /** Creates a responder and subscribes it on `nc`; resolves once the server has the subscriptions. */
-  static async start(nc: NatsConnection, opts: ReferenceResponderOptions): Promise<ReferenceResponder> {
+  static async start(
+    nc: NatsConnection,
+    opts: ReferenceResponderOptions,
+  ): Promise<ReferenceResponder> {
     const r = new ReferenceResponder(opts);
     await r.listen(nc);
     return r;
@@ -68,7 +75,12 @@ export class ReferenceResponder {
   async listen(nc: NatsConnection): Promise<void> {
     const prefix = this.opts.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX;
     const subjects = [workerSubject(this.workerId, prefix), broadcastSubject(prefix)];
-    for (const subject of subjects) this.subs.push(nc.subscribe(subject, { callback: (err, msg) => void (err ? undefined : this.onMessage(msg)) }));
+    for (const subject of subjects)
+      this.subs.push(
+        nc.subscribe(subject, {
+          callback: (err, msg) => void (err ? undefined : this.onMessage(msg)),
+        }),
+      );
     await nc.flush();
     (this.opts.log ?? ((l: string) => console.error(l)))(
       `[kvctl ReferenceResponder] test stand-in, NOT the SGLang worker: answering as worker_id=${this.workerId} on ${subjects.join(", ")}`,
@@ -103,11 +115,16 @@ export class ReferenceResponder {
       ack.reason = decoded.error.message;
       if (this.opts.record) this.received.push({ id: decoded.id, command: null, subject });
     } else {
-      if (this.opts.record) this.received.push({ id: decoded.id, command: decoded.command, subject });
+      if (this.opts.record)
+        this.received.push({ id: decoded.id, command: decoded.command, subject });
       const first = decoded.id === null ? undefined : this.model.seen(decoded.id);
       if (first) {
         // Not applied again; report the first outcome's numbers and name its status.
-        ack = { ...first, status: "duplicate", reason: `duplicate of ${decoded.id}; first outcome: ${first.status}${first.reason ? ` (${first.reason})` : ""}` };
+        ack = {
+          ...first,
+          status: "duplicate",
+          reason: `duplicate of ${decoded.id}; first outcome: ${first.status}${first.reason ? ` (${first.reason})` : ""}`,
+        };
       } else {
         try {
           ack = this.model.apply(this.workerId, decoded.id, decoded.command);
@@ -119,7 +136,10 @@ export class ReferenceResponder {
     }
     ack.elapsed_us = Math.round((performance.now() - t0) * 1000);
     this.stats.acked[ack.status]++;
-    if (this.opts.verbose && this.opts.log) this.opts.log(`${subject} ${ack.type ?? "?"} id=${ack.id ?? "-"} -> ${ack.status}${ack.reason ? `: ${ack.reason}` : ""}`);
+    if (this.opts.verbose && this.opts.log)
+      this.opts.log(
+        `${subject} ${ack.type ?? "?"} id=${ack.id ?? "-"} -> ${ack.status}${ack.reason ? `: ${ack.reason}` : ""}`,
+      );
     return ack;
   }
 }

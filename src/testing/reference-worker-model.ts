@@ -65,7 +65,16 @@ export class ReferenceWorkerModel {
   addPath(hashes: Iterable<bigint>): void {
     let parent: bigint | null = null;
     for (const h of hashes) {
-      if (!this.blocks.has(h)) this.blocks.set(h, { parent, tier: "GPU", pins: 0, timedPins: [], transient: false, lease: null, session: null });
+      if (!this.blocks.has(h))
+        this.blocks.set(h, {
+          parent,
+          tier: "GPU",
+          pins: 0,
+          timedPins: [],
+          transient: false,
+          lease: null,
+          session: null,
+        });
       parent = h;
     }
   }
@@ -166,7 +175,8 @@ export class ReferenceWorkerModel {
         ack.affected++;
       } else ack.skipped++;
     }
-    if (cmd.pin && ack.skipped) ack.reason = `pin budget exhausted (${this.pinnedCount()}/${this.pinBudget} blocks)`;
+    if (cmd.pin && ack.skipped)
+      ack.reason = `pin budget exhausted (${this.pinnedCount()}/${this.pinBudget} blocks)`;
     if (ack.affected) ack.tiers = { CPU_PINNED: ack.affected };
     return settle(ack);
   }
@@ -192,7 +202,8 @@ export class ReferenceWorkerModel {
       this.blocks.delete(h);
       ack.affected++;
     }
-    if (ack.skipped) ack.reason = `${ack.skipped} pinned or leased descendants kept (force not set)`;
+    if (ack.skipped)
+      ack.reason = `${ack.skipped} pinned or leased descendants kept (force not set)`;
     return settle(ack);
   }
 
@@ -218,7 +229,8 @@ export class ReferenceWorkerModel {
 
   private pause(ack: Ack, cmd: CommandOf<"Pause">): Ack {
     ack.requested = cmd.block_hashes.length;
-    if (this.leases.has(cmd.lease_id)) return reject(ack, `lease_id ${cmd.lease_id} is already held (use RenewLease)`);
+    if (this.leases.has(cmd.lease_id))
+      return reject(ack, `lease_id ${cmd.lease_id} is already held (use RenewLease)`);
     const expiresAtMs = cmd.ttl_seconds === null ? null : this.now() + cmd.ttl_seconds * 1000;
     const held = this.holdOnHost(cmd.block_hashes, ack, (b) => (b.lease = cmd.lease_id));
     if (held.length === 0) return settle(ack);
@@ -252,7 +264,11 @@ export class ReferenceWorkerModel {
   private warm(ack: Ack, cmd: CommandOf<"Warm">): Ack {
     ack.requested = cmd.block_keys.length;
     const unknown = cmd.block_keys.filter((k) => !this.storageKeys.has(k));
-    if (!cmd.token_ids && unknown.length) return reject(ack, "Warm without token_ids: pages cannot be placed in the prefix tree without their tokens");
+    if (!cmd.token_ids && unknown.length)
+      return reject(
+        ack,
+        "Warm without token_ids: pages cannot be placed in the prefix tree without their tokens",
+      );
     ack.affected = cmd.block_keys.length - unknown.length;
     ack.skipped = unknown.length;
     if (unknown.length) ack.reason = `${unknown.length} keys not in the storage backend`;
@@ -296,12 +312,20 @@ export class ReferenceWorkerModel {
     const hashes = [...cmd.block_hashes];
     if (cmd.session_id != null) {
       const s = this.sessions.get(cmd.session_id);
-      if (!s) return reject(ack, `command.session_id: no tool offload in flight for session ${cmd.session_id}`);
+      if (!s)
+        return reject(
+          ack,
+          `command.session_id: no tool offload in flight for session ${cmd.session_id}`,
+        );
       for (const h of s.hashes) if (!hashes.includes(h)) hashes.push(h);
     }
     ack.requested = hashes.length;
     const unknown = hashes.findIndex((h) => !this.blocks.has(h));
-    if (unknown >= 0) return reject(ack, `command.block_hashes[${unknown}]: block ${hashes[unknown]} is not held by this worker`);
+    if (unknown >= 0)
+      return reject(
+        ack,
+        `command.block_hashes[${unknown}]: block ${hashes[unknown]} is not held by this worker`,
+      );
     for (const h of hashes) {
       const b = this.blocks.get(h) as Block;
       if (b.tier === "GPU") continue;

@@ -5,7 +5,8 @@ import type { ChildProcess } from "node:child_process";
 export function waitExit(child: ChildProcess, killAfterMs?: number): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
-    const t = killAfterMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+    const t =
+      killAfterMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), killAfterMs);
     child.once("exit", () => {
       if (t) clearTimeout(t);
       resolve();

@@ -57,13 +57,16 @@ export class RateLimitedLog {
       return;
     }
     if (!s.timer) {
-      s.timer = setTimeout(() => {
-        const st = this.keys.get(key);
-        if (st) {
-          st.timer = null;
-          this.emit(key, st, this.now());
-        }
-      }, s.lastLine + this.interval - now);
+      s.timer = setTimeout(
+        () => {
+          const st = this.keys.get(key);
+          if (st) {
+            st.timer = null;
+            this.emit(key, st, this.now());
+          }
+        },
+        s.lastLine + this.interval - now,
+      );
       s.timer.unref();
     }
   }

@@ -20,7 +20,8 @@ import { startNatsServer, type NatsServer } from "./nats-server.js";
 import { readJsonBody, sendJson } from "./stand-in-http.js";
 
 export const PAGE = 4;
-export const tokensOf = (messages: unknown): number[] => [...JSON.stringify(messages)].map((c) => c.charCodeAt(0));
+export const tokensOf = (messages: unknown): number[] =>
+  [...JSON.stringify(messages)].map((c) => c.charCodeAt(0));
 /** Every chat answer's response token ids. */
 export const RESPONSE_TOKENS = [7, 7, 7, 7];
 
@@ -35,13 +36,27 @@ export interface Upstream {
 async function upstream(): Promise<Upstream> {
   const calls: Upstream["calls"] = [];
   const server = createServer(async (req, res) => {
-    calls.push({ path: req.url ?? "", auth: req.headers.authorization, xkey: req.headers["x-api-key"] as string | undefined });
-    const body = (await readJsonBody(req)) as { messages?: { content?: unknown }[]; prompt?: unknown };
+    calls.push({
+      path: req.url ?? "",
+      auth: req.headers.authorization,
+      xkey: req.headers["x-api-key"] as string | undefined,
+    });
+    const body = (await readJsonBody(req)) as {
+      messages?: { content?: unknown }[];
+      prompt?: unknown;
+    };
     const json = (v: unknown, status = 200) => sendJson(res, status, v);
     if (req.url === "/health") return json({});
-    if (req.url === "/server_info") return json({ page_size: PAGE, kv_events: null, kv_events_config: null });
-    if (req.url === "/v1/models") return json({ object: "list", data: [{ id: "tiny", object: "model" }] });
-    if (req.url === "/v1/tokenize") return json({ tokens: tokensOf(body.messages ?? body.prompt), count: 0, max_model_len: 1 << 20 });
+    if (req.url === "/server_info")
+      return json({ page_size: PAGE, kv_events: null, kv_events_config: null });
+    if (req.url === "/v1/models")
+      return json({ object: "list", data: [{ id: "tiny", object: "model" }] });
+    if (req.url === "/v1/tokenize")
+      return json({
+        tokens: tokensOf(body.messages ?? body.prompt),
+        count: 0,
+        max_model_len: 1 << 20,
+      });
     if (req.url?.startsWith("/v1/loads")) return json({}, 404);
     // kvctl's Anthropic tokenize route, as a kvctl worker has it: the gateway probes it at start with an empty body.
     if (req.url === "/kvctl/v1/messages/tokenize" && !body.messages) return json({}, 400);
@@ -51,13 +66,23 @@ async function upstream(): Promise<Upstream> {
       choices: [
         {
           index: 0,
-          message: { role: "assistant", content: tool ? null : "ok", tool_calls: tool ? [{ id: "call_1", type: "function", function: { name: "search", arguments: "{}" } }] : undefined },
+          message: {
+            role: "assistant",
+            content: tool ? null : "ok",
+            tool_calls: tool
+              ? [{ id: "call_1", type: "function", function: { name: "search", arguments: "{}" } }]
+              : undefined,
+          },
           prompt_token_ids: tokensOf(body.messages),
           response_token_ids: RESPONSE_TOKENS,
           finish_reason: tool ? "tool_calls" : "stop",
         },
       ],
-      usage: { prompt_tokens: 1, completion_tokens: RESPONSE_TOKENS.length, prompt_tokens_details: { cached_tokens: 0 } },
+      usage: {
+        prompt_tokens: 1,
+        completion_tokens: RESPONSE_TOKENS.length,
+        prompt_tokens_details: { cached_tokens: 0 },
+      },
     });
   });
   server.listen(0, "127.0.0.1");
@@ -101,8 +126,14 @@ export function useAgentPolicyBed(name: string): AgentPolicyBed {
       ...over,
     }),
     async responder(pinBudgetBlocks, ...prompts) {
-      const r = await ReferenceResponder.start(bed.nc, { workerId: "w0", pinBudgetBlocks, log: () => undefined, record: true });
-      for (const p of prompts) r.model.addPath(blockHashes([...tokensOf(p), ...RESPONSE_TOKENS], { pageSize: PAGE }));
+      const r = await ReferenceResponder.start(bed.nc, {
+        workerId: "w0",
+        pinBudgetBlocks,
+        log: () => undefined,
+        record: true,
+      });
+      for (const p of prompts)
+        r.model.addPath(blockHashes([...tokensOf(p), ...RESPONSE_TOKENS], { pageSize: PAGE }));
       bed.responders.push(r);
       return r;
     },

@@ -9,12 +9,21 @@ export interface BenchRun {
   tail: string;
 }
 
-export function runBenchSmoke(name: string, timeoutMs: number, extraArgs: string[] = []): Promise<BenchRun> {
+export function runBenchSmoke(
+  name: string,
+  timeoutMs: number,
+  extraArgs: string[] = [],
+): Promise<BenchRun> {
   return new Promise((resolve) => {
     execFile(
       "npm",
       ["run", "--silent", `bench:${name}`, "--", "--json", "--smoke", ...extraArgs],
-      { cwd: packageRoot, timeout: timeoutMs, maxBuffer: 256 << 20, env: { ...process.env, PYTHONWARNINGS: "ignore" } },
+      {
+        cwd: packageRoot,
+        timeout: timeoutMs,
+        maxBuffer: 256 << 20,
+        env: { ...process.env, PYTHONWARNINGS: "ignore" },
+      },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === "number" ? err.code : 1) : 0;
         const last = stdout.trim().split("\n").at(-1) ?? "";

@@ -22,7 +22,12 @@ const ANSI = /\x1b\[[0-9;]*m/g;
 export function tinyModel(): string {
   const r = spawnSync(venvPython, ["-m", "kvctl_testbed", "model"], {
     encoding: "utf8",
-    env: { ...process.env, PYTHONPATH: [join(packageRoot, "python"), process.env.PYTHONPATH].filter(Boolean).join(delimiter) },
+    env: {
+      ...process.env,
+      PYTHONPATH: [join(packageRoot, "python"), process.env.PYTHONPATH]
+        .filter(Boolean)
+        .join(delimiter),
+    },
   });
   if (r.status !== 0) throw new Error(`kvctl_testbed model failed: ${r.stderr}`);
   return (JSON.parse(r.stdout.trim().split("\n").pop()!) as { model: string }).model;
@@ -43,7 +48,9 @@ export interface DynamoProcess {
 export function env(discovery: string, home: string, tree: string | null): NodeJS.ProcessEnv {
   return {
     ...process.env,
-    PYTHONPATH: [STAND_INS, tree, dynamoSite, join(packageRoot, "python")].filter(Boolean).join(delimiter),
+    PYTHONPATH: [STAND_INS, tree, dynamoSite, join(packageRoot, "python")]
+      .filter(Boolean)
+      .join(delimiter),
     KVCTL_CPU_STAND_INS: "server",
     KVCTL_DYNAMO_STAND_INS: "1",
     SGLANG_USE_CPU_ENGINE: "1",
@@ -64,11 +71,21 @@ export function env(discovery: string, home: string, tree: string | null): NodeJ
   };
 }
 
-export function launch(name: string, args: string[], e: NodeJS.ProcessEnv, dir: string): DynamoProcess {
+export function launch(
+  name: string,
+  args: string[],
+  e: NodeJS.ProcessEnv,
+  dir: string,
+): DynamoProcess {
   mkdirSync(dir, { recursive: true });
   const logPath = join(dir, `${name}.log`);
   const fd = openSync(logPath, "a");
-  const proc = spawn(venvPython, args, { cwd: dir, env: e, stdio: ["ignore", fd, fd], detached: true });
+  const proc = spawn(venvPython, args, {
+    cwd: dir,
+    env: e,
+    stdio: ["ignore", fd, fd],
+    detached: true,
+  });
   closeSync(fd);
   const log = () => (existsSync(logPath) ? readFileSync(logPath, "utf8").replace(ANSI, "") : "");
   const stop = async () => {
@@ -93,16 +110,25 @@ export function launch(name: string, args: string[], e: NodeJS.ProcessEnv, dir: 
   return { name, proc, logPath, log, stop };
 }
 
-export async function until(p: DynamoProcess, ready: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+export async function until(
+  p: DynamoProcess,
+  ready: () => Promise<boolean> | boolean,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (p.proc.exitCode !== null || p.proc.signalCode !== null) {
-      throw new Error(`${p.name} exited (${p.proc.exitCode ?? p.proc.signalCode}) before ${what}; log tail:\n${p.log().split("\n").slice(-30).join("\n")}`);
+      throw new Error(
+        `${p.name} exited (${p.proc.exitCode ?? p.proc.signalCode}) before ${what}; log tail:\n${p.log().split("\n").slice(-30).join("\n")}`,
+      );
     }
     if (await ready()) return;
     if (Date.now() > deadline) {
       await p.stop();
-      throw new Error(`${p.name}: no ${what} within ${timeoutMs / 1000} s; log tail:\n${p.log().split("\n").slice(-30).join("\n")}`);
+      throw new Error(
+        `${p.name}: no ${what} within ${timeoutMs / 1000} s; log tail:\n${p.log().split("\n").slice(-30).join("\n")}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -139,23 +165,58 @@ export async function startDynamoWorker(o: DynamoWorkerOptions): Promise<DynamoW
   const eventsPort = await freePort();
   const sglangEvents = `tcp://127.0.0.1:${eventsPort}`;
   const args = [
-    "-m", o.entry === "kvctl" ? "kvctl_worker.dynamo" : "dynamo.sglang",
-    "--discovery-backend", "file", "--event-plane", "zmq", "--request-plane", "tcp",
-    "--model-path", o.model, "--served-model-name", MODEL_NAME, "--device", "cpu", "--attention-backend", "torch_native",
-    "--max-total-tokens", String(o.maxTotalTokens ?? 2048), "--mem-fraction-static", "0.3", "--page-size", String(o.pageSize ?? 16), "--sleep-on-idle",
-    "--port", String(await freePort()),
-    "--enable-hierarchical-cache", "--hicache-ratio", String(o.hostRatio ?? 2), "--hicache-io-backend", "direct", "--hicache-mem-layout", "layer_first",
-    "--kv-events-config", JSON.stringify({ publisher: "zmq", endpoint: sglangEvents, bind: true }),
+    "-m",
+    o.entry === "kvctl" ? "kvctl_worker.dynamo" : "dynamo.sglang",
+    "--discovery-backend",
+    "file",
+    "--event-plane",
+    "zmq",
+    "--request-plane",
+    "tcp",
+    "--model-path",
+    o.model,
+    "--served-model-name",
+    MODEL_NAME,
+    "--device",
+    "cpu",
+    "--attention-backend",
+    "torch_native",
+    "--max-total-tokens",
+    String(o.maxTotalTokens ?? 2048),
+    "--mem-fraction-static",
+    "0.3",
+    "--page-size",
+    String(o.pageSize ?? 16),
+    "--sleep-on-idle",
+    "--port",
+    String(await freePort()),
+    "--enable-hierarchical-cache",
+    "--hicache-ratio",
+    String(o.hostRatio ?? 2),
+    "--hicache-io-backend",
+    "direct",
+    "--hicache-mem-layout",
+    "layer_first",
+    "--kv-events-config",
+    JSON.stringify({ publisher: "zmq", endpoint: sglangEvents, bind: true }),
   ];
   if (o.natsUrl) args.push("--kv-control-nats-url", o.natsUrl);
   if (o.workerId) args.push("--kv-control-worker-id", o.workerId);
   args.push(...(o.extraArgs ?? []));
-  const p = launch(o.name, args, { ...env(o.discovery, join(o.dir, "home"), o.entry === "kvctl" ? o.tree : null), ...o.env }, o.dir);
+  const p = launch(
+    o.name,
+    args,
+    { ...env(o.discovery, join(o.dir, "home"), o.entry === "kvctl" ? o.tree : null), ...o.env },
+    o.dir,
+  );
   await until(
     p,
     () => {
       const l = p.log();
-      return l.includes("Model registration succeeded") && (!o.natsUrl || /kvctl subscriber: worker \S+ listening/.test(l));
+      return (
+        l.includes("Model registration succeeded") &&
+        (!o.natsUrl || /kvctl subscriber: worker \S+ listening/.test(l))
+      );
     },
     o.readyTimeoutMs ?? 400_000,
     "model registration",
@@ -169,18 +230,50 @@ export interface DynamoFrontend extends DynamoProcess {
   baseUrl: string;
 }
 
-export async function startDynamoFrontend(o: { name: string; discovery: string; dir: string; routerMode: string; extraArgs?: string[]; env?: Record<string, string> }): Promise<DynamoFrontend> {
+export async function startDynamoFrontend(o: {
+  name: string;
+  discovery: string;
+  dir: string;
+  routerMode: string;
+  extraArgs?: string[];
+  env?: Record<string, string>;
+}): Promise<DynamoFrontend> {
   const port = await freePort();
-  const args = ["-m", "dynamo.frontend", "--discovery-backend", "file", "--event-plane", "zmq", "--request-plane", "tcp",
-    "--http-host", "127.0.0.1", "--http-port", String(port), "--router-mode", o.routerMode, ...(o.extraArgs ?? [])];
-  const p = launch(o.name, args, { ...env(o.discovery, join(o.dir, "home"), null), ...o.env }, o.dir);
+  const args = [
+    "-m",
+    "dynamo.frontend",
+    "--discovery-backend",
+    "file",
+    "--event-plane",
+    "zmq",
+    "--request-plane",
+    "tcp",
+    "--http-host",
+    "127.0.0.1",
+    "--http-port",
+    String(port),
+    "--router-mode",
+    o.routerMode,
+    ...(o.extraArgs ?? []),
+  ];
+  const p = launch(
+    o.name,
+    args,
+    { ...env(o.discovery, join(o.dir, "home"), null), ...o.env },
+    o.dir,
+  );
   const baseUrl = `http://127.0.0.1:${port}`;
   await until(
     p,
     async () => {
       try {
         const r = await fetch(`${baseUrl}/v1/models`);
-        return r.ok && ((await r.json()) as { data?: { id: string }[] }).data?.some((m) => m.id === MODEL_NAME) === true;
+        return (
+          r.ok &&
+          ((await r.json()) as { data?: { id: string }[] }).data?.some(
+            (m) => m.id === MODEL_NAME,
+          ) === true
+        );
       } catch {
         return false;
       }
@@ -198,13 +291,25 @@ export interface Completion {
 }
 
 /** A greedy completion of token ids through the frontend. */
-export async function complete(baseUrl: string, prompt: number[], maxTokens = 4): Promise<Completion> {
+export async function complete(
+  baseUrl: string,
+  prompt: number[],
+  maxTokens = 4,
+): Promise<Completion> {
   const r = await fetch(`${baseUrl}/v1/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ model: MODEL_NAME, prompt, max_tokens: maxTokens, temperature: 0 }),
   });
-  const body = (await r.json()) as { choices?: { text: string }[]; usage?: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number | null } } };
-  if (!r.ok || !body.choices) throw new Error(`frontend answered ${r.status}: ${JSON.stringify(body).slice(0, 300)}`);
-  return { text: body.choices[0].text, cachedTokens: body.usage?.prompt_tokens_details?.cached_tokens ?? 0, promptTokens: body.usage?.prompt_tokens ?? 0 };
+  const body = (await r.json()) as {
+    choices?: { text: string }[];
+    usage?: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number | null } };
+  };
+  if (!r.ok || !body.choices)
+    throw new Error(`frontend answered ${r.status}: ${JSON.stringify(body).slice(0, 300)}`);
+  return {
+    text: body.choices[0].text,
+    cachedTokens: body.usage?.prompt_tokens_details?.cached_tokens ?? 0,
+    promptTokens: body.usage?.prompt_tokens ?? 0,
+  };
 }

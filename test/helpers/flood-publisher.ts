@@ -16,10 +16,19 @@ import { encodeBatch } from "../../src/events/encode.js";
 function withNilEvent(payload: Buffer): Buffer {
   // [fixarray 3][float64 ts: 9 bytes][fixarray n events]...
   const at = 1 + 9;
-  if (payload[0] !== 0x93 || payload[1] !== 0xcb || (payload[at] & 0xf0) !== 0x90 || (payload[at] & 0x0f) === 15) {
+  if (
+    payload[0] !== 0x93 ||
+    payload[1] !== 0xcb ||
+    (payload[at] & 0xf0) !== 0x90 ||
+    (payload[at] & 0x0f) === 15
+  ) {
     throw new Error("unexpected batch layout");
   }
-  return Buffer.concat([payload.subarray(0, at), Buffer.from([payload[at] + 1, 0xc0]), payload.subarray(at + 1)]);
+  return Buffer.concat([
+    payload.subarray(0, at),
+    Buffer.from([payload[at] + 1, 0xc0]),
+    payload.subarray(at + 1),
+  ]);
 }
 
 /** [ts, [nil x count], 0]: the allocation-bomb batch (1 MiB of nil events). */
@@ -82,7 +91,9 @@ for await (const line of createInterface({ input: process.stdin })) {
     // Date.now() every message would cost more than the send itself.
     if (++n % 256 === 0 && Date.now() >= end) break;
   }
-  console.log(`DONE ${JSON.stringify({ sent: Number(seq), firstFloodSeq: Number(firstFloodSeq), floodSent: Number(seq - firstFloodSeq), bytesPerBatch: flood.length })}`);
+  console.log(
+    `DONE ${JSON.stringify({ sent: Number(seq), firstFloodSeq: Number(firstFloodSeq), floodSent: Number(seq - firstFloodSeq), bytesPerBatch: flood.length })}`,
+  );
   // Probing again lets the consumer see the end of the flood even if its last batches were dropped.
   probing = setInterval(() => void send(probe), 50);
 }

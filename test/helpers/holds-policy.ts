@@ -23,21 +23,85 @@ export function holdsPolicy(seen: unknown[] = []): GatewayPolicy {
       seen.push(o);
       const out: PolicyCommand[] = [];
       if (o.type === "TurnStarted" && !o.sessionId) {
-        out.push({ worker: o.worker, sessionId: null, hold: "inflight", reason: "in flight", command: { type: "Cache", block_hashes: blocksOf(SESSIONLESS).slice(0, 3), pin: true, ttl_seconds: 120 } });
+        out.push({
+          worker: o.worker,
+          sessionId: null,
+          hold: "inflight",
+          reason: "in flight",
+          command: {
+            type: "Cache",
+            block_hashes: blocksOf(SESSIONLESS).slice(0, 3),
+            pin: true,
+            ttl_seconds: 120,
+          },
+        });
       } else if (o.type === "TurnFinished" && !o.sessionId) {
-        out.push({ worker: o.worker, sessionId: null, hold: "inflight", reason: "served", command: { type: "Cache", block_hashes: blocksOf(SESSIONLESS).slice(0, 3), pin: false } });
+        out.push({
+          worker: o.worker,
+          sessionId: null,
+          hold: "inflight",
+          reason: "served",
+          command: { type: "Cache", block_hashes: blocksOf(SESSIONLESS).slice(0, 3), pin: false },
+        });
       } else if (o.type === "TurnStarted" && o.sessionId) {
-        out.push({ worker: o.worker, sessionId: o.sessionId, hold: "inflight", reason: "in flight", command: { type: "Cache", block_hashes: blocksOf(o.sessionId).slice(0, 3), pin: true, ttl_seconds: 120 } });
+        out.push({
+          worker: o.worker,
+          sessionId: o.sessionId,
+          hold: "inflight",
+          reason: "in flight",
+          command: {
+            type: "Cache",
+            block_hashes: blocksOf(o.sessionId).slice(0, 3),
+            pin: true,
+            ttl_seconds: 120,
+          },
+        });
       } else if (o.type === "TurnFinished" && o.sessionId) {
-        out.push({ worker: o.worker, sessionId: o.sessionId, hold: "inflight", reason: "served", command: { type: "Cache", block_hashes: blocksOf(o.sessionId).slice(0, 3), pin: false } });
+        out.push({
+          worker: o.worker,
+          sessionId: o.sessionId,
+          hold: "inflight",
+          reason: "served",
+          command: { type: "Cache", block_hashes: blocksOf(o.sessionId).slice(0, 3), pin: false },
+        });
         if (o.status === 200 && !marked.has(o.sessionId)) {
           marked.add(o.sessionId);
-          out.push({ worker: o.worker, sessionId: o.sessionId, hold: "marker", reason: "marker", command: { type: "Cache", block_hashes: blocksOf(o.sessionId), pin: true, ttl_seconds: 3600 } });
+          out.push({
+            worker: o.worker,
+            sessionId: o.sessionId,
+            hold: "marker",
+            reason: "marker",
+            command: {
+              type: "Cache",
+              block_hashes: blocksOf(o.sessionId),
+              pin: true,
+              ttl_seconds: 3600,
+            },
+          });
         }
       } else if (o.type === "SessionHint" && o.event === "idle") {
-        out.push({ worker: "w0", sessionId: o.sessionId, reason: "idle", command: { type: "Pause", block_hashes: blocksOf(o.sessionId), ttl_seconds: 600, lease_id: `${o.sessionId}.${++leases}` } });
+        out.push({
+          worker: "w0",
+          sessionId: o.sessionId,
+          reason: "idle",
+          command: {
+            type: "Pause",
+            block_hashes: blocksOf(o.sessionId),
+            ttl_seconds: 600,
+            lease_id: `${o.sessionId}.${++leases}`,
+          },
+        });
       } else if (o.type === "SessionHint" && o.event === "tool_start") {
-        out.push({ worker: "w0", sessionId: o.sessionId, reason: "offload", command: { type: "ToolStart", session_id: o.sessionId, block_hashes: blocksOf(o.sessionId) } });
+        out.push({
+          worker: "w0",
+          sessionId: o.sessionId,
+          reason: "offload",
+          command: {
+            type: "ToolStart",
+            session_id: o.sessionId,
+            block_hashes: blocksOf(o.sessionId),
+          },
+        });
       }
       return out;
     },

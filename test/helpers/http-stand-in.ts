@@ -24,7 +24,12 @@ export interface HttpStandIn {
 }
 
 export async function startHttpStandIn(port = 0): Promise<HttpStandIn> {
-  const s = { chats: [] as IncomingHttpHeaders[], events: 30, gapMs: 20, hold: null as Promise<void> | null } as HttpStandIn;
+  const s = {
+    chats: [] as IncomingHttpHeaders[],
+    events: 30,
+    gapMs: 20,
+    hold: null as Promise<void> | null,
+  } as HttpStandIn;
   s.server = createServer(async (req, res) => {
     const body = await readJsonBody(req);
     const json = (status: number, v: unknown) => sendJson(res, status, v);
@@ -35,14 +40,22 @@ export async function startHttpStandIn(port = 0): Promise<HttpStandIn> {
     if (body.stream) {
       res.writeHead(200, { "content-type": "text/event-stream" });
       for (let i = 0; i < s.events; i++) {
-        res.write(`data: {"choices":[{"index":0,"delta":{"content":"t${i}"},"finish_reason":null}]}\n\n`);
+        res.write(
+          `data: {"choices":[{"index":0,"delta":{"content":"t${i}"},"finish_reason":null}]}\n\n`,
+        );
         await new Promise((r) => setTimeout(r, s.gapMs));
       }
-      res.end(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n`);
+      res.end(
+        `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n`,
+      );
       return;
     }
     if (s.hold) await s.hold;
-    json(200, { id: "c1", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 5, completion_tokens: 1 } });
+    json(200, {
+      id: "c1",
+      choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+      usage: { prompt_tokens: 5, completion_tokens: 1 },
+    });
   });
   s.server.listen(port, "127.0.0.1");
   await once(s.server, "listening");

@@ -3,6 +3,10 @@
 import { createGateway } from "../../src/gateway/index.js";
 import { holdsPolicy } from "./holds-policy.js";
 
-const g = await createGateway({ config: JSON.parse(process.argv[2] as string), policy: holdsPolicy(), log: (l) => process.stderr.write(`${l}\n`) });
+const g = await createGateway({
+  config: JSON.parse(process.argv[2] as string),
+  policy: holdsPolicy(),
+  log: (l) => process.stderr.write(`${l}\n`),
+});
 process.stdout.write(`${JSON.stringify({ url: g.url })}\n`);
 process.on("SIGTERM", () => void g.close().then(() => process.exit(0)));

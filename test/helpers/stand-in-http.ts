@@ -23,4 +23,8 @@ export const STAND_IN_SERVER_INFO = { page_size: 4, kv_events: null, kv_events_c
 export const standInTokens = (text: string): number[] => [...text].map((c) => c.charCodeAt(0));
 
 /** /v1/tokenize's answer for a chat (messages) or completion (prompt) body. */
-export const standInTokenize = (body: Record<string, unknown>) => ({ tokens: standInTokens(JSON.stringify(body.messages ?? body.prompt)), count: 0, max_model_len: 4096 });
+export const standInTokenize = (body: Record<string, unknown>) => ({
+  tokens: standInTokens(JSON.stringify(body.messages ?? body.prompt)),
+  count: 0,
+  max_model_len: 4096,
+});

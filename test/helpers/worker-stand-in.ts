@@ -29,10 +29,19 @@ export interface WorkerStandIn {
   close(): Promise<void>;
 }
 
-type Cmd = { type: string; block_hashes?: (number | bigint)[]; pin?: boolean; lease_id?: string; session_id?: string; epoch?: number };
+type Cmd = {
+  type: string;
+  block_hashes?: (number | bigint)[];
+  pin?: boolean;
+  lease_id?: string;
+  session_id?: string;
+  epoch?: number;
+};
 
 function apply(w: WorkerStandIn, id: string, c: Cmd, epochs: { n: number }): Ack {
-  const ack = blankAck(w.id, id, c.type as Ack["type"] & string, "applied") as Ack & { detail?: unknown };
+  const ack = blankAck(w.id, id, c.type as Ack["type"] & string, "applied") as Ack & {
+    detail?: unknown;
+  };
   const hs = (c.block_hashes ?? []).map((h) => BigInt(h));
   ack.requested = hs.length;
   if (c.type === "Cache") {
@@ -47,14 +56,26 @@ function apply(w: WorkerStandIn, id: string, c: Cmd, epochs: { n: number }): Ack
     ack.affected = done;
     ack.status = done === hs.length ? "applied" : done === 0 ? "noop" : "partial";
   } else if (c.type === "Pause") w.leases.set(c.lease_id as string, hs);
-  else if (c.type === "RenewLease") ack.status = w.leases.has(c.lease_id as string) ? "applied" : "rejected";
-  else if (c.type === "RevokeLease") ack.status = w.leases.delete(c.lease_id as string) ? "applied" : "rejected";
+  else if (c.type === "RenewLease")
+    ack.status = w.leases.has(c.lease_id as string) ? "applied" : "rejected";
+  else if (c.type === "RevokeLease")
+    ack.status = w.leases.delete(c.lease_id as string) ? "applied" : "rejected";
   else if (c.type === "ToolStart") {
     ack.epoch = ++epochs.n;
     w.offloads.set(c.session_id as string, ack.epoch);
-  } else if (c.type === "ToolEnd") ack.status = w.offloads.get(c.session_id as string) === c.epoch && w.offloads.delete(c.session_id as string) ? "applied" : "rejected";
+  } else if (c.type === "ToolEnd")
+    ack.status =
+      w.offloads.get(c.session_id as string) === c.epoch &&
+      w.offloads.delete(c.session_id as string)
+        ? "applied"
+        : "rejected";
   else if (c.type === "Inspect") {
-    ack.detail = { incarnation: w.incarnation, blocks: hs.filter((h) => w.pins.has(h)).map((h) => ({ block_hash: h, pin_count: w.pins.get(h) })) };
+    ack.detail = {
+      incarnation: w.incarnation,
+      blocks: hs
+        .filter((h) => w.pins.has(h))
+        .map((h) => ({ block_hash: h, pin_count: w.pins.get(h) })),
+    };
   }
   return ack;
 }
@@ -78,7 +99,11 @@ function handler(w: WorkerStandIn) {
     if (req.method === "GET") return json(404, {});
     w.arrived++;
     while (w.hold) await w.hold;
-    json(200, { id: "c1", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 5, completion_tokens: 1 } });
+    json(200, {
+      id: "c1",
+      choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+      usage: { prompt_tokens: 5, completion_tokens: 1 },
+    });
   };
 }
 

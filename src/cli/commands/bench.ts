@@ -50,7 +50,10 @@ export function parseModelDims(s: string): ModelDims {
   const m: Record<string, string> = {};
   for (const part of s.split(",")) {
     const [k, v] = part.split("=").map((x) => x.trim());
-    if (!k || v === undefined) throw new Error(`--model-dims: '${part}' is not key=value (or a preset: ${Object.keys(PRESETS).join(", ")})`);
+    if (!k || v === undefined)
+      throw new Error(
+        `--model-dims: '${part}' is not key=value (or a preset: ${Object.keys(PRESETS).join(", ")})`,
+      );
     m[k.toLowerCase().replace(/[-_]/g, "")] = v;
   }
   const int = (k: string, def?: number): number => {
@@ -60,18 +63,27 @@ export function parseModelDims(s: string): ModelDims {
       throw new Error(`--model-dims: ${k}= is required`);
     }
     const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--model-dims: ${k} must be a positive integer (got '${v}')`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new Error(`--model-dims: ${k} must be a positive integer (got '${v}')`);
     return n;
   };
   const kv = int("kv", 2);
   if (kv !== 1 && kv !== 2) throw new Error("--model-dims: kv must be 1 or 2");
-  return { name: "custom", layers: int("layers"), heads: m.kvheads !== undefined ? int("kvheads") : int("heads"), headDim: int("headdim"), dtype: m.dtype ?? "bf16", kv };
+  return {
+    name: "custom",
+    layers: int("layers"),
+    heads: m.kvheads !== undefined ? int("kvheads") : int("heads"),
+    headDim: int("headdim"),
+    dtype: m.dtype ?? "bf16",
+    kv,
+  };
 }
 
 function positive(v: string | undefined, name: string, def: number): number {
   if (v === undefined) return def;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer (got '${v}')`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`${name} must be a positive integer (got '${v}')`);
   return n;
 }
 
@@ -137,13 +149,35 @@ function copySetup(copy: CopyModule, opts: CopyBenchOptions) {
   const model = opts.model ?? { name: "llama-3.1-8b", ...PRESETS["llama-3.1-8b"] };
   const pageSize = opts.pageSize ?? 64;
   const layout = opts.layout ?? "layer_first";
-  const dims = { pageSize, layers: model.layers, kv: model.kv, heads: model.heads, headDim: model.headDim, dtypeSize: copy.dtypeSize(model.dtype) };
+  const dims = {
+    pageSize,
+    layers: model.layers,
+    kv: model.kv,
+    heads: model.heads,
+    headDim: model.headDim,
+    dtypeSize: copy.dtypeSize(model.dtype),
+  };
   const pageBytes = copy.layoutInfo({ layout, ...dims }).pageBytes;
   const tokens = opts.tokens ?? (backend === "cuda" ? 32768 : 2048);
   const pages = Math.ceil(tokens / pageSize);
   const device = backend === "cuda" ? (opts.device ?? 0) : undefined;
   const devName = backend === "cuda" ? (cuda.info.devices[device ?? 0]?.name ?? null) : null;
-  return { backend, note, model, pageSize, layout, deviceLayout: opts.deviceLayout ?? layout, iters: opts.iters ?? 3, dims, pageBytes, tokens, pages, bytes: pages * pageBytes, device, devName };
+  return {
+    backend,
+    note,
+    model,
+    pageSize,
+    layout,
+    deviceLayout: opts.deviceLayout ?? layout,
+    iters: opts.iters ?? 3,
+    dims,
+    pageBytes,
+    tokens,
+    pages,
+    bytes: pages * pageBytes,
+    device,
+    devName,
+  };
 }
 
 type CopySetup = ReturnType<typeof copySetup>;
@@ -156,7 +190,9 @@ function logSetup(s: CopySetup, log: (line: string) => void): void {
     `model ${model.name}: layers ${model.layers}, kv heads ${model.heads}, head dim ${model.headDim}, ${model.dtype}, kv ${model.kv}; ` +
       `page ${s.pageSize} tokens = ${(s.pageBytes / MiB).toFixed(2)} MiB; layout ${s.deviceLayout} (device) <-> ${s.layout} (host)`,
   );
-  log(`session ${s.tokens} tokens = ${s.pages} pages = ${(s.bytes / MiB).toFixed(1)} MiB per transfer, best of ${s.iters}`);
+  log(
+    `session ${s.tokens} tokens = ${s.pages} pages = ${(s.bytes / MiB).toFixed(1)} MiB per transfer, best of ${s.iters}`,
+  );
 }
 
 export async function benchCopy(opts: CopyBenchOptions): Promise<CopyBenchResult> {
@@ -166,8 +202,18 @@ export async function benchCopy(opts: CopyBenchOptions): Promise<CopyBenchResult
   const devKind = s.backend === "cuda" ? "cuda-device" : "cpu";
   const hostKind = s.backend === "cuda" ? "cuda-pinned" : "cpu";
   // Device pool twice the session (scattered pages spread over it), host pool the session's size.
-  const dev = copy.createPool({ kind: devKind, layout: { layout: s.deviceLayout, ...s.dims }, pages: 2 * s.pages, device: s.device });
-  const host = copy.createPool({ kind: hostKind, layout: { layout: s.layout, ...s.dims }, pages: s.pages, device: s.device });
+  const dev = copy.createPool({
+    kind: devKind,
+    layout: { layout: s.deviceLayout, ...s.dims },
+    pages: 2 * s.pages,
+    device: s.device,
+  });
+  const host = copy.createPool({
+    kind: hostKind,
+    layout: { layout: s.layout, ...s.dims },
+    pages: s.pages,
+    device: s.device,
+  });
   try {
     await dev.fill(1);
     await host.fill(2);
@@ -175,8 +221,37 @@ export async function benchCopy(opts: CopyBenchOptions): Promise<CopyBenchResult
     const scatteredHost = shuffled(s.pages, 11);
     const { gbps, plan } = await measureCopies(copy, s, dev, host, scatteredDev, scatteredHost);
     const session = await measureSession(copy, s, dev, host, scatteredDev, scatteredHost);
-    const { backend, note, devName, model, pageSize, layout, deviceLayout, pageBytes, tokens, pages, bytes, iters } = s;
-    return { backend, note, device: devName, model, pageSize, layout, deviceLayout, pageBytes, tokens, pages, bytes, iters, gbps, session, plan };
+    const {
+      backend,
+      note,
+      devName,
+      model,
+      pageSize,
+      layout,
+      deviceLayout,
+      pageBytes,
+      tokens,
+      pages,
+      bytes,
+      iters,
+    } = s;
+    return {
+      backend,
+      note,
+      device: devName,
+      model,
+      pageSize,
+      layout,
+      deviceLayout,
+      pageBytes,
+      tokens,
+      pages,
+      bytes,
+      iters,
+      gbps,
+      session,
+      plan,
+    };
   } finally {
     dev.free();
     host.free();
@@ -184,7 +259,14 @@ export async function benchCopy(opts: CopyBenchOptions): Promise<CopyBenchResult
 }
 
 /** Best-of-iters GB/s of each direction and pattern, against one contiguous memcpy. */
-async function measureCopies(copy: CopyModule, s: CopySetup, dev: Pool, host: Pool, scatteredDev: number[], scatteredHost: number[]): Promise<Pick<CopyBenchResult, "gbps" | "plan">> {
+async function measureCopies(
+  copy: CopyModule,
+  s: CopySetup,
+  dev: Pool,
+  host: Pool,
+  scatteredDev: number[],
+  scatteredHost: number[],
+): Promise<Pick<CopyBenchResult, "gbps" | "plan">> {
   const seq = Array.from({ length: s.pages }, (_, i) => i);
   const best = async (fn: () => Promise<unknown>): Promise<number> => {
     await fn(); // warm-up
@@ -204,13 +286,20 @@ async function measureCopies(copy: CopyModule, s: CopySetup, dev: Pool, host: Po
   const h2dC = await best(() => copy.copyPages(host, dev, seq, seq));
   const h2dS = await best(() => copy.copyPages(host, dev, scatteredHost, scatteredDev));
   const baseD2h = await copy.memcpyBaseline(s.backend, s.bytes, "d2h", s.iters, s.device ?? 0);
-  const baseH2d = s.backend === "cpu" ? baseD2h : await copy.memcpyBaseline(s.backend, s.bytes, "h2d", s.iters, s.device ?? 0);
+  const baseH2d =
+    s.backend === "cpu"
+      ? baseD2h
+      : await copy.memcpyBaseline(s.backend, s.bytes, "h2d", s.iters, s.device ?? 0);
   return {
     gbps: {
       d2h: { contiguous: gb(d2hC), scattered: gb(d2hS), baseline: gb(baseD2h) },
       h2d: { contiguous: gb(h2dC), scattered: gb(h2dS), baseline: gb(baseH2d) },
     },
-    plan: { contiguousRuns: stC.runs, scatteredKernelPages: stS.kernelPages, granularity: stC.granularity },
+    plan: {
+      contiguousRuns: stC.runs,
+      scatteredKernelPages: stS.kernelPages,
+      granularity: stC.granularity,
+    },
   };
 }
 
@@ -218,7 +307,14 @@ async function measureCopies(copy: CopyModule, s: CopySetup, dev: Pool, host: Po
  * A session: its pages scattered over the device pool, offloaded to host slots, the device pages
  * then reused (overwritten), and restored to other device pages; verified by digest.
  */
-async function measureSession(copy: CopyModule, s: CopySetup, dev: Pool, host: Pool, scatteredDev: number[], scatteredHost: number[]): Promise<CopyBenchResult["session"]> {
+async function measureSession(
+  copy: CopyModule,
+  s: CopySetup,
+  dev: Pool,
+  host: Pool,
+  scatteredDev: number[],
+  scatteredHost: number[],
+): Promise<CopyBenchResult["session"]> {
   await dev.fill(3);
   const want = await copy.digests(dev, scatteredDev);
   let t0 = process.hrtime.bigint();
@@ -264,18 +360,24 @@ const COPY_OPTIONS = {
 } as const;
 
 async function copyMain(argv: string[]): Promise<number> {
-  const parsed = commandArgs(argv, { name: "kvctl bench copy", options: COPY_OPTIONS, help: HELP.replace("%PRESETS%", Object.keys(PRESETS).join(", ")) });
+  const parsed = commandArgs(argv, {
+    name: "kvctl bench copy",
+    options: COPY_OPTIONS,
+    help: HELP.replace("%PRESETS%", Object.keys(PRESETS).join(", ")),
+  });
   if (typeof parsed === "number") return parsed;
   const { values } = parsed;
   let opts: Parameters<typeof benchCopy>[0];
   try {
     const kind = (v: string | undefined, flag: string): LayoutKind | undefined => {
       if (v === undefined) return undefined;
-      if (!KINDS.includes(v as LayoutKind)) throw new Error(`${flag} must be one of ${KINDS.join(", ")} (got '${v}')`);
+      if (!KINDS.includes(v as LayoutKind))
+        throw new Error(`${flag} must be one of ${KINDS.join(", ")} (got '${v}')`);
       return v as LayoutKind;
     };
     const backend = values.backend ?? "auto";
-    if (!["auto", "cuda", "cpu"].includes(backend)) throw new Error(`--backend must be auto, cuda or cpu (got '${backend}')`);
+    if (!["auto", "cuda", "cpu"].includes(backend))
+      throw new Error(`--backend must be auto, cuda or cpu (got '${backend}')`);
     opts = {
       layout: kind(values.layout, "--layout"),
       deviceLayout: kind(values["device-layout"], "--device-layout"),
@@ -304,16 +406,21 @@ async function copyMain(argv: string[]): Promise<number> {
 const SUBCOMMANDS: Record<string, (argv: string[]) => Promise<number>> = { copy: copyMain };
 
 export const command: Command = {
-  summary: "benchmarks: `bench copy` (KV block copy GB/s vs cudaMemcpy/memcpy, session offload/restore)",
+  summary:
+    "benchmarks: `bench copy` (KV block copy GB/s vs cudaMemcpy/memcpy, session offload/restore)",
   async run(argv: string[]): Promise<number> {
     const [sub, ...rest] = argv;
     if (!sub || sub === "-h" || sub === "--help") {
-      console.log(`usage: kvctl bench <${Object.keys(SUBCOMMANDS).join("|")}> [options]\n\n${HELP.replace("%PRESETS%", Object.keys(PRESETS).join(", "))}`);
+      console.log(
+        `usage: kvctl bench <${Object.keys(SUBCOMMANDS).join("|")}> [options]\n\n${HELP.replace("%PRESETS%", Object.keys(PRESETS).join(", "))}`,
+      );
       return sub ? 0 : 2;
     }
     const fn = SUBCOMMANDS[sub];
     if (!fn) {
-      console.error(`kvctl bench: unknown benchmark '${sub}' (have: ${Object.keys(SUBCOMMANDS).join(", ")})`);
+      console.error(
+        `kvctl bench: unknown benchmark '${sub}' (have: ${Object.keys(SUBCOMMANDS).join(", ")})`,
+      );
       return 2;
     }
     return fn(rest);

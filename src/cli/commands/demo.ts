@@ -10,7 +10,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectControlPlane, ControlPublisher } from "../../control/index.js";
-import { buildPatchedTree, ensureVenv, EventRecorder, HarnessClient, startHarness, summarize } from "../../demo/harness.js";
+import {
+  buildPatchedTree,
+  ensureVenv,
+  EventRecorder,
+  HarnessClient,
+  startHarness,
+  summarize,
+} from "../../demo/harness.js";
 import { startNatsServer } from "../../testing/index.js";
 import { startRealServer } from "../../demo/real-server.js";
 import { runAgentSession } from "../../demo/scenario.js";
@@ -18,7 +25,12 @@ import { type DemoWorker, HarnessWorker, SglangWorker } from "../../demo/workers
 import { commandArgs } from "../args.js";
 import type { Command as CliCommand } from "../command.js";
 
-const OPTIONS = { json: { type: "boolean" }, verbose: { type: "boolean" }, harness: { type: "boolean" }, help: { type: "boolean", short: "h" } } as const;
+const OPTIONS = {
+  json: { type: "boolean" },
+  verbose: { type: "boolean" },
+  harness: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const;
 
 const HELP = `usage: kvctl demo [--json] [--verbose] [--harness]
 
@@ -75,7 +87,11 @@ export const command: CliCommand = {
       await events.start();
       cleanups.push(() => events.close());
       const pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 0 });
-      const res = await runAgentSession(pub, started.worker, workerId, { print, events, storage: started.storage });
+      const res = await runAgentSession(pub, started.worker, workerId, {
+        print,
+        events,
+        storage: started.storage,
+      });
       await new Promise((r) => setTimeout(r, 100));
       report(res, events, t0, print);
       await started.worker.shutdown();
@@ -83,7 +99,14 @@ export const command: CliCommand = {
       return res.ok ? 0 : 1;
     } catch (e) {
       console.error(`kvctl demo: ${e instanceof Error ? e.message : String(e)}`);
-      if (v.json) console.log(JSON.stringify({ demo: "failed", commands: [], error: e instanceof Error ? e.message : String(e) }));
+      if (v.json)
+        console.log(
+          JSON.stringify({
+            demo: "failed",
+            commands: [],
+            error: e instanceof Error ? e.message : String(e),
+          }),
+        );
       return 1;
     } finally {
       process.off("SIGINT", onSignal);
@@ -96,20 +119,37 @@ export const command: CliCommand = {
 type SessionResult = Awaited<ReturnType<typeof runAgentSession>>;
 
 /** The demo's last lines: the KV events seen and the verdict. */
-function report(res: SessionResult, events: EventRecorder, t0: number, print: (line: string) => void): void {
+function report(
+  res: SessionResult,
+  events: EventRecorder,
+  t0: number,
+  print: (line: string) => void,
+): void {
   print("");
-  print(`KV events received: ${events.events.length} (${summarize(events.events.map((e) => e.event))}); ` +
-    `consumer gaps ${events.consumer.metrics.gaps}, bad ${events.consumer.metrics.badBatches + events.consumer.metrics.badEvents}`);
+  print(
+    `KV events received: ${events.events.length} (${summarize(events.events.map((e) => e.event))}); ` +
+      `consumer gaps ${events.consumer.metrics.gaps}, bad ${events.consumer.metrics.badBatches + events.consumer.metrics.badEvents}`,
+  );
   const bad = res.steps.filter((s) => !s.ok);
-  print(`${res.ok ? "demo ok" : `demo FAILED (${bad.map((s) => `${s.type}: ${s.status}`).join(", ") || "pin-vs-flood table"})`} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  print(
+    `${res.ok ? "demo ok" : `demo FAILED (${bad.map((s) => `${s.type}: ${s.status}`).join(", ") || "pin-vs-flood table"})`} in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+  );
 }
 
 /** The --json summary line. */
-function summaryJson(res: SessionResult, events: EventRecorder, started: Started, t0: number): string {
+function summaryJson(
+  res: SessionResult,
+  events: EventRecorder,
+  started: Started,
+  t0: number,
+): string {
   return JSON.stringify({
     demo: res.ok ? "ok" : "failed",
     commands: res.steps.map((s) => ({ type: s.type, status: s.status })),
-    pin_vs_flood: res.table.map((r) => ({ context: r.label, fraction: Math.round(r.fraction * 1000) / 1000 })),
+    pin_vs_flood: res.table.map((r) => ({
+      context: r.label,
+      fraction: Math.round(r.fraction * 1000) / 1000,
+    })),
     events: events.events.length,
     seconds: Math.round((Date.now() - t0) / 100) / 10,
     server: started.server,
@@ -117,15 +157,24 @@ function summaryJson(res: SessionResult, events: EventRecorder, started: Started
 }
 
 /** A real patched SGLang server with the tiny local model; says so in the first line. */
-async function startServerWorker(natsUrl: string, workerId: string, cleanups: (() => Promise<void> | void)[], print: (l: string) => void): Promise<Started> {
+async function startServerWorker(
+  natsUrl: string,
+  workerId: string,
+  cleanups: (() => Promise<void> | void)[],
+  print: (l: string) => void,
+): Promise<Started> {
   const pageSize = 16;
   const device = 1024;
-  print(`kvctl demo: model: a tiny random Llama built locally (hidden 64, 2 layers, byte-level BPE; random weights, so its ` +
-    `text is gibberish) served by a real SGLang ${SGLANG_VERSION} server on CPU, patched with kvctl's series; starting (30-60 s)...`);
+  print(
+    `kvctl demo: model: a tiny random Llama built locally (hidden 64, 2 layers, byte-level BPE; random weights, so its ` +
+      `text is gibberish) served by a real SGLang ${SGLANG_VERSION} server on CPU, patched with kvctl's series; starting (30-60 s)...`,
+  );
   const server = await startRealServer({ natsUrl, workerId, pageSize, maxTotalTokens: device });
   cleanups.push(() => server.stop());
-  print(`kvctl demo: nats ${natsUrl}; SGLang server ${server.baseUrl} (worker ${workerId}, ${device} device-pool tokens, ` +
-    `host tier x2, page ${pageSize}, file storage; up in ${server.info.start_s} s; log ${server.info.log_path}); KV events on ${server.info.events_endpoint}`);
+  print(
+    `kvctl demo: nats ${natsUrl}; SGLang server ${server.baseUrl} (worker ${workerId}, ${device} device-pool tokens, ` +
+      `host tier x2, page ${pageSize}, file storage; up in ${server.info.start_s} s; log ${server.info.log_path}); KV events on ${server.info.events_endpoint}`,
+  );
   return {
     worker: new SglangWorker(server.baseUrl, pageSize, device, 2 * device),
     eventsEndpoint: server.info.events_endpoint!,
@@ -148,13 +197,21 @@ async function startHarnessWorker(
   const storageDir = mkdtempSync(join(tmpdir(), "kvctl-demo-storage-"));
   cleanups.push(() => rmSync(storageDir, { recursive: true, force: true }));
   const harness = await startHarness({
-    tree: tree.dir, natsUrl, workerId, pageSize: 4, deviceTokens: 256, hostRatio: 2, storageDir,
+    tree: tree.dir,
+    natsUrl,
+    workerId,
+    pageSize: 4,
+    deviceTokens: 256,
+    hostRatio: 2,
+    storageDir,
     log: verbose ? (l) => console.error(`[harness] ${l}`) : undefined,
   });
   cleanups.push(() => harness.stop());
-  print(`kvctl demo: no model (--harness); nats ${natsUrl}; worker harness ${workerId} (SGLang ${SGLANG_VERSION} UnifiedRadixCache + HiCache on CPU: ` +
-    `${harness.ready.device_tokens} GPU-pool tokens, ${harness.ready.host_tokens} host tokens, page ${harness.ready.page_size}` +
-    `${harness.ready.storage ? ", file storage" : ""}); KV events on ${harness.ready.events_endpoint}`);
+  print(
+    `kvctl demo: no model (--harness); nats ${natsUrl}; worker harness ${workerId} (SGLang ${SGLANG_VERSION} UnifiedRadixCache + HiCache on CPU: ` +
+      `${harness.ready.device_tokens} GPU-pool tokens, ${harness.ready.host_tokens} host tokens, page ${harness.ready.page_size}` +
+      `${harness.ready.storage ? ", file storage" : ""}); KV events on ${harness.ready.events_endpoint}`,
+  );
   return {
     worker: new HarnessWorker(new HarnessClient(nc, workerId), harness.ready.page_size),
     eventsEndpoint: harness.ready.events_endpoint,

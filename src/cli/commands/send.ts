@@ -1,6 +1,11 @@
 // `kvctl send <worker|--broadcast> <Command> [--field value ...]`: build one command from flags,
 // validate it with the protocol schemas, send it over NATS and print the ack(s).
-import { connectOptionsFromFlags, joinNegativeValues, NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import {
+  connectOptionsFromFlags,
+  joinNegativeValues,
+  NATS_FLAGS,
+  NATS_FLAGS_HELP,
+} from "../../control/connection-flags.js";
 import { connectControlPlane, ControlError, ControlPublisher } from "../../control/index.js";
 import {
   type Ack,
@@ -20,7 +25,9 @@ import { commandArgs, usageError } from "../args.js";
 import type { Command as CliCommand } from "../command.js";
 
 const kebab = (f: string) => f.replace(/_/g, "-");
-const FIELD_FLAGS = new Set(Object.values(COMMAND_FIELDS).flatMap((fields) => Object.keys(fields).map(kebab)));
+const FIELD_FLAGS = new Set(
+  Object.values(COMMAND_FIELDS).flatMap((fields) => Object.keys(fields).map(kebab)),
+);
 
 const OPTIONS = {
   ...NATS_FLAGS,
@@ -39,7 +46,12 @@ const OPTIONS = {
 const HELP = `usage: kvctl send <worker-id|--broadcast> <Command> [--field value ...] [options]
 
 Commands and their fields (lists comma-separated; hashes are signed 64-bit decimals):
-${COMMAND_TYPES.map((t) => `  ${t.padEnd(12)} ${Object.entries(COMMAND_FIELDS[t]).map(([f, k]) => `--${kebab(f)} <${k}>`).join(" ")}`).join("\n")}
+${COMMAND_TYPES.map(
+  (t) =>
+    `  ${t.padEnd(12)} ${Object.entries(COMMAND_FIELDS[t])
+      .map(([f, k]) => `--${kebab(f)} <${k}>`)
+      .join(" ")}`,
+).join("\n")}
 
 Options:
   --broadcast              send on the broadcast subject instead of one worker
@@ -58,14 +70,18 @@ const usage = (msg: string): number => usageError("kvctl send", msg);
 
 function intFlag(v: string | undefined, name: string): number | undefined | Error {
   if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v)) return new Error(`--${name}: expected a non-negative integer, got ${JSON.stringify(v)}`);
+  if (!/^\d+$/.test(v))
+    return new Error(`--${name}: expected a non-negative integer, got ${JSON.stringify(v)}`);
   return Number(v);
 }
 
 const OK: ReadonlySet<Ack["status"]> = new Set(["applied", "partial", "noop", "duplicate"]);
 
 function describeAck(a: Ack): string {
-  const parts = [`${a.worker_id} ${a.type ?? "?"} ${a.status}`, `requested=${a.requested} affected=${a.affected} skipped=${a.skipped}`];
+  const parts = [
+    `${a.worker_id} ${a.type ?? "?"} ${a.status}`,
+    `requested=${a.requested} affected=${a.affected} skipped=${a.skipped}`,
+  ];
   if (a.missing.length) parts.push(`missing=[${a.missing.join(",")}]`);
   if (Object.keys(a.tiers).length) parts.push(`tiers=${stringifyJson(a.tiers)}`);
   if (a.lease) parts.push(`lease=${stringifyJson(a.lease)}`);
@@ -86,7 +102,14 @@ function commandBody(v: Flags, type: CommandType): Record<string, unknown> | num
     if (text === undefined) continue;
     const field = flag.replace(/-/g, "_");
     const kind = fields[field];
-    if (!kind) return usage(`--${flag} is not a field of ${type} (fields: ${Object.keys(fields).map((f) => `--${kebab(f)}`).join(" ") || "none"})`);
+    if (!kind)
+      return usage(
+        `--${flag} is not a field of ${type} (fields: ${
+          Object.keys(fields)
+            .map((f) => `--${kebab(f)}`)
+            .join(" ") || "none"
+        })`,
+      );
     try {
       body[field] = parseFieldText(kind, text as string);
     } catch (e) {
@@ -97,7 +120,12 @@ function commandBody(v: Flags, type: CommandType): Record<string, unknown> | num
 }
 
 /** Validated before connecting: a bad command fails fast and names its field. */
-function validated(v: Flags, target: string | null, type: string, body: Record<string, unknown>): Command | number {
+function validated(
+  v: Flags,
+  target: string | null,
+  type: string,
+  body: Record<string, unknown>,
+): Command | number {
   try {
     if (target !== null) checkWorkerId(target);
     if (v["subject-prefix"] !== undefined) checkSubjectPrefix(v["subject-prefix"] as string);
@@ -107,7 +135,8 @@ function validated(v: Flags, target: string | null, type: string, body: Record<s
   try {
     return validateCommand(body);
   } catch (e) {
-    if (e instanceof CommandValidationError) return usage(`invalid ${type}: --${kebab(e.field.replace(/\[\d+\]$/, ""))}: ${e.message}`);
+    if (e instanceof CommandValidationError)
+      return usage(`invalid ${type}: --${kebab(e.field.replace(/\[\d+\]$/, ""))}: ${e.message}`);
     throw e;
   }
 }
@@ -119,19 +148,37 @@ interface Timing {
 }
 
 /** Sends cmd and prints what came back; the exit code (1 unless every ack is a success). */
-async function deliver(pub: ControlPublisher, nc: { flush(): Promise<void> }, v: Flags, target: string | null, cmd: Command, t: Timing): Promise<number> {
+async function deliver(
+  pub: ControlPublisher,
+  nc: { flush(): Promise<void> },
+  v: Flags,
+  target: string | null,
+  cmd: Command,
+  t: Timing,
+): Promise<number> {
   const id = v.id as string | undefined;
   if (v["no-ack"]) {
     const sent = pub.publish(target === null ? { broadcast: true } : target, cmd, { id });
     await nc.flush();
-    console.log(v.json ? stringifyJson({ id: sent, published: true }) : `published ${cmd.type} id=${sent} (no ack requested)`);
+    console.log(
+      v.json
+        ? stringifyJson({ id: sent, published: true })
+        : `published ${cmd.type} id=${sent} (no ack requested)`,
+    );
     return 0;
   }
   if (target === null) {
-    const workers = v.workers ? (v.workers as string).split(",").map((s) => s.trim()).filter(Boolean) : undefined;
+    const workers = v.workers
+      ? (v.workers as string)
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : undefined;
     const res = await pub.broadcast(cmd, { deadlineMs: t.deadlineMs ?? 1000, workers, id });
     if (v.json) {
-      console.log(`{"id":${JSON.stringify(res.id)},"acks":[${res.acks.map(encodeAck).join(",")}],"silent":${JSON.stringify(res.silent)},"unexpected":${JSON.stringify(res.unexpected)},"no_responders":${res.noResponders}}`);
+      console.log(
+        `{"id":${JSON.stringify(res.id)},"acks":[${res.acks.map(encodeAck).join(",")}],"silent":${JSON.stringify(res.silent)},"unexpected":${JSON.stringify(res.unexpected)},"no_responders":${res.noResponders}}`,
+      );
     } else {
       console.log(`broadcast ${cmd.type} id=${res.id}: ${res.acks.length} ack(s)`);
       for (const a of res.acks) console.log(`  ${describeAck(a)}`);
@@ -148,21 +195,40 @@ async function deliver(pub: ControlPublisher, nc: { flush(): Promise<void> }, v:
 export const command: CliCommand = {
   summary: "send one control command to a worker (or broadcast) and print the ack",
   async run(argv) {
-    const stringFlags = new Set(Object.entries(OPTIONS).filter(([, o]) => o.type === "string").map(([k]) => k));
-    const parsed = commandArgs(argv, { name: "kvctl send", options: OPTIONS, help: HELP, positionals: true, prepare: (a) => joinNegativeValues(a, stringFlags) });
+    const stringFlags = new Set(
+      Object.entries(OPTIONS)
+        .filter(([, o]) => o.type === "string")
+        .map(([k]) => k),
+    );
+    const parsed = commandArgs(argv, {
+      name: "kvctl send",
+      options: OPTIONS,
+      help: HELP,
+      positionals: true,
+      prepare: (a) => joinNegativeValues(a, stringFlags),
+    });
     if (typeof parsed === "number") return parsed;
     const v = parsed.values as Flags;
     const pos = parsed.positionals;
     const broadcast = v.broadcast === true;
     const [target, type] = broadcast ? [null, pos[0]] : [pos[0], pos[1]];
-    if (pos.length !== (broadcast ? 1 : 2)) return usage(broadcast ? "expected: --broadcast <Command>" : "expected: <worker-id> <Command> (or --broadcast <Command>)");
-    if (!(COMMAND_TYPES as readonly string[]).includes(type!)) return usage(`unknown command type ${JSON.stringify(type)} (expected one of ${COMMAND_TYPES.join(", ")})`);
+    if (pos.length !== (broadcast ? 1 : 2))
+      return usage(
+        broadcast
+          ? "expected: --broadcast <Command>"
+          : "expected: <worker-id> <Command> (or --broadcast <Command>)",
+      );
+    if (!(COMMAND_TYPES as readonly string[]).includes(type!))
+      return usage(
+        `unknown command type ${JSON.stringify(type)} (expected one of ${COMMAND_TYPES.join(", ")})`,
+      );
     const body = commandBody(v, type as CommandType);
     if (typeof body === "number") return body;
     const timeoutMs = intFlag(v["timeout-ms"] as string | undefined, "timeout-ms");
     const deadlineMs = intFlag(v["deadline-ms"] as string | undefined, "deadline-ms");
     const retries = intFlag(v.retries as string | undefined, "retries");
-    for (const n of [timeoutMs, deadlineMs, retries]) if (n instanceof Error) return usage(n.message);
+    for (const n of [timeoutMs, deadlineMs, retries])
+      if (n instanceof Error) return usage(n.message);
     if (!broadcast && v.workers) return usage("--workers only applies with --broadcast");
     const cmd = validated(v, target, type as string, body);
     if (typeof cmd === "number") return cmd;
@@ -175,7 +241,11 @@ export const command: CliCommand = {
         timeoutMs: (timeoutMs as number | undefined) ?? 1000,
         retries: (retries as number | undefined) ?? 2,
       });
-      return await deliver(pub, nc, v, target, cmd, { timeoutMs: timeoutMs as number | undefined, deadlineMs: deadlineMs as number | undefined, retries: retries as number | undefined });
+      return await deliver(pub, nc, v, target, cmd, {
+        timeoutMs: timeoutMs as number | undefined,
+        deadlineMs: deadlineMs as number | undefined,
+        retries: retries as number | undefined,
+      });
     } catch (e) {
       if (e instanceof ControlError) {
         console.error(`kvctl send: ${e.name}: ${e.message}`);

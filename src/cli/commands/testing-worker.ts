@@ -1,7 +1,11 @@
 // `kvctl testing-worker --worker-id w0`: runs the ReferenceResponder, the in-memory TEST STAND-IN
 // for a worker's control subscriber, so `kvctl send` can be demonstrated without SGLang. It is not
 // the worker: it holds no KV cache and says so when it starts.
-import { connectOptionsFromFlags, NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
+import {
+  connectOptionsFromFlags,
+  NATS_FLAGS,
+  NATS_FLAGS_HELP,
+} from "../../control/connection-flags.js";
 import { connectControlPlane } from "../../control/index.js";
 import { ReferenceResponder } from "../../testing/index.js";
 import { checkSubjectPrefix, checkWorkerId, parseFieldText } from "../../protocol/index.js";
@@ -38,7 +42,11 @@ const fail = (msg: string): number => usageError("kvctl testing-worker", msg);
 export const command: CliCommand = {
   summary: "run the reference responder (a test stand-in for a worker, not the worker)",
   async run(argv) {
-    const parsed = commandArgs(argv, { name: "kvctl testing-worker", options: OPTIONS, help: HELP });
+    const parsed = commandArgs(argv, {
+      name: "kvctl testing-worker",
+      options: OPTIONS,
+      help: HELP,
+    });
     if (typeof parsed === "number") return parsed;
     const v = parsed.values;
     if (!v["worker-id"]) return fail("--worker-id is required");
@@ -46,7 +54,8 @@ export const command: CliCommand = {
     let keys: string[] = [];
     const num = (name: string, s: string | undefined) => {
       if (s === undefined) return undefined;
-      if (!/^\d+$/.test(s)) throw new Error(`--${name}: expected a non-negative integer, got ${JSON.stringify(s)}`);
+      if (!/^\d+$/.test(s))
+        throw new Error(`--${name}: expected a non-negative integer, got ${JSON.stringify(s)}`);
       return Number(s);
     };
     let budget: number | undefined;
@@ -61,7 +70,9 @@ export const command: CliCommand = {
     } catch (e) {
       return fail(e instanceof Error ? e.message : String(e));
     }
-    const nc = await connectControlPlane(connectOptionsFromFlags(v, `kvctl testing-worker ${v["worker-id"]}`));
+    const nc = await connectControlPlane(
+      connectOptionsFromFlags(v, `kvctl testing-worker ${v["worker-id"]}`),
+    );
     const log = (l: string) => console.error(l);
     const responder = await ReferenceResponder.start(nc, {
       workerId: v["worker-id"],

@@ -39,7 +39,6 @@ live (--zmq): recompute every BlockStored's hashes from its token ids.
                        only counted (default 2)
 exit: 0 all matched, 1 a mismatch, 2 nothing received / nothing verifiable`;
 
-
 /** Per-event lines printed per progress interval at most. */
 const MAX_LINES_PER_INTERVAL = 200;
 
@@ -51,31 +50,50 @@ async function offline(python: string, seed: string): Promise<number> {
   try {
     doc = runSglangOracle({ python, seed, inherit: true });
   } catch (err) {
-    console.error(`verify-hashes: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
+    console.error(
+      `verify-hashes: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`,
+    );
     return 2;
   }
   let pages = 0;
   let bad = 0;
   for (const c of doc.cases) {
-    const base = { pageSize: c.page_size, bigram: c.bigram, extraKey: c.extra_key, cacheSalt: c.cache_salt };
+    const base = {
+      pageSize: c.page_size,
+      bigram: c.bigram,
+      extraKey: c.extra_key,
+      cacheSalt: c.cache_salt,
+    };
     c.nodes.forEach((node, i) => {
       const tokens = c.nodes.length === 1 ? c.tokens : node.tokens;
       const parent = i > 0 ? c.nodes[i - 1] : undefined;
       const keys = storageKeys(tokens, { ...base, prior: parent?.storage_keys.at(-1) });
       const hs = Array.from(
-        blockHashes(tokens, { ...base, prior: parent?.event_digests.at(-1), eventFormat: c.event_format, extraKeyIsLora: c.lora_registered }),
+        blockHashes(tokens, {
+          ...base,
+          prior: parent?.event_digests.at(-1),
+          eventFormat: c.event_format,
+          extraKeyIsLora: c.lora_registered,
+        }),
         String,
       );
       pages += node.storage_keys.length;
       const k = node.storage_keys.findIndex((x, j) => keys[j] !== x);
       const h = node.block_hashes.findIndex((x, j) => hs[j] !== x);
-      if (k >= 0 || h >= 0 || keys.length !== node.storage_keys.length || hs.length !== node.block_hashes.length) {
+      if (
+        k >= 0 ||
+        h >= 0 ||
+        keys.length !== node.storage_keys.length ||
+        hs.length !== node.block_hashes.length
+      ) {
         bad++;
         console.log(`MISMATCH ${c.name} node ${i}: storage key page ${k}, block hash page ${h}`);
       }
     });
   }
-  console.log(`SGLang ${doc.sglang_version} vs addon: ${doc.cases.length} cases, ${pages} pages, ${bad} mismatching node(s)`);
+  console.log(
+    `SGLang ${doc.sglang_version} vs addon: ${doc.cases.length} cases, ${pages} pages, ${bad} mismatching node(s)`,
+  );
   console.log(bad === 0 ? "verdict: MATCH" : "verdict: MISMATCH");
   return bad === 0 ? 0 : 1;
 }
@@ -85,7 +103,15 @@ type Recompute = typeof import("../../events/verify.js").recomputeStored;
 
 /** Checks each BlockStored of a live stream against the addon and keeps the counts. */
 class LiveCheck {
-  readonly n = { batches: 0, stored: 0, pages: 0, matched: 0, mismatched: 0, unverifiable: 0, notShown: 0 };
+  readonly n = {
+    batches: 0,
+    stored: 0,
+    pages: 0,
+    matched: 0,
+    mismatched: 0,
+    unverifiable: 0,
+    notShown: 0,
+  };
   /** Page digests by published hash: a child event chains from its parent's. */
   readonly digests = new Map<bigint, Buffer>();
   /** Each page's token ids by published hash (for Dynamo's tokens_hash check). */
@@ -135,10 +161,12 @@ class LiveCheck {
     if (!e.bigram && e.tokenIds.length === e.blockHashes.length * e.blockSize) {
       // the first store of a page names its tokens (a host write-back repeats them)
       e.blockHashes.forEach((h, i) => {
-        if (!this.pageTokens.has(h)) this.pageTokens.set(h, e.tokenIds.slice(i * e.blockSize, (i + 1) * e.blockSize));
+        if (!this.pageTokens.has(h))
+          this.pageTokens.set(h, e.tokenIds.slice(i * e.blockSize, (i + 1) * e.blockSize));
       });
     }
-    const parent = e.parentBlockHash === null ? null : (this.digests.get(e.parentBlockHash) ?? null);
+    const parent =
+      e.parentBlockHash === null ? null : (this.digests.get(e.parentBlockHash) ?? null);
     const r = this.recompute(e, parent, this.opts);
     const head = `seq ${seq} BlockStored ${e.blockHashes.length} page(s) [${e.blockHashes[0]}${e.blockHashes.length > 1 ? ", ..." : ""}] ${e.medium ?? "GPU"}`;
     if (r.kind === "unverifiable") {
@@ -157,7 +185,9 @@ class LiveCheck {
     } else {
       n.mismatched++;
       const i = r.firstMismatch;
-      this.say(`${head}: MISMATCH at page ${i}: worker ${e.blockHashes[i]}, tokens give ${r.hashes[i]}`);
+      this.say(
+        `${head}: MISMATCH at page ${i}: worker ${e.blockHashes[i]}, tokens give ${r.hashes[i]}`,
+      );
     }
   }
 
@@ -176,7 +206,9 @@ class LiveCheck {
       return 1;
     }
     if (this.n.matched === 0) {
-      console.log(this.n.stored === 0 ? "verdict: NOTHING RECEIVED" : "verdict: NOTHING VERIFIABLE");
+      console.log(
+        this.n.stored === 0 ? "verdict: NOTHING RECEIVED" : "verdict: NOTHING VERIFIABLE",
+      );
       return 2;
     }
     console.log("verdict: MATCH");
@@ -204,7 +236,13 @@ async function live(v: Flags): Promise<number> {
   const check = new LiveCheck(recomputeStored, recomputeOptions(v), Boolean(v.quiet));
   // The consumer brings the receive high-water mark, seq tracking (dropped batches) and
   // rate-limited problem logging; its batch events carry every event's token ids.
-  const consumer = new KvEventConsumer({ endpoint, worker: endpoint, topic: (v.topic as string | undefined) ?? "", log: (l) => console.error(l), logIntervalMs: intervalMs });
+  const consumer = new KvEventConsumer({
+    endpoint,
+    worker: endpoint,
+    topic: (v.topic as string | undefined) ?? "",
+    log: (l) => console.error(l),
+    logIntervalMs: intervalMs,
+  });
   let resolveEnd!: () => void;
   const ended = new Promise<void>((r) => (resolveEnd = r));
   let stopped = false;
@@ -221,7 +259,9 @@ async function live(v: Flags): Promise<number> {
   const progress = setInterval(() => {
     if (check.n.notShown > 0 || m.frames > 0) {
       const hidden = check.n.notShown > 0 ? ` (${check.n.notShown} event line(s) not shown)` : "";
-      console.log(`verify-hashes: ${((Date.now() - started) / 1000).toFixed(1)} s: ${check.counts(m)}${hidden}`);
+      console.log(
+        `verify-hashes: ${((Date.now() - started) / 1000).toFixed(1)} s: ${check.counts(m)}${hidden}`,
+      );
     }
     check.shown = 0;
     check.n.notShown = 0;
@@ -229,7 +269,9 @@ async function live(v: Flags): Promise<number> {
   const dynamo = v.dynamo ? await dynamoCheck(v.dynamo as string, check, Boolean(v.quiet)) : null;
   if (dynamo) consumer.on("batch", () => dynamo.retry());
   await consumer.start();
-  console.log(`verify-hashes: listening on ${endpoint}${dynamo ? ` and Dynamo's event plane ${v.dynamo}` : ""}`);
+  console.log(
+    `verify-hashes: listening on ${endpoint}${dynamo ? ` and Dynamo's event plane ${v.dynamo}` : ""}`,
+  );
   const timer = Number.isFinite(duration) ? setTimeout(end, duration * 1000) : null;
   process.once("SIGINT", end);
   const failed = new Promise<never>((_, reject) => consumer.once("error", reject));
@@ -246,7 +288,9 @@ async function live(v: Flags): Promise<number> {
   const code = check.verdict();
   if (!dynamo) return code;
   const d = dynamo.counts();
-  console.log(`verify-hashes: Dynamo: ${d.blocks} relayed block(s): ${d.matched} tokens_hash matched, ${d.mismatched} mismatched, ${d.pending} without tokens, ${d.problems} other problem(s)`);
+  console.log(
+    `verify-hashes: Dynamo: ${d.blocks} relayed block(s): ${d.matched} tokens_hash matched, ${d.mismatched} mismatched, ${d.pending} without tokens, ${d.problems} other problem(s)`,
+  );
   if (d.mismatched > 0) {
     console.log("verdict (Dynamo): MISMATCH");
     return 1;
@@ -268,12 +312,16 @@ async function dynamoCheck(endpoint: string, check: LiveCheck, quiet: boolean) {
   const pending: Rec[] = [];
   let blocks = 0;
   let problems = 0;
-  const adapter = new DynamoEventAdapter({ identity: true, tokensOf: (_w, h) => check.pageTokens.get(h) });
+  const adapter = new DynamoEventAdapter({
+    identity: true,
+    tokensOf: (_w, h) => check.pageTokens.get(h),
+  });
   adapter.on("problem", (p: { kind: string; message: string }) => {
     if (p.kind !== "tokens_hash") problems++;
     console.log(`Dynamo ${p.kind}: ${p.message}`);
   });
-  const known = (r: Rec) => r.data.kind !== "stored" || r.data.blocks.every((b) => check.pageTokens.has(b.blockHash));
+  const known = (r: Rec) =>
+    r.data.kind !== "stored" || r.data.blocks.every((b) => check.pageTokens.has(b.blockHash));
   const apply = (r: Rec) => {
     if (r.data.kind !== "stored") return;
     const size = check.pageTokens.get(r.data.blocks[0]?.blockHash ?? 0n)?.length;
@@ -281,7 +329,9 @@ async function dynamoCheck(endpoint: string, check: LiveCheck, quiet: boolean) {
     const before = adapter.metrics.problems.tokens_hash;
     adapter.applyRecord(r);
     if (!quiet && adapter.metrics.problems.tokens_hash === before) {
-      console.log(`Dynamo worker ${r.dynamoWorker} ${r.storageTier} ${r.data.blocks.length} block(s) [${r.data.blocks[0]?.blockHash}]: tokens_hash match`);
+      console.log(
+        `Dynamo worker ${r.dynamoWorker} ${r.storageTier} ${r.data.blocks.length} block(s) [${r.data.blocks[0]?.blockHash}]: tokens_hash match`,
+      );
     }
   };
   const sub = new DynamoEventSubscriber(adapter, [endpoint]);
@@ -313,7 +363,10 @@ async function dynamoCheck(endpoint: string, check: LiveCheck, quiet: boolean) {
       blocks,
       matched: adapter.metrics.tokensMatched,
       mismatched: adapter.metrics.problems.tokens_hash,
-      pending: pending.reduce((n, r) => n + (r.data.kind === "stored" ? r.data.blocks.length : 0), 0),
+      pending: pending.reduce(
+        (n, r) => n + (r.data.kind === "stored" ? r.data.blocks.length : 0),
+        0,
+      ),
       problems,
     }),
     close: () => sub.close(),
@@ -341,7 +394,12 @@ const OPTIONS = {
 export const command: Command = {
   summary: "diff SGLang's hashing against the addon (offline corpus, or a live worker's KV events)",
   async run(argv) {
-    const parsed = commandArgs(argv, { name: "verify-hashes", options: OPTIONS, help: HELP, helpOnError: "line" });
+    const parsed = commandArgs(argv, {
+      name: "verify-hashes",
+      options: OPTIONS,
+      help: HELP,
+      helpOnError: "line",
+    });
     if (typeof parsed === "number") return parsed;
     const { values } = parsed;
     if (values["event-format"] && !["sglang", "dynamo"].includes(values["event-format"])) {
@@ -349,7 +407,9 @@ export const command: Command = {
       return 2;
     }
     if (values.dynamo && !values.zmq) {
-      console.error("verify-hashes: --dynamo needs --zmq (the same worker's SGLang stream, which carries the tokens)");
+      console.error(
+        "verify-hashes: --dynamo needs --zmq (the same worker's SGLang stream, which carries the tokens)",
+      );
       return 2;
     }
     if (values.zmq) return live(values);

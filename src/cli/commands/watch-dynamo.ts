@@ -33,7 +33,14 @@ export interface DynamoWatch {
 }
 
 export async function startDynamoWatch(
-  v: { dynamo?: string[]; "dynamo-discovery"?: string; "dynamo-worker"?: string[]; "dynamo-nats"?: string; "dynamo-namespace"?: string; "block-size"?: string },
+  v: {
+    dynamo?: string[];
+    "dynamo-discovery"?: string;
+    "dynamo-worker"?: string[];
+    "dynamo-nats"?: string;
+    "dynamo-namespace"?: string;
+    "block-size"?: string;
+  },
   index: KvIndex,
 ): Promise<DynamoWatch | null> {
   if (!v.dynamo?.length && !v["dynamo-discovery"] && !v["dynamo-nats"]) return null;
@@ -41,44 +48,61 @@ export async function startDynamoWatch(
   const { DynamoEventSubscriber } = await import("../../events/dynamo/subscriber.js");
   const { readDynamoDiscovery } = await import("../../events/dynamo/discovery.js");
   const { indexSink } = await import("../../index/index.js");
-  const found = v["dynamo-discovery"] ? readDynamoDiscovery(v["dynamo-discovery"]) : { channels: [], blockSizes: {}, maxBatchedTokens: {} };
+  const found = v["dynamo-discovery"]
+    ? readDynamoDiscovery(v["dynamo-discovery"])
+    : { channels: [], blockSizes: {}, maxBatchedTokens: {} };
   const adapter = new DynamoEventAdapter({
     identity: true,
     blockSize: v["block-size"] ? Number(v["block-size"]) : undefined,
     sink: indexSink(index),
   });
-  for (const [id, size] of Object.entries(found.blockSizes)) adapter.map(id, { worker: id, blockSize: size });
+  for (const [id, size] of Object.entries(found.blockSizes))
+    adapter.map(id, { worker: id, blockSize: size });
   for (const spec of v["dynamo-worker"] ?? []) {
     const m = /^(\d+)=([^:]+)(?::(\d+))?$/.exec(spec);
-    if (!m) throw new Error(`--dynamo-worker ${spec}: expected <dynamo id>=<kvctl id>[:<block size>]`);
+    if (!m)
+      throw new Error(`--dynamo-worker ${spec}: expected <dynamo id>=<kvctl id>[:<block size>]`);
     adapter.map(m[1], { worker: m[2], blockSize: m[3] ? Number(m[3]) : found.blockSizes[m[1]] });
   }
   const events = new Map<string, number>();
   const bad = new Map<string, number>();
   adapter.on("record", (_r, worker: string) => events.set(worker, (events.get(worker) ?? 0) + 1));
-  adapter.on("problem", (p: { worker: string | null; dynamoWorker: string | null; kind: string; message: string }) => {
-    const who = p.worker ?? p.dynamoWorker ?? "?";
-    bad.set(who, (bad.get(who) ?? 0) + 1);
-    console.error(`kvctl watch: Dynamo ${p.kind}: ${p.message}`);
-  });
+  adapter.on(
+    "problem",
+    (p: { worker: string | null; dynamoWorker: string | null; kind: string; message: string }) => {
+      const who = p.worker ?? p.dynamoWorker ?? "?";
+      bad.set(who, (bad.get(who) ?? 0) + 1);
+      console.error(`kvctl watch: Dynamo ${p.kind}: ${p.message}`);
+    },
+  );
   const endpoints = [...(v.dynamo ?? []), ...found.channels.map((c) => c.endpoint)];
-  const sub: DynamoEventSubscriber | null = endpoints.length ? new DynamoEventSubscriber(adapter, endpoints).start() : null;
+  const sub: DynamoEventSubscriber | null = endpoints.length
+    ? new DynamoEventSubscriber(adapter, endpoints).start()
+    : null;
   sub?.on("error", (e: Error) => console.error(`kvctl watch: Dynamo event plane: ${e.message}`));
   let closeNats = async () => undefined;
   if (v["dynamo-nats"]) {
     const { connect } = await import("@nats-io/transport-node");
     const { DynamoNatsSubscriber, dynamoNatsSubject } = await import("../../events/dynamo/nats.js");
     const nc = await connect({ servers: v["dynamo-nats"], name: "kvctl-watch-dynamo" });
-    const ns = new DynamoNatsSubscriber(adapter, nc, dynamoNatsSubject(v["dynamo-namespace"])).start();
+    const ns = new DynamoNatsSubscriber(
+      adapter,
+      nc,
+      dynamoNatsSubject(v["dynamo-namespace"]),
+    ).start();
     await ns.ready();
-    console.error(`kvctl watch: Dynamo NATS event plane ${v["dynamo-nats"]}: subscribed to ${ns.subject}`);
+    console.error(
+      `kvctl watch: Dynamo NATS event plane ${v["dynamo-nats"]}: subscribed to ${ns.subject}`,
+    );
     closeNats = async () => {
       await ns.close();
       await nc.close();
     };
   }
   return {
-    adapter, events, bad,
+    adapter,
+    events,
+    bad,
     close: async () => {
       await sub?.close();
       await closeNats();

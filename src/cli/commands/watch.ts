@@ -7,7 +7,6 @@ import { type ArgValues, commandArgs, usageError } from "../args.js";
 import type { Command } from "../command.js";
 import { DYNAMO_HELP, DYNAMO_OPTIONS, type DynamoWatch, startDynamoWatch } from "./watch-dynamo.js";
 
-
 const HELP = `usage: kvctl watch --zmq [name=]tcp://host:port[,replay=tcp://host:port] [--zmq ...] [options]
   --zmq SPEC       a worker's KV-event endpoint, optionally named and with its replay endpoint
                    (repeatable): w1=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558
@@ -66,7 +65,13 @@ interface Row extends TierCounts {
 }
 
 /** One table per call: the index's tier counts and each consumer's counters, rates since the last call. */
-function tableRenderer(consumers: KvEventConsumer[], index: InstrumentedKvIndex, values: Values, zeroTiers: () => TierCounts, dynamo: DynamoWatch | null): () => void {
+function tableRenderer(
+  consumers: KvEventConsumer[],
+  index: InstrumentedKvIndex,
+  values: Values,
+  zeroTiers: () => TierCounts,
+  dynamo: DynamoWatch | null,
+): () => void {
   const started = Date.now();
   let last = started;
   const lastEvents = new Map<string, number>();
@@ -96,7 +101,9 @@ function tableRenderer(consumers: KvEventConsumer[], index: InstrumentedKvIndex,
     });
     if (dynamo) rows.push(...dynamoRows(dynamo, stats.workers, zeroTiers));
     if (values.json) {
-      console.log(JSON.stringify({ t: (now - started) / 1000, blocks: stats.blocks, workers: rows }));
+      console.log(
+        JSON.stringify({ t: (now - started) / 1000, blocks: stats.blocks, workers: rows }),
+      );
       return;
     }
     if (tty) process.stdout.write("\x1b[H\x1b[2J");
@@ -105,7 +112,11 @@ function tableRenderer(consumers: KvEventConsumer[], index: InstrumentedKvIndex,
 }
 
 /** Workers seen on Dynamo's event plane (no seq numbers there: Dynamo's own sequence is per publisher). */
-function dynamoRows(d: DynamoWatch, tiers: Record<string, TierCounts>, zeroTiers: () => TierCounts): Row[] {
+function dynamoRows(
+  d: DynamoWatch,
+  tiers: Record<string, TierCounts>,
+  zeroTiers: () => TierCounts,
+): Row[] {
   const names = new Set([...d.events.keys(), ...d.bad.keys()]);
   return [...names].sort().map((worker) => ({
     worker: d.adapter.stale.has(worker) ? `${worker} (stale)` : worker,
@@ -123,10 +134,24 @@ function dynamoRows(d: DynamoWatch, tiers: Record<string, TierCounts>, zeroTiers
 
 function textTable(rows: Row[], now: number, blocks: number): string {
   const head = ["worker", ...TIERS, "ev/s", "events", "seq", "dropped", "restarts", "bad"];
-  const body = rows.map((r) => [r.worker, ...TIERS.map((t) => String(r[t])), String(r.events_per_s), String(r.events), String(r.seq ?? "-"), String(r.dropped), String(r.restarts), String(r.bad)]);
+  const body = rows.map((r) => [
+    r.worker,
+    ...TIERS.map((t) => String(r[t])),
+    String(r.events_per_s),
+    String(r.events),
+    String(r.seq ?? "-"),
+    String(r.dropped),
+    String(r.restarts),
+    String(r.bad),
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
-  return [`kvctl watch  ${new Date(now).toISOString()}  blocks=${blocks}`, line(head), ...body.map(line)].join("\n");
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+  return [
+    `kvctl watch  ${new Date(now).toISOString()}  blocks=${blocks}`,
+    line(head),
+    ...body.map(line),
+  ].join("\n");
 }
 
 /** Renders every interval until --once, --duration or SIGINT (which renders a last table). */
@@ -134,13 +159,18 @@ function renderUntilDone(render: () => void, values: Values): Promise<void> {
   const interval = Number(values.interval ?? "1") * 1000;
   const stopAt = values.duration ? Date.now() + Number(values.duration) * 1000 : Infinity;
   return new Promise<void>((resolve) => {
-    const timer = setInterval(() => {
-      render();
-      if (values.once || Date.now() >= stopAt) {
-        clearInterval(timer);
-        resolve();
-      }
-    }, values.once ? Math.min(interval, values.duration ? Number(values.duration) * 1000 : interval) : interval);
+    const timer = setInterval(
+      () => {
+        render();
+        if (values.once || Date.now() >= stopAt) {
+          clearInterval(timer);
+          resolve();
+        }
+      },
+      values.once
+        ? Math.min(interval, values.duration ? Number(values.duration) * 1000 : interval)
+        : interval,
+    );
     process.once("SIGINT", () => {
       clearInterval(timer);
       render();
@@ -152,12 +182,25 @@ function renderUntilDone(render: () => void, values: Values): Promise<void> {
 export const command: Command = {
   summary: "live per-worker, per-tier KV block counts and event rates from ZMQ KV events",
   async run(argv) {
-    const parsed = commandArgs(argv, { name: "watch", options: OPTIONS, help: HELP, helpOnError: "line" });
+    const parsed = commandArgs(argv, {
+      name: "watch",
+      options: OPTIONS,
+      help: HELP,
+      helpOnError: "line",
+    });
     if (typeof parsed === "number") return parsed;
     const { values } = parsed;
-    if (!values.zmq?.length && !values.dynamo?.length && !values["dynamo-discovery"] && !values["dynamo-nats"]) return usageError("watch", `--zmq or --dynamo is required\n${HELP}`);
+    if (
+      !values.zmq?.length &&
+      !values.dynamo?.length &&
+      !values["dynamo-discovery"] &&
+      !values["dynamo-nats"]
+    )
+      return usageError("watch", `--zmq or --dynamo is required\n${HELP}`);
     const { KvEventConsumer } = await import("../../events/consumer.js");
-    const { InMemoryKvIndex, InstrumentedKvIndex, indexSink, zeroTiers } = await import("../../index/index.js");
+    const { InMemoryKvIndex, InstrumentedKvIndex, indexSink, zeroTiers } = await import(
+      "../../index/index.js"
+    );
     const index = new InstrumentedKvIndex(new InMemoryKvIndex());
     const consumers = (values.zmq ?? []).map((s) => {
       const spec = parseSpec(s);

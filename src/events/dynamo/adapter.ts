@@ -11,7 +11,12 @@ import { EventEmitter } from "node:events";
 import { dynamoBlockHashes } from "../../hash/dynamo.js";
 import type { EventSink } from "../consumer.js";
 import type { KvEvent } from "../types.js";
-import { DynamoDecodeError, type DynamoFrame, type DynamoRecord, decodeDynamoMessage } from "./decode.js";
+import {
+  DynamoDecodeError,
+  type DynamoFrame,
+  type DynamoRecord,
+  decodeDynamoMessage,
+} from "./decode.js";
 
 export type DynamoProblemKind = "unmapped_worker" | "unknown_block_size" | "tokens_hash" | "decode";
 
@@ -101,10 +106,17 @@ export class DynamoEventAdapter extends EventEmitter {
   }
 
   mapping(dynamoWorker: string): DynamoWorkerMapping | undefined {
-    return this.workers.get(dynamoWorker) ?? (this.o.identity ? { worker: dynamoWorker } : undefined);
+    return (
+      this.workers.get(dynamoWorker) ?? (this.o.identity ? { worker: dynamoWorker } : undefined)
+    );
   }
 
-  private problem(kind: DynamoProblemKind, dynamoWorker: string | null, worker: string | null, message: string): void {
+  private problem(
+    kind: DynamoProblemKind,
+    dynamoWorker: string | null,
+    worker: string | null,
+    message: string,
+  ): void {
     this.metrics.problems[kind]++;
     const p: DynamoProblem = { kind, dynamoWorker, worker, message };
     this.emit("problem", p);
@@ -140,12 +152,22 @@ export class DynamoEventAdapter extends EventEmitter {
         this.emit("ignored", r.dynamoWorker);
         return false;
       }
-      this.problem("unmapped_worker", r.dynamoWorker, null, `Dynamo worker ${r.dynamoWorker} has no kvctl worker mapping`);
+      this.problem(
+        "unmapped_worker",
+        r.dynamoWorker,
+        null,
+        `Dynamo worker ${r.dynamoWorker} has no kvctl worker mapping`,
+      );
       return false;
     }
     const blockSize = m.blockSize ?? this.o.blockSize;
     if (blockSize === undefined || !Number.isInteger(blockSize) || blockSize < 1) {
-      this.problem("unknown_block_size", r.dynamoWorker, m.worker, `Dynamo worker ${r.dynamoWorker} (kvctl ${m.worker}): block size unknown`);
+      this.problem(
+        "unknown_block_size",
+        r.dynamoWorker,
+        m.worker,
+        `Dynamo worker ${r.dynamoWorker} (kvctl ${m.worker}): block size unknown`,
+      );
       return false;
     }
     let ev: KvEvent;
@@ -154,7 +176,10 @@ export class DynamoEventAdapter extends EventEmitter {
         const tokens = this.o.tokensOf?.(m.worker, b.blockHash);
         if (!tokens) continue;
         this.metrics.tokensChecked++;
-        const want = tokens.length === blockSize ? dynamoBlockHashes(tokens as number[], { blockSize })[0] : undefined;
+        const want =
+          tokens.length === blockSize
+            ? dynamoBlockHashes(tokens as number[], { blockSize })[0]
+            : undefined;
         if (want !== b.tokensHash) {
           this.problem(
             "tokens_hash",
@@ -183,10 +208,19 @@ export class DynamoEventAdapter extends EventEmitter {
       };
     } else if (r.data.kind === "removed") {
       this.metrics.removedBlocks += r.data.blockHashes.length;
-      ev = { type: "BlockRemoved", blockHashes: r.data.blockHashes, medium: r.storageTier, tier: r.tier };
+      ev = {
+        type: "BlockRemoved",
+        blockHashes: r.data.blockHashes,
+        medium: r.storageTier,
+        tier: r.tier,
+      };
     } else ev = { type: "AllBlocksCleared" };
     this.emit("record", r, m.worker, ev);
-    this.o.sink?.applyBatch?.(m.worker, { ts: Date.now() / 1000, events: [ev], dpRank: r.dpRank }, seq);
+    this.o.sink?.applyBatch?.(
+      m.worker,
+      { ts: Date.now() / 1000, events: [ev], dpRank: r.dpRank },
+      seq,
+    );
     return true;
   }
 }

@@ -59,7 +59,11 @@ interface NativeDynamo {
 }
 
 let native: NativeDynamo | undefined;
-const addon = () => (native ??= addonPart<NativeDynamo>("events", ["decodeDynamoEnvelopeInto", "dynamoTierOfStorage"]));
+const addon = () =>
+  (native ??= addonPart<NativeDynamo>("events", [
+    "decodeDynamoEnvelopeInto",
+    "dynamoTierOfStorage",
+  ]));
 
 /** Dynamo's storage tiers onto kvctl's (device -> GPU, host_pinned -> CPU_PINNED, disk, external). */
 export function tierOfStorage(name: string): Tier | undefined {
@@ -74,7 +78,8 @@ let scratchU8 = new Uint8Array(scratch);
 
 /** One ZMQ message of Dynamo's kv-events topic. Throws DynamoDecodeError naming the bad field. */
 export function decodeDynamoMessage(frames: Uint8Array[]): DynamoFrame {
-  if (frames.length !== 4) throw new DynamoDecodeError("frame", `expected 4 ZMQ frames, got ${frames.length}`);
+  if (frames.length !== 4)
+    throw new DynamoDecodeError("frame", `expected 4 ZMQ frames, got ${frames.length}`);
   const a = addon();
   let r = a.decodeDynamoEnvelopeInto(frames[3], scratchU8);
   if (typeof r === "number") {
@@ -82,7 +87,8 @@ export function decodeDynamoMessage(frames: Uint8Array[]): DynamoFrame {
     scratch = new ArrayBuffer(al8(-r) * 2);
     scratchU8 = new Uint8Array(scratch);
     r = a.decodeDynamoEnvelopeInto(frames[3], scratchU8);
-    if (typeof r === "number") throw new Error(`decodeDynamoEnvelopeInto wants ${-r} bytes after growing to them`);
+    if (typeof r === "number")
+      throw new Error(`decodeDynamoEnvelopeInto wants ${-r} bytes after growing to them`);
   }
   if (!Array.isArray(r)) throw new DynamoDecodeError(r.field, r.error);
   return framesOf(r);
@@ -119,9 +125,11 @@ function framesOf(storageTiers: string[]): DynamoFrame {
     let data: DynamoEventData;
     if (k === "stored") {
       const blocks: DynamoBlock[] = [];
-      for (let j = begin[i]; j < end[i]; j++) blocks.push({ blockHash: blockHash[j], tokensHash: tokensHash[j] });
+      for (let j = begin[i]; j < end[i]; j++)
+        blocks.push({ blockHash: blockHash[j], tokensHash: tokensHash[j] });
       data = { kind: "stored", parentHash: flags[i] & 1 ? parent[i] : null, blocks };
-    } else if (k === "removed") data = { kind: "removed", blockHashes: Array.from(hashes.subarray(begin[i], end[i])) };
+    } else if (k === "removed")
+      data = { kind: "removed", blockHashes: Array.from(hashes.subarray(begin[i], end[i])) };
     else data = { kind: "cleared" };
     records.push({
       dynamoWorker: worker[i].toString(),
@@ -132,5 +140,9 @@ function framesOf(storageTiers: string[]): DynamoFrame {
       data,
     });
   }
-  return { publisherId: wire(head[0], (head[2] & 1n) !== 0n), sequence: wire(head[1], (head[2] & 2n) !== 0n), records };
+  return {
+    publisherId: wire(head[0], (head[2] & 1n) !== 0n),
+    sequence: wire(head[1], (head[2] & 2n) !== 0n),
+    records,
+  };
 }

@@ -54,7 +54,10 @@ export function readDynamoDiscovery(root: string): DynamoDiscovery {
   }
   const channels: DynamoEventChannel[] = [];
   for (const text of texts(join(v1, "event_channels"))) {
-    const r = JSON.parse(text) as { topic?: string; transport?: { kind?: string; config?: { endpoint?: string } } };
+    const r = JSON.parse(text) as {
+      topic?: string;
+      transport?: { kind?: string; config?: { endpoint?: string } };
+    };
     const endpoint = r.transport?.config?.endpoint;
     const publisherId = rawIntField(text, "instance_id") ?? "";
     if (r.topic === DYNAMO_TOPIC && r.transport?.kind === "Zmq" && typeof endpoint === "string") {

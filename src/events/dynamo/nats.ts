@@ -43,7 +43,8 @@ export class DynamoNatsSubscriber extends EventEmitter {
     const sub = this.nc.subscribe(this.subject);
     this.sub = sub;
     this.loop = (async () => {
-      for await (const m of sub) this.emit("message", this.adapter.applyMessage(natsEnvelopeFrames(m.data)));
+      for await (const m of sub)
+        this.emit("message", this.adapter.applyMessage(natsEnvelopeFrames(m.data)));
     })().catch(() => {
       // The subscription ends with its connection; whoever owns the connection reports that.
     });

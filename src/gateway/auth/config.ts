@@ -5,10 +5,14 @@ import { z } from "zod";
 import { KEY_HASH, KEY_HASH_HINT } from "./keys.js";
 
 const keyHash = z.string().regex(KEY_HASH, KEY_HASH_HINT);
-const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name");
+const envName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name");
 const positive = z.number().min(0, "must be >= 0");
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
-const tenantId = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 characters from A-Z a-z 0-9 _ -");
+const tenantId = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 characters from A-Z a-z 0-9 _ -");
 
 /** Where keys come from: hashes in the file, plaintext keys in a secret file (one a line) or an env variable. */
 const keySources = {

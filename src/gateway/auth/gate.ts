@@ -21,7 +21,15 @@ export function principalOf(req: IncomingMessage): Principal {
   return (req as Admitted)[PRINCIPAL] ?? OPEN_PRINCIPAL;
 }
 
-export type RefusalReason = "missing_key" | "bad_header" | "header_too_large" | "unknown_key" | "not_admin" | "other_tenant" | "rate_limited" | "too_many_concurrent";
+export type RefusalReason =
+  | "missing_key"
+  | "bad_header"
+  | "header_too_large"
+  | "unknown_key"
+  | "not_admin"
+  | "other_tenant"
+  | "rate_limited"
+  | "too_many_concurrent";
 
 interface Refusal {
   status: number;
@@ -42,8 +50,15 @@ export class AuthGate {
     registry: Registry,
     now: () => number = Date.now,
   ) {
-    this.refused = new Counter({ name: "kvctl_gateway_auth_refused_total", help: "Requests refused by authentication, authorization or tenant limits, by reason", labelNames: ["reason"], registers: [registry] });
-    for (const [id, t] of auth.tenants) if (t.requestsPerSecond !== undefined || t.maxConcurrent !== undefined) this.limits.set(id, new TenantLimits(t, now));
+    this.refused = new Counter({
+      name: "kvctl_gateway_auth_refused_total",
+      help: "Requests refused by authentication, authorization or tenant limits, by reason",
+      labelNames: ["reason"],
+      registers: [registry],
+    });
+    for (const [id, t] of auth.tenants)
+      if (t.requestsPerSecond !== undefined || t.maxConcurrent !== undefined)
+        this.limits.set(id, new TenantLimits(t, now));
   }
 
   /** Counts a refusal the routes behind the gate make (a session of another tenant). */
@@ -57,14 +72,30 @@ export class AuthGate {
     const cls = routeClass(url);
     const who = this.identify(req, cls);
     if ("status" in who) return this.refuse(req, res, who);
-    if (cls === "admin" && !who.admin) return this.refuse(req, res, { status: 403, reason: "not_admin", message: "this route needs the admin key", field: null });
+    if (cls === "admin" && !who.admin)
+      return this.refuse(req, res, {
+        status: 403,
+        reason: "not_admin",
+        message: "this route needs the admin key",
+        field: null,
+      });
     (req as Admitted)[PRINCIPAL] = who;
     if (cls === "client" && who.tenant !== null) {
       const lim = this.limits.get(who.tenant);
       const over = lim?.take();
       if (over) {
         const why = over.reason === "rate_limited" ? "request rate" : "concurrent requests";
-        return this.refuse(req, res, { status: 429, reason: over.reason, message: `tenant '${who.tenant}' is over its limit of ${why}`, field: null }, { "retry-after": String(over.retryAfterS) });
+        return this.refuse(
+          req,
+          res,
+          {
+            status: 429,
+            reason: over.reason,
+            message: `tenant '${who.tenant}' is over its limit of ${why}`,
+            field: null,
+          },
+          { "retry-after": String(over.retryAfterS) },
+        );
       }
       if (lim) onResponseClose(res, () => lim.done());
     }
@@ -76,31 +107,88 @@ export class AuthGate {
     const xkey = req.headers["x-api-key"];
     let key: string | undefined;
     if (auth !== undefined) {
-      if (Buffer.byteLength(auth) > this.auth.maxHeaderBytes) return { status: 431, reason: "header_too_large", message: `authorization header is longer than ${this.auth.maxHeaderBytes} bytes`, field: "authorization" };
+      if (Buffer.byteLength(auth) > this.auth.maxHeaderBytes)
+        return {
+          status: 431,
+          reason: "header_too_large",
+          message: `authorization header is longer than ${this.auth.maxHeaderBytes} bytes`,
+          field: "authorization",
+        };
       const m = BEARER.exec(auth);
-      if (!m) return { status: 401, reason: "bad_header", message: "authorization header: expected 'Bearer <key>' (printable ASCII key)", field: "authorization" };
+      if (!m)
+        return {
+          status: 401,
+          reason: "bad_header",
+          message: "authorization header: expected 'Bearer <key>' (printable ASCII key)",
+          field: "authorization",
+        };
       key = m[1];
     }
     if (xkey !== undefined) {
       const x = Array.isArray(xkey) ? xkey.join(",") : xkey;
-      if (Buffer.byteLength(x) > this.auth.maxHeaderBytes) return { status: 431, reason: "header_too_large", message: `x-api-key header is longer than ${this.auth.maxHeaderBytes} bytes`, field: "x-api-key" };
-      if (Array.isArray(xkey) || !PRINTABLE.test(x)) return { status: 401, reason: "bad_header", message: "x-api-key header: expected one key of printable ASCII", field: "x-api-key" };
-      if (key !== undefined && key !== x) return { status: 401, reason: "bad_header", message: "authorization and x-api-key headers name different keys", field: "x-api-key" };
+      if (Buffer.byteLength(x) > this.auth.maxHeaderBytes)
+        return {
+          status: 431,
+          reason: "header_too_large",
+          message: `x-api-key header is longer than ${this.auth.maxHeaderBytes} bytes`,
+          field: "x-api-key",
+        };
+      if (Array.isArray(xkey) || !PRINTABLE.test(x))
+        return {
+          status: 401,
+          reason: "bad_header",
+          message: "x-api-key header: expected one key of printable ASCII",
+          field: "x-api-key",
+        };
+      if (key !== undefined && key !== x)
+        return {
+          status: 401,
+          reason: "bad_header",
+          message: "authorization and x-api-key headers name different keys",
+          field: "x-api-key",
+        };
       key = x;
     }
     if (key === undefined) {
       if (cls === "open" || (cls === "client" && !this.auth.clientKeys)) return ANONYMOUS;
-      return { status: 401, reason: "missing_key", message: "this route needs an API key (Authorization: Bearer <key> or x-api-key)", field: "authorization" };
+      return {
+        status: 401,
+        reason: "missing_key",
+        message: "this route needs an API key (Authorization: Bearer <key> or x-api-key)",
+        field: "authorization",
+      };
     }
-    return this.auth.keys.lookup(key) ?? { status: 401, reason: "unknown_key", message: "invalid API key", field: "authorization" };
+    return (
+      this.auth.keys.lookup(key) ?? {
+        status: 401,
+        reason: "unknown_key",
+        message: "invalid API key",
+        field: "authorization",
+      }
+    );
   }
 
-  private refuse(req: IncomingMessage, res: ServerResponse, r: Refusal, headers: Record<string, string> = {}): false {
+  private refuse(
+    req: IncomingMessage,
+    res: ServerResponse,
+    r: Refusal,
+    headers: Record<string, string> = {},
+  ): false {
     this.refused.inc({ reason: r.reason });
-    const type = r.status === 401 || r.status === 431 ? "authentication_error" : r.status === 403 ? "permission_error" : "rate_limit_error";
+    const type =
+      r.status === 401 || r.status === 431
+        ? "authentication_error"
+        : r.status === 403
+          ? "permission_error"
+          : "rate_limit_error";
     if (r.status === 401) headers["www-authenticate"] = "Bearer";
     // The body may still be on its way: the connection closes after the answer.
-    sendJson(res, r.status, errorBody(flavorOfRequest(req.url ?? "/", req.headers), type, r.message, r.field), { ...headers, connection: "close" });
+    sendJson(
+      res,
+      r.status,
+      errorBody(flavorOfRequest(req.url ?? "/", req.headers), type, r.message, r.field),
+      { ...headers, connection: "close" },
+    );
     return false;
   }
 }

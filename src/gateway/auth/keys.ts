@@ -7,7 +7,8 @@ import { hash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 
 export const KEY_HASH = /^sha256:[0-9a-f]{64}$/;
-export const KEY_HASH_HINT = "must be 'sha256:' and 64 lowercase hex digits, the SHA-256 of the key (a plaintext key is never stored: printf %s \"$KEY\" | sha256sum)";
+export const KEY_HASH_HINT =
+  "must be 'sha256:' and 64 lowercase hex digits, the SHA-256 of the key (a plaintext key is never stored: printf %s \"$KEY\" | sha256sum)";
 
 /** Shortest and longest key accepted (a short key is guessable; a long one is a pasted blob). */
 export const MIN_KEY_CHARS = 16;
@@ -19,7 +20,8 @@ export function hashKey(key: string): string {
 
 /** Why a key is unusable (control characters, length), or null when it is fine. */
 export function keyProblem(key: string): string | null {
-  if (/[^\x21-\x7e]/.test(key)) return "holds a control character, a space or a non-ASCII character (keys are printable ASCII)";
+  if (/[^\x21-\x7e]/.test(key))
+    return "holds a control character, a space or a non-ASCII character (keys are printable ASCII)";
   if (key.length < MIN_KEY_CHARS) return `is shorter than ${MIN_KEY_CHARS} characters`;
   if (key.length > MAX_KEY_CHARS) return `is longer than ${MAX_KEY_CHARS} characters`;
   return null;
@@ -41,7 +43,12 @@ export function readSecretLines(path: string, field: string): string[] {
 }
 
 /** One secret: the environment variable when set, else the file's first line, else undefined. */
-export function readSecret(env: NodeJS.ProcessEnv, envName: string | undefined, file: string | undefined, field: string): string | undefined {
+export function readSecret(
+  env: NodeJS.ProcessEnv,
+  envName: string | undefined,
+  file: string | undefined,
+  field: string,
+): string | undefined {
   if (envName) {
     const v = env[envName];
     if (v !== undefined && v !== "") return v;
@@ -80,9 +87,11 @@ export class KeyTable<T> {
     if (known !== undefined) return known;
     const digest = hash("sha256", key, "buffer");
     let found: T | null = null;
-    for (const e of this.entries) if (timingSafeEqual(e.digest, digest) && found === null) found = e.owner;
+    for (const e of this.entries)
+      if (timingSafeEqual(e.digest, digest) && found === null) found = e.owner;
     if (found !== null) {
-      if (this.verified.size >= VERIFIED_KEYS) this.verified.delete(this.verified.keys().next().value as string);
+      if (this.verified.size >= VERIFIED_KEYS)
+        this.verified.delete(this.verified.keys().next().value as string);
       this.verified.set(key, found);
     }
     return found;

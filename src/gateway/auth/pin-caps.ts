@@ -12,7 +12,8 @@ import type { TenantConfig } from "./config.js";
 /** Distinct blocks a session's holds pin on each worker (a refresh re-pins a block; it counts once). */
 function pinnedIn(r: SessionRecord): number {
   const blocks = new Set<string>();
-  for (const h of holdsOf(r)) if (PIN_KINDS.has(h.kind)) for (const b of h.blocks) blocks.add(`${h.worker} ${b}`);
+  for (const h of holdsOf(r))
+    if (PIN_KINDS.has(h.kind)) for (const b of h.blocks) blocks.add(`${h.worker} ${b}`);
   return blocks.size;
 }
 
@@ -24,7 +25,12 @@ export class PinCaps {
     private readonly records: () => Iterable<SessionRecord>,
     registry: Registry,
   ) {
-    this.trimmed = new Counter({ name: "kvctl_gateway_pin_cap_total", help: "Pin commands cut down (trimmed) or dropped by a tenant's pin caps", labelNames: ["tenant", "outcome"], registers: [registry] });
+    this.trimmed = new Counter({
+      name: "kvctl_gateway_pin_cap_total",
+      help: "Pin commands cut down (trimmed) or dropped by a tenant's pin caps",
+      labelNames: ["tenant", "outcome"],
+      registers: [registry],
+    });
   }
 
   /** Applies the caps to one batch of commands, in order. */
@@ -55,15 +61,24 @@ export class PinCaps {
   }
 
   /** Blocks the session may still pin under its tenant's caps; null when its tenant has none. */
-  private room(sessionId: string, extra: ReadonlyMap<string, number>): { tenant: string; left: number } | null {
+  private room(
+    sessionId: string,
+    extra: ReadonlyMap<string, number>,
+  ): { tenant: string; left: number } | null {
     let session: SessionRecord | null = null;
     const all = [...this.records()];
     for (const r of all) if (r.id === sessionId) session = r;
     const tenant = session?.tenant;
     const t = tenant ? this.tenants.get(tenant) : undefined;
-    if (!tenant || !t || (t.maxPinnedBlocks === undefined && t.maxPinnedBlocksPerSession === undefined)) return null;
+    if (
+      !tenant ||
+      !t ||
+      (t.maxPinnedBlocks === undefined && t.maxPinnedBlocksPerSession === undefined)
+    )
+      return null;
     let left = Number.POSITIVE_INFINITY;
-    if (t.maxPinnedBlocksPerSession !== undefined && session) left = t.maxPinnedBlocksPerSession - pinnedIn(session) - (extra.get(sessionId) ?? 0);
+    if (t.maxPinnedBlocksPerSession !== undefined && session)
+      left = t.maxPinnedBlocksPerSession - pinnedIn(session) - (extra.get(sessionId) ?? 0);
     if (t.maxPinnedBlocks !== undefined) {
       let used = 0;
       for (const r of all) if (r.tenant === tenant) used += pinnedIn(r) + (extra.get(r.id) ?? 0);

@@ -7,7 +7,15 @@ import { routeOfUrl } from "../request/routes.js";
 export type RouteClass = "open" | "client" | "admin";
 
 const OPEN = new Set(["/health", "/livez", "/readyz"]);
-const CLIENT = new Set(["/v1/models", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/rerank", "/v1/tokenize", "/v1/detokenize", "/v1/responses"]);
+const CLIENT = new Set([
+  "/v1/models",
+  "/v1/messages/count_tokens",
+  "/v1/embeddings",
+  "/v1/rerank",
+  "/v1/tokenize",
+  "/v1/detokenize",
+  "/v1/responses",
+]);
 const CLIENT_PREFIXES = ["/v1/models/", "/v1/responses/"];
 const HINTS = /^\/kvctl\/v1\/sessions\/[^/]+\/events$/;
 

@@ -35,7 +35,11 @@ interface Sources {
 }
 
 /** Every key hash of one key holder, each with the field it came from. */
-function hashesOf(s: Sources, field: string, env: NodeJS.ProcessEnv): { hash: string; field: string }[] {
+function hashesOf(
+  s: Sources,
+  field: string,
+  env: NodeJS.ProcessEnv,
+): { hash: string; field: string }[] {
   const out = s.keys.map((h, i) => ({ hash: h, field: `${field}.keys.${i}` }));
   const plain = (key: string, where: string) => {
     const problem = keyProblem(key);
@@ -54,13 +58,17 @@ function hashesOf(s: Sources, field: string, env: NodeJS.ProcessEnv): { hash: st
   }
   if (s.keyEnv) {
     const v = env[s.keyEnv];
-    if (v === undefined || v === "") throw new AuthConfigError(`${field}.keyEnv: environment variable ${s.keyEnv} is not set`);
+    if (v === undefined || v === "")
+      throw new AuthConfigError(`${field}.keyEnv: environment variable ${s.keyEnv} is not set`);
     plain(v, `${field}.keyEnv (${s.keyEnv})`);
   }
   return out;
 }
 
-export function resolveAuth(config: AuthConfig, env: NodeJS.ProcessEnv = process.env): ResolvedAuth {
+export function resolveAuth(
+  config: AuthConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): ResolvedAuth {
   const keys = new KeyTable<Principal>();
   const seen = new Map<string, string>();
   const add = (list: { hash: string; field: string }[], who: Principal) => {
@@ -74,12 +82,19 @@ export function resolveAuth(config: AuthConfig, env: NodeJS.ProcessEnv = process
   add(hashesOf(config.admin, "auth.admin", env), ADMIN);
   const tenants = new Map<string, TenantConfig>();
   config.tenants.forEach((t, i) => {
-    if (tenants.has(t.id)) throw new AuthConfigError(`auth.tenants.${i}.id: duplicate tenant id '${t.id}'`);
+    if (tenants.has(t.id))
+      throw new AuthConfigError(`auth.tenants.${i}.id: duplicate tenant id '${t.id}'`);
     tenants.set(t.id, t);
     const list = hashesOf(t, `auth.tenants.${i}`, env);
-    if (list.length === 0) throw new AuthConfigError(`auth.tenants.${i}: tenant '${t.id}' has no key (keys, keyFile or keyEnv)`);
+    if (list.length === 0)
+      throw new AuthConfigError(
+        `auth.tenants.${i}: tenant '${t.id}' has no key (keys, keyFile or keyEnv)`,
+      );
     add(list, Object.freeze({ tenant: t.id, admin: false }));
   });
-  if (keys.size === 0) throw new AuthConfigError("auth: no key configured (auth.admin or auth.tenants); leave the section out to run without authentication");
+  if (keys.size === 0)
+    throw new AuthConfigError(
+      "auth: no key configured (auth.admin or auth.tenants); leave the section out to run without authentication",
+    );
   return { keys, clientKeys: tenants.size > 0, tenants, maxHeaderBytes: config.maxHeaderBytes };
 }

@@ -36,15 +36,22 @@ export function loadTls(c: TlsConfig): SecureContextOptions {
   try {
     x509 = new X509Certificate(cert);
   } catch (e) {
-    throw new TlsConfigError(`listen.tls.cert: ${c.cert} is not a PEM certificate: ${(e as Error).message}`);
+    throw new TlsConfigError(
+      `listen.tls.cert: ${c.cert} is not a PEM certificate: ${(e as Error).message}`,
+    );
   }
   let pk: ReturnType<typeof createPrivateKey>;
   try {
     pk = createPrivateKey(key);
   } catch (e) {
-    throw new TlsConfigError(`listen.tls.key: ${c.key} is not a PEM private key: ${(e as Error).message}`);
+    throw new TlsConfigError(
+      `listen.tls.key: ${c.key} is not a PEM private key: ${(e as Error).message}`,
+    );
   }
-  if (!x509.checkPrivateKey(pk)) throw new TlsConfigError(`listen.tls.key: ${c.key} is not the key of the certificate in ${c.cert}`);
+  if (!x509.checkPrivateKey(pk))
+    throw new TlsConfigError(
+      `listen.tls.key: ${c.key} is not the key of the certificate in ${c.cert}`,
+    );
   const options = { cert, key };
   createSecureContext(options);
   return options;

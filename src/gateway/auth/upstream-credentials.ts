@@ -30,9 +30,18 @@ export class CredentialError extends Error {
 }
 
 /** Reads one worker's keys (the value in the file, else its env variable, else its secret file); errors name `workers[<id>].<field>`. */
-export function resolveWorkerCredentials(w: CredentialFields, gatewayAuth: boolean, env: NodeJS.ProcessEnv = process.env): WorkerCredentials {
+export function resolveWorkerCredentials(
+  w: CredentialFields,
+  gatewayAuth: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+): WorkerCredentials {
   const field = `workers[${w.id}]`;
-  const one = (value: string | undefined, envName: string | undefined, file: string | undefined, name: string): string | null => {
+  const one = (
+    value: string | undefined,
+    envName: string | undefined,
+    file: string | undefined,
+    name: string,
+  ): string | null => {
     let v: string | undefined;
     try {
       v = value ?? readSecret(env, envName, file, `${field}.${name}`);
@@ -40,13 +49,21 @@ export function resolveWorkerCredentials(w: CredentialFields, gatewayAuth: boole
       if (e instanceof SecretError) throw new CredentialError(e.message);
       throw e;
     }
-    if (envName && v === undefined && !file) throw new CredentialError(`${field}.${name}Env: environment variable ${envName} is not set`);
-    if (v !== undefined && /[^\x21-\x7e]/.test(v)) throw new CredentialError(`${field}.${name}: the key holds a control character, a space or a non-ASCII character`);
+    if (envName && v === undefined && !file)
+      throw new CredentialError(`${field}.${name}Env: environment variable ${envName} is not set`);
+    if (v !== undefined && /[^\x21-\x7e]/.test(v))
+      throw new CredentialError(
+        `${field}.${name}: the key holds a control character, a space or a non-ASCII character`,
+      );
     return v ?? null;
   };
   const apiKey = one(w.apiKey, w.apiKeyEnv, w.apiKeyFile, "apiKey");
   const adminApiKey = one(w.adminApiKey, w.adminApiKeyEnv, w.adminApiKeyFile, "adminApiKey");
-  return { apiKey, adminApiKey, stripClientKey: gatewayAuth || apiKey !== null || adminApiKey !== null };
+  return {
+    apiKey,
+    adminApiKey,
+    stripClientKey: gatewayAuth || apiKey !== null || adminApiKey !== null,
+  };
 }
 
 const KVCTL_WORKER_ROUTE = /^\/(hicache|session)\//;
@@ -55,7 +72,9 @@ const KVCTL_WORKER_ROUTE = /^\/(hicache|session)\//;
 export const isClientKey = (name: string) => name === "authorization" || name === "x-api-key";
 
 /** h with lower-case names, the client's key left out (built without it: no delete on the copy). */
-function withoutClientKey(h: Dispatcher.DispatchOptions["headers"]): Record<string, string | string[]> {
+function withoutClientKey(
+  h: Dispatcher.DispatchOptions["headers"],
+): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   if (!h) return out;
   if (Array.isArray(h)) {
@@ -81,7 +100,11 @@ function bearerFor(c: WorkerCredentials, path: string): string | null {
 }
 
 /** The headers a call goes out with: the client's key dropped, the worker's key set. */
-export function withCredentials(c: WorkerCredentials, path: string, h: Dispatcher.DispatchOptions["headers"]): Dispatcher.DispatchOptions["headers"] {
+export function withCredentials(
+  c: WorkerCredentials,
+  path: string,
+  h: Dispatcher.DispatchOptions["headers"],
+): Dispatcher.DispatchOptions["headers"] {
   if (!c.stripClientKey) return h;
   const out = withoutClientKey(h);
   const bearer = bearerFor(c, path);
@@ -117,8 +140,15 @@ export class CredentialPool extends Pool {
     return out;
   }
 
-  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    if ((options.headers as Signed | undefined)?.[SIGNED] === this) return super.dispatch(options, handler);
-    return super.dispatch({ ...options, headers: withCredentials(this.credentials, options.path, options.headers) }, handler);
+  override dispatch(
+    options: Dispatcher.DispatchOptions,
+    handler: Dispatcher.DispatchHandler,
+  ): boolean {
+    if ((options.headers as Signed | undefined)?.[SIGNED] === this)
+      return super.dispatch(options, handler);
+    return super.dispatch(
+      { ...options, headers: withCredentials(this.credentials, options.path, options.headers) },
+      handler,
+    );
   }
 }

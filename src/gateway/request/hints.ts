@@ -22,13 +22,24 @@ export type HintBody = z.output<typeof hintBodySchema>;
 
 export class HintError extends Error {
   override name = "HintError";
-  constructor(readonly field: string, message: string) {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
     super(message);
   }
 }
 
 function fromBody(b: HintBody, sessionId: string, at: number): SessionHint {
-  return { type: "SessionHint", at, sessionId, event: b.event, toolName: b.tool_name ?? null, toolCallId: b.tool_call_id ?? null, keepTokens: b.keep_tokens ?? null };
+  return {
+    type: "SessionHint",
+    at,
+    sessionId,
+    event: b.event,
+    toolName: b.tool_name ?? null,
+    toolCallId: b.tool_call_id ?? null,
+    keepTokens: b.keep_tokens ?? null,
+  };
 }
 
 /** A hint body -> observation; throws HintError naming the bad field. */
@@ -42,18 +53,29 @@ export function parseHintBody(body: unknown, sessionId: string, at: number): Ses
   return fromBody(r.data, sessionId, at);
 }
 
-const HEADER_KEYS: Record<string, keyof HintBody> = { tool: "tool_name", call: "tool_call_id", keep_tokens: "keep_tokens" };
+const HEADER_KEYS: Record<string, keyof HintBody> = {
+  tool: "tool_name",
+  call: "tool_call_id",
+  keep_tokens: "keep_tokens",
+};
 
 /** The x-kvctl-hint header -> observations, all or none; throws HintError naming the part. */
 export function parseHintHeader(value: string, sessionId: string, at: number): SessionHint[] {
   const out: SessionHint[] = [];
   for (const part of value.split(",")) {
-    const [ev, ...kvs] = part.trim().split(";").map((s) => s.trim());
+    const [ev, ...kvs] = part
+      .trim()
+      .split(";")
+      .map((s) => s.trim());
     const body: Record<string, unknown> = { event: ev };
     for (const kv of kvs) {
       const eq = kv.indexOf("=");
       const key = HEADER_KEYS[eq > 0 ? kv.slice(0, eq) : kv];
-      if (!key) throw new HintError(HINT_HEADER, `${HINT_HEADER}: unknown key '${kv}' (tool, call, keep_tokens)`);
+      if (!key)
+        throw new HintError(
+          HINT_HEADER,
+          `${HINT_HEADER}: unknown key '${kv}' (tool, call, keep_tokens)`,
+        );
       const v = kv.slice(eq + 1);
       body[key] = key === "keep_tokens" ? Number(v) : v;
     }

@@ -50,7 +50,11 @@ function ttlOf(cc: unknown, field: string, errors: string[], cap: number): numbe
 }
 
 /** The markers of a chat or messages request; null when it carries none. */
-export function parseCacheMarkers(route: RouteKind, body: Record<string, unknown>, ttls: MarkerTtls): ParsedMarkers | null {
+export function parseCacheMarkers(
+  route: RouteKind,
+  body: Record<string, unknown>,
+  ttls: MarkerTtls,
+): ParsedMarkers | null {
   if (route !== "chat" && route !== "messages") return null;
   const specs: MarkerSpec[] = [];
   const errors: string[] = [];
@@ -78,27 +82,43 @@ export function parseCacheMarkers(route: RouteKind, body: Record<string, unknown
     const mo = obj(m);
     if (!mo) return;
     const count = i + 1;
-    if (mo.cache_control !== undefined) mark(mo.cache_control, `messages[${i}].cache_control`, `message[${i}]`, count);
+    if (mo.cache_control !== undefined)
+      mark(mo.cache_control, `messages[${i}].cache_control`, `message[${i}]`, count);
     if (Array.isArray(mo.content)) {
       mo.content.forEach((b, j) => {
         const cc = obj(b)?.cache_control;
-        if (cc !== undefined) mark(cc, `messages[${i}].content[${j}].cache_control`, `message[${i}]`, count);
+        if (cc !== undefined)
+          mark(cc, `messages[${i}].content[${j}].cache_control`, `message[${i}]`, count);
       });
     }
   });
   if (body.cache_control !== undefined) mark(body.cache_control, "cache_control", "auto", null);
-  if (specs.length + errors.length > MAX_BREAKPOINTS) errors.push(`more than ${MAX_BREAKPOINTS} cache_control breakpoints (${specs.length + errors.length})`);
+  if (specs.length + errors.length > MAX_BREAKPOINTS)
+    errors.push(
+      `more than ${MAX_BREAKPOINTS} cache_control breakpoints (${specs.length + errors.length})`,
+    );
   for (let i = 1; i < specs.length; i++) {
     if (specs[i].ttlSeconds > specs[i - 1].ttlSeconds) {
-      errors.push(`TTL order: the ${specs[i].ttlSeconds}s breakpoint at ${specs[i].at} follows a shorter ${specs[i - 1].ttlSeconds}s one at ${specs[i - 1].at} (longer TTLs must come first)`);
+      errors.push(
+        `TTL order: the ${specs[i].ttlSeconds}s breakpoint at ${specs[i].at} follows a shorter ${specs[i - 1].ttlSeconds}s one at ${specs[i - 1].at} (longer TTLs must come first)`,
+      );
       break;
     }
   }
   const retention = body.prompt_cache_retention;
   if (retention !== undefined && retention !== null) {
-    if (retention === "in_memory") specs.push({ at: "prompt_cache_retention", ttlSeconds: Math.min(ttls.inMemoryTtlSeconds, cap), messages: null });
-    else if (retention === "24h") specs.push({ at: "prompt_cache_retention", ttlSeconds: cap, messages: null });
-    else errors.push(`prompt_cache_retention must be "in_memory" or "24h" (got ${JSON.stringify(retention)})`);
+    if (retention === "in_memory")
+      specs.push({
+        at: "prompt_cache_retention",
+        ttlSeconds: Math.min(ttls.inMemoryTtlSeconds, cap),
+        messages: null,
+      });
+    else if (retention === "24h")
+      specs.push({ at: "prompt_cache_retention", ttlSeconds: cap, messages: null });
+    else
+      errors.push(
+        `prompt_cache_retention must be "in_memory" or "24h" (got ${JSON.stringify(retention)})`,
+      );
   }
   if (specs.length === 0 && errors.length === 0) return null;
   return errors.length ? { specs: [], errors } : { specs, errors };
@@ -132,11 +152,16 @@ function textOf(content: unknown): string {
  * Anthropic requests are rendered as chat messages with their text (the worker's template is the
  * same one its own Anthropic front end applies).
  */
-export function prefixTokenizeRequest(route: RouteKind, body: Record<string, unknown>, spec: MarkerSpec): Record<string, unknown> | null {
+export function prefixTokenizeRequest(
+  route: RouteKind,
+  body: Record<string, unknown>,
+  spec: MarkerSpec,
+): Record<string, unknown> | null {
   if (spec.messages === null) return null;
   const msgs = Array.isArray(body.messages) ? body.messages : [];
   const req: Record<string, unknown> = { add_generation_prompt: false };
-  for (const k of ["model", "tools", "chat_template_kwargs"]) if (body[k] !== undefined) req[k] = body[k];
+  for (const k of ["model", "tools", "chat_template_kwargs"])
+    if (body[k] !== undefined) req[k] = body[k];
   if (route === "chat") {
     const n = spec.messages === 0 ? leadingSystem(msgs) : spec.messages;
     if (n === 0) return null;

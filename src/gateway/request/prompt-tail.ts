@@ -23,7 +23,12 @@ export function promptTailOf(route: RouteKind, body: Record<string, unknown>): P
   const blocks = Array.isArray(last.content) ? last.content.map(obj) : [];
   const results = blocks.filter((b) => b?.type === "tool_result");
   if (role === "user" && results.length > 0) {
-    return { role: "tool", toolCallIds: results.flatMap((b) => (typeof b?.tool_use_id === "string" ? [b.tool_use_id] : [])) };
+    return {
+      role: "tool",
+      toolCallIds: results.flatMap((b) =>
+        typeof b?.tool_use_id === "string" ? [b.tool_use_id] : [],
+      ),
+    };
   }
   return { role, toolCallIds: [] };
 }

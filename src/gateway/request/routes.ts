@@ -11,7 +11,9 @@ export const ROUTE_PATHS: Readonly<Record<RouteKind, string>> = {
   generate: "/generate",
 };
 
-export const INFERENCE_ROUTES: ReadonlyMap<string, RouteKind> = new Map(Object.entries(ROUTE_PATHS).map(([route, path]) => [path, route as RouteKind]));
+export const INFERENCE_ROUTES: ReadonlyMap<string, RouteKind> = new Map(
+  Object.entries(ROUTE_PATHS).map(([route, path]) => [path, route as RouteKind]),
+);
 
 /** The inference route a request URL names (query string ignored), or undefined. */
 export function routeOfUrl(url: string): RouteKind | undefined {
@@ -28,5 +30,7 @@ export function flavorOf(route: RouteKind): ApiFlavor {
  * request carrying anthropic-version (the Anthropic SDKs send it on every call, /v1/models too),
  * else OpenAI's. */
 export function flavorOfRequest(url: string, headers: IncomingHttpHeaders): ApiFlavor {
-  return url.startsWith(ROUTE_PATHS.messages) || headers["anthropic-version"] !== undefined ? "anthropic" : "openai";
+  return url.startsWith(ROUTE_PATHS.messages) || headers["anthropic-version"] !== undefined
+    ? "anthropic"
+    : "openai";
 }

@@ -18,18 +18,31 @@ const RETURN_TOKEN_IDS = fieldBytes("return_token_ids", true);
  * client's own `false` the way Python's json keeps the last duplicate) and says which response
  * fields the client did not ask for.
  */
-export function withTokenIds(route: "chat" | "completions", raw: Buffer, body: Record<string, unknown>): { raw: Buffer; added: TokenFieldsAdded } {
+export function withTokenIds(
+  route: "chat" | "completions",
+  raw: Buffer,
+  body: Record<string, unknown>,
+): { raw: Buffer; added: TokenFieldsAdded } {
   const responseKey = route === "chat" ? "response_token_ids" : "token_ids";
-  if (body.return_token_ids === true) return { raw, added: { prompt: false, response: false, responseKey } };
+  if (body.return_token_ids === true)
+    return { raw, added: { prompt: false, response: false, responseKey } };
   // Completions return prompt ids only with return_token_ids; chat also with return_prompt_token_ids.
-  const added = { prompt: route === "completions" || body.return_prompt_token_ids !== true, response: true, responseKey } as const;
+  const added = {
+    prompt: route === "completions" || body.return_prompt_token_ids !== true,
+    response: true,
+    responseKey,
+  } as const;
   return { raw: withFieldBytes(raw, RETURN_TOKEN_IDS), added };
 }
 
 /** Prompt token ids the request itself carries (no worker call needed), if any. */
-export function promptTokensInRequest(route: RouteKind, body: Record<string, unknown>): number[] | null {
+export function promptTokensInRequest(
+  route: RouteKind,
+  body: Record<string, unknown>,
+): number[] | null {
   if (route === "generate" && isIntArray(body.input_ids)) return body.input_ids;
-  if (route === "completions" && isIntArray(body.prompt) && body.prompt.length > 0) return body.prompt;
+  if (route === "completions" && isIntArray(body.prompt) && body.prompt.length > 0)
+    return body.prompt;
   return null;
 }
 
@@ -47,7 +60,10 @@ export function tokenizeCall(body: Record<string, unknown>): TokenizeCall {
 }
 
 /** The tokenize call that renders this request's prompt exactly as the worker will, or null. */
-export function tokenizeRequestFor(route: RouteKind, body: Record<string, unknown>): TokenizeCall | null {
+export function tokenizeRequestFor(
+  route: RouteKind,
+  body: Record<string, unknown>,
+): TokenizeCall | null {
   if (route === "messages") {
     if (!Array.isArray(body.messages)) return null;
     const { stream: _stream, ...rest } = body;
@@ -57,17 +73,27 @@ export function tokenizeRequestFor(route: RouteKind, body: Record<string, unknow
   return b ? tokenizeCall(b) : null;
 }
 
-function tokenizeBodyFor(route: RouteKind, body: Record<string, unknown>): Record<string, unknown> | null {
+function tokenizeBodyFor(
+  route: RouteKind,
+  body: Record<string, unknown>,
+): Record<string, unknown> | null {
   if (route === "chat") {
     if (!Array.isArray(body.messages)) return null;
     const t: Record<string, unknown> = { messages: body.messages };
-    for (const k of ["model", "tools", "tool_choice", "reasoning_effort", "chat_template_kwargs", "continue_final_message"]) {
+    for (const k of [
+      "model",
+      "tools",
+      "tool_choice",
+      "reasoning_effort",
+      "chat_template_kwargs",
+      "continue_final_message",
+    ]) {
       if (body[k] !== undefined) t[k] = body[k];
     }
     return t;
   }
-  if (route === "completions" && typeof body.prompt === "string") return { prompt: body.prompt, ...(body.model ? { model: body.model } : {}) };
+  if (route === "completions" && typeof body.prompt === "string")
+    return { prompt: body.prompt, ...(body.model ? { model: body.model } : {}) };
   if (route === "generate" && typeof body.text === "string") return { prompt: body.text };
   return null;
 }
-

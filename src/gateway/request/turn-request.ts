@@ -10,11 +10,24 @@ import { type ApiFlavor, badJsonMessage } from "../errors.js";
 import { isObject } from "../json-shape.js";
 import { SessionIdError, type SessionIdSource, sessionIdOf } from "../session-id.js";
 import { HINT_HEADER } from "./hints.js";
-import { type MarkerSpec, type MarkerTtls, type ParsedMarkers, parseCacheMarkers, prefixTokenizeRequest } from "./markers.js";
+import {
+  type MarkerSpec,
+  type MarkerTtls,
+  type ParsedMarkers,
+  parseCacheMarkers,
+  prefixTokenizeRequest,
+} from "./markers.js";
 import { promptTailOf } from "./prompt-tail.js";
 import { contentTypeError, streamOf as workerStreamOf } from "./worker-rules.js";
 import { flavorOf } from "./routes.js";
-import { promptTokensInRequest, type TokenFieldsAdded, type TokenizeCall, tokenizeCall, tokenizeRequestFor, withTokenIds } from "./token-request.js";
+import {
+  promptTokensInRequest,
+  type TokenFieldsAdded,
+  type TokenizeCall,
+  tokenizeCall,
+  tokenizeRequestFor,
+  withTokenIds,
+} from "./token-request.js";
 
 /** A marker with the tokenize call that renders the prompt up to it (null: the whole prompt). */
 export interface MarkerPrefix {
@@ -68,7 +81,12 @@ export interface TurnRequest {
 export class TurnRequestError extends Error {
   override name = "TurnRequestError";
   constructor(
-    readonly reason: "bad_content_type" | "bad_json" | "not_object" | "bad_field" | "bad_session_id",
+    readonly reason:
+      | "bad_content_type"
+      | "bad_json"
+      | "not_object"
+      | "bad_field"
+      | "bad_session_id",
     message: string,
     readonly field: string | null = null,
   ) {
@@ -86,14 +104,22 @@ export interface TurnRules {
 }
 
 /** Reads and validates one inference request; throws TurnRequestError naming the problem. */
-export function parseTurn(route: RouteKind, raw: Buffer, headers: IncomingHttpHeaders, rules: TurnRules): TurnRequest {
+export function parseTurn(
+  route: RouteKind,
+  raw: Buffer,
+  headers: IncomingHttpHeaders,
+  rules: TurnRules,
+): TurnRequest {
   const badType = contentTypeError(route, headers["content-type"]);
   if (badType) throw new TurnRequestError("bad_content_type", badType);
   const body = jsonBody(raw);
   const stream = streamOf(route, body);
   const session = sessionOf(headers, body);
   const namespace = namespaceOf(body);
-  const splice = !stream && (route === "chat" || route === "completions") ? withTokenIds(route, raw, body) : null;
+  const splice =
+    !stream && (route === "chat" || route === "completions")
+      ? withTokenIds(route, raw, body)
+      : null;
   return {
     route,
     flavor: flavorOf(route),
@@ -126,18 +152,25 @@ function jsonBody(raw: Buffer): Record<string, unknown> {
       throw new TurnRequestError("bad_json", badJsonMessage(e));
     }
   }
-  if (!isObject(json)) throw new TurnRequestError("not_object", "request body must be a JSON object");
+  if (!isObject(json))
+    throw new TurnRequestError("not_object", "request body must be a JSON object");
   return json;
 }
 
 function streamOf(route: RouteKind, body: Record<string, unknown>): boolean {
   const stream = workerStreamOf(route, body.stream);
   if (stream !== null) return stream;
-  const message = route === "generate" ? "stream must be a boolean" : "stream must be a boolean or a string or number read as one (true/false, 1/0, yes/no, on/off)";
+  const message =
+    route === "generate"
+      ? "stream must be a boolean"
+      : "stream must be a boolean or a string or number read as one (true/false, 1/0, yes/no, on/off)";
   throw new TurnRequestError("bad_field", message, "stream");
 }
 
-function sessionOf(headers: IncomingHttpHeaders, body: Record<string, unknown>): SessionIdSource | null {
+function sessionOf(
+  headers: IncomingHttpHeaders,
+  body: Record<string, unknown>,
+): SessionIdSource | null {
   try {
     return sessionIdOf(headers, body);
   } catch (e) {
@@ -149,16 +182,20 @@ function sessionOf(headers: IncomingHttpHeaders, body: Record<string, unknown>):
 /** The request's hash namespace: `cache_salt` (SGLang seeds the event chain with it) and `extra_key`. */
 function namespaceOf(body: Record<string, unknown>): HashNamespace {
   for (const k of ["cache_salt", "extra_key"]) {
-    if (body[k] !== undefined && body[k] !== null && typeof body[k] !== "string") throw new TurnRequestError("bad_field", `${k} must be a string`, k);
+    if (body[k] !== undefined && body[k] !== null && typeof body[k] !== "string")
+      throw new TurnRequestError("bad_field", `${k} must be a string`, k);
   }
   return {
-    cacheSalt: typeof body.cache_salt === "string" && body.cache_salt !== "" ? body.cache_salt : null,
+    cacheSalt:
+      typeof body.cache_salt === "string" && body.cache_salt !== "" ? body.cache_salt : null,
     extraKey: typeof body.extra_key === "string" ? body.extra_key : null,
   };
 }
 
 // As bytes once: a string needle is encoded again on every search.
-const MARKER_NEEDLES = ["cache_control", "prompt_cache_retention", "\\u"].map((n) => Buffer.from(n));
+const MARKER_NEEDLES = ["cache_control", "prompt_cache_retention", "\\u"].map((n) =>
+  Buffer.from(n),
+);
 
 /**
  * Whether a request body can hold a prompt-cache marker, from its bytes: a key spelled with JSON
@@ -168,7 +205,11 @@ export function mayCarryMarkers(raw: Buffer): boolean {
   return MARKER_NEEDLES.some((n) => raw.includes(n));
 }
 
-function markersOf(route: RouteKind, body: Record<string, unknown>, ttls: MarkerTtls): RequestMarkers | null {
+function markersOf(
+  route: RouteKind,
+  body: Record<string, unknown>,
+  ttls: MarkerTtls,
+): RequestMarkers | null {
   const parsed = parseCacheMarkers(route, body, ttls);
   if (!parsed) return null;
   return {

@@ -18,7 +18,8 @@ export function contentTypeError(route: RouteKind, contentType: string | undefin
   if (route === "generate") {
     const media = ct.split(";")[0].trim();
     const [main, sub] = media.split("/");
-    if (main === "application" && sub !== undefined && (sub === "json" || sub.endsWith("+json"))) return null;
+    if (main === "application" && sub !== undefined && (sub === "json" || sub.endsWith("+json")))
+      return null;
   } else if (ct.split(";")[0] === "application/json") return null;
   return `Unsupported Media Type: Only 'application/json' is allowed (got ${contentType === undefined ? "no content-type" : `'${contentType}'`})`;
 }

@@ -27,13 +27,19 @@ const NAME = "idle";
 function ownTail(ctx: PolicyView, s: SessionView, worker: string): bigint[] {
   const chain = reusableChain(s);
   let k = 0;
-  for (const o of ctx.sessions.values()) if (o.id !== s.id && o.worker === worker) k = Math.max(k, commonBlocks(chain, o.chain));
+  for (const o of ctx.sessions.values())
+    if (o.id !== s.id && o.worker === worker) k = Math.max(k, commonBlocks(chain, o.chain));
   return chain.slice(Math.min(k, chain.length - 1));
 }
 
 function holdLease(ctx: PolicyTx, s: SessionView, worker: string, blocks: readonly bigint[]): void {
   const ttl = ctx.cfg.idle.leaseSeconds;
-  ctx.hold(worker, blocks, { session: s.id, kind: "lease", ttlSeconds: ttl, expiresAt: ctx.now + ttl * 1000 });
+  ctx.hold(worker, blocks, {
+    session: s.id,
+    kind: "lease",
+    ttlSeconds: ttl,
+    expiresAt: ctx.now + ttl * 1000,
+  });
 }
 
 function pause(ctx: PolicyTx, s: SessionView, why: string): boolean {
@@ -50,7 +56,17 @@ function pause(ctx: PolicyTx, s: SessionView, why: string): boolean {
   const blocks = ownTail(ctx, s, worker);
   // A lease on part of the tail keeps nothing the session can use (its prefix match stops at the
   // first missing block): all of it, or no pause.
-  if (!makeRoom(ctx, s, worker, blocks, { policy: NAME, kind: "lease", share: ctx.cfg.idle.budgetShare }, release)) return false;
+  if (
+    !makeRoom(
+      ctx,
+      s,
+      worker,
+      blocks,
+      { policy: NAME, kind: "lease", share: ctx.cfg.idle.budgetShare },
+      release,
+    )
+  )
+    return false;
   // A lease id is never used twice, sent or not.
   const leaseSeq = s.leaseSeq + 1;
   const leaseId = `${SAFE_ID(s.id)}.${leaseSeq}`;
@@ -58,13 +74,28 @@ function pause(ctx: PolicyTx, s: SessionView, why: string): boolean {
   ctx.patch(id, { leaseSeq });
   const sent = ctx.emit(
     NAME,
-    { worker, sessionId: s.id, reason: why, command: { type: "Pause", block_hashes: blocks, ttl_seconds: ctx.cfg.idle.leaseSeconds, lease_id: leaseId } },
+    {
+      worker,
+      sessionId: s.id,
+      reason: why,
+      command: {
+        type: "Pause",
+        block_hashes: blocks,
+        ttl_seconds: ctx.cfg.idle.leaseSeconds,
+        lease_id: leaseId,
+      },
+    },
     {
       onAck: (a, ctx) => {
         // A noop that found none of the blocks holds no lease on the worker (it drops an empty one):
         // a later RevokeLease would name an unknown lease, so the view lets it go here.
         const nothingHeld = a.status === "noop" && (a.missing?.length ?? 0) >= blocks.length;
-        if (a.status === "applied" || a.status === "duplicate" || (a.status === "noop" && !nothingHeld)) return;
+        if (
+          a.status === "applied" ||
+          a.status === "duplicate" ||
+          (a.status === "noop" && !nothingHeld)
+        )
+          return;
         if (a.status === "partial") {
           // What the worker did not hold (gone meanwhile, or past its budget) is not the view's.
           ctx.release(worker, blocks.slice(a.affected ?? 0), id, "lease");
@@ -98,8 +129,14 @@ export function release(ctx: PolicyTx, s: SessionView, why: string): SessionView
 
 function endLease(ctx: PolicyTx, s: SessionView, why: string, purge: boolean): SessionView {
   if (!s.lease) return s;
-  const command = purge ? { type: "RevokeLease" as const, lease_id: s.lease.id } : { type: "RevokeLease" as const, lease_id: s.lease.id, purge: false };
-  ctx.emit(NAME, { worker: s.lease.worker, sessionId: s.id, reason: why, command }, { essential: true });
+  const command = purge
+    ? { type: "RevokeLease" as const, lease_id: s.lease.id }
+    : { type: "RevokeLease" as const, lease_id: s.lease.id, purge: false };
+  ctx.emit(
+    NAME,
+    { worker: s.lease.worker, sessionId: s.id, reason: why, command },
+    { essential: true },
+  );
   ctx.release(s.lease.worker, s.lease.blocks, s.id, "lease");
   return ctx.patch(s.id, { lease: null, paused: false });
 }
@@ -114,7 +151,14 @@ function renew(ctx: PolicyTx, s: SessionView): void {
   holdLease(ctx, s, l.worker, still);
   ctx.emit(
     NAME,
-    { worker: l.worker, sessionId: id, reason: l.restored ? "session returned: lease re-issued from the session store" : "session returned", command: { type: "RenewLease", lease_id: l.id, new_ttl_seconds: ctx.cfg.idle.leaseSeconds } },
+    {
+      worker: l.worker,
+      sessionId: id,
+      reason: l.restored
+        ? "session returned: lease re-issued from the session store"
+        : "session returned",
+      command: { type: "RenewLease", lease_id: l.id, new_ttl_seconds: ctx.cfg.idle.leaseSeconds },
+    },
     {
       coalesce: l.id,
       onAck: (a, ctx) => {
@@ -122,7 +166,9 @@ function renew(ctx: PolicyTx, s: SessionView): void {
         if (a.status === "rejected" && now?.id === l.id && now.blocks === l.blocks) {
           ctx.release(l.worker, l.blocks, id, "lease");
           ctx.patch(id, { lease: null });
-          ctx.note(NAME, "forget", `lease gone on the worker: ${l.id} ${a.detail ?? ""}`, { session: id });
+          ctx.note(NAME, "forget", `lease gone on the worker: ${l.id} ${a.detail ?? ""}`, {
+            session: id,
+          });
         }
       },
     },
@@ -131,14 +177,26 @@ function renew(ctx: PolicyTx, s: SessionView): void {
 }
 
 /** Pauses what the pressure plan orders (planPressure), until the working set is under the low mark; the next hysteresis state. */
-function relievePressure(ctx: PolicyTx, worker: string, indexed: number | null | undefined, tripped: boolean): boolean {
+function relievePressure(
+  ctx: PolicyTx,
+  worker: string,
+  indexed: number | null | undefined,
+  tripped: boolean,
+): boolean {
   const plan = planPressure({
     worker,
     capBlocks: ctx.cfg.idle.deviceBlocks ?? 0,
     highWatermark: ctx.cfg.idle.highWatermark,
     lowWatermark: ctx.cfg.idle.lowWatermark,
     indexedBlocks: indexed ?? null,
-    sessions: [...ctx.sessions.values()].map((s) => ({ id: s.id, worker: s.worker, chain: s.chain, paused: s.paused, inFlight: s.inFlight, offloaded: s.tool?.mode === "offload" })),
+    sessions: [...ctx.sessions.values()].map((s) => ({
+      id: s.id,
+      worker: s.worker,
+      chain: s.chain,
+      paused: s.paused,
+      inFlight: s.inFlight,
+      offloaded: s.tool?.mode === "offload",
+    })),
     tripped,
   });
   if (!plan.act) return plan.tripped;
@@ -147,10 +205,20 @@ function relievePressure(ctx: PolicyTx, worker: string, indexed: number | null |
   for (const { session, freed } of plan.order) {
     if (size <= plan.low) break;
     const s = ctx.sessions.get(session);
-    if (s && pause(ctx, s, `pressure: working set ${size}/${cap} blocks >= ${ctx.cfg.idle.highWatermark}; largest idle session first`)) size -= freed;
+    if (
+      s &&
+      pause(
+        ctx,
+        s,
+        `pressure: working set ${size}/${cap} blocks >= ${ctx.cfg.idle.highWatermark}; largest idle session first`,
+      )
+    )
+      size -= freed;
   }
   if (size <= plan.low) return false;
-  ctx.note(NAME, "skip", `pressure stays: ${size}/${cap} blocks, no more idle sessions to pause`, { worker });
+  ctx.note(NAME, "skip", `pressure stays: ${size}/${cap} blocks, no more idle sessions to pause`, {
+    worker,
+  });
   return true;
 }
 
@@ -187,7 +255,8 @@ function onIdleObservation(o: Observation, ctx: PolicyTx): void {
     case "TurnFinished":
       if (o.sessionId && o.status === 200) {
         const s = ctx.sessions.get(o.sessionId);
-        if (s?.lease && s.prevChain.length && s.chain[0] !== s.prevChain[0]) revoke(ctx, s, "rewrite kept nothing of the leased blocks");
+        if (s?.lease && s.prevChain.length && s.chain[0] !== s.prevChain[0])
+          revoke(ctx, s, "rewrite kept nothing of the leased blocks");
       }
       break;
     case "SessionHint": {
@@ -195,7 +264,8 @@ function onIdleObservation(o: Observation, ctx: PolicyTx): void {
       if (!s) break;
       if (o.event === "close") revoke(ctx, s, "session closed");
       else if (o.event === "idle") pause(ctx, s, "idle hint");
-      else if (o.event === "rewrite" && o.keepTokens === 0) revoke(ctx, s, "rewrite kept nothing of the leased blocks");
+      else if (o.event === "rewrite" && o.keepTokens === 0)
+        revoke(ctx, s, "rewrite kept nothing of the leased blocks");
       break;
     }
     default:

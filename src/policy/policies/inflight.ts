@@ -62,10 +62,26 @@ function grant(h: Held, ctx: InflightTx): boolean {
   const rest = h.want.slice(h.held);
   // The request's hold counts toward its session's caps and its tenant's, with the session's own
   // holds: past them only what fits under them is held, whatever room the budget has.
-  const holder = { id: h.owner, lastActivity: ctx.now, session: h.sessionId, tenant: (h.sessionId && ctx.sessions.get(h.sessionId)?.tenant) || null };
+  const holder = {
+    id: h.owner,
+    lastActivity: ctx.now,
+    session: h.sessionId,
+    tenant: (h.sessionId && ctx.sessions.get(h.sessionId)?.tenant) || null,
+  };
   const under = rest.slice(0, capPrefix(ctx, holder, h.worker, rest).fit);
   const room = ctx.budget.admit(h.worker, under);
-  const fit = room < under.length && makeRoom(ctx, holder, h.worker, under, { policy: NAME, kind: "inflight", share: null, noteRefusal: false }, release) ? under.length : room;
+  const fit =
+    room < under.length &&
+    makeRoom(
+      ctx,
+      holder,
+      h.worker,
+      under,
+      { policy: NAME, kind: "inflight", share: null, noteRefusal: false },
+      release,
+    )
+      ? under.length
+      : room;
   if (fit === 0 || (h.held === 0 && fit < cfg.minBlocks)) return false;
   const pin = under.slice(0, fit);
   const from = h.held;
@@ -81,7 +97,13 @@ function grant(h: Held, ctx: InflightTx): boolean {
     { onAck: (a, ctx) => pinAcked(h, from, pin, a, ctx) },
   );
   if (!sent) return false;
-  ctx.hold(h.worker, pin, { session: h.owner, of: h.sessionId, kind: "inflight", ttlSeconds: cfg.maxHoldSeconds, expiresAt: ctx.now + cfg.maxHoldSeconds * 1000 });
+  ctx.hold(h.worker, pin, {
+    session: h.owner,
+    of: h.sessionId,
+    kind: "inflight",
+    ttlSeconds: cfg.maxHoldSeconds,
+    expiresAt: ctx.now + cfg.maxHoldSeconds * 1000,
+  });
   put(ctx, h.owner, { ...h, held: h.held + pin.length });
   return true;
 }
@@ -96,7 +118,10 @@ function pinAcked(h: Held, from: number, pin: bigint[], a: CommandAcked, ctx: In
   const current = now !== undefined && now.want === h.want && now.held === from + pin.length;
   if (a.status !== "partial") {
     if (current) put(ctx, h.owner, { ...now, held: from });
-    ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, { session: h.sessionId, worker: a.worker });
+    ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, {
+      session: h.sessionId,
+      worker: a.worker,
+    });
   } else if (refused > 0) {
     // The refused tail is asked for again when budget comes free; blocks the worker no
     // longer had are not.
@@ -118,9 +143,21 @@ function start(o: TurnStarted, ctx: InflightTx): void {
   const want = knownBlocks(o, ctx);
   if (want.length < ctx.cfg.inflight.minBlocks) return;
   // The hold is the request's own (a session may have turns in flight on two replicas' views).
-  const h: Held = { worker: o.worker, sessionId: o.sessionId, owner: `req:${o.requestId}`, want, held: 0 };
+  const h: Held = {
+    worker: o.worker,
+    sessionId: o.sessionId,
+    owner: `req:${o.requestId}`,
+    want,
+    held: 0,
+  };
   put(ctx, h.owner, h);
-  if (!grant(h, ctx)) ctx.note(NAME, "skip", `pin budget: no room yet for ${want.length} blocks; waits for the turns ahead of it`, { session: o.sessionId, worker: o.worker });
+  if (!grant(h, ctx))
+    ctx.note(
+      NAME,
+      "skip",
+      `pin budget: no room yet for ${want.length} blocks; waits for the turns ahead of it`,
+      { session: o.sessionId, worker: o.worker },
+    );
 }
 
 function finish(o: TurnFinished, ctx: InflightTx): void {
@@ -131,7 +168,17 @@ function finish(o: TurnFinished, ctx: InflightTx): void {
   // Blocks whose hold already ran out (TTL) are not the gateway's to unpin any more.
   const still = h.held ? ctx.release(h.worker, h.want.slice(0, h.held), h.owner, "inflight") : [];
   if (still.length) {
-    ctx.emit(NAME, { worker: h.worker, sessionId: o.sessionId, hold: "inflight", reason: `request served (${o.status || o.error || "no answer"}): release its prefix`, command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
+    ctx.emit(
+      NAME,
+      {
+        worker: h.worker,
+        sessionId: o.sessionId,
+        hold: "inflight",
+        reason: `request served (${o.status || o.error || "no answer"}): release its prefix`,
+        command: { type: "Cache", block_hashes: still, pin: false },
+      },
+      { essential: true },
+    );
   }
   topUp(ctx, h.worker);
 }

@@ -11,7 +11,10 @@ import type { PolicyTx, PolicyView } from "../tx.js";
 import { capKey, capsOf, capUsage } from "../pin-caps.js";
 
 /** When a session is expected back: after as long again as it has been idle. */
-const expectedReturn = (ctx: PolicyView, s: Pick<SessionView, "lastActivity"> | undefined): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
+const expectedReturn = (
+  ctx: PolicyView,
+  s: Pick<SessionView, "lastActivity"> | undefined,
+): number | null => (s ? 2 * ctx.now - s.lastActivity : null);
 
 /** Who asks for the room: a session, or a request's own hold (`session`: the session it belongs to, whose holds it never preempts). */
 export interface RoomHolder {
@@ -34,16 +37,28 @@ export interface RoomWant {
 
 /** Whether `blocks` fit for `s` now, or once lower holds were preempted; false releases nothing.
  * The session's caps come first: over them nothing is preempted. */
-export function makeRoom(ctx: PolicyTx, s: RoomHolder, worker: string, blocks: readonly bigint[], want: RoomWant, releaseLease: (ctx: PolicyTx, s: SessionView, why: string) => void): boolean {
+export function makeRoom(
+  ctx: PolicyTx,
+  s: RoomHolder,
+  worker: string,
+  blocks: readonly bigint[],
+  want: RoomWant,
+  releaseLease: (ctx: PolicyTx, s: SessionView, why: string) => void,
+): boolean {
   const caps = capsOf(ctx, s);
   const used = capUsage(ctx, s, caps);
   // Blocks the session (or one of its requests) holds already cost its caps nothing more.
   const key = capKey(s);
-  const adds = blocks.filter((h) => !ctx.budget.holdsAt(worker, h).some((p) => p.session === key || p.of === key)).length;
+  const adds = blocks.filter(
+    (h) => !ctx.budget.holdsAt(worker, h).some((p) => p.session === key || p.of === key),
+  ).length;
   const capped = overCap(caps, { tenant: s.tenant, blocks: adds }, used);
   if (capped) {
     if (want.noteRefusal !== false) {
-      const why = capped === "session_cap" ? `session cap: ${used.session} + ${adds} blocks over ${caps.perSession}` : `tenant cap: ${used.tenant} + ${adds} blocks over ${caps.perTenant} for tenant ${s.tenant}`;
+      const why =
+        capped === "session_cap"
+          ? `session cap: ${used.session} + ${adds} blocks over ${caps.perSession}`
+          : `tenant cap: ${used.tenant} + ${adds} blocks over ${caps.perTenant} for tenant ${s.tenant}`;
       ctx.note(want.policy, "skip", why, { session: s.id, worker });
     }
     return false;
@@ -52,16 +67,42 @@ export function makeRoom(ctx: PolicyTx, s: RoomHolder, worker: string, blocks: r
   const fit = ctx.budget.admit(worker, blocks, limit);
   if (fit >= blocks.length) return true;
   const fresh = blocks.filter((h) => ctx.budget.holdsAt(worker, h).length === 0).length;
-  const shareBinds = want.share !== null && ctx.budget.shareRoom(worker, want.kind, want.share) < fresh;
+  const shareBinds =
+    want.share !== null && ctx.budget.shareRoom(worker, want.kind, want.share) < fresh;
   const groups = ctx.budget
     .groups(worker)
     .filter((g) => g.session !== s.session)
-    .filter((g) => (g.kind === "lease" ? ctx.sessions.get(g.session)?.lease?.worker === worker : !shareBinds && g.kind === "marker"))
-    .map((g) => ({ ...g, tenant: ctx.sessions.get(g.session)?.tenant ?? null, expectedReturnAt: expectedReturn(ctx, ctx.sessions.get(g.session)) }));
-  const plan = planPin(groups, { session: s.id, tenant: s.tenant, kind: want.kind, blocks: blocks.length, expectedReturnAt: expectedReturn(ctx, s) }, fit, { perSession: null, perTenant: null }, { session: 0, tenant: 0 });
+    .filter((g) =>
+      g.kind === "lease"
+        ? ctx.sessions.get(g.session)?.lease?.worker === worker
+        : !shareBinds && g.kind === "marker",
+    )
+    .map((g) => ({
+      ...g,
+      tenant: ctx.sessions.get(g.session)?.tenant ?? null,
+      expectedReturnAt: expectedReturn(ctx, ctx.sessions.get(g.session)),
+    }));
+  const plan = planPin(
+    groups,
+    {
+      session: s.id,
+      tenant: s.tenant,
+      kind: want.kind,
+      blocks: blocks.length,
+      expectedReturnAt: expectedReturn(ctx, s),
+    },
+    fit,
+    { perSession: null, perTenant: null },
+    { session: 0, tenant: 0 },
+  );
   if (!plan.grant) {
     if (want.noteRefusal === false) return false;
-    ctx.note(want.policy, "skip", `pin budget: no room for ${blocks.length} blocks, and no lower holds to preempt`, { session: s.id, worker, used: ctx.budget.used(worker) });
+    ctx.note(
+      want.policy,
+      "skip",
+      `pin budget: no room for ${blocks.length} blocks, and no lower holds to preempt`,
+      { session: s.id, worker, used: ctx.budget.used(worker) },
+    );
     return false;
   }
   for (const v of plan.preempt) {
@@ -72,9 +113,23 @@ export function makeRoom(ctx: PolicyTx, s: RoomHolder, worker: string, blocks: r
     } else {
       const hashes = [...ctx.budget.holdsOf(worker, v.session, v.kind).keys()];
       ctx.release(worker, hashes, v.session, v.kind);
-      ctx.emit(want.policy, { worker, sessionId: v.session, reason: why, hold: "marker", command: { type: "Cache", block_hashes: hashes, pin: false } }, { essential: true });
+      ctx.emit(
+        want.policy,
+        {
+          worker,
+          sessionId: v.session,
+          reason: why,
+          hold: "marker",
+          command: { type: "Cache", block_hashes: hashes, pin: false },
+        },
+        { essential: true },
+      );
     }
-    ctx.note(want.policy, "preempt", `${v.kind}: ${why}`, { session: v.session, worker, for: s.id });
+    ctx.note(want.policy, "preempt", `${v.kind}: ${why}`, {
+      session: v.session,
+      worker,
+      for: s.id,
+    });
   }
   return ctx.budget.admit(worker, blocks, limit) >= blocks.length;
 }

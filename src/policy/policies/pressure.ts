@@ -50,7 +50,14 @@ export function planPressure(s: PressureSnapshot): PressurePlan {
     for (const h of x.chain) users.set(h, (users.get(h) ?? 0) + 1);
   }
   const seen = Math.max(users.size, s.indexedBlocks ?? 0);
-  const none = (tripped: boolean): PressurePlan => ({ act: false, tripped, seen, low, high, order: [] });
+  const none = (tripped: boolean): PressurePlan => ({
+    act: false,
+    tripped,
+    seen,
+    low,
+    high,
+    order: [],
+  });
   if (!s.capBlocks) return none(false);
   if (seen < high) {
     const tripped = s.tripped && seen > low;
@@ -58,7 +65,9 @@ export function planPressure(s: PressureSnapshot): PressurePlan {
   }
   const own = (x: PressureSession) => x.chain.filter((h) => users.get(h) === 1).length;
   const order = s.sessions
-    .filter((x) => x.worker === s.worker && !x.inFlight && !x.paused && x.chain.length && !x.offloaded)
+    .filter(
+      (x) => x.worker === s.worker && !x.inFlight && !x.paused && x.chain.length && !x.offloaded,
+    )
     .map((x) => ({ session: x.id, freed: own(x) }))
     .sort((a, b) => b.freed - a.freed);
   return { act: true, tripped: true, seen, low, high, order };

@@ -15,16 +15,36 @@ import { type AgentRule, pageSizeOf } from "./policy.js";
 const NAME = "rewrite";
 const END = "session_end";
 
-function prune(ctx: PolicyTx, s: SessionView, old: readonly bigint[], worker: string, k: number, why: string, rule = NAME): void {
+function prune(
+  ctx: PolicyTx,
+  s: SessionView,
+  old: readonly bigint[],
+  worker: string,
+  k: number,
+  why: string,
+  rule = NAME,
+): void {
   if (k >= old.length) return;
   const at = old[k];
   for (const other of ctx.sessions.values()) {
     if (other.id !== s.id && other.worker === worker && other.chain.includes(at)) {
-      ctx.note(rule, "skip", "another session uses the old branch", { session: s.id, other: other.id });
+      ctx.note(rule, "skip", "another session uses the old branch", {
+        session: s.id,
+        other: other.id,
+      });
       return;
     }
   }
-  ctx.emit(rule, { worker, sessionId: s.id, reason: `${why}: ${rule === END ? "its own branch from" : "diverged at"} block ${k} of ${old.length}`, command: { type: "Prune", after_block_hash: at } }, { coalesce: String(at) });
+  ctx.emit(
+    rule,
+    {
+      worker,
+      sessionId: s.id,
+      reason: `${why}: ${rule === END ? "its own branch from" : "diverged at"} block ${k} of ${old.length}`,
+      command: { type: "Prune", after_block_hash: at },
+    },
+    { coalesce: String(at) },
+  );
 }
 
 function onFinished(o: TurnFinished, ctx: PolicyTx): void {
@@ -33,15 +53,37 @@ function onFinished(o: TurnFinished, ctx: PolicyTx): void {
   if (!s?.prevChain.length || s.prevWorker !== o.worker || !o.chain.length) return;
   const k = commonBlocks(s.prevChain, o.chain);
   if (k >= s.prevChain.length) return;
-  prune(ctx, s, s.prevChain, o.worker, k, k < s.prevPromptBlocks ? "history rewritten" : "previous output not replayed");
+  prune(
+    ctx,
+    s,
+    s.prevChain,
+    o.worker,
+    k,
+    k < s.prevPromptBlocks ? "history rewritten" : "previous output not replayed",
+  );
 }
 
 function onHint(o: SessionHint, ctx: PolicyTx): void {
   if (o.event !== "rewrite") return;
   const s = ctx.sessions.get(o.sessionId);
-  if (!s?.worker || !s.chain.length) return ctx.bad("hint_unknown_session", "rewrite for a session with no blocks on any worker", o.sessionId);
-  if (o.keepTokens === null) return ctx.note(NAME, "skip", "rewrite hint without keep_tokens: waiting for the next turn", { session: s.id });
-  prune(ctx, s, s.chain, s.worker, Math.floor(o.keepTokens / pageSizeOf(ctx, s.worker)), "rewrite hint");
+  if (!s?.worker || !s.chain.length)
+    return ctx.bad(
+      "hint_unknown_session",
+      "rewrite for a session with no blocks on any worker",
+      o.sessionId,
+    );
+  if (o.keepTokens === null)
+    return ctx.note(NAME, "skip", "rewrite hint without keep_tokens: waiting for the next turn", {
+      session: s.id,
+    });
+  prune(
+    ctx,
+    s,
+    s.chain,
+    s.worker,
+    Math.floor(o.keepTokens / pageSizeOf(ctx, s.worker)),
+    "rewrite hint",
+  );
 }
 
 /** A session that ended leaves its own branch (below what other sessions share) dead on its worker. */
@@ -51,7 +93,8 @@ function onClose(o: SessionHint, ctx: PolicyTx): void {
   if (!s?.worker || !s.chain.length) return;
   // A prefix the client marked for caching stays for the sessions to come, shared yet or not.
   const k = Math.max(ctx.blockOwners.sharedPrefix(s.chain), s.markerBlocks);
-  if (k >= s.chain.length) return ctx.note(END, "skip", "session closed: no block of its own", { session: s.id });
+  if (k >= s.chain.length)
+    return ctx.note(END, "skip", "session closed: no block of its own", { session: s.id });
   prune(ctx, s, s.chain, s.worker, k, "session closed", END);
 }
 

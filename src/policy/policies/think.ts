@@ -11,25 +11,38 @@ import { type AgentRule, pageSizeOf } from "./policy.js";
 const NAME = "reasoning";
 const TOOL_FINISH = new Set(["tool_calls", "tool_use", "function_call"]);
 
-export function isInterleaved(model: string | null | undefined, families: readonly string[]): boolean {
+export function isInterleaved(
+  model: string | null | undefined,
+  families: readonly string[],
+): boolean {
   if (!model) return false;
   const m = model.toLowerCase();
   return families.some((f) => m.includes(f.toLowerCase()));
 }
 
 /** Indices of the chain's blocks holding any token of [start, end). */
-export function blocksOfRange(start: number, end: number, pageSize: number, chainLength: number): [number, number] {
+export function blocksOfRange(
+  start: number,
+  end: number,
+  pageSize: number,
+  chainLength: number,
+): [number, number] {
   return [Math.floor(start / pageSize), Math.min(Math.ceil(end / pageSize), chainLength)];
 }
 
-const inToolLoop = (o: TurnFinished): boolean => (o.finishReason !== null && TOOL_FINISH.has(o.finishReason)) || o.toolCalls.length > 0;
+const inToolLoop = (o: TurnFinished): boolean =>
+  (o.finishReason !== null && TOOL_FINISH.has(o.finishReason)) || o.toolCalls.length > 0;
 
 /** The index of the first block of `o.chain` this rule marks transient at the turn's end (its
  * reasoning's first block), or null when it marks none: the rule is off, there is no reasoning, or
  * interleaved thinking keeps it through the tool loop. */
-export function transientFrom(o: TurnFinished, ctx: Pick<PolicyView, "cfg" | "pageSizes">): number | null {
+export function transientFrom(
+  o: TurnFinished,
+  ctx: Pick<PolicyView, "cfg" | "pageSizes">,
+): number | null {
   const r = o.ranges?.reasoning;
-  if (!ctx.cfg.think.enabled || !o.sessionId || o.status !== 200 || !r || r.end <= r.start) return null;
+  if (!ctx.cfg.think.enabled || !o.sessionId || o.status !== 200 || !r || r.end <= r.start)
+    return null;
   const [a, b] = blocksOfRange(r.start, r.end, pageSizeOf(ctx, o.worker), o.chain.length);
   if (b <= a) return null;
   return inToolLoop(o) && isInterleaved(o.model, ctx.cfg.think.interleavedModels) ? null : a;
@@ -41,15 +54,32 @@ function onFinished(o: TurnFinished, ctx: PolicyTx): void {
   const [a, b] = blocksOfRange(r.start, r.end, pageSizeOf(ctx, o.worker), o.chain.length);
   if (b <= a) return;
   const blocks = o.chain.slice(a, b);
-  const s = ctx.patch(o.sessionId, { reasoning: [...ctx.session(o.sessionId).reasoning, { worker: o.worker, blocks }] });
+  const s = ctx.patch(o.sessionId, {
+    reasoning: [...ctx.session(o.sessionId).reasoning, { worker: o.worker, blocks }],
+  });
   if (transientFrom(o, ctx) === null) {
-    ctx.note(NAME, "skip", "interleaved thinking: kept through the tool loop", { session: s.id, model: o.model, blocks: blocks.length });
+    ctx.note(NAME, "skip", "interleaved thinking: kept through the tool loop", {
+      session: s.id,
+      model: o.model,
+      blocks: blocks.length,
+    });
     return;
   }
   // Everything this session reasoned on this worker since the last user turn is dead from here on.
   const all = s.reasoning.filter((x) => x.worker === o.worker).flatMap((x) => x.blocks);
-  const why = isInterleaved(o.model, ctx.cfg.think.interleavedModels) ? "turn ended" : "template drops reasoning";
-  ctx.emit(NAME, { worker: o.worker, sessionId: s.id, reason: `${why}: ${all.length} reasoning blocks`, command: { type: "Think", block_hashes: all, transient: true } }, { coalesce: `${s.id}|${all[all.length - 1]}` });
+  const why = isInterleaved(o.model, ctx.cfg.think.interleavedModels)
+    ? "turn ended"
+    : "template drops reasoning";
+  ctx.emit(
+    NAME,
+    {
+      worker: o.worker,
+      sessionId: s.id,
+      reason: `${why}: ${all.length} reasoning blocks`,
+      command: { type: "Think", block_hashes: all, transient: true },
+    },
+    { coalesce: `${s.id}|${all[all.length - 1]}` },
+  );
 }
 
 function purge(ctx: PolicyTx, sessionId: string, keep: ReadonlySet<bigint>, why: string): void {
@@ -69,9 +99,18 @@ function purge(ctx: PolicyTx, sessionId: string, keep: ReadonlySet<bigint>, why:
     }
   }
   ctx.patch(sessionId, { reasoning: [] });
-  if (spared) ctx.note(NAME, "skip", "reasoning blocks still in the new prompt", { session: sessionId, blocks: spared });
+  if (spared)
+    ctx.note(NAME, "skip", "reasoning blocks still in the new prompt", {
+      session: sessionId,
+      blocks: spared,
+    });
   for (const [worker, blocks] of byWorker) {
-    ctx.emit(NAME, { worker, sessionId, reason: `${why}: purge ${blocks.length} reasoning blocks`, command: { type: "Think", block_hashes: blocks, transient: false } });
+    ctx.emit(NAME, {
+      worker,
+      sessionId,
+      reason: `${why}: purge ${blocks.length} reasoning blocks`,
+      command: { type: "Think", block_hashes: blocks, transient: false },
+    });
   }
 }
 
@@ -85,6 +124,7 @@ export const thinkRule: AgentRule = {
   decide(o, ctx) {
     if (o.type === "TurnFinished") onFinished(o, ctx);
     else if (o.type === "TurnStarted") onStarted(o, ctx);
-    else if (o.type === "SessionHint" && o.event === "close") purge(ctx, o.sessionId, new Set(), "session closed");
+    else if (o.type === "SessionHint" && o.event === "close")
+      purge(ctx, o.sessionId, new Set(), "session closed");
   },
 };

@@ -7,7 +7,12 @@
 // and ToolEnd goes out with the epoch ToolStart returned. A keep pin stays until that request is
 // served: it is what the request is served from, and while the request waits in the worker's
 // queue nothing else protects those blocks (its end unpins them, after their hits were counted).
-import type { CommandAcked, SessionHint, TurnFinished, TurnStarted } from "../../contract/observations.js";
+import type {
+  CommandAcked,
+  SessionHint,
+  TurnFinished,
+  TurnStarted,
+} from "../../contract/observations.js";
 import { reusableChain, SAFE_ID, type SessionView, type ToolWait } from "../session-view.js";
 import { bestKeep } from "../duration-model.js";
 import type { PolicyTx } from "../tx.js";
@@ -57,13 +62,37 @@ function keepClosedOffload(ctx: ToolsTx, id: string): void {
 }
 
 /** Unpins what is still held of a keep pin and releases it from the budget view. */
-function unkeep(ctx: PolicyTx, worker: string, sessionId: string, blocks: readonly bigint[], reason: string): void {
+function unkeep(
+  ctx: PolicyTx,
+  worker: string,
+  sessionId: string,
+  blocks: readonly bigint[],
+  reason: string,
+): void {
   // Blocks whose hold already ran out (TTL) are not the gateway's to unpin any more.
   const still = ctx.release(worker, blocks, sessionId, "tool");
-  if (still.length) ctx.emit(NAME, { worker, sessionId, reason, hold: "tool", command: { type: "Cache", block_hashes: still, pin: false } }, { essential: true });
+  if (still.length)
+    ctx.emit(
+      NAME,
+      {
+        worker,
+        sessionId,
+        reason,
+        hold: "tool",
+        command: { type: "Cache", block_hashes: still, pin: false },
+      },
+      { essential: true },
+    );
 }
 
-function startWait(ctx: ToolsTx, s: SessionView, worker: string, names: (string | null)[], callIds: string[], why: string): void {
+function startWait(
+  ctx: ToolsTx,
+  s: SessionView,
+  worker: string,
+  names: (string | null)[],
+  callIds: string[],
+  why: string,
+): void {
   const open = waitMayOpen(ctx, s);
   if (!open) return;
   s = open;
@@ -71,15 +100,33 @@ function startWait(ctx: ToolsTx, s: SessionView, worker: string, names: (string 
   const cfg = ctx.cfg.tools;
   const blocks = reusableChain(s);
   const benefit = (blocks.length * pageSizeOf(ctx, worker)) / cfg.prefillTokensPerSecond;
-  const best = bestKeep(model, names.length ? names : [null], blocks.length, benefit, cfg.tauCandidatesSeconds, cfg.holdCostPerBlockSecond);
+  const best = bestKeep(
+    model,
+    names.length ? names : [null],
+    blocks.length,
+    benefit,
+    cfg.tauCandidatesSeconds,
+    cfg.holdCostPerBlockSecond,
+  );
   const predicted = Math.max(...(names.length ? names : [null]).map((n) => model.median(n)));
   const detail = `P(<=${best.tauSeconds}s)=${best.p.toFixed(2)} x ${best.benefitSeconds.toFixed(3)}s vs hold ${best.costSeconds.toFixed(3)}s`;
-  const wait: OpenWait = { worker, names, callIds, startedAt: ctx.now, predictedSeconds: predicted, blocks, epoch: null };
+  const wait: OpenWait = {
+    worker,
+    names,
+    callIds,
+    startedAt: ctx.now,
+    predictedSeconds: predicted,
+    blocks,
+    epoch: null,
+  };
   // Program admission decided this boundary already (its slot and the KV are one decision): follow it.
   const gate = ctx.programDecisions.get(s.id);
   if (gate) ctx.takeProgramDecision(s.id);
   if (gate?.action === "let_go") {
-    ctx.note(NAME, "skip", "let go by program admission's retention decision", { session: s.id, worker });
+    ctx.note(NAME, "skip", "let go by program admission's retention decision", {
+      session: s.id,
+      worker,
+    });
     ctx.patch(s.id, { tool: { mode: "none", ...wait } });
     return;
   }
@@ -92,8 +139,21 @@ function startWait(ctx: ToolsTx, s: SessionView, worker: string, names: (string 
     ctx.patch(s.id, { tool: { mode: "none", ...wait } });
     return;
   }
-  if (gate?.action === "keep") keepThroughWait(ctx, s, wait, gate.ttlSeconds, `keep (${why}): program admission's retention decision, TTL ${gate.ttlSeconds}s`);
-  else if (gate?.action === "park") offloadForWait(ctx, s, wait, `offload (${why}): parked by program admission's retention decision`);
+  if (gate?.action === "keep")
+    keepThroughWait(
+      ctx,
+      s,
+      wait,
+      gate.ttlSeconds,
+      `keep (${why}): program admission's retention decision, TTL ${gate.ttlSeconds}s`,
+    );
+  else if (gate?.action === "park")
+    offloadForWait(
+      ctx,
+      s,
+      wait,
+      `offload (${why}): parked by program admission's retention decision`,
+    );
   else if (best.net > 0) keepThroughWait(ctx, s, wait, best.tauSeconds, `keep (${why}): ${detail}`);
   else offloadForWait(ctx, s, wait, `offload (${why}): ${detail}`);
 }
@@ -105,7 +165,9 @@ type OpenWait = Omit<ToolWait, "mode">;
 function waitMayOpen(ctx: PolicyTx, s: SessionView): SessionView | null {
   if (s.tool?.ending) {
     // The worker ends the old offload itself when the new ToolStart arrives.
-    ctx.note(NAME, "skip", "ToolEnd of the previous wait superseded by the next ToolStart", { session: s.id });
+    ctx.note(NAME, "skip", "ToolEnd of the previous wait superseded by the next ToolStart", {
+      session: s.id,
+    });
     ctx.release(s.tool.worker, s.tool.blocks, s.id, "tool");
     s = ctx.patch(s.id, { tool: null });
   }
@@ -114,22 +176,44 @@ function waitMayOpen(ctx: PolicyTx, s: SessionView): SessionView | null {
     return null;
   }
   if (!s.chain.length || s.worker === null) {
-    ctx.bad("tool_start_without_blocks", "a tool wait began for a session with no blocks known on any worker", s.id);
+    ctx.bad(
+      "tool_start_without_blocks",
+      "a tool wait began for a session with no blocks known on any worker",
+      s.id,
+    );
     return null;
   }
   return s;
 }
 
 /** Keeps the session's blocks resident through the wait: a pin with TTL tau. */
-function keepThroughWait(ctx: ToolsTx, s: SessionView, wait: OpenWait, tau: number, reason: string): void {
+function keepThroughWait(
+  ctx: ToolsTx,
+  s: SessionView,
+  wait: OpenWait,
+  tau: number,
+  reason: string,
+): void {
   const { worker, blocks } = wait;
   const id = s.id;
   const sent = ctx.emit(
     NAME,
-    { worker, sessionId: id, hold: "tool", reason, command: { type: "Cache", block_hashes: [...blocks], pin: true, ttl_seconds: tau } },
+    {
+      worker,
+      sessionId: id,
+      hold: "tool",
+      reason,
+      command: { type: "Cache", block_hashes: [...blocks], pin: true, ttl_seconds: tau },
+    },
     {
       onAck: (a, ctx) => {
-        if (a.status === "applied" || a.status === "duplicate" || a.status === "partial" || a.status === "noop") return;
+        if (
+          a.status === "applied" ||
+          a.status === "duplicate" ||
+          a.status === "partial" ||
+          a.status === "noop"
+        )
+          return;
         // Released once: by the wait still open, or by the request it waits to be served for;
         // a keep already released holds nothing here to undo.
         const waiting = [...ctx.own.serving].find(([, k]) => k.of === blocks);
@@ -142,7 +226,12 @@ function keepThroughWait(ctx: ToolsTx, s: SessionView, wait: OpenWait, tau: numb
     },
   );
   if (!sent) return;
-  ctx.hold(worker, blocks, { session: id, kind: "tool", ttlSeconds: tau, expiresAt: ctx.now + tau * 1000 });
+  ctx.hold(worker, blocks, {
+    session: id,
+    kind: "tool",
+    ttlSeconds: tau,
+    expiresAt: ctx.now + tau * 1000,
+  });
   ctx.patch(id, { tool: { mode: "keep", ...wait } });
 }
 
@@ -153,24 +242,47 @@ function offloadForWait(ctx: ToolsTx, s: SessionView, wait: OpenWait, reason: st
   const id = s.id;
   const sent = ctx.emit(
     NAME,
-    { worker, sessionId: id, reason, command: { type: "ToolStart", session_id: SAFE_ID(id), block_hashes: [...blocks] } },
+    {
+      worker,
+      sessionId: id,
+      reason,
+      command: { type: "ToolStart", session_id: SAFE_ID(id), block_hashes: [...blocks] },
+    },
     { onAck: (a, ctx) => toolStartAcked(ctx, id, blocks, a) },
   );
   if (!sent) return;
   ctx.patch(id, { tool: { mode: "offload", ...wait } });
-  ctx.hold(worker, blocks, { session: id, kind: "tool", ttlSeconds: cfg.offloadHoldSeconds, expiresAt: ctx.now + cfg.offloadHoldSeconds * 1000 });
+  ctx.hold(worker, blocks, {
+    session: id,
+    kind: "tool",
+    ttlSeconds: cfg.offloadHoldSeconds,
+    expiresAt: ctx.now + cfg.offloadHoldSeconds * 1000,
+  });
 }
 
 /** ToolStart's answer: its epoch (and the ToolEnd that waited for it), or the offload undone. */
-function toolStartAcked(ctx: ToolsTx, id: string, blocks: readonly bigint[], a: CommandAcked): void {
-  if (a.status !== "applied" && a.status !== "partial" && a.status !== "duplicate") ctx.release(a.worker, blocks, id, "tool");
+function toolStartAcked(
+  ctx: ToolsTx,
+  id: string,
+  blocks: readonly bigint[],
+  a: CommandAcked,
+): void {
+  if (a.status !== "applied" && a.status !== "partial" && a.status !== "duplicate")
+    ctx.release(a.worker, blocks, id, "tool");
   const viewed = ctx.sessions.get(id)?.tool;
-  const closed = viewed?.blocks === blocks ? undefined : ctx.own.closed.find((c) => c.t.blocks === blocks);
+  const closed =
+    viewed?.blocks === blocks ? undefined : ctx.own.closed.find((c) => c.t.blocks === blocks);
   const t = closed ? closed.t : viewed;
   if (t?.blocks !== blocks) return;
   // The wait is over here either way (but for an answer without the epoch, which changes nothing).
-  const over = () => (closed ? ctx.setOwn({ ...ctx.own, closed: ctx.own.closed.filter((c) => c !== closed) }) : ctx.patch(id, { tool: null }));
-  if ((a.status === "applied" || a.status === "partial" || a.status === "duplicate") && a.epoch != null) {
+  const over = () =>
+    closed
+      ? ctx.setOwn({ ...ctx.own, closed: ctx.own.closed.filter((c) => c !== closed) })
+      : ctx.patch(id, { tool: null });
+  if (
+    (a.status === "applied" || a.status === "partial" || a.status === "duplicate") &&
+    a.epoch != null
+  ) {
     if (t.ending !== undefined) {
       over();
       sendToolEnd(ctx, id, { ...t, epoch: a.epoch }, t.ending);
@@ -183,7 +295,16 @@ function toolStartAcked(ctx: ToolsTx, id: string, blocks: readonly bigint[], a: 
 
 function sendToolEnd(ctx: PolicyTx, id: string, t: ToolWait, why: string): void {
   ctx.release(t.worker, t.blocks, id, "tool");
-  ctx.emit(NAME, { worker: t.worker, sessionId: id, reason: `tool returned (${why})`, command: { type: "ToolEnd", session_id: SAFE_ID(id), epoch: t.epoch as number } }, { essential: true });
+  ctx.emit(
+    NAME,
+    {
+      worker: t.worker,
+      sessionId: id,
+      reason: `tool returned (${why})`,
+      command: { type: "ToolEnd", session_id: SAFE_ID(id), epoch: t.epoch as number },
+    },
+    { essential: true },
+  );
 }
 
 /**
@@ -197,7 +318,12 @@ function endWait(ctx: ToolsTx, s: SessionView, why: string, requestId: string | 
   for (const n of t.names.length ? t.names : [null]) ctx.recordDuration(n, actual);
   ctx.observeToolWait("predicted", t.predictedSeconds);
   ctx.observeToolWait("actual", actual);
-  const fields = { session: s.id, tools: t.names, predicted_s: t.predictedSeconds, actual_s: actual };
+  const fields = {
+    session: s.id,
+    tools: t.names,
+    predicted_s: t.predictedSeconds,
+    actual_s: actual,
+  };
   if (t.mode === "offload" && t.epoch === null) {
     // Without the epoch the worker would refuse ToolEnd, and its hold would last until its own
     // expiry: end the wait as soon as the ack arrives.
@@ -216,7 +342,14 @@ function endWait(ctx: ToolsTx, s: SessionView, why: string, requestId: string | 
 }
 
 /** A keep's wait is over: its pin stays until the request with the results is served, or goes now. */
-function endKeep(ctx: ToolsTx, id: string, t: ToolWait, why: string, requestId: string | null, fields: Record<string, unknown>): void {
+function endKeep(
+  ctx: ToolsTx,
+  id: string,
+  t: ToolWait,
+  why: string,
+  requestId: string | null,
+  fields: Record<string, unknown>,
+): void {
   const held = ctx.budget.holdsOf(t.worker, id, "tool");
   const still = t.blocks.filter((h) => held.has(h));
   if (!still.length) {
@@ -226,11 +359,24 @@ function endKeep(ctx: ToolsTx, id: string, t: ToolWait, why: string, requestId: 
   if (requestId !== null) {
     // A turn that never reports back: its entry goes once the holds it names have run out.
     let expiresAt = 0;
-    for (const h of still) for (const p of held.get(h) ?? []) expiresAt = Math.max(expiresAt, p.expiresAt ?? Number.POSITIVE_INFINITY);
+    for (const h of still)
+      for (const p of held.get(h) ?? [])
+        expiresAt = Math.max(expiresAt, p.expiresAt ?? Number.POSITIVE_INFINITY);
     const next = new Map([...ctx.own.serving].filter(([, k]) => k.expiresAt > ctx.now));
-    next.set(requestId, { worker: t.worker, sessionId: id, of: t.blocks, blocks: still, expiresAt });
+    next.set(requestId, {
+      worker: t.worker,
+      sessionId: id,
+      of: t.blocks,
+      blocks: still,
+      expiresAt,
+    });
     ctx.setOwn({ ...ctx.own, serving: next });
-    ctx.note(NAME, "returned", "kept (unpinned once the request with the results is served)", fields);
+    ctx.note(
+      NAME,
+      "returned",
+      "kept (unpinned once the request with the results is served)",
+      fields,
+    );
     return;
   }
   unkeep(ctx, t.worker, id, still, `tool returned (${why}): unpin`);
@@ -244,13 +390,27 @@ function onFinished(o: TurnFinished, ctx: ToolsTx): void {
   const k = ctx.own.serving.get(o.requestId);
   if (k) {
     unserve(ctx, (id) => id === o.requestId);
-    unkeep(ctx, k.worker, k.sessionId, k.blocks, `tool results served (${o.status || o.error || "no answer"}): unpin`);
+    unkeep(
+      ctx,
+      k.worker,
+      k.sessionId,
+      k.blocks,
+      `tool results served (${o.status || o.error || "no answer"}): unpin`,
+    );
   }
   if (!o.sessionId || o.status !== 200) return;
-  const isTool = (o.finishReason !== null && TOOL_FINISH.has(o.finishReason)) || o.toolCalls.length > 0;
+  const isTool =
+    (o.finishReason !== null && TOOL_FINISH.has(o.finishReason)) || o.toolCalls.length > 0;
   if (!isTool) return;
   const s = ctx.session(o.sessionId);
-  startWait(ctx, s, o.worker, o.toolCalls.map((c) => c.name), o.toolCalls.flatMap((c) => (c.id ? [c.id] : [])), `finish_reason ${o.finishReason}`);
+  startWait(
+    ctx,
+    s,
+    o.worker,
+    o.toolCalls.map((c) => c.name),
+    o.toolCalls.flatMap((c) => (c.id ? [c.id] : [])),
+    `finish_reason ${o.finishReason}`,
+  );
 }
 
 function onStarted(o: TurnStarted, ctx: ToolsTx): void {
@@ -260,17 +420,26 @@ function onStarted(o: TurnStarted, ctx: ToolsTx): void {
     // The program is back without the call's results in its prompt (it compacted or rewrote its
     // history): the wait is over all the same. Left open, it would refuse the waits of the calls
     // this request makes, and their results would then name calls it never opened.
-    if (s?.tool) endWait(ctx, s, "next request without tool results (history rewritten)", o.requestId);
+    if (s?.tool)
+      endWait(ctx, s, "next request without tool results (history rewritten)", o.requestId);
     return;
   }
   const ids = o.tail.toolCallIds;
   if (!s?.tool) {
-    ctx.bad("tool_result_unknown_call", `tool results (${ids.join(", ") || "no ids"}) for no open tool call`, o.sessionId);
+    ctx.bad(
+      "tool_result_unknown_call",
+      `tool results (${ids.join(", ") || "no ids"}) for no open tool call`,
+      o.sessionId,
+    );
     return;
   }
   const open = s.tool.callIds;
   if (ids.length && open.length && !ids.some((id) => open.includes(id))) {
-    ctx.bad("tool_result_unknown_call", `tool results for ${ids.join(", ")}, the open calls are ${open.join(", ")}; ending the wait anyway`, o.sessionId);
+    ctx.bad(
+      "tool_result_unknown_call",
+      `tool results for ${ids.join(", ")}, the open calls are ${open.join(", ")}; ending the wait anyway`,
+      o.sessionId,
+    );
   }
   endWait(ctx, s, "tool results in the prompt", o.requestId);
 }
@@ -285,17 +454,37 @@ function onHint(o: SessionHint, ctx: ToolsTx): void {
     for (const k of mine) unkeep(ctx, k.worker, k.sessionId, k.blocks, "session closed: unpin");
   }
   if (o.event === "tool_start") {
-    if (!s) return ctx.bad("hint_unknown_session", "tool_start for a session this replica has no turn of", o.sessionId);
-    if (s.worker) startWait(ctx, s, s.worker, [o.toolName], o.toolCallId ? [o.toolCallId] : [], "hint");
+    if (!s)
+      return ctx.bad(
+        "hint_unknown_session",
+        "tool_start for a session this replica has no turn of",
+        o.sessionId,
+      );
+    if (s.worker)
+      startWait(ctx, s, s.worker, [o.toolName], o.toolCallId ? [o.toolCallId] : [], "hint");
     return;
   }
   if (o.event === "tool_end" || o.event === "close") {
     if (!s?.tool) {
-      if (o.event === "tool_end") ctx.bad("tool_result_unknown_call", `tool_end${o.toolCallId ? ` for ${o.toolCallId}` : ""} with no open tool call`, o.sessionId);
+      if (o.event === "tool_end")
+        ctx.bad(
+          "tool_result_unknown_call",
+          `tool_end${o.toolCallId ? ` for ${o.toolCallId}` : ""} with no open tool call`,
+          o.sessionId,
+        );
       return;
     }
-    if (o.event === "tool_end" && o.toolCallId && s.tool.callIds.length && !s.tool.callIds.includes(o.toolCallId)) {
-      ctx.bad("tool_result_unknown_call", `tool_end for ${o.toolCallId}, the open calls are ${s.tool.callIds.join(", ")}; ending the wait anyway`, o.sessionId);
+    if (
+      o.event === "tool_end" &&
+      o.toolCallId &&
+      s.tool.callIds.length &&
+      !s.tool.callIds.includes(o.toolCallId)
+    ) {
+      ctx.bad(
+        "tool_result_unknown_call",
+        `tool_end for ${o.toolCallId}, the open calls are ${s.tool.callIds.join(", ")}; ending the wait anyway`,
+        o.sessionId,
+      );
     }
     endWait(ctx, s, o.event === "close" ? "session closed" : "hint", null);
   }
@@ -312,6 +501,7 @@ export const toolsRule: AgentRule<ToolsOwn> = {
       if (o.event === "close") keepClosedOffload(ctx, o.sessionId);
     }
     // A restarted worker holds no pins: nothing is left there to unpin.
-    else if (o.type === "WorkerCleared" && o.reason === "restart") unserve(ctx, (_, k) => k.worker === o.worker);
+    else if (o.type === "WorkerCleared" && o.reason === "restart")
+      unserve(ctx, (_, k) => k.worker === o.worker);
   },
 };

@@ -41,7 +41,9 @@ function remember(o: TurnFinished, ctx: PolicyTx<Hot>): void {
 
 function warm(worker: string, pageSize: number, why: string, ctx: PolicyTx<Hot>): void {
   const cfg = ctx.cfg.warm;
-  const candidates = [...ctx.own.values()].filter((h) => h.pageSize === pageSize).sort((a, b) => b.hits - a.hits);
+  const candidates = [...ctx.own.values()]
+    .filter((h) => h.pageSize === pageSize)
+    .sort((a, b) => b.hits - a.hits);
   if (!candidates.length) return;
   if (!cfg.storage) {
     ctx.note(NAME, "skip", "no storage backend configured", { worker });
@@ -51,7 +53,16 @@ function warm(worker: string, pageSize: number, why: string, ctx: PolicyTx<Hot>)
     const keys = ctx.storageKeys(h.tokens, h.pageSize);
     ctx.emit(
       NAME,
-      { worker, reason: `${why}: prefix of ${keys.length} blocks, ${h.hits} hits`, command: { type: "Warm", block_keys: keys, token_ids: h.tokens, target_tier: cfg.targetTier } },
+      {
+        worker,
+        reason: `${why}: prefix of ${keys.length} blocks, ${h.hits} hits`,
+        command: {
+          type: "Warm",
+          block_keys: keys,
+          token_ids: h.tokens,
+          target_tier: cfg.targetTier,
+        },
+      },
       { coalesce: keys[keys.length - 1] },
     );
   }
@@ -63,6 +74,7 @@ export const warmRule: AgentRule<Hot> = {
   decide(o, ctx) {
     if (o.type === "TurnFinished") remember(o, ctx);
     else if (o.type === "WorkerJoined") warm(o.worker, o.pageSize, "worker joined", ctx);
-    else if (o.type === "WorkerCleared" && o.reason === "restart") warm(o.worker, pageSizeOf(ctx, o.worker), "worker restarted", ctx);
+    else if (o.type === "WorkerCleared" && o.reason === "restart")
+      warm(o.worker, pageSizeOf(ctx, o.worker), "worker restarted", ctx);
   },
 };
