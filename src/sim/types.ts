@@ -19,6 +19,11 @@ export interface Segment {
   seed: number;
   /** Tokens, at least 1. */
   len: number;
+  /**
+   * The token ids themselves, when the workload has real ones (a replayed trace of a real
+   * server's requests); `len` is then `ids.length` and `seed` only names the segment.
+   */
+  ids?: readonly number[];
 }
 
 /** Why a program's request waited before it was sent. */
