@@ -53,9 +53,10 @@ function seriesOf(svg: string): { legend: Map<number, string>; marked: Set<numbe
     const index = Number(e.attrs.ecmeta_series_index);
     if (e.attrs.ecmeta_ssr_type === "chart") marked.add(index);
     if (e.attrs.ecmeta_ssr_type !== "legend") continue;
-    // A legend item's label is the <text> drawn at the item's own position.
-    const label = els.find((t) => t.tag === "text" && t.attrs.transform === e.attrs.transform);
-    if (label) legend.set(index, unescapeXml(label.text));
+    // A legend item's label is the <text> drawn at the item's own position (a long one wraps
+    // into several lines there).
+    const lines = els.filter((t) => t.tag === "text" && t.attrs.transform === e.attrs.transform);
+    if (lines.length > 0) legend.set(index, lines.map((t) => unescapeXml(t.text)).join(""));
   }
   return { legend, marked };
 }

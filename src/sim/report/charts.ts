@@ -47,7 +47,8 @@ function legend(f: Frame): object {
     right: 8,
     top: plotTop(f),
     selectedMode: false,
-    textStyle: { fontSize: 12, color: TEXT },
+    // A long configuration name wraps inside the legend's column instead of leaving the chart.
+    textStyle: { fontSize: 12, color: TEXT, width: 112, overflow: "breakAll" },
   };
 }
 
