@@ -37,3 +37,16 @@ if [ "${KVCTL_DYNAMO:-1}" != "0" ]; then
     echo "$dwant" > "$dyn/.kvctl-stamp"
   fi
 fi
+
+# AIConfigurator's core (the input of kvctl sim's GPU profiles and of their test) into its own
+# target folder, without dependencies (python/requirements-aiconfigurator.txt says why). The
+# profile generator finds it there (python/kvctl_sim/profiles/generate.py; $KVCTL_AIC_SITE
+# overrides).
+aic="$venv/aiconfigurator-core-0.12.0"
+awant="$(sha256sum < "$root/python/requirements-aiconfigurator.txt" | cut -c1-16)"
+if ! [ -f "$aic/.kvctl-stamp" ] || [ "$(cat "$aic/.kvctl-stamp")" != "$awant" ]; then
+  echo "kvctl: installing AIConfigurator's core into $aic" >&2
+  rm -rf "$aic"
+  "${pip[@]}" --no-deps --target "$aic" -r "$root/python/requirements-aiconfigurator.txt"
+  echo "$awant" > "$aic/.kvctl-stamp"
+fi

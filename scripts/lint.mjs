@@ -8,7 +8,8 @@
 //   tests      every test can fail: an assertion in each, no early return (scripts/check-tests.mjs)
 //   generated  every generated table equals what its one source generates (scripts/gen-tables.ts
 //              --check: the protocol schema from zod, the wire tables from the schema, the native
-//              tables from native/events/shared_tables.h); --fix rewrites them
+//              tables from native/events/shared_tables.h; kvctl sim's GPU profiles from
+//              AIConfigurator, python/kvctl_sim/profiles/generate.py --check); --fix rewrites them
 //   imports    gateway/ and policy/ share only src/contract/; no import circle in src/ (scripts/check-imports.mjs)
 //   function-length  no function over 60 lines in src/gateway, policy, patch, cli; at most five in the rest of src/ (scripts/check-function-length.mjs)
 //   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format|tests|generated|imports|function-length ...]
@@ -74,6 +75,10 @@ const checks = {
     [
       process.execPath,
       ["--import", "tsx", join(root, "scripts", "gen-tables.ts"), ...(fix ? [] : ["--check"])],
+    ],
+    [
+      join(venv, "bin", "python"),
+      [join(root, "python", "kvctl_sim", "profiles", "generate.py"), ...(fix ? [] : ["--check"])],
     ],
   ],
 };

@@ -1,0 +1,1 @@
+"""kvctl sim's Python side: the fleet of SGLang caches on one virtual clock, and its timing."""
