@@ -69,3 +69,30 @@ def test_bad_arguments_are_refused_naming_them(tmp_path: Path):
     assert r.returncode != 0 and "unknown model in profile 'h100_sxm/llama-9'" in r.stderr
     r = run("--trace", str(trace), "--profile", "h100_sxm/llama-3.1-8b", "--workers", "0")
     assert r.returncode == 2 and "--workers and --seeds must be at least 1" in r.stderr
+
+
+def test_the_crosscheck_trace_is_seeded_full_pages_of_shared_prefixes(tmp_path: Path):
+    script = PYTHON_DIR / "kvctl_sim" / "crosscheck_trace.py"
+
+    def write(name: str, *args: str) -> bytes:
+        out = tmp_path / name
+        r = subprocess.run([sys.executable, str(script), "--out", str(out), *args], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return out.read_bytes()
+
+    first = write("a.jsonl", "--conversations", "10", "--turns", "3", "--seed", "5")
+    assert write("b.jsonl", "--conversations", "10", "--turns", "3", "--seed", "5") == first
+    assert write("c.jsonl", "--conversations", "10", "--turns", "3", "--seed", "6") != first
+    rows = [json.loads(line) for line in first.decode().splitlines()]
+    assert len(rows) == 30
+    assert [r["timestamp"] for r in rows] == sorted(r["timestamp"] for r in rows)
+    assert all(r["input_length"] == 64 * len(r["hash_ids"]) and r["output_length"] > 0 for r in rows)
+    # Every later turn repeats an earlier request's pages as its prefix; no request repeats whole.
+    seen = {tuple(r["hash_ids"]) for r in rows}
+    assert len(seen) == 30
+    prefixes = sum(any(tuple(r["hash_ids"][: len(o)]) == o and len(o) < len(r["hash_ids"]) for o in seen) for r in rows)
+    assert prefixes >= 20
+    r = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path / "x"), "--rate", "0"], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "--rate must be positive" in r.stderr
