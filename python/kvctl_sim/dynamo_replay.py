@@ -64,7 +64,7 @@ def engine_args(profile, npz: Path) -> dict:
             "block_size": profile.page_size,
             "num_gpu_blocks": profile.device_kv_tokens // profile.page_size,
             "max_num_seqs": profile.max_running_requests,
-            "max_num_batched_tokens": profile.max_prefill_tokens,
+            "max_num_batched_tokens": min(profile.max_prefill_tokens, profile.chunked_prefill_size),
             "enable_prefix_caching": True,
             "enable_chunked_prefill": True,
             "sglang": {

@@ -27,6 +27,11 @@ from kvctl_sim.timing import FORMAT, LINKS, Profile  # noqa: E402
 AIC_VERSION = "0.12.0"
 AIC_BACKEND = "sglang"
 AIC_BACKEND_VERSION = "0.5.14"  # the SGLang release AIConfigurator 0.12.0's H100/H200 tables measured
+# What a figure on this profile rests on (docs/sim.md "Profiles" has the measurements).
+VALIDATION = (
+    f"aiconfigurator-core {AIC_VERSION} SGLang {AIC_BACKEND_VERSION} silicon tables; interpolation within "
+    "0.6% (median) and 9% (worst) of AIConfigurator itself; not run against a real GPU server"
+)
 MIB = 1 << 20
 
 # GPU memory as SGLang reads it (torch.cuda.mem_get_info total, the figure nvidia-smi prints).
@@ -120,7 +125,7 @@ def geometry(cfg: dict) -> dict:
 
 
 def sglang_pools(gpu: str, geo: dict, tp: int) -> dict:
-    """The pool sizes SGLang 0.5.23 picks by default on this GPU (memory_hook.py, pool_configurator.py).
+    """The pool sizes SGLang 0.5.23 picks by default on this GPU (memory_hook.py, kv_cache_configurator.py).
 
     mem_fraction_static reserves activations (1.5 MiB per chunked-prefill token), graph buffers and
     a TP allowance; the KV pool is what the static fraction leaves after the weights. The CUDA
@@ -202,7 +207,7 @@ def profile(engine, site: Path, gpu: str, model: str, hf_id: str, tp: int) -> di
             "gpu": gpu,
             "model": model,
             "tp": tp,
-            "validation": f"aiconfigurator-core {AIC_VERSION} SGLang silicon tables, interpolated (docs/sim.md)",
+            "validation": VALIDATION,
         },
         "source": {
             "generator": "python/kvctl_sim/profiles/generate.py",
