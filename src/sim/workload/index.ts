@@ -1,0 +1,14 @@
+// kvctl sim's workloads: the programs a run replays, and the one mapping of their segments to
+// token ids.
+export { generateWorkload, type GapScale, type GenerateOptions } from "./generated.js";
+export { GENERATE_DEFAULTS } from "./options.js";
+export { AGENT_SHAPE, FLOOD_SHAPE, REFERENCE_CONTEXT } from "./shape.js";
+export {
+  checkSegment,
+  fillSegment,
+  MAX_VOCAB,
+  materialize,
+  segmentsLength,
+  tokenOf,
+} from "./tokens.js";
+export { type WorkingSet, workingSet } from "./working-set.js";
