@@ -42,6 +42,16 @@ export interface RequestRecord {
   prompt: { messages: unknown[]; tools: unknown[] };
   /** The token ids the worker generated (SGLang's sglext output_ids; absent when the front does not return them). */
   outputIds?: number[];
+  /** The prompt's token ids, as a worker of the run tokenizes it (filled in with the ideal floor). */
+  promptIds?: number[];
+  /** What the session waited for before sending this request: its start, a tool, or a human. */
+  gapKind: "start" | "tool" | "human";
+  /** The planned wait (ms, scaled): the session's start offset, the tool's run, or the human gap. */
+  gapMs: number;
+  /** The tool whose result this request carries (gapKind "tool"). */
+  tool?: string;
+  /** The history was compacted (rewritten to a summary) before this request. */
+  rewrite: boolean;
   /** Tokens an ideal cache (every earlier prompt and answer kept) would serve: filled in after the run. */
   idealCachedTokens?: number;
   worker: string | null;
@@ -205,6 +215,8 @@ export function sessionCompletion(records: readonly RequestRecord[]): number[] {
   return [...span.values()].map(([a, b]) => (b - a) / 1000);
 }
 
+type Wait = Pick<RequestRecord, "gapKind" | "gapMs" | "tool" | "rewrite">;
+
 export async function drive(
   target: Target,
   sessions: PlannedSession[],
@@ -222,7 +234,10 @@ export async function drive(
     await sleep(Math.max(0, s.startMs - (performance.now() - t0)));
     let history: Record<string, unknown>[] = [];
     const asked: string[] = [];
-    for (const turn of s.turns) {
+    // What the next request waited for (a replay of the trace needs it beside the send time).
+    let wait: Wait = { gapKind: "start", gapMs: s.startMs, rewrite: false };
+    for (const [k, turn] of s.turns.entries()) {
+      if (k > 0) wait = { gapKind: "human", gapMs: turn.idleMs, rewrite: turn.compact };
       if (turn.idleMs) await sleep(turn.idleMs);
       // Compaction: the history becomes a summary of the earlier requests (workload.ts plans when).
       const summary = () => [
@@ -271,6 +286,7 @@ export async function drive(
           sentMs: performance.now() - t0,
           doneMs: 0,
           prompt: { messages: body.messages, tools: s.tools },
+          ...wait,
           worker: null,
           ok: false,
         };
@@ -287,7 +303,10 @@ export async function drive(
       };
       for (const [i, call] of turn.calls.entries()) {
         // Inside a tool loop the summary keeps the request being worked on after it.
-        if (call.compactBefore) history = [...summary(), { role: "user", content: turn.user }];
+        if (call.compactBefore) {
+          history = [...summary(), { role: "user", content: turn.user }];
+          wait = { ...wait, rewrite: true };
+        }
         const fn = { name: call.name, arguments: call.arguments };
         const think =
           call.reasoningChars > 0 ? `<think>[a-z ]{${call.reasoningChars}}</think>` : "";
@@ -308,6 +327,7 @@ export async function drive(
           ],
         });
         await sleep(call.toolMs);
+        wait = { gapKind: "tool", gapMs: call.toolMs, tool: call.name, rewrite: false };
         history.push({ role: "tool", tool_call_id: id, content: call.result });
       }
       const res = await send(

@@ -219,8 +219,11 @@ export async function idealRecompute(
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ model, ...r.prompt }),
     });
-    tokens.push(((await res.json()) as { tokens: number[] }).tokens);
-    if (tokens[tokens.length - 1].length !== r.promptTokens) mismatched++;
+    const ids = ((await res.json()) as { tokens: number[] }).tokens;
+    tokens.push(ids);
+    // Kept on the record, so the run's trace carries what a replay of it sends.
+    r.promptIds = ids;
+    if (ids.length !== r.promptTokens) mismatched++;
   }
   return { ...creditIdeal(served, tokens, pageSize), mismatched };
 }
