@@ -12,3 +12,12 @@ export {
   tokenOf,
 } from "./tokens.js";
 export { type WorkingSet, workingSet } from "./working-set.js";
+export { TraceError } from "./trace/format.js";
+export { type ReadTraceOptions, readTrace, readTraceFile } from "./trace/read.js";
+export {
+  DEFAULT_TRACE_BLOCK_SIZE,
+  traceLines,
+  type WriteTraceOptions,
+  writeTrace,
+  writeTraceFile,
+} from "./trace/write.js";
