@@ -3,8 +3,21 @@
 // (the gateway with the same program admission, no-op policy) on real patched SGLang servers on CPU. The bench
 // exits 1 with no verdict when a configuration did not run, had errors or served a different amount
 // of prompt, so exit 0 with a verdict is itself the check that the comparison held.
-import { describe, expect, it } from "vitest";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { agentModel } from "../bench/agent/stack.js";
+import { parseRecordedRun, recordedWorkload } from "../src/sim/workload/recorded.js";
+import { readTrace } from "../src/sim/workload/trace/read.js";
+import { writeTrace } from "../src/sim/workload/trace/write.js";
 import { runBenchSmoke } from "./helpers/bench-smoke.js";
+import { expectReplays } from "./helpers/recorded-replay.js";
+
+// Every run's request trace, for the check that kvctl sim replays it with the real ids.
+const traceDir = mkdtempSync(join(tmpdir(), "kvctl-agent-trace-"));
+process.env.KVCTL_BENCH_TRACE = join(traceDir, "t");
+afterAll(() => rmSync(traceDir, { recursive: true, force: true }));
 
 interface Config {
   role: string;
@@ -64,6 +77,20 @@ describe("npm run bench:agent -- --json --smoke", () => {
     expect(Math.abs(a.prompt_tokens - b.prompt_tokens) / a.prompt_tokens).toBeLessThanOrEqual(
       0.005,
     );
+    // Each run's trace is a sim workload with the real ids, the planned waits, reasoning and markers.
+    const vocab = JSON.parse(readFileSync(join(agentModel(), "config.json"), "utf8")).vocab_size;
+    for (const name of ["kvctl", "thunder"]) {
+      const text = readFileSync(join(traceDir, `t.saturated.${name}.run1.requests.jsonl`), "utf8");
+      const records = parseRecordedRun(text, vocab);
+      const w = recordedWorkload(records, { vocab, family: "bfcl" });
+      expectReplays(w, records);
+      expect(w.meta, name).toMatchObject({
+        prompt_ids_mismatched: 0,
+        reasoning_recorded: true,
+        markers_recorded: true,
+      });
+      expect(readTrace(writeTrace(w, { blockSize: 16 }))).toEqual(w);
+    }
     // The policy sent commands and the workers applied them ("Cache:acked:applied" and the like).
     const applied = Object.entries(a.commands ?? {}).filter(([k]) => k.endsWith(":acked:applied"));
     expect(

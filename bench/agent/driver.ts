@@ -44,6 +44,12 @@ export interface RequestRecord {
   outputIds?: number[];
   /** The prompt's token ids, as a worker of the run tokenizes it (filled in with the ideal floor). */
   promptIds?: number[];
+  /** The reasoning the worker's parser separated from the answer (reasoning_content). */
+  reasoningText?: string;
+  /** Its length in tokens, as the gateway measures it (filled in with the ideal floor). */
+  reasoningTokens?: number;
+  /** The prompt-cache marker as the gateway locates it in promptIds (filled in with the ideal floor). */
+  cacheMarker?: { tokens: number; ttlS: number };
   /** What the session waited for before sending this request: its start, a tool, or a human. */
   gapKind: "start" | "tool" | "human";
   /** The planned wait (ms, scaled): the session's start offset, the tool's run, or the human gap. */
@@ -82,6 +88,8 @@ interface StreamResult {
   /** SGLang's cached_tokens_details (device / host / storage) when it sends them. */
   details: CachedDetails | null;
   text: string;
+  /** The reasoning the worker's parser separated (reasoning_content deltas). */
+  reasoning: string;
   toolCallIds: string[];
   /** The generated token ids, when the worker sent them (sglext.output_ids). */
   outputIds: number[] | null;
@@ -110,6 +118,7 @@ async function streamChat(
       usage: null,
       details: null,
       text: await r.text(),
+      reasoning: "",
       toolCallIds: [],
       outputIds: null,
       status: r.status,
@@ -119,6 +128,7 @@ async function streamChat(
   let ttft = -1;
   let tail = "";
   let text = "";
+  let reasoning = "";
   let usage: Usage | null = null;
   let details: CachedDetails | null = null;
   let error: string | null = null;
@@ -152,6 +162,7 @@ async function streamChat(
       // parsed deltas come later, once the parser has read the call).
       if (ttft < 0) ttft = performance.now() - t0;
       if (typeof d.content === "string") text += d.content;
+      if (typeof d.reasoning_content === "string") reasoning += d.reasoning_content;
       for (const c of d.tool_calls ?? []) if (c.id) ids.push(c.id);
     }
   }
@@ -160,6 +171,7 @@ async function streamChat(
     usage,
     details,
     text,
+    reasoning,
     toolCallIds: ids,
     outputIds,
     status: 200,
@@ -196,6 +208,7 @@ async function attemptOnce(
     rec.hostTokens = res.details?.host ?? 0;
     rec.storageTokens = res.details?.storage ?? 0;
     if (res.outputIds) rec.outputIds = res.outputIds;
+    if (res.reasoning !== "") rec.reasoningText = res.reasoning;
     return res;
   } catch (e) {
     rec.doneMs = performance.now() - t0;

@@ -4,6 +4,7 @@
 import { blockHashes } from "../../src/hash/index.js";
 import type { RealServer } from "../../src/demo/real-server.js";
 import type { RequestRecord } from "./driver.js";
+import { replayFields } from "./replay-fields.js";
 import { rng } from "./workload.js";
 
 export async function flood(url: string, n: number, model: string, seed: number): Promise<number> {
@@ -212,6 +213,7 @@ export async function idealRecompute(
 ): Promise<IdealFloor> {
   const served = [...records].filter((r) => r.ok).sort((a, b) => a.sentMs - b.sentMs);
   const tokens: number[][] = [];
+  const prefixes = new Map<string, number[]>();
   let mismatched = 0;
   for (const r of served) {
     const res = await fetch(`${url}/v1/tokenize`, {
@@ -223,6 +225,7 @@ export async function idealRecompute(
     tokens.push(ids);
     // Kept on the record, so the run's trace carries what a replay of it sends.
     r.promptIds = ids;
+    await replayFields(url, model, r, ids, prefixes);
     if (ids.length !== r.promptTokens) mismatched++;
   }
   return { ...creditIdeal(served, tokens, pageSize), mismatched };
