@@ -15,12 +15,10 @@
 // verdict (bench/agent/verdict.ts) is refused, exit 1, when a configuration did not start, had
 // errors, or served a different amount of prompt than the others.
 // --smoke: one tiny saturated regime (2 sessions), kvctl and thunder (the same program admission, no command), one run.
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startRealServer, type RealServer } from "../src/demo/real-server.js";
-import { packageRoot, venvPython } from "../src/paths.js";
 import { ablationRows, printAblation } from "./agent/ablation.js";
 import {
   medianToolMs,
@@ -63,7 +61,7 @@ import {
   summarize,
 } from "./agent/verdict.js";
 import { commonExcess, type RequestExcess, requestExcess } from "./agent/common-excess.js";
-import { unpackedWheel } from "./agent/wheels.js";
+import { type Family, familyShape, loadFamily } from "./agent/families.js";
 import { WorkerPool } from "./agent/worker-pool.js";
 import {
   type BfclWorkload,
@@ -115,7 +113,7 @@ const ADMISSION_REQUESTS = num("admission-requests", "2", 1);
 /** The median prompt (tokens) the Dynamo rows size their router queue from, instead of the one the regime's first row measured. */
 const DYNAMO_MEDIAN_PROMPT = num("dynamo-median-prompt", "0", 0);
 /** The workload family: BFCL multi-turn sessions, or long coding-agent sessions (coding.py). */
-const WORKLOAD = opt("workload", "bfcl");
+const WORKLOAD = opt("workload", "bfcl") as Family;
 if (WORKLOAD !== "bfcl" && WORKLOAD !== "coding")
   throw new Error(`--workload: expected bfcl or coding, got ${WORKLOAD}`);
 /** Coding sessions: median tool steps per session, lines per file read, context limit (tokens). */
@@ -125,56 +123,23 @@ const CODING_CONTEXT = num("coding-context", "24576", 1024);
 const WORKERS = 2;
 /** Configurations run at once, each on its own workers (their bursts coincide: the same trace). */
 const LANES = num("lanes", "1", 1);
-const BFCL_VERSION = "2026.3.23";
-const MINI_SWE_AGENT_VERSION = "2.4.6";
 const WARM_CONFIGS = ["kvctl", "kvctl_warm", "cache_aware_adm"];
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 function loadWorkload(sessions: number, toolsPerClass = TOOLS_PER_CLASS): BfclWorkload {
-  const [script, args] =
-    WORKLOAD === "coding"
-      ? [
-          "coding.py",
-          [
-            unpackedWheel(
-              "mini-swe-agent",
-              MINI_SWE_AGENT_VERSION,
-              "mini-swe-agent",
-              "minisweagent/config/benchmarks/swebench.yaml",
-            ),
-            String(sessions),
-            String(SEED),
-            String(CODING_STEPS),
-            String(CODING_READ_LINES),
-          ],
-        ]
-      : [
-          "bfcl.py",
-          [
-            unpackedWheel("bfcl-eval", BFCL_VERSION, "bfcl", "bfcl_eval/data"),
-            String(sessions),
-            String(SEED),
-            String(toolsPerClass),
-          ],
-        ];
-  const out = execFileSync(venvPython, [join(packageRoot, "bench", "agent", script), ...args], {
-    encoding: "utf8",
-    maxBuffer: 256 << 20,
-    cwd: tmpdir(),
+  return loadFamily({
+    family: WORKLOAD,
+    sessions,
+    seed: SEED,
+    toolsPerClass,
+    codingSteps: CODING_STEPS,
+    codingReadLines: CODING_READ_LINES,
   });
-  return JSON.parse(out) as BfclWorkload;
 }
 
 /** The trace's shape: coding sessions have their own context limit and think before every step. */
 function workloadShape(timeScale: number): WorkloadShape {
-  if (WORKLOAD === "coding")
-    return {
-      ...DEFAULT_SHAPE,
-      timeScale,
-      contextLimitTokens: CODING_CONTEXT,
-      toolReasoningChars: 48,
-    };
-  return { ...DEFAULT_SHAPE, timeScale };
+  return familyShape(WORKLOAD, CODING_CONTEXT, timeScale);
 }
 
 /** Device tokens per worker at least: the longest prompt the shape allows, with room for its answer. */

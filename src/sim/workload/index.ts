@@ -21,3 +21,16 @@ export {
   writeTrace,
   writeTraceFile,
 } from "./trace/write.js";
+export {
+  type AgentFamilyOptions,
+  agentFamilyWorkload,
+  DEFAULT_CHARS_PER_TOKEN,
+  type PlannedAgentSession,
+} from "./agent-families.js";
+export {
+  parseRecordedRun,
+  type RecordedOptions,
+  type RecordedRequest,
+  readRecordedRun,
+  recordedWorkload,
+} from "./recorded.js";
