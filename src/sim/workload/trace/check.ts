@@ -60,10 +60,23 @@ export class IdMatch {
   private readonly mine = new Map<number, number>();
   private readonly theirs = new Map<number, number>();
 
-  check(f: Fields, file: readonly unknown[], recomputed: readonly number[]): void {
+  /**
+   * `prev` is the session's previous row (its file ids and recomputed ones): the blocks a prompt
+   * repeats from it, equal on both sides, were checked there.
+   */
+  check(
+    f: Fields,
+    file: readonly unknown[],
+    recomputed: readonly number[],
+    prev?: { file: readonly unknown[]; mine: readonly number[] },
+  ): void {
     if (file.length !== recomputed.length)
       f.fail("hash_ids", `${file.length} ids for ${recomputed.length} blocks of the prompt`);
-    recomputed.forEach((m, k) => {
+    let k = 0;
+    if (prev)
+      while (k < file.length && file[k] === prev.file[k] && recomputed[k] === prev.mine[k]) k++;
+    for (; k < recomputed.length; k++) {
+      const m = recomputed[k];
       const t = f.int(`hash_ids[${k}]`, file[k], 0);
       const a = this.mine.get(m);
       const b = this.theirs.get(t);
@@ -71,6 +84,6 @@ export class IdMatch {
         f.fail(`hash_ids[${k}]`, `${t} does not name the block the prompt's segments make there`);
       this.mine.set(m, t);
       this.theirs.set(t, m);
-    });
+    }
   }
 }

@@ -96,8 +96,8 @@ export interface RowContext {
   segments: SegmentReader;
   blocks: BlockIds;
   ids: IdMatch;
-  /** The session's previous prompt and its recomputed hash ids. */
-  prev?: { segs: readonly Segment[]; ids: readonly number[] };
+  /** The session's previous prompt, its recomputed hash ids and the file's. */
+  prev?: { segs: readonly Segment[]; ids: readonly number[]; file: readonly unknown[] };
   firstOfSession: boolean;
   firstOfFile: boolean;
 }
@@ -106,7 +106,7 @@ export function readKvctlRow(
   f: Fields,
   row: Json,
   ctx: RowContext,
-): { head: ProgramHead | null; request: SimRequestSpec; hashIds: number[] } {
+): { head: ProgramHead | null; request: SimRequestSpec; hashIds: number[]; fileIds: unknown[] } {
   if (!isObject(row.kvctl)) f.fail("kvctl", "every row of a kvctl trace has a kvctl object");
   const kv = row.kvctl;
   f.only(kv, KVCTL_FIELDS, "kvctl.");
@@ -142,8 +142,10 @@ export function readKvctlRow(
   f.same("output_length", f.int("output_length", row.output_length, 0), outputLen, "kvctl.output");
   checkTiming(f, row, head, request);
   const hashIds = ctx.blocks.of(prompt, ctx.prev);
-  ctx.ids.check(f, f.arr("hash_ids", row.hash_ids), hashIds);
-  return { head, request, hashIds };
+  const fileIds = f.arr("hash_ids", row.hash_ids);
+  const prev = ctx.prev ? { file: ctx.prev.file, mine: ctx.prev.ids } : undefined;
+  ctx.ids.check(f, fileIds, hashIds, prev);
+  return { head, request, hashIds, fileIds };
 }
 
 /** The Mooncake timing fields render the kvctl ones: a session's start, then each gap (ms). */

@@ -56,7 +56,7 @@ function rowsOf(text: string): Row[] {
 interface Draft {
   head: ProgramHead;
   requests: SimRequestSpec[];
-  prev?: { segs: readonly Segment[]; ids: readonly number[] };
+  prev?: { segs: readonly Segment[]; ids: readonly number[]; file: readonly unknown[] };
   prevTimestamp?: number;
 }
 
@@ -86,10 +86,10 @@ function readKvctl(rows: Row[]): SimWorkload {
     const session = sessionOf(f, json, line);
     const d = drafts.get(session);
     const ctx = { segments, blocks, ids, prev: d?.prev, firstOfSession: !d, firstOfFile: i === 0 };
-    const { head, request, hashIds } = readKvctlRow(f, json, ctx);
+    const { head, request, hashIds, fileIds } = readKvctlRow(f, json, ctx);
     const draft = d ?? { head: head as ProgramHead, requests: [] };
     draft.requests.push(request);
-    draft.prev = { segs: request.prompt, ids: hashIds };
+    draft.prev = { segs: request.prompt, ids: hashIds, file: fileIds };
     drafts.set(session, draft);
   });
   return { name: header.name, vocab: header.vocab, programs: programs(drafts), meta: header.meta };
