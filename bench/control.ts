@@ -135,103 +135,126 @@ async function main(): Promise<void> {
   let inproc: NatsConnection | null = null;
   try {
     if (INPROC) inproc = await startResponders(server.url);
-    else {
-      const prof = process.env.BENCH_PROFILE_DIR
-        ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
-        : [];
-      child = spawn(
-        process.execPath,
-        [
-          ...prof,
-          "--import",
-          "tsx",
-          new URL(import.meta.url).pathname,
-          "--role",
-          "responder",
-          "--url",
-          server.url,
-        ],
-        { stdio: ["pipe", "pipe", "inherit"] },
-      );
-      await new Promise<void>((resolve, reject) => {
-        child!.stdout!.once("data", () => resolve());
-        child!.once("exit", (c) => reject(new Error(`responder exited ${c}`)));
-      });
-    }
-    const nc = await connectControlPlane({ servers: server.url, name: "bench-publisher" });
-    const pub = new ControlPublisher(nc, { timeoutMs: 5000, retries: 0, maxInFlight: 1024 });
-    // Same request bytes for (a) as (b) sends, so the difference is our work, not the payload.
-    const rawBytes = new TextEncoder().encode(encodeEnvelope(makeEnvelope(validateCommand(CMD))));
-    const raw = () => nc.request(RAW_SUBJECT, rawBytes, { timeout: 5000 });
-    // (a') the same raw round trip through the publisher's own reply mux, which skips nats.js's
-    // per-request bookkeeping: shown so the ratio's reference is not flattered by that saving.
-    const mux = new ReplyMux(nc);
-    const rawMux = () => mux.request(RAW_SUBJECT, rawBytes, 5000);
-    let bad = 0;
-    const cmd = async () => {
-      const ack = await pub.send(WORKER, CMD);
-      if (ack.status !== "applied") {
-        if (!bad)
-          console.error(
-            `first non-applied ack: ${JSON.stringify({ ...ack, missing: ack.missing.length })}`,
-          );
-        bad++;
-      }
-    };
-    const dur = Number(process.env.BENCH_MS ?? (SMOKE ? 150 : 3000));
-    // BENCH_ONLY=cmd64 (say) runs just that one, for profiling; the others report zeros.
-    const only = process.env.BENCH_ONLY;
-    const skip: Run = { p50: 0, p99: 0, perSec: 0, n: 0 };
-    const run = (name: string, op: () => Promise<unknown>, c: number) =>
-      only && only !== name ? skip : measure(op, c, dur);
-    const [rawC1, rawMuxC1, cmdC1] = only
-      ? [await run("raw1", raw, 1), await run("rawmux1", rawMux, 1), await run("cmd1", cmd, 1)]
-      : await measureInterleavedC1([raw, rawMux, cmd], dur);
-    const rawC64 = await run("raw64", raw, 64);
-    const cmdC64 = await run("cmd64", cmd, 64);
-    await nc.close();
-    if (bad) throw new Error(`${bad} commands were not acked 'applied'`);
-
-    const f = (x: number) => x.toFixed(1).padStart(9);
-    const row = (name: string, r: Run) =>
-      `${name.padEnd(34)}${f(r.p50)}${f(r.p99)}${Math.round(r.perSec).toString().padStart(12)}${r.n.toString().padStart(9)}`;
-    console.log(
-      `control bench: nats-server loopback, responder ${INPROC ? "in-process" : "in a separate process"}, Cache of 64 hashes; c=1: (a), (a') and (b) interleaved in blocks of 200 over ${(2 * dur) / 1000} s; c=64: ${dur / 1000} s each`,
-    );
-    console.log(
-      `${"".padEnd(34)}${"p50 us".padStart(9)}${"p99 us".padStart(9)}${"per s".padStart(12)}${"n".padStart(9)}`,
-    );
-    console.log(row("(a) raw request/reply, c=1", rawC1));
-    console.log(row("(a') raw via kvctl reply mux, c=1", rawMuxC1));
-    console.log(row("(b) Cache command + ack, c=1", cmdC1));
-    console.log(row("(a) raw request/reply, c=64", rawC64));
-    console.log(row("(b) Cache command + ack, c=64", cmdC64));
-    const ratio = cmdC1.p50 / rawC1.p50;
-    console.log(
-      `p50 ratio (b)/(a) at c=1: ${ratio.toFixed(2)} (bar <= 1.5); acked/s at c=64: ${Math.round(cmdC64.perSec)} (bar >= 20000)`,
-    );
-    console.log(
-      `p50 ratio (b)/(a') at c=1: ${(cmdC1.p50 / rawMuxC1.p50).toFixed(2)} (no bar: our codec, schema and model cost over the leanest round trip)`,
-    );
-    console.log(`publisher counters: ${JSON.stringify(pub.counters)}`);
-    if (JSON_OUT) {
-      const r = (x: number) => Math.round(x * 10) / 10;
-      console.log(
-        JSON.stringify({
-          bench: "control",
-          raw_p50_us: r(rawC1.p50),
-          raw_p99_us: r(rawC1.p99),
-          cmd_p50_us: r(cmdC1.p50),
-          cmd_p99_us: r(cmdC1.p99),
-          p50_ratio: Math.round(ratio * 100) / 100,
-          acked_per_s_c64: Math.round(cmdC64.perSec),
-        }),
-      );
-    }
+    else child = await startResponderProcess(server.url);
+    const runs = await measureAll(server.url);
+    report(runs);
   } finally {
     child?.stdin?.end();
     child?.kill();
     await inproc?.close();
     await server.stop();
   }
+}
+
+/** The responder in a process of its own, once it says it listens. */
+async function startResponderProcess(url: string): Promise<ChildProcess> {
+  const prof = process.env.BENCH_PROFILE_DIR
+    ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
+    : [];
+  const child = spawn(
+    process.execPath,
+    [
+      ...prof,
+      "--import",
+      "tsx",
+      new URL(import.meta.url).pathname,
+      "--role",
+      "responder",
+      "--url",
+      url,
+    ],
+    { stdio: ["pipe", "pipe", "inherit"] },
+  );
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once("data", () => resolve());
+    child.once("exit", (c) => reject(new Error(`responder exited ${c}`)));
+  });
+  return child;
+}
+
+interface Runs {
+  rawC1: Run;
+  rawMuxC1: Run;
+  cmdC1: Run;
+  rawC64: Run;
+  cmdC64: Run;
+  dur: number;
+  counters: unknown;
+}
+
+/** (a), (a') and (b) at c=1 interleaved, then (a) and (b) at c=64. */
+async function measureAll(url: string): Promise<Runs> {
+  const nc = await connectControlPlane({ servers: url, name: "bench-publisher" });
+  const pub = new ControlPublisher(nc, { timeoutMs: 5000, retries: 0, maxInFlight: 1024 });
+  // Same request bytes for (a) as (b) sends, so the difference is our work, not the payload.
+  const rawBytes = new TextEncoder().encode(encodeEnvelope(makeEnvelope(validateCommand(CMD))));
+  const raw = () => nc.request(RAW_SUBJECT, rawBytes, { timeout: 5000 });
+  // (a') the same raw round trip through the publisher's own reply mux, which skips nats.js's
+  // per-request bookkeeping: shown so the ratio's reference is not flattered by that saving.
+  const mux = new ReplyMux(nc);
+  const rawMux = () => mux.request(RAW_SUBJECT, rawBytes, 5000);
+  let bad = 0;
+  const cmd = async () => {
+    const ack = await pub.send(WORKER, CMD);
+    if (ack.status !== "applied") {
+      if (!bad)
+        console.error(
+          `first non-applied ack: ${JSON.stringify({ ...ack, missing: ack.missing.length })}`,
+        );
+      bad++;
+    }
+  };
+  const dur = Number(process.env.BENCH_MS ?? (SMOKE ? 150 : 3000));
+  // BENCH_ONLY=cmd64 (say) runs just that one, for profiling; the others report zeros.
+  const only = process.env.BENCH_ONLY;
+  const skip: Run = { p50: 0, p99: 0, perSec: 0, n: 0 };
+  const run = (name: string, op: () => Promise<unknown>, c: number) =>
+    only && only !== name ? skip : measure(op, c, dur);
+  const [rawC1, rawMuxC1, cmdC1] = only
+    ? [await run("raw1", raw, 1), await run("rawmux1", rawMux, 1), await run("cmd1", cmd, 1)]
+    : await measureInterleavedC1([raw, rawMux, cmd], dur);
+  const rawC64 = await run("raw64", raw, 64);
+  const cmdC64 = await run("cmd64", cmd, 64);
+  await nc.close();
+  if (bad) throw new Error(`${bad} commands were not acked 'applied'`);
+  return { rawC1, rawMuxC1, cmdC1, rawC64, cmdC64, dur, counters: pub.counters };
+}
+
+function report(x: Runs): void {
+  const { rawC1, rawMuxC1, cmdC1, rawC64, cmdC64, dur } = x;
+  const f = (v: number) => v.toFixed(1).padStart(9);
+  const row = (name: string, r: Run) =>
+    `${name.padEnd(34)}${f(r.p50)}${f(r.p99)}${Math.round(r.perSec).toString().padStart(12)}${r.n.toString().padStart(9)}`;
+  console.log(
+    `control bench: nats-server loopback, responder ${INPROC ? "in-process" : "in a separate process"}, Cache of 64 hashes; c=1: (a), (a') and (b) interleaved in blocks of 200 over ${(2 * dur) / 1000} s; c=64: ${dur / 1000} s each`,
+  );
+  console.log(
+    `${"".padEnd(34)}${"p50 us".padStart(9)}${"p99 us".padStart(9)}${"per s".padStart(12)}${"n".padStart(9)}`,
+  );
+  console.log(row("(a) raw request/reply, c=1", rawC1));
+  console.log(row("(a') raw via kvctl reply mux, c=1", rawMuxC1));
+  console.log(row("(b) Cache command + ack, c=1", cmdC1));
+  console.log(row("(a) raw request/reply, c=64", rawC64));
+  console.log(row("(b) Cache command + ack, c=64", cmdC64));
+  const ratio = cmdC1.p50 / rawC1.p50;
+  console.log(
+    `p50 ratio (b)/(a) at c=1: ${ratio.toFixed(2)} (bar <= 1.5); acked/s at c=64: ${Math.round(cmdC64.perSec)} (bar >= 20000)`,
+  );
+  console.log(
+    `p50 ratio (b)/(a') at c=1: ${(cmdC1.p50 / rawMuxC1.p50).toFixed(2)} (no bar: our codec, schema and model cost over the leanest round trip)`,
+  );
+  console.log(`publisher counters: ${JSON.stringify(x.counters)}`);
+  if (!JSON_OUT) return;
+  const r = (v: number) => Math.round(v * 10) / 10;
+  console.log(
+    JSON.stringify({
+      bench: "control",
+      raw_p50_us: r(rawC1.p50),
+      raw_p99_us: r(rawC1.p99),
+      cmd_p50_us: r(cmdC1.p50),
+      cmd_p99_us: r(cmdC1.p99),
+      p50_ratio: Math.round(ratio * 100) / 100,
+      acked_per_s_c64: Math.round(cmdC64.perSec),
+    }),
+  );
 }

@@ -287,81 +287,100 @@ async function main(): Promise<void> {
   const direct = new Pool(`http://127.0.0.1:${stub.port}`, { connections: 64 });
   const through = new Pool(`http://127.0.0.1:${gw.port}`, { connections: 64 });
   try {
-    // Warm both paths (JIT, connection pools).
-    await latency(direct, 300 / SCALE);
-    await latency(through, 300 / SCALE);
-    await chunkLatency(direct, 20 / SCALE);
-    await chunkLatency(through, 20 / SCALE);
-    // And at the measured concurrency: the pools' connections opened, the code compiled for it.
-    await throughput(direct, 64, WINDOW_MS);
-    await throughput(through, 64, WINDOW_MS);
-    const N = 2000 / SCALE;
-    const dl = await latency(direct, N);
-    const gl = await latency(through, N);
-    const dc = await chunkLatency(direct, 100 / SCALE);
-    const gc = await chunkLatency(through, 100 / SCALE);
-    // Alternating 1 s windows, medians of each side: a burst of other load on the machine lands
-    // in one window of one side instead of deciding the ratio.
-    const directWindows: number[] = [];
-    const gatewayWindows: number[] = [];
-    for (let i = 0; i < WINDOWS; i++) {
-      directWindows.push(await throughput(direct, 64, WINDOW_MS));
-      gatewayWindows.push(await throughput(through, 64, WINDOW_MS));
-    }
-    const directRps = pct(directWindows, 50);
-    const gatewayRps = pct(gatewayWindows, 50);
-    const r = {
-      addedP50: pct(gl, 50) - pct(dl, 50),
-      addedP99: pct(gl, 99) - pct(dl, 99),
-      chunkAddedP50: pct(gc, 50) - pct(dc, 50),
-      chunkAddedP99: pct(gc, 99) - pct(dc, 99),
-    };
-    const ratio = gatewayRps / directRps;
-    const cores = pinnedOk
-      ? "gateway on CPU 0; stub and load generator on CPU 1 (taskset)"
-      : `not pinned: gateway, stub and load generator share the ${availableParallelism()} cores (OS placement)`;
-    const f = (x: number) => x.toFixed(3);
-    console.log(
-      `gateway bench (${cores}${AUTH ? "; auth on: tenant key checked, worker key sent" : ""}; gateway from dist/ with node ${BIN_NODE_FLAGS.join(" ") || "(no flags)"})`,
-    );
-    console.log(
-      `  non-streaming, c=1, ${N} requests: direct p50 ${f(pct(dl, 50))} ms p99 ${f(pct(dl, 99))} ms; through p50 ${f(pct(gl, 50))} ms p99 ${f(pct(gl, 99))} ms`,
-    );
-    console.log(
-      `    added p50 ${f(r.addedP50)} ms (bar <= 1 ms: ${r.addedP50 <= 1 ? "PASS" : "FAIL"}), added p99 ${f(r.addedP99)} ms`,
-    );
-    console.log(
-      `  streaming, c=1, per chunk (${dc.length} chunks): direct p50 ${f(pct(dc, 50))} ms; through p50 ${f(pct(gc, 50))} ms; added p50 ${f(r.chunkAddedP50)} ms, p99 ${f(r.chunkAddedP99)} ms`,
-    );
-    const w = (xs: number[]) => xs.map((x) => x.toFixed(0)).join(" ");
-    console.log(
-      `  c=64, ${WINDOWS} alternating ${WINDOW_MS / 1000} s windows each: direct [${w(directWindows)}], through [${w(gatewayWindows)}] req/s`,
-    );
-    console.log(
-      `    medians: direct ${directRps.toFixed(0)} req/s, through ${gatewayRps.toFixed(0)} req/s = ${ratio.toFixed(2)}x (bar >= 0.5x: ${ratio >= 0.5 ? "PASS" : "FAIL"})`,
-    );
-    if (JSON_OUT) {
-      console.log(
-        JSON.stringify({
-          bench: "gateway",
-          added_p50_ms: +r.addedP50.toFixed(4),
-          added_p99_ms: +r.addedP99.toFixed(4),
-          chunk_added_p50_ms: +r.chunkAddedP50.toFixed(4),
-          chunk_added_p99_ms: +r.chunkAddedP99.toFixed(4),
-          req_per_s_c64: +gatewayRps.toFixed(1),
-          direct_req_per_s_c64: +directRps.toFixed(1),
-          ratio_c64: +ratio.toFixed(3),
-          auth: AUTH,
-          cores,
-        }),
-      );
-    }
+    report(await measureBoth(direct, through), pinnedOk);
   } finally {
     await direct.close();
     await through.close();
     gw.proc.kill("SIGTERM");
     stub.proc.kill("SIGTERM");
   }
+}
+
+interface Measured {
+  N: number;
+  dl: number[];
+  gl: number[];
+  dc: number[];
+  gc: number[];
+  directWindows: number[];
+  gatewayWindows: number[];
+}
+
+/** Latency at c=1 (whole answers and stream chunks), then throughput at c=64, direct and through. */
+async function measureBoth(direct: Pool, through: Pool): Promise<Measured> {
+  // Warm both paths (JIT, connection pools).
+  await latency(direct, 300 / SCALE);
+  await latency(through, 300 / SCALE);
+  await chunkLatency(direct, 20 / SCALE);
+  await chunkLatency(through, 20 / SCALE);
+  // And at the measured concurrency: the pools' connections opened, the code compiled for it.
+  await throughput(direct, 64, WINDOW_MS);
+  await throughput(through, 64, WINDOW_MS);
+  const N = 2000 / SCALE;
+  const dl = await latency(direct, N);
+  const gl = await latency(through, N);
+  const dc = await chunkLatency(direct, 100 / SCALE);
+  const gc = await chunkLatency(through, 100 / SCALE);
+  // Alternating 1 s windows, medians of each side: a burst of other load on the machine lands
+  // in one window of one side instead of deciding the ratio.
+  const directWindows: number[] = [];
+  const gatewayWindows: number[] = [];
+  for (let i = 0; i < WINDOWS; i++) {
+    directWindows.push(await throughput(direct, 64, WINDOW_MS));
+    gatewayWindows.push(await throughput(through, 64, WINDOW_MS));
+  }
+  return { N, dl, gl, dc, gc, directWindows, gatewayWindows };
+}
+
+function report(m: Measured, pinnedOk: boolean): void {
+  const { N, dl, gl, dc, gc, directWindows, gatewayWindows } = m;
+  const directRps = pct(directWindows, 50);
+  const gatewayRps = pct(gatewayWindows, 50);
+  const r = {
+    addedP50: pct(gl, 50) - pct(dl, 50),
+    addedP99: pct(gl, 99) - pct(dl, 99),
+    chunkAddedP50: pct(gc, 50) - pct(dc, 50),
+    chunkAddedP99: pct(gc, 99) - pct(dc, 99),
+  };
+  const ratio = gatewayRps / directRps;
+  const cores = pinnedOk
+    ? "gateway on CPU 0; stub and load generator on CPU 1 (taskset)"
+    : `not pinned: gateway, stub and load generator share the ${availableParallelism()} cores (OS placement)`;
+  const f = (x: number) => x.toFixed(3);
+  console.log(
+    `gateway bench (${cores}${AUTH ? "; auth on: tenant key checked, worker key sent" : ""}; gateway from dist/ with node ${BIN_NODE_FLAGS.join(" ") || "(no flags)"})`,
+  );
+  console.log(
+    `  non-streaming, c=1, ${N} requests: direct p50 ${f(pct(dl, 50))} ms p99 ${f(pct(dl, 99))} ms; through p50 ${f(pct(gl, 50))} ms p99 ${f(pct(gl, 99))} ms`,
+  );
+  console.log(
+    `    added p50 ${f(r.addedP50)} ms (bar <= 1 ms: ${r.addedP50 <= 1 ? "PASS" : "FAIL"}), added p99 ${f(r.addedP99)} ms`,
+  );
+  console.log(
+    `  streaming, c=1, per chunk (${dc.length} chunks): direct p50 ${f(pct(dc, 50))} ms; through p50 ${f(pct(gc, 50))} ms; added p50 ${f(r.chunkAddedP50)} ms, p99 ${f(r.chunkAddedP99)} ms`,
+  );
+  const w = (xs: number[]) => xs.map((x) => x.toFixed(0)).join(" ");
+  console.log(
+    `  c=64, ${WINDOWS} alternating ${WINDOW_MS / 1000} s windows each: direct [${w(directWindows)}], through [${w(gatewayWindows)}] req/s`,
+  );
+  console.log(
+    `    medians: direct ${directRps.toFixed(0)} req/s, through ${gatewayRps.toFixed(0)} req/s = ${ratio.toFixed(2)}x (bar >= 0.5x: ${ratio >= 0.5 ? "PASS" : "FAIL"})`,
+  );
+  if (!JSON_OUT) return;
+  console.log(
+    JSON.stringify({
+      bench: "gateway",
+      added_p50_ms: +r.addedP50.toFixed(4),
+      added_p99_ms: +r.addedP99.toFixed(4),
+      chunk_added_p50_ms: +r.chunkAddedP50.toFixed(4),
+      chunk_added_p99_ms: +r.chunkAddedP99.toFixed(4),
+      req_per_s_c64: +gatewayRps.toFixed(1),
+      direct_req_per_s_c64: +directRps.toFixed(1),
+      ratio_c64: +ratio.toFixed(3),
+      auth: AUTH,
+      cores,
+    }),
+  );
 }
 
 // A clean exit on SIGTERM (a --cpu-prof child writes its profile on exit).

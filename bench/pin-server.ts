@@ -167,64 +167,68 @@ async function main(): Promise<number> {
       100_000,
     );
     await nc.close();
-    const rows = [...flatRows, ...tierRows];
-    const get = (m: Mode) => DEPTHS.map((d) => rows.find((r) => r.mode === m && r.depth === d)!);
-    const base = get("baseline");
-    const pinned = get("pinned");
-    const tierPinned = get("tier_pinned");
-    const tierBase = get("tier_baseline");
-    const ratio = DEPTHS.map((_, i) => base[i].ttftMs / pinned[i].ttftMs);
-    console.log(`bench:pin --server: real SGLang 0.5.23 on CPU, ${flat.info.model_note}`);
-    console.log(
-      `scale: device pool ${DEVICE} tokens (prototype 42 816 = ${((DEVICE / PROTO_CAPACITY) * 100).toFixed(1)}%), page ${PAGE}, ` +
-        `VIP prompts ${PROMPTS.join("/")} tokens at depths ${DEPTHS.join("/")}; flood ${FLOOD_EACH}-token requests, ` +
-        `${FLOOD_FLAT} tokens (device only) / ${FLOOD_TIER} tokens (HiCache, host x2); TTFT median of ${REPS}`,
-    );
-    const pct = (x: number) => `${(x * 100).toFixed(1)}%`.padStart(8);
-    console.log(
-      `${"depth".padStart(5)} ${"prompt".padStart(6)} ${"baseline".padStart(8)} ${"pinned".padStart(8)} ${"tier".padStart(8)} ${"tier pin".padStart(8)}` +
-        ` ${"ttft base".padStart(10)} ${"ttft pin".padStart(9)} ${"ttft tier".padStart(10)} ${"ratio".padStart(6)}`,
-    );
-    DEPTHS.forEach((d, i) => {
-      console.log(
-        `${String(d).padStart(5)} ${String(PROMPTS[i]).padStart(6)} ${pct(base[i].fraction)} ${pct(pinned[i].fraction)} ${pct(tierBase[i].fraction)} ${pct(tierPinned[i].fraction)}` +
-          ` ${base[i].ttftMs.toFixed(1).padStart(8)}ms ${pinned[i].ttftMs.toFixed(1).padStart(7)}ms ${tierPinned[i].ttftMs.toFixed(1).padStart(8)}ms ${ratio[i].toFixed(2).padStart(5)}x`,
-      );
-    });
-    const ok =
-      base.every((r) => r.fraction <= 0.05) &&
-      pinned.every((r) => r.fraction >= 0.9) &&
-      tierPinned.every((r) => r.fraction >= 0.9);
-    console.log(
-      ok
-        ? "bar met: baseline cached <= 5% and pinned >= 90% at every depth"
-        : "BAR NOT MET: want baseline cached <= 5% and pinned (and tier pin) >= 90% at every depth",
-    );
-    const r3 = (x: number) => Math.round(x * 1000) / 1000;
-    if (args.json) {
-      console.log(
-        JSON.stringify({
-          bench: "pin-server",
-          depths: DEPTHS,
-          baseline_cached: base.map((r) => r3(r.fraction)),
-          pinned_cached: pinned.map((r) => r3(r.fraction)),
-          ttft_ms_baseline: base.map((r) => r3(r.ttftMs)),
-          ttft_ms_pinned: pinned.map((r) => r3(r.ttftMs)),
-          ttft_ratio: ratio.map(r3),
-          tier_baseline_cached: tierBase.map((r) => r3(r.fraction)),
-          tier_pinned_cached: tierPinned.map((r) => r3(r.fraction)),
-          ttft_ms_tier_pinned: tierPinned.map((r) => r3(r.ttftMs)),
-          device_tokens: DEVICE,
-          prompts: PROMPTS,
-          ok,
-        }),
-      );
-    }
-    return ok ? 0 : 1;
+    return report([...flatRows, ...tierRows], flat.info.model_note);
   } finally {
     for (const s of servers) await s.stop();
     await nats.stop();
   }
+}
+
+/** The table, the bar and (--json) the figures; 0 when the bar is met. */
+function report(rows: Row[], modelNote: string): number {
+  const get = (m: Mode) => DEPTHS.map((d) => rows.find((r) => r.mode === m && r.depth === d)!);
+  const base = get("baseline");
+  const pinned = get("pinned");
+  const tierPinned = get("tier_pinned");
+  const tierBase = get("tier_baseline");
+  const ratio = DEPTHS.map((_, i) => base[i].ttftMs / pinned[i].ttftMs);
+  console.log(`bench:pin --server: real SGLang 0.5.23 on CPU, ${modelNote}`);
+  console.log(
+    `scale: device pool ${DEVICE} tokens (prototype 42 816 = ${((DEVICE / PROTO_CAPACITY) * 100).toFixed(1)}%), page ${PAGE}, ` +
+      `VIP prompts ${PROMPTS.join("/")} tokens at depths ${DEPTHS.join("/")}; flood ${FLOOD_EACH}-token requests, ` +
+      `${FLOOD_FLAT} tokens (device only) / ${FLOOD_TIER} tokens (HiCache, host x2); TTFT median of ${REPS}`,
+  );
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`.padStart(8);
+  console.log(
+    `${"depth".padStart(5)} ${"prompt".padStart(6)} ${"baseline".padStart(8)} ${"pinned".padStart(8)} ${"tier".padStart(8)} ${"tier pin".padStart(8)}` +
+      ` ${"ttft base".padStart(10)} ${"ttft pin".padStart(9)} ${"ttft tier".padStart(10)} ${"ratio".padStart(6)}`,
+  );
+  DEPTHS.forEach((d, i) => {
+    console.log(
+      `${String(d).padStart(5)} ${String(PROMPTS[i]).padStart(6)} ${pct(base[i].fraction)} ${pct(pinned[i].fraction)} ${pct(tierBase[i].fraction)} ${pct(tierPinned[i].fraction)}` +
+        ` ${base[i].ttftMs.toFixed(1).padStart(8)}ms ${pinned[i].ttftMs.toFixed(1).padStart(7)}ms ${tierPinned[i].ttftMs.toFixed(1).padStart(8)}ms ${ratio[i].toFixed(2).padStart(5)}x`,
+    );
+  });
+  const ok =
+    base.every((r) => r.fraction <= 0.05) &&
+    pinned.every((r) => r.fraction >= 0.9) &&
+    tierPinned.every((r) => r.fraction >= 0.9);
+  console.log(
+    ok
+      ? "bar met: baseline cached <= 5% and pinned >= 90% at every depth"
+      : "BAR NOT MET: want baseline cached <= 5% and pinned (and tier pin) >= 90% at every depth",
+  );
+  const r3 = (x: number) => Math.round(x * 1000) / 1000;
+  if (args.json) {
+    console.log(
+      JSON.stringify({
+        bench: "pin-server",
+        depths: DEPTHS,
+        baseline_cached: base.map((r) => r3(r.fraction)),
+        pinned_cached: pinned.map((r) => r3(r.fraction)),
+        ttft_ms_baseline: base.map((r) => r3(r.ttftMs)),
+        ttft_ms_pinned: pinned.map((r) => r3(r.ttftMs)),
+        ttft_ratio: ratio.map(r3),
+        tier_baseline_cached: tierBase.map((r) => r3(r.fraction)),
+        tier_pinned_cached: tierPinned.map((r) => r3(r.fraction)),
+        ttft_ms_tier_pinned: tierPinned.map((r) => r3(r.ttftMs)),
+        device_tokens: DEVICE,
+        prompts: PROMPTS,
+        ok,
+      }),
+    );
+  }
+  return ok ? 0 : 1;
 }
 
 if (!args.server) {

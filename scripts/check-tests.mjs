@@ -51,7 +51,24 @@ function calleeName(call) {
 function checkVitestFile(file) {
   const text = readFileSync(file, "utf8");
   const sf = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
-  // Functions of the file, by name, and which of them assert (directly or through another).
+  const firstAssert = assertFinder(sf);
+  const visit = (n) => {
+    if (
+      ts.isCallExpression(n) &&
+      TEST_FNS.has(rootName(n.expression)) &&
+      !/^(todo|skip)$/.test(calleeName(n) ?? "")
+    ) {
+      const fn = n.arguments.find((a) => isFn(a));
+      if (fn?.body) checkTest(file, sf, n, fn, firstAssert);
+    }
+    ts.forEachChild(n, visit);
+  };
+  visit(sf);
+}
+
+/** Where a node's first assertion starts (-1: none): expect/assert, or a call of a function of the
+ * file that asserts (directly or through another). */
+function assertFinder(sf) {
   const bodies = new Map();
   const collect = (n) => {
     if (ts.isFunctionDeclaration(n) && n.name && n.body) bodies.set(n.name.text, n.body);
@@ -91,38 +108,32 @@ function checkVitestFile(file) {
       }
     }
   }
+  return firstAssert;
+}
+
+/** One test: it asserts, and returns nowhere in its own body before its first assertion. */
+function checkTest(file, sf, call, fn, firstAssert) {
   const line = (pos) => sf.getLineAndCharacterOfPosition(pos).line + 1;
-  const visit = (n) => {
-    if (
-      ts.isCallExpression(n) &&
-      TEST_FNS.has(rootName(n.expression)) &&
-      !/^(todo|skip)$/.test(calleeName(n) ?? "")
-    ) {
-      const fn = n.arguments.find((a) => isFn(a));
-      if (fn?.body) {
-        const title =
-          n.arguments[0] && ts.isStringLiteralLike(n.arguments[0]) ? n.arguments[0].text : "(test)";
-        const at = firstAssert(fn.body);
-        if (at < 0)
-          findings.push(
-            `${relative(root, file)}:${line(n.getStart(sf))}: test "${title}" makes no assertion`,
-          );
-        // A return in the test's own body (not a nested function) before its first assertion.
-        const early = (m) => {
-          if (isFn(m)) return;
-          if (ts.isReturnStatement(m) && (at < 0 || m.getStart(sf) < at)) {
-            findings.push(
-              `${relative(root, file)}:${line(m.getStart(sf))}: test "${title}" returns before its first assertion`,
-            );
-          }
-          ts.forEachChild(m, early);
-        };
-        if (ts.isBlock(fn.body)) ts.forEachChild(fn.body, early);
-      }
+  const title =
+    call.arguments[0] && ts.isStringLiteralLike(call.arguments[0])
+      ? call.arguments[0].text
+      : "(test)";
+  const at = firstAssert(fn.body);
+  if (at < 0)
+    findings.push(
+      `${relative(root, file)}:${line(call.getStart(sf))}: test "${title}" makes no assertion`,
+    );
+  // A return in the test's own body (not a nested function) before its first assertion.
+  const early = (m) => {
+    if (isFn(m)) return;
+    if (ts.isReturnStatement(m) && (at < 0 || m.getStart(sf) < at)) {
+      findings.push(
+        `${relative(root, file)}:${line(m.getStart(sf))}: test "${title}" returns before its first assertion`,
+      );
     }
-    ts.forEachChild(n, visit);
+    ts.forEachChild(m, early);
   };
-  visit(sf);
+  if (ts.isBlock(fn.body)) ts.forEachChild(fn.body, early);
 }
 
 for (const f of walk(join(root, "test"), (n) => n.endsWith(".test.ts"))) checkVitestFile(f);

@@ -11,7 +11,7 @@
 //              tables from native/events/shared_tables.h; kvctl sim's GPU profiles from
 //              AIConfigurator, python/kvctl_sim/profiles/generate.py --check); --fix rewrites them
 //   imports    gateway/ and policy/ share only src/contract/; no import circle in src/ (scripts/check-imports.mjs)
-//   function-length  no function over 60 lines in src/gateway, policy, patch, cli; at most five in the rest of src/ (scripts/check-function-length.mjs)
+//   function-length  no function over 60 lines, as formatted, in src/, bench/ or scripts/ (scripts/check-function-length.mjs)
 //   node scripts/lint.mjs [--fix] [--json] [tsc|biome|ruff|clang-format|tests|generated|imports|function-length ...]
 // With --json the last line is {"passed": n, "failed": n, "checks": {...}} (test/run-all.mjs reads it).
 import { spawnSync } from "node:child_process";

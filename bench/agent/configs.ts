@@ -46,29 +46,34 @@ export function ruleOn(spec: Pick<ConfigSpec, "rules" | "without">, rule: string
 /** SGLang's session radix cache: open sessions' KV is evicted last. */
 const SESSION_RADIX_ARGS = ["--enable-session-radix-cache", "--radix-eviction-policy", "priority"];
 
+/** A row behind `front`, with no server flags, no policy and no admission unless `o` says so. */
+const spec = (
+  name: string,
+  role: Role,
+  front: ConfigSpec["front"],
+  o: Partial<ConfigSpec> = {},
+): ConfigSpec => ({
+  name,
+  role,
+  front,
+  serverArgs: [],
+  policy: "noop",
+  admission: "none",
+  ...o,
+});
+
+/** A row behind the kvctl gateway. */
+const gw = (name: string, role: Role, o: Partial<ConfigSpec> = {}): ConfigSpec =>
+  spec(name, role, "gateway", o);
+
 /** Every configuration of a full run. `workers`: worker count; `perWorker`: the admission budget. */
 export function configSpecs(workers: number, perWorker: number, ablation: boolean): ConfigSpec[] {
-  const gw = (name: string, role: Role, o: Partial<ConfigSpec> = {}): ConfigSpec => ({
-    name,
-    role,
-    front: "gateway",
-    serverArgs: [],
-    policy: "noop",
-    admission: "none",
-    ...o,
-  });
   const specs: ConfigSpec[] = [
     gw("kvctl", "kvctl", { policy: "agent", admission: "program" }),
     gw("cache_aware_adm", "fair", { admission: "request" }),
     // smg's limit is one for the whole router (not per worker): 2 per worker x workers, with a
     // queue long and patient enough that nothing is refused, and no refill rate.
-    {
-      name: "smg_adm",
-      role: "fair",
-      front: "smg",
-      serverArgs: [],
-      policy: "noop",
-      admission: "none",
+    spec("smg_adm", "fair", "smg", {
       smgArgs: [
         "--max-concurrent-requests",
         String(perWorker * workers),
@@ -77,7 +82,7 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
         "--queue-timeout-secs",
         "86400",
       ],
-    },
+    }),
     gw("session_radix", "fair", {
       admission: "request",
       serverArgs: SESSION_RADIX_ARGS,
@@ -87,30 +92,9 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
     gw("sglang_mrr", "fair", { serverArgs: ["--max-running-requests", String(perWorker)] }),
     gw("thunder", "fair", { admission: "program" }),
     // NVIDIA Dynamo's own routers over dynamo.sglang workers (agent/dynamo-stack.ts).
-    {
-      name: "dynamo_kv",
-      role: "fair",
-      front: "dynamo_kv",
-      serverArgs: [],
-      policy: "noop",
-      admission: "none",
-    },
-    {
-      name: "dynamo_thunder",
-      role: "fair",
-      front: "dynamo_thunder",
-      serverArgs: [],
-      policy: "noop",
-      admission: "none",
-    },
-    {
-      name: "lru",
-      role: "context",
-      front: "round_robin",
-      serverArgs: [],
-      policy: "noop",
-      admission: "none",
-    },
+    spec("dynamo_kv", "fair", "dynamo_kv"),
+    spec("dynamo_thunder", "fair", "dynamo_thunder"),
+    spec("lru", "context", "round_robin"),
     gw("cache_aware", "context"),
     // kvctl over workers that also keep each session's KV themselves (session_radix's server side),
     // the gateway naming each turn's session and closing it where it lets the program go.
@@ -125,22 +109,19 @@ export function configSpecs(workers: number, perWorker: number, ablation: boolea
       admission: "request",
       serverArgs: SESSION_RADIX_ARGS,
     }),
-    {
-      name: "sgl_router",
-      role: "context",
-      front: "smg",
-      serverArgs: [],
-      policy: "noop",
-      admission: "none",
-    },
+    spec("sgl_router", "context", "smg"),
   ];
-  if (!ablation) return specs;
-  // The question a rule must answer is what it adds to the scheduler, so each runs with kvctl's
-  // program admission and is read against thunder (the same admission, no rule).
-  // The kvctl_no_* rows are the defaults less one (read against kvctl): what a default rule adds to
-  // the others, which a rule alone does not say when the rules share one pin budget.
+  return ablation ? [...specs, ...ablationSpecs()] : specs;
+}
+
+/**
+ * The question a rule must answer is what it adds to the scheduler, so each runs with kvctl's
+ * program admission and is read against thunder (the same admission, no rule). The kvctl_no_*
+ * rows are the defaults less one (read against kvctl): what a default rule adds to the others,
+ * which a rule alone does not say when the rules share one pin budget.
+ */
+function ablationSpecs(): ConfigSpec[] {
   return [
-    ...specs,
     ...RULES.map((r) =>
       gw(`kvctl_${r}`, "ablation", { policy: "agent", rules: [r], admission: "program" }),
     ),

@@ -4,7 +4,7 @@
 // reads back; `<think>…</think>answer` for the final reply), tool results from BFCL's backends fed
 // back after the tool's duration, reasoning left out of the history (as templates of separated-
 // thinking models do). Per request: prompt and cached tokens, host-tier hits, time to first token.
-import type { PlannedSession } from "./workload.js";
+import type { PlannedSession, PlannedTurn } from "./workload.js";
 import { promptJson } from "./prompt-json.js";
 
 export interface Target {
@@ -88,9 +88,9 @@ interface StreamResult {
   /** SGLang's cached_tokens_details (device / host / storage) when it sends them. */
   details: CachedDetails | null;
   text: string;
+  toolCallIds: string[];
   /** The reasoning the worker's parser separated (reasoning_content deltas). */
   reasoning: string;
-  toolCallIds: string[];
   /** The generated token ids, when the worker sent them (sglext.output_ids). */
   outputIds: number[] | null;
   status: number;
@@ -125,15 +125,19 @@ async function streamChat(
       worker,
       error: null,
     };
-  let ttft = -1;
+  const acc: StreamResult = {
+    ttftMs: -1,
+    usage: null,
+    details: null,
+    text: "",
+    reasoning: "",
+    toolCallIds: [],
+    outputIds: null,
+    status: 200,
+    worker,
+    error: null,
+  };
   let tail = "";
-  let text = "";
-  let reasoning = "";
-  let usage: Usage | null = null;
-  let details: CachedDetails | null = null;
-  let error: string | null = null;
-  let outputIds: number[] | null = null;
-  const ids: string[] = [];
   const dec = new TextDecoder();
   for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
     tail += dec.decode(chunk, { stream: true });
@@ -143,41 +147,35 @@ async function streamChat(
       tail = tail.slice(k + 2);
       if (!ev.startsWith("data:")) continue;
       const data = ev.slice(5).trim();
-      if (data === "[DONE]") continue;
-      const j = JSON.parse(data);
-      // SGLang reports a refused request (say, a prompt longer than the pool) as an error event
-      // inside a 200 stream, followed by a usage of 1 prompt token.
-      if (j.error)
-        error = typeof j.error.message === "string" ? j.error.message : JSON.stringify(j.error);
-      if (j.usage) usage = j.usage;
-      if (j.sglext?.cached_tokens_details) details = j.sglext.cached_tokens_details;
-      if (j.choices?.[0]?.sglext?.cached_tokens_details)
-        details = j.choices[0].sglext.cached_tokens_details;
-      if (Array.isArray(j.sglext?.output_ids?.[0])) outputIds = j.sglext.output_ids[0];
-      if (j.usage && process.env.KVCTL_BENCH_DEBUG)
-        process.stderr.write(`usage ${JSON.stringify(j.usage)} ${JSON.stringify(details)}\n`);
-      const d = j.choices?.[0]?.delta;
-      if (!d) continue;
-      // The first event of the answer (the worker sends it with the first token; a tool call's
-      // parsed deltas come later, once the parser has read the call).
-      if (ttft < 0) ttft = performance.now() - t0;
-      if (typeof d.content === "string") text += d.content;
-      if (typeof d.reasoning_content === "string") reasoning += d.reasoning_content;
-      for (const c of d.tool_calls ?? []) if (c.id) ids.push(c.id);
+      if (data !== "[DONE]") readEvent(acc, JSON.parse(data), t0);
     }
   }
-  return {
-    ttftMs: ttft < 0 ? performance.now() - t0 : ttft,
-    usage,
-    details,
-    text,
-    reasoning,
-    toolCallIds: ids,
-    outputIds,
-    status: 200,
-    worker,
-    error,
-  };
+  if (acc.ttftMs < 0) acc.ttftMs = performance.now() - t0;
+  return acc;
+}
+
+/** One stream event into the result so far (ttftMs stays -1 until the answer's first event). */
+// biome-ignore lint/suspicious/noExplicitAny: a parsed SSE event of the OpenAI stream
+function readEvent(acc: StreamResult, j: any, t0: number): void {
+  // SGLang reports a refused request (say, a prompt longer than the pool) as an error event
+  // inside a 200 stream, followed by a usage of 1 prompt token.
+  if (j.error)
+    acc.error = typeof j.error.message === "string" ? j.error.message : JSON.stringify(j.error);
+  if (j.usage) acc.usage = j.usage;
+  if (j.sglext?.cached_tokens_details) acc.details = j.sglext.cached_tokens_details;
+  if (j.choices?.[0]?.sglext?.cached_tokens_details)
+    acc.details = j.choices[0].sglext.cached_tokens_details;
+  if (Array.isArray(j.sglext?.output_ids?.[0])) acc.outputIds = j.sglext.output_ids[0];
+  if (j.usage && process.env.KVCTL_BENCH_DEBUG)
+    process.stderr.write(`usage ${JSON.stringify(j.usage)} ${JSON.stringify(acc.details)}\n`);
+  const d = j.choices?.[0]?.delta;
+  if (!d) return;
+  // The first event of the answer (the worker sends it with the first token; a tool call's
+  // parsed deltas come later, once the parser has read the call).
+  if (acc.ttftMs < 0) acc.ttftMs = performance.now() - t0;
+  if (typeof d.content === "string") acc.text += d.content;
+  if (typeof d.reasoning_content === "string") acc.reasoning += d.reasoning_content;
+  for (const c of d.tool_calls ?? []) if (c.id) acc.toolCallIds.push(c.id);
 }
 
 export interface DriveOptions {
@@ -228,132 +226,177 @@ export function sessionCompletion(records: readonly RequestRecord[]): number[] {
   return [...span.values()].map(([a, b]) => (b - a) / 1000);
 }
 
+/** What every session of one drive shares: the target, the options, the clock and the records. */
+interface DriveRun {
+  target: Target;
+  o: DriveOptions;
+  t0: number;
+  records: RequestRecord[];
+  seq: number;
+  system: Record<string, unknown>;
+}
+
 type Wait = Pick<RequestRecord, "gapKind" | "gapMs" | "tool" | "rewrite">;
+
+/**
+ * A session's conversation so far: its messages, the user requests a summary names, and what the
+ * next request waited for (a replay of the trace needs it beside the send time).
+ */
+interface Conversation {
+  history: Record<string, unknown>[];
+  asked: string[];
+  wait: Wait;
+}
 
 export async function drive(
   target: Target,
   sessions: PlannedSession[],
   o: DriveOptions,
 ): Promise<RequestRecord[]> {
-  const t0 = performance.now();
-  const records: RequestRecord[] = [];
-  let seq = 0;
-  const system = {
-    role: "system",
-    content: [{ type: "text", text: o.system, cache_control: { type: "ephemeral", ttl: "1h" } }],
+  const run: DriveRun = {
+    target,
+    o,
+    t0: performance.now(),
+    records: [],
+    seq: 0,
+    system: {
+      role: "system",
+      content: [{ type: "text", text: o.system, cache_control: { type: "ephemeral", ttl: "1h" } }],
+    },
   };
+  await Promise.all(sessions.map((s) => runSession(run, s)));
+  return run.records;
+}
 
-  const runSession = async (s: PlannedSession) => {
-    await sleep(Math.max(0, s.startMs - (performance.now() - t0)));
-    let history: Record<string, unknown>[] = [];
-    const asked: string[] = [];
-    // What the next request waited for (a replay of the trace needs it beside the send time).
-    let wait: Wait = { gapKind: "start", gapMs: s.startMs, rewrite: false };
-    for (const [k, turn] of s.turns.entries()) {
-      if (k > 0) wait = { gapKind: "human", gapMs: turn.idleMs, rewrite: turn.compact };
-      if (turn.idleMs) await sleep(turn.idleMs);
-      // Compaction: the history becomes a summary of the earlier requests (workload.ts plans when).
-      const summary = () => [
-        { role: "user", content: `Earlier requests, summarised: ${asked.join(" ")}` },
-        { role: "assistant", content: "Noted." },
-      ];
-      if (turn.compact) history = summary();
-      history.push({ role: "user", content: turn.user });
-      let first = true;
-      const send = async (
-        kind: RequestRecord["kind"],
-        regex: string,
-      ): Promise<StreamResult | null> => {
-        const body = {
-          model: o.model,
-          messages: [system, ...history],
-          tools: s.tools,
-          max_tokens: o.maxTokens,
-          temperature: 0,
-          stream: true,
-          stream_options: { include_usage: true },
-          return_cached_tokens_details: true,
-          regex,
-          // In thinking mode SGLang applies a regex only after the reasoning ends, and the model would
-          // write an unconstrained reasoning span until max_tokens; the regex here spells the
-          // reasoning itself (<think>…</think>), so it must bind from the first token. The reasoning
-          // parser still separates the span (reasoning_content).
-          chat_template_kwargs: { enable_thinking: false },
-          // The generated ids let the ideal floor credit exactly what the next prompt replays of this answer.
-          return_output_ids_in_sglext: true,
-          ...(target.sessionBody ? { session_id: s.id } : {}),
-        };
-        const headers: Record<string, string> = target.sessionHeader
-          ? { [target.sessionHeaderName ?? "x-session-id"]: s.id }
-          : {};
-        const rec: RequestRecord = {
-          session: s.id,
-          kind,
-          returning: first && turn.idleMs > 0,
-          promptTokens: 0,
-          cachedTokens: 0,
-          completionTokens: 0,
-          hostTokens: 0,
-          storageTokens: 0,
-          ttftMs: 0,
-          sentMs: performance.now() - t0,
-          doneMs: 0,
-          prompt: { messages: body.messages, tools: s.tools },
-          ...wait,
-          worker: null,
-          ok: false,
-        };
-        first = false;
-        const res = await attemptOnce(
-          target.url(seq++),
-          target.dialect ? target.dialect(body) : body,
-          headers,
-          rec,
-          t0,
-        );
-        records.push(rec);
-        return rec.ok ? res : null;
-      };
-      for (const [i, call] of turn.calls.entries()) {
-        // Inside a tool loop the summary keeps the request being worked on after it.
-        if (call.compactBefore) {
-          history = [...summary(), { role: "user", content: turn.user }];
-          wait = { ...wait, rewrite: true };
-        }
-        const fn = { name: call.name, arguments: call.arguments };
-        const think =
-          call.reasoningChars > 0 ? `<think>[a-z ]{${call.reasoningChars}}</think>` : "";
-        const res = await send(
-          "tool",
-          `${think}<tool_call>${escapeRegex(JSON.stringify(fn))}</tool_call>`,
-        );
-        const id = res?.toolCallIds[0] ?? `call_${s.id}_${history.length}_${i}`;
-        history.push({
-          role: "assistant",
-          content: "",
-          tool_calls: [
-            {
-              id,
-              type: "function",
-              function: { name: call.name, arguments: promptJson(call.arguments) },
-            },
-          ],
-        });
-        await sleep(call.toolMs);
-        wait = { gapKind: "tool", gapMs: call.toolMs, tool: call.name, rewrite: false };
-        history.push({ role: "tool", tool_call_id: id, content: call.result });
-      }
-      const res = await send(
-        "answer",
-        `<think>[a-z ]{${turn.reasoningChars}}</think>[a-z ]{${turn.answerChars}}`,
-      );
-      // The reasoning is not sent back: the answer alone joins the history.
-      const answer = res ? res.text.replace(/^[\s\S]*<\/think>/, "") : "";
-      history.push({ role: "assistant", content: answer });
-      asked.push(turn.user);
-    }
-    await target.closeSession?.(s.id);
+async function runSession(run: DriveRun, s: PlannedSession): Promise<void> {
+  await sleep(Math.max(0, s.startMs - (performance.now() - run.t0)));
+  const c: Conversation = {
+    history: [],
+    asked: [],
+    wait: { gapKind: "start", gapMs: s.startMs, rewrite: false },
   };
-  await Promise.all(sessions.map(runSession));
-  return records;
+  for (const [k, turn] of s.turns.entries()) {
+    if (k > 0) c.wait = { gapKind: "human", gapMs: turn.idleMs, rewrite: turn.compact };
+    await runTurn(run, s, turn, c);
+  }
+  await run.target.closeSession?.(s.id);
+}
+
+/** One user turn: its tool calls, each answered after the tool's time, then the final answer. */
+async function runTurn(
+  run: DriveRun,
+  s: PlannedSession,
+  turn: PlannedTurn,
+  c: Conversation,
+): Promise<void> {
+  if (turn.idleMs) await sleep(turn.idleMs);
+  // Compaction: the history becomes a summary of the earlier requests (workload.ts plans when).
+  const summary = () => [
+    { role: "user", content: `Earlier requests, summarised: ${c.asked.join(" ")}` },
+    { role: "assistant", content: "Noted." },
+  ];
+  if (turn.compact) c.history = summary();
+  c.history.push({ role: "user", content: turn.user });
+  let first = true;
+  const send = (kind: RequestRecord["kind"], regex: string) => {
+    const returning = first && turn.idleMs > 0;
+    first = false;
+    return sendRequest(run, s, c, kind, regex, returning);
+  };
+  for (const [i, call] of turn.calls.entries()) {
+    // Inside a tool loop the summary keeps the request being worked on after it.
+    if (call.compactBefore) {
+      c.history = [...summary(), { role: "user", content: turn.user }];
+      c.wait = { ...c.wait, rewrite: true };
+    }
+    const fn = { name: call.name, arguments: call.arguments };
+    const think = call.reasoningChars > 0 ? `<think>[a-z ]{${call.reasoningChars}}</think>` : "";
+    const res = await send(
+      "tool",
+      `${think}<tool_call>${escapeRegex(JSON.stringify(fn))}</tool_call>`,
+    );
+    const id = res?.toolCallIds[0] ?? `call_${s.id}_${c.history.length}_${i}`;
+    c.history.push({
+      role: "assistant",
+      content: "",
+      tool_calls: [
+        {
+          id,
+          type: "function",
+          function: { name: call.name, arguments: promptJson(call.arguments) },
+        },
+      ],
+    });
+    await sleep(call.toolMs);
+    c.wait = { gapKind: "tool", gapMs: call.toolMs, tool: call.name, rewrite: false };
+    c.history.push({ role: "tool", tool_call_id: id, content: call.result });
+  }
+  const res = await send(
+    "answer",
+    `<think>[a-z ]{${turn.reasoningChars}}</think>[a-z ]{${turn.answerChars}}`,
+  );
+  // The reasoning is not sent back: the answer alone joins the history.
+  const answer = res ? res.text.replace(/^[\s\S]*<\/think>/, "") : "";
+  c.history.push({ role: "assistant", content: answer });
+  c.asked.push(turn.user);
+}
+
+/** One request of a session over its history so far; its record kept, its result when it was served. */
+async function sendRequest(
+  run: DriveRun,
+  s: PlannedSession,
+  c: Conversation,
+  kind: RequestRecord["kind"],
+  regex: string,
+  returning: boolean,
+): Promise<StreamResult | null> {
+  const { target, o, t0 } = run;
+  const body = {
+    model: o.model,
+    messages: [run.system, ...c.history],
+    tools: s.tools,
+    max_tokens: o.maxTokens,
+    temperature: 0,
+    stream: true,
+    stream_options: { include_usage: true },
+    return_cached_tokens_details: true,
+    regex,
+    // In thinking mode SGLang applies a regex only after the reasoning ends, and the model would
+    // write an unconstrained reasoning span until max_tokens; the regex here spells the
+    // reasoning itself (<think>…</think>), so it must bind from the first token. The reasoning
+    // parser still separates the span (reasoning_content).
+    chat_template_kwargs: { enable_thinking: false },
+    // The generated ids let the ideal floor credit exactly what the next prompt replays of this answer.
+    return_output_ids_in_sglext: true,
+    ...(target.sessionBody ? { session_id: s.id } : {}),
+  };
+  const headers: Record<string, string> = target.sessionHeader
+    ? { [target.sessionHeaderName ?? "x-session-id"]: s.id }
+    : {};
+  const rec: RequestRecord = {
+    session: s.id,
+    kind,
+    returning,
+    promptTokens: 0,
+    cachedTokens: 0,
+    completionTokens: 0,
+    hostTokens: 0,
+    storageTokens: 0,
+    ttftMs: 0,
+    sentMs: performance.now() - t0,
+    doneMs: 0,
+    prompt: { messages: body.messages, tools: s.tools },
+    ...c.wait,
+    worker: null,
+    ok: false,
+  };
+  const res = await attemptOnce(
+    target.url(run.seq++),
+    target.dialect ? target.dialect(body) : body,
+    headers,
+    rec,
+    t0,
+  );
+  run.records.push(rec);
+  return rec.ok ? res : null;
 }

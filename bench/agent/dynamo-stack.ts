@@ -86,6 +86,8 @@ export function dynamoDialect(body: Record<string, unknown>): Record<string, unk
   return regex === undefined ? rest : { ...rest, guided_regex: regex };
 }
 
+const PARSERS = ["--dyn-tool-call-parser", "hermes", "--dyn-reasoning-parser", "qwen3"];
+
 export async function startDynamoStack(
   peer: DynamoPeer,
   o: DynamoStackOptions,
@@ -98,43 +100,7 @@ export async function startDynamoStack(
     tree.remove();
   };
   try {
-    const parsers = ["--dyn-tool-call-parser", "hermes", "--dyn-reasoning-parser", "qwen3"];
-    const workerArgs = [
-      ...o.sglangArgs,
-      ...(peer === "kv" ? parsers : ["--endpoint-types", "none"]),
-    ];
-    const workers: DynamoWorker[] = [];
-    const started = await Promise.allSettled(
-      ["w0", "w1"].map((id) => {
-        const l3 = join(o.scratch, `l3-${id}`);
-        mkdirSync(l3, { recursive: true });
-        return startDynamoWorker({
-          name: `dynamo-${id}`,
-          entry: "kvctl",
-          tree: tree.dir,
-          model: o.shape.model,
-          discovery,
-          dir: join(o.scratch, id),
-          pageSize: o.shape.pageSize,
-          maxTotalTokens: o.shape.deviceTokens,
-          hostRatio: o.shape.hostRatio,
-          extraArgs: [
-            ...(o.shape.storage ? ["--hicache-storage-backend", "file"] : []),
-            ...workerArgs,
-          ],
-          env: o.shape.storage
-            ? { SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR: o.shape.sharedStorageDir ?? l3 }
-            : {},
-          readyTimeoutMs: 600_000,
-        });
-      }),
-    );
-    for (const s of started) if (s.status === "fulfilled") workers.push(s.value);
-    procs.push(...workers);
-    const failed = started.find((s) => s.status === "rejected") as
-      | PromiseRejectedResult
-      | undefined;
-    if (failed) throw failed.reason;
+    const workers = await startWorkers(peer, o, tree.dir, discovery, procs);
     const cards = readDynamoDiscovery(discovery).maxBatchedTokens;
     const maxBatched = Math.min(...workers.map((w) => cards[w.dynamoId] ?? Number.NaN));
     const threshold = queueThreshold(o.perWorker, o.medianPromptTokens, maxBatched);
@@ -142,37 +108,7 @@ export async function startDynamoStack(
       `   dynamo_${peer}: --router-queue-threshold ${threshold} (${o.perWorker} x ${o.medianPromptTokens} median prompt tokens / max_num_batched_tokens ${maxBatched})`,
     );
     const queue = ["--router-queue-threshold", String(threshold)];
-    let router: DynamoProcess | null = null;
-    if (peer === "thunder") {
-      const home = join(o.scratch, "thunder", "home");
-      router = launch(
-        "thunderagent",
-        [
-          "-m",
-          "dynamo.thunderagent_router",
-          "--endpoint",
-          "dynamo.backend.generate",
-          "--model-name",
-          MODEL_NAME,
-          "--model-path",
-          o.shape.model,
-          "--router-block-size",
-          String(o.shape.pageSize),
-          ...queue,
-          ...parsers,
-        ],
-        env(discovery, home, null),
-        join(o.scratch, "thunder"),
-      );
-      const r = router;
-      procs.push(r);
-      await until(
-        r,
-        () => /ThunderAgent|thunderagent/.test(r.log()) && /regist|serving|ready/i.test(r.log()),
-        120_000,
-        "its start",
-      );
-    }
+    const router = peer === "thunder" ? await startThunderRouter(o, discovery, queue, procs) : null;
     // Both keep Dynamo's own (Rust) chat preprocessor, its default: the agent model's template
     // renders alike there and in SGLang (it spells JSON itself), so both serve the same prompts.
     const fe = await startDynamoFrontend({
@@ -204,6 +140,85 @@ export async function startDynamoStack(
     await stop();
     throw e;
   }
+}
+
+/** The two dynamo.sglang workers (each on `procs` once up; the first failure is thrown). */
+async function startWorkers(
+  peer: DynamoPeer,
+  o: DynamoStackOptions,
+  tree: string,
+  discovery: string,
+  procs: DynamoProcess[],
+): Promise<DynamoWorker[]> {
+  const workerArgs = [...o.sglangArgs, ...(peer === "kv" ? PARSERS : ["--endpoint-types", "none"])];
+  const started = await Promise.allSettled(
+    ["w0", "w1"].map((id) => {
+      const l3 = join(o.scratch, `l3-${id}`);
+      mkdirSync(l3, { recursive: true });
+      return startDynamoWorker({
+        name: `dynamo-${id}`,
+        entry: "kvctl",
+        tree,
+        model: o.shape.model,
+        discovery,
+        dir: join(o.scratch, id),
+        pageSize: o.shape.pageSize,
+        maxTotalTokens: o.shape.deviceTokens,
+        hostRatio: o.shape.hostRatio,
+        extraArgs: [
+          ...(o.shape.storage ? ["--hicache-storage-backend", "file"] : []),
+          ...workerArgs,
+        ],
+        env: o.shape.storage
+          ? { SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR: o.shape.sharedStorageDir ?? l3 }
+          : {},
+        readyTimeoutMs: 600_000,
+      });
+    }),
+  );
+  const workers: DynamoWorker[] = [];
+  for (const s of started) if (s.status === "fulfilled") workers.push(s.value);
+  procs.push(...workers);
+  const failed = started.find((s) => s.status === "rejected") as PromiseRejectedResult | undefined;
+  if (failed) throw failed.reason;
+  return workers;
+}
+
+/** ThunderAgent's router in front of the workers, once it says it serves (on `procs`). */
+async function startThunderRouter(
+  o: DynamoStackOptions,
+  discovery: string,
+  queue: string[],
+  procs: DynamoProcess[],
+): Promise<DynamoProcess> {
+  const home = join(o.scratch, "thunder", "home");
+  const r = launch(
+    "thunderagent",
+    [
+      "-m",
+      "dynamo.thunderagent_router",
+      "--endpoint",
+      "dynamo.backend.generate",
+      "--model-name",
+      MODEL_NAME,
+      "--model-path",
+      o.shape.model,
+      "--router-block-size",
+      String(o.shape.pageSize),
+      ...queue,
+      ...PARSERS,
+    ],
+    env(discovery, home, null),
+    join(o.scratch, "thunder"),
+  );
+  procs.push(r);
+  await until(
+    r,
+    () => /ThunderAgent|thunderagent/.test(r.log()) && /regist|serving|ready/i.test(r.log()),
+    120_000,
+    "its start",
+  );
+  return r;
 }
 
 /**

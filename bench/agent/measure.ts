@@ -91,21 +91,7 @@ export function parseGatewayMetrics(text: string): Scraped {
         line,
       );
     if (o) pinned[o[1] as "hit" | "wasted"] += Number(o[2]);
-    countInto(
-      retention.decisions,
-      /^kvctl_program_retention_decisions_total\{([^}]*)\} (\S+)/.exec(line),
-      ["action"],
-    );
-    countInto(
-      retention.outcomes,
-      /^kvctl_program_retention_outcomes_total\{([^}]*)\} (\S+)/.exec(line),
-      ["action", "outcome"],
-    );
-    countInto(
-      retention.radix_releases,
-      /^kvctl_gateway_radix_session_releases_total\{([^}]*)\} (\S+)/.exec(line),
-      ["reason", "outcome"],
-    );
+    countRetention(retention, line);
     const g =
       /^kvctl_program_gap_seconds_(sum|count)\{[^}]*kind="(predicted|actual)"[^}]*\} (\S+)/.exec(
         line,
@@ -119,6 +105,25 @@ export function parseGatewayMetrics(text: string): Scraped {
   retention.gap_predicted = gap(gaps.predicted);
   retention.gap_actual = gap(gaps.actual);
   return { commands, pinPeak, pinned, retention };
+}
+
+/** The program-retention counters (decisions, outcomes, radix releases) a line adds to. */
+function countRetention(retention: RetentionReport, line: string): void {
+  countInto(
+    retention.decisions,
+    /^kvctl_program_retention_decisions_total\{([^}]*)\} (\S+)/.exec(line),
+    ["action"],
+  );
+  countInto(
+    retention.outcomes,
+    /^kvctl_program_retention_outcomes_total\{([^}]*)\} (\S+)/.exec(line),
+    ["action", "outcome"],
+  );
+  countInto(
+    retention.radix_releases,
+    /^kvctl_gateway_radix_session_releases_total\{([^}]*)\} (\S+)/.exec(line),
+    ["reason", "outcome"],
+  );
 }
 
 /** Adds a counter line's value under its labels `keys` joined by ":" (summed over the others, the worker's). */

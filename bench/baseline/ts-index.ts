@@ -453,21 +453,44 @@ export class TsKvIndex {
         ? new Int32Array(blockHashes.buffer, blockHashes.byteOffset, n * 2)
         : this.words(blockHashes as readonly bigint[]);
     const nw = this.names.length;
-    // Scratch reused across queries (no allocation on the scoring path but the result itself).
+    this.resetScratch(nw);
+    // Phase 1: all lookups in a tight loop, so the CPU overlaps their cache misses.
+    const ids = this.lookupAll(h32, n);
+    // Phase 2: each worker's prefix per tier, and the shared ranges.
+    const shared = this.walk(ids, n, nw);
+    return { requestBlocks: n, workers: this.workerOverlaps(nw), shared };
+  }
+
+  /** Scratch reused across queries (no allocation on the scoring path but the result itself). */
+  private resetScratch(nw: number): void {
     if (this.qPer.length < nw * 4) {
       this.qPer = new Int32Array(nw * 8);
       this.qTiered = new Int32Array(nw * 8);
       this.qAlive = new Uint8Array(nw * 2);
       this.qStage = new Uint8Array(nw * 2);
     }
-    const per = this.qPer;
-    const tiered = this.qTiered;
-    const aliveTiers = this.qAlive;
-    const stage = this.qStage; // 0..3 current tier of the continuation, 4 = done
-    per.fill(0, 0, nw * 4);
-    tiered.fill(0, 0, nw * 4);
-    aliveTiers.fill(15, 0, nw);
-    stage.fill(0, 0, nw);
+    this.qPer.fill(0, 0, nw * 4);
+    this.qTiered.fill(0, 0, nw * 4);
+    this.qAlive.fill(15, 0, nw);
+    this.qStage.fill(0, 0, nw); // 0..3 current tier of the continuation, 4 = done
+  }
+
+  private lookupAll(h32: Int32Array, n: number): Int32Array {
+    if (this.qIds.length < n) this.qIds = new Int32Array(n * 2);
+    const ids = this.qIds;
+    const table = this.table;
+    for (let i = 0; i < n; i++) {
+      const id = table.find(h32[2 * i], h32[2 * i + 1]);
+      ids[i] = id;
+      if (id < 0 && !this.sharedBit) {
+        for (let j = i + 1; j < n; j++) ids[j] = -1;
+        break;
+      }
+    }
+    return ids;
+  }
+
+  private walk(ids: Int32Array, n: number, nw: number): OverlapResult["shared"] {
     let alive = nw;
     const ranges: [number, number][] = [];
     let total = 0;
@@ -477,18 +500,6 @@ export class TsKvIndex {
     const ng = groups.length;
     // shared-tier bit replicated in every 4-bit lane
     const sharedLanes = sharedBit * 0x11111111;
-    // Phase 1: all lookups in a tight loop, so the CPU overlaps their cache misses.
-    if (this.qIds.length < n) this.qIds = new Int32Array(n * 2);
-    const ids = this.qIds;
-    const table = this.table;
-    for (let i = 0; i < n; i++) {
-      const id = table.find(h32[2 * i], h32[2 * i + 1]);
-      ids[i] = id;
-      if (id < 0 && !sharedBit) {
-        for (let j = i + 1; j < n; j++) ids[j] = -1;
-        break;
-      }
-    }
     for (let i = 0; i < n; i++) {
       const id = ids[i];
       if (id < 0) {
@@ -516,34 +527,52 @@ export class TsKvIndex {
         if (!sharedBit) break;
         continue;
       }
-      for (let g = 0; g < ng; g++) {
-        const word = groups[g][id];
-        const base = g << 3;
-        const lim = Math.min(8, nw - base);
-        for (let k = 0; k < lim; k++) {
-          const s = base + k;
-          let st = stage[s];
-          const a = aliveTiers[s];
-          if (st === 4 && a === 0) continue;
-          const m = (word >>> (k << 2)) & 15;
-          if (a) {
-            const keep = a & m;
-            if (keep & 1) per[s * 4]++;
-            if (keep & 2) per[s * 4 + 1]++;
-            if (keep & 4) per[s * 4 + 2]++;
-            if (keep & 8) per[s * 4 + 3]++;
-            aliveTiers[s] = keep;
-          }
-          if (st < 4) {
-            while (st < 4 && !(m & (1 << st))) st++;
-            if (st < 4) tiered[s * 4 + st]++;
-            stage[s] = st;
-          }
-          if (st === 4 && aliveTiers[s] === 0) alive--;
-        }
-      }
+      alive -= this.advance(id, nw);
     }
     if (runStart >= 0) ranges.push([runStart, n]);
+    return { ranges, totalHits: total };
+  }
+
+  /** One block of every worker's continuation; returns how many workers it ended. */
+  private advance(id: number, nw: number): number {
+    const per = this.qPer;
+    const tiered = this.qTiered;
+    const aliveTiers = this.qAlive;
+    const stage = this.qStage;
+    const groups = this.masks;
+    let ended = 0;
+    for (let g = 0; g < groups.length; g++) {
+      const word = groups[g][id];
+      const base = g << 3;
+      const lim = Math.min(8, nw - base);
+      for (let k = 0; k < lim; k++) {
+        const s = base + k;
+        let st = stage[s];
+        const a = aliveTiers[s];
+        if (st === 4 && a === 0) continue;
+        const m = (word >>> (k << 2)) & 15;
+        if (a) {
+          const keep = a & m;
+          if (keep & 1) per[s * 4]++;
+          if (keep & 2) per[s * 4 + 1]++;
+          if (keep & 4) per[s * 4 + 2]++;
+          if (keep & 8) per[s * 4 + 3]++;
+          aliveTiers[s] = keep;
+        }
+        if (st < 4) {
+          while (st < 4 && !(m & (1 << st))) st++;
+          if (st < 4) tiered[s * 4 + st]++;
+          stage[s] = st;
+        }
+        if (st === 4 && aliveTiers[s] === 0) ended++;
+      }
+    }
+    return ended;
+  }
+
+  private workerOverlaps(nw: number): Map<string, WorkerOverlap> {
+    const per = this.qPer;
+    const tiered = this.qTiered;
     const workers = new Map<string, WorkerOverlap>();
     for (let s = 0; s < nw; s++) {
       const o = s * 4;
@@ -568,7 +597,7 @@ export class TsKvIndex {
         },
       });
     }
-    return { requestBlocks: n, workers, shared: { ranges, totalHits: total } };
+    return workers;
   }
 
   lookup(hash: bigint): BlockInfo | undefined {

@@ -94,7 +94,39 @@ export interface HarnessProcess {
 }
 
 export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
-  const eventsPort = await freePort();
+  const args = harnessArgs(o, await freePort());
+  const env = {
+    ...process.env,
+    // the harness lives in our package (python/kvctl_harness), never in the patched SGLang tree
+    PYTHONPATH: [
+      join(packageRoot, "python", "tests", "stand_ins"),
+      join(packageRoot, "python"),
+      o.tree,
+      process.env.PYTHONPATH ?? "",
+    ].join(delimiter),
+    PYTHONWARNINGS: "ignore",
+    KVCTL_WORKER_ID: o.workerId,
+  };
+  const child = spawn(venvPython, args, { cwd: tmpdir(), env, stdio: ["ignore", "pipe", "pipe"] });
+  let tail = "";
+  child.stderr!.on("data", (d: Buffer) => {
+    const s = d.toString();
+    tail = (tail + s).slice(-8000);
+    if (o.log) for (const line of s.split("\n")) if (line.trim()) o.log(line);
+  });
+  const ready = await readyLine(child, o.readyTimeoutMs ?? 240_000, () => tail);
+  return {
+    ready,
+    child,
+    stderrTail: () => tail,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await waitExit(child, 8000);
+    },
+  };
+}
+
+function harnessArgs(o: HarnessOptions, eventsPort: number): string[] {
   const args = [
     "-m",
     "kvctl_harness",
@@ -116,31 +148,20 @@ export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
     String(process.pid),
   ];
   if (o.storageDir) args.push("--storage-dir", o.storageDir);
-  const env = {
-    ...process.env,
-    // the harness lives in our package (python/kvctl_harness), never in the patched SGLang tree
-    PYTHONPATH: [
-      join(packageRoot, "python", "tests", "stand_ins"),
-      join(packageRoot, "python"),
-      o.tree,
-      process.env.PYTHONPATH ?? "",
-    ].join(delimiter),
-    PYTHONWARNINGS: "ignore",
-    KVCTL_WORKER_ID: o.workerId,
-  };
-  const child = spawn(venvPython, args, { cwd: tmpdir(), env, stdio: ["ignore", "pipe", "pipe"] });
-  let tail = "";
-  child.stderr!.on("data", (d: Buffer) => {
-    const s = d.toString();
-    tail = (tail + s).slice(-8000);
-    if (o.log) for (const line of s.split("\n")) if (line.trim()) o.log(line);
-  });
-  const ready = await new Promise<HarnessReady>((resolve, reject) => {
+  return args;
+}
+
+/** The harness's first stdout line, its ready message; rejects on a bad line, an exit or the timeout. */
+function readyLine(
+  child: ChildProcess,
+  timeoutMs: number,
+  tail: () => string,
+): Promise<HarnessReady> {
+  return new Promise<HarnessReady>((resolve, reject) => {
     let out = "";
     const timer = setTimeout(
-      () =>
-        reject(new Error(`harness not ready within ${o.readyTimeoutMs ?? 240_000} ms:\n${tail}`)),
-      o.readyTimeoutMs ?? 240_000,
+      () => reject(new Error(`harness not ready within ${timeoutMs} ms:\n${tail()}`)),
+      timeoutMs,
     );
     child.stdout!.on("data", (d: Buffer) => {
       out += d.toString();
@@ -159,19 +180,10 @@ export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
     child.once(
       "exit",
       (code) => (
-        clearTimeout(timer), reject(new Error(`harness exited ${code} before ready:\n${tail}`))
+        clearTimeout(timer), reject(new Error(`harness exited ${code} before ready:\n${tail()}`))
       ),
     );
   });
-  return {
-    ready,
-    child,
-    stderrTail: () => tail,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-      await waitExit(child, 8000);
-    },
-  };
 }
 
 /** Converts the JSON numbers of a harness reply's hash lists to bigint (exact either way). */

@@ -354,6 +354,15 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
   }
 
   private handle(frames: Buffer[], replayed: boolean): void {
+    const seq = this.seqOf(frames);
+    if (seq === null) return;
+    if (!this.admit(this.classify(seq, frames[2], replayed), seq, frames, replayed)) return;
+    this.seq.accept(seq);
+    this.applyPayload(seq, frames[2], replayed);
+  }
+
+  /** The message's seq, or null (counted and reported) when its frames are malformed. */
+  private seqOf(frames: Buffer[]): bigint | null {
     if (frames.length !== 3) {
       this.bad(
         "badFrames",
@@ -361,20 +370,24 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
         `message has ${frames.length} frames, expected 3 [topic, seq, payload]`,
         "wrong frame count",
       );
-      return;
+      return null;
     }
     let seq: bigint;
     try {
       seq = decodeSeq(frames[1]);
     } catch (e) {
       this.bad("badFrames", null, (e as Error).message, "bad seq frame");
-      return;
+      return null;
     }
     if (seq < 0n) {
       this.bad("badFrames", seq, "negative seq outside a replay");
-      return;
+      return null;
     }
-    const v = this.classify(seq, frames[2], replayed);
+    return seq;
+  }
+
+  /** Acts on the seq's verdict; false when the batch is not applied now (a duplicate, or a replay takes over). */
+  private admit(v: SeqVerdict, seq: bigint, frames: Buffer[], replayed: boolean): boolean {
     switch (v.kind) {
       case "duplicate":
         if (!replayed) {
@@ -385,7 +398,7 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
           );
           this.emit("duplicate", { worker: this.worker, seq, expected: v.expected });
         }
-        return;
+        return false;
       case "restart":
         this.metrics.restarts++;
         this.problem(
@@ -394,43 +407,46 @@ export class KvEventConsumer extends EventEmitter<ConsumerEvents> {
         );
         this.emit("restart", { worker: this.worker, seq, expected: v.expected });
         this.opts.sink?.resetWorker(this.worker);
-        break;
+        return true;
       case "gap":
-        if (replayed) {
-          // The replay buffer no longer holds what we missed.
-          this.metrics.unrecoveredBatches += Number(v.missing);
-        } else {
-          this.metrics.gaps++;
-          this.metrics.missedBatches += Number(v.missing);
-          this.problem(
-            "batches dropped (seq gap)",
-            `seq ${seq}: gap, ${v.missing} batch(es) missing from ${v.expected}`,
-            Number(v.missing),
-          );
-          this.emit("gap", {
-            worker: this.worker,
-            expected: v.expected,
-            got: seq,
-            missing: v.missing,
-          });
-          if (this.opts.replayEndpoint) {
-            this.startReplay(v.expected, frames);
-            return;
-          }
-          this.metrics.unrecoveredBatches += Number(v.missing);
-        }
-        break;
+        return this.onGap(v, seq, frames, replayed);
       case "first":
         if (!replayed && seq > 0n && this.opts.catchUp && this.opts.replayEndpoint) {
           this.startReplay(0n, frames);
-          return;
+          return false;
         }
-        break;
+        return true;
       case "next":
-        break;
+        return true;
     }
-    this.seq.accept(seq);
-    this.applyPayload(seq, frames[2], replayed);
+  }
+
+  /** Batches missed: counted, reported, and asked of the replay socket when there is one. */
+  private onGap(
+    v: Extract<SeqVerdict, { kind: "gap" }>,
+    seq: bigint,
+    frames: Buffer[],
+    replayed: boolean,
+  ): boolean {
+    if (replayed) {
+      // The replay buffer no longer holds what we missed.
+      this.metrics.unrecoveredBatches += Number(v.missing);
+      return true;
+    }
+    this.metrics.gaps++;
+    this.metrics.missedBatches += Number(v.missing);
+    this.problem(
+      "batches dropped (seq gap)",
+      `seq ${seq}: gap, ${v.missing} batch(es) missing from ${v.expected}`,
+      Number(v.missing),
+    );
+    this.emit("gap", { worker: this.worker, expected: v.expected, got: seq, missing: v.missing });
+    if (this.opts.replayEndpoint) {
+      this.startReplay(v.expected, frames);
+      return false;
+    }
+    this.metrics.unrecoveredBatches += Number(v.missing);
+    return true;
   }
 
   /**

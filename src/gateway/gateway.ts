@@ -154,28 +154,11 @@ function assemble(options: GatewayOptions): Parts {
   const log = logger.log;
   const clock = options.clock ?? systemClock;
   const metrics = new GatewayMetrics();
-  const auth = resolvedAuth
-    ? new AuthGate(resolvedAuth, metrics.registry, () => clock.now())
-    : null;
-  const caps = resolvedAuth
-    ? new PinCaps(resolvedAuth.tenants, () => sessions.localRecords(), metrics.registry)
-    : null;
   const index = options.index ?? new InMemoryKvIndex();
   const decisionLog = config.jsonLog
     ? (options.decisionLog ?? ((l: string) => process.stdout.write(`${l}\n`)))
     : null;
-  const policy = resolvePolicy(
-    options.policy,
-    config,
-    {
-      config: config.policies,
-      registry: metrics.registry,
-      log: log.warn,
-      decisionLog,
-      tenantCaps: tenantCapsOf(resolvedAuth),
-    },
-    log.info,
-  );
+  const policy = policyOf(options, config, metrics.registry, log, decisionLog, resolvedAuth);
   const nats = new NatsLink(config, metrics, log);
   const sessions = new SessionStore({
     kv: () => nats.kv(),
@@ -185,6 +168,80 @@ function assemble(options: GatewayOptions): Parts {
     clock,
     log,
   });
+  const base = { config, log, clock, metrics, index, decisionLog, policy, nats, sessions };
+  const loop = assembleLoop(base, resolvedAuth);
+  let requestSeq = 0;
+  const ctx: TurnContext = {
+    config,
+    workers: loop.workers,
+    index,
+    sessions,
+    metrics,
+    clock,
+    observe: loop.observe,
+    decisionLog,
+    log,
+    rand: options.rand ?? Math.random,
+    nextRequestId: () => `gw-${process.pid.toString(36)}-${(++requestSeq).toString(36)}`,
+    recording: loop.recording,
+    requestLog: logger.request,
+    latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
+    auth: resolvedAuth ? new AuthGate(resolvedAuth, metrics.registry, () => clock.now()) : null,
+  };
+  return {
+    tls,
+    config,
+    ctx,
+    nats,
+    commands: loop.commands,
+    recorder: loop.recorder,
+    ledger: loop.ledger,
+    inspector: loop.inspector,
+    expiry: loop.expiry,
+    sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, loop.observe),
+  };
+}
+
+function policyOf(
+  options: GatewayOptions,
+  config: GatewayConfig,
+  registry: GatewayMetrics["registry"],
+  log: GatewayLog,
+  decisionLog: ((line: string) => void) | null,
+  resolvedAuth: ResolvedAuth | null,
+): GatewayPolicy {
+  return resolvePolicy(
+    options.policy,
+    config,
+    {
+      config: config.policies,
+      registry,
+      log: log.warn,
+      decisionLog,
+      tenantCaps: tenantCapsOf(resolvedAuth),
+    },
+    log.info,
+  );
+}
+
+interface Base {
+  config: GatewayConfig;
+  log: GatewayLog;
+  clock: Clock;
+  metrics: GatewayMetrics;
+  index: KvIndex;
+  decisionLog: ((line: string) => void) | null;
+  policy: GatewayPolicy;
+  nats: NatsLink;
+  sessions: SessionStore;
+}
+
+/** The policy's loop: observations in, commands out through the ledger and the sink, acks back. */
+function assembleLoop(b: Base, resolvedAuth: ResolvedAuth | null) {
+  const { config, log, clock, metrics, decisionLog, policy, nats, sessions } = b;
+  const caps = resolvedAuth
+    ? new PinCaps(resolvedAuth.tenants, () => sessions.localRecords(), metrics.registry)
+    : null;
   // Every hold-changing command is recorded in its session before it is sent (see hold-ledger.ts).
   const recording = new Map<string, Promise<void>>();
   const holdMetrics = new HoldMetrics(metrics.registry);
@@ -227,6 +284,50 @@ function assemble(options: GatewayOptions): Parts {
     log,
   });
   nats.whenUp(() => commands.flush());
+  const workers = assembleWorkers(b, observe, radix, (w) => inspector.restartedFromEvents(w));
+  const { inspector, expiry } = assembleWatchers(b, ledger, observe, workers, holdMetrics);
+  return { recording, observe, workers, commands, recorder, ledger, inspector, expiry };
+}
+
+/** Each worker's Inspect, and the expiry of session records still naming holds. */
+function assembleWatchers(
+  b: Base,
+  ledger: HoldLedger,
+  observe: (o: Observation) => void,
+  workers: WorkerSet,
+  holdMetrics: HoldMetrics,
+): { inspector: WorkerInspector; expiry: SessionExpiry } {
+  const { config, log, clock, nats, sessions } = b;
+  const inspector = new WorkerInspector({
+    workers: () => workers.workers,
+    publisher: () => (nats.connected ? nats.publisher : null),
+    index: b.index,
+    observe,
+    clock,
+    log,
+    metrics: holdMetrics,
+    intervalMs: config.sessions.inspectMs,
+    namedPins: (w) => namedPins(sessions.localRecords(), w),
+  });
+  const expiry = new SessionExpiry({
+    kv: () => nats.kv(),
+    ledger,
+    observe,
+    clock,
+    log,
+    ttlSeconds: config.sessions.ttlSeconds,
+  });
+  return { inspector, expiry };
+}
+
+/** The workers, their KV events (Dynamo's NATS plane among them) feeding the index. */
+function assembleWorkers(
+  b: Base,
+  observe: (o: Observation) => void,
+  radix: RadixSessions,
+  restarted: (worker: string) => void,
+): WorkerSet {
+  const { config, log, clock, metrics, index, policy, nats } = b;
   const dynamoNats = nats.configured
     ? new DynamoNatsPlane({
         connection: () => (nats.connected ? nats.nc : null),
@@ -236,7 +337,7 @@ function assemble(options: GatewayOptions): Parts {
       })
     : null;
   if (dynamoNats) nats.whenUp(() => dynamoNats.resubscribe());
-  const workers = secured(
+  return secured(
     () =>
       new WorkerSet({
         config,
@@ -254,58 +355,9 @@ function assemble(options: GatewayOptions): Parts {
           log,
         ),
         programReleased: (w, program, why) => radix.release(w, program, why),
-        restarted: (w) => inspector.restartedFromEvents(w),
+        restarted,
       }),
   );
-  const inspector = new WorkerInspector({
-    workers: () => workers.workers,
-    publisher: () => (nats.connected ? nats.publisher : null),
-    index,
-    observe,
-    clock,
-    log,
-    metrics: holdMetrics,
-    intervalMs: config.sessions.inspectMs,
-    namedPins: (w) => namedPins(sessions.localRecords(), w),
-  });
-  const expiry = new SessionExpiry({
-    kv: () => nats.kv(),
-    ledger,
-    observe,
-    clock,
-    log,
-    ttlSeconds: config.sessions.ttlSeconds,
-  });
-  let requestSeq = 0;
-  const ctx: TurnContext = {
-    config,
-    workers,
-    index,
-    sessions,
-    metrics,
-    clock,
-    observe,
-    decisionLog,
-    log,
-    rand: options.rand ?? Math.random,
-    nextRequestId: () => `gw-${process.pid.toString(36)}-${(++requestSeq).toString(36)}`,
-    recording,
-    requestLog: logger.request,
-    latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
-    auth,
-  };
-  return {
-    tls,
-    config,
-    ctx,
-    nats,
-    commands,
-    recorder,
-    ledger,
-    inspector,
-    expiry,
-    sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, observe),
-  };
 }
 
 /** Each tenant's pin caps from the auth config, for the policy to apply before it pins. */
@@ -411,6 +463,23 @@ function startIdleTimer(p: Parts): NodeJS.Timeout | null {
   return timer;
 }
 
+/** Resolves once recorded turns, sent commands, their records and the ledger's chains are done. */
+async function settledAll(p: Parts): Promise<void> {
+  const { ctx, commands, recorder, ledger } = p;
+  do {
+    await Promise.all([...ctx.recording.values()]);
+    await commands.settled();
+    await Promise.all([...recorder.pending]);
+    await ledger.settled();
+    // A turn that finished meanwhile may have sent commands after the wait above began.
+  } while (
+    ctx.recording.size > 0 ||
+    recorder.pending.size > 0 ||
+    commands.inFlight > 0 ||
+    ledger.busy
+  );
+}
+
 function handle(
   p: Parts,
   app: FastifyInstance,
@@ -419,7 +488,7 @@ function handle(
   idleTimer: NodeJS.Timeout | null,
   drain: DrainGate,
 ): Gateway {
-  const { ctx, config, commands, recorder, ledger } = p;
+  const { ctx, config, commands } = p;
   const addr = app.server.address();
   const port = typeof addr === "object" && addr ? addr.port : config.listen.port;
   const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
@@ -447,20 +516,7 @@ function handle(
       if (!c) throw new TlsConfigError("listen.tls: the gateway was started without TLS");
       (app.server as TlsServer).setSecureContext(loadTls(c));
     },
-    async settled() {
-      do {
-        await Promise.all([...ctx.recording.values()]);
-        await commands.settled();
-        await Promise.all([...recorder.pending]);
-        await ledger.settled();
-        // A turn that finished meanwhile may have sent commands after the wait above began.
-      } while (
-        ctx.recording.size > 0 ||
-        recorder.pending.size > 0 ||
-        commands.inFlight > 0 ||
-        ledger.busy
-      );
-    },
+    settled: () => settledAll(p),
     close() {
       closing ??= closeOnce();
       return closing;

@@ -304,18 +304,8 @@ export function prepareHold(
       const narrowed = c.block_hashes.filter((b) => claimed.delete(String(b)));
       return recordRelease(r, env, { ...pc, command: { ...c, block_hashes: narrowed } }, claims);
     }
-    case "Pause": {
-      const h = newHold(env, pc, "lease", c.block_hashes, c.ttl_seconds);
-      h.leaseId = c.lease_id;
-      // A Pause under a lease id the worker already holds extends that lease (its blocks joined, a
-      // new expiry), so the record keeps one hold per lease id.
-      const same = (x: HoldRecord) =>
-        x.kind === "lease" && x.leaseId === c.lease_id && x.worker === pc.worker;
-      h.blocks = [...new Set([...hs.filter(same).flatMap((x) => x.blocks), ...h.blocks])];
-      r.holds = hs.filter((x) => !same(x));
-      r.holds.push(h);
-      return { pc, effect: { take: h.id } };
-    }
+    case "Pause":
+      return { pc, effect: { take: takeLease(r, pc, c, env).id } };
     case "RenewLease":
       return { pc, effect: { renew: c.lease_id, ttlSeconds: c.new_ttl_seconds } };
     case "RevokeLease": {
@@ -325,16 +315,8 @@ export function prepareHold(
       );
       return claim ? recordRelease(r, env, pc, [claim]) : { pc, effect: null };
     }
-    case "ToolStart": {
-      const h = newHold(env, pc, "offload", c.block_hashes, null);
-      h.toolSession = c.session_id;
-      // The worker ends an earlier offload of the session itself when a new ToolStart arrives.
-      r.holds = hs.filter(
-        (x) => !(x.kind === "offload" && x.toolSession === c.session_id && x.worker === pc.worker),
-      );
-      r.holds.push(h);
-      return { pc, effect: { take: h.id } };
-    }
+    case "ToolStart":
+      return { pc, effect: { take: takeOffload(r, pc, c, env).id } };
     case "ToolEnd": {
       const claims = hs
         .filter(
@@ -347,6 +329,41 @@ export function prepareHold(
     default:
       return { pc, effect: null };
   }
+}
+
+/** A Pause's lease; one under a lease id the worker already holds extends that lease (its blocks
+ * joined, a new expiry), so the record keeps one hold per lease id. */
+function takeLease(
+  r: SessionRecord,
+  pc: PolicyCommand,
+  c: Extract<Command, { type: "Pause" }>,
+  env: HoldEnv,
+): HoldRecord {
+  const hs = holdsOf(r);
+  const h = newHold(env, pc, "lease", c.block_hashes, c.ttl_seconds);
+  h.leaseId = c.lease_id;
+  const same = (x: HoldRecord) =>
+    x.kind === "lease" && x.leaseId === c.lease_id && x.worker === pc.worker;
+  h.blocks = [...new Set([...hs.filter(same).flatMap((x) => x.blocks), ...h.blocks])];
+  r.holds = hs.filter((x) => !same(x));
+  r.holds.push(h);
+  return h;
+}
+
+/** A ToolStart's offload; the worker ends an earlier offload of the session itself when a new one arrives. */
+function takeOffload(
+  r: SessionRecord,
+  pc: PolicyCommand,
+  c: Extract<Command, { type: "ToolStart" }>,
+  env: HoldEnv,
+): HoldRecord {
+  const h = newHold(env, pc, "offload", c.block_hashes, null);
+  h.toolSession = c.session_id;
+  r.holds = holdsOf(r).filter(
+    (x) => !(x.kind === "offload" && x.toolSession === c.session_id && x.worker === pc.worker),
+  );
+  r.holds.push(h);
+  return h;
 }
 
 /** The blocks of a pin the worker did not pin: those it lacked (missing), then the refused tail. */
@@ -451,80 +468,64 @@ export function releaseCommands(
   pruneHolds(r, env);
   const out = resendReleases(r, env, pick, resend);
   const hs = holdsOf(r).filter(pick);
-  const sessionId = r.id;
   for (const worker of new Set(hs.filter((h) => PIN_KINDS.has(h.kind)).map((h) => h.worker))) {
     const mine = hs.filter((h) => h.worker === worker && PIN_KINDS.has(h.kind));
-    // Layer j takes the j-th hold of every block held j times or more: one unpin per hold.
-    for (;;) {
-      const claims = new Map<string, Claim>();
-      const seen = new Set<string>();
-      for (const h of mine) {
-        for (const b of h.blocks) {
-          if (seen.has(b)) continue;
-          seen.add(b);
-          const c = claims.get(h.id) ?? { hold: h.id, blocks: [] };
-          c.blocks.push(b);
-          claims.set(h.id, c);
-        }
-      }
-      if (!seen.size) break;
-      for (const c of claims.values()) {
-        const h = mine.find((x) => x.id === c.hold) as HoldRecord;
-        h.blocks = h.blocks.filter((b) => !c.blocks.includes(b));
-        h.releasing.push(...c.blocks);
-        claimedBy(h, env);
-      }
-      out.push(
-        recordRelease(
-          r,
-          env,
-          {
-            worker,
-            sessionId,
-            reason,
-            command: { type: "Cache", block_hashes: [...seen].map((b) => BigInt(b)), pin: false },
-          },
-          [...claims.values()],
-        ),
-      );
-    }
+    out.push(...unpinLayers(r, env, worker, mine, reason));
   }
   for (const h of hs) {
-    if (h.kind === "lease" && h.leaseId) {
-      const claim = claimWhole(h, env);
-      if (claim)
-        out.push(
-          recordRelease(
-            r,
-            env,
-            {
-              worker: h.worker,
-              sessionId,
-              reason,
-              command: { type: "RevokeLease", lease_id: h.leaseId },
-            },
-            [claim],
-          ),
-        );
-    } else if (h.kind === "offload" && h.toolSession && h.epoch !== null) {
-      const claim = claimWhole(h, env);
-      if (claim)
-        out.push(
-          recordRelease(
-            r,
-            env,
-            {
-              worker: h.worker,
-              sessionId,
-              reason,
-              command: { type: "ToolEnd", session_id: h.toolSession, epoch: h.epoch },
-            },
-            [claim],
-          ),
-        );
-    }
+    const command: Command | null =
+      h.kind === "lease" && h.leaseId
+        ? { type: "RevokeLease", lease_id: h.leaseId }
+        : h.kind === "offload" && h.toolSession && h.epoch !== null
+          ? { type: "ToolEnd", session_id: h.toolSession, epoch: h.epoch }
+          : null;
+    const claim = command && claimWhole(h, env);
+    if (command && claim)
+      out.push(
+        recordRelease(r, env, { worker: h.worker, sessionId: r.id, reason, command }, [claim]),
+      );
   }
   return out;
+}
+
+/** The unpins of a worker's pin holds: layer j takes the j-th hold of every block held j times
+ * or more, so each unpin releases one pin of each hold it names. */
+function unpinLayers(
+  r: SessionRecord,
+  env: HoldEnv,
+  worker: string,
+  mine: HoldRecord[],
+  reason: string,
+): { pc: PolicyCommand; effect: HoldEffect }[] {
+  const out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
+  for (;;) {
+    const claims = new Map<string, Claim>();
+    const seen = new Set<string>();
+    for (const h of mine) {
+      for (const b of h.blocks) {
+        if (seen.has(b)) continue;
+        seen.add(b);
+        const c = claims.get(h.id) ?? { hold: h.id, blocks: [] };
+        c.blocks.push(b);
+        claims.set(h.id, c);
+      }
+    }
+    if (!seen.size) return out;
+    for (const c of claims.values()) {
+      const h = mine.find((x) => x.id === c.hold) as HoldRecord;
+      h.blocks = h.blocks.filter((b) => !c.blocks.includes(b));
+      h.releasing.push(...c.blocks);
+      claimedBy(h, env);
+    }
+    const command: Command = {
+      type: "Cache",
+      block_hashes: [...seen].map((b) => BigInt(b)),
+      pin: false,
+    };
+    out.push(
+      recordRelease(r, env, { worker, sessionId: r.id, reason, command }, [...claims.values()]),
+    );
+  }
 }
 
 /** The pins, leases and tool offload the record names, as the policy reads them at a turn's start. */

@@ -10,6 +10,21 @@ const TOKEN_GAP_BUCKETS = [
   0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6, 1.2, 2.5, 5,
 ];
 
+function latencyHistogram(
+  registers: Registry[],
+  name: string,
+  help: string,
+  buckets: number[],
+): HotHistogram<"route" | "worker" | "tenant"> {
+  return new HotHistogram({
+    name,
+    help,
+    labelNames: ["route", "worker", "tenant"] as const,
+    buckets,
+    registers,
+  });
+}
+
 export class OpsMetrics {
   readonly listenerCuts: Counter<"reason">;
   readonly connectionsRefused: Counter;
@@ -25,72 +40,59 @@ export class OpsMetrics {
 
   constructor(registry: Registry) {
     const registers = [registry];
-    this.listenerCuts = new Counter({
-      name: "kvctl_gateway_listener_cuts_total",
-      help: "Client connections the listener cut, by reason (request_timeout: headers or body not received within their deadline, answered 408; parse_error; reset)",
-      labelNames: ["reason"] as const,
-      registers,
-    });
-    this.connectionsRefused = new Counter({
-      name: "kvctl_gateway_connections_refused_total",
-      help: "Client connections closed at once because listener.maxConnections were open",
-      registers,
-    });
-    this.connectionsOpen = new Gauge({
-      name: "kvctl_gateway_connections_open",
-      help: "Client connections open",
-      registers,
-    });
-    this.admissionRefused = new Counter({
-      name: "kvctl_gateway_admission_refused_total",
-      help: "Requests refused at admission: queue_full (429) or deadline (503, waited past admission.queueTimeoutMs)",
-      labelNames: ["worker", "reason", "tenant"] as const,
-      registers,
-    });
-    this.drainRefused = new Counter({
-      name: "kvctl_gateway_drain_refused_total",
-      help: "Requests answered 503 because the gateway was draining",
-      labelNames: ["route"] as const,
-      registers,
-    });
-    this.draining = new Gauge({
-      name: "kvctl_gateway_draining",
-      help: "1 while the gateway drains (not ready; new requests get 503)",
-      registers,
-    });
-    this.membership = new Counter({
-      name: "kvctl_gateway_membership_changes_total",
-      help: "Workers added, drained, undrained, removed (admin API or config file) and joined (came up after start)",
-      labelNames: ["change"] as const,
-      registers,
-    });
-    this.kvEventsRefused = new Counter({
-      name: "kvctl_gateway_kv_events_refused_total",
-      help: "KV-event messages ZMQ refused unread (over the size cap, or bad framing); each drops and re-opens the connection",
-      labelNames: ["worker"] as const,
-      registers,
-    });
-    const labelNames = ["route", "worker", "tenant"] as const;
-    this.ttft = new HotHistogram({
-      name: "kvctl_gateway_time_to_first_token_seconds",
-      help: "Streamed requests: time from the request to the first answer chunk",
-      labelNames,
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.tokenGap = new HotHistogram({
-      name: "kvctl_gateway_inter_token_latency_seconds",
-      help: "Streamed requests: time between two answer chunks",
-      labelNames,
-      buckets: TOKEN_GAP_BUCKETS,
-      registers,
-    });
-    this.e2e = new HotHistogram({
-      name: "kvctl_gateway_e2e_latency_seconds",
-      help: "Time from the request to the end of its answer, by route, worker and tenant",
-      labelNames,
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
+    const counter = <L extends string>(name: string, help: string, labelNames: L[] = []) =>
+      new Counter<L>({ name, help, labelNames, registers });
+    const gauge = (name: string, help: string) => new Gauge({ name, help, registers });
+    this.listenerCuts = counter(
+      "kvctl_gateway_listener_cuts_total",
+      "Client connections the listener cut, by reason (request_timeout: headers or body not received within their deadline, answered 408; parse_error; reset)",
+      ["reason"],
+    );
+    this.connectionsRefused = counter(
+      "kvctl_gateway_connections_refused_total",
+      "Client connections closed at once because listener.maxConnections were open",
+    );
+    this.connectionsOpen = gauge("kvctl_gateway_connections_open", "Client connections open");
+    this.admissionRefused = counter(
+      "kvctl_gateway_admission_refused_total",
+      "Requests refused at admission: queue_full (429) or deadline (503, waited past admission.queueTimeoutMs)",
+      ["worker", "reason", "tenant"],
+    );
+    this.drainRefused = counter(
+      "kvctl_gateway_drain_refused_total",
+      "Requests answered 503 because the gateway was draining",
+      ["route"],
+    );
+    this.draining = gauge(
+      "kvctl_gateway_draining",
+      "1 while the gateway drains (not ready; new requests get 503)",
+    );
+    this.membership = counter(
+      "kvctl_gateway_membership_changes_total",
+      "Workers added, drained, undrained, removed (admin API or config file) and joined (came up after start)",
+      ["change"],
+    );
+    this.kvEventsRefused = counter(
+      "kvctl_gateway_kv_events_refused_total",
+      "KV-event messages ZMQ refused unread (over the size cap, or bad framing); each drops and re-opens the connection",
+      ["worker"],
+    );
+    const latency = (name: string, help: string, buckets: number[]) =>
+      latencyHistogram(registers, name, help, buckets);
+    this.ttft = latency(
+      "kvctl_gateway_time_to_first_token_seconds",
+      "Streamed requests: time from the request to the first answer chunk",
+      LATENCY_BUCKETS,
+    );
+    this.tokenGap = latency(
+      "kvctl_gateway_inter_token_latency_seconds",
+      "Streamed requests: time between two answer chunks",
+      TOKEN_GAP_BUCKETS,
+    );
+    this.e2e = latency(
+      "kvctl_gateway_e2e_latency_seconds",
+      "Time from the request to the end of its answer, by route, worker and tenant",
+      LATENCY_BUCKETS,
+    );
   }
 }

@@ -123,45 +123,63 @@ async function forward(
     r.generates && streamOf("chat", body?.stream) !== true,
   );
   for (const [i, w] of workers.entries()) {
-    const ac = new AbortController();
-    const abort = () => ac.abort(new Error(`worker ${w.id} was drained while answering`));
-    const gone = () => {
-      if (!reply.raw.writableFinished) ac.abort(new Error("client disconnected"));
-    };
-    w.calls.add(abort);
-    reply.raw.once("close", gone);
-    let answer: Dispatcher.ResponseData;
-    try {
-      answer = await w.pool.request({
-        method: r.method,
-        path: req.url,
-        headers: upstreamHeaders(req),
-        body: raw && raw.length > 0 ? raw : undefined,
-        signal: ac.signal,
-        ...timeouts,
-      });
-      // Another worker may hold the object this one does not know.
-      if (answer.statusCode === 404 && r.owned && i < workers.length - 1) {
-        await answer.body.dump();
-        continue;
-      }
-      ctx.metrics.countRequest(r.kind, w.id, answer.statusCode);
-      reply.hijack();
-      reply.raw.writeHead(answer.statusCode, passHeaders(w.id, answer.headers));
-      await pipeline(answer.body, reply.raw);
-      return;
-    } catch (e) {
-      if (reply.sent || reply.raw.headersSent) {
-        reply.raw.destroy();
-        return;
-      }
-      ctx.metrics.countRequest(r.kind, w.id, 502);
-      return fail(502, "upstream_error", `worker ${w.id} failed: ${(e as Error).message}`);
-    } finally {
-      w.calls.delete(abort);
-      reply.raw.off("close", gone);
-    }
+    const last = i === workers.length - 1;
+    if (await askWorker(ctx, r, req, reply, w, raw, timeouts, last, fail)) return;
   }
+}
+
+/**
+ * One worker's answer passed back (true), or false when it does not hold the object the path
+ * names and another worker is left to ask.
+ */
+async function askWorker(
+  ctx: TurnContext,
+  r: PassRoute,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  w: GatewayWorker,
+  raw: Buffer | undefined,
+  timeouts: ReturnType<typeof callTimeouts>,
+  last: boolean,
+  fail: (status: number, type: string, message: string) => unknown,
+): Promise<boolean> {
+  const ac = new AbortController();
+  const abort = () => ac.abort(new Error(`worker ${w.id} was drained while answering`));
+  const gone = () => {
+    if (!reply.raw.writableFinished) ac.abort(new Error("client disconnected"));
+  };
+  w.calls.add(abort);
+  reply.raw.once("close", gone);
+  let answer: Dispatcher.ResponseData;
+  try {
+    answer = await w.pool.request({
+      method: r.method,
+      path: req.url,
+      headers: upstreamHeaders(req),
+      body: raw && raw.length > 0 ? raw : undefined,
+      signal: ac.signal,
+      ...timeouts,
+    });
+    // Another worker may hold the object this one does not know.
+    if (answer.statusCode === 404 && r.owned && !last) {
+      await answer.body.dump();
+      return false;
+    }
+    ctx.metrics.countRequest(r.kind, w.id, answer.statusCode);
+    reply.hijack();
+    reply.raw.writeHead(answer.statusCode, passHeaders(w.id, answer.headers));
+    await pipeline(answer.body, reply.raw);
+  } catch (e) {
+    if (reply.sent || reply.raw.headersSent) reply.raw.destroy();
+    else {
+      ctx.metrics.countRequest(r.kind, w.id, 502);
+      fail(502, "upstream_error", `worker ${w.id} failed: ${(e as Error).message}`);
+    }
+  } finally {
+    w.calls.delete(abort);
+    reply.raw.off("close", gone);
+  }
+  return true;
 }
 
 /** Registers the pass-through routes; their bodies are kept as bytes (the worker judges them). */

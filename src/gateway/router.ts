@@ -97,16 +97,7 @@ export function routeRequest(
     sessionMoved,
   });
   if (ws.length === 1) return decide(ws[0], "only");
-
-  let max = -Infinity;
-  let min = Infinity;
-  for (const w of ws) {
-    max = Math.max(max, w.inFlight);
-    min = Math.min(min, w.inFlight);
-  }
-  if (max - min > o.balanceAbsThreshold && max > min * o.balanceRelThreshold)
-    return decide(leastLoaded(ws, rand), "balance");
-
+  if (imbalanced(ws, o)) return decide(leastLoaded(ws, rand), "balance");
   if (
     req.session &&
     affine !== null &&
@@ -115,41 +106,60 @@ export function routeRequest(
   ) {
     return decide(ws.find((w) => w.id === affine) as WorkerState, "session");
   }
-
   const ov = req.overlap;
   if (ov && ov.requestBlocks > 0) {
-    const trusted = ws.filter((w) => !w.stale);
-    let best = 0;
-    for (const w of trusted) {
-      const t = ov.workers.get(w.id)?.tiered;
-      if (t) best = Math.max(best, t.GPU + t.CPU_PINNED + t.DISK + t.EXTERNAL);
-    }
-    const matchRate = best / ov.requestBlocks;
-    if (matchRate > o.cacheThreshold) {
-      const loads: Record<string, WorkerLoad> = {};
-      for (const w of ws)
-        loads[w.id] = { activePrefillTokens: w.inFlightPromptTokens, activeRequests: w.inFlight };
-      const pageSize = ws[0].pageSize;
-      // A stale worker's overlap is not trusted: it is scored as holding nothing.
-      const masked: OverlapResult = {
-        ...ov,
-        workers: new Map([...ov.workers].filter(([id]) => trusted.some((w) => w.id === id))),
-      };
-      const pick = selectWorker(
-        scoreWorkers(
-          masked,
-          ws.map((w) => w.id),
-          pageSize,
-          loads,
-          o.scoring,
-        ),
-        o.scoring,
-        rand,
-      );
-      if (pick)
-        return decide(ws.find((w) => w.id === pick.worker) as WorkerState, "cache", matchRate);
-    }
+    const { pick, matchRate } = byCache(ov, ws, o, rand);
+    if (pick) return decide(pick, "cache", matchRate);
     return decide(leastLoaded(ws, rand), "load", matchRate);
   }
   return decide(leastLoaded(ws, rand), "load");
+}
+
+/** The load spread is past both balance thresholds: the least loaded worker wins outright. */
+function imbalanced(ws: readonly WorkerState[], o: RoutingOptions): boolean {
+  let max = -Infinity;
+  let min = Infinity;
+  for (const w of ws) {
+    max = Math.max(max, w.inFlight);
+    min = Math.min(min, w.inFlight);
+  }
+  return max - min > o.balanceAbsThreshold && max > min * o.balanceRelThreshold;
+}
+
+/** The best match rate over the trusted workers, and the worker the cache scoring picks when it is past the threshold. */
+function byCache(
+  ov: OverlapResult,
+  ws: readonly WorkerState[],
+  o: RoutingOptions,
+  rand: () => number,
+): { pick: WorkerState | null; matchRate: number } {
+  const trusted = ws.filter((w) => !w.stale);
+  let best = 0;
+  for (const w of trusted) {
+    const t = ov.workers.get(w.id)?.tiered;
+    if (t) best = Math.max(best, t.GPU + t.CPU_PINNED + t.DISK + t.EXTERNAL);
+  }
+  const matchRate = best / ov.requestBlocks;
+  if (matchRate <= o.cacheThreshold) return { pick: null, matchRate };
+  const loads: Record<string, WorkerLoad> = {};
+  for (const w of ws)
+    loads[w.id] = { activePrefillTokens: w.inFlightPromptTokens, activeRequests: w.inFlight };
+  const pageSize = ws[0].pageSize;
+  // A stale worker's overlap is not trusted: it is scored as holding nothing.
+  const masked: OverlapResult = {
+    ...ov,
+    workers: new Map([...ov.workers].filter(([id]) => trusted.some((w) => w.id === id))),
+  };
+  const pick = selectWorker(
+    scoreWorkers(
+      masked,
+      ws.map((w) => w.id),
+      pageSize,
+      loads,
+      o.scoring,
+    ),
+    o.scoring,
+    rand,
+  );
+  return { pick: pick ? (ws.find((w) => w.id === pick.worker) as WorkerState) : null, matchRate };
 }

@@ -108,19 +108,7 @@ export function turnResultOf(route: RouteKind, json: unknown): TurnResult {
     reasoningText: null,
   };
   if (!o) return r;
-  if (route === "generate") {
-    const first = Array.isArray(json) ? obj(json[0]) : o;
-    const meta = obj(first?.meta_info);
-    if (isIntArray(first?.output_ids)) r.outputTokens = first.output_ids as number[];
-    const fr = obj(meta?.finish_reason);
-    r.finishReason = typeof fr?.type === "string" ? fr.type : null;
-    r.usage = {
-      promptTokens: num(meta?.prompt_tokens),
-      completionTokens: num(meta?.completion_tokens),
-      cachedTokens: num(meta?.cached_tokens),
-    };
-    return r;
-  }
+  if (route === "generate") return generateResult(r, json, o);
   if (route === "messages") {
     r.finishReason = typeof o.stop_reason === "string" ? o.stop_reason : null;
     if (Array.isArray(o.content)) {
@@ -136,24 +124,42 @@ export function turnResultOf(route: RouteKind, json: unknown): TurnResult {
     return r;
   }
   const choice = Array.isArray(o.choices) ? obj(o.choices[0]) : null;
-  if (!choice) return r;
+  return choice ? choiceResult(r, choice) : r;
+}
+
+/** /generate: the first answer's output ids, finish reason and its own token counts. */
+function generateResult(r: TurnResult, json: unknown, o: Record<string, unknown>): TurnResult {
+  const first = Array.isArray(json) ? obj(json[0]) : o;
+  const meta = obj(first?.meta_info);
+  if (isIntArray(first?.output_ids)) r.outputTokens = first.output_ids as number[];
+  const fr = obj(meta?.finish_reason);
+  r.finishReason = typeof fr?.type === "string" ? fr.type : null;
+  r.usage = {
+    promptTokens: num(meta?.prompt_tokens),
+    completionTokens: num(meta?.completion_tokens),
+    cachedTokens: num(meta?.cached_tokens),
+  };
+  return r;
+}
+
+/** chat/completions: the first choice's token ids, finish reason, reasoning text and tool calls. */
+function choiceResult(r: TurnResult, choice: Record<string, unknown>): TurnResult {
   r.finishReason = typeof choice.finish_reason === "string" ? choice.finish_reason : null;
   if (isIntArray(choice.prompt_token_ids)) r.promptTokens = choice.prompt_token_ids;
   if (isIntArray(choice.response_token_ids)) r.outputTokens = choice.response_token_ids;
   else if (isIntArray(choice.token_ids)) r.outputTokens = choice.token_ids;
   const msg = obj(choice.message);
-  if (msg) {
-    if (typeof msg.reasoning_content === "string" && msg.reasoning_content !== "")
-      r.reasoningText = msg.reasoning_content;
-    if (Array.isArray(msg.tool_calls)) {
-      for (const t of msg.tool_calls) {
-        const tc = obj(t);
-        const fn = obj(tc?.function);
-        r.toolCalls.push({
-          id: typeof tc?.id === "string" ? tc.id : null,
-          name: typeof fn?.name === "string" ? fn.name : null,
-        });
-      }
+  if (!msg) return r;
+  if (typeof msg.reasoning_content === "string" && msg.reasoning_content !== "")
+    r.reasoningText = msg.reasoning_content;
+  if (Array.isArray(msg.tool_calls)) {
+    for (const t of msg.tool_calls) {
+      const tc = obj(t);
+      const fn = obj(tc?.function);
+      r.toolCalls.push({
+        id: typeof tc?.id === "string" ? tc.id : null,
+        name: typeof fn?.name === "string" ? fn.name : null,
+      });
     }
   }
   return r;

@@ -48,25 +48,15 @@ export async function openTracer(
     import("@opentelemetry/exporter-trace-otlp-http"),
     import("@opentelemetry/resources"),
   ]);
-  let lost = 0;
-  const otlpExporter = new otlp.OTLPTraceExporter({ url, timeoutMillis: EXPORT_TIMEOUT_MS });
-  // The exporter reports a failed batch only to its callback: counted here, logged once.
-  const exporter: SpanExporter = {
-    export(spans, done) {
-      otlpExporter.export(spans, (r) => {
-        if (r.code !== core.ExportResultCode.SUCCESS) {
-          if (lost === 0)
-            log.warn(
-              `gateway: OTLP export to ${url} failed: ${r.error?.message ?? "unknown error"} (spans dropped; counted)`,
-            );
-          lost += spans.length;
-        }
-        done(r);
-      });
-    },
-    shutdown: () => otlpExporter.shutdown(),
-    forceFlush: () => otlpExporter.forceFlush(),
-  };
+  const counted = countingExporter(
+    new otlp.OTLPTraceExporter({ url, timeoutMillis: EXPORT_TIMEOUT_MS }),
+    core.ExportResultCode.SUCCESS,
+    (e) =>
+      log.warn(
+        `gateway: OTLP export to ${url} failed: ${e?.message ?? "unknown error"} (spans dropped; counted)`,
+      ),
+  );
+  const exporter = counted.exporter;
   const provider = new base.BasicTracerProvider({
     resource: resources.resourceFromAttributes({ "service.name": t.serviceName }),
     spanProcessors: [
@@ -100,7 +90,30 @@ export async function openTracer(
     flush: () => provider.forceFlush(),
     close: () => provider.shutdown(),
     get lost() {
-      return lost;
+      return counted.lost();
     },
   };
+}
+
+/** The exporter reports a failed batch only to its callback: counted here, the first one told. */
+function countingExporter(
+  inner: SpanExporter,
+  success: number,
+  firstFailure: (e: Error | undefined) => void,
+): { exporter: SpanExporter; lost: () => number } {
+  let lost = 0;
+  const exporter: SpanExporter = {
+    export(spans, done) {
+      inner.export(spans, (r) => {
+        if (r.code !== success) {
+          if (lost === 0) firstFailure(r.error);
+          lost += spans.length;
+        }
+        done(r);
+      });
+    },
+    shutdown: () => inner.shutdown(),
+    forceFlush: () => inner.forceFlush?.() ?? Promise.resolve(),
+  };
+  return { exporter, lost: () => lost };
 }

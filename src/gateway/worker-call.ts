@@ -58,23 +58,8 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
   const { turn, worker } = call;
   const place = occupy(ctx, call);
   if (place.ticket?.queued) {
-    const bound = admissionBound(ctx.config.admission);
-    const over: Refusal | "gone" | null =
-      (worker.gate?.waiting ?? 0) > bound.maxQueued
-        ? "queue_full"
-        : await admitted(ctx, worker, place.ticket, call.client, bound.timeoutMs);
-    if (over) place.release();
-    if (over === "gone") {
-      ctx.metrics.clientAborts.inc({ route: turn.route });
-      ctx.metrics.countRequest(turn.route, worker.id, 499);
-      return {
-        kind: "done",
-        status: 0,
-        error: "client disconnected while waiting for admission",
-        result: null,
-      };
-    }
-    if (over) return refuse(ctx, call, over, tenantLabel(turn));
+    const refused = await waitAdmitted(ctx, call, place);
+    if (refused) return refused;
   }
   // A streamed chat turn asks for its output ids (token truth), cut from what the client gets.
   const askIds = asksStreamOutputIds(turn, worker.streamOutputIds);
@@ -116,6 +101,32 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
       relay,
     );
   });
+}
+
+/** A queued call waits for its turn on the worker: null once admitted, else its outcome (refused or gone). */
+async function waitAdmitted(
+  ctx: TurnContext,
+  call: WorkerCall,
+  place: { ticket: AdmissionTicket | null; release: () => void },
+): Promise<CallOutcome | null> {
+  const { turn, worker } = call;
+  const bound = admissionBound(ctx.config.admission);
+  const over: Refusal | "gone" | null =
+    (worker.gate?.waiting ?? 0) > bound.maxQueued
+      ? "queue_full"
+      : await admitted(ctx, worker, place.ticket as AdmissionTicket, call.client, bound.timeoutMs);
+  if (over) place.release();
+  if (over === "gone") {
+    ctx.metrics.clientAborts.inc({ route: turn.route });
+    ctx.metrics.countRequest(turn.route, worker.id, 499);
+    return {
+      kind: "done",
+      status: 0,
+      error: "client disconnected while waiting for admission",
+      result: null,
+    };
+  }
+  return over ? refuse(ctx, call, over, tenantLabel(turn)) : null;
 }
 
 /** The bytes sent: a session turn to a worker running SGLang's session radix cache names its session (radix-sessions.ts). */

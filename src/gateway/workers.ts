@@ -8,7 +8,7 @@
 // once it answers; an operator may drain one (no new traffic, its calls finish) or remove it.
 import type { Pool } from "undici";
 import { admissionGate, type Gate } from "./admission-mode.js";
-import { KvEventConsumer } from "../events/consumer.js";
+import { type EventSink, KvEventConsumer } from "../events/consumer.js";
 import { type DynamoNatsPlane, subscribeDynamoEvents } from "./dynamo-events.js";
 import { indexSink, type KvIndex } from "../index/index.js";
 import type { GatewayConfig, WorkerConfig } from "./config.js";
@@ -366,36 +366,12 @@ export class WorkerSet {
 
   private async subscribe(w: GatewayWorker): Promise<void> {
     const { index, metrics, clock, observe, log } = this.o;
-    // Both report problems with a worker's event stream.
-    const sink = indexSink(index, log.warn);
     const c = new KvEventConsumer({
       endpoint: w.events as string,
       worker: w.id,
       replayEndpoint: w.replay ?? undefined,
       topic: w.topic,
-      sink: {
-        ...sink,
-        applyBatch: (worker, batch, seq) => {
-          metrics.zmqEvents.inc({ worker });
-          sink.applyBatch?.(worker, batch, seq);
-        },
-        applyFrame: sink.applyFrame
-          ? (worker, payload, seq, withEvents) => {
-              metrics.zmqEvents.inc({ worker });
-              return (sink.applyFrame as NonNullable<typeof sink.applyFrame>)(
-                worker,
-                payload,
-                seq,
-                withEvents,
-              );
-            }
-          : undefined,
-        resetWorker: (worker) => {
-          sink.resetWorker(worker);
-          observe({ type: "WorkerCleared", at: clock.now(), worker, reason: "restart" });
-          this.o.restarted?.(worker);
-        },
-      },
+      sink: this.countedSink(),
       log: log.warn,
     });
     c.on("gap", (g) => {
@@ -425,6 +401,36 @@ export class WorkerSet {
     c.on("refused", () => metrics.ops.kvEventsRefused.inc({ worker: w.id }));
     await c.start();
     w.consumer = c;
+  }
+
+  /** The index as a consumer's sink: each batch counted, a restart told to the policy. */
+  private countedSink(): EventSink {
+    const { index, metrics, clock, observe, log } = this.o;
+    // Both report problems with a worker's event stream.
+    const sink = indexSink(index, log.warn);
+    return {
+      ...sink,
+      applyBatch: (worker, batch, seq) => {
+        metrics.zmqEvents.inc({ worker });
+        sink.applyBatch?.(worker, batch, seq);
+      },
+      applyFrame: sink.applyFrame
+        ? (worker, payload, seq, withEvents) => {
+            metrics.zmqEvents.inc({ worker });
+            return (sink.applyFrame as NonNullable<typeof sink.applyFrame>)(
+              worker,
+              payload,
+              seq,
+              withEvents,
+            );
+          }
+        : undefined,
+      resetWorker: (worker) => {
+        sink.resetWorker(worker);
+        observe({ type: "WorkerCleared", at: clock.now(), worker, reason: "restart" });
+        this.o.restarted?.(worker);
+      },
+    };
   }
 
   private setStale(w: GatewayWorker, stale: boolean): void {

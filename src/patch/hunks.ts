@@ -96,25 +96,7 @@ function describeMismatch(
  */
 export function applyFileDiff(fd: FileDiff, content: string | null): ApplyFileResult {
   const path = fd.path;
-  if (fd.kind === "create") {
-    if (content !== null) {
-      return {
-        ok: false,
-        conflict: conflictAt(
-          1,
-          fd.hunks[0]?.header ?? "(new file)",
-          1,
-          `${path}: the patch creates this file, but it already exists`,
-        ),
-      };
-    }
-    const out = fd.hunks.flatMap((h) => h.newLines).join("");
-    return {
-      ok: true,
-      content: out,
-      hunks: fd.hunks.map((h, k) => ({ index: k + 1, header: h.header, offset: 0 })),
-    };
-  }
+  if (fd.kind === "create") return createFile(fd, content);
   if (content === null) {
     const verb = fd.kind === "delete" ? "deletes" : "modifies";
     return {
@@ -127,7 +109,55 @@ export function applyFileDiff(fd: FileDiff, content: string | null): ApplyFileRe
       ),
     };
   }
-  const lines = splitLines(content);
+  const applied = applyHunks(fd, splitLines(content));
+  if (!applied.ok) return applied;
+  const { out, results } = applied;
+  const joined = out.join("");
+  if (fd.kind !== "delete") {
+    // A line that lost its newline before the end would silently merge two lines.
+    for (let j = 0; j < out.length - 1; j++) {
+      if (!out[j].endsWith("\n")) {
+        const message = `${path}: applying the hunks would leave line ${j + 1} without a newline in the middle of the file`;
+        return { ok: false, conflict: conflictAt(0, "", j + 1, message) };
+      }
+    }
+    return { ok: true, content: joined, hunks: results };
+  }
+  if (joined.length !== 0) {
+    const message = `${path}: the patch deletes this file, but it has content the patch does not account for`;
+    return {
+      ok: false,
+      conflict: conflictAt(fd.hunks.length, fd.hunks[fd.hunks.length - 1].header, 1, message),
+    };
+  }
+  return { ok: true, content: null, hunks: results };
+}
+
+/** A file the diff creates: its hunks' lines, or a conflict when it exists already. */
+function createFile(fd: FileDiff, content: string | null): ApplyFileResult {
+  if (content !== null) {
+    return {
+      ok: false,
+      conflict: conflictAt(
+        1,
+        fd.hunks[0]?.header ?? "(new file)",
+        1,
+        `${fd.path}: the patch creates this file, but it already exists`,
+      ),
+    };
+  }
+  return {
+    ok: true,
+    content: fd.hunks.flatMap((h) => h.newLines).join(""),
+    hunks: fd.hunks.map((h, k) => ({ index: k + 1, header: h.header, offset: 0 })),
+  };
+}
+
+/** Each hunk at its place in `lines` (offsets carried from one to the next), or the first that does not fit. */
+function applyHunks(
+  fd: FileDiff,
+  lines: string[],
+): { ok: true; out: string[]; results: HunkResult[] } | Extract<ApplyFileResult, { ok: false }> {
   const out: string[] = [];
   const results: HunkResult[] = [];
   let cursor = 0;
@@ -140,7 +170,7 @@ export function applyFileDiff(fd: FileDiff, content: string | null): ApplyFileRe
     if (pos < 0)
       return {
         ok: false,
-        conflict: describeMismatch(lines, h, k + 1, Math.max(stated + lastOffset, 0), path),
+        conflict: describeMismatch(lines, h, k + 1, Math.max(stated + lastOffset, 0), fd.path),
       };
     lastOffset = pos - stated;
     for (let j = cursor; j < pos; j++) out.push(lines[j]);
@@ -149,27 +179,7 @@ export function applyFileDiff(fd: FileDiff, content: string | null): ApplyFileRe
     results.push({ index: k + 1, header: h.header, offset: pos - stated });
   }
   for (let j = cursor; j < lines.length; j++) out.push(lines[j]);
-  const joined = out.join("");
-  if (fd.kind !== "delete") {
-    // A line that lost its newline before the end would silently merge two lines.
-    for (let j = 0; j < out.length - 1; j++) {
-      if (!out[j].endsWith("\n")) {
-        const message = `${path}: applying the hunks would leave line ${j + 1} without a newline in the middle of the file`;
-        return { ok: false, conflict: conflictAt(0, "", j + 1, message) };
-      }
-    }
-  }
-  if (fd.kind === "delete") {
-    if (joined.length !== 0) {
-      const message = `${path}: the patch deletes this file, but it has content the patch does not account for`;
-      return {
-        ok: false,
-        conflict: conflictAt(fd.hunks.length, fd.hunks[fd.hunks.length - 1].header, 1, message),
-      };
-    }
-    return { ok: true, content: null, hunks: results };
-  }
-  return { ok: true, content: joined, hunks: results };
+  return { ok: true, out, results };
 }
 
 /** The inverse diff (to test whether a patch is already in a tree that has no state file). */

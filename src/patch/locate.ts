@@ -97,38 +97,50 @@ function fromGitTag(dir: string): string | null {
 /** Finds the sglang package under `path` and detects its version. Throws PatchError('not-found'). */
 export function locateSglang(path: string, opts: { sglangVersion?: string } = {}): SglangTree {
   const input = resolve(path);
+  const parent = packageParent(input);
+  const pkg = join(parent, "sglang");
+  const di = fromDistInfo(parent);
+  const isCheckout =
+    basename(parent) === "python" &&
+    (existsSync(join(parent, "pyproject.toml")) || existsSync(join(dirname(parent), ".git")));
+  const layout: TreeLayout = isCheckout
+    ? "git-checkout"
+    : di !== null || /site-packages|dist-packages/.test(parent)
+      ? "site-packages"
+      : "package-dir";
+  const warnings: string[] = [];
+  const found = versionSources(parent, pkg, di, isCheckout, warnings);
+  const { version, versionSource } = pickVersion(found, opts.sglangVersion, warnings);
+  return { input, parent, pkg, layout, version, versionSource, versionWarnings: warnings };
+}
+
+/** The folder holding the sglang package the input names (a checkout, python/, site-packages, the package). */
+function packageParent(input: string): string {
   if (!existsSync(input)) throw new PatchError("not-found", `path not found: ${input}`);
   if (!isDir(input))
     throw new PatchError(
       "not-found",
       `${input} is not a directory (give a git checkout, site-packages, or the sglang/ package dir)`,
     );
-  let parent: string | null = null;
-  if (basename(input) === "sglang" && looksLikeSglang(input)) parent = dirname(input);
-  else if (looksLikeSglang(join(input, "sglang"))) parent = input;
-  else if (looksLikeSglang(join(input, "python", "sglang"))) parent = join(input, "python");
-  if (parent === null) {
-    throw new PatchError(
-      "not-found",
-      `no sglang package found at ${input} (looked for ${join(input, "sglang")}/, ${join(input, "python", "sglang")}/ and ${input} itself); ` +
-        `give a git checkout of SGLang, its python/ dir, a site-packages dir, or the sglang/ package dir`,
-    );
-  }
-  const pkg = join(parent, "sglang");
-  const di = fromDistInfo(parent);
-  const hasDistInfo = di !== null;
-  const isCheckout =
-    basename(parent) === "python" &&
-    (existsSync(join(parent, "pyproject.toml")) || existsSync(join(dirname(parent), ".git")));
-  const layout: TreeLayout = isCheckout
-    ? "git-checkout"
-    : hasDistInfo || /site-packages|dist-packages/.test(parent)
-      ? "site-packages"
-      : "package-dir";
+  if (basename(input) === "sglang" && looksLikeSglang(input)) return dirname(input);
+  if (looksLikeSglang(join(input, "sglang"))) return input;
+  if (looksLikeSglang(join(input, "python", "sglang"))) return join(input, "python");
+  throw new PatchError(
+    "not-found",
+    `no sglang package found at ${input} (looked for ${join(input, "sglang")}/, ${join(input, "python", "sglang")}/ and ${input} itself); ` +
+      `give a git checkout of SGLang, its python/ dir, a site-packages dir, or the sglang/ package dir`,
+  );
+}
 
-  // Every source we can read, in order of trust.
+/** Every version source we can read, in order of trust. */
+function versionSources(
+  parent: string,
+  pkg: string,
+  di: ReturnType<typeof fromDistInfo>,
+  isCheckout: boolean,
+  warnings: string[],
+): { version: string; source: string }[] {
   const found: { version: string; source: string }[] = [];
-  const warnings: string[] = [];
   const v1 = fromPyFile(join(pkg, "_version.py"));
   if (v1) found.push({ version: v1, source: "sglang/_version.py" });
   const v2 = fromPyFile(join(pkg, "version.py"));
@@ -142,24 +154,29 @@ export function locateSglang(path: string, opts: { sglangVersion?: string } = {}
     const tag = fromGitTag(dirname(parent));
     if (tag) found.push({ version: tag, source: "git tag at HEAD" });
   }
-  let version: string | null = null;
-  let versionSource: string | null = null;
-  if (opts.sglangVersion) {
-    version = opts.sglangVersion;
-    versionSource = "--sglang-version";
+  return found;
+}
+
+/** The version used: the flag's, else the most trusted source's; disagreements become warnings. */
+function pickVersion(
+  found: { version: string; source: string }[],
+  flag: string | undefined,
+  warnings: string[],
+): { version: string | null; versionSource: string | null } {
+  if (flag) {
     for (const f of found)
-      if (f.version !== version)
-        warnings.push(`${f.source} says ${f.version}, overridden by --sglang-version ${version}`);
-  } else if (found.length > 0) {
-    version = found[0].version;
-    versionSource = found[0].source;
-    for (const f of found.slice(1))
-      if (f.version !== version)
-        warnings.push(
-          `${f.source} says ${f.version}, but ${versionSource} says ${version} (using ${version})`,
-        );
+      if (f.version !== flag)
+        warnings.push(`${f.source} says ${f.version}, overridden by --sglang-version ${flag}`);
+    return { version: flag, versionSource: "--sglang-version" };
   }
-  return { input, parent, pkg, layout, version, versionSource, versionWarnings: warnings };
+  if (found.length === 0) return { version: null, versionSource: null };
+  const { version, source } = found[0];
+  for (const f of found.slice(1))
+    if (f.version !== version)
+      warnings.push(
+        `${f.source} says ${f.version}, but ${source} says ${version} (using ${version})`,
+      );
+  return { version, versionSource: source };
 }
 
 /** realpath that tolerates missing paths. */

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { sha256 } from "./bytes.js";
 import { fsError } from "./errors.js";
 import { applyFileDiff, reverseFileDiff, type HunkConflict } from "./hunks.js";
-import { placedFiles, type Series } from "./series.js";
+import { placedFiles, type Series, type SeriesPatch } from "./series.js";
 
 export type PatchStatus = "ok" | "conflict" | "applied-untracked";
 
@@ -51,44 +51,7 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
   };
   const patches: PatchOutcome[] = [];
   for (const sp of series.patches) {
-    const summary =
-      sp.parsed.header
-        .split("\n")
-        .find((l) => l.trim() !== "")
-        ?.trim() ?? "";
-    const hunks = sp.parsed.files.reduce((n, fd) => n + fd.hunks.length, 0);
-    const outcome: PatchOutcome = {
-      name: sp.name,
-      sha256: sp.sha256,
-      summary,
-      status: "ok",
-      files: [],
-      hunks,
-    };
-    const local = new Map<string, string | null>();
-    for (const fd of sp.parsed.files) {
-      const r = applyFileDiff(fd, current(fd.path));
-      if (!r.ok) {
-        outcome.status = "conflict";
-        // expected/found as UTF-8 text for JSON consumers (they are latin1-decoded bytes here).
-        const text = (x: string | null) =>
-          x === null ? null : Buffer.from(x, "latin1").toString("utf8");
-        outcome.conflict = {
-          ...r.conflict,
-          expected: text(r.conflict.expected),
-          found: text(r.conflict.found),
-          file: fd.path,
-        };
-        break;
-      }
-      local.set(fd.path, r.content);
-      outcome.files.push({
-        path: fd.path,
-        kind: fd.kind,
-        hunks: fd.hunks.length,
-        offsets: r.hunks.map((h) => h.offset),
-      });
-    }
+    const { outcome, local } = stagePatch(sp, current);
     if (outcome.status === "ok") {
       for (const [p, c] of local) {
         results.set(p, c);
@@ -103,6 +66,65 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
     }
     patches.push(outcome);
   }
+  const { placed, placedConflicts } = stagePlaced(series, read, (p) =>
+    Boolean(touchedBy.has(p) || originals.has(p)),
+  );
+  const ok = patches.every((p) => p.status === "ok") && placedConflicts.length === 0;
+  return { ok, patches, originals, results, touchedBy, placed, placedConflicts };
+}
+
+/** One patch over the contents so far: its outcome, and the files it leaves (when it applies). */
+function stagePatch(
+  sp: SeriesPatch,
+  current: (p: string) => string | null,
+): { outcome: PatchOutcome; local: Map<string, string | null> } {
+  const summary =
+    sp.parsed.header
+      .split("\n")
+      .find((l) => l.trim() !== "")
+      ?.trim() ?? "";
+  const hunks = sp.parsed.files.reduce((n, fd) => n + fd.hunks.length, 0);
+  const outcome: PatchOutcome = {
+    name: sp.name,
+    sha256: sp.sha256,
+    summary,
+    status: "ok",
+    files: [],
+    hunks,
+  };
+  const local = new Map<string, string | null>();
+  for (const fd of sp.parsed.files) {
+    const r = applyFileDiff(fd, current(fd.path));
+    if (!r.ok) {
+      outcome.status = "conflict";
+      // expected/found as UTF-8 text for JSON consumers (they are latin1-decoded bytes here).
+      const text = (x: string | null) =>
+        x === null ? null : Buffer.from(x, "latin1").toString("utf8");
+      outcome.conflict = {
+        ...r.conflict,
+        expected: text(r.conflict.expected),
+        found: text(r.conflict.found),
+        file: fd.path,
+      };
+      break;
+    }
+    local.set(fd.path, r.content);
+    outcome.files.push({
+      path: fd.path,
+      kind: fd.kind,
+      hunks: fd.hunks.length,
+      offsets: r.hunks.map((h) => h.offset),
+    });
+  }
+  return { outcome, local };
+}
+
+/** The files the series places, and every one that would collide with a patch or the tree. */
+function stagePlaced(
+  series: Series,
+  read: (rel: string) => string | null,
+  patched: (rel: string) => boolean,
+): { placed: StagedPlaced[]; placedConflicts: string[] } {
   const placed: StagedPlaced[] = [];
   const placedConflicts: string[] = [];
   for (const pf of placedFiles(series)) {
@@ -112,7 +134,7 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
     } catch (err) {
       throw fsError(err, "read placed source", pf.sourceAbs);
     }
-    if (touchedBy.has(pf.target) || originals.has(pf.target)) {
+    if (patched(pf.target)) {
       placedConflicts.push(`${pf.target} is both placed from ${pf.source} and changed by a patch`);
     } else if (read(pf.target) !== null) {
       placedConflicts.push(
@@ -121,6 +143,5 @@ export function stageSeries(series: Series, read: (rel: string) => string | null
     }
     placed.push({ target: pf.target, source: pf.source, content, sha256: sha256(content) });
   }
-  const ok = patches.every((p) => p.status === "ok") && placedConflicts.length === 0;
-  return { ok, patches, originals, results, touchedBy, placed, placedConflicts };
+  return { placed, placedConflicts };
 }

@@ -123,21 +123,8 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
   const recovered = killed ? withLock(tree.pkg, () => recoverInterrupted(tree.parent)) : null;
   const state = readState(tree.parent);
   const { series, seriesError } = seriesOrError(tree, opts);
-  const messages: string[] = [];
-  if (recovered) messages.push(recovered);
-  messages.push(
-    `SGLang ${tree.version ?? "(unknown version)"} at ${tree.pkg} (${tree.layout}${tree.versionSource ? `, version from ${tree.versionSource}` : ""})`,
-  );
-  for (const w of tree.versionWarnings) messages.push(`warning: ${w}`);
-  if (seriesError) messages.push(`series: ${seriesError}`);
   const patches = patchStates(series, state);
-  if (state) {
-    messages.push(
-      `state: series ${state.series} ${state.status === "applied" ? "applied" : "INTERRUPTED while applying"} ${state.appliedAt} by kvctl ${state.kvctlVersion}`,
-    );
-  } else messages.push(`state: no kvctl patches applied to this tree`);
-  if (series) messages.push(`series ${series.name} (${series.dir}):`);
-  for (const p of patches) messages.push(`  ${p.state.padEnd(20)} ${p.name}`);
+  const messages = headerMessages(tree, recovered, seriesError, state, series, patches);
   const drift = state ? treeDrift(tree.parent, state) : [];
   const files: StatusResult["files"] = (state?.files ?? []).map((f) => {
     const d = drift.find((e) => e.path === f.path && e.kind === "patched");
@@ -169,15 +156,13 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
     tree: treeInfo(tree),
     series: series ? { name: series.name, dir: series.dir } : null,
     seriesError,
-    state: state
-      ? {
-          series: state.series,
-          status: state.status,
-          appliedAt: state.appliedAt,
-          kvctlVersion: state.kvctlVersion,
-          sglangVersion: state.sglangVersion,
-        }
-      : null,
+    state: state && {
+      series: state.series,
+      status: state.status,
+      appliedAt: state.appliedAt,
+      kvctlVersion: state.kvctlVersion,
+      sglangVersion: state.sglangVersion,
+    },
     patches,
     files,
     placed,
@@ -187,6 +172,32 @@ export function seriesStatus(path: string, opts: StatusOptions = {}): StatusResu
     kvctl: kvctl.state,
     messages,
   };
+}
+
+/** The report's first lines: the tree, its version, the series and the state of each patch. */
+function headerMessages(
+  tree: SglangTree,
+  recovered: string | null,
+  seriesError: string | null,
+  state: PatchState | null,
+  series: Series | null,
+  patches: StatusResult["patches"],
+): string[] {
+  const messages: string[] = [];
+  if (recovered) messages.push(recovered);
+  messages.push(
+    `SGLang ${tree.version ?? "(unknown version)"} at ${tree.pkg} (${tree.layout}${tree.versionSource ? `, version from ${tree.versionSource}` : ""})`,
+  );
+  for (const w of tree.versionWarnings) messages.push(`warning: ${w}`);
+  if (seriesError) messages.push(`series: ${seriesError}`);
+  if (state) {
+    messages.push(
+      `state: series ${state.series} ${state.status === "applied" ? "applied" : "INTERRUPTED while applying"} ${state.appliedAt} by kvctl ${state.kvctlVersion}`,
+    );
+  } else messages.push(`state: no kvctl patches applied to this tree`);
+  if (series) messages.push(`series ${series.name} (${series.dir}):`);
+  for (const p of patches) messages.push(`  ${p.state.padEnd(20)} ${p.name}`);
+  return messages;
 }
 
 function seriesOrError(

@@ -103,23 +103,7 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
     return true;
   };
   const peak = new Map<string, number>();
-  const retention = retentionFor(
-    cfg,
-    o.registry ?? new Registry(),
-    o.decisionLog ?? null,
-    (id, d) => {
-      // Taken up by the tool rule at the turn's end (observed after the gate's release).
-      state.programDecisions.delete(id);
-      state.programDecisions.set(id, d);
-      if (state.programDecisions.size > state.maxSessions)
-        state.programDecisions.delete(state.programDecisions.keys().next().value as string);
-    },
-    durations,
-    (id, worker) => {
-      const s = state.sessions.get(id);
-      return s && s.worker === worker ? reusableChain(s) : null;
-    },
-  );
+  const retention = programRetention(cfg, o, state);
   return {
     name: "agent",
     programRetention: retention,
@@ -137,6 +121,31 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
       return outlet.out;
     },
   };
+}
+
+/** Program admission's retention, its decisions handed to the tool rule through the state. */
+function programRetention(
+  cfg: PoliciesConfig,
+  o: AgentPolicyOptions,
+  state: PolicyState,
+): AgentPolicy["programRetention"] {
+  return retentionFor(
+    cfg,
+    o.registry ?? new Registry(),
+    o.decisionLog ?? null,
+    (id, d) => {
+      // Taken up by the tool rule at the turn's end (observed after the gate's release).
+      state.programDecisions.delete(id);
+      state.programDecisions.set(id, d);
+      if (state.programDecisions.size > state.maxSessions)
+        state.programDecisions.delete(state.programDecisions.keys().next().value as string);
+    },
+    state.durations,
+    (id, worker) => {
+      const s = state.sessions.get(id);
+      return s && s.worker === worker ? reusableChain(s) : null;
+    },
+  );
 }
 
 function createState(

@@ -221,41 +221,35 @@ export async function benchCopy(opts: CopyBenchOptions): Promise<CopyBenchResult
     const scatteredHost = shuffled(s.pages, 11);
     const { gbps, plan } = await measureCopies(copy, s, dev, host, scatteredDev, scatteredHost);
     const session = await measureSession(copy, s, dev, host, scatteredDev, scatteredHost);
-    const {
-      backend,
-      note,
-      devName,
-      model,
-      pageSize,
-      layout,
-      deviceLayout,
-      pageBytes,
-      tokens,
-      pages,
-      bytes,
-      iters,
-    } = s;
-    return {
-      backend,
-      note,
-      device: devName,
-      model,
-      pageSize,
-      layout,
-      deviceLayout,
-      pageBytes,
-      tokens,
-      pages,
-      bytes,
-      iters,
-      gbps,
-      session,
-      plan,
-    };
+    return resultOf(s, { gbps, session, plan });
   } finally {
     dev.free();
     host.free();
   }
+}
+
+/** The setup as the result reports it, with what was measured on it. */
+function resultOf(
+  s: CopySetup,
+  measured: Pick<CopyBenchResult, "gbps" | "session" | "plan">,
+): CopyBenchResult {
+  const { backend, note, devName, model, pageSize, layout, deviceLayout, pageBytes } = s;
+  const { tokens, pages, bytes, iters } = s;
+  return {
+    backend,
+    note,
+    device: devName,
+    model,
+    pageSize,
+    layout,
+    deviceLayout,
+    pageBytes,
+    tokens,
+    pages,
+    bytes,
+    iters,
+    ...measured,
+  };
 }
 
 /** Best-of-iters GB/s of each direction and pattern, against one contiguous memcpy. */

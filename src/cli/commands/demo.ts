@@ -57,8 +57,6 @@ export const command: CliCommand = {
     const parsed = commandArgs(argv, { name: "kvctl demo", options: OPTIONS, help: HELP });
     if (typeof parsed === "number") return parsed;
     const v = parsed.values;
-    const print = (line: string) => console.log(line);
-    const t0 = Date.now();
     const cleanups: (() => Promise<void> | void)[] = [];
     const runCleanups = async () => {
       for (const c of cleanups.splice(0).reverse()) {
@@ -74,29 +72,7 @@ export const command: CliCommand = {
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
     try {
-      ensureVenv((l) => console.error(l));
-      const nats = await startNatsServer();
-      cleanups.push(() => nats.stop());
-      const workerId = "demo-w0";
-      const nc = await connectControlPlane({ servers: nats.url, name: "kvctl-demo" });
-      cleanups.push(() => nc.close());
-      const started: Started = v.harness
-        ? await startHarnessWorker(nats.url, workerId, nc, cleanups, print, Boolean(v.verbose))
-        : await startServerWorker(nats.url, workerId, cleanups, print);
-      const events = new EventRecorder(started.eventsEndpoint, workerId);
-      await events.start();
-      cleanups.push(() => events.close());
-      const pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 0 });
-      const res = await runAgentSession(pub, started.worker, workerId, {
-        print,
-        events,
-        storage: started.storage,
-      });
-      await new Promise((r) => setTimeout(r, 100));
-      report(res, events, t0, print);
-      await started.worker.shutdown();
-      if (v.json) console.log(summaryJson(res, events, started, t0));
-      return res.ok ? 0 : 1;
+      return await runDemo(Boolean(v.harness), Boolean(v.verbose), Boolean(v.json), cleanups);
     } catch (e) {
       console.error(`kvctl demo: ${e instanceof Error ? e.message : String(e)}`);
       if (v.json)
@@ -115,6 +91,40 @@ export const command: CliCommand = {
     }
   },
 };
+
+/** The demo itself: NATS, a worker, its events, the agent session and its report; what to stop goes on `cleanups`. */
+async function runDemo(
+  harness: boolean,
+  verbose: boolean,
+  json: boolean,
+  cleanups: (() => Promise<void> | void)[],
+): Promise<number> {
+  const print = (line: string) => console.log(line);
+  const t0 = Date.now();
+  ensureVenv((l) => console.error(l));
+  const nats = await startNatsServer();
+  cleanups.push(() => nats.stop());
+  const workerId = "demo-w0";
+  const nc = await connectControlPlane({ servers: nats.url, name: "kvctl-demo" });
+  cleanups.push(() => nc.close());
+  const started: Started = harness
+    ? await startHarnessWorker(nats.url, workerId, nc, cleanups, print, verbose)
+    : await startServerWorker(nats.url, workerId, cleanups, print);
+  const events = new EventRecorder(started.eventsEndpoint, workerId);
+  await events.start();
+  cleanups.push(() => events.close());
+  const pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 0 });
+  const res = await runAgentSession(pub, started.worker, workerId, {
+    print,
+    events,
+    storage: started.storage,
+  });
+  await new Promise((r) => setTimeout(r, 100));
+  report(res, events, t0, print);
+  await started.worker.shutdown();
+  if (json) console.log(summaryJson(res, events, started, t0));
+  return res.ok ? 0 : 1;
+}
 
 type SessionResult = Awaited<ReturnType<typeof runAgentSession>>;
 

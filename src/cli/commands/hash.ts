@@ -7,7 +7,7 @@ import {
   dynamoSequenceHashes,
   storageKeys,
 } from "../../hash/index.js";
-import { commandArgs, usageError } from "../args.js";
+import { type ArgValues, commandArgs, usageError } from "../args.js";
 import type { Command as CliCommand } from "../command.js";
 
 const OPTIONS = {
@@ -119,56 +119,65 @@ function compute(
   return Array.from(out, String);
 }
 
+type Values = ArgValues<typeof OPTIONS>;
+
+/** The flags checked: the scheme and page size, or a FlagError naming the bad one. */
+function checkedFlags(v: Values): { scheme: Scheme; pageSize: number } {
+  const scheme = v.scheme as Scheme | undefined;
+  if (!scheme || !SCHEMES.includes(scheme))
+    throw new FlagError(
+      `--scheme: expected one of ${SCHEMES.join(", ")}, got ${JSON.stringify(v.scheme ?? null)}`,
+    );
+  if (v["page-size"] === undefined || !/^[1-9]\d*$/.test(v["page-size"])) {
+    throw new FlagError(
+      `--page-size: expected a positive integer, got ${JSON.stringify(v["page-size"] ?? null)}`,
+    );
+  }
+  if (v["event-format"] !== undefined && !["sglang", "dynamo"].includes(v["event-format"])) {
+    throw new FlagError(
+      `--event-format: expected sglang or dynamo, got ${JSON.stringify(v["event-format"])}`,
+    );
+  }
+  if (v.prior !== undefined && !/^[0-9a-fA-F]{64}$/.test(v.prior))
+    throw new FlagError("--prior: expected 64 hex chars");
+  return { scheme, pageSize: Number(v["page-size"]) };
+}
+
+/** The hashes of the tokens the flags name; bad hash input is a FlagError naming its flag. */
+function hashesOf(v: Values): { values: string[]; pageSize: number; tokens: number[] } {
+  const { scheme, pageSize } = checkedFlags(v);
+  const tokens = readTokens(v) as number[];
+  try {
+    return { values: compute(scheme, tokens, pageSize, v), pageSize, tokens };
+  } catch (e) {
+    if (!(e instanceof HashInputError)) throw e;
+    const flag = e.argument.startsWith("tokens")
+      ? v.tokens !== undefined
+        ? "--tokens"
+        : "--file"
+      : e.argument === "options.pageSize" || e.argument === "options.blockSize"
+        ? "--page-size"
+        : "--options";
+    throw new FlagError(
+      `${flag}: ${e.argument}: ${e.message.slice(e.message.indexOf(e.argument) + e.argument.length + 2)}`,
+    );
+  }
+}
+
 export const command: CliCommand = {
   summary: "print the block hashes / storage keys of a token sequence",
   async run(argv) {
     const parsed = commandArgs(argv, { name: "kvctl hash", options: OPTIONS, help: HELP });
     if (typeof parsed === "number") return parsed;
     const v = parsed.values;
-    let values: string[];
-    let pageSize: number;
-    let tokens: number[];
+    let hashed: ReturnType<typeof hashesOf>;
     try {
-      const scheme = v.scheme as Scheme | undefined;
-      if (!scheme || !SCHEMES.includes(scheme))
-        throw new FlagError(
-          `--scheme: expected one of ${SCHEMES.join(", ")}, got ${JSON.stringify(v.scheme ?? null)}`,
-        );
-      if (v["page-size"] === undefined || !/^[1-9]\d*$/.test(v["page-size"])) {
-        throw new FlagError(
-          `--page-size: expected a positive integer, got ${JSON.stringify(v["page-size"] ?? null)}`,
-        );
-      }
-      pageSize = Number(v["page-size"]);
-      if (v["event-format"] !== undefined && !["sglang", "dynamo"].includes(v["event-format"])) {
-        throw new FlagError(
-          `--event-format: expected sglang or dynamo, got ${JSON.stringify(v["event-format"])}`,
-        );
-      }
-      if (v.prior !== undefined && !/^[0-9a-fA-F]{64}$/.test(v.prior))
-        throw new FlagError("--prior: expected 64 hex chars");
-      tokens = readTokens(v) as number[];
-      try {
-        values = compute(scheme, tokens, pageSize, v);
-      } catch (e) {
-        if (e instanceof HashInputError) {
-          const flag = e.argument.startsWith("tokens")
-            ? v.tokens !== undefined
-              ? "--tokens"
-              : "--file"
-            : e.argument === "options.pageSize" || e.argument === "options.blockSize"
-              ? "--page-size"
-              : "--options";
-          throw new FlagError(
-            `${flag}: ${e.argument}: ${e.message.slice(e.message.indexOf(e.argument) + e.argument.length + 2)}`,
-          );
-        }
-        throw e;
-      }
+      hashed = hashesOf(v);
     } catch (e) {
       if (e instanceof FlagError) return usageError("kvctl hash", e.message);
       throw e;
     }
+    const { values, pageSize, tokens } = hashed;
     if (v.json) {
       console.log(JSON.stringify(values));
       return 0;

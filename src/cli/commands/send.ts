@@ -192,6 +192,34 @@ async function deliver(
   return OK.has(ack.status) ? 0 : 1;
 }
 
+/** Connects as the flags say, delivers the command and closes. */
+async function connectAndDeliver(
+  v: Flags,
+  target: string | null,
+  cmd: Command,
+  t: Timing,
+): Promise<number> {
+  const connectOptions = connectOptionsFromFlags(v, "kvctl send");
+  const nc = await connectControlPlane({ ...connectOptions, maxReconnectAttempts: 0 });
+  try {
+    const pub = new ControlPublisher(nc, {
+      inboxPrefix: connectOptions.inboxPrefix,
+      subjectPrefix: (v["subject-prefix"] as string | undefined) ?? undefined,
+      timeoutMs: t.timeoutMs ?? 1000,
+      retries: t.retries ?? 2,
+    });
+    return await deliver(pub, nc, v, target, cmd, t);
+  } catch (e) {
+    if (e instanceof ControlError) {
+      console.error(`kvctl send: ${e.name}: ${e.message}`);
+      return 1;
+    }
+    throw e;
+  } finally {
+    await nc.close();
+  }
+}
+
 export const command: CliCommand = {
   summary: "send one control command to a worker (or broadcast) and print the ack",
   async run(argv) {
@@ -232,28 +260,10 @@ export const command: CliCommand = {
     if (!broadcast && v.workers) return usage("--workers only applies with --broadcast");
     const cmd = validated(v, target, type as string, body);
     if (typeof cmd === "number") return cmd;
-    const connectOptions = connectOptionsFromFlags(v, "kvctl send");
-    const nc = await connectControlPlane({ ...connectOptions, maxReconnectAttempts: 0 });
-    try {
-      const pub = new ControlPublisher(nc, {
-        inboxPrefix: connectOptions.inboxPrefix,
-        subjectPrefix: (v["subject-prefix"] as string | undefined) ?? undefined,
-        timeoutMs: (timeoutMs as number | undefined) ?? 1000,
-        retries: (retries as number | undefined) ?? 2,
-      });
-      return await deliver(pub, nc, v, target, cmd, {
-        timeoutMs: timeoutMs as number | undefined,
-        deadlineMs: deadlineMs as number | undefined,
-        retries: retries as number | undefined,
-      });
-    } catch (e) {
-      if (e instanceof ControlError) {
-        console.error(`kvctl send: ${e.name}: ${e.message}`);
-        return 1;
-      }
-      throw e;
-    } finally {
-      await nc.close();
-    }
+    return connectAndDeliver(v, target, cmd, {
+      timeoutMs: timeoutMs as number | undefined,
+      deadlineMs: deadlineMs as number | undefined,
+      retries: retries as number | undefined,
+    });
   },
 };

@@ -8,6 +8,7 @@
 //     KV-event plane, which relays the worker's blocks without their tokens; each relayed block's
 //     tokens_hash is checked against the addon's Dynamo hash of the tokens SGLang published for
 //     the same block hash (block_hash itself is SGLang's chain, checked from --zmq).
+import type { ConsumerMetrics } from "../../events/consumer.js";
 import type { BlockStoredEvent, KvEvent } from "../../events/types.js";
 import type { RecomputeOptions } from "../../events/verify.js";
 import { venvPython } from "../../paths.js";
@@ -255,17 +256,7 @@ async function live(v: Flags): Promise<number> {
     if (!stopped && !check.batch(seq, batch.events, maxEvents)) end();
   });
   const m = consumer.metrics;
-  const started = Date.now();
-  const progress = setInterval(() => {
-    if (check.n.notShown > 0 || m.frames > 0) {
-      const hidden = check.n.notShown > 0 ? ` (${check.n.notShown} event line(s) not shown)` : "";
-      console.log(
-        `verify-hashes: ${((Date.now() - started) / 1000).toFixed(1)} s: ${check.counts(m)}${hidden}`,
-      );
-    }
-    check.shown = 0;
-    check.n.notShown = 0;
-  }, intervalMs);
+  const progress = startProgress(check, m, intervalMs);
   const dynamo = v.dynamo ? await dynamoCheck(v.dynamo as string, check, Boolean(v.quiet)) : null;
   if (dynamo) consumer.on("batch", () => dynamo.retry());
   await consumer.start();
@@ -286,8 +277,26 @@ async function live(v: Flags): Promise<number> {
   }
   console.log(`verify-hashes: ${check.counts(m)}`);
   const code = check.verdict();
-  if (!dynamo) return code;
-  const d = dynamo.counts();
+  return dynamo ? dynamoVerdict(code, dynamo.counts()) : code;
+}
+
+/** A progress line every interval while anything arrives. */
+function startProgress(check: LiveCheck, m: ConsumerMetrics, intervalMs: number): NodeJS.Timeout {
+  const started = Date.now();
+  return setInterval(() => {
+    if (check.n.notShown > 0 || m.frames > 0) {
+      const hidden = check.n.notShown > 0 ? ` (${check.n.notShown} event line(s) not shown)` : "";
+      console.log(
+        `verify-hashes: ${((Date.now() - started) / 1000).toFixed(1)} s: ${check.counts(m)}${hidden}`,
+      );
+    }
+    check.shown = 0;
+    check.n.notShown = 0;
+  }, intervalMs);
+}
+
+/** Dynamo's counts and verdict, folded into SGLang's exit code. */
+function dynamoVerdict(code: number, d: DynamoCounts): number {
   console.log(
     `verify-hashes: Dynamo: ${d.blocks} relayed block(s): ${d.matched} tokens_hash matched, ${d.mismatched} mismatched, ${d.pending} without tokens, ${d.problems} other problem(s)`,
   );
@@ -299,6 +308,14 @@ async function live(v: Flags): Promise<number> {
   return code !== 0 ? code : d.matched > 0 ? 0 : 2;
 }
 
+interface DynamoCounts {
+  blocks: number;
+  matched: number;
+  mismatched: number;
+  pending: number;
+  problems: number;
+}
+
 /**
  * Dynamo's relay of the same worker: its blocks carry no tokens, so each record waits until
  * SGLang's stream has given the tokens of every block it names, then goes through the adapter's
@@ -308,21 +325,56 @@ async function dynamoCheck(endpoint: string, check: LiveCheck, quiet: boolean) {
   const { DynamoEventAdapter } = await import("../../events/dynamo/adapter.js");
   const { DynamoEventSubscriber } = await import("../../events/dynamo/subscriber.js");
   const { decodeDynamoMessage, DynamoDecodeError } = await import("../../events/dynamo/decode.js");
-  type Rec = import("../../events/dynamo/decode.js").DynamoRecord;
-  const pending: Rec[] = [];
-  let blocks = 0;
-  let problems = 0;
+  const n = { blocks: 0, problems: 0 };
   const adapter = new DynamoEventAdapter({
     identity: true,
     tokensOf: (_w, h) => check.pageTokens.get(h),
   });
   adapter.on("problem", (p: { kind: string; message: string }) => {
-    if (p.kind !== "tokens_hash") problems++;
+    if (p.kind !== "tokens_hash") n.problems++;
     console.log(`Dynamo ${p.kind}: ${p.message}`);
   });
-  const known = (r: Rec) =>
+  const held = heldForTokens(adapter, check, quiet);
+  const sub = new DynamoEventSubscriber(adapter, [endpoint]);
+  // the subscriber's adapter call is replaced: records wait for their tokens first
+  adapter.applyMessage = (frames: Uint8Array[]) => {
+    try {
+      const f = decodeDynamoMessage(frames);
+      for (const r of f.records) {
+        if (r.data.kind === "stored") n.blocks += r.data.blocks.length;
+        held.offer(r);
+      }
+      return f;
+    } catch (e) {
+      if (!(e instanceof DynamoDecodeError)) throw e;
+      n.problems++;
+      console.log(`Dynamo decode: ${e.message}`);
+      return null;
+    }
+  };
+  sub.start();
+  return {
+    retry: () => held.retry(),
+    counts: (): DynamoCounts => ({
+      blocks: n.blocks,
+      matched: adapter.metrics.tokensMatched,
+      mismatched: adapter.metrics.problems.tokens_hash,
+      pending: held.pendingBlocks(),
+      problems: n.problems,
+    }),
+    close: () => sub.close(),
+  };
+}
+
+type DynamoRecord = import("../../events/dynamo/decode.js").DynamoRecord;
+type DynamoAdapter = import("../../events/dynamo/adapter.js").DynamoEventAdapter;
+
+/** Dynamo records held until SGLang's stream has given the tokens of every block they name. */
+function heldForTokens(adapter: DynamoAdapter, check: LiveCheck, quiet: boolean) {
+  const pending: DynamoRecord[] = [];
+  const known = (r: DynamoRecord) =>
     r.data.kind !== "stored" || r.data.blocks.every((b) => check.pageTokens.has(b.blockHash));
-  const apply = (r: Rec) => {
+  const apply = (r: DynamoRecord) => {
     if (r.data.kind !== "stored") return;
     const size = check.pageTokens.get(r.data.blocks[0]?.blockHash ?? 0n)?.length;
     adapter.map(r.dynamoWorker, { worker: r.dynamoWorker, blockSize: size });
@@ -334,42 +386,18 @@ async function dynamoCheck(endpoint: string, check: LiveCheck, quiet: boolean) {
       );
     }
   };
-  const sub = new DynamoEventSubscriber(adapter, [endpoint]);
-  // the subscriber's adapter call is replaced: records wait for their tokens first
-  adapter.applyMessage = (frames: Uint8Array[]) => {
-    try {
-      const f = decodeDynamoMessage(frames);
-      for (const r of f.records) {
-        if (r.data.kind === "stored") blocks += r.data.blocks.length;
-        if (known(r)) apply(r);
-        else pending.push(r);
-      }
-      return f;
-    } catch (e) {
-      if (!(e instanceof DynamoDecodeError)) throw e;
-      problems++;
-      console.log(`Dynamo decode: ${e.message}`);
-      return null;
-    }
-  };
-  sub.start();
   return {
+    offer(r: DynamoRecord): void {
+      if (known(r)) apply(r);
+      else pending.push(r);
+    },
     retry(): void {
       for (let i = pending.length - 1; i >= 0; i--) {
         if (known(pending[i])) apply(pending.splice(i, 1)[0]);
       }
     },
-    counts: () => ({
-      blocks,
-      matched: adapter.metrics.tokensMatched,
-      mismatched: adapter.metrics.problems.tokens_hash,
-      pending: pending.reduce(
-        (n, r) => n + (r.data.kind === "stored" ? r.data.blocks.length : 0),
-        0,
-      ),
-      problems,
-    }),
-    close: () => sub.close(),
+    pendingBlocks: () =>
+      pending.reduce((n, r) => n + (r.data.kind === "stored" ? r.data.blocks.length : 0), 0),
   };
 }
 

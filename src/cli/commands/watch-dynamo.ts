@@ -32,38 +32,26 @@ export interface DynamoWatch {
   close(): Promise<void>;
 }
 
+type DynamoFlags = {
+  dynamo?: string[];
+  "dynamo-discovery"?: string;
+  "dynamo-worker"?: string[];
+  "dynamo-nats"?: string;
+  "dynamo-namespace"?: string;
+  "block-size"?: string;
+};
+
 export async function startDynamoWatch(
-  v: {
-    dynamo?: string[];
-    "dynamo-discovery"?: string;
-    "dynamo-worker"?: string[];
-    "dynamo-nats"?: string;
-    "dynamo-namespace"?: string;
-    "block-size"?: string;
-  },
+  v: DynamoFlags,
   index: KvIndex,
 ): Promise<DynamoWatch | null> {
   if (!v.dynamo?.length && !v["dynamo-discovery"] && !v["dynamo-nats"]) return null;
-  const { DynamoEventAdapter } = await import("../../events/dynamo/adapter.js");
   const { DynamoEventSubscriber } = await import("../../events/dynamo/subscriber.js");
   const { readDynamoDiscovery } = await import("../../events/dynamo/discovery.js");
-  const { indexSink } = await import("../../index/index.js");
   const found = v["dynamo-discovery"]
     ? readDynamoDiscovery(v["dynamo-discovery"])
     : { channels: [], blockSizes: {}, maxBatchedTokens: {} };
-  const adapter = new DynamoEventAdapter({
-    identity: true,
-    blockSize: v["block-size"] ? Number(v["block-size"]) : undefined,
-    sink: indexSink(index),
-  });
-  for (const [id, size] of Object.entries(found.blockSizes))
-    adapter.map(id, { worker: id, blockSize: size });
-  for (const spec of v["dynamo-worker"] ?? []) {
-    const m = /^(\d+)=([^:]+)(?::(\d+))?$/.exec(spec);
-    if (!m)
-      throw new Error(`--dynamo-worker ${spec}: expected <dynamo id>=<kvctl id>[:<block size>]`);
-    adapter.map(m[1], { worker: m[2], blockSize: m[3] ? Number(m[3]) : found.blockSizes[m[1]] });
-  }
+  const adapter = await mappedAdapter(v, index, found.blockSizes);
   const events = new Map<string, number>();
   const bad = new Map<string, number>();
   adapter.on("record", (_r, worker: string) => events.set(worker, (events.get(worker) ?? 0) + 1));
@@ -80,25 +68,9 @@ export async function startDynamoWatch(
     ? new DynamoEventSubscriber(adapter, endpoints).start()
     : null;
   sub?.on("error", (e: Error) => console.error(`kvctl watch: Dynamo event plane: ${e.message}`));
-  let closeNats = async () => undefined;
-  if (v["dynamo-nats"]) {
-    const { connect } = await import("@nats-io/transport-node");
-    const { DynamoNatsSubscriber, dynamoNatsSubject } = await import("../../events/dynamo/nats.js");
-    const nc = await connect({ servers: v["dynamo-nats"], name: "kvctl-watch-dynamo" });
-    const ns = new DynamoNatsSubscriber(
-      adapter,
-      nc,
-      dynamoNatsSubject(v["dynamo-namespace"]),
-    ).start();
-    await ns.ready();
-    console.error(
-      `kvctl watch: Dynamo NATS event plane ${v["dynamo-nats"]}: subscribed to ${ns.subject}`,
-    );
-    closeNats = async () => {
-      await ns.close();
-      await nc.close();
-    };
-  }
+  const closeNats = v["dynamo-nats"]
+    ? await watchNatsPlane(adapter, v["dynamo-nats"], v["dynamo-namespace"])
+    : async () => undefined;
   return {
     adapter,
     events,
@@ -107,5 +79,47 @@ export async function startDynamoWatch(
       await sub?.close();
       await closeNats();
     },
+  };
+}
+
+/** The adapter into the index, each Dynamo worker mapped to its kvctl id and block size. */
+async function mappedAdapter(
+  v: DynamoFlags,
+  index: KvIndex,
+  blockSizes: Record<string, number>,
+): Promise<DynamoEventAdapter> {
+  const { DynamoEventAdapter } = await import("../../events/dynamo/adapter.js");
+  const { indexSink } = await import("../../index/index.js");
+  const adapter = new DynamoEventAdapter({
+    identity: true,
+    blockSize: v["block-size"] ? Number(v["block-size"]) : undefined,
+    sink: indexSink(index),
+  });
+  for (const [id, size] of Object.entries(blockSizes))
+    adapter.map(id, { worker: id, blockSize: size });
+  for (const spec of v["dynamo-worker"] ?? []) {
+    const m = /^(\d+)=([^:]+)(?::(\d+))?$/.exec(spec);
+    if (!m)
+      throw new Error(`--dynamo-worker ${spec}: expected <dynamo id>=<kvctl id>[:<block size>]`);
+    adapter.map(m[1], { worker: m[2], blockSize: m[3] ? Number(m[3]) : blockSizes[m[1]] });
+  }
+  return adapter;
+}
+
+/** Dynamo's NATS event plane into the adapter; returns what closes it. */
+async function watchNatsPlane(
+  adapter: DynamoEventAdapter,
+  url: string,
+  namespace: string | undefined,
+): Promise<() => Promise<void>> {
+  const { connect } = await import("@nats-io/transport-node");
+  const { DynamoNatsSubscriber, dynamoNatsSubject } = await import("../../events/dynamo/nats.js");
+  const nc = await connect({ servers: url, name: "kvctl-watch-dynamo" });
+  const ns = new DynamoNatsSubscriber(adapter, nc, dynamoNatsSubject(namespace)).start();
+  await ns.ready();
+  console.error(`kvctl watch: Dynamo NATS event plane ${url}: subscribed to ${ns.subject}`);
+  return async () => {
+    await ns.close();
+    await nc.close();
   };
 }

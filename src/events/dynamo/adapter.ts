@@ -145,52 +145,12 @@ export class DynamoEventAdapter extends EventEmitter {
   /** One router event; false when it was refused. */
   applyRecord(r: DynamoRecord, seq = 0n): boolean {
     this.metrics.records++;
-    const m = this.mapping(r.dynamoWorker);
-    if (!m) {
-      if (this.o.unmapped === "ignore") {
-        this.metrics.ignoredRecords++;
-        this.emit("ignored", r.dynamoWorker);
-        return false;
-      }
-      this.problem(
-        "unmapped_worker",
-        r.dynamoWorker,
-        null,
-        `Dynamo worker ${r.dynamoWorker} has no kvctl worker mapping`,
-      );
-      return false;
-    }
-    const blockSize = m.blockSize ?? this.o.blockSize;
-    if (blockSize === undefined || !Number.isInteger(blockSize) || blockSize < 1) {
-      this.problem(
-        "unknown_block_size",
-        r.dynamoWorker,
-        m.worker,
-        `Dynamo worker ${r.dynamoWorker} (kvctl ${m.worker}): block size unknown`,
-      );
-      return false;
-    }
+    const target = this.targetOf(r);
+    if (!target) return false;
+    const { worker, blockSize } = target;
     let ev: KvEvent;
     if (r.data.kind === "stored") {
-      for (const b of r.data.blocks) {
-        const tokens = this.o.tokensOf?.(m.worker, b.blockHash);
-        if (!tokens) continue;
-        this.metrics.tokensChecked++;
-        const want =
-          tokens.length === blockSize
-            ? dynamoBlockHashes(tokens as number[], { blockSize })[0]
-            : undefined;
-        if (want !== b.tokensHash) {
-          this.problem(
-            "tokens_hash",
-            r.dynamoWorker,
-            m.worker,
-            `Dynamo worker ${r.dynamoWorker} (kvctl ${m.worker}) block ${b.blockHash}: tokens_hash ${b.tokensHash}, its ${tokens.length} token(s) hash to ${want ?? "nothing (not one block)"}`,
-          );
-          return false;
-        }
-        this.metrics.tokensMatched++;
-      }
+      if (!this.tokensMatch(r, r.data.blocks, worker, blockSize)) return false;
       this.metrics.storedBlocks += r.data.blocks.length;
       ev = {
         type: "BlockStored",
@@ -215,12 +175,71 @@ export class DynamoEventAdapter extends EventEmitter {
         tier: r.tier,
       };
     } else ev = { type: "AllBlocksCleared" };
-    this.emit("record", r, m.worker, ev);
+    this.emit("record", r, worker, ev);
     this.o.sink?.applyBatch?.(
-      m.worker,
+      worker,
       { ts: Date.now() / 1000, events: [ev], dpRank: r.dpRank },
       seq,
     );
+    return true;
+  }
+
+  /** The kvctl worker a record's Dynamo worker maps to, with its block size; null (reported) when unknown. */
+  private targetOf(r: DynamoRecord): { worker: string; blockSize: number } | null {
+    const m = this.mapping(r.dynamoWorker);
+    if (!m) {
+      if (this.o.unmapped === "ignore") {
+        this.metrics.ignoredRecords++;
+        this.emit("ignored", r.dynamoWorker);
+        return null;
+      }
+      this.problem(
+        "unmapped_worker",
+        r.dynamoWorker,
+        null,
+        `Dynamo worker ${r.dynamoWorker} has no kvctl worker mapping`,
+      );
+      return null;
+    }
+    const blockSize = m.blockSize ?? this.o.blockSize;
+    if (blockSize === undefined || !Number.isInteger(blockSize) || blockSize < 1) {
+      this.problem(
+        "unknown_block_size",
+        r.dynamoWorker,
+        m.worker,
+        `Dynamo worker ${r.dynamoWorker} (kvctl ${m.worker}): block size unknown`,
+      );
+      return null;
+    }
+    return { worker: m.worker, blockSize };
+  }
+
+  /** Every stored block whose tokens are known hashes to its tokens_hash; the first that does not is reported. */
+  private tokensMatch(
+    r: DynamoRecord,
+    blocks: readonly { blockHash: bigint; tokensHash: bigint }[],
+    worker: string,
+    blockSize: number,
+  ): boolean {
+    for (const b of blocks) {
+      const tokens = this.o.tokensOf?.(worker, b.blockHash);
+      if (!tokens) continue;
+      this.metrics.tokensChecked++;
+      const want =
+        tokens.length === blockSize
+          ? dynamoBlockHashes(tokens as number[], { blockSize })[0]
+          : undefined;
+      if (want !== b.tokensHash) {
+        this.problem(
+          "tokens_hash",
+          r.dynamoWorker,
+          worker,
+          `Dynamo worker ${r.dynamoWorker} (kvctl ${worker}) block ${b.blockHash}: tokens_hash ${b.tokensHash}, its ${tokens.length} token(s) hash to ${want ?? "nothing (not one block)"}`,
+        );
+        return false;
+      }
+      this.metrics.tokensMatched++;
+    }
     return true;
   }
 }

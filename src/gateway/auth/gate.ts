@@ -103,52 +103,8 @@ export class AuthGate {
   }
 
   private identify(req: IncomingMessage, cls: "open" | "client" | "admin"): Principal | Refusal {
-    const auth = req.headers.authorization;
-    const xkey = req.headers["x-api-key"];
-    let key: string | undefined;
-    if (auth !== undefined) {
-      if (Buffer.byteLength(auth) > this.auth.maxHeaderBytes)
-        return {
-          status: 431,
-          reason: "header_too_large",
-          message: `authorization header is longer than ${this.auth.maxHeaderBytes} bytes`,
-          field: "authorization",
-        };
-      const m = BEARER.exec(auth);
-      if (!m)
-        return {
-          status: 401,
-          reason: "bad_header",
-          message: "authorization header: expected 'Bearer <key>' (printable ASCII key)",
-          field: "authorization",
-        };
-      key = m[1];
-    }
-    if (xkey !== undefined) {
-      const x = Array.isArray(xkey) ? xkey.join(",") : xkey;
-      if (Buffer.byteLength(x) > this.auth.maxHeaderBytes)
-        return {
-          status: 431,
-          reason: "header_too_large",
-          message: `x-api-key header is longer than ${this.auth.maxHeaderBytes} bytes`,
-          field: "x-api-key",
-        };
-      if (Array.isArray(xkey) || !PRINTABLE.test(x))
-        return {
-          status: 401,
-          reason: "bad_header",
-          message: "x-api-key header: expected one key of printable ASCII",
-          field: "x-api-key",
-        };
-      if (key !== undefined && key !== x)
-        return {
-          status: 401,
-          reason: "bad_header",
-          message: "authorization and x-api-key headers name different keys",
-          field: "x-api-key",
-        };
-      key = x;
-    }
+    const key = this.keyOf(req);
+    if (typeof key === "object") return key;
     if (key === undefined) {
       if (cls === "open" || (cls === "client" && !this.auth.clientKeys)) return ANONYMOUS;
       return {
@@ -166,6 +122,33 @@ export class AuthGate {
         field: "authorization",
       }
     );
+  }
+
+  /** The key the request's headers name (undefined: none), or why they are refused. */
+  private keyOf(req: IncomingMessage): string | undefined | Refusal {
+    const auth = req.headers.authorization;
+    const xkey = req.headers["x-api-key"];
+    let key: string | undefined;
+    if (auth !== undefined) {
+      if (Buffer.byteLength(auth) > this.auth.maxHeaderBytes)
+        return tooLarge("authorization", this.auth.maxHeaderBytes);
+      const m = BEARER.exec(auth);
+      if (!m)
+        return badHeader(
+          "authorization",
+          "authorization header: expected 'Bearer <key>' (printable ASCII key)",
+        );
+      key = m[1];
+    }
+    if (xkey === undefined) return key;
+    const x = Array.isArray(xkey) ? xkey.join(",") : xkey;
+    if (Buffer.byteLength(x) > this.auth.maxHeaderBytes)
+      return tooLarge("x-api-key", this.auth.maxHeaderBytes);
+    if (Array.isArray(xkey) || !PRINTABLE.test(x))
+      return badHeader("x-api-key", "x-api-key header: expected one key of printable ASCII");
+    if (key !== undefined && key !== x)
+      return badHeader("x-api-key", "authorization and x-api-key headers name different keys");
+    return x;
   }
 
   private refuse(
@@ -192,3 +175,17 @@ export class AuthGate {
     return false;
   }
 }
+
+const tooLarge = (field: string, max: number): Refusal => ({
+  status: 431,
+  reason: "header_too_large",
+  message: `${field} header is longer than ${max} bytes`,
+  field,
+});
+
+const badHeader = (field: string, message: string): Refusal => ({
+  status: 401,
+  reason: "bad_header",
+  message,
+  field,
+});

@@ -63,35 +63,7 @@ export function parseCacheMarkers(
     const ttl = ttlOf(cc, field, errors, cap);
     if (ttl !== null) specs.push({ at, ttlSeconds: ttl, messages });
   };
-  const tools = Array.isArray(body.tools) ? body.tools : [];
-  tools.forEach((t, i) => {
-    const cc = obj(t)?.cache_control;
-    if (cc !== undefined) mark(cc, `tools[${i}].cache_control`, `tools[${i}]`, 0);
-  });
-  const msgs = Array.isArray(body.messages) ? body.messages : [];
-  if (route === "messages") {
-    const sys = body.system;
-    if (Array.isArray(sys)) {
-      sys.forEach((b, j) => {
-        const cc = obj(b)?.cache_control;
-        if (cc !== undefined) mark(cc, `system[${j}].cache_control`, "system", 0);
-      });
-    }
-  }
-  msgs.forEach((m, i) => {
-    const mo = obj(m);
-    if (!mo) return;
-    const count = i + 1;
-    if (mo.cache_control !== undefined)
-      mark(mo.cache_control, `messages[${i}].cache_control`, `message[${i}]`, count);
-    if (Array.isArray(mo.content)) {
-      mo.content.forEach((b, j) => {
-        const cc = obj(b)?.cache_control;
-        if (cc !== undefined)
-          mark(cc, `messages[${i}].content[${j}].cache_control`, `message[${i}]`, count);
-      });
-    }
-  });
+  markBlocks(route, body, mark);
   if (body.cache_control !== undefined) mark(body.cache_control, "cache_control", "auto", null);
   if (specs.length + errors.length > MAX_BREAKPOINTS)
     errors.push(
@@ -122,6 +94,38 @@ export function parseCacheMarkers(
   }
   if (specs.length === 0 && errors.length === 0) return null;
   return errors.length ? { specs: [], errors } : { specs, errors };
+}
+
+type Mark = (cc: unknown, field: string, at: string, messages: number | null) => void;
+
+/** Every cache_control of the tools, the system blocks (messages) and the messages, in order. */
+function markBlocks(route: RouteKind, body: Record<string, unknown>, mark: Mark): void {
+  const tools = Array.isArray(body.tools) ? body.tools : [];
+  tools.forEach((t, i) => {
+    const cc = obj(t)?.cache_control;
+    if (cc !== undefined) mark(cc, `tools[${i}].cache_control`, `tools[${i}]`, 0);
+  });
+  if (route === "messages" && Array.isArray(body.system)) {
+    body.system.forEach((b, j) => {
+      const cc = obj(b)?.cache_control;
+      if (cc !== undefined) mark(cc, `system[${j}].cache_control`, "system", 0);
+    });
+  }
+  const msgs = Array.isArray(body.messages) ? body.messages : [];
+  msgs.forEach((m, i) => {
+    const mo = obj(m);
+    if (!mo) return;
+    const count = i + 1;
+    if (mo.cache_control !== undefined)
+      mark(mo.cache_control, `messages[${i}].cache_control`, `message[${i}]`, count);
+    if (Array.isArray(mo.content)) {
+      mo.content.forEach((b, j) => {
+        const cc = obj(b)?.cache_control;
+        if (cc !== undefined)
+          mark(cc, `messages[${i}].content[${j}].cache_control`, `message[${i}]`, count);
+      });
+    }
+  });
 }
 
 function leadingSystem(msgs: unknown[]): number {

@@ -10,7 +10,7 @@
 // the larger of what the worker's KV events put on its GPU (the index: every session's blocks and
 // sessionless requests', whichever replica served them) and what this replica's own sessions hold
 // unpaused (ahead of the events, which arrive after the turn).
-import type { Observation } from "../../contract/observations.js";
+import type { CommandAcked, Observation } from "../../contract/observations.js";
 import { commonBlocks, reusableChain, SAFE_ID, type SessionView } from "../session-view.js";
 import type { PolicyTx, PolicyView } from "../tx.js";
 import { makeRoom } from "./make-room.js";
@@ -85,35 +85,39 @@ function pause(ctx: PolicyTx, s: SessionView, why: string): boolean {
         lease_id: leaseId,
       },
     },
-    {
-      onAck: (a, ctx) => {
-        // A noop that found none of the blocks holds no lease on the worker (it drops an empty one):
-        // a later RevokeLease would name an unknown lease, so the view lets it go here.
-        const nothingHeld = a.status === "noop" && (a.missing?.length ?? 0) >= blocks.length;
-        if (
-          a.status === "applied" ||
-          a.status === "duplicate" ||
-          (a.status === "noop" && !nothingHeld)
-        )
-          return;
-        if (a.status === "partial") {
-          // What the worker did not hold (gone meanwhile, or past its budget) is not the view's.
-          ctx.release(worker, blocks.slice(a.affected ?? 0), id, "lease");
-          if ((a.detail ?? "").includes("budget")) ctx.markFull(worker);
-          return;
-        }
-        ctx.release(worker, blocks, id, "lease");
-        // This lease, not a later one of the same id (a session closed and opened again counts from 1).
-        const l = ctx.sessions.get(id)?.lease;
-        if (l?.id === leaseId && l.blocks === blocks) ctx.patch(id, { lease: null, paused: false });
-        ctx.note(NAME, "undo", `Pause ${a.status}: ${a.detail ?? ""}`, { session: id });
-      },
-    },
+    { onAck: (a, ctx) => pauseAcked(ctx, id, worker, leaseId, blocks, a) },
   );
   if (!sent) return false;
   holdLease(ctx, s, worker, blocks);
   ctx.patch(id, { lease: { id: leaseId, worker, blocks, restored: false }, paused: true });
   return true;
+}
+
+/** Pause's answer: what the worker did not hold is not the view's; a lease it refused is undone. */
+function pauseAcked(
+  ctx: PolicyTx,
+  id: string,
+  worker: string,
+  leaseId: string,
+  blocks: readonly bigint[],
+  a: CommandAcked,
+): void {
+  // A noop that found none of the blocks holds no lease on the worker (it drops an empty one):
+  // a later RevokeLease would name an unknown lease, so the view lets it go here.
+  const nothingHeld = a.status === "noop" && (a.missing?.length ?? 0) >= blocks.length;
+  if (a.status === "applied" || a.status === "duplicate" || (a.status === "noop" && !nothingHeld))
+    return;
+  if (a.status === "partial") {
+    // What the worker did not hold (gone meanwhile, or past its budget) is not the view's.
+    ctx.release(worker, blocks.slice(a.affected ?? 0), id, "lease");
+    if ((a.detail ?? "").includes("budget")) ctx.markFull(worker);
+    return;
+  }
+  ctx.release(worker, blocks, id, "lease");
+  // This lease, not a later one of the same id (a session closed and opened again counts from 1).
+  const l = ctx.sessions.get(id)?.lease;
+  if (l?.id === leaseId && l.blocks === blocks) ctx.patch(id, { lease: null, paused: false });
+  ctx.note(NAME, "undo", `Pause ${a.status}: ${a.detail ?? ""}`, { session: id });
 }
 
 /** Ends a session's lease and purges its blocks (RevokeLease): the session closed, or a rewrite kept none of them. */

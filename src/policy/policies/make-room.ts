@@ -45,45 +45,12 @@ export function makeRoom(
   want: RoomWant,
   releaseLease: (ctx: PolicyTx, s: SessionView, why: string) => void,
 ): boolean {
-  const caps = capsOf(ctx, s);
-  const used = capUsage(ctx, s, caps);
-  // Blocks the session (or one of its requests) holds already cost its caps nothing more.
-  const key = capKey(s);
-  const adds = blocks.filter(
-    (h) => !ctx.budget.holdsAt(worker, h).some((p) => p.session === key || p.of === key),
-  ).length;
-  const capped = overCap(caps, { tenant: s.tenant, blocks: adds }, used);
-  if (capped) {
-    if (want.noteRefusal !== false) {
-      const why =
-        capped === "session_cap"
-          ? `session cap: ${used.session} + ${adds} blocks over ${caps.perSession}`
-          : `tenant cap: ${used.tenant} + ${adds} blocks over ${caps.perTenant} for tenant ${s.tenant}`;
-      ctx.note(want.policy, "skip", why, { session: s.id, worker });
-    }
-    return false;
-  }
+  if (overCaps(ctx, s, worker, blocks, want)) return false;
   const limit = want.share === null ? undefined : { kind: want.kind, share: want.share };
   const fit = ctx.budget.admit(worker, blocks, limit);
   if (fit >= blocks.length) return true;
-  const fresh = blocks.filter((h) => ctx.budget.holdsAt(worker, h).length === 0).length;
-  const shareBinds =
-    want.share !== null && ctx.budget.shareRoom(worker, want.kind, want.share) < fresh;
-  const groups = ctx.budget
-    .groups(worker)
-    .filter((g) => g.session !== s.session)
-    .filter((g) =>
-      g.kind === "lease"
-        ? ctx.sessions.get(g.session)?.lease?.worker === worker
-        : !shareBinds && g.kind === "marker",
-    )
-    .map((g) => ({
-      ...g,
-      tenant: ctx.sessions.get(g.session)?.tenant ?? null,
-      expectedReturnAt: expectedReturn(ctx, ctx.sessions.get(g.session)),
-    }));
   const plan = planPin(
-    groups,
+    preemptible(ctx, s, worker, blocks, want),
     {
       session: s.id,
       tenant: s.tenant,
@@ -105,31 +72,90 @@ export function makeRoom(
     );
     return false;
   }
-  for (const v of plan.preempt) {
-    const why = `preempted for ${s.id}'s ${want.kind} hold: ${v.kind === "marker" ? "markers yield" : "a session expected back later yields"}`;
-    if (v.kind === "lease") {
-      const o = ctx.sessions.get(v.session);
-      if (o) releaseLease(ctx, o, why);
-    } else {
-      const hashes = [...ctx.budget.holdsOf(worker, v.session, v.kind).keys()];
-      ctx.release(worker, hashes, v.session, v.kind);
-      ctx.emit(
-        want.policy,
-        {
-          worker,
-          sessionId: v.session,
-          reason: why,
-          hold: "marker",
-          command: { type: "Cache", block_hashes: hashes, pin: false },
-        },
-        { essential: true },
-      );
-    }
-    ctx.note(want.policy, "preempt", `${v.kind}: ${why}`, {
-      session: v.session,
-      worker,
-      for: s.id,
-    });
-  }
+  for (const v of plan.preempt) preempt(ctx, s, worker, v, want, releaseLease);
   return ctx.budget.admit(worker, blocks, limit) >= blocks.length;
+}
+
+/** Whether the session's caps refuse `blocks` (noted as the rule's skip unless told not to). */
+function overCaps(
+  ctx: PolicyTx,
+  s: RoomHolder,
+  worker: string,
+  blocks: readonly bigint[],
+  want: RoomWant,
+): boolean {
+  const caps = capsOf(ctx, s);
+  const used = capUsage(ctx, s, caps);
+  // Blocks the session (or one of its requests) holds already cost its caps nothing more.
+  const key = capKey(s);
+  const adds = blocks.filter(
+    (h) => !ctx.budget.holdsAt(worker, h).some((p) => p.session === key || p.of === key),
+  ).length;
+  const capped = overCap(caps, { tenant: s.tenant, blocks: adds }, used);
+  if (capped && want.noteRefusal !== false) {
+    const why =
+      capped === "session_cap"
+        ? `session cap: ${used.session} + ${adds} blocks over ${caps.perSession}`
+        : `tenant cap: ${used.tenant} + ${adds} blocks over ${caps.perTenant} for tenant ${s.tenant}`;
+    ctx.note(want.policy, "skip", why, { session: s.id, worker });
+  }
+  return Boolean(capped);
+}
+
+/** The holds on the worker that may yield to this one: other sessions' leases there, and their
+ * markers unless the kind's share (not the budget) binds. */
+function preemptible(
+  ctx: PolicyTx,
+  s: RoomHolder,
+  worker: string,
+  blocks: readonly bigint[],
+  want: RoomWant,
+): Parameters<typeof planPin>[0] {
+  const fresh = blocks.filter((h) => ctx.budget.holdsAt(worker, h).length === 0).length;
+  const shareBinds =
+    want.share !== null && ctx.budget.shareRoom(worker, want.kind, want.share) < fresh;
+  return ctx.budget
+    .groups(worker)
+    .filter((g) => g.session !== s.session)
+    .filter((g) =>
+      g.kind === "lease"
+        ? ctx.sessions.get(g.session)?.lease?.worker === worker
+        : !shareBinds && g.kind === "marker",
+    )
+    .map((g) => ({
+      ...g,
+      tenant: ctx.sessions.get(g.session)?.tenant ?? null,
+      expectedReturnAt: expectedReturn(ctx, ctx.sessions.get(g.session)),
+    }));
+}
+
+/** One hold yields: a lease through its own release, markers through their unpin. */
+function preempt(
+  ctx: PolicyTx,
+  s: RoomHolder,
+  worker: string,
+  v: ReturnType<typeof planPin>["preempt"][number],
+  want: RoomWant,
+  releaseLease: (ctx: PolicyTx, s: SessionView, why: string) => void,
+): void {
+  const why = `preempted for ${s.id}'s ${want.kind} hold: ${v.kind === "marker" ? "markers yield" : "a session expected back later yields"}`;
+  if (v.kind === "lease") {
+    const o = ctx.sessions.get(v.session);
+    if (o) releaseLease(ctx, o, why);
+  } else {
+    const hashes = [...ctx.budget.holdsOf(worker, v.session, v.kind).keys()];
+    ctx.release(worker, hashes, v.session, v.kind);
+    ctx.emit(
+      want.policy,
+      {
+        worker,
+        sessionId: v.session,
+        reason: why,
+        hold: "marker",
+        command: { type: "Cache", block_hashes: hashes, pin: false },
+      },
+      { essential: true },
+    );
+  }
+  ctx.note(want.policy, "preempt", `${v.kind}: ${why}`, { session: v.session, worker, for: s.id });
 }

@@ -96,20 +96,8 @@ function startWait(
   const open = waitMayOpen(ctx, s);
   if (!open) return;
   s = open;
-  const model = ctx.durations;
-  const cfg = ctx.cfg.tools;
   const blocks = reusableChain(s);
-  const benefit = (blocks.length * pageSizeOf(ctx, worker)) / cfg.prefillTokensPerSecond;
-  const best = bestKeep(
-    model,
-    names.length ? names : [null],
-    blocks.length,
-    benefit,
-    cfg.tauCandidatesSeconds,
-    cfg.holdCostPerBlockSecond,
-  );
-  const predicted = Math.max(...(names.length ? names : [null]).map((n) => model.median(n)));
-  const detail = `P(<=${best.tauSeconds}s)=${best.p.toFixed(2)} x ${best.benefitSeconds.toFixed(3)}s vs hold ${best.costSeconds.toFixed(3)}s`;
+  const { best, predicted, detail } = keepOrOffload(ctx, worker, names, blocks.length);
   const wait: OpenWait = {
     worker,
     names,
@@ -156,6 +144,29 @@ function startWait(
     );
   else if (best.net > 0) keepThroughWait(ctx, s, wait, best.tauSeconds, `keep (${why}): ${detail}`);
   else offloadForWait(ctx, s, wait, `offload (${why}): ${detail}`);
+}
+
+/** The keep that pays best for a wait on these tools (its TTL and net gain), and the wait predicted. */
+function keepOrOffload(
+  ctx: ToolsTx,
+  worker: string,
+  names: (string | null)[],
+  blockCount: number,
+): { best: ReturnType<typeof bestKeep>; predicted: number; detail: string } {
+  const model = ctx.durations;
+  const cfg = ctx.cfg.tools;
+  const benefit = (blockCount * pageSizeOf(ctx, worker)) / cfg.prefillTokensPerSecond;
+  const best = bestKeep(
+    model,
+    names.length ? names : [null],
+    blockCount,
+    benefit,
+    cfg.tauCandidatesSeconds,
+    cfg.holdCostPerBlockSecond,
+  );
+  const predicted = Math.max(...(names.length ? names : [null]).map((n) => model.median(n)));
+  const detail = `P(<=${best.tauSeconds}s)=${best.p.toFixed(2)} x ${best.benefitSeconds.toFixed(3)}s vs hold ${best.costSeconds.toFixed(3)}s`;
+  return { best, predicted, detail };
 }
 
 /** A tool wait about to open, before its mode is chosen. */
