@@ -13,9 +13,10 @@ import { dirname, join } from "node:path";
 import { packageRoot, venvPython } from "../../src/paths.js";
 import { agentModel, startWorker } from "../agent/stack.js";
 import { feasible, median, prefillTable, spread } from "./fit.js";
-import { generateBatch, measureDecode, measurePrefill, Tokens } from "./measure.js";
+import { generateBatch, Tokens } from "./measure.js";
 import { profileDoc } from "./profile-doc.js";
 import { serverFacts, type ServerFacts } from "./server-facts.js";
+import { sweepDecode, sweepPrefill } from "./sweep.js";
 
 const argv = process.argv.slice(2);
 const SMOKE = argv.includes("--smoke");
@@ -24,6 +25,7 @@ const opt = (name: string, dflt: string) => {
   return i >= 0 ? argv[i + 1] : dflt;
 };
 const REPEATS = Number(opt("repeats", SMOKE ? "1" : "5"));
+// Each repeat is one sweep over the grid (sweep.ts).
 if (!Number.isInteger(REPEATS) || REPEATS < 1)
   throw new Error(`--repeats: expected an integer >= 1, got ${opt("repeats", "")}`);
 const OUT = opt(
@@ -54,37 +56,42 @@ const BENCH_SHAPE = { pageSize: 16, hostRatio: 2 };
 const SATURATED = { deviceTokens: 8192, storage: true };
 
 async function prefillGrid(url: string, chunk: number, tok: Tokens) {
+  const { batch, extend, prefix } = GRID.prefill;
+  const cells = batch.flatMap((b) =>
+    extend.flatMap((e) => prefix.map((p) => ({ batch: b, extend: e, prefix: p }))),
+  );
+  const samples = await sweepPrefill(
+    cells.filter((c) => feasible(c, chunk)),
+    { url, tok, sweeps: REPEATS, seed: 1, log },
+  );
   const measured = new Map<string, number>();
   const spreads: number[] = [];
-  const overhead: number[] = [];
-  const { batch, extend, prefix } = GRID.prefill;
-  for (const b of batch)
-    for (const e of extend)
-      for (const p of prefix) {
-        const cell = { batch: b, extend: e, prefix: p };
-        if (!feasible(cell, chunk)) continue;
-        const r = await measurePrefill(url, cell, REPEATS, tok);
-        measured.set(`${b}/${e}/${p}`, median(r.ms));
-        spreads.push(spread(r.ms));
-        overhead.push(...r.overheadMs);
-        log(`  prefill b=${b} e=${e} p=${p}: ${r.ms.map((x) => x.toFixed(1)).join(" ")} ms`);
-      }
-  return { measured, spreads, overheadMs: median(overhead) };
+  for (const [k, xs] of samples) {
+    const ms = xs.map((x) => x.ms);
+    measured.set(k, median(ms));
+    spreads.push(spread(ms));
+    log(`  prefill ${k}: ${ms.map((x) => x.toFixed(1)).join(" ")} ms`);
+  }
+  const overheadMs = median([...samples.values()].flatMap((xs) => xs.map((x) => x.overheadMs)));
+  return { measured, spreads, overheadMs };
 }
 
 async function decodeGrid(url: string, tok: Tokens) {
-  const ms: number[][] = [];
-  const spreads: number[] = [];
-  for (const b of GRID.decode.batch) {
-    const row: number[] = [];
-    for (const c of GRID.decode.context) {
-      const r = await measureDecode(url, { batch: b, context: c }, GRID.steps, REPEATS, tok);
-      row.push(+median(r).toFixed(3));
-      spreads.push(spread(r));
-      log(`  decode b=${b} ctx=${c}: ${r.map((x) => x.toFixed(2)).join(" ")} ms/step`);
-    }
-    ms.push(row);
-  }
+  const { batch, context } = GRID.decode;
+  const cells = batch.flatMap((b) => context.map((c) => ({ batch: b, context: c })));
+  const samples = await sweepDecode(cells, GRID.steps, {
+    url,
+    tok,
+    sweeps: REPEATS,
+    seed: 2,
+    log,
+  });
+  const spreads = [...samples.values()].map(spread);
+  for (const [k, xs] of samples)
+    log(`  decode ${k}: ${xs.map((x) => x.toFixed(2)).join(" ")} ms/step`);
+  const ms = batch.map((b) =>
+    context.map((c) => +median(samples.get(`${b}/${c}`) ?? []).toFixed(3)),
+  );
   return { ms, spreads };
 }
 
@@ -136,7 +143,7 @@ async function saturatedFacts(model: string, kvElements: number): Promise<Server
 
 async function grids(model: string, chunk: number) {
   const w = await startWorker(
-    { model, ...BENCH_SHAPE, deviceTokens: 32768, storage: false },
+    { model, ...BENCH_SHAPE, deviceTokens: 262_144, storage: false },
     [],
     undefined,
     "calibrate",

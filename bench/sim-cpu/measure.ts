@@ -3,9 +3,10 @@
 // batch was formed) and `prefill_finished_time` (the prefill's result was processed), and the
 // tokenizer's `request_received_ts`, `first_token_latency` and `request_finished_ts`. A batch is
 // sent as one /generate call with a list of prompts, so the scheduler receives it at once and
-// prefills it as one batch; every measurement checks that it did (one forward_entry_time) and that
-// the prefix was served from cache, and is retried when not.
+// prefills it as one batch; every sample checks that it did (one forward_entry_time) and that its
+// prefix was served from cache (sweep.ts takes it again when not).
 import { randomTokens } from "../../src/demo/real-server.js";
+import { median } from "./fit.js";
 
 interface Meta {
   cached_tokens: number;
@@ -55,8 +56,47 @@ export interface PrefillCell {
   prefix: number;
 }
 
-/** The server's time for one prefill batch of `cell`'s shape (ms), or null when it did not form. */
-async function prefillOnce(url: string, cell: PrefillCell, prefix: number[], tok: Tokens) {
+export interface DecodeCell {
+  batch: number;
+  /** KV tokens per request while it decodes (its prompt; the decoded tokens add `steps` more). */
+  context: number;
+}
+
+/**
+ * Shared prefixes by length, each cached on the server once and again only when it was evicted
+ * (a sample whose cached tokens fall short asks for it again).
+ */
+export class Prefixes {
+  private readonly ids = new Map<number, number[]>();
+  constructor(
+    private readonly url: string,
+    private readonly tok: Tokens,
+  ) {}
+  async get(len: number, reseed = false): Promise<number[]> {
+    let ids = this.ids.get(len);
+    if (!ids || reseed) {
+      ids = this.tok.take(len);
+      this.ids.set(len, ids);
+      if (len > 0) await generateBatch(this.url, [ids], 1);
+    }
+    return ids;
+  }
+}
+
+export interface PrefillSample {
+  ms: number;
+  /** What the client waited beyond the forward: tokenizing, queueing, scheduling, detokenizing. */
+  overheadMs: number;
+}
+
+/** One prefill batch of `cell`'s shape timed by the server, or null when it did not form as one
+ * batch with its prefix served from cache. */
+export async function prefillSample(
+  url: string,
+  cell: PrefillCell,
+  prefix: number[],
+  tok: Tokens,
+): Promise<PrefillSample | null> {
   const metas = await generateBatch(
     url,
     Array.from({ length: cell.batch }, () => [...prefix, ...tok.take(cell.extend)]),
@@ -71,75 +111,37 @@ async function prefillOnce(url: string, cell: PrefillCell, prefix: number[], tok
   if (!oneBatch || !cached) return null;
   return {
     ms: (Math.max(...done) - entry) * 1000,
-    // What the client waits beyond the forward: tokenizing, queueing, scheduling, detokenizing.
     overheadMs: ((metas[0].first_token_latency ?? 0) - (done[0] - entry)) * 1000,
   };
 }
 
-/** `repeats` timings of one prefill shape (ms), each batch checked; its prefix is cached first. */
-export async function measurePrefill(
-  url: string,
-  cell: PrefillCell,
-  repeats: number,
-  tok: Tokens,
-): Promise<{ ms: number[]; overheadMs: number[]; retries: number }> {
-  const prefix = tok.take(cell.prefix);
-  if (cell.prefix > 0) await generateBatch(url, [prefix], 1);
-  const ms: number[] = [];
-  const overheadMs: number[] = [];
-  let retries = 0;
-  while (ms.length < repeats) {
-    const t = await prefillOnce(url, cell, prefix, tok);
-    if (t) {
-      ms.push(t.ms);
-      overheadMs.push(t.overheadMs);
-    } else if (++retries > 3 * repeats)
-      throw new Error(
-        `prefill ${JSON.stringify(cell)}: the batch did not form as one with its prefix cached`,
-      );
-  }
-  return { ms, overheadMs, retries };
-}
-
-export interface DecodeCell {
-  batch: number;
-  /** KV tokens per request while it decodes (its prompt; the decoded tokens add `steps` more). */
-  context: number;
-}
+/** Tokens of its own each decoding request has after the shared prefix. */
+export const OWN_TOKENS = 16;
 
 /**
- * `repeats` timings of one decode step (ms) at `cell`'s batch size and context: the batch shares
- * a cached prefix (attention still reads every request's whole context) and decodes `steps`
- * tokens together; a step is the tokenizer's span from first to last token over steps - 1.
+ * One decode step (ms) at `cell`'s batch size and context: the batch shares a cached prefix
+ * (attention still reads every request's whole context) and decodes `steps` tokens together; a
+ * step is the tokenizer's span from first to last token over steps - 1. Null when the batch did
+ * not form as one or its prefix was not served from cache.
  */
-export async function measureDecode(
+export async function decodeSample(
   url: string,
   cell: DecodeCell,
+  prefix: number[],
   steps: number,
-  repeats: number,
   tok: Tokens,
-): Promise<number[]> {
-  const own = 16;
-  const prefix = tok.take(cell.context - own);
-  await generateBatch(url, [prefix], 1);
-  const out: number[] = [];
-  for (let tries = 0; out.length < repeats; tries++) {
-    if (tries > 3 * repeats)
-      throw new Error(`decode ${JSON.stringify(cell)}: the batch did not form as one`);
-    const metas = await generateBatch(
-      url,
-      Array.from({ length: cell.batch }, () => [...prefix, ...tok.take(own)]),
-      steps,
-    );
-    const entry = metas[0].forward_entry_time;
-    if (!metas.every((m) => m.forward_entry_time === entry)) continue;
-    const spans = metas.map(
-      (m) =>
-        (m.request_finished_ts ?? 0) -
-        ((m.request_received_ts ?? 0) + (m.first_token_latency ?? 0)),
-    );
-    const mid = [...spans].sort((a, b) => a - b)[spans.length >> 1];
-    out.push((mid / (steps - 1)) * 1000);
-  }
-  return out;
+): Promise<number | null> {
+  const metas = await generateBatch(
+    url,
+    Array.from({ length: cell.batch }, () => [...prefix, ...tok.take(OWN_TOKENS)]),
+    steps,
+  );
+  const entry = metas[0].forward_entry_time;
+  if (!metas.every((m) => m.forward_entry_time === entry && m.cached_tokens === prefix.length))
+    return null;
+  const spans = metas.map(
+    (m) =>
+      (m.request_finished_ts ?? 0) - ((m.request_received_ts ?? 0) + (m.first_token_latency ?? 0)),
+  );
+  return (median(spans) / (steps - 1)) * 1000;
 }
