@@ -14,7 +14,7 @@ import { packageRoot, venvPython } from "../../src/paths.js";
 import { agentModel, startWorker } from "../agent/stack.js";
 import { feasible, median, prefillTable, spread } from "./fit.js";
 import { generateBatch, Tokens } from "./measure.js";
-import { profileDoc } from "./profile-doc.js";
+import { profileDoc, render } from "./profile-doc.js";
 import { serverFacts, type ServerFacts } from "./server-facts.js";
 import { sweepDecode, sweepPrefill } from "./sweep.js";
 
@@ -180,7 +180,7 @@ async function main(): Promise<void> {
     ...{ repeats: REPEATS, steps: GRID.steps, linkNotes: LINK_NOTE },
   });
   mkdirSync(dirname(OUT), { recursive: true });
-  writeFileSync(OUT, `${JSON.stringify(profile, null, 2)}\n`);
+  writeFileSync(OUT, render(profile));
   log(`wrote ${OUT} in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
   log(
     `  prefill spread median ${profile.source.prefill_spread.median}, decode ${profile.source.decode_spread.median}; model residual median ${profile.source.prefill_model.residual.median}`,

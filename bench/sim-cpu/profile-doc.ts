@@ -32,6 +32,17 @@ const quantiles = (xs: number[]) => {
   return { median: r3(median(s)), p90: r3(s[Math.min(s.length - 1, Math.floor(0.9 * s.length))]) };
 };
 
+/** The server's flags with what is this run's own (paths, ports) replaced by what it stands for. */
+function portable(command: string[]): string[] {
+  const args = command.slice(command.indexOf("sglang.launch_server") + 1);
+  const stands: Record<string, string> = {
+    "--model-path": "<bench:agent's model>",
+    "--port": "<free port>",
+    "--kv-events-config": "<zmq on a loopback port>",
+  };
+  return ["python", "-m", "sglang.launch_server", ...args.map((a, i) => stands[args[i - 1]] ?? a)];
+}
+
 function source(m: Measured) {
   return {
     generator: "bench/sim-cpu/calibrate.ts (npm run sim:calibrate-cpu)",
@@ -56,7 +67,7 @@ function source(m: Measured) {
       // Shapes no batch can take (more new tokens than chunked_prefill_size): the model's value.
       fitted_cells: m.table.filled.map((c) => [c.batch, c.extend, c.prefix]),
     },
-    server_command: m.facts.command.slice(m.facts.command.indexOf("sglang.launch_server") - 1),
+    server_command: portable(m.facts.command),
     link_samples: Object.fromEntries(Object.entries(m.links).map(([k, v]) => [k, v.samples])),
   };
 }
@@ -104,4 +115,22 @@ export function profileDoc(m: Measured) {
       ]),
     ),
   };
+}
+
+/** Indented JSON with each list of scalars on one line, as the GPU profiles' generator writes them. */
+export function render(doc: unknown): string {
+  const enc = (node: unknown, depth: number): string => {
+    const pad = " ".repeat(depth + 1);
+    if (node && typeof node === "object" && !Array.isArray(node)) {
+      const items = Object.entries(node as Record<string, unknown>)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => `${pad}${JSON.stringify(k)}: ${enc(v, depth + 1)}`);
+      return `{\n${items.join(",\n")}\n${" ".repeat(depth)}}`;
+    }
+    if (Array.isArray(node) && node.some((v) => v !== null && typeof v === "object"))
+      return `[\n${node.map((v) => pad + enc(v, depth + 1)).join(",\n")}\n${" ".repeat(depth)}]`;
+    if (Array.isArray(node)) return `[${node.map((v) => JSON.stringify(v)).join(", ")}]`;
+    return JSON.stringify(node);
+  };
+  return `${enc(doc, 0)}\n`;
 }
