@@ -715,29 +715,29 @@ describe("secrets from files and the environment", () => {
   });
 });
 
-describe("kvctl gateway (the CLI)", () => {
-  /** The CLI with its stderr, and a wait for a line in it (the gateway says what it did). */
-  const cli = (args: string[]) => {
-    const child: ChildProcess = spawn(
-      process.execPath,
-      ["--import", "tsx", "src/cli/bin.ts", "gateway", ...args],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let err = "";
-    const waiters: { text: string; resolve: () => void }[] = [];
-    child.stderr?.on("data", (d: Buffer) => {
-      err += d.toString();
-      for (const w of waiters.splice(0))
-        if (err.includes(w.text)) w.resolve();
-        else waiters.push(w);
-    });
-    const saw = (text: string) =>
-      err.includes(text)
-        ? Promise.resolve()
-        : new Promise<void>((resolve) => waiters.push({ text, resolve }));
-    return { child, err: () => err, saw };
-  };
+/** The CLI with its stderr, and a wait for a line in it (the gateway says what it did). */
+function gatewayCli(args: string[]) {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ["--import", "tsx", "src/cli/bin.ts", "gateway", ...args],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let err = "";
+  const waiters: { text: string; resolve: () => void }[] = [];
+  child.stderr?.on("data", (d: Buffer) => {
+    err += d.toString();
+    for (const w of waiters.splice(0))
+      if (err.includes(w.text)) w.resolve();
+      else waiters.push(w);
+  });
+  const saw = (text: string) =>
+    err.includes(text)
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => waiters.push({ text, resolve }));
+  return { child, err: () => err, saw };
+}
 
+describe("kvctl gateway (the CLI)", () => {
   it("SIGHUP reloads the TLS pair; a bad pair is logged and the old one kept; a bad key config exits 2 naming the field", async () => {
     const first = selfSigned("cli-first");
     const cert = join(bed.dir, "cli.crt");
@@ -749,7 +749,7 @@ describe("kvctl gateway (the CLI)", () => {
       file,
       `listen: { host: 127.0.0.1, port: 0, tls: { cert: ${cert}, key: ${key} } }\nworkers:\n  - id: w0\n    url: ${bed.up.url}\nauth:\n  tenants:\n    - id: a\n      keys: ["${hashKey(KEY_A)}"]\n`,
     );
-    const g = cli(["--config", file, "--no-nats"]);
+    const g = gatewayCli(["--config", file, "--no-nats"]);
     try {
       await g.saw("listening on https://");
       const port = Number(/listening on https:\/\/127\.0\.0\.1:(\d+)/.exec(g.err())?.[1]);
@@ -773,10 +773,76 @@ describe("kvctl gateway (the CLI)", () => {
       badFile,
       `workers:\n  - id: w0\n    url: ${bed.up.url}\nauth:\n  tenants:\n    - id: a\n      keys: ["${KEY_A}"]\n`,
     );
-    const bad = cli(["--config", badFile, "--no-nats"]);
+    const bad = gatewayCli(["--config", badFile, "--no-nats"]);
     const [code] = await once(bad.child, "exit");
     expect(code).toBe(2);
     expect(bad.err()).toContain("auth.tenants.0.keys.0: must be 'sha256:'");
+  }, 90_000);
+});
+
+describe("kvctl gateway: a listener off loopback (protected mode)", () => {
+  const worker = () => `workers:\n  - id: w0\n    url: ${bed.up.url}\n`;
+  const auth = () => `auth:\n  tenants:\n    - id: a\n      keys: ["${hashKey(KEY_A)}"]\n`;
+  const file = (name: string, text: string) => {
+    const p = join(bed.dir, name);
+    writeFileSync(p, text);
+    return p;
+  };
+  const stop = async (c: ReturnType<typeof gatewayCli>) => {
+    c.child.kill("SIGTERM");
+    if (c.child.exitCode === null) await once(c.child, "exit");
+  };
+
+  it("--listen keeps the file's TLS section: the flag's address serves TLS with the file's certificate", async () => {
+    const { cert, key, fingerprint } = selfSigned("cli-listen");
+    const tls = `listen: { host: 127.0.0.1, port: 8080, tls: { cert: ${cert}, key: ${key} } }\n`;
+    const path = file("listen-tls.yaml", tls + worker() + auth());
+    const g = gatewayCli(["--config", path, "--listen", "0.0.0.0:0", "--no-nats"]);
+    try {
+      await g.saw("listening on ");
+      const m = /listening on (https?):\/\/127\.0\.0\.1:(\d+)/.exec(g.err());
+      expect(m?.[1]).toBe("https");
+      expect(await servedFingerprint(Number(m?.[2]))).toBe(fingerprint);
+      expect(g.err()).not.toContain("--insecure");
+    } finally {
+      await stop(g);
+    }
+  }, 60_000);
+
+  it("without TLS or auth it exits 2 naming what is missing; --insecure starts and says what it gives up; loopback needs neither", async () => {
+    const { cert, key } = selfSigned("cli-exposed");
+    const tls = `listen: { tls: { cert: ${cert}, key: ${key} } }\n`;
+    const cases: [string, string, string][] = [
+      ["no-tls.yaml", worker() + auth(), "listen.tls is not configured"],
+      ["no-auth.yaml", tls + worker(), "auth is not configured"],
+      ["neither.yaml", worker(), "listen.tls and auth are not configured"],
+    ];
+    for (const [name, text, missing] of cases) {
+      const c = gatewayCli(["--config", file(name, text), "--listen", "0.0.0.0:0", "--no-nats"]);
+      const [code] = await once(c.child, "close");
+      expect(code).toBe(2);
+      expect(c.err()).toContain(
+        `listen.host: 0.0.0.0 is reachable from other machines and ${missing}`,
+      );
+      expect(c.err()).toContain("--insecure");
+    }
+    const open = ["--config", join(bed.dir, "neither.yaml"), "--no-nats"];
+    const ins = gatewayCli([...open, "--listen", "0.0.0.0:0", "--insecure"]);
+    try {
+      await ins.saw("--insecure: listening on 0.0.0.0 without listen.tls");
+      expect(ins.err()).toContain("client keys travel in the clear");
+      expect(ins.err()).toContain("without auth anyone who can reach it may call the workers");
+      await ins.saw("listening on http://127.0.0.1:");
+    } finally {
+      await stop(ins);
+    }
+    const lo = gatewayCli([...open, "--listen", "127.0.0.1:0"]);
+    try {
+      await lo.saw("listening on http://127.0.0.1:");
+      expect(lo.err()).not.toContain("--insecure");
+    } finally {
+      await stop(lo);
+    }
   }, 90_000);
 });
 

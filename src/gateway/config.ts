@@ -139,8 +139,10 @@ export const gatewayConfigSchema = z.strictObject({
       host: z.string().default("127.0.0.1"),
       port: z.number().int().min(0).max(65535).default(8080),
       tls: tlsConfigSchema.optional(),
+      /** Serve a non-loopback address without TLS or without auth (listen-exposure.ts). */
+      insecure: z.boolean().default(false),
     })
-    .default({ host: "127.0.0.1", port: 8080 }),
+    .default({ host: "127.0.0.1", port: 8080, insecure: false }),
   workers: z.array(workerConfigSchema).min(1, "needs at least one worker"),
   /** Client-side deadlines and caps (ops-config.ts). */
   listener: listenerConfigSchema,

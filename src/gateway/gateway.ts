@@ -38,6 +38,7 @@ import { idleSweeper } from "./idle-sweep.js";
 import type { InferenceFront } from "./inference-front.js";
 import { buildServer } from "./server.js";
 import { DrainGate } from "./listener.js";
+import { checkExposure } from "./listen-exposure.js";
 import { LatencyRecorder } from "./latency.js";
 import { openTracer } from "./trace.js";
 import { type GatewayLog, gatewayLogger } from "./logger.js";
@@ -147,6 +148,7 @@ function secured<T>(read: () => T): T {
 
 function assemble(options: GatewayOptions): Parts {
   const config = parseGatewayConfig(options.config, "gateway config");
+  checkExposure(config, "gateway config");
   const resolvedAuth = secured(() => (config.auth ? resolveAuth(config.auth) : null));
   const tlsConfig = config.listen.tls;
   const tls = secured(() => (tlsConfig ? loadTls(tlsConfig) : null));

@@ -17,6 +17,7 @@ export type {
 } from "./config.js";
 export { loggingPolicy, noopPolicy } from "./policy.js";
 export { applyWorkerList, watchWorkerList } from "./config-watch.js";
+export { exposureCost, exposureGaps, isLoopback } from "./listen-exposure.js";
 export type { GatewayLog, LogFields } from "./logger.js";
 export type { GatewayPolicy, PolicyCommand, PolicyEnv, PolicyFactory } from "../contract/policy.js";
 export type * from "../contract/observations.js";

@@ -11,7 +11,10 @@ const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp:
                            auth, listen.tls: docs/gateway-security.md); SIGHUP reloads listen.tls
   --worker SPEC            a worker (repeatable; replaces the file's list): id=http://host:port,
                            optionally its KV-event endpoints (default: what its /server_info advertises)
-  --listen HOST:PORT       where to serve (default 127.0.0.1:8080)
+  --listen HOST:PORT       where to serve (default 127.0.0.1:8080); keeps the file's listen.tls.
+                           A non-loopback address needs listen.tls and auth: in --config
+  --insecure               serve a non-loopback address without TLS or without auth anyway
+                           (the gateway says at start what that gives up)
   --policy noop|log|agent  decision policy (default noop; agent: settings under policies: in --config,
                            and program admission when admission: gives its limits)
   --json-log               one JSON line per routing decision and command on stdout
@@ -38,6 +41,7 @@ const OPTIONS = {
   config: { type: "string" },
   worker: { type: "string", multiple: true },
   listen: { type: "string" },
+  insecure: { type: "boolean" },
   policy: { type: "string" },
   "json-log": { type: "boolean" },
   "body-limit": { type: "string" },
@@ -74,6 +78,13 @@ function timeoutFlags(
   }
 }
 
+/** A config section as a record to merge flags into (absent or not a mapping: empty). */
+function asRecord(v: unknown): Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v)
+    ? (v as Record<string, unknown>)
+    : {};
+}
+
 /** The config file (if any) with the flags folded in on top; throws naming a bad flag. */
 function configFromFlags(
   values: Values,
@@ -85,8 +96,14 @@ function configFromFlags(
   if (values.listen) {
     const m = /^(.*):(\d+)$/.exec(values.listen);
     if (!m) throw new GatewayConfigError(`--listen must be HOST:PORT, got '${values.listen}'`);
-    cfg.listen = { host: m[1].replace(/^\[|\]$/g, ""), port: Number(m[2]) };
+    // Merged, never replaced: the file's TLS section stays in force.
+    cfg.listen = {
+      ...asRecord(cfg.listen),
+      host: m[1].replace(/^\[|\]$/g, ""),
+      port: Number(m[2]),
+    };
   }
+  if (values.insecure) cfg.listen = { ...asRecord(cfg.listen), insecure: true };
   if (values.policy) cfg.policy = values.policy;
   if (values["json-log"]) cfg.jsonLog = true;
   const limits = { ...((cfg.limits as object) ?? {}) } as Record<string, unknown>;
@@ -170,6 +187,11 @@ export const command: Command = {
     gw.log.info(
       `gateway: listening on ${gw.url} for ${gw.config.workers.map((w) => `${w.id}=${w.url}`).join(", ")}`,
     );
+    const gaps = gateway.exposureGaps(gw.config.listen.host, gw.config.listen.tls, gw.config.auth);
+    if (gaps.length)
+      gw.log.warn(
+        `gateway: --insecure: listening on ${gw.config.listen.host} ${gateway.exposureCost(gaps)}`,
+      );
     const live = gw;
     if (gw.config.listen.tls) process.on("SIGHUP", () => reloadTls(live));
     const watching =
