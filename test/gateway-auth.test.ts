@@ -346,7 +346,8 @@ describe("tenant limits", () => {
     const rec = await g.sessions.get("a/capped");
     expect(rec?.pins.reduce((s, p) => s + p.blockHashes.length, 0)).toBeLessThanOrEqual(2);
     // The policy capped the pin itself: its budget view holds what went out, and the gateway's
-    // backstop had nothing to cut (a cut there would leave the view holding blocks never pinned).
+    // backstop had nothing to cut (a pin the backstop cuts is acked to its rule as sent:
+    // test/command-ids.test.ts).
     const text = await g.metrics.registry.metrics();
     const used = text
       .split("\n")

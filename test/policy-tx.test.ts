@@ -192,7 +192,7 @@ describe("a transaction", () => {
       log: () => undefined,
       decisionLog: null,
       out,
-      acks: new WeakMap(),
+      acks: new Map(),
     };
     commit(tx, st, outlet);
     expect([
@@ -224,7 +224,7 @@ describe("a transaction", () => {
       log: () => undefined,
       decisionLog: null,
       out: [],
-      acks: new WeakMap(),
+      acks: new Map(),
     });
     expect([...st.sessions.keys()]).toEqual(["c", "a", "d"]);
   });

@@ -163,7 +163,9 @@ export interface CommandAcked {
   commandType: string;
   /** An ack status, or "failed" (no ack) / "dropped" (never sent). */
   status: string;
-  /** The command as the policy returned it (same object). */
+  /** The id of the command (PolicyCommand.id), by which the policy finds the rule that sent it. */
+  commandId: string | null;
+  /** The command as it was sent: the policy's, or fewer blocks when the gateway trimmed or narrowed it. */
   command?: Command;
   affected?: number;
   /** Blocks the worker did not find (a Cache ack lists them). */

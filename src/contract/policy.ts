@@ -18,7 +18,13 @@ export interface PolicyCommand {
   sessionId?: string | null;
   /** What kind of hold a pin takes or releases (the session record names each hold by it). */
   hold?: HoldKind;
-  /** The idempotency id to send it under (a release sent again goes under its first id). */
+  /**
+   * Its name: given when the policy's transaction emits it (the gateway names a command that comes
+   * without one). It is the idempotency id the command goes out under, and what its ack, the hold
+   * it takes or releases and its entry in the session record are found by; a command the gateway
+   * trims (a tenant's pin cap) or narrows (an unpin of holds already released) keeps it, and its
+   * ack carries the command as sent.
+   */
   id?: string;
 }
 

@@ -89,7 +89,7 @@ export class CommandSink {
     const p = (async () => {
       try {
         if (pc.worker === "broadcast") {
-          const r = await publisher.broadcast(pc.command);
+          const r = await publisher.broadcast(pc.command, pc.id ? { id: pc.id } : {});
           for (const a of r.acks) metrics.commandsAcked.inc({ type, status: a.status });
           if (r.silent.length)
             metrics.commandsFailed.inc({ type, error: "silent" }, r.silent.length);

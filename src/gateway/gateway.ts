@@ -2,6 +2,7 @@
 // (probed, subscribed to their KV events feeding one index) -> NATS link (session bucket,
 // control publisher) -> session store -> policy and command sink -> HTTP server.
 import type { FastifyInstance } from "fastify";
+import { uuidv7 } from "../protocol/index.js";
 import { InMemoryKvIndex, type KvIndex } from "../index/index.js";
 import type { Server as TlsServer } from "node:https";
 import type { SecureContextOptions } from "node:tls";
@@ -267,7 +268,15 @@ function assembleLoop(b: Base, resolvedAuth: ResolvedAuth | null) {
     log,
     timeoutMs: config.health.timeoutMs,
   });
-  const observe = policyObserver(policy, ledger, incarnation, log, caps, (o) => radix.observe(o));
+  const observe = policyObserver(
+    policy,
+    ledger,
+    incarnation,
+    log,
+    caps,
+    (o) => radix.observe(o),
+    (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }),
+  );
   const recorder = new CommandRecorder({
     sessions,
     clock,
@@ -373,9 +382,10 @@ function tenantCapsOf(auth: ResolvedAuth | null): (tenant: string) => TenantPinC
 }
 
 /**
- * The policy's commands go out through the hold ledger (each hold named in its record first) to
- * the sink; their outcomes come back as observations. `first` hears each observation before the
- * policy does (the workers' radix sessions).
+ * The policy's commands go out through the tenants' pin caps and the hold ledger (each hold named
+ * in its record first) to the sink; their outcomes come back as observations, each by the command's
+ * id (one the policy did not name is named here). `first` hears each observation before the
+ * policy does (the workers' radix sessions); `dropped` hears a command the caps did not let out.
  */
 function policyObserver(
   policy: GatewayPolicy,
@@ -384,6 +394,7 @@ function policyObserver(
   log: GatewayLog,
   caps: PinCaps | null,
   first: (o: Observation) => void,
+  dropped: (pc: PolicyCommand, why: string) => void,
 ): (o: Observation) => void {
   return (o) => {
     first(o);
@@ -404,7 +415,10 @@ function policyObserver(
       );
       return;
     }
-    for (const pc of caps ? caps.limit(out) : out) ledger.submit(pc);
+    const named = out.map((pc) => (pc.id === undefined ? { ...pc, id: uuidv7() } : pc));
+    const capped = caps ? caps.limit(named) : { sent: named, dropped: [] };
+    for (const d of capped.dropped) dropped(d.pc, d.why);
+    for (const pc of capped.sent) ledger.submit(pc);
     // Close releases every hold the record names, whichever replica took it (after the policy's own).
     if (o.type === "SessionHint" && o.event === "close") void ledger.close(o.sessionId);
   };

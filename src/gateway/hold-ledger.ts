@@ -20,6 +20,7 @@ import {
 } from "./holds.js";
 import type { HoldMetrics } from "./hold-metrics.js";
 import type { PolicyCommand } from "../contract/policy.js";
+import { uuidv7 } from "../protocol/index.js";
 import type { ReleaseRecord, SessionRecord } from "./session-record.js";
 import { MAX_SESSION_ID_BYTES } from "./session-id.js";
 import type { Clock, SessionStore } from "./session-store.js";
@@ -51,13 +52,16 @@ interface Heartbeat {
 
 const HEARTBEAT_PREFIX = "r.";
 
+/** Effects of commands whose outcome has not come, at most (an outcome normally comes within a command's timeout). */
+const MAX_UNSETTLED = 1 << 16;
+
 export class HoldLedger {
   readonly replica = `${hostname()
     .replace(/[^A-Za-z0-9_-]/g, "_")
     .slice(0, 32)}-${process.pid}-${randomBytes(3).toString("hex")}`;
   private readonly chains = new Map<string, Promise<void>>();
-  private readonly effects = new WeakMap<PolicyCommand, HoldEffect>();
-  private readonly sessionless = new WeakMap<PolicyCommand, string>();
+  /** What each command sent and not settled yet takes or releases, by its id (PolicyCommand.id). */
+  private readonly effects = new Map<string, HoldEffect>();
   /** Sessions where this replica holds in-flight pins or has a release unacked (advertised in its heartbeat). */
   private readonly owned = new Set<string>();
   private advertised = new Set<string>();
@@ -86,14 +90,17 @@ export class HoldLedger {
 
   /** The record a command's hold is named in: its session's, or this replica's sessionless record. */
   recordOf(pc: PolicyCommand): string | null {
-    return pc.sessionId ?? this.sessionless.get(pc) ?? null;
+    if (pc.sessionId) return pc.sessionId;
+    return pc.hold === "inflight" && pc.command.type === "Cache" && pc.worker !== "broadcast"
+      ? this.sessionlessId
+      : null;
   }
 
   /** Records what `pc` takes or releases in its session (a sessionless in-flight hold: in this replica's record), then sends it. */
-  submit(pc: PolicyCommand): void {
-    const sid =
-      pc.sessionId ??
-      (pc.hold === "inflight" && pc.command.type === "Cache" ? this.sessionlessId : null);
+  submit(command: PolicyCommand): void {
+    // Its outcome settles its hold by its id: a command that comes without one is named here.
+    const pc = command.id === undefined ? { ...command, id: uuidv7() } : command;
+    const sid = this.recordOf(pc);
     if (!sid || pc.worker === "broadcast") {
       this.o.send(pc);
       return;
@@ -125,15 +132,14 @@ export class HoldLedger {
         this.o.metrics.releasesSkipped.inc({ type: pc.command.type });
         return;
       }
-      this.effects.set(out.pc, out.effect);
-      if (!pc.sessionId) this.sessionless.set(out.pc, sid);
+      this.remember(out.pc, out.effect);
       this.o.send(out.pc);
     });
   }
 
   /** Applies a command's outcome to the holds it took or released (inside the record's update). */
   settleInto(rec: SessionRecord, pc: PolicyCommand, worker: string, res: HoldResult): void {
-    const effect = this.effects.get(pc);
+    const effect = pc.id === undefined ? undefined : this.effects.get(pc.id);
     if (!effect || worker !== pc.worker) return;
     this.adopt(rec);
     settleHold(rec, effect, res, this.o.clock.now());
@@ -205,7 +211,7 @@ export class HoldLedger {
       this.o.metrics.expired.inc();
       await this.track(rec);
       for (const x of out) {
-        this.effects.set(x.pc, x.effect);
+        this.remember(x.pc, x.effect);
         this.o.send(x.pc);
       }
     }).then(() => won);
@@ -273,9 +279,17 @@ export class HoldLedger {
     );
     await this.track(rec);
     for (const x of out) {
-      this.effects.set(x.pc, x.effect);
+      this.remember(x.pc, x.effect);
       this.o.send(x.pc);
     }
+  }
+
+  /** The effect the command's outcome settles, until its outcome comes (at most MAX_UNSETTLED kept). */
+  private remember(pc: PolicyCommand, effect: HoldEffect): void {
+    if (!effect || pc.id === undefined) return;
+    this.effects.set(pc.id, effect);
+    if (this.effects.size > MAX_UNSETTLED)
+      this.effects.delete(this.effects.keys().next().value as string);
   }
 
   /** Replicas whose heartbeat is fresh (this one included). */

@@ -191,7 +191,8 @@ function recordRelease(
   claims: Claim[],
 ): { pc: PolicyCommand; effect: HoldEffect } {
   const c = pc.command;
-  const id = uuidv7();
+  // The policy's own release goes out under the policy's id (its ack finds its rule by it).
+  const id = pc.id ?? uuidv7();
   const type = c.type as ReleaseRecord["type"];
   releasesOf(r).push({
     id,

@@ -86,7 +86,7 @@ export function createAgentPolicy(o: AgentPolicyOptions = {}): AgentPolicy {
     log,
     decisionLog: o.decisionLog ?? null,
     out: [],
-    acks: new WeakMap(),
+    acks: new Map(),
   };
   let now = 0;
   const decide: Decide = (rule, what, f) => {
@@ -270,15 +270,21 @@ function beforeRules(
   }
 }
 
-/** Hands an ack to the rule that sent the command, to decide on in a transaction of its own; false for a command no rule sent. */
+/**
+ * Hands an ack to the rule that sent the command (found by its id), to decide on in a transaction
+ * of its own; false for a command no rule sent. The ack carries the command as it was sent, which
+ * the rule reads instead of what it emitted (a gateway may have trimmed it).
+ */
 function ackToRule(
   ob: CommandAcked,
   outlet: Outlet,
   decide: Decide,
   log: (line: string) => void,
 ): boolean {
-  const e = ob.command ? outlet.acks.get(ob.command) : undefined;
+  const e = ob.commandId ? outlet.acks.get(ob.commandId) : undefined;
   if (!e) return false;
+  // One answer per command sent to a worker; a broadcast's answers (one per worker) keep it.
+  if (e.pc.worker !== "broadcast") outlet.acks.delete(ob.commandId as string);
   outlet.metrics.acks.inc({ policy: e.policy, type: ob.commandType, status: ob.status });
   if (
     ob.status === "rejected" ||

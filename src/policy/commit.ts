@@ -2,13 +2,27 @@
 // and metrics, in the order the decision recorded them (tx.ts).
 import { decisionLine } from "../contract/decision-log.js";
 import type { PolicyCommand } from "../contract/policy.js";
-import type { Command } from "../protocol/index.js";
 import type { CommandGuards } from "./guards.js";
 import type { PolicyMetrics } from "./metrics.js";
 import type { AckDecision, PolicyState, Step, Tx } from "./tx.js";
 
-/** Which rule sent each command still waiting for its answer, and what it decides on it. */
-export type AckRoutes = WeakMap<Command, { policy: string; rule: string; onAck?: AckDecision }>;
+/** Which rule sent a command still waiting for its answer, the command as it emitted it, and what it decides on the answer. */
+export interface AckRoute {
+  policy: string;
+  rule: string;
+  pc: PolicyCommand;
+  onAck?: AckDecision;
+}
+
+/** The commands waiting for their answers, by id (PolicyCommand.id). */
+export type AckRoutes = Map<string, AckRoute>;
+
+/**
+ * Commands remembered at most: past it the oldest is forgotten (its late ack then reaches no rule).
+ * An answer is normally a round trip away; what stays is what never gets one (a release the
+ * gateway found nothing left to send for).
+ */
+const MAX_AWAITED = 1 << 16;
 
 export interface Outlet {
   guards: CommandGuards;
@@ -114,6 +128,7 @@ function applyEmit(
     session: pc.sessionId ?? null,
     reason: pc.reason,
   });
-  o.acks.set(pc.command, { policy, rule: tx.rule, onAck: s.onAck });
+  o.acks.set(pc.id as string, { policy, rule: tx.rule, pc, onAck: s.onAck });
+  if (o.acks.size > MAX_AWAITED) o.acks.delete(o.acks.keys().next().value as string);
   o.out.push(pc);
 }

@@ -96,6 +96,25 @@ export const SAFE_ID = (id: string): string =>
     : `sha-${createHash("sha256").update(id).digest("hex").slice(0, 40)}`;
 
 /**
+ * A pin command as it was sent, against the blocks the rule emitted: `sent`, the blocks the ack's
+ * command carries, and `cut`, those a gateway left out (a tenant's pin cap trimmed it). The worker
+ * never saw the cut ones: they are not held.
+ */
+export function sentPart(
+  emitted: readonly bigint[],
+  a: CommandAcked,
+): { sent: readonly bigint[]; cut: bigint[] } {
+  const c = a.command;
+  if (c?.type !== "Cache" || c.block_hashes.length >= emitted.length)
+    return { sent: emitted, cut: [] };
+  const carried = new Set(c.block_hashes);
+  return {
+    sent: emitted.filter((h) => carried.has(h)),
+    cut: emitted.filter((h) => !carried.has(h)),
+  };
+}
+
+/**
  * The blocks of a pin command its ack says the worker did not pin: those it did not hold
  * (`missing`) and those past its pin budget (`refused`, the ack's `skipped`: it pins in order and,
  * once the budget is spent, pins no new block, so they are the last of the rest). A block that

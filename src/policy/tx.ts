@@ -6,6 +6,7 @@
 import type { CommandAcked } from "../contract/observations.js";
 import type { PolicyCommand, TenantPinCaps } from "../contract/policy.js";
 import type { PoliciesConfig } from "../contract/policies-config.js";
+import { uuidv7 } from "../protocol/uuidv7.js";
 import type { BlockOwners } from "./block-owners.js";
 import type { DurationModel } from "./duration-model.js";
 import type { CommandGuards, GuardVerdict } from "./guards.js";
@@ -86,7 +87,7 @@ export interface Effects<S = unknown> {
   /** Replaces the session's view with `patch` applied; returns the new view. */
   patch(id: string, patch: Partial<SessionView>): SessionView;
   dropSession(id: string): void;
-  /** Whether the guards let the command out. */
+  /** Whether the guards let the command out; names it (`pc.id`) when it has no id yet. */
   emit(policy: string, pc: PolicyCommand, opts?: EmitOptions<S>): boolean;
   /** A decision to do nothing (or one without a command), logged and counted. */
   note(policy: string, action: string, reason: string, fields?: Record<string, unknown>): void;
@@ -217,6 +218,8 @@ export class Tx<S = unknown> implements PolicyTx<S> {
   }
 
   emit(policy: string, pc: PolicyCommand, opts: EmitOptions<S> = {}): boolean {
+    // Named here, once: its ack, its hold and its record entry are found by this id downstream.
+    pc.id ??= uuidv7();
     const key =
       opts.coalesce === undefined || opts.coalesce === null
         ? null

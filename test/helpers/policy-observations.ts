@@ -96,6 +96,7 @@ export function ack(
     worker: pc.worker,
     commandType: pc.command.type,
     status,
+    commandId: pc.id ?? null,
     command: pc.command,
     affected: extra.affected ?? 0,
     ...(extra.missing !== undefined ? { missing: extra.missing } : {}),

@@ -312,6 +312,7 @@ class Stream {
         worker: pc.worker,
         commandType: pc.command.type,
         status,
+        commandId: pc.id ?? null,
         command: pc.command,
         ...extra,
         epoch,

@@ -33,31 +33,40 @@ export class PinCaps {
     });
   }
 
-  /** Applies the caps to one batch of commands, in order. */
-  limit(batch: readonly PolicyCommand[]): PolicyCommand[] {
+  /**
+   * Applies the caps to one batch of commands, in order: each goes out whole, trimmed (the same
+   * command, by its id, with fewer blocks) or not at all (`dropped`, with why, to be reported to the
+   * policy as a command never sent).
+   */
+  limit(batch: readonly PolicyCommand[]): {
+    sent: PolicyCommand[];
+    dropped: { pc: PolicyCommand; why: string }[];
+  } {
     const extra = new Map<string, number>();
-    const out: PolicyCommand[] = [];
+    const sent: PolicyCommand[] = [];
+    const dropped: { pc: PolicyCommand; why: string }[] = [];
     for (const pc of batch) {
       const c = pc.command;
       if (c.type !== "Cache" || !c.pin || !pc.sessionId) {
-        out.push(pc);
+        sent.push(pc);
         continue;
       }
       const room = this.room(pc.sessionId, extra);
       if (room === null || room.left >= c.block_hashes.length) {
         if (room) extra.set(pc.sessionId, (extra.get(pc.sessionId) ?? 0) + c.block_hashes.length);
-        out.push(pc);
+        sent.push(pc);
         continue;
       }
       if (room.left <= 0) {
         this.trimmed.inc({ tenant: room.tenant, outcome: "dropped" });
+        dropped.push({ pc, why: `over tenant ${room.tenant}'s pin cap` });
         continue;
       }
       this.trimmed.inc({ tenant: room.tenant, outcome: "trimmed" });
       extra.set(pc.sessionId, (extra.get(pc.sessionId) ?? 0) + room.left);
-      out.push({ ...pc, command: { ...c, block_hashes: c.block_hashes.slice(0, room.left) } });
+      sent.push({ ...pc, command: { ...c, block_hashes: c.block_hashes.slice(0, room.left) } });
     }
-    return out;
+    return { sent, dropped };
   }
 
   /** Blocks the session may still pin under its tenant's caps; null when its tenant has none. */

@@ -7,7 +7,7 @@
 // (the device copy stays evictable), carry a TTL as a backstop for a turn that never reports back,
 // and stay within the gateway's view of the worker's pin budget, earliest blocks first.
 import type { CommandAcked, TurnFinished, TurnStarted } from "../../contract/observations.js";
-import { commonBlocks, unpinned } from "../session-view.js";
+import { commonBlocks, sentPart, unpinned } from "../session-view.js";
 import type { PolicyTx, PolicyView } from "../tx.js";
 import { release } from "./idle.js";
 import { capPrefix } from "../pin-caps.js";
@@ -109,13 +109,22 @@ function grant(h: Held, ctx: InflightTx): boolean {
 }
 
 /** The worker's answer to a hold: what it did not pin is not held (past its budget, or gone meanwhile). */
-function pinAcked(h: Held, from: number, pin: bigint[], a: CommandAcked, ctx: InflightTx): void {
+function pinAcked(
+  h: Held,
+  from: number,
+  emitted: bigint[],
+  a: CommandAcked,
+  ctx: InflightTx,
+): void {
+  // Blocks the gateway did not send are not held; like blocks gone, they are not asked for again.
+  const { sent: pin, cut } = sentPart(emitted, a);
+  if (cut.length) ctx.release(a.worker, cut, h.owner, "inflight");
   if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
   const { dropped, refused } = unpinned(pin, a);
   ctx.release(a.worker, dropped, h.owner, "inflight");
   // Still the request this hold was for, holding what this command left it (no later grant since).
   const now = ctx.own.get(h.owner);
-  const current = now !== undefined && now.want === h.want && now.held === from + pin.length;
+  const current = now !== undefined && now.want === h.want && now.held === from + emitted.length;
   if (a.status !== "partial") {
     if (current) put(ctx, h.owner, { ...now, held: from });
     ctx.note(NAME, "undo", `pin ${a.status}: ${a.detail ?? ""}`, {
@@ -125,7 +134,7 @@ function pinAcked(h: Held, from: number, pin: bigint[], a: CommandAcked, ctx: In
   } else if (refused > 0) {
     // The refused tail is asked for again when budget comes free; blocks the worker no
     // longer had are not.
-    if (current) put(ctx, h.owner, { ...now, held: from + pin.length - refused });
+    if (current) put(ctx, h.owner, { ...now, held: from + emitted.length - refused });
     ctx.markFull(a.worker);
   }
 }

@@ -5,7 +5,7 @@
 // worker (longer TTLs, earlier blocks first); a `partial` ack whose worker refused blocks for its
 // budget marks the worker full.
 import type { CommandAcked, TurnFinished } from "../../contract/observations.js";
-import { unpinned } from "../session-view.js";
+import { sentPart, unpinned } from "../session-view.js";
 import type { PolicyTx, PolicyView } from "../tx.js";
 import type { PinHold } from "../pin-budget.js";
 import { capPrefix } from "../pin-caps.js";
@@ -166,7 +166,15 @@ function pinGroup(
     });
 }
 
-function pinAcked(sid: string, pin: bigint[], a: CommandAcked, ctx: PolicyTx): void {
+function pinAcked(sid: string, emitted: bigint[], a: CommandAcked, ctx: PolicyTx): void {
+  const { sent: pin, cut } = sentPart(emitted, a);
+  if (cut.length) {
+    ctx.release(a.worker, cut, sid, "marker");
+    ctx.note(NAME, "cut", `the gateway sent ${pin.length} of ${emitted.length} blocks`, {
+      session: sid,
+      worker: a.worker,
+    });
+  }
   if (a.status === "applied" || a.status === "duplicate" || a.status === "noop") return;
   if (a.status === "partial") {
     const { dropped, refused } = unpinned(pin, a);

@@ -13,7 +13,13 @@ import type {
   TurnFinished,
   TurnStarted,
 } from "../../contract/observations.js";
-import { reusableChain, SAFE_ID, type SessionView, type ToolWait } from "../session-view.js";
+import {
+  reusableChain,
+  SAFE_ID,
+  type SessionView,
+  sentPart,
+  type ToolWait,
+} from "../session-view.js";
 import { bestKeep } from "../duration-model.js";
 import type { PolicyTx } from "../tx.js";
 import { release } from "./idle.js";
@@ -218,6 +224,9 @@ function keepThroughWait(
     },
     {
       onAck: (a, ctx) => {
+        // Blocks the gateway did not send are not held; what was sent is undone below if refused.
+        const { sent, cut } = sentPart(blocks, a);
+        if (cut.length) ctx.release(a.worker, cut, id, "tool");
         if (
           a.status === "applied" ||
           a.status === "duplicate" ||
@@ -231,7 +240,7 @@ function keepThroughWait(
         if (ctx.sessions.get(id)?.tool?.blocks === blocks) ctx.patch(id, { tool: null });
         else if (waiting) unserve(ctx, (rid) => rid === waiting[0]);
         else return;
-        ctx.release(a.worker, blocks, id, "tool");
+        ctx.release(a.worker, sent, id, "tool");
         ctx.note(NAME, "undo", `keep pin ${a.status}: ${a.detail ?? ""}`, { session: id });
       },
     },
