@@ -1,13 +1,18 @@
 // The hold functions on their own: whatever a worker answers, the holds a session record names
 // add up, block by block, to the pins the worker holds.
 import { describe, expect, it } from "vitest";
-import { type HoldEnv, prepareHold, releaseCommands, settleHold } from "../src/gateway/holds.js";
+import {
+  type HoldEnv,
+  prepareHold,
+  releaseCommands,
+  settleHold,
+} from "../src/gateway/holds/holds.js";
 import type { PolicyCommand } from "../src/contract/policy.js";
-import { newSessionRecord } from "../src/gateway/session-record.js";
+import { newSessionRecord, type SessionRecord } from "../src/gateway/holds/record.js";
 import { Registry } from "prom-client";
 import type { KV } from "@nats-io/kv";
-import { HoldLedger } from "../src/gateway/hold-ledger.js";
-import { HoldMetrics } from "../src/gateway/hold-metrics.js";
+import { HoldLedger } from "../src/gateway/holds/ledger.js";
+import { HoldMetrics } from "../src/gateway/holds/metrics.js";
 import { GatewayMetrics } from "../src/gateway/metrics.js";
 import { SessionStore } from "../src/gateway/session-store.js";
 import { lineLog } from "../src/gateway/logger.js";
@@ -299,8 +304,14 @@ describe("holds", () => {
     for (const b of [1n, 2n, 3n]) ledger.submit(pin([b]));
     await ledger.settled();
     expect(sent).toHaveLength(3);
-    const ack = (pc: PolicyCommand, status: string, more: Record<string, unknown> = {}) =>
-      sessions.update("s", (rec) => ledger.settleInto(rec, pc, "w0", { status, ...more }));
+    // As the command recorder does: settled inside the record's update, counted once it is stored.
+    const ack = async (pc: PolicyCommand, status: string, more: Record<string, unknown> = {}) => {
+      let then: ((stored: SessionRecord) => void) | null = null;
+      const stored = await sessions.update("s", (rec) => {
+        then = ledger.settleInto(rec, pc, "w0", { status, ...more });
+      });
+      (then as ((stored: SessionRecord) => void) | null)?.(stored);
+    };
     await ack(sent[0], "error");
     await ack(sent[1], "error");
     await ack(sent[2], "partial", { affected: 0, missing: [3n], skipped: 0 });

@@ -13,7 +13,7 @@ import { Registry } from "prom-client";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createGateway, type Gateway, type GatewayConfigInput } from "../src/gateway/index.js";
 import type { PolicyCommand } from "../src/contract/policy.js";
-import { newSessionRecord, type SessionRecord } from "../src/gateway/session-record.js";
+import { newSessionRecord, type SessionRecord } from "../src/gateway/holds/record.js";
 import { sessionKey } from "../src/gateway/session-store.js";
 import { createAgentPolicy } from "../src/policy/agent-policy.js";
 import { blocksOf, holdsPolicy, SESSIONLESS } from "./helpers/holds-policy.js";

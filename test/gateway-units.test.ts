@@ -7,14 +7,14 @@ import { chatFromMessages, pythonJsonDumps } from "../src/gateway/messages-fallb
 import { contentTypeError, streamOf } from "../src/gateway/request/worker-rules.js";
 import { routeRequest, type RoutingOptions, type WorkerState } from "../src/gateway/router.js";
 import { sessionIdOf } from "../src/gateway/session-id.js";
-import { newSessionRecord } from "../src/gateway/session-record.js";
+import { newSessionRecord } from "../src/gateway/holds/record.js";
 import {
   type HoldEnv,
   prepareHold,
   releaseCommands,
   settleHold,
   syncLegacyFields,
-} from "../src/gateway/holds.js";
+} from "../src/gateway/holds/holds.js";
 import type { PolicyCommand } from "../src/contract/policy.js";
 import { sessionKey } from "../src/gateway/session-store.js";
 import { tokenizeRequestFor, withTokenIds } from "../src/gateway/request/token-request.js";

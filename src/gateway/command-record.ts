@@ -5,8 +5,8 @@ import { decisionLine } from "../contract/decision-log.js";
 import type { Observation } from "../contract/observations.js";
 import type { PolicyCommand } from "../contract/policy.js";
 import type { CommandOutcome } from "./command-sink.js";
-import type { HoldResult } from "./holds.js";
-import type { CommandRecord, SessionRecord } from "./session-record.js";
+import type { HoldResult } from "./holds/holds.js";
+import type { CommandRecord, SessionRecord } from "./holds/record.js";
 import type { Clock, SessionStore } from "./session-store.js";
 import type { GatewayLog } from "./logger.js";
 
@@ -17,8 +17,16 @@ export interface CommandRecorderOptions {
   observe: (o: Observation) => void;
   decisionLog: ((line: string) => void) | null;
   log: GatewayLog;
-  /** Folds one worker's outcome of a command into the holds its record names (the hold ledger). */
-  settle: (rec: SessionRecord, pc: PolicyCommand, worker: string, res: HoldResult) => void;
+  /**
+   * Folds one worker's outcome of a command into the holds its record names (the hold ledger),
+   * inside the record's update; returns what to do once that update is stored (null: nothing).
+   */
+  settle: (
+    rec: SessionRecord,
+    pc: PolicyCommand,
+    worker: string,
+    res: HoldResult,
+  ) => ((stored: SessionRecord) => void) | null;
   /** The record a sessionless command's hold is named in (the ledger's), if any. */
   recordOf?: (pc: PolicyCommand) => string | null;
 }
@@ -53,12 +61,19 @@ export class CommandRecorder {
       ackedMs: outcome.state === "acked" ? now : null,
       detail,
     });
+    // The update runs again on each write conflict: only the stored attempt's afterwards apply.
+    let after: ((stored: SessionRecord) => void)[] = [];
     const recorded = this.o.sessions
       .update(sessionId, (rec: SessionRecord) => {
+        after = [];
+        const settle = (worker: string, res: HoldResult) => {
+          const then = this.o.settle(rec, pc, worker, res);
+          if (then) after.push(then);
+        };
         if (outcome.state === "acked") {
           for (const a of outcome.acks) {
             rec.commands.push(entry(a.worker_id, a.status, a.reason));
-            this.o.settle(rec, pc, a.worker_id, {
+            settle(a.worker_id, {
               status: a.status,
               affected: a.affected,
               missing: a.missing,
@@ -68,10 +83,13 @@ export class CommandRecorder {
           }
         } else {
           rec.commands.push(entry(pc.worker, outcome.state, outcome.error));
-          this.o.settle(rec, pc, pc.worker, { status: outcome.state });
+          settle(pc.worker, { status: outcome.state });
         }
         if (rec.commands.length > this.o.maxCommands)
           rec.commands.splice(0, rec.commands.length - this.o.maxCommands);
+      })
+      .then((stored) => {
+        for (const f of after) f(stored);
       })
       .catch((e) =>
         this.o.log.warn(

@@ -19,9 +19,9 @@ import {
   GatewayConfigError,
   parseGatewayConfig,
 } from "./config.js";
-import { HoldLedger } from "./hold-ledger.js";
-import { HoldMetrics } from "./hold-metrics.js";
-import { currentStored, namedPins } from "./holds.js";
+import { HoldLedger } from "./holds/ledger.js";
+import { HoldMetrics } from "./holds/metrics.js";
+import { currentStored, namedPins } from "./holds/holds.js";
 import { GatewayMetrics } from "./metrics.js";
 import { DynamoNatsPlane } from "./dynamo-events.js";
 import { NatsLink } from "./nats-link.js";
@@ -245,7 +245,7 @@ function assembleLoop(b: Base, resolvedAuth: ResolvedAuth | null) {
   const caps = resolvedAuth
     ? new PinCaps(resolvedAuth.tenants, () => sessions.localRecords(), metrics.registry)
     : null;
-  // Every hold-changing command is recorded in its session before it is sent (see hold-ledger.ts).
+  // Every hold-changing command is recorded in its session before it is sent (see holds/ledger.ts).
   const recording = new Map<string, Promise<void>>();
   const holdMetrics = new HoldMetrics(metrics.registry);
   const incarnation = (w: string): string | null => inspector.incarnation(w);

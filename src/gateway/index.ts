@@ -27,7 +27,7 @@ export type {
   PinRecord,
   SessionRecord,
   TurnSummary,
-} from "./session-record.js";
+} from "./holds/record.js";
 export { SESSION_HEADERS, sessionIdOf } from "./session-id.js";
 export { routeRequest } from "./router.js";
 export type {

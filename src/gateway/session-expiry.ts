@@ -6,8 +6,8 @@
 // which then leaves the bucket with nothing held.
 import type { KV } from "@nats-io/kv";
 import type { Observation } from "../contract/observations.js";
-import type { HoldLedger } from "./hold-ledger.js";
-import { isSessionRecord, type SessionRecord } from "./session-record.js";
+import type { HoldLedger } from "./holds/ledger.js";
+import { isSessionRecord, type SessionRecord } from "./holds/record.js";
 import type { Clock } from "./session-store.js";
 import type { GatewayLog } from "./logger.js";
 

@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import type { KV } from "@nats-io/kv";
 import type { GatewayMetrics } from "./metrics.js";
-import { isSessionRecord, newSessionRecord, type SessionRecord } from "./session-record.js";
+import { isSessionRecord, newSessionRecord, type SessionRecord } from "./holds/record.js";
 import { type GatewayLog, lineLog } from "./logger.js";
 
 export interface Clock {

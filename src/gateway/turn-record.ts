@@ -4,7 +4,7 @@ import type { TurnRanges, Usage } from "../contract/observations.js";
 import { requestBlockHashes } from "./block-hashes.js";
 import { tokenizeCall, type TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
-import { MAX_TURNS_KEPT, type SessionRecord, type TurnSummary } from "./session-record.js";
+import { MAX_TURNS_KEPT, type SessionRecord, type TurnSummary } from "./holds/record.js";
 import { tokenizePrompt } from "./messages-fallback.js";
 import { tokenizeOn } from "./token-truth.js";
 import type { TurnContext } from "./turn-context.js";

@@ -11,7 +11,7 @@ import { errorBody, sendJson } from "./errors.js";
 import type { TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
 import { NoWorkerError, type RouteDecision, routeRequest } from "./router.js";
-import type { SessionRecord } from "./session-record.js";
+import type { SessionRecord } from "./holds/record.js";
 import { tokenizePrompt } from "./messages-fallback.js";
 import type { TurnContext } from "./turn-context.js";
 import { headerHints } from "./turn-hints.js";

@@ -7,7 +7,7 @@
 // view where the worker holds fewer pins than it thinks.
 import type { ControlPublisher } from "../control/publisher.js";
 import type { KvIndex } from "../index/index.js";
-import type { HoldMetrics } from "./hold-metrics.js";
+import type { HoldMetrics } from "./holds/metrics.js";
 import type { Observation } from "../contract/observations.js";
 import type { Clock } from "./session-store.js";
 import type { GatewayWorker } from "./workers.js";

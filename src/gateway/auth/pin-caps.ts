@@ -5,8 +5,8 @@
 // (plus the pins of the same batch not recorded yet).
 import { Counter, type Registry } from "prom-client";
 import type { PolicyCommand } from "../../contract/policy.js";
-import { holdsOf, PIN_KINDS } from "../holds.js";
-import type { SessionRecord } from "../session-record.js";
+import { holdsOf, PIN_KINDS } from "../holds/holds.js";
+import type { SessionRecord } from "../holds/record.js";
 import type { TenantConfig } from "./config.js";
 
 /** Distinct blocks a session's holds pin on each worker (a refresh re-pins a block; it counts once). */

@@ -1,8 +1,8 @@
 // A session's record: the state several gateway replicas share through the session store. Hashes
 // are decimal strings (int64 does not survive JSON numbers); everything else is plain JSON.
-import type { RouteKind, ToolCallInfo, TurnRanges, Usage } from "../contract/observations.js";
-import type { HoldKind } from "../contract/policy.js";
-import type { Command } from "../protocol/index.js";
+import type { RouteKind, ToolCallInfo, TurnRanges, Usage } from "../../contract/observations.js";
+import type { HoldKind } from "../../contract/policy.js";
+import type { Command } from "../../protocol/index.js";
 
 export interface TurnSummary {
   n: number;

@@ -3,28 +3,27 @@
 // there; its ack settles exactly those holds. Close, on any replica, releases every hold the record
 // names. Each replica advertises, under a heartbeat in the same bucket, the sessions where it holds
 // in-flight pins; when a heartbeat stops, another replica releases those holds and says so in the
-// record. Commands of one session keep their order (one chain per session).
+// record. Commands of one session keep their order (one chain per session). Each write's plan
+// (plan.ts) is applied once it is stored: its events counted and logged, then its commands sent.
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { KV } from "@nats-io/kv";
+import type { HoldEffect, HoldEnv, HoldRecord, HoldResult } from "./holds.js";
 import {
-  type HoldEffect,
-  type HoldEnv,
-  type HoldRecord,
-  type HoldResult,
-  adoptLegacyHolds,
-  prepareHold,
-  releaseCommands,
-  settleHold,
-  syncLegacyFields,
-} from "./holds.js";
-import type { HoldMetrics } from "./hold-metrics.js";
-import type { PolicyCommand } from "../contract/policy.js";
-import { uuidv7 } from "../protocol/index.js";
-import type { ReleaseRecord, SessionRecord } from "./session-record.js";
-import { MAX_SESSION_ID_BYTES } from "./session-id.js";
-import type { Clock, SessionStore } from "./session-store.js";
-import type { GatewayLog } from "./logger.js";
+  type HoldEvent,
+  type HoldPlan,
+  type HoldSend,
+  planHold,
+  planRelease,
+  planSettle,
+} from "./plan.js";
+import type { HoldMetrics } from "./metrics.js";
+import type { PolicyCommand } from "../../contract/policy.js";
+import { uuidv7 } from "../../protocol/index.js";
+import type { ReleaseRecord, SessionRecord } from "./record.js";
+import { MAX_SESSION_ID_BYTES } from "../session-id.js";
+import type { Clock, SessionStore } from "../session-store.js";
+import type { GatewayLog } from "../logger.js";
 
 export interface HoldLedgerOptions {
   sessions: SessionStore;
@@ -68,6 +67,8 @@ export class HoldLedger {
   private seq = 0;
   private timer: NodeJS.Timeout | null = null;
   private readonly logged = new Set<string>();
+  /** Whether this replica wrote a heartbeat (stop withdraws it). */
+  private beaten = false;
 
   constructor(private readonly o: HoldLedgerOptions) {}
 
@@ -77,7 +78,6 @@ export class HoldLedger {
       now: this.o.clock.now(),
       nextId: () => `${this.replica}.${(++this.seq).toString(36)}`,
       incarnation: this.o.incarnation,
-      dropped: (h, why) => this.o.metrics.dropped.inc({ kind: h.kind, why }),
     };
   }
 
@@ -106,18 +106,16 @@ export class HoldLedger {
       return;
     }
     this.run(sid, async () => {
-      let out: { pc: PolicyCommand | null; effect: HoldEffect } = { pc, effect: null };
+      let plan: HoldPlan | null = null;
+      let rec: SessionRecord;
       try {
-        const rec = await this.o.sessions.update(
+        rec = await this.o.sessions.update(
           sid,
-          (rec) => {
-            this.adopt(rec);
-            out = prepareHold(rec, pc, this.env());
-            syncLegacyFields(rec);
+          (r) => {
+            plan = planHold(r, pc, this.env());
           },
           true,
         );
-        await this.track(rec);
       } catch (e) {
         this.o.metrics.badRecords.inc({ why: "update_lost" });
         const why = `its hold could not be recorded in the session store (${(e as Error).message}); not sent`;
@@ -128,34 +126,30 @@ export class HoldLedger {
         this.o.unsent(pc, why);
         return;
       }
-      if (!out.pc) {
-        this.o.metrics.releasesSkipped.inc({ type: pc.command.type });
-        return;
-      }
-      this.remember(out.pc, out.effect);
-      this.o.send(out.pc);
+      await this.landed(rec, plan as HoldPlan | null);
     });
   }
 
-  /** Applies a command's outcome to the holds it took or released (inside the record's update). */
-  settleInto(rec: SessionRecord, pc: PolicyCommand, worker: string, res: HoldResult): void {
-    const effect = pc.id === undefined ? undefined : this.effects.get(pc.id);
-    if (!effect || worker !== pc.worker) return;
-    this.adopt(rec);
-    settleHold(rec, effect, res, this.o.clock.now());
-    if (res.status === "error" || res.status === "failed" || res.status === "partial")
-      this.o.metrics.unsure.inc({ type: pc.command.type, status: res.status });
-    if (
-      res.status === "error" ||
-      res.status === "failed" ||
-      (res.status === "partial" && "release" in effect)
-    )
-      this.once(
-        `${rec.id}|${pc.command.type}|${res.status}`,
-        `gateway: session ${JSON.stringify(rec.id)}: ${pc.command.type} to ${worker} came back ${res.status}; its hold is kept in doubt until close or expiry`,
-      );
-    if (!this.owns(rec)) this.owned.delete(rec.id);
-    syncLegacyFields(rec);
+  /**
+   * Applies a command's outcome to the holds it took or released, inside the record's update
+   * (run again on every write conflict); returns what to do once that write is stored (count, log,
+   * forget the settled effect), or null when the command took or released no hold here.
+   */
+  settleInto(
+    rec: SessionRecord,
+    pc: PolicyCommand,
+    worker: string,
+    res: HoldResult,
+  ): ((stored: SessionRecord) => void) | null {
+    const id = pc.id;
+    const effect = id === undefined ? undefined : this.effects.get(id);
+    if (id === undefined || !effect || worker !== pc.worker) return null;
+    const plan = planSettle(rec, pc, effect, worker, res, this.env());
+    return (stored) => {
+      if (this.effects.get(id) === effect) this.effects.delete(id);
+      this.apply(plan.effects);
+      if (!this.owns(stored)) this.owned.delete(stored.id);
+    };
   }
 
   /** Releases every hold the session's record names, whoever took them. */
@@ -183,37 +177,26 @@ export class HoldLedger {
     let won = false;
     return this.run(sid, async () => {
       const live = await this.liveReplicas();
-      let out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
+      const note = {
+        state: "expired",
+        reason: `session expired (no write for ${idleMs} ms, the bucket drops it soon): every hold released by ${this.replica}`,
+        always: true,
+      };
+      let plan: HoldPlan | null = null;
       const rec = await this.o.sessions.updateAt(sid, revision, (rec) => {
-        this.adopt(rec);
-        out = releaseCommands(
+        plan = planRelease(
           rec,
           this.env(),
           () => true,
           "session expired",
           (e) => e.doubt || !live.has(e.by),
+          note,
         );
-        const worker = out[0]?.pc.worker ?? rec.worker ?? "";
-        rec.commands.push({
-          id: null,
-          worker,
-          type: "Cache",
-          reason: `session expired (no write for ${idleMs} ms, the bucket drops it soon): every hold released by ${this.replica}`,
-          createdMs: this.o.clock.now(),
-          state: "expired",
-          ackedMs: null,
-          detail: `${out.length} release(s) sent`,
-        });
-        syncLegacyFields(rec);
       });
       if (!rec) return;
       won = true;
       this.o.metrics.expired.inc();
-      await this.track(rec);
-      for (const x of out) {
-        this.remember(x.pc, x.effect);
-        this.o.send(x.pc);
-      }
+      await this.landed(rec, plan as HoldPlan | null);
     }).then(() => won);
   }
 
@@ -256,36 +239,63 @@ export class HoldLedger {
     note: string | null,
     resend: (e: ReleaseRecord) => boolean,
   ): Promise<void> {
-    let out: { pc: PolicyCommand; effect: HoldEffect }[] = [];
+    let plan: HoldPlan | null = null;
     const rec = await this.o.sessions.update(
       sid,
       (rec) => {
-        this.adopt(rec);
-        out = releaseCommands(rec, this.env(), pick, reason, resend);
-        if (note && out.length)
-          rec.commands.push({
-            id: null,
-            worker: out[0].pc.worker,
-            type: "Cache",
-            reason: note,
-            createdMs: this.o.clock.now(),
-            state: "reaped",
-            ackedMs: null,
-            detail: `${out.length} release(s) sent`,
-          });
-        syncLegacyFields(rec);
+        plan = planRelease(
+          rec,
+          this.env(),
+          pick,
+          reason,
+          resend,
+          note === null ? null : { state: "reaped", reason: note, always: false },
+        );
       },
       true,
     );
+    await this.landed(rec, plan as HoldPlan | null);
+  }
+
+  /**
+   * Once a write is stored: its events counted and logged, the session advertised in the
+   * heartbeat when this replica now holds something there, then its commands sent (in that order:
+   * another replica reaps what a dead one advertised, so it is advertised before it is taken).
+   */
+  private async landed(rec: SessionRecord, plan: HoldPlan | null): Promise<void> {
+    this.apply(plan?.effects ?? []);
     await this.track(rec);
-    for (const x of out) {
-      this.remember(x.pc, x.effect);
+    for (const x of plan?.sends ?? []) {
+      this.remember(x);
       this.o.send(x.pc);
     }
   }
 
+  /** Counts and logs what a stored write did, once. */
+  private apply(events: readonly HoldEvent[]): void {
+    const m = this.o.metrics;
+    for (const e of events) {
+      if (e.type === "dropped") m.dropped.inc({ kind: e.kind, why: e.why });
+      else if (e.type === "skipped") m.releasesSkipped.inc({ type: e.command });
+      else if (e.type === "adopted") {
+        m.badRecords.inc({ why: "older_version" });
+        this.once(
+          `legacy|${e.session}`,
+          `gateway: session ${JSON.stringify(e.session)}: record from an older gateway; its pins and leases are adopted as holds`,
+        );
+      } else {
+        m.unsure.inc({ type: e.command, status: e.status });
+        if (e.status !== "partial" || e.release)
+          this.once(
+            `${e.session}|${e.command}|${e.status}`,
+            `gateway: session ${JSON.stringify(e.session)}: ${e.command} to ${e.worker} came back ${e.status}; its hold is kept in doubt until close or expiry`,
+          );
+      }
+    }
+  }
+
   /** The effect the command's outcome settles, until its outcome comes (at most MAX_UNSETTLED kept). */
-  private remember(pc: PolicyCommand, effect: HoldEffect): void {
+  private remember({ pc, effect }: HoldSend): void {
     if (!effect || pc.id === undefined) return;
     this.effects.set(pc.id, effect);
     if (this.effects.size > MAX_UNSETTLED)
@@ -333,11 +343,20 @@ export class HoldLedger {
     this.timer.unref();
   }
 
-  /** Stops the timer and withdraws the heartbeat only when nothing is held in flight (else others reap). */
+  /**
+   * Stops the timer, waits for the session chains, and withdraws the heartbeat when this replica
+   * holds nothing in flight any more; else the heartbeat stays, goes silent, and another replica
+   * reaps what it names.
+   */
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.settled();
+    const kv = this.o.kv();
+    if (!kv || this.owned.size > 0 || !this.beaten) return;
+    await kv
+      .delete(`${HEARTBEAT_PREFIX}${this.replica}`)
+      .catch((e) => this.o.log.warn(`gateway: replica heartbeat: ${(e as Error).message}`));
   }
 
   async tick(): Promise<void> {
@@ -357,6 +376,7 @@ export class HoldLedger {
       sessions: [...sessions],
     };
     await kv.put(`${HEARTBEAT_PREFIX}${this.replica}`, JSON.stringify(hb));
+    this.beaten = true;
     this.advertised = sessions;
   }
 
@@ -389,16 +409,6 @@ export class HoldLedger {
       this.o.metrics.replicasReaped.inc();
       this.o.log.warn(`gateway: ${note} (${sessions.length} session(s))`);
       await kv.delete(hb.key, { previousSeq: hb.revision }).catch(() => undefined);
-    }
-  }
-
-  private adopt(rec: SessionRecord): void {
-    if (adoptLegacyHolds(rec, this.env())) {
-      this.o.metrics.badRecords.inc({ why: "older_version" });
-      this.once(
-        `legacy|${rec.id}`,
-        `gateway: session ${JSON.stringify(rec.id)}: record from an older gateway; its pins and leases are adopted as holds`,
-      );
     }
   }
 

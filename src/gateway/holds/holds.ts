@@ -2,11 +2,11 @@
 // for, each by its own identity, written before the command goes out and removed only when its
 // own release is acked. A release claims blocks of named holds (one unpin per hold per block), so
 // it never touches another hold, and the worker's pin count of a block is the number of holds the
-// records name on it. These functions change a record in place; the ledger runs them inside the
-// store's compare-and-set update.
-import type { HoldKind, PolicyCommand } from "../contract/policy.js";
-import { type Command, uuidv7 } from "../protocol/index.js";
-import type { HoldRecord, ReleaseRecord, SessionRecord } from "./session-record.js";
+// records name on it. These functions change a record in place and touch nothing else; plan.ts
+// runs them inside the store's compare-and-set update and returns what they did as values.
+import type { HoldKind, PolicyCommand } from "../../contract/policy.js";
+import { type Command, uuidv7 } from "../../protocol/index.js";
+import type { HoldRecord, ReleaseRecord, SessionRecord } from "./record.js";
 
 export type { HoldRecord };
 
