@@ -2,24 +2,23 @@
 // (probed, subscribed to their KV events feeding one index) -> NATS link (session bucket,
 // control publisher) -> session store -> policy and command sink -> HTTP server.
 import type { FastifyInstance } from "fastify";
-import { uuidv7 } from "../protocol/index.js";
 import { InMemoryKvIndex, type KvIndex } from "../index/index.js";
 import type { Server as TlsServer } from "node:https";
 import type { SecureContextOptions } from "node:tls";
 import { AuthGate } from "./auth/gate.js";
-import { PinCaps } from "./auth/pin-caps.js";
 import { AuthConfigError, type ResolvedAuth, resolveAuth } from "./auth/table.js";
 import { loadTls, TlsConfigError } from "./auth/tls.js";
 import { CredentialError } from "./auth/upstream-credentials.js";
-import { CommandRecorder } from "./command-record.js";
-import { CommandSink } from "./command-sink.js";
+import type { CommandRecorder } from "./command-record.js";
+import type { CommandSink } from "./command-sink.js";
 import {
   type GatewayConfig,
   type GatewayConfigInput,
   GatewayConfigError,
   parseGatewayConfig,
 } from "./config.js";
-import { HoldLedger } from "./holds/ledger.js";
+import { CommandPath } from "./holds/command-path.js";
+import type { HoldLedger } from "./holds/ledger.js";
 import { HoldMetrics } from "./holds/metrics.js";
 import { currentStored, namedPins } from "./holds/holds.js";
 import { GatewayMetrics } from "./metrics.js";
@@ -239,27 +238,30 @@ interface Base {
   sessions: SessionStore;
 }
 
-/** The policy's loop: observations in, commands out through the ledger and the sink, acks back. */
+/** The policy's loop: observations in, commands out along the command path, outcomes back. */
 function assembleLoop(b: Base, resolvedAuth: ResolvedAuth | null) {
   const { config, log, clock, metrics, decisionLog, policy, nats, sessions } = b;
-  const caps = resolvedAuth
-    ? new PinCaps(resolvedAuth.tenants, () => sessions.localRecords(), metrics.registry)
-    : null;
   // Every hold-changing command is recorded in its session before it is sent (see holds/ledger.ts).
   const recording = new Map<string, Promise<void>>();
   const holdMetrics = new HoldMetrics(metrics.registry);
   const incarnation = (w: string): string | null => inspector.incarnation(w);
-  const ledger = new HoldLedger({
+  const path = new CommandPath({
     sessions,
     kv: () => nats.kv(),
-    send: (pc) => commands.submit(pc),
-    unsent: (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }),
+    publisher: () => (nats.connected ? nats.publisher : null),
     clock,
-    metrics: holdMetrics,
+    metrics,
+    holdMetrics,
     log,
+    decisionLog,
+    // The loop closes here: an outcome goes back to the policy whose observer feeds this path.
+    observe: (o) => observe(o),
+    incarnation,
+    tenants: resolvedAuth?.tenants ?? null,
+    maxQueued: config.limits.commandQueue,
+    maxCommands: config.sessions.maxCommands,
     heartbeatMs: config.sessions.heartbeatMs,
     pending: recording,
-    incarnation,
   });
   // SGLang's session radix cache on the workers that run it: sessions closed where kvctl lets them go.
   const radix = new RadixSessions({
@@ -268,35 +270,11 @@ function assembleLoop(b: Base, resolvedAuth: ResolvedAuth | null) {
     log,
     timeoutMs: config.health.timeoutMs,
   });
-  const observe = policyObserver(
-    policy,
-    ledger,
-    incarnation,
-    log,
-    caps,
-    (o) => radix.observe(o),
-    (pc, why) => recorder.record(pc, { state: "dropped", id: null, error: why }),
-  );
-  const recorder = new CommandRecorder({
-    sessions,
-    clock,
-    maxCommands: config.sessions.maxCommands,
-    observe,
-    decisionLog,
-    log,
-    settle: (rec, pc, worker, res) => ledger.settleInto(rec, pc, worker, res),
-    recordOf: (pc) => ledger.recordOf(pc),
-  });
-  const commands = new CommandSink({
-    publisher: () => (nats.connected ? nats.publisher : null),
-    maxQueued: config.limits.commandQueue,
-    metrics,
-    onOutcome: (pc, o) => recorder.record(pc, o),
-    log,
-  });
-  nats.whenUp(() => commands.flush());
+  const observe = policyObserver(policy, path, incarnation, log, (o) => radix.observe(o));
+  nats.whenUp(() => path.sink.flush());
   const workers = assembleWorkers(b, observe, radix, (w) => inspector.restartedFromEvents(w));
-  const { inspector, expiry } = assembleWatchers(b, ledger, observe, workers, holdMetrics);
+  const { inspector, expiry } = assembleWatchers(b, path.ledger, observe, workers, holdMetrics);
+  const { sink: commands, recorder, ledger } = path;
   return { recording, observe, workers, commands, recorder, ledger, inspector, expiry };
 }
 
@@ -382,19 +360,16 @@ function tenantCapsOf(auth: ResolvedAuth | null): (tenant: string) => TenantPinC
 }
 
 /**
- * The policy's commands go out through the tenants' pin caps and the hold ledger (each hold named
- * in its record first) to the sink; their outcomes come back as observations, each by the command's
- * id (one the policy did not name is named here). `first` hears each observation before the
- * policy does (the workers' radix sessions); `dropped` hears a command the caps did not let out.
+ * Each observation goes to the policy, and the commands it returns along the command path (named,
+ * capped, each hold named in its record, sent); their outcomes come back here as observations.
+ * `first` hears each observation before the policy does (the workers' radix sessions).
  */
 function policyObserver(
   policy: GatewayPolicy,
-  ledger: HoldLedger,
+  path: CommandPath,
   incarnation: (worker: string) => string | null,
   log: GatewayLog,
-  caps: PinCaps | null,
   first: (o: Observation) => void,
-  dropped: (pc: PolicyCommand, why: string) => void,
 ): (o: Observation) => void {
   return (o) => {
     first(o);
@@ -415,12 +390,9 @@ function policyObserver(
       );
       return;
     }
-    const named = out.map((pc) => (pc.id === undefined ? { ...pc, id: uuidv7() } : pc));
-    const capped = caps ? caps.limit(named) : { sent: named, dropped: [] };
-    for (const d of capped.dropped) dropped(d.pc, d.why);
-    for (const pc of capped.sent) ledger.submit(pc);
+    path.submit(out);
     // Close releases every hold the record names, whichever replica took it (after the policy's own).
-    if (o.type === "SessionHint" && o.event === "close") void ledger.close(o.sessionId);
+    if (o.type === "SessionHint" && o.event === "close") void path.ledger.close(o.sessionId);
   };
 }
 
