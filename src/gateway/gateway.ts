@@ -41,6 +41,7 @@ import { DrainGate } from "./listener.js";
 import { checkExposure } from "./listen-exposure.js";
 import { LatencyRecorder } from "./latency.js";
 import { openTracer } from "./trace.js";
+import { Periodic } from "./periodic.js";
 import { type GatewayLog, gatewayLogger } from "./logger.js";
 import { drainThenClose } from "./drain.js";
 import { SessionExpiry } from "./session-expiry.js";
@@ -437,18 +438,15 @@ function scrapeGauges(p: Parts): () => void {
   };
 }
 
-function startIdleTimer(p: Parts): NodeJS.Timeout | null {
+function startIdleTimer(p: Parts): Periodic {
   const idleAfterSeconds = p.config.sessions.idleAfterSeconds;
-  if (idleAfterSeconds <= 0) return null;
-  const timer = setInterval(
-    () =>
-      void p
-        .sweepIdle()
-        .catch((e) => p.ctx.log.warn(`gateway: idle sweep: ${(e as Error).message}`)),
-    Math.max(1000, (idleAfterSeconds * 1000) / 2),
+  const sweeps = new Periodic(
+    () => p.sweepIdle(),
+    idleAfterSeconds > 0 ? Math.max(1000, (idleAfterSeconds * 1000) / 2) : 0,
+    (e) => p.ctx.log.warn(`gateway: idle sweep: ${e.message}`),
   );
-  timer.unref();
-  return timer;
+  sweeps.start();
+  return sweeps;
 }
 
 /** Resolves once recorded turns, sent commands, their records and the ledger's chains are done. */
@@ -473,7 +471,7 @@ function handle(
   app: FastifyInstance,
   front: InferenceFront,
   cleanup: (() => Promise<void>)[],
-  idleTimer: NodeJS.Timeout | null,
+  idleTimer: Periodic,
   drain: DrainGate,
 ): Gateway {
   const { ctx, config, commands } = p;
@@ -512,7 +510,7 @@ function handle(
   };
   let closing: Promise<void> | null = null;
   async function closeOnce(): Promise<void> {
-    if (idleTimer) clearInterval(idleTimer);
+    idleTimer.cancel();
     front.close();
     await app.close();
     await Promise.all([...ctx.recording.values()]).catch(() => undefined);

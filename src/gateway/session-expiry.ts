@@ -6,6 +6,7 @@
 // which then leaves the bucket with nothing held.
 import type { KV } from "@nats-io/kv";
 import type { Observation } from "../contract/observations.js";
+import { Periodic } from "./periodic.js";
 import type { HoldLedger } from "./holds/ledger.js";
 import { isSessionRecord, type SessionRecord } from "./holds/record.js";
 import type { Clock } from "./session-store.js";
@@ -30,34 +31,29 @@ export function expiryTiming(ttlSeconds: number): { intervalMs: number; expireAf
 const SESSION_KEYS = ["s.>", "h.>"];
 
 export class SessionExpiry {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
   private readonly timing: { intervalMs: number; expireAfterMs: number };
+  private readonly sweeps: Periodic;
 
   constructor(private readonly o: SessionExpiryOptions) {
     this.timing = expiryTiming(o.ttlSeconds);
+    this.sweeps = new Periodic(
+      () => this.sweepOnce(),
+      o.ttlSeconds > 0 ? this.timing.intervalMs : 0,
+      (e) => this.o.log.warn(`gateway: session expiry: ${e.message}`),
+    );
   }
 
   start(): void {
-    if (this.o.ttlSeconds <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.sweep(), this.timing.intervalMs);
-    this.timer.unref();
+    this.sweeps.start();
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+  stop(): Promise<void> {
+    return this.sweeps.stop();
   }
 
   /** One look over the bucket (a sweep still running is joined, not doubled). */
   sweep(): Promise<void> {
-    this.running ??= this.sweepOnce()
-      .catch((e) => this.o.log.warn(`gateway: session expiry: ${(e as Error).message}`))
-      .finally(() => {
-        this.running = null;
-      });
-    return this.running;
+    return this.sweeps.run();
   }
 
   private async sweepOnce(): Promise<void> {

@@ -11,6 +11,7 @@ import type { HoldMetrics } from "./holds/metrics.js";
 import type { Observation } from "../contract/observations.js";
 import type { Clock } from "./session-store.js";
 import type { GatewayWorker } from "./workers.js";
+import { Periodic } from "./periodic.js";
 import type { GatewayLog } from "./logger.js";
 
 /** Most block hashes one Inspect asks about (the ack must stay within a NATS message). */
@@ -36,10 +37,18 @@ export class WorkerInspector {
   /** Workers whose restart the event stream showed, until their Inspect names the new process. */
   private readonly fromEvents = new Set<string>();
   private readonly logged = new Set<string>();
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
 
-  constructor(private readonly o: WorkerInspectorOptions) {}
+  private readonly rounds: Periodic;
+
+  constructor(private readonly o: WorkerInspectorOptions) {
+    this.rounds = new Periodic(
+      async () => {
+        await Promise.all(this.o.workers().map((w) => this.inspect(w)));
+      },
+      o.intervalMs,
+      (e) => this.o.log.warn(`gateway: worker Inspect: ${e.message}`),
+    );
+  }
 
   /** The process the worker ran at its last Inspect (null before the first, or when it does not say). */
   incarnation(worker: string): string | null {
@@ -47,25 +56,16 @@ export class WorkerInspector {
   }
 
   start(): void {
-    if (this.o.intervalMs <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.inspectAll(), this.o.intervalMs);
-    this.timer.unref();
+    this.rounds.start();
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+  stop(): Promise<void> {
+    return this.rounds.stop();
   }
 
   /** One round over every worker (a round still running is joined, not doubled). */
   inspectAll(): Promise<void> {
-    this.running ??= Promise.all(this.o.workers().map((w) => this.inspect(w)))
-      .then(() => undefined)
-      .finally(() => {
-        this.running = null;
-      });
-    return this.running;
+    return this.rounds.run();
   }
 
   private async inspect(w: GatewayWorker): Promise<void> {

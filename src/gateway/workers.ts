@@ -23,6 +23,7 @@ import { probeMessagesTokenize, servesStreamOutputIds } from "./worker-features.
 import { runsSessionRadix } from "./radix-sessions.js";
 import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
 import type { GatewayLog } from "./logger.js";
+import { Periodic } from "./periodic.js";
 
 /** A worker that did not answer its probe (it may come up later). */
 export class WorkerDownError extends Error {
@@ -151,12 +152,18 @@ export class WorkerSet {
   readonly workers: GatewayWorker[] = [];
   readonly metrics: GatewayMetrics;
   private readonly byId = new Map<string, GatewayWorker>();
-  private timer: NodeJS.Timeout | null = null;
+  /** The health checks, every health.intervalMs once started. */
+  private readonly health: Periodic;
   private checking = false;
   private readonly retention: RetentionFor | null;
 
   constructor(private readonly o: WorkerSetOptions) {
     this.metrics = o.metrics;
+    this.health = new Periodic(
+      () => this.checkHealth(),
+      o.config.health.intervalMs,
+      (e) => o.log.warn(`gateway: health check: ${e.message}`),
+    );
     this.retention =
       o.config.admission.mode === "program" && o.config.admission.retention
         ? (o.retention ?? null)
@@ -187,12 +194,8 @@ export class WorkerSet {
    * start); one that does not answer yet is left down and joins when it answers.
    */
   async start(): Promise<void> {
-    const { config } = this.o;
     await Promise.all(this.workers.map((w) => this.join(w)));
-    if (config.health.intervalMs > 0) {
-      this.timer = setInterval(() => void this.checkHealth(), config.health.intervalMs);
-      this.timer.unref();
-    }
+    this.health.start();
   }
 
   /** Reads w's /server_info and subscribes to its events; false (w left down) when it does not answer. */
@@ -567,8 +570,8 @@ export class WorkerSet {
   }
 
   async close(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    // A health round under way is not waited for: closing the workers below ends its calls.
+    this.health.cancel();
     await Promise.all(
       this.workers.map(async (w) => {
         await w.consumer?.close();

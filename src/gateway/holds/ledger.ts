@@ -17,6 +17,7 @@ import {
   planRelease,
   planSettle,
 } from "./plan.js";
+import { Periodic } from "../periodic.js";
 import type { HoldMetrics } from "./metrics.js";
 import type { PolicyCommand } from "../../contract/policy.js";
 import { uuidv7 } from "../../protocol/index.js";
@@ -65,12 +66,19 @@ export class HoldLedger {
   private readonly owned = new Set<string>();
   private advertised = new Set<string>();
   private seq = 0;
-  private timer: NodeJS.Timeout | null = null;
+  /** The heartbeat and the reaper (one task: each run beats, then looks for silent replicas). */
+  private readonly beats: Periodic;
   private readonly logged = new Set<string>();
   /** Whether this replica wrote a heartbeat (stop withdraws it). */
   private beaten = false;
 
-  constructor(private readonly o: HoldLedgerOptions) {}
+  constructor(private readonly o: HoldLedgerOptions) {
+    this.beats = new Periodic(
+      () => this.tick(),
+      o.heartbeatMs,
+      (e) => this.o.log.warn(`gateway: replica heartbeat: ${e.message}`),
+    );
+  }
 
   private env(): HoldEnv {
     return {
@@ -330,27 +338,18 @@ export class HoldLedger {
     return out;
   }
 
-  /** Starts the heartbeat and the reaper (one timer: each tick beats, then looks for silent replicas). */
+  /** Starts the heartbeat and the reaper. */
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(
-      () =>
-        void this.tick().catch((e) =>
-          this.o.log.warn(`gateway: replica heartbeat: ${(e as Error).message}`),
-        ),
-      this.o.heartbeatMs,
-    );
-    this.timer.unref();
+    this.beats.start();
   }
 
   /**
-   * Stops the timer, waits for the session chains, and withdraws the heartbeat when this replica
-   * holds nothing in flight any more; else the heartbeat stays, goes silent, and another replica
-   * reaps what it names.
+   * Stops the heartbeat, waits for the session chains, and withdraws the heartbeat when this
+   * replica holds nothing in flight any more; else the heartbeat stays, goes silent, and another
+   * replica reaps what it names.
    */
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    await this.beats.stop();
     await this.settled();
     const kv = this.o.kv();
     if (!kv || this.owned.size > 0 || !this.beaten) return;
