@@ -14,7 +14,7 @@ import {
 } from "./request/token-request.js";
 import { tokenizeOn } from "./token-truth.js";
 import { callJson } from "./upstream.js";
-import type { GatewayWorker } from "./workers.js";
+import type { Pool } from "undici";
 
 type Msg = Record<string, unknown>;
 
@@ -114,9 +114,16 @@ export function chatFromMessages(body: Msg): Msg | null {
 
 const COUNT_FIELDS = ["model", "messages", "system", "tools", "tool_choice", "thinking"];
 
+/** What the fallback needs of a worker: its id, its connections, and whether it serves kvctl's route. */
+export interface TokenizingWorker {
+  readonly id: string;
+  readonly pool: Pool;
+  readonly messagesTokenize: boolean;
+}
+
 /** The prompt's ids for a tokenize call, falling back as the file comment says; throws saying why not. */
 export async function tokenizePrompt(
-  w: GatewayWorker,
+  w: TokenizingWorker,
   call: TokenizeCall,
   timeoutMs: number,
 ): Promise<number[]> {

@@ -4,7 +4,6 @@
 import type { CacheMarkers, SessionHint } from "../contract/observations.js";
 import { HINT_HEADER, HintError, parseHintHeader } from "./request/hints.js";
 import type { RequestMarkers } from "./request/turn-request.js";
-import { tokenizeOn } from "./token-truth.js";
 import type { TurnContext } from "./turn-context.js";
 import type { GatewayWorker } from "./workers.js";
 
@@ -51,7 +50,7 @@ export async function cacheMarkersOf(
       continue;
     }
     try {
-      const t = await tokenizeOn(worker.pool, prefix, ctx.config.health.timeoutMs * 5);
+      const t = await worker.tokenizer.tokens(prefix);
       let n = 0;
       while (n < t.length && n < prompt.length && t[n] === prompt[n]) n++;
       out.breakpoints.push({ tokens: n, ttlSeconds: spec.ttlSeconds, at: spec.at });

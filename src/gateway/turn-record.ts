@@ -1,12 +1,10 @@
 // After the answer went out: the turn's token ids (from the worker), block hashes in the worker's
 // scheme, token ranges, the session record update and the TurnFinished observation.
-import type { TurnRanges, Usage } from "../contract/observations.js";
+import type { TurnFinished, TurnRanges, Usage } from "../contract/observations.js";
 import { requestBlockHashes } from "./block-hashes.js";
-import { tokenizeCall, type TokenizeCall } from "./request/token-request.js";
+import type { TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
 import { MAX_TURNS_KEPT, type SessionRecord, type TurnSummary } from "./holds/record.js";
-import { tokenizePrompt } from "./messages-fallback.js";
-import { tokenizeOn } from "./token-truth.js";
 import type { TurnContext } from "./turn-context.js";
 import { cacheMarkersOf } from "./turn-hints.js";
 import type { DoneOutcome } from "./call.js";
@@ -37,6 +35,56 @@ interface Tokens {
 
 export const NO_USAGE: Usage = { promptTokens: null, completionTokens: null, cachedTokens: null };
 
+/** What a turn's end says beyond which turn it was: its answer, as far as there was one. */
+export type TurnEnd = Pick<TurnFinished, "status" | "error"> &
+  Partial<
+    Pick<
+      TurnFinished,
+      | "finishReason"
+      | "usage"
+      | "promptTokens"
+      | "outputTokens"
+      | "chain"
+      | "ranges"
+      | "toolCalls"
+      | "cacheMarkers"
+      | "workerDeviceBlocks"
+    >
+  >;
+
+/** The one place a TurnFinished is built: a try of `turn` on `worker`, ended at `at`. */
+export function turnFinished(
+  turn: TurnRequest,
+  requestId: string,
+  worker: string,
+  started: number,
+  at: number,
+  end: TurnEnd,
+): TurnFinished {
+  const o: TurnFinished = {
+    type: "TurnFinished",
+    at,
+    requestId,
+    sessionId: turn.session?.id ?? null,
+    route: turn.route,
+    worker,
+    status: end.status,
+    error: end.error,
+    finishReason: end.finishReason ?? null,
+    usage: end.usage ?? NO_USAGE,
+    promptTokens: end.promptTokens ?? null,
+    outputTokens: end.outputTokens ?? null,
+    chain: end.chain ?? [],
+    ranges: end.ranges ?? null,
+    toolCalls: end.toolCalls ?? [],
+    durationMs: at - started,
+  };
+  if (end.cacheMarkers !== undefined) o.cacheMarkers = end.cacheMarkers;
+  o.model = turn.model;
+  if (end.workerDeviceBlocks !== undefined) o.workerDeviceBlocks = end.workerDeviceBlocks;
+  return o;
+}
+
 export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void> {
   const { worker, outcome } = a;
   const r = outcome.result;
@@ -48,7 +96,7 @@ export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void>
     a,
     a.outcome.result?.promptTokens ?? a.promptTokens ?? (await promptFromWorker(ctx, a)),
   );
-  const ranges = t.prompt ? await rangesOf(ctx, a, t, t.prompt) : null;
+  const ranges = t.prompt ? await rangesOf(a, t, t.prompt) : null;
   const now = ctx.clock.now();
   if (a.turn.session && outcome.status === 200)
     await saveTurn(ctx, a.turn.session.id, a, t, ranges, now);
@@ -56,27 +104,21 @@ export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void>
     a.turn.markers && t.prompt && outcome.status === 200 && worker.healthy
       ? await cacheMarkersOf(ctx, worker, a.turn.markers, t.prompt)
       : null;
-  ctx.observe({
-    type: "TurnFinished",
-    at: now,
-    requestId: a.requestId,
-    sessionId: a.turn.session?.id ?? null,
-    route: a.turn.route,
-    worker: worker.id,
-    status: outcome.status,
-    error: outcome.error,
-    finishReason: r?.finishReason ?? null,
-    usage: r?.usage ?? NO_USAGE,
-    promptTokens: t.prompt,
-    outputTokens: t.output,
-    chain: t.chain,
-    ranges,
-    toolCalls: r?.toolCalls ?? [],
-    durationMs: now - a.started,
-    cacheMarkers: markers,
-    model: a.turn.model,
-    workerDeviceBlocks: worker.events ? (ctx.index.stats().workers[worker.id]?.GPU ?? 0) : null,
-  });
+  ctx.observe(
+    turnFinished(a.turn, a.requestId, worker.id, a.started, now, {
+      status: outcome.status,
+      error: outcome.error,
+      finishReason: r?.finishReason ?? null,
+      usage: r?.usage ?? NO_USAGE,
+      promptTokens: t.prompt,
+      outputTokens: t.output,
+      chain: t.chain,
+      ranges,
+      toolCalls: r?.toolCalls ?? [],
+      cacheMarkers: markers,
+      workerDeviceBlocks: worker.events ? (ctx.index.stats().workers[worker.id]?.GPU ?? 0) : null,
+    }),
+  );
 }
 
 /** A streamed turn's prompt (its answer carries no ids): the worker tokenizes the same request. */
@@ -84,7 +126,7 @@ async function promptFromWorker(ctx: TurnContext, a: FinishArgs): Promise<number
   if (!a.outcome.result || a.outcome.status !== 200 || !a.turn.tokenize || !a.worker.healthy)
     return null;
   try {
-    return await tokenizePrompt(a.worker, a.turn.tokenize, ctx.config.health.timeoutMs * 5);
+    return await a.worker.tokenizer.prompt(a.turn.tokenize);
   } catch (e) {
     ctx.log.warn(
       `gateway: tokenize on ${a.worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`,
@@ -110,12 +152,7 @@ function commonPrefix(a: readonly string[], b: readonly string[]): number {
   return i;
 }
 
-async function rangesOf(
-  ctx: TurnContext,
-  a: FinishArgs,
-  t: Tokens,
-  prompt: number[],
-): Promise<TurnRanges> {
+async function rangesOf(a: FinishArgs, t: Tokens, prompt: number[]): Promise<TurnRanges> {
   const { output } = t;
   const prevChain = a.session && a.session.worker !== null ? a.session.chain : [];
   const historyTokens = Math.min(
@@ -125,11 +162,11 @@ async function rangesOf(
   const reasoningText = a.outcome.result?.reasoningText;
   const reasoning =
     reasoningText && output && a.worker.healthy
-      ? await reasoningRange(ctx, a.worker, reasoningText, prompt, output)
+      ? await reasoningRange(a.worker, reasoningText, prompt, output)
       : null;
   return {
     system: a.turn.systemTokenize
-      ? await systemRange(ctx, a.worker, a.turn.systemTokenize, prompt)
+      ? await systemRange(a.worker, a.turn.systemTokenize, prompt)
       : null,
     history: { start: 0, end: historyTokens },
     prompt: { start: historyTokens, end: prompt.length },
@@ -139,20 +176,13 @@ async function rangesOf(
 }
 
 async function reasoningRange(
-  ctx: TurnContext,
   worker: GatewayWorker,
   reasoningText: string,
   prompt: number[],
   output: number[],
 ): Promise<TurnRanges["reasoning"]> {
   try {
-    const n = (
-      await tokenizeOn(
-        worker.pool,
-        tokenizeCall({ prompt: reasoningText, add_special_tokens: false }),
-        ctx.config.health.timeoutMs * 5,
-      )
-    ).length;
+    const n = await worker.tokenizer.textLength(reasoningText);
     return {
       start: prompt.length,
       end: Math.min(prompt.length + n, prompt.length + output.length),
@@ -162,32 +192,13 @@ async function reasoningRange(
   }
 }
 
-const systemLengths = new Map<string, number | null>();
-
-/**
- * Where the system prompt (and tools) ends: the worker renders the system message alone, and the
- * range holds when those tokens are a prefix of the full prompt (the template is prefix-stable).
- * Remembered per distinct system prompt, so a session pays one tokenize for it.
- */
+/** Where the system prompt (and tools) ends in the prompt, as the worker's tokenizer says. */
 async function systemRange(
-  ctx: TurnContext,
   worker: GatewayWorker,
   call: TokenizeCall,
   prompt: number[],
 ): Promise<TurnRanges["system"]> {
-  const key = `${worker.id}:${JSON.stringify(call.body)}`;
-  let n = systemLengths.get(key);
-  if (n === undefined) {
-    try {
-      const sys = await tokenizeOn(worker.pool, call, ctx.config.health.timeoutMs * 5);
-      n = sys.length <= prompt.length && sys.every((t, i) => t === prompt[i]) ? sys.length : null;
-    } catch {
-      n = null;
-    }
-    if (systemLengths.size >= 1024)
-      systemLengths.delete(systemLengths.keys().next().value as string);
-    systemLengths.set(key, n);
-  }
+  const n = await worker.tokenizer.systemLength(call, prompt);
   return n === null ? null : { start: 0, end: n };
 }
 

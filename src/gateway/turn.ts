@@ -12,10 +12,9 @@ import type { TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
 import { NoWorkerError, type RouteDecision, routeRequest } from "./router.js";
 import type { SessionRecord } from "./holds/record.js";
-import { tokenizePrompt } from "./messages-fallback.js";
 import type { TurnContext } from "./turn-context.js";
 import { headerHints } from "./turn-hints.js";
-import { finishTurn, NO_USAGE } from "./turn-record.js";
+import { finishTurn, turnFinished } from "./turn-record.js";
 import { type CallOutcome, ClientLink, type DoneOutcome } from "./call.js";
 import { callWorker } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
@@ -128,7 +127,7 @@ function tokenizesBeforeRouting(ctx: TurnContext, turn: TurnRequest): boolean {
 async function promptBeforeRouting(ctx: TurnContext, turn: TurnRequest): Promise<number[] | null> {
   const w = ctx.workers.available().reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
   try {
-    return await tokenizePrompt(w, turn.tokenize as TokenizeCall, ctx.config.health.timeoutMs * 5);
+    return await w.tokenizer.prompt(turn.tokenize as TokenizeCall);
   } catch (e) {
     ctx.log.warn(
       `gateway: tokenize on ${w.id} before routing failed (${(e as Error).message}); routing without prompt hashes`,
@@ -263,26 +262,12 @@ function attemptEnded(
   worker: GatewayWorker,
   error: string,
 ): void {
-  const now = ctx.clock.now();
-  ctx.observe({
-    type: "TurnFinished",
-    at: now,
-    requestId: p.requestId,
-    sessionId: turn.session?.id ?? null,
-    route: turn.route,
-    worker: worker.id,
-    status: 0,
-    error: `sent again: ${error}`,
-    finishReason: null,
-    usage: NO_USAGE,
-    promptTokens: null,
-    outputTokens: null,
-    chain: [],
-    ranges: null,
-    toolCalls: [],
-    durationMs: now - p.started,
-    model: turn.model,
-  });
+  ctx.observe(
+    turnFinished(turn, p.requestId, worker.id, p.started, ctx.clock.now(), {
+      status: 0,
+      error: `sent again: ${error}`,
+    }),
+  );
 }
 
 /** The outcome the record keeps: a retry left over after the last try is answered 502 here. */

@@ -137,6 +137,7 @@ export class WorkerInspector {
     this.o.log.warn(
       `gateway: worker ${worker} runs a new process (its KV-event sequence started over): its pins, leases and blocks are forgotten`,
     );
+    w.newProcess();
     if (this.incarnations.has(worker)) this.fromEvents.add(worker);
     void this.learn(w, this.incarnations.get(worker));
   }
@@ -157,6 +158,7 @@ export class WorkerInspector {
       `gateway: worker ${w.id} runs a new process (${prev} -> ${now}): its pins, leases and blocks are forgotten`,
     );
     this.o.index.clearWorker(w.id);
+    w.newProcess();
     // The new process numbers its event batches from 0 again: the next one starts a fresh sequence.
     w.consumer?.seq.reset();
     this.o.observe({

@@ -24,6 +24,7 @@ import { runsSessionRadix } from "./radix-sessions.js";
 import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
 import type { GatewayLog } from "./logger.js";
 import { Periodic } from "./periodic.js";
+import { Tokenizer } from "./tokenizer.js";
 
 /** A worker that did not answer its probe (it may come up later). */
 export class WorkerDownError extends Error {
@@ -33,6 +34,14 @@ export class WorkerDownError extends Error {
 /** A membership change that cannot be made (unknown worker, duplicate id). */
 export class MembershipError extends Error {
   override name = "MembershipError";
+}
+
+/**
+ * How long a worker may take over a call that renders or tokenizes a whole prompt (a tokenize,
+ * its /server_info probe): five health timeouts, as a busy worker's tokenizer runs between batches.
+ */
+export function tokenizeTimeoutMs(cfg: GatewayConfig): number {
+  return cfg.health.timeoutMs * 5;
 }
 
 export class GatewayWorker {
@@ -76,6 +85,8 @@ export class GatewayWorker {
   sessionRadix = false;
   /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
   readonly gate: Gate | null;
+  /** Its tokenizer, bound to the process it runs now (newProcess() replaces it). */
+  tokenizer: Tokenizer;
 
   constructor(
     c: WorkerConfig,
@@ -106,6 +117,12 @@ export class GatewayWorker {
       },
       resolveWorkerCredentials(c, cfg.auth !== undefined),
     );
+    this.tokenizer = new Tokenizer(this, tokenizeTimeoutMs(cfg));
+  }
+
+  /** The worker runs a new process: nothing remembered of the old one's tokenizer is kept. */
+  newProcess(): void {
+    this.tokenizer = new Tokenizer(this, this.tokenizer.timeoutMs);
   }
 
   /** Load for routing: what this gateway has in flight, or the worker's own count when higher (other replicas' traffic). */
@@ -258,7 +275,7 @@ export class WorkerSet {
   }
 
   private async probe(w: GatewayWorker): Promise<void> {
-    const timeoutMs = this.o.config.health.timeoutMs * 5;
+    const timeoutMs = tokenizeTimeoutMs(this.o.config);
     let r: Awaited<ReturnType<typeof callJson>>;
     try {
       r = await callJson(w.pool, "GET", "/server_info", undefined, timeoutMs);
