@@ -12,7 +12,6 @@ import {
   type TokenizeCall,
   tokenizeCall,
 } from "./request/token-request.js";
-import { tokenizeOn } from "./token-truth.js";
 import { callJson } from "./upstream.js";
 import type { Pool } from "undici";
 
@@ -121,14 +120,18 @@ export interface TokenizingWorker {
   readonly messagesTokenize: boolean;
 }
 
-/** The prompt's ids for a tokenize call, falling back as the file comment says; throws saying why not. */
+/**
+ * The prompt's ids for a tokenize call, falling back as the file comment says; throws saying why
+ * not. `tokenize` asks the worker (its Tokenizer's, so this file needs no HTTP of its own but the
+ * count).
+ */
 export async function tokenizePrompt(
   w: TokenizingWorker,
   call: TokenizeCall,
   timeoutMs: number,
+  tokenize: (call: TokenizeCall) => Promise<number[]>,
 ): Promise<number[]> {
-  if (call.path !== MESSAGES_TOKENIZE_PATH || w.messagesTokenize)
-    return tokenizeOn(w.pool, call, timeoutMs);
+  if (call.path !== MESSAGES_TOKENIZE_PATH || w.messagesTokenize) return tokenize(call);
   const chat = chatFromMessages(call.body);
   if (!chat)
     throw new Error(
@@ -137,7 +140,7 @@ export async function tokenizePrompt(
   const countBody: Msg = {};
   for (const k of COUNT_FIELDS) if (call.body[k] !== undefined) countBody[k] = call.body[k];
   const [ids, count] = await Promise.all([
-    tokenizeOn(w.pool, tokenizeCall(chat), timeoutMs),
+    tokenize(tokenizeCall(chat)),
     callJson(w.pool, "POST", "/v1/messages/count_tokens", countBody, timeoutMs),
   ]);
   const n = isObject(count.json) ? count.json.input_tokens : null;

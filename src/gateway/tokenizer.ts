@@ -28,7 +28,7 @@ export class Tokenizer {
    * worker without kvctl's route, the chat rendering checked against its count (messages-fallback.ts).
    */
   prompt(call: TokenizeCall): Promise<number[]> {
-    return tokenizePrompt(this.w, call, this.timeoutMs);
+    return tokenizePrompt(this.w, call, this.timeoutMs, (c) => this.tokens(c));
   }
 
   /** How many tokens a text is on its own (no special tokens). */
