@@ -127,6 +127,7 @@ async function main(): Promise<number> {
     const flat = await startRealServer({
       natsUrl: nats.url,
       workerId: "bench-flat",
+      kvctlCommands: "rust", // only Cache is sent: SGLang keeps its default Rust tree core
       pageSize: PAGE,
       maxTotalTokens: DEVICE,
       hicache: false,
@@ -135,6 +136,7 @@ async function main(): Promise<number> {
     const tier = await startRealServer({
       natsUrl: nats.url,
       workerId: "bench-tier",
+      kvctlCommands: "rust",
       pageSize: PAGE,
       maxTotalTokens: DEVICE,
       hostRatio: 2,
@@ -167,7 +169,10 @@ async function main(): Promise<number> {
       100_000,
     );
     await nc.close();
-    return report([...flatRows, ...tierRows], flat.info.model_note);
+    return report([...flatRows, ...tierRows], flat.info.model_note, [
+      flat.info.tree_core,
+      tier.info.tree_core,
+    ]);
   } finally {
     for (const s of servers) await s.stop();
     await nats.stop();
@@ -175,14 +180,16 @@ async function main(): Promise<number> {
 }
 
 /** The table, the bar and (--json) the figures; 0 when the bar is met. */
-function report(rows: Row[], modelNote: string): number {
+function report(rows: Row[], modelNote: string, treeCores: (string | null)[]): number {
   const get = (m: Mode) => DEPTHS.map((d) => rows.find((r) => r.mode === m && r.depth === d)!);
   const base = get("baseline");
   const pinned = get("pinned");
   const tierPinned = get("tier_pinned");
   const tierBase = get("tier_baseline");
   const ratio = DEPTHS.map((_, i) => base[i].ttftMs / pinned[i].ttftMs);
-  console.log(`bench:pin --server: real SGLang 0.5.23 on CPU, ${modelNote}`);
+  console.log(
+    `bench:pin --server: real SGLang 0.5.23 on CPU, tree core ${treeCores.join(" / ")}, ${modelNote}`,
+  );
   console.log(
     `scale: device pool ${DEVICE} tokens (prototype 42 816 = ${((DEVICE / PROTO_CAPACITY) * 100).toFixed(1)}%), page ${PAGE}, ` +
       `VIP prompts ${PROMPTS.join("/")} tokens at depths ${DEPTHS.join("/")}; flood ${FLOOD_EACH}-token requests, ` +
@@ -224,6 +231,7 @@ function report(rows: Row[], modelNote: string): number {
         ttft_ms_tier_pinned: tierPinned.map((r) => r3(r.ttftMs)),
         device_tokens: DEVICE,
         prompts: PROMPTS,
+        tree_core: treeCores,
         ok,
       }),
     );

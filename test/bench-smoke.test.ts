@@ -106,10 +106,11 @@ describe("npm run bench:* -- --json --smoke", () => {
     expect(Object.keys(us).sort()).toEqual([
       "patched_off",
       "patched_on",
+      "patched_on_rust",
       "pristine_python",
       "pristine_rust",
     ]);
     for (const v of Object.values(us)) expect(v).toBeGreaterThan(0);
-    positive(j, ["off_ratio", "on_ratio_vs_python", "on_ratio_vs_rust"]);
+    positive(j, ["off_ratio", "on_ratio_vs_python", "on_rust_ratio", "on_ratio_vs_rust"]);
   });
 });

@@ -89,14 +89,20 @@ def main(argv=None) -> int:
     ap.add_argument("--core", choices=("auto", "rust", "python"), default="auto")
     ap.add_argument("--kvctl", choices=("off", "on", "as-configured"), default="as-configured",
                     help="on/off: set kvctl's config for this process (patched SGLang only)")
+    ap.add_argument("--commands", choices=("all", "rust"), default="all",
+                    help="with kvctl on: accept every command (Prune and Think need SGLang's Python "
+                         "tree core) or those the Rust core carries (kvctl cores.py)")
     ap.add_argument("--pins", type=int, default=0, help="with kvctl on: pin/lease this many blocks first")
     ap.add_argument("--no-events-out", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="timed passes over the workload (min reported)")
     a = ap.parse_args(argv)
     if a.kvctl != "as-configured":
-        from sglang.srt.kvctl import config
+        from sglang.srt.kvctl import config, cores
 
-        config.use(config.KvctlConfig() if a.kvctl == "on" else None)
+        accepted = config.KvctlConfig().commands
+        if a.commands == "rust":
+            accepted = accepted - set(cores.PYTHON_ONLY)
+        config.use(config.KvctlConfig(commands=accepted) if a.kvctl == "on" else None)
     import torch
 
     torch.set_num_threads(1)

@@ -57,6 +57,10 @@ class ServerOptions:
     model: str | None = None  # model dir; the tiny model when None
     nats_url: str | None = None  # kvctl control subscriber off when None
     worker_id: str = "w0"
+    # the commands kvctl accepts (--kv-control-config commands): a list, or "rust" for those
+    # SGLang's Rust tree core carries (kvctl_worker/cores.py: SGLang then keeps that core); None:
+    # every command (Prune and Think make SGLang pick its Python tree core)
+    kvctl_commands: list[str] | str | None = None
     page_size: int = 16
     max_total_tokens: int = 2048
     host_ratio: float = 2.0
@@ -94,6 +98,7 @@ class ServerInfo:
     start_s: float
     server: str = f"sglang {SGLANG_VERSION}"
     model_note: str = tiny_model.MODEL_NOTE
+    tree_core: str | None = None  # "rust" | "python": the tree core kvctl said it runs on
 
 
 def _build_tree() -> str:
@@ -228,9 +233,29 @@ def command_line(o: ServerOptions, model: str, port: int, events_endpoint: str |
         cmd += ["--kv-events-config", json.dumps({"publisher": "zmq", "endpoint": events_endpoint, "bind": True})]
     if o.nats_url:
         cmd += ["--kv-control-nats-url", o.nats_url, "--kv-control-worker-id", o.worker_id]
+    if o.kvctl_commands is not None:
+        cmd += ["--kv-control-config", json.dumps({"commands": accepted_commands(o.kvctl_commands)})]
     if not o.warmup:
         cmd += ["--skip-server-warmup"]
     return cmd + list(o.extra_args)
+
+
+def accepted_commands(spec: list[str] | str) -> list[str]:
+    """``spec`` as --kv-control-config commands: "rust" = every command SGLang's Rust tree core
+    carries (kvctl_worker/cores.py is the one list of those it does not)."""
+    if spec != "rust":
+        return list(spec)
+    from kvctl_worker import cores, wire_tables
+
+    return [c for c in wire_tables.KNOWN_TYPES if c not in cores.PYTHON_ONLY]
+
+
+def tree_core_of(log_text: str) -> str | None:
+    """The tree core kvctl logged it runs on (its observer says so when the cache is built)."""
+    for core in ("rust", "python"):
+        if f"kvctl: on SGLang's {core.capitalize()} tree core" in log_text:
+            return core
+    return None
 
 
 def _health(base: str) -> bool:
@@ -325,6 +350,7 @@ def start_server(o: ServerOptions | None = None, **kw) -> RealServer:
                 healthy = _health(base)
             if healthy and (not o.nats_url or f"{LISTENING}{o.worker_id} listening" in log_text):
                 info.start_s = round(time.monotonic() - t0, 1)
+                info.tree_core = tree_core_of(log_text)
                 server._owned = owned
                 return server
             if time.monotonic() > deadline:

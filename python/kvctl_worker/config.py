@@ -14,7 +14,9 @@ default true), ``pin_budget_fraction`` (share of the host pool pins may hold, de
 ``dedupe_window_s`` (600) / ``dedupe_max_ids`` (100000), ``tool_ttl_s`` (900), ``prefetch_hold_s``
 (how long what a Prefetch made resident is held on the device for its request, default 10), ``http_open``
 (serve the HTTP routes without SGLang's ``--admin-api-key``: the same as ``--kvctl-http-open`` or env
-``KVCTL_HTTP_OPEN=1``; default false, see http.py).
+``KVCTL_HTTP_OPEN=1``; default false, see http.py), ``commands`` (the command types this worker
+accepts, default all of them; any other is rejected naming ``command.type``. It also picks the tree
+core: SGLang's Rust core unless an accepted command needs the Python one, see cores.py).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import os
 import types
 from typing import Any, Optional
 
+from .wire_tables import KNOWN_TYPES
 from .server_args import FIELDS, ControlArgs, default_worker_id, from_server_args as control_args_from
 from .strict_json import JsonError, loads
 
@@ -38,6 +41,7 @@ class KvctlConfig:
     tool_ttl_s: float = 900.0
     prefetch_hold_s: float = 10.0
     http_open: bool = False
+    commands: frozenset = frozenset(KNOWN_TYPES)
 
 
 _TUNING = {"http": bool, "pin_budget_fraction": float, "dedupe_window_s": float, "dedupe_max_ids": int,
@@ -57,9 +61,20 @@ def _parse_config(text: Any) -> Optional[dict]:
     if not isinstance(raw, dict):
         raise ValueError("--kv-control-config must be a JSON object")
     for k in raw:
-        if k not in _TUNING and k not in _FLAG_KEYS:
+        if k not in _TUNING and k not in _FLAG_KEYS and k != "commands":
             raise ValueError(f"--kv-control-config: unknown key {k!r}")
     return raw
+
+
+def _commands(value: Any) -> frozenset:
+    """The ``commands`` setting: a list of command type names, each one of the contract's."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("--kv-control-config: commands must be a list of command type names")
+    unknown = [v for v in value if v not in KNOWN_TYPES]
+    if unknown:
+        raise ValueError(f"--kv-control-config: commands: unknown command type {unknown[0]!r} "
+                         f"(known: {', '.join(KNOWN_TYPES)})")
+    return frozenset(value)
 
 
 def from_server_args(server_args: Any) -> Optional[KvctlConfig]:
@@ -80,6 +95,8 @@ def from_server_args(server_args: Any) -> Optional[KvctlConfig]:
             if kind is bool and not isinstance(v, bool) or kind is not bool and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 raise ValueError(f"--kv-control-config: {k} must be a {kind.__name__}")
             tuning[k] = kind(v)
+    if raw and "commands" in raw:
+        tuning["commands"] = _commands(raw["commands"])
     if getattr(server_args, "kvctl_http_open", False) is True or os.environ.get("KVCTL_HTTP_OPEN") == "1":
         tuning["http_open"] = True
     worker_id = control.worker_id if control else (merged.kv_control_worker_id or default_worker_id(merged.port))

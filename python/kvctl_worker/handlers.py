@@ -109,6 +109,11 @@ class CommandHandler:
         """The family's ack, or a rejection naming its field, or an error: never raises."""
         try:
             st = self.state
+            if cmd.type not in st.config.commands:
+                raise CommandError("command.type", f"{cmd.type} is not accepted by this worker "
+                                   "(--kv-control-config commands: "
+                                   f"{', '.join(sorted(st.config.commands)) or 'none'})")
+            st.sync()
             st.pins.reap()
             st.sessions.reap()
             st.prefetch.reap(self.cache)

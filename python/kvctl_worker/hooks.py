@@ -24,6 +24,8 @@ def state_for_cache(cache: Any) -> KvctlState:
     st = state_of(cache)
     if getattr(cache, "tree_core", None) is not None:
         st.ops.cache = cache
+        if hasattr(st.index, "cache"):
+            st.index.cache = cache  # the Rust core's lookups apply match_prefix's cache actions
     return st
 
 
@@ -34,7 +36,8 @@ def is_transient(node: Any) -> bool:
 
 def skip_backup(cache: Any, node_id: Any) -> bool:
     """Write-through / write-back / storage backups skip transient nodes."""
-    if not of(cache).enabled:
+    st = of(cache).state
+    if st is None or not st.has_transient:
         return False
     try:
         node = cache.tree_core.node_by_id(node_id)

@@ -5,7 +5,8 @@ nothing back from its owner, and it is a no-op when kvctl is off.
 ``Observer.create(tree)`` runs in the tree's constructor: it reads the config in effect
 (config.current(): SGLang's server args, or what a test set) and returns the shared no-op ``OFF``
 when kvctl is off, else an ``ActiveObserver`` holding the tree's kvctl state (block-hash index,
-pins, sessions, the command handler).
+pins, sessions, the command handler). SGLang's Rust tree core has no hook points; it gets a
+``rust_core.observer.RustObserver`` (``Observer.create_rust``), which reads the core's KV events.
 """
 from __future__ import annotations
 
@@ -18,23 +19,29 @@ from .index import BlockHashIndex
 from .pins import PinManager
 from .prefetch import PrefetchHolds
 from .sessions import Sessions
+from .tiers import PythonMoves
 from .trees import RadixOps, UnifiedOps
 
 logger = logging.getLogger(__name__)
 
 
 class KvctlState:
-    """What the command layer works on: one per tree."""
+    """What the command layer works on: one per tree. ``index`` maps block hashes to nodes,
+    ``ops`` protects them, ``moves`` moves them between tiers (tiers.PythonMoves on the Python
+    core, rust_core.moves.RustMoves on the Rust one)."""
 
-    def __init__(self, tree: Any, cfg: kvctl_config.KvctlConfig):
+    def __init__(self, tree: Any, cfg: kvctl_config.KvctlConfig, index: Any = None, ops: Any = None,
+                 moves: Any = None):
         self.tree = tree
         self.config = cfg
-        self.index = BlockHashIndex(tree.page_size)
-        ops = UnifiedOps(tree) if hasattr(tree, "node_by_id") else RadixOps(tree)
+        self.index = index if index is not None else BlockHashIndex(tree.page_size)
+        if ops is None:
+            ops = UnifiedOps(tree) if hasattr(tree, "node_by_id") else RadixOps(tree)
+        self.moves = moves if moves is not None else PythonMoves()
         self.pins = PinManager(self.index, ops, budget_fraction=cfg.pin_budget_fraction)
         self.sessions = Sessions(self.pins, tool_ttl_s=cfg.tool_ttl_s)
         # Device holds on what Prefetch loaded, until its request holds it (or the hold ends).
-        self.prefetch = PrefetchHolds(cfg.prefetch_hold_s)
+        self.prefetch = PrefetchHolds(cfg.prefetch_hold_s, self.moves.taken_over)
         # Transient nodes whose host copy could not go yet (an in-flight write-through or storage
         # backup held it when Think arrived): the scheduler tick retries until it is gone.
         self.transient_host_pending: Dict[int, Any] = {}
@@ -47,6 +54,12 @@ class KvctlState:
     def ops(self):
         return self.pins.ops
 
+    def sync(self) -> None:
+        """Brings the index up to date before a command reads it (the Rust core's events)."""
+
+    def tick(self) -> None:
+        """Once per scheduler loop (the Rust core drains its events when SGLang does not)."""
+
 
 class Observer:
     """kvctl off: every hook returns at once and nothing is stored."""
@@ -58,6 +71,21 @@ class Observer:
     def create(tree: Any) -> "Observer":
         cfg = kvctl_config.current()
         return OFF if cfg is None else ActiveObserver(tree, cfg)
+
+    @staticmethod
+    def create_rust(core: Any, publishes: bool) -> "Observer":
+        """For SGLang's Rust tree core (patch 0006): ``publishes`` = SGLang drains and publishes
+        the core's KV events itself."""
+        cfg = kvctl_config.current()
+        if cfg is None:
+            return OFF
+        from .rust_core.observer import RustObserver
+
+        return RustObserver(core, cfg, publishes)
+
+    def on_events(self, raw: list, events: list) -> list:
+        """A drained batch of the Rust core's events; returns what the drain hands on."""
+        return events
 
     def on_node_added(self, tree: Any, node: Any) -> None:
         pass
@@ -86,6 +114,9 @@ class ActiveObserver(Observer):
 
     def __init__(self, tree: Any, cfg: kvctl_config.KvctlConfig):
         self.state = KvctlState(tree, cfg)
+        if hasattr(tree, "node_by_id"):  # a UnifiedTreeCore (a plain RadixCache has no core)
+            logger.info("kvctl: on SGLang's Python tree core; accepts %s",
+                        ", ".join(sorted(cfg.commands)) or "nothing")
 
     def on_node_added(self, tree: Any, node: Any) -> None:
         try:

@@ -33,8 +33,13 @@ class DeviceHold:
 class PrefetchHolds:
     """One device hold per node a Prefetch loaded (a newer Prefetch of it renews the expiry)."""
 
-    def __init__(self, hold_s: float = PREFETCH_HOLD_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, hold_s: float = PREFETCH_HOLD_S,
+                 taken_over: Optional[Callable[[Any, DeviceHold], bool]] = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.hold_s = hold_s
+        # (cache, hold) -> True when another holder locks the node too, the hold's own lock
+        # then released (the tree's moves know how to tell: tiers / rust_core.moves)
+        self.taken_over = taken_over if taken_over is not None else release_if_locked_by_others
         self.clock = clock
         self.holds: Dict[int, DeviceHold] = {}
         self.metrics = {"prefetch_holds_expired": 0, "prefetch_holds_taken_over": 0}
@@ -67,11 +72,12 @@ class PrefetchHolds:
         for key, h in list(self.holds.items()):
             if h.expires_at <= now:
                 self.metrics["prefetch_holds_expired"] += 1
-            elif _locked_by_others(h.node):
+                self._release(cache, key)
+            elif self.taken_over(cache, h):
                 self.metrics["prefetch_holds_taken_over"] += 1
+                del self.holds[key]
             else:
                 continue
-            self._release(cache, key)
             gone += 1
         return gone
 
@@ -80,6 +86,10 @@ class PrefetchHolds:
         self.holds.clear()
 
 
-def _locked_by_others(node) -> bool:
-    cds = getattr(node, "component_data", None)
-    return bool(cds) and any(cd.lock_ref > 1 for cd in cds)
+def release_if_locked_by_others(cache, hold: DeviceHold) -> bool:
+    """Python core: the node's own lock count says whether someone else holds it too."""
+    cds = getattr(hold.node, "component_data", None)
+    if not (bool(cds) and any(cd.lock_ref > 1 for cd in cds)):
+        return False
+    cache.dec_lock_ref(hold.node.id, hold.params)
+    return True

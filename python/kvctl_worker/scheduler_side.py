@@ -104,6 +104,7 @@ def on_scheduler_tick(scheduler: Any) -> None:
     if cache is None or not observer.of(cache).enabled:
         return
     st = state_for_cache(cache)
+    st.tick()  # the Rust core's events, when SGLang does not drain them
     if st.sessions.leases or st.sessions.tools:
         st.sessions.reap()  # leases and tool offloads expire with no caller
     if st.prefetch.holds:

@@ -219,3 +219,71 @@ def node_ending_at(cache, st, h):
     if i < len(node.kvctl_hashes) - 1:
         return _split(cache, st, node, i + 1)
     return node
+
+
+def own_branch(nodes: List[Any]) -> List[Any]:
+    """The listed nodes whose GPU copies belong to this path alone, deepest first: from the
+    deepest one up to (not including) the first that another branch still hangs below on the GPU.
+    A device node never sits below a host-only one, so freeing a shared ancestor would free every
+    other session continuing from it: those are held on host, but stay on the GPU."""
+    ordered = sorted(nodes, key=lambda n: -_depth(n))
+    listed = {id(n) for n in ordered}
+    own: List[Any] = []
+    below = None
+    for n in ordered:
+        if below is not None and below.parent is not n:
+            break  # the listed blocks are not one path: keep to the deepest run of it
+        if below is not None and any(c is not below and not c.evicted for c in n.children.values()):
+            break
+        if id(n) in listed:
+            own.append(n)
+        below = n
+    return own
+
+
+def _depth(node) -> int:
+    d = 0
+    while node.parent is not None:
+        d += 1
+        node = node.parent
+    return d
+
+
+class PythonMoves:
+    """The tier moves of the command families on the Python core (the node objects' own steps,
+    above); the Rust core's are rust_core.moves.RustMoves, with the same methods."""
+
+    can_purge = True  # Prune, Think and RevokeLease(purge) remove blocks from every tier
+
+    @staticmethod
+    def taken_over(cache, hold) -> bool:
+        from .prefetch import release_if_locked_by_others
+
+        return release_if_locked_by_others(cache, hold)
+
+    @staticmethod
+    def demote_own_branch(cache, nodes: List[Any]) -> int:
+        """Offload's second half: the own branch's held nodes leave the GPU. Returns how many
+        listed nodes had to stay (in use)."""
+        skipped = 0
+        for n in own_branch(nodes):
+            if not n.evicted and n.pin_count:
+                _, sk = demote_subtree(cache, n)
+                skipped += sum(1 for x in sk if x is n)
+        return skipped
+
+    @staticmethod
+    def known_tokens(cache, keys: List[str]):
+        from .warm import _known_tokens
+
+        return _known_tokens(cache.tree_core, keys, cache.page_size)
+
+    @staticmethod
+    def anchor(cache, _match, tokens: List[int]):
+        from .warm import _walk
+
+        return _walk(cache.tree_core, tokens, cache.page_size)
+
+    @staticmethod
+    def node(cache, node_id: int):
+        return cache.tree_core.node_by_id(node_id)

@@ -79,12 +79,12 @@ class Fetched:
     host_full: bool = False
 
 
-def _checked_tokens(core, f, page_size: int) -> List[int]:
+def _checked_tokens(cache, moves, f, page_size: int) -> List[int]:
     """The tokens of ``block_keys``, given or known, checked against the keys (nothing changes on
     a mismatch: it is rejected naming the first bad key)."""
     keys, toks = f["block_keys"], f["token_ids"]
     if toks is None:
-        toks = _known_tokens(core, keys, page_size)
+        toks = moves.known_tokens(cache, keys)
         if toks is None:
             raise CommandError("command.token_ids", "missing, and this worker does not know the "
                                "block_keys: pages cannot be placed in the prefix tree without tokens")
@@ -146,7 +146,6 @@ def warm(cache, st, cmd) -> Ack:
     from sglang.srt.mem_cache.radix_cache import RadixKey
     from sglang.srt.mem_cache.utils import hash_str_to_int64
 
-    core = cache.tree_core
     f = cmd.fields
     keys, target = f["block_keys"], f["target_tier"]
     ctrl = getattr(cache, "cache_controller", None)
@@ -156,10 +155,10 @@ def warm(cache, st, cmd) -> Ack:
     ps = st.index.page_size
     if not keys:
         return Ack(type="Warm", status="noop")
-    toks = _checked_tokens(core, f, ps)
+    toks = _checked_tokens(cache, st.moves, f, ps)
     # what the tree already holds (any tier) is not fetched again
-    cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", toks))))  # splits at page edges
-    anchor, have = _walk(core, toks, ps)
+    match = cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", toks))))  # splits at page edges
+    anchor, have = st.moves.anchor(cache, match, toks)
     have_pages = have // ps
     got = _fetch(cache, anchor, toks, have, keys[have_pages:], ps) if keys[have_pages:] else Fetched()
     if got.host_full:
@@ -168,7 +167,7 @@ def warm(cache, st, cmd) -> Ack:
     tiers: dict = {"CPU_PINNED": got.got} if got.got else {}
     reason = got.reason
     if got.inserted is not None and target == "GPU":
-        if T.load_path(cache, core.node_by_id(got.inserted)):
+        if T.load_path(cache, st.moves.node(cache, got.inserted)):
             tiers["GPU"] = got.got
         else:
             reason = "fetched to host; load to GPU refused (device pool full?)"

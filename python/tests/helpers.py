@@ -55,9 +55,11 @@ def stored_hashes(cache):
 
 
 def make_unified(page_size: int = 4, size: int = 256, hicache: bool = True,
-                 write_policy: str = "write_through", events: bool = True, layers: int = 2):
-    """A real UnifiedRadixCache (Python tree core) over real CPU pools; with ``hicache`` its
-    real HybridCacheController copies KV between the CPU device pool and the host pool."""
+                 write_policy: str = "write_through", events: bool = True, layers: int = 2,
+                 core: str = "python"):
+    """A real UnifiedRadixCache over real CPU pools, on SGLang's ``core`` ("python" or "rust"
+    tree core, asserted); with ``hicache`` its real HybridCacheController copies KV between the
+    CPU device pool and the host pool."""
     from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
@@ -77,11 +79,12 @@ def make_unified(page_size: int = 4, size: int = 256, hicache: bool = True,
     params = CacheInitParams(req_to_token_pool=r2t, token_to_kv_pool_allocator=alloc,
                              page_size=page_size, disable=False,
                              tree_components=(ComponentType.FULL,),
-                             enable_kv_cache_events=events)
+                             enable_kv_cache_events=events, tree_core_backend=core)
     cache = UnifiedRadixCache(params=params)
-    assert cache._tree_core_backend == "python", "kvctl patch 0003 must select the Python core"
+    assert cache._tree_core_backend == core, f"SGLang picked the {cache._tree_core_backend} core"
     if hicache:
         cpu_cuda.install()
+        cpu_cuda.install_host_memory_reserve()  # stand-in 5: a shared machine, many small pools
         sa = ServerArgs(model_path="dummy", page_size=page_size, hicache_io_backend="direct", hicache_mem_layout="layer_first",
                         hicache_write_policy=write_policy)
         set_global_server_args_for_scheduler(sa)

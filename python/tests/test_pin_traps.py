@@ -179,4 +179,4 @@ def test_only_the_worker_is_placed_into_the_sglang_tree(patched_tree):
                       for d in dirs if d != "__pycache__" and "__pycache__" not in r)
 
     source = os.path.join(os.path.dirname(__file__), "..", "kvctl_worker")
-    assert subdirs(placed) == subdirs(source) == ["commands"]  # the worker's own package, no more
+    assert subdirs(placed) == subdirs(source) == ["commands", "rust_core"]  # the worker's own package

@@ -13,6 +13,12 @@ export interface RealServerOptions {
   /** kvctl control subscriber: NATS URL (off when unset) and this worker's id (default "w0"). */
   natsUrl?: string;
   workerId?: string;
+  /**
+   * The commands kvctl accepts (`--kv-control-config` `commands`): a list, or "rust" for those
+   * SGLang's Rust tree core carries (python/kvctl_worker/cores.py; SGLang then keeps that core).
+   * Unset: every command, and SGLang runs its Python tree core (Prune and Think need it).
+   */
+  kvctlCommands?: "rust" | string[];
   /** Patched SGLang tree (the dir holding `sglang/`); built and removed by us when unset. */
   tree?: string;
   /** Model dir; the tiny local model (built once, cached under .cache/tiny-model) when unset. */
@@ -59,6 +65,8 @@ export interface RealServerInfo {
   start_s: number;
   server: string;
   model_note: string;
+  /** The tree core kvctl said it runs on ("rust" | "python"); null with kvctl off. */
+  tree_core: "rust" | "python" | null;
 }
 
 export interface RealServer {
@@ -73,6 +81,7 @@ export interface RealServer {
 function pyOptions(o: RealServerOptions, tree: string): Record<string, unknown> {
   const opt: Record<string, unknown> = { tree, worker_id: o.workerId ?? "w0" };
   if (o.natsUrl !== undefined) opt.nats_url = o.natsUrl;
+  if (o.kvctlCommands !== undefined) opt.kvctl_commands = o.kvctlCommands;
   if (o.model !== undefined) opt.model = o.model;
   if (o.pageSize !== undefined) opt.page_size = o.pageSize;
   if (o.maxTotalTokens !== undefined) opt.max_total_tokens = o.maxTotalTokens;

@@ -80,7 +80,8 @@ class CommandContext:
     def tiers_of(st, pairs) -> Dict[str, int]:
         """Per tier, how many of the listed blocks the index still holds there."""
         out: Dict[str, int] = {}
+        held = {h for h, _ in st.index.lookup([h for h, _ in pairs], st.ops.root())[0]}
         for h, n in pairs:
-            if st.index.get(h, st.ops.root()) is not None:
+            if h in held:
                 bump(out, T.tier_names(n))
         return out

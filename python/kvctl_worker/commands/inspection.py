@@ -52,10 +52,10 @@ class InspectCommands:
 
     @staticmethod
     def _blocks(st, hashes):
-        root = st.ops.root()
+        found = dict(st.index.lookup(hashes, st.ops.root())[0])
         blocks, missing, tiers = [], [], {}
         for h in hashes:
-            node = st.index.get(h, root)
+            node = found.get(h)
             if node is None:
                 missing.append(h)
                 continue

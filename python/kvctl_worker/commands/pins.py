@@ -32,6 +32,7 @@ class PinCommands:
         """Pin-aware flush_cache: evict everything unpinned, keep pinned blocks (on host under
         HiCache) and their index entries."""
         st = self.ctx.state
+        st.sync()
         st.pins.reap()
         evicted = st.ops.flush_unpinned()
         kept = sum(1 for pins in st.pins.records.values() if pins)

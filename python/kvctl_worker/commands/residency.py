@@ -5,7 +5,7 @@ import dataclasses
 from typing import Any, Dict, List, Set
 
 from .. import tiers as T
-from .context import CommandContext, Found, depth
+from .context import CommandContext, Found
 
 
 @dataclasses.dataclass
@@ -74,34 +74,11 @@ class Offloaded:
         return self.held.affected + self.held.noop
 
 
-def _own_branch(nodes: List[Any]) -> List[Any]:
-    """The listed nodes whose GPU copies belong to this path alone, deepest first: from the
-    deepest one up to (not including) the first that another branch still hangs below on the GPU.
-    A device node never sits below a host-only one, so freeing a shared ancestor would free every
-    other session continuing from it: those are held on host, but stay on the GPU."""
-    ordered = sorted(nodes, key=lambda n: -depth(n))
-    listed = {id(n) for n in ordered}
-    own: List[Any] = []
-    below = None
-    for n in ordered:
-        if below is not None and below.parent is not n:
-            break  # the listed blocks are not one path: keep to the deepest run of it
-        if below is not None and any(c is not below and not c.evicted for c in n.children.values()):
-            break
-        if id(n) in listed:
-            own.append(n)
-        below = n
-    return own
-
-
 def offload(ctx: CommandContext, st, found: Found, owner: str) -> Offloaded:
     """Hold the host copies for ``owner`` (backs up first), then free the GPU copies of the
     path's own branch (shared ancestors keep theirs: other sessions stand on them)."""
     held = st.pins.hold(found.pairs, owner)
     skipped = held.skipped
     if ctx.cache.cache_controller is not None:
-        for n in _own_branch(found.nodes):
-            if not n.evicted and n.pin_count:
-                _, sk = T.demote_subtree(ctx.cache, n)
-                skipped += sum(1 for x in sk if x is n)
+        skipped += st.moves.demote_own_branch(ctx.cache, found.nodes)
     return Offloaded(held, skipped)

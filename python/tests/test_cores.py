@@ -1,0 +1,161 @@
+"""kvctl on both of SGLang 0.5.23's tree cores: which one a worker runs on and why, one command
+corpus answered with the same ack bytes and the same KV events on both, and what the Rust core
+refuses (naming the reason, changing nothing)."""
+import itertools
+import logging
+
+import pytest
+
+from helpers import insert_kv, make_unified, umatch
+from test_commands import A, B, C, events
+
+from sglang.srt.kvctl import config, cores
+from sglang.srt.kvctl.ack import encode_ack
+from sglang.srt.kvctl.handlers import CommandHandler
+from sglang.srt.kvctl.hooks import state_for_cache
+from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+
+
+def chain_hashes(tokens, page_size=4):
+    """The published hashes of a token path, from SGLang's own storage-hash chain."""
+    from array import array
+
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+    from sglang.srt.mem_cache.utils import get_storage_hash_str, hash_str_to_int64
+
+    return [hash_str_to_int64(x) for x in get_storage_hash_str(RadixKey(array("q", tokens)), None,
+                                                                page_size=page_size)]
+
+
+def accepts(cmds):
+    config.use(config.KvctlConfig(commands=frozenset(cmds)))
+
+
+@pytest.fixture
+def rust_commands():
+    rust = sorted(set(config.KvctlConfig().commands) - set(cores.PYTHON_ONLY))
+    accepts(rust)
+    yield rust
+    config.use(config.KvctlConfig())
+
+
+def test_the_core_follows_the_commands_accepted(caplog, rust_commands):
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+    from sglang.srt.mem_cache.unified_cache import tree_core_registry as reg
+
+    params = CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=None,
+                             page_size=4)
+    assert reg.resolve_tree_core_backend("rust", params) == "rust"
+    cache, _alloc, _pool = make_unified(hicache=False, core="rust")
+    assert type(cache.tree_core).__name__ == "RustUnifiedTreeCore"
+    accepts([*rust_commands, "Prune"])
+    with caplog.at_level(logging.INFO, logger=reg.__name__):
+        assert reg.resolve_tree_core_backend("rust", params) == "python"
+    assert "Using the Python TreeCore: kvctl accepts Prune, which need the Python TreeCore" in caplog.text
+    assert "_evict_host_leaf" in caplog.text
+    # a cache that asks for the Rust core takes SGLang's own fallback all the same
+    with pytest.raises(AssertionError, match="SGLang picked the python core"):
+        make_unified(hicache=False, core="rust")
+    config.use(None)  # kvctl off: SGLang's own choice
+    assert reg.resolve_tree_core_backend("rust", params) == "rust"
+
+
+def test_commands_setting_is_checked_naming_the_key():
+    bad = [("[\"Cache\", \"Pin\"]", "unknown command type 'Pin'"), ("\"Cache\"", "must be a list"),
+           ("[1]", "must be a list")]
+    for value, why in bad:
+        with pytest.raises(ValueError, match=why):
+            config.from_server_args(type("A", (), {"kv_control_config": f'{{"commands": {value}}}'})())
+    cfg = config.from_server_args(type("A", (), {"kv_control_config": '{"commands": ["Cache"]}'})())
+    assert cfg.commands == frozenset({"Cache"})
+
+
+def test_a_command_not_accepted_is_rejected_naming_the_type(rust_commands):
+    cache, alloc, pool = make_unified(core="rust")
+    h = CommandHandler(cache, worker_id="w0")
+    insert_kv(cache, alloc, pool, A)
+    ha = chain_hashes(A)
+    for cmd in ({"type": "Prune", "after_block_hash": ha[1]},
+                {"type": "Think", "block_hashes": ha[2:], "transient": True}):
+        ack = h.handle(cmd)
+        assert ack.status == "rejected" and ack.reason.startswith("command.type: "), ack
+        assert cmd["type"] + " is not accepted by this worker" in ack.reason
+    assert umatch(cache, A).device_prefix_len == 16
+    assert h.metrics["rejected_by_field"] == {"command.type": 2}
+
+
+def test_rust_core_revoke_purge_is_rejected_naming_purge_and_the_lease_stays(rust_commands):
+    cache, alloc, pool = make_unified(core="rust")
+    h = CommandHandler(cache, worker_id="w0")
+    insert_kv(cache, alloc, pool, A)
+    ha = chain_hashes(A)
+    assert h.handle({"type": "Pause", "block_hashes": ha, "ttl_seconds": 60, "lease_id": "L"}).status == "applied"
+    events(cache)
+    ack = h.handle({"type": "RevokeLease", "lease_id": "L"})
+    assert ack.status == "rejected" and ack.reason.startswith("command.purge: "), ack
+    assert "_evict_host_leaf" in ack.reason
+    assert events(cache) == []
+    ins = h.handle({"type": "Inspect", "block_hashes": [], "lease_id": "L"})
+    assert ins.lease["lease_id"] == "L" and ins.tiers == {"CPU_PINNED": 4}
+    ack = h.handle({"type": "RevokeLease", "lease_id": "L", "purge": False})
+    assert ack.status == "applied" and ack.affected == 4
+
+
+# ---- one corpus, both cores ------------------------------------------------------------------
+def _corpus(core):
+    """Requests and commands on one cache: what every Rust-capable command says, and the KV
+    events SGLang publishes meanwhile."""
+    cache, alloc, pool = make_unified(core=core, size=128)
+    h = CommandHandler(cache, worker_id="w0")
+    state_for_cache(cache).sessions.wall_ms = lambda: 1_700_000_000_000  # acks carry the wall clock
+    ids = itertools.count()
+    out = []
+
+    def send(cmd, envelope=False):
+        body = {"version": 1, "id": f"c-{next(ids)}", "issued_at_ms": 1, "command": cmd} if envelope else cmd
+        d = h.handle(body).to_dict()
+        d["elapsed_us"] = 0
+        out.append(encode_ack(d))
+        out.append(repr(events(cache)).encode())
+
+    ha, hb, hc = chain_hashes(A), chain_hashes(B), chain_hashes(C)
+    insert_kv(cache, alloc, pool, A)
+    insert_kv(cache, alloc, pool, B)
+    insert_kv(cache, alloc, pool, C)
+    send({"type": "Inspect", "block_hashes": ha + hb + hc})
+    send({"type": "Cache", "block_hashes": ha, "pin": True, "ttl_seconds": 60}, envelope=True)
+    send({"type": "Cache", "block_hashes": [123456789, ha[0]], "pin": True})
+    cache.evict(EvictParams(num_tokens=64))
+    send({"type": "Inspect", "block_hashes": ha + hb + hc})
+    send({"type": "Pause", "block_hashes": hb, "ttl_seconds": 30, "lease_id": "L1"})
+    send({"type": "RenewLease", "lease_id": "L1", "new_ttl_seconds": 90})
+    send({"type": "Inspect", "block_hashes": [], "lease_id": "L1"})
+    send({"type": "ToolStart", "session_id": "s1", "block_hashes": hc})
+    send({"type": "ToolEnd", "session_id": "s1", "epoch": 2})
+    send({"type": "Prefetch", "block_hashes": [], "session_id": "s1", "deadline_ms": 5000})
+    send({"type": "ToolEnd", "session_id": "s1", "epoch": 1})
+    send({"type": "RevokeLease", "lease_id": "L1", "purge": False})
+    for i in range(12):  # fresh requests cycle both tiers
+        need = 32 - alloc.available_size()
+        if need > 0:
+            cache.evict(EvictParams(num_tokens=need))
+        insert_kv(cache, alloc, pool, list(range(1000 + 40 * i, 1000 + 40 * i + 32)))
+        out.append(repr(events(cache)).encode())
+    send({"type": "Inspect", "block_hashes": ha + hb + hc})
+    send({"type": "Cache", "block_hashes": hb + hc, "pin": True})  # evicted from every tier
+    send({"type": "Cache", "block_hashes": ha, "pin": False}, envelope=True)
+    send({"type": "Cache", "block_hashes": ha, "pin": False})
+    send({"type": "Prefetch", "block_hashes": [ha[0]], "deadline_ms": 5000})
+    out.append(encode_ack(h.flush().to_dict() | {"elapsed_us": 0}))
+    send({"type": "Inspect", "block_hashes": ha})
+    cache.sanity_check()
+    return out
+
+
+def test_one_corpus_gives_the_same_ack_bytes_and_events_on_both_cores(rust_commands):
+    py = _corpus("python")
+    rs = _corpus("rust")
+    assert len(py) == len(rs)
+    for i, (a, b) in enumerate(zip(py, rs)):
+        assert a == b, f"step {i}:\npython {a[:600]}\nrust   {b[:600]}"
