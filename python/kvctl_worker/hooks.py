@@ -46,6 +46,17 @@ def skip_backup(cache: Any, node_id: Any) -> bool:
         return False
 
 
+def on_demoted(cache: Any, node_id: Any) -> None:
+    """A device eviction step ran on the node (it demoted it to host, or deleted it)."""
+    of(cache).on_host_node(node_id, "demoted")
+
+
+def on_host_inserted(cache: Any, node_id: Any) -> None:
+    """A storage prefetch inserted the node on the host tier."""
+    if node_id is not None:
+        of(cache).on_host_node(node_id, "inserted")
+
+
 def evict_transient_first(cache: Any, tracker: dict) -> None:
     """Before SGLang's LRU walk, device eviction drops unlocked transient nodes (leaves first),
     counted in the walk's tracker."""

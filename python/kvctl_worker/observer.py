@@ -87,6 +87,10 @@ class Observer:
         """A drained batch of the Rust core's events; returns what the drain hands on."""
         return events
 
+    def on_host_node(self, node_id: Any, how: str) -> None:
+        """The cache demoted a node to host (``how`` "demoted") or inserted a host node
+        ("inserted"): the Rust core's observer keeps its id (patch 0008)."""
+
     def on_node_added(self, tree: Any, node: Any) -> None:
         pass
 

@@ -159,3 +159,25 @@ def test_one_corpus_gives_the_same_ack_bytes_and_events_on_both_cores(rust_comma
     assert len(py) == len(rs)
     for i, (a, b) in enumerate(zip(py, rs)):
         assert a == b, f"step {i}:\npython {a[:600]}\nrust   {b[:600]}"
+
+
+def test_rust_core_lookups_of_host_only_blocks_refresh_no_lru(rust_commands, monkeypatch):
+    """A block SGLang demoted is found again through the node its eviction step named (patch
+    0008), never with the core's match_prefix (which refreshes recency, as a request would)."""
+    cache, alloc, pool = make_unified(core="rust")
+    h = CommandHandler(cache, worker_id="w0")
+    insert_kv(cache, alloc, pool, A)
+    insert_kv(cache, alloc, pool, B)
+    cache.evict(EvictParams(num_tokens=cache.evictable_size()))  # everything to host
+    ha, hb = chain_hashes(A), chain_hashes(B)
+    assert umatch(cache, A).device_prefix_len == 0
+    calls = []
+    real = cache.tree_core.match_prefix
+    monkeypatch.setattr(cache.tree_core, "match_prefix", lambda p: calls.append(p) or real(p))
+    ins = h.handle({"type": "Inspect", "block_hashes": ha + hb})
+    assert ins.tiers == {"CPU_PINNED": 7} and ins.missing == []
+    assert h.handle({"type": "Cache", "block_hashes": hb, "pin": True}).status == "applied"
+    assert h.handle({"type": "Pause", "block_hashes": ha, "ttl_seconds": 60, "lease_id": "L"}).status == "applied"
+    assert h.handle({"type": "Prefetch", "block_hashes": hb, "deadline_ms": 5000}).status == "applied"
+    assert calls == []
+    assert umatch(cache, B).device_prefix_len == 12

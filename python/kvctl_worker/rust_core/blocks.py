@@ -32,6 +32,11 @@ class BlockIndex:
         self.where: Dict[int, Tuple[Record, int]] = {}  # hash -> (its record, its position)
         self.gpu: set = set()
         self.cpu: set = set()
+        # host-only block -> a node at or below it that kvctl saw it in (demote, host insert)
+        self.host_node: Dict[int, int] = {}
+        # the last GPU removal and the last host store of the latest drain (their node's blocks)
+        self.last_gpu_removed: list = []
+        self.last_cpu_stored: list = []
 
     def __len__(self) -> int:
         return len(self.where)
@@ -46,11 +51,13 @@ class BlockIndex:
         self.where.clear()
         self.gpu.clear()
         self.cpu.clear()
+        self.host_node.clear()
 
     # ---- feeding --------------------------------------------------------------------------
     def feed(self, raw: list, events: list) -> None:
         """One drained batch: the core's tagged tuples and the events SGLang made of them (the
         published, namespaced hashes come from the latter, the namespace from the former)."""
+        self.last_gpu_removed = self.last_cpu_stored = []
         for r, ev in zip(raw, events):
             tag = r[0]
             if tag == "block_stored":
@@ -61,6 +68,8 @@ class BlockIndex:
                 rec = (hashes, ev.parent_block_hash, ev.token_ids, (r[8], r[6]))
                 self.where.update(zip(hashes, zip(repeat(rec), count())))
                 tier.update(hashes)
+                if tier is self.cpu:
+                    self.last_cpu_stored = hashes
             elif tag == "block_removed":
                 self._removed(ev.block_hashes, r[2])
             elif tag == "all_blocks_cleared":
@@ -69,6 +78,7 @@ class BlockIndex:
     def _removed(self, hashes: list, medium: str) -> None:
         if medium == GPU:
             tier, other = self.gpu, self.cpu
+            self.last_gpu_removed = hashes
         elif medium == CPU:
             tier, other = self.cpu, self.gpu
         else:
@@ -78,6 +88,7 @@ class BlockIndex:
         for h in hashes:
             if h not in other:
                 where.pop(h, None)
+                self.host_node.pop(h, None)
 
     # ---- reading --------------------------------------------------------------------------
     def parent(self, h: int) -> Optional[int]:
@@ -86,6 +97,12 @@ class BlockIndex:
 
     def namespace(self, h: int) -> tuple:
         return self.where[h][0][3]
+
+    def note_host_node(self, hashes: list, node_id: int) -> None:
+        """``node_id`` holds these blocks on the host only (kvctl's read-only way back to it)."""
+        for h in hashes:
+            if h in self.cpu and h not in self.gpu:
+                self.host_node[h] = node_id
 
     def tiers(self, h: int) -> Tuple[bool, bool]:
         return h in self.gpu, h in self.cpu

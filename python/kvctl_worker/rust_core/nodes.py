@@ -78,7 +78,6 @@ class RustNodes:
         self.page_size = blocks.page_size
         self._sync = sync  # drains the core's event queue into ``blocks`` first
         self._handles: Dict[int, RustNode] = {}
-        self.hints: Dict[int, int] = {}  # host-only block -> a node at or below it
         self.cache: Any = None  # the UnifiedRadixCache (for match_prefix's cache actions)
         self._root: Optional[RustRoot] = None  # read on first use: the core is still being built
 
@@ -120,7 +119,6 @@ class RustNodes:
     def clear(self) -> None:
         """Cache reset: a fresh root, no handle survives."""
         self._handles.clear()
-        self.hints.clear()
         self._root = None
 
     # ---- handles ------------------------------------------------------------------------------
@@ -201,12 +199,12 @@ class RustNodes:
             matched, node_id, _ = self.core.match_full_device_prefix(self._key(h, tokens))
             if matched >= len(tokens):
                 return self.core.collect_path_info([node_id])[0]
-        hint = self.hints.get(h)
+        hint = self.blocks.host_node.get(h)
         if hint is not None:
             try:
                 path = self.core.collect_path_info([hint])[0]
             except KeyError:
-                del self.hints[h]
+                del self.blocks.host_node[h]
             else:
                 if path and path[-1].path_end >= len(tokens):
                     return path

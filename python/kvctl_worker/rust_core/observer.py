@@ -55,6 +55,14 @@ class RustObserver(Observer):
             self.pending = []
         return events
 
+    def on_host_node(self, node_id: Any, how: str) -> None:
+        """Host-only blocks are found again through the node that holds them: read the events
+        this step queued (its node's blocks) and remember the node for them."""
+        self._drain()
+        blocks = self.blocks
+        blocks.note_host_node(blocks.last_gpu_removed if how == "demoted" else blocks.last_cpu_stored,
+                              node_id)
+
     def on_reset(self, tree: Any) -> None:
         st = self.state
         st.index.clear()
