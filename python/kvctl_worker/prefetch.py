@@ -41,7 +41,7 @@ class PrefetchHolds:
         # then released (the tree's moves know how to tell: tiers / rust_core.moves)
         self.taken_over = taken_over if taken_over is not None else release_if_locked_by_others
         self.clock = clock
-        self.holds: Dict[int, DeviceHold] = {}
+        self.holds: Dict[int, DeviceHold] = {}  # by node id
         self.metrics = {"prefetch_holds_expired": 0, "prefetch_holds_taken_over": 0}
 
     def hold(self, cache, nodes: List[Any]) -> int:
@@ -49,12 +49,12 @@ class PrefetchHolds:
         new = 0
         expires = self.clock() + self.hold_s
         for n in nodes:
-            h = self.holds.get(id(n))
+            h = self.holds.get(n.id)
             if h is not None:
                 h.expires_at = expires
                 continue
             receipt = cache.inc_lock_ref(n.id)
-            self.holds[id(n)] = DeviceHold(n, receipt.to_dec_params(), expires)
+            self.holds[n.id] = DeviceHold(n, receipt.to_dec_params(), expires)
             new += 1
         return new
 

@@ -56,10 +56,14 @@ def stored_hashes(cache):
 
 def make_unified(page_size: int = 4, size: int = 256, hicache: bool = True,
                  write_policy: str = "write_through", events: bool = True, layers: int = 2,
-                 core: str = "python"):
+                 core: str | None = None):
     """A real UnifiedRadixCache over real CPU pools, on SGLang's ``core`` ("python" or "rust"
-    tree core, asserted); with ``hicache`` its real HybridCacheController copies KV between the
-    CPU device pool and the host pool."""
+    tree core, asserted; default SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND, set by the ``core``
+    fixture, else "python"); with ``hicache`` its real HybridCacheController copies KV between
+    the CPU device pool and the host pool."""
+    import os
+
+    core = core or os.environ.get("SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND", "python")
     from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
@@ -136,7 +140,17 @@ def load_back(cache, node_id):
 
 def device_indices(cache, match_result):
     core = cache.tree_core
-    return core.collect_full_device_indices(match_result.last_device_node, core.root_node.id)
+    return core.collect_full_device_indices(match_result.last_device_node, core.root_node_handle())
+
+
+def chain_hashes(tokens, page_size: int = 4):
+    """The hashes SGLang publishes for a token path (no namespace), from its own storage-hash
+    chain: what the router computes, whichever tree core holds the blocks."""
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+    from sglang.srt.mem_cache.utils import get_storage_hash_str, hash_str_to_int64
+
+    return [hash_str_to_int64(x) for x in get_storage_hash_str(RadixKey(array("q", tokens)), None,
+                                                                page_size=page_size)]
 
 
 def attach_file_storage(cache, directory):
@@ -174,3 +188,31 @@ def wait_storage_written(cache, directory, n_files, timeout=10.0):
         # completion event to wait on; the pause only spaces the ticks.
         time.sleep(0.05)
     raise AssertionError(f"storage backend wrote {os.listdir(directory)}")
+
+
+def device_locked(cache, node) -> bool:
+    """A device lock on the node (a request's, a prefetch hold's): its lock counts on the Python
+    core; on the Rust core, whose adapter exposes no lock count, whether SGLang's own KV-canary
+    walk of unlocked slots leaves the node's slots out."""
+    if hasattr(node, "component_data"):
+        return any(cd.lock_ref > 0 for cd in node.component_data)
+    from sglang.srt.kvctl.rust_core.ops import DeviceView
+
+    return DeviceView(cache.tree_core).locked(node)
+
+
+def no_host_locks(cache) -> bool:
+    """No host lock left on any node: walked on the Python core; on the Rust core (no lock counts
+    through its adapter) kvctl holds no protection on any node."""
+    core = cache.tree_core
+    if not hasattr(core, "_binding"):  # the Python core
+        stack = [core.root_node]
+        while stack:
+            n = stack.pop()
+            stack.extend(n.children.values())
+            if n is not core.root_node and any(cd.host_lock_ref for cd in n.component_data):
+                return False
+        return True
+    from sglang.srt.kvctl.hooks import state_for_cache
+
+    return not state_for_cache(cache).pins.protected

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from helpers import device_indices, insert_kv, kv_of, load_back, make_unified, umatch
+from helpers import chain_hashes, device_indices, insert_kv, kv_of, load_back, make_unified, umatch
 
 from sglang.srt.kvctl import scheduler_side
 from sglang.srt.kvctl.handlers import CommandHandler
@@ -36,15 +36,10 @@ def events(cache):
 
 
 def hashes_of(cache, tokens):
-    st = state_for_cache(cache)
-    m = umatch(cache, tokens)
-    node = st.ops.core.node_by_id(m.best_match_node) if not hasattr(m.best_match_node, "key") else m.best_match_node
-    path = []
-    root = st.ops.root()
-    while node is not root:
-        path = list(node.kvctl_hashes) + path
-        node = node.parent
-    return path
+    """The published hashes of the blocks of a cached token path (on either core)."""
+    n = umatch(cache, tokens)
+    held = n.device_prefix_len + n.host_hit_length
+    return chain_hashes(tokens[:held], cache.page_size)
 
 
 def setup(policy="write_through"):
@@ -176,7 +171,7 @@ def test_think_false_purges_blocks_and_descendants_now():
 
 
 # ---- Pause / leases -----------------------------------------------------------------------------
-def test_pause_backs_up_frees_gpu_holds_host_and_load_back_restores_identical_data():
+def test_pause_backs_up_frees_gpu_holds_host_and_load_back_restores_identical_data(core):
     cache, alloc, pool, h = setup("write_back")
     insert_kv(cache, alloc, pool, A)
     before = kv_of(pool, device_indices(cache, umatch(cache, A)))
@@ -229,7 +224,7 @@ def test_renew_revoke_and_unknown_lease():
     assert h.metrics["rejected_by_field"]["command.lease_id"] == 2
 
 
-def test_revoke_without_purge_releases_the_hold_and_keeps_the_blocks():
+def test_revoke_without_purge_releases_the_hold_and_keeps_the_blocks(core):
     cache, h, st = paused_under_l1()
     events(cache)
     ack = h.handle(env({"type": "RevokeLease", "lease_id": "L1", "purge": False}))
@@ -242,7 +237,7 @@ def test_revoke_without_purge_releases_the_hold_and_keeps_the_blocks():
     assert h.handle(env({"type": "RevokeLease", "lease_id": "L1", "purge": False})).status == "rejected"
 
 
-def test_lease_expires_by_the_scheduler_tick_with_no_caller():
+def test_lease_expires_by_the_scheduler_tick_with_no_caller(core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     ha = hashes_of(cache, A)
@@ -289,7 +284,7 @@ def test_inspect_residency_pins_transient_lease_pool_and_filters():
 
 
 # ---- dedupe, rejections, fuzz ---------------------------------------------------------------------
-def test_duplicate_id_is_not_applied_again_and_repeats_the_first_outcome():
+def test_duplicate_id_is_not_applied_again_and_repeats_the_first_outcome(core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     ha = hashes_of(cache, A)
@@ -334,7 +329,7 @@ def test_dedupe_window_bounds():
     ({"type": "Warm", "block_keys": [], "target_tier": "DISK"}, "command.target_tier"),
     ({"type": "Warm", "block_keys": [], "token_ids": [-1], "target_tier": "GPU"}, "command.token_ids[0]"),
 ])
-def test_bad_input_rejected_naming_the_field_state_unchanged_and_counted(cmd, field):
+def test_bad_input_rejected_naming_the_field_state_unchanged_and_counted(cmd, field, core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     before = (len(state_for_cache(cache).index), alloc.available_size())
@@ -345,7 +340,7 @@ def test_bad_input_rejected_naming_the_field_state_unchanged_and_counted(cmd, fi
     assert h.metrics["rejected_by_field"] == {field: 1} and h.metrics["by_status"] == {"rejected": 1}
 
 
-def test_envelope_unknown_field_and_bad_id():
+def test_envelope_unknown_field_and_bad_id(core):
     h = CommandHandler(make_unified()[0])
     assert h.handle({"version": 1, "id": "a", "issued_at_ms": 1, "extra": 1, "command": {"type": "Inspect"}}).reason.startswith("extra:")
     assert h.handle({"version": 1, "id": "a b", "issued_at_ms": 1, "command": {"type": "Inspect"}}).reason.startswith("id:")
@@ -419,7 +414,7 @@ def test_events_match_sglangs_own_demote_host_eviction_and_load_back():
     assert events(ours) == events(theirs) == [("removed", "GPU", x) for x in ha] + [("removed", "CPU_PINNED", x) for x in ha]
 
 
-def test_pause_also_writes_to_the_storage_backend_when_one_is_configured(tmp_path):
+def test_pause_also_writes_to_the_storage_backend_when_one_is_configured(tmp_path, core):
     import os
 
     from helpers import attach_file_storage, wait_storage_written

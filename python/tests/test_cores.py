@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from helpers import insert_kv, make_unified, umatch
+from helpers import chain_hashes, insert_kv, make_unified, umatch
 from test_commands import A, B, C, events
 
 from sglang.srt.kvctl import config, cores
@@ -15,17 +15,6 @@ from sglang.srt.kvctl.handlers import CommandHandler
 from sglang.srt.kvctl.hooks import state_for_cache
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 
-
-
-def chain_hashes(tokens, page_size=4):
-    """The published hashes of a token path, from SGLang's own storage-hash chain."""
-    from array import array
-
-    from sglang.srt.mem_cache.radix_cache import RadixKey
-    from sglang.srt.mem_cache.utils import get_storage_hash_str, hash_str_to_int64
-
-    return [hash_str_to_int64(x) for x in get_storage_hash_str(RadixKey(array("q", tokens)), None,
-                                                                page_size=page_size)]
 
 
 def accepts(cmds):

@@ -1,4 +1,4 @@
-"""Tier-aware pins on UnifiedRadixCache + HiCache (Python tree core, real controller, CPU pools)."""
+"""Tier-aware pins on UnifiedRadixCache + HiCache (either tree core, real controller, CPU pools)."""
 import torch
 
 from helpers import device_indices, insert_kv, kv_of, load_back, make_unified, umatch
@@ -22,7 +22,7 @@ def _gpu_and_host_hashes(cache):
     return out
 
 
-def test_pin_survives_gpu_eviction_and_load_back_restores_identical_data():
+def test_pin_survives_gpu_eviction_and_load_back_restores_identical_data(core):
     cache, alloc, pool = make_unified()
     insert_kv(cache, alloc, pool, VIP)
     m = umatch(cache, VIP)
@@ -56,7 +56,7 @@ def test_pin_survives_gpu_eviction_and_load_back_restores_identical_data():
     assert umatch(cache, VIP).host_hit_length == 0
 
 
-def test_write_back_pinned_node_is_backed_up_before_demotion():
+def test_write_back_pinned_node_is_backed_up_before_demotion(core):
     cache, alloc, pool = make_unified(write_policy="write_back")
     insert_kv(cache, alloc, pool, VIP)
     hs = list(_gpu_and_host_hashes(cache))
@@ -70,7 +70,7 @@ def test_write_back_pinned_node_is_backed_up_before_demotion():
     assert umatch(cache, VIP).host_hit_length == 16
 
 
-def test_unified_index_follows_split_demotion_host_eviction_and_reset():
+def test_unified_index_follows_split_demotion_host_eviction_and_reset(core):
     cache, alloc, pool = make_unified()
     insert_kv(cache, alloc, pool, VIP)
     insert_kv(cache, alloc, pool, VIP[:8] + [900, 901, 902, 903])  # split
@@ -78,8 +78,8 @@ def test_unified_index_follows_split_demotion_host_eviction_and_reset():
     st = state_for_cache(cache)
     root = st.ops.root()
     assert {h for h, _ in st.index.items()} == set(stored) and len(stored) == 5
-    for h, node in st.index.items():
-        assert st.index.get(h, root) is node and h in node.kvctl_hashes
+    for h in stored:
+        assert h in st.index.get(h, root).kvctl_hashes
     cache.evict(EvictParams(num_tokens=10_000))      # demoted: nodes stay, entries stay
     assert all(st.index.get(h, root) is not None for h in stored)
     cache.evict_host(10_000)                          # host eviction removes them
@@ -89,13 +89,13 @@ def test_unified_index_follows_split_demotion_host_eviction_and_reset():
     assert len(st.index) == 0
 
 
-def test_budget_is_a_fraction_of_the_host_pool():
+def test_budget_is_a_fraction_of_the_host_pool(core):
     cache, alloc, pool = make_unified()
     st = state_for_cache(cache)
     assert st.pins.budget_tokens() == int(0.5 * cache.cache_controller.mem_pool_host.size)
 
 
-def test_pin_aware_flush_keeps_pinned_blocks_on_host():
+def test_pin_aware_flush_keeps_pinned_blocks_on_host(core):
     cache, alloc, pool = make_unified()
     insert_kv(cache, alloc, pool, VIP)
     hs = list(_gpu_and_host_hashes(cache))
@@ -109,7 +109,7 @@ def test_pin_aware_flush_keeps_pinned_blocks_on_host():
     assert umatch(cache, OTHER).host_hit_length == 0
 
 
-def test_safety_net_leaves_host_tier_pins_alone_they_hold_no_gpu_memory():
+def test_safety_net_leaves_host_tier_pins_alone_they_hold_no_gpu_memory(core):
     """Backed-up pins never keep a request from the GPU (their GPU copies demote like any other),
     so a request nearly as large as the GPU pool releases none of them, even with more pinned
     tokens than the host pool has room for beside it."""

@@ -3,7 +3,7 @@ import os
 import types
 
 import torch
-from helpers import insert, insert_kv, make_radix, make_unified, match, stored_hashes, umatch
+from helpers import device_locked, insert, insert_kv, make_radix, make_unified, match, no_host_locks, stored_hashes, umatch
 
 from sglang.srt.kvctl.handlers import CommandHandler
 from sglang.srt.kvctl.hooks import state_for_cache, state_of
@@ -124,7 +124,7 @@ def test_trap08_the_interpreter_imports_the_patched_tree(patched_tree):
     assert os.path.exists(os.path.join(patched_tree, "sglang", ".kvctl-patches.json"))
 
 
-def test_trap09_index_is_maintained_under_hicache_on_every_tier_transition():
+def test_trap09_index_is_maintained_under_hicache_on_every_tier_transition(core):
     cache, alloc, pool = make_unified(events=False)
     insert_kv(cache, alloc, pool, list(range(1, 17)))
     st = state_for_cache(cache)
@@ -136,12 +136,13 @@ def test_trap09_index_is_maintained_under_hicache_on_every_tier_transition():
     assert len(st.index) == 0
 
 
-def test_trap10_split_repoints_the_index_so_both_halves_unpin():
+def test_trap10_split_repoints_the_index_so_both_halves_unpin(core):
+    from helpers import chain_hashes
+
     cache, alloc, pool = make_unified()
     insert_kv(cache, alloc, pool, list(range(1, 17)))
     st = state_for_cache(cache)
-    hs = sorted(st.index.items(), key=lambda kv: kv[1].kvctl_hashes.index(kv[0]))
-    hs = [h for h, _ in hs]
+    hs = chain_hashes(list(range(1, 17)))
     h = CommandHandler(cache)
     h.handle({"type": "Cache", "block_hashes": hs, "pin": True})
     insert_kv(cache, alloc, pool, list(range(1, 9)) + [77] * 4)  # split the pinned node
@@ -149,10 +150,10 @@ def test_trap10_split_repoints_the_index_so_both_halves_unpin():
     assert first is not last and first.pin_count == 2 and last.pin_count == 2
     assert h.handle({"type": "Cache", "block_hashes": hs, "pin": False}).status == "applied"
     assert first.pin_count == last.pin_count == 0
-    assert all(cd.host_lock_ref == 0 for n in (first, last) for cd in n.component_data)
+    assert no_host_locks(cache)
 
 
-def test_trap11_host_pin_is_its_own_counter_and_forces_backup():
+def test_trap11_host_pin_is_its_own_counter_and_forces_backup(core):
     cache, alloc, pool = make_unified(write_policy="write_back")
     insert_kv(cache, alloc, pool, list(range(1, 17)))
     st = state_for_cache(cache)
@@ -160,9 +161,10 @@ def test_trap11_host_pin_is_its_own_counter_and_forces_backup():
     node = st.index.get(hs[0], st.ops.root())
     assert not node.backuped
     CommandHandler(cache).handle({"type": "Cache", "block_hashes": hs, "pin": True})
+    node = st.index.get(hs[0], st.ops.root())
     assert node.pin_count == 4 and node.backuped
-    assert all(cd.lock_ref == 0 for cd in node.component_data)        # lock_ref untouched
-    assert any(cd.host_lock_ref > 0 for cd in node.component_data)    # host protection
+    assert not device_locked(cache, node)                              # lock_ref untouched
+    assert not no_host_locks(cache)                                    # host protection
     cache.evict(EvictParams(num_tokens=10_000))   # GPU copy still evictable: demoted
     assert node.evicted and node.backuped
     cache.evict_host(10_000)                      # never leaves the host

@@ -2,9 +2,8 @@
 through SGLang's load_back, the ack's statuses, the device hold, and bad input refused whole."""
 import torch
 
-from helpers import device_indices, insert_kv, kv_of, make_unified, umatch
+from helpers import device_indices, device_locked, insert_kv, kv_of, make_unified, no_host_locks, umatch
 from test_commands import A, B, C, env, events, hashes_of, node_of
-from test_tool_offload import no_host_locks
 
 from sglang.srt.kvctl import scheduler_side
 from sglang.srt.kvctl.handlers import CommandHandler
@@ -27,11 +26,7 @@ def parked(cache, alloc, pool, h, tokens=A, session="s1", shared=0):
     return hs
 
 
-def device_locked(node):
-    return any(cd.lock_ref > 0 for cd in node.component_data)
-
-
-def test_prefetch_loads_parked_blocks_back_with_identical_kv_and_device_events():
+def test_prefetch_loads_parked_blocks_back_with_identical_kv_and_device_events(core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     before = kv_of(pool, device_indices(cache, umatch(cache, A)))
@@ -54,7 +49,7 @@ def test_prefetch_loads_parked_blocks_back_with_identical_kv_and_device_events()
     cache.sanity_check()
 
 
-def test_prefetch_of_resident_blocks_is_noop_and_a_second_prefetch_too():
+def test_prefetch_of_resident_blocks_is_noop_and_a_second_prefetch_too(core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     ha = hashes_of(cache, A)
@@ -66,7 +61,7 @@ def test_prefetch_of_resident_blocks_is_noop_and_a_second_prefetch_too():
     assert events(cache) == []
 
 
-def test_prefetch_by_session_adds_the_tool_offloads_blocks():
+def test_prefetch_by_session_adds_the_tool_offloads_blocks(core):
     cache, alloc, pool, h = setup()
     ha = parked(cache, alloc, pool, h)
     ack = h.handle(env({"type": "Prefetch", "block_hashes": [], "session_id": "s1", "deadline_ms": 5000}))
@@ -77,7 +72,7 @@ def test_prefetch_by_session_adds_the_tool_offloads_blocks():
     assert end.status == "applied" and no_host_locks(cache)
 
 
-def test_prefetch_holds_what_it_loaded_on_the_device_until_the_hold_ends():
+def test_prefetch_holds_what_it_loaded_on_the_device_until_the_hold_ends(core):
     cache, alloc, pool, h = setup()
     ha = parked(cache, alloc, pool, h)
     st = state_for_cache(cache)
@@ -86,7 +81,7 @@ def test_prefetch_holds_what_it_loaded_on_the_device_until_the_hold_ends():
     assert h.handle(env({"type": "Prefetch", "block_hashes": ha, "deadline_ms": 5000})).status == "applied"
     h.handle(env({"type": "ToolEnd", "session_id": "s1", "epoch": 1}))
     deepest = node_of(cache, ha[-1])
-    assert len(st.prefetch.holds) == 1 and device_locked(deepest)
+    assert len(st.prefetch.holds) == 1 and device_locked(cache, deepest)
     from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 
     cache.evict(EvictParams(num_tokens=10_000))       # the LRU cannot take the held path
@@ -100,14 +95,14 @@ def test_prefetch_holds_what_it_loaded_on_the_device_until_the_hold_ends():
     assert len(st.prefetch.holds) == 1                # not expired yet, nobody else holds it
     now[0] += st.prefetch.hold_s + 1
     scheduler_side.on_scheduler_tick(Sched())         # no command, no caller: the loop tick
-    assert st.prefetch.holds == {} and not device_locked(deepest)
+    assert st.prefetch.holds == {} and not device_locked(cache, deepest)
     assert st.prefetch.metrics["prefetch_holds_expired"] == 1
     cache.evict(EvictParams(num_tokens=10_000))
     assert umatch(cache, A).device_prefix_len == 0
     cache.sanity_check()
 
 
-def test_prefetch_hold_goes_once_a_request_holds_the_blocks_itself():
+def test_prefetch_hold_goes_once_a_request_holds_the_blocks_itself(core):
     cache, alloc, pool, h = setup()
     ha = parked(cache, alloc, pool, h)
     st = state_for_cache(cache)
@@ -116,12 +111,12 @@ def test_prefetch_hold_goes_once_a_request_holds_the_blocks_itself():
     req_lock = cache.inc_lock_ref(deepest.id)          # what a scheduled request takes
     st.prefetch.reap(cache)
     assert st.prefetch.holds == {} and st.prefetch.metrics["prefetch_holds_taken_over"] == 1
-    assert device_locked(deepest)                      # the request's own lock stays
+    assert device_locked(cache, deepest)                      # the request's own lock stays
     cache.dec_lock_ref(deepest.id, req_lock.to_dec_params())
-    assert not device_locked(deepest)
+    assert not device_locked(cache, deepest)
 
 
-def test_prefetch_past_its_deadline_loads_nothing_more_and_acks_partial():
+def test_prefetch_past_its_deadline_loads_nothing_more_and_acks_partial(core):
     cache, alloc, pool, h = setup()
     ha = parked(cache, alloc, pool, h, C)   # one 5-page node
     ticks = iter([0.0])                     # the receipt, then every later look is past the deadline
@@ -133,7 +128,7 @@ def test_prefetch_past_its_deadline_loads_nothing_more_and_acks_partial():
     assert events(cache) == []
 
 
-def test_prefetch_refused_by_load_back_acks_partial_with_what_is_resident(monkeypatch):
+def test_prefetch_refused_by_load_back_acks_partial_with_what_is_resident(monkeypatch, core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, B)
     hb = hashes_of(cache, B)
@@ -145,7 +140,7 @@ def test_prefetch_refused_by_load_back_acks_partial_with_what_is_resident(monkey
     assert hb[:2] == ha[:2]
 
 
-def test_prefetch_failing_midway_acks_error_with_the_reason(monkeypatch):
+def test_prefetch_failing_midway_acks_error_with_the_reason(monkeypatch, core):
     cache, alloc, pool, h = setup()
     ha = parked(cache, alloc, pool, h)
 
@@ -157,7 +152,7 @@ def test_prefetch_failing_midway_acks_error_with_the_reason(monkeypatch):
     assert ack.status == "error" and "DMA failed" in ack.reason
 
 
-def test_prefetch_bad_input_is_rejected_naming_the_field_counted_and_nothing_loaded():
+def test_prefetch_bad_input_is_rejected_naming_the_field_counted_and_nothing_loaded(core):
     cache, alloc, pool, h = setup()
     ha = parked(cache, alloc, pool, h)
     cases = [
@@ -178,7 +173,7 @@ def test_prefetch_bad_input_is_rejected_naming_the_field_counted_and_nothing_loa
     assert state_for_cache(cache).prefetch.holds == {}
 
 
-def test_prefetch_needs_a_host_tier():
+def test_prefetch_needs_a_host_tier(core):
     cache, alloc, pool = make_unified(hicache=False)
     h = CommandHandler(cache, worker_id="w0")
     insert_kv(cache, alloc, pool, A)

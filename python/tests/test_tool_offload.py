@@ -4,7 +4,7 @@ import threading
 
 import torch
 
-from helpers import device_indices, insert_kv, kv_of, make_unified, umatch
+from helpers import device_indices, insert_kv, kv_of, make_unified, no_host_locks, umatch
 from test_commands import A, C, env, events, hashes_of, node_of
 
 from sglang.srt.kvctl import scheduler_side
@@ -23,18 +23,7 @@ def host_free(cache):
     return cache.cache_controller.mem_pool_host.available_size()
 
 
-def no_host_locks(cache):
-    core = cache.tree_core
-    stack = [core.root_node]
-    while stack:
-        n = stack.pop()
-        stack.extend(n.children.values())
-        if n is not core.root_node and any(cd.host_lock_ref for cd in n.component_data):
-            return False
-    return True
-
-
-def test_tool_offload_restore_round_trip_identical_kv_and_truthful_events():
+def test_tool_offload_restore_round_trip_identical_kv_and_truthful_events(core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     ha = hashes_of(cache, A)
@@ -57,7 +46,7 @@ def test_tool_offload_restore_round_trip_identical_kv_and_truthful_events():
     cache.sanity_check()
 
 
-def test_tool_epochs_increase_on_every_offload_and_stale_epoch_is_rejected():
+def test_tool_epochs_increase_on_every_offload_and_stale_epoch_is_rejected(core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     ha = hashes_of(cache, A)
@@ -72,7 +61,7 @@ def test_tool_epochs_increase_on_every_offload_and_stale_epoch_is_rejected():
     assert h.handle(env({"type": "ToolStart", "session_id": "s1", "block_hashes": ha})).epoch == 3
 
 
-def test_tool_defect1_failed_restore_releases_host_protection_and_acks_error(monkeypatch):
+def test_tool_defect1_failed_restore_releases_host_protection_and_acks_error(monkeypatch, core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     ha = hashes_of(cache, A)
@@ -97,7 +86,7 @@ def test_tool_defect1_failed_restore_releases_host_protection_and_acks_error(mon
     assert umatch(cache, A).host_hit_length == 0
 
 
-def test_tool_defect2_no_unlocked_shared_state_between_load_back_and_loading_check(monkeypatch):
+def test_tool_defect2_no_unlocked_shared_state_between_load_back_and_loading_check(monkeypatch, core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     ha = hashes_of(cache, A)
@@ -169,7 +158,7 @@ def test_tool_defect5_stale_session_node_mappings_are_detected():
     assert ins.epoch is None and ins.detail["blocks"] == []
 
 
-def test_tool_defect6_offloads_whose_tool_never_ended_expire_by_the_tick():
+def test_tool_defect6_offloads_whose_tool_never_ended_expire_by_the_tick(core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     st = state_for_cache(cache)
@@ -217,7 +206,7 @@ def test_tool_defect7_no_offload_evict_race_host_copy_held_before_gpu_copy_freed
     cache.sanity_check()
 
 
-def test_offload_frees_the_sessions_own_branch_and_leaves_shared_ancestors_on_the_gpu():
+def test_offload_frees_the_sessions_own_branch_and_leaves_shared_ancestors_on_the_gpu(core):
     """A (4 pages) and B (A's first 2 pages, then its own) share a prefix: offloading A must not
     take B's GPU copies with it (a device node never sits below a host-only one)."""
     from test_commands import B

@@ -4,23 +4,39 @@ import torch
 
 from helpers import (attach_file_storage, device_indices, insert_kv, kv_of, make_unified, umatch,
                      wait_storage_written)
-from test_commands import A, env, events, hashes_of, node_of
+from test_commands import A, env, events, hashes_of
 
 from sglang.srt.kvctl.handlers import CommandHandler
+from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+
+def storage_keys(tokens, page_size=4):
+    """The storage keys of a token path: SGLang's own chain (what the `file` backend names)."""
+    from array import array
+
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+    from sglang.srt.mem_cache.utils import get_storage_hash_str
+
+    return list(get_storage_hash_str(RadixKey(array("q", tokens)), None, page_size=page_size))
+
+
+def drop_from_gpu_and_host(cache):
+    """SGLang's own evictions, of everything (the storage files stay)."""
+    cache.evict(EvictParams(num_tokens=10_000))
+    cache.evict_host(10_000)
 
 
 @pytest.fixture
-def warm_bed(tmp_path):
+def warm_bed(tmp_path, core):
     cache, alloc, pool = make_unified(write_policy="write_through")
     attach_file_storage(cache, tmp_path)
     insert_kv(cache, alloc, pool, A)
     wait_storage_written(cache, tmp_path, 4)
-    keys = list(node_of(cache, hashes_of(cache, A)[0]).hash_value)
+    keys = storage_keys(A)
     before = kv_of(pool, device_indices(cache, umatch(cache, A)))
     h = CommandHandler(cache, worker_id="w0")
     ha = hashes_of(cache, A)
-    # drop it from GPU and host; the storage files stay
-    assert h.handle(env({"type": "Think", "block_hashes": [ha[0]], "transient": False})).affected == 4
+    drop_from_gpu_and_host(cache)
     assert umatch(cache, A).host_hit_length == 0 and umatch(cache, A).device_prefix_len == 0
     events(cache)
     yield cache, alloc, pool, h, keys, before, ha
@@ -42,8 +58,7 @@ def test_warm_fetches_from_storage_into_host_then_gpu_with_identical_kv_and_even
         pool.v_buffer[l].zero_()
     ack = h.handle(env({"type": "Warm", "block_keys": keys, "token_ids": A, "target_tier": "GPU"}))
     assert ack.status == "noop" and ack.skipped == 4       # already on host: nothing fetched
-    # a Warm of pages already known needs no tokens; to GPU it loads them
-    h.handle(env({"type": "Think", "block_hashes": [ha[0]], "transient": False}))
+    drop_from_gpu_and_host(cache)
     events(cache)
     ack = h.handle(env({"type": "Warm", "block_keys": keys, "token_ids": A, "target_tier": "GPU"}))
     assert ack.status == "applied" and ack.tiers == {"CPU_PINNED": 4, "GPU": 4}, ack
@@ -88,7 +103,7 @@ def test_warm_without_tokens_rejected_unless_keys_known(warm_bed):
     assert ack.status == "noop" and ack.skipped == 2, ack
 
 
-def test_warm_without_storage_backend_is_rejected():
+def test_warm_without_storage_backend_is_rejected(core):
     cache, alloc, pool = make_unified()
     ack = CommandHandler(cache).handle(env({"type": "Warm", "block_keys": ["0" * 64], "target_tier": "GPU"}))
     assert ack.status == "rejected" and "storage backend" in ack.reason

@@ -36,11 +36,12 @@ class RustObserver(Observer):
         self.core = core
         self.publishes = publishes
         self.pending: list = []
+        self._syncing = False
         self.blocks = BlockIndex(core.page_size)
-        nodes = RustNodes(core, self.blocks, self._drain)
+        nodes = RustNodes(core, self.blocks, self.sync)
         ops = RustOps(core, nodes)
         self.state = KvctlState(core, cfg, index=nodes, ops=ops, moves=RustMoves(nodes, ops))
-        self.state.sync = self.sync
+        self.state.sync = self.before_command
         self.state.tick = self.tick
         refused = sorted(set(PYTHON_ONLY) - set(cfg.commands))
         logger.info("kvctl: on SGLang's Rust tree core; accepts %s (not %s: they need the Python "
@@ -77,19 +78,32 @@ class RustObserver(Observer):
             self.pending = got  # SGLang's next take_events returns them first
 
     def sync(self) -> None:
-        """The index as the core is now, and every held node's blocks where they are now."""
+        """The index as the core is now, and every held node's blocks where they are now (every
+        lookup starts here)."""
         self._drain()
-        st = self.state
-        nodes = st.index
-        for n, left in nodes.refresh(list(st.pins.protected.values())):
-            moved = {id(m): m for m in nodes.resolve(left).values()}
-            for m in moved.values():
-                st.pins.recount(m)
-            st.pins.recount(n)
-        nodes.forget_unheld()
+        if self._syncing or not self.state.pins.protected:
+            return
+        self._syncing = True
+        try:
+            st = self.state
+            nodes = st.index
+            for n, left in nodes.refresh(list(st.pins.protected.values())):
+                moved = {id(m): m for m in nodes.resolve(left).values()}
+                for m in moved.values():
+                    st.pins.recount(m)
+                st.pins.recount(n)
+        finally:
+            self._syncing = False
+
+    def before_command(self) -> None:
+        """A command starts from the core as it is; the handles no hold needs go (a command's
+        lookups make them again), so their table stays as small as what kvctl holds."""
+        self.sync()
+        self.state.index.forget_unheld()
 
     def tick(self) -> None:
-        if not self.publishes:
-            self._drain()
         if self.state.pins.protected:
             self.sync()
+        elif not self.publishes:
+            self._drain()
+        self.state.index.forget_unheld()
