@@ -3,7 +3,10 @@
 // --enable-session-radix-cache is sent a chat request carrying `session_id`, then the session is
 // closed; SGLang's own log says how many tree leaves it had tagged for the session, and the count
 // must be non-zero (a session id that served nothing releases none). Behind the gateway, a session
-// sent by header reaches the worker named in the body, and its close hint closes it there.
+// sent by header reaches the worker named in the body, and its close hint closes it there. kvctl
+// is on, accepting the commands SGLang's Rust tree core carries: the session radix cache runs on
+// SGLang's Python tree core only, and kvctl follows SGLang's own choice there (with its priority
+// eviction policy).
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel } from "../bench/agent/stack.js";
@@ -17,6 +20,7 @@ let gw: Gateway | undefined;
 beforeAll(async () => {
   server = await startSglangServer({
     model: agentModel(),
+    kvctlCommands: "rust",
     pageSize: 16,
     maxTotalTokens: 4096,
     hostRatio: 2,
@@ -61,6 +65,13 @@ async function releasedLeaves(id: string): Promise<number> {
 }
 
 describe("session radix cache", () => {
+  it("with kvctl on, SGLang keeps the Python tree core its session radix cache needs", () => {
+    expect(server.info.tree_core).toBe("python");
+    expect(readFileSync(server.info.log_path, "utf8")).toMatch(
+      /Using the Python TreeCore: session-aware caching requires the Python TreeCore/,
+    );
+  });
+
   it("tags the nodes of a session named in the request body, and releases them on close", async () => {
     const models = (await (await fetch(`${server.baseUrl}/v1/models`)).json()) as {
       data: { id: string }[];

@@ -253,6 +253,7 @@ class PythonMoves:
     """The tier moves of the command families on the Python core (the node objects' own steps,
     above); the Rust core's are rust_core.moves.RustMoves, with the same methods."""
 
+    core = "python"
     can_purge = True  # Prune, Think and RevokeLease(purge) remove blocks from every tier
 
     @staticmethod

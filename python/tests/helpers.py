@@ -56,7 +56,7 @@ def stored_hashes(cache):
 
 def make_unified(page_size: int = 4, size: int = 256, hicache: bool = True,
                  write_policy: str = "write_through", events: bool = True, layers: int = 2,
-                 core: str | None = None):
+                 core: str | None = None, eviction_policy: str = "lru", sessions: bool = False):
     """A real UnifiedRadixCache over real CPU pools, on SGLang's ``core`` ("python" or "rust"
     tree core, asserted; default SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND, set by the ``core``
     fixture, else "python"); with ``hicache`` its real HybridCacheController copies KV between
@@ -83,7 +83,8 @@ def make_unified(page_size: int = 4, size: int = 256, hicache: bool = True,
     params = CacheInitParams(req_to_token_pool=r2t, token_to_kv_pool_allocator=alloc,
                              page_size=page_size, disable=False,
                              tree_components=(ComponentType.FULL,),
-                             enable_kv_cache_events=events, tree_core_backend=core)
+                             enable_kv_cache_events=events, tree_core_backend=core,
+                             eviction_policy=eviction_policy, enable_session_radix_cache=sessions)
     cache = UnifiedRadixCache(params=params)
     assert cache._tree_core_backend == core, f"SGLang picked the {cache._tree_core_backend} core"
     if hicache:
@@ -97,7 +98,7 @@ def make_unified(page_size: int = 4, size: int = 256, hicache: bool = True,
     return cache, alloc, pool
 
 
-def insert_kv(cache, alloc, pool, tokens, marker=None):
+def insert_kv(cache, alloc, pool, tokens, marker=None, priority=None):
     """Insert tokens whose KV rows hold recognisable data (marker + token position)."""
     from sglang.srt.mem_cache.base_prefix_cache import InsertParams
     from sglang.srt.mem_cache.radix_cache import RadixKey
@@ -109,7 +110,7 @@ def insert_kv(cache, alloc, pool, tokens, marker=None):
         pool.k_buffer[layer][v] = data + layer
         pool.v_buffer[layer][v] = -data - layer
     # UnifiedRadixCache frees the duplicate prefix slots itself (beyond prev_prefix_len=0)
-    res = cache.insert(InsertParams(key=RadixKey(array("q", tokens)), value=v))
+    res = cache.insert(InsertParams(key=RadixKey(array("q", tokens)), value=v, priority=priority))
     if getattr(cache, "cache_controller", None) is not None:
         cache.writing_check(write_back=True)
     return res

@@ -105,6 +105,8 @@ def _corpus(core):
         body = {"version": 1, "id": f"c-{next(ids)}", "issued_at_ms": 1, "command": cmd} if envelope else cmd
         d = h.handle(body).to_dict()
         d["elapsed_us"] = 0
+        if "tree_core" in d.get("detail", {}):
+            d["detail"]["tree_core"] = "either"  # Inspect names the core: the one field that differs
         out.append(encode_ack(d))
         out.append(repr(events(cache)).encode())
 
@@ -170,3 +172,49 @@ def test_rust_core_lookups_of_host_only_blocks_refresh_no_lru(rust_commands, mon
     assert h.handle({"type": "Prefetch", "block_hashes": hb, "deadline_ms": 5000}).status == "applied"
     assert calls == []
     assert umatch(cache, B).device_prefix_len == 12
+
+
+# ---- SGLang's own policies with kvctl on ------------------------------------------------------
+def _priority_run(kvctl_on: bool):
+    """Three conversations at priorities 0, 5 and 10 on a priority-evicting cache; the lowest
+    priority's blocks are pinned when kvctl is on. Returns the removals, in order."""
+    cache, alloc, pool = make_unified(hicache=False, size=64, eviction_policy="priority")
+    seqs = {p: list(range(100 * (p + 1), 100 * (p + 1) + 16)) for p in (0, 5, 10)}
+    for p in (10, 0, 5):
+        insert_kv(cache, alloc, pool, seqs[p], priority=p)
+    events(cache)
+    if kvctl_on:
+        ack = CommandHandler(cache).handle({"type": "Cache", "block_hashes": chain_hashes(seqs[0]), "pin": True})
+        assert ack.status == "applied"
+    cache.evict(EvictParams(num_tokens=16))
+    return [x for k, _, x in events(cache) if k == "removed"], seqs
+
+
+def test_priority_eviction_keeps_its_order_with_kvctl_on_and_pins_outrank_it(core):
+    removed, seqs = _priority_run(kvctl_on=True)
+    assert removed == chain_hashes(seqs[5])  # priority 0 is pinned: the next lowest goes
+    config.use(None)  # kvctl off: the same core (make_unified asserts it), the order alone
+    off, _ = _priority_run(kvctl_on=False)
+    assert off == chain_hashes(seqs[0])
+
+
+def test_session_radix_cache_keeps_sglangs_python_core_with_kvctl_on(caplog, rust_commands):
+    """SGLang's session radix cache runs on its Python core only (its Rust adapter refuses it);
+    kvctl accepting the Rust core's commands follows SGLang's own choice and works there."""
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+    from sglang.srt.mem_cache.unified_cache import tree_core_registry as reg
+
+    params = CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=None,
+                             page_size=4, enable_session_radix_cache=True)
+    with caplog.at_level(logging.INFO, logger=reg.__name__):
+        assert reg.resolve_tree_core_backend("rust", params) == "python"
+    assert "Using the Python TreeCore: session-aware caching requires the Python TreeCore" in caplog.text
+    cache, alloc, pool = make_unified(core="python", sessions=True)
+    cache.open_radix_session("s1")
+    insert_kv(cache, alloc, pool, A)
+    h = CommandHandler(cache, worker_id="w0")
+    assert h.handle({"type": "Cache", "block_hashes": chain_hashes(A), "pin": True}).status == "applied"
+    cache.release_radix_session("s1")
+    cache.evict(EvictParams(num_tokens=10_000))
+    cache.evict_host(10_000)
+    assert umatch(cache, A).host_hit_length == 16  # the pin outlives the session's close

@@ -44,7 +44,8 @@ class InspectCommands:
         if hashes is None:
             hashes = [] if (f.get("lease_id") or f.get("session_id")) else [h for h, _ in st.index.items()]
         blocks, missing, tiers = self._blocks(st, hashes)
-        detail = {"incarnation": INCARNATION, "blocks": blocks, "pool": self.pool(st), "pool_tokens": st.ops.pool_tokens(),
+        detail = {"incarnation": INCARNATION, "tree_core": st.moves.core, "commands": sorted(st.config.commands),
+                  "blocks": blocks, "pool": self.pool(st), "pool_tokens": st.ops.pool_tokens(),
                   "pinned_tokens": st.pins.pinned_tokens(), "budget_tokens": st.pins.budget_tokens(),
                   "indexed_blocks": len(st.index), "metrics": dict(st.pins.metrics)}
         return Ack(type="Inspect", status="applied", requested=len(hashes), affected=0,

@@ -15,6 +15,7 @@ def _depth(node: RustNode) -> int:
 
 
 class RustMoves:
+    core = "rust"
     can_purge = False  # no targeted host-leaf eviction on this core (cores.py)
 
     def __init__(self, nodes: RustNodes, ops: RustOps):
