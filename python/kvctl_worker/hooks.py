@@ -47,8 +47,10 @@ def skip_backup(cache: Any, node_id: Any) -> bool:
 
 
 def on_demoted(cache: Any, node_id: Any) -> None:
-    """A device eviction step ran on the node (it demoted it to host, or deleted it)."""
-    of(cache).on_host_node(node_id, "demoted")
+    """A device eviction step ran on the node (it demoted it to host, or deleted it). Without a
+    host tier it deleted it: no block is left on the host to find again."""
+    if getattr(cache, "host_pool_group", None) is not None:
+        of(cache).on_host_node(node_id, "demoted")
 
 
 def on_host_inserted(cache: Any, node_id: Any) -> None:

@@ -7,7 +7,7 @@ which patch 0006 lets this index read on every drain.
 
 A stored event is kept whole, as one record (its hashes, the parent of its first block, its
 token list, its radix namespace ``(extra_key, cache_salt)``), and each of its blocks points at it
-by position: the block's parent is the record's previous hash, its page the record's tokens at
+by identity (its position is looked up when a command reads it): the block's parent is the record's previous hash, its page the record's tokens at
 that position. Every node of the tree lies inside the record of the event that stored it (a node
 only ever shrinks, by splits), so the blocks after a block inside its node are the record's
 next ones. Which tiers hold a block are two sets; a block leaves the index when its last tier
@@ -16,20 +16,30 @@ for no per-block Python object.
 """
 from __future__ import annotations
 
+from collections import deque
 from itertools import count, repeat
 from typing import Dict, Iterator, List, Optional, Tuple
 
 GPU = "GPU"
 CPU = "CPU_PINNED"
 
-# A record: (hashes, parent of hashes[0], token ids, (extra_key, cache_salt)).
-Record = Tuple[list, Optional[int], list, tuple]
+# A record: (hashes, parent of hashes[0], token ids, (extra_key, cache_salt), positions). The
+# positions ({hash: index}) are filled on a command's first read of the record, never on the
+# request path.
+Record = Tuple[list, Optional[int], list, tuple, dict]
+
+
+def _at(rec: Record, h: int) -> int:
+    pos = rec[4]
+    if not pos:
+        pos.update(zip(rec[0], count()))
+    return pos[h]
 
 
 class BlockIndex:
     def __init__(self, page_size: int):
         self.page_size = page_size
-        self.where: Dict[int, Tuple[Record, int]] = {}  # hash -> (its record, its position)
+        self.where: Dict[int, Record] = {}  # hash -> the record that stored it last
         self.gpu: set = set()
         self.cpu: set = set()
         # host-only block -> a node at or below it that kvctl saw it in (demote, host insert)
@@ -65,8 +75,8 @@ class BlockIndex:
                 if tier is None:
                     continue  # an L3 / external copy: not a tier of the tree
                 hashes = ev.block_hashes
-                rec = (hashes, ev.parent_block_hash, ev.token_ids, (r[8], r[6]))
-                self.where.update(zip(hashes, zip(repeat(rec), count())))
+                rec = (hashes, ev.parent_block_hash, ev.token_ids, (r[8], r[6]), {})
+                self.where.update(dict.fromkeys(hashes, rec))
                 tier.update(hashes)
                 if tier is self.cpu:
                     self.last_cpu_stored = hashes
@@ -84,19 +94,19 @@ class BlockIndex:
         else:
             return
         tier.difference_update(hashes)
-        where = self.where
-        for h in hashes:
-            if h not in other:
-                where.pop(h, None)
-                self.host_node.pop(h, None)
+        gone = [h for h in hashes if h not in other] if other else hashes
+        deque(map(self.where.pop, gone, repeat(None)), 0)  # C-level pops
+        if self.host_node:
+            deque(map(self.host_node.pop, gone, repeat(None)), 0)
 
     # ---- reading --------------------------------------------------------------------------
     def parent(self, h: int) -> Optional[int]:
-        rec, i = self.where[h]
+        rec = self.where[h]
+        i = _at(rec, h)
         return rec[0][i - 1] if i else rec[1]
 
     def namespace(self, h: int) -> tuple:
-        return self.where[h][0][3]
+        return self.where[h][3]
 
     def note_host_node(self, hashes: list, node_id: int) -> None:
         """``node_id`` holds these blocks on the host only (kvctl's read-only way back to it)."""
@@ -118,8 +128,8 @@ class BlockIndex:
             if at is None:
                 return None
             out.append(cur)
-            rec, i = at
-            cur = rec[0][i - 1] if i else rec[1]
+            i = _at(at, cur)
+            cur = at[0][i - 1] if i else at[1]
         out.reverse()
         return out
 
@@ -127,14 +137,16 @@ class BlockIndex:
         ps, where = self.page_size, self.where
         out: list = []
         for h in chain:
-            rec, i = where[h]
+            rec = where[h]
+            i = _at(rec, h)
             out.extend(rec[2][i * ps:(i + 1) * ps])
         return out
 
     def following(self, h: int, pages: int) -> List[int]:
         """Up to ``pages`` blocks after ``h`` in the record that stored it, as far as they are
         still held: the rest of ``h``'s node, and what the node's suffixes held at that time."""
-        rec, i = self.where[h]
+        rec = self.where[h]
+        i = _at(rec, h)
         out = []
         for x in rec[0][i + 1:i + 1 + pages]:
             if x not in self.where:
@@ -147,8 +159,8 @@ class BlockIndex:
         request path; they are read from the records now (a scan, for the rare command that
         needs a node's descendants)."""
         out: List[int] = []
-        records = {id(rec): rec for rec, _ in self.where.values()}
-        for hashes, parent, _tokens, _ns in records.values():
+        records = {id(rec): rec for rec in self.where.values()}
+        for hashes, parent, _tokens, _ns, _pos in records.values():
             if parent == h:
                 cand = hashes[0]
             else:
