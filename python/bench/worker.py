@@ -12,7 +12,9 @@ on), for one seeded request workload (workload.py: match_prefix + insert + evict
                    cores.py), so SGLang keeps its Rust core; the same live TTL pins
 
 Each runs in its own process (a pristine and a patched SGLang cannot share one), rounds
-alternate between them and each reports its fastest pass; the median over rounds is printed.
+alternate between them and each reports its fastest pass; the median over rounds is printed, with
+each ratio's spread over rounds (a round's configurations run back to back, so a round's ratio
+compares neighbours in time).
 Ratios: off_ratio = patched_off / pristine_rust (bar <= 1.05), on_ratio_vs_python = patched_on /
 pristine_python (bar <= 1.10), on_rust_ratio = patched_on_rust / pristine_rust (bar <= 1.15),
 on_ratio_vs_rust = patched_on / pristine_rust (what accepting Prune or Think costs). With --json
@@ -57,6 +59,53 @@ def run_one(tree, name, args, a):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+BARS = (  # (figure, numerator, denominator, bar, what it says)
+    ("off_ratio", "patched_off", "pristine_rust", 1.05, "patched_off / pristine_rust"),
+    ("on_ratio_vs_python", "patched_on", "pristine_python", 1.10, "patched_on / pristine_python"),
+    ("on_rust_ratio", "patched_on_rust", "pristine_rust", 1.15, "patched_on_rust / pristine_rust"),
+    ("on_ratio_vs_rust", "patched_on", "pristine_rust", None,
+     "patched_on / pristine_rust: what accepting Prune or Think costs"),
+)
+
+
+def measure(a) -> tuple[dict, dict]:
+    """Every configuration once per round, alternated; {name: [us/request per round]}, cores."""
+    with tempfile.TemporaryDirectory(prefix="kvctl-bench-worker-") as tmp:
+        tree = sglang_tree.build_patched_tree(tmp)
+        samples: dict = {name: [] for name in CONFIGS}
+        cores = {}
+        for r in range(a.rounds):
+            for name in CONFIGS:
+                res = run_one(tree, name, None, a)
+                samples[name].append(res["us_per_req"])
+                cores[name] = res["core"].rsplit(".", 1)[-1]
+                print(f"round {r + 1}/{a.rounds} {name:16s} {res['us_per_req']:9.1f} us/request ({cores[name]})",
+                      file=sys.stderr)
+    for name in ("patched_off", "patched_on_rust"):
+        if cores[name] != cores["pristine_rust"]:
+            raise SystemExit(f"bench:worker: {name} ran {cores[name]}, pristine {cores['pristine_rust']}")
+    return samples, cores
+
+
+def report(a, samples: dict, cores: dict) -> dict:
+    """The medians, each ratio of medians with its spread over rounds (the same round's two
+    configurations ran back to back), and the bars."""
+    us = {name: statistics.median(v) for name, v in samples.items()}
+    result = {"bench": "worker", "requests": a.requests, "pool_tokens": a.pool_tokens, "rounds": a.rounds,
+              "us_per_req": {k: round(v, 2) for k, v in us.items()}}
+    print(f"{'config':16s} {'us/request':>11s}  {'min..max over rounds':>22s}  core")
+    for name in CONFIGS:
+        lo, hi = min(samples[name]), max(samples[name])
+        print(f"{name:16s} {us[name]:11.1f}  {lo:10.1f}..{hi:<10.1f}  {cores[name]}")
+    for fig, num, den, bar, what in BARS:
+        per_round = sorted(x / y for x, y in zip(samples[num], samples[den]))
+        result[fig] = round(us[num] / us[den], 4)
+        result[fig + "_rounds"] = [round(x, 4) for x in per_round]
+        spread = f"rounds {per_round[0]:.3f}..{per_round[-1]:.3f}"
+        print(f"{fig:18s} {result[fig]:.3f}  ({what}; {spread}" + (f"; bar <= {bar:.2f})" if bar else ")"))
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
@@ -70,37 +119,8 @@ def main() -> int:
     for name, full, smoke in (("requests", 400, 40), ("rounds", 3, 1), ("repeat", 3, 1)):
         if getattr(a, name) is None:
             setattr(a, name, smoke if a.smoke else full)
-    with tempfile.TemporaryDirectory(prefix="kvctl-bench-worker-") as tmp:
-        tree = sglang_tree.build_patched_tree(tmp)
-        samples = {name: [] for name in CONFIGS}
-        cores = {}
-        for r in range(a.rounds):
-            for name in CONFIGS:
-                res = run_one(tree, name, None, a)
-                samples[name].append(res["us_per_req"])
-                cores[name] = res["core"].rsplit(".", 1)[-1]
-                print(f"round {r + 1}/{a.rounds} {name:16s} {res['us_per_req']:9.1f} us/request ({cores[name]})", file=sys.stderr)
-    us = {name: statistics.median(v) for name, v in samples.items()}
-    for name in ("patched_off", "patched_on_rust"):
-        if cores[name] != cores["pristine_rust"]:
-            raise SystemExit(f"bench:worker: {name} ran {cores[name]}, pristine {cores['pristine_rust']}")
-    result = {
-        "bench": "worker",
-        "requests": a.requests,
-        "pool_tokens": a.pool_tokens,
-        "us_per_req": {k: round(v, 2) for k, v in us.items()},
-        "off_ratio": round(us["patched_off"] / us["pristine_rust"], 4),
-        "on_ratio_vs_python": round(us["patched_on"] / us["pristine_python"], 4),
-        "on_rust_ratio": round(us["patched_on_rust"] / us["pristine_rust"], 4),
-        "on_ratio_vs_rust": round(us["patched_on"] / us["pristine_rust"], 4),
-    }
-    print(f"{'config':16s} {'us/request':>11s}  core")
-    for name in CONFIGS:
-        print(f"{name:16s} {us[name]:11.1f}  {cores[name]}")
-    print(f"off_ratio          {result['off_ratio']:.3f}  (patched_off / pristine_rust; bar <= 1.05)")
-    print(f"on_ratio_vs_python {result['on_ratio_vs_python']:.3f}  (patched_on / pristine_python; bar <= 1.10)")
-    print(f"on_rust_ratio      {result['on_rust_ratio']:.3f}  (patched_on_rust / pristine_rust; bar <= 1.15)")
-    print(f"on_ratio_vs_rust   {result['on_ratio_vs_rust']:.3f}  (patched_on / pristine_rust: what accepting Prune or Think costs)")
+    samples, cores = measure(a)
+    result = report(a, samples, cores)
     if a.json:
         print(json.dumps(result))
     return 0
