@@ -1,5 +1,6 @@
 // The official SDKs through the gateway, on one real test bed: two real patched SGLang workers on
-// CPU (kvctl on, the tiny model) behind a gateway running the agent policy with a real nats-server,
+// CPU (kvctl on, the tiny model; w0 on SGLang's Rust tree core, accepting what kvctl carries there,
+// w1 on its Python tree core, accepting every command) behind a gateway running the agent policy with a real nats-server,
 // and a third worker with kvctl off. The examples a user copies (examples/) give the same output
 // through the gateway as against a worker directly (ids aside; cached_tokens asserted positive,
 // since how much is cached depends on what ran before); every other route an SDK calls answers
@@ -34,6 +35,7 @@ beforeAll(async () => {
     startSglangServer({
       natsUrl: nats.url,
       workerId: "w0",
+      kvctlCommands: "rust",
       storageDir: "",
       readyTimeoutS: 540,
       extraArgs: args,
@@ -103,6 +105,13 @@ const withoutCache = (s: Record<string, unknown>[]) =>
   s.map(({ cached_tokens: _c, ...rest }) => rest);
 
 describe("the examples give through the gateway what they give against a worker", () => {
+  it("the kvctl workers run one on each SGLang tree core; the plain one on SGLang's default", () => {
+    expect([w0.info.tree_core, w1.info.tree_core, plain.info.tree_core]).toEqual([
+      "rust",
+      "python",
+      null,
+    ]);
+  });
   const examples: [string, string, (base: string) => string[]][] = [
     ["OpenAI Python SDK", venvPython, (b) => ["examples/openai_sdk.py", "--base-url", `${b}/v1`]],
     ["Anthropic Python SDK", venvPython, (b) => ["examples/anthropic_sdk.py", "--base-url", b]],
