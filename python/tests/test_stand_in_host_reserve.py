@@ -12,7 +12,8 @@ GIB = 1 << 30
 def test_small_pool_fits_a_machine_under_ten_gib_available(monkeypatch):
     monkeypatch.setattr(base, "available_host_memory_bytes", lambda **_kw: 5 * GIB)
     monkeypatch.setattr(base, "ranks_per_host", lambda: 1)
-    monkeypatch.setattr(base, "HICACHE_HOST_MEMORY_RESERVE_BYTES", base.HICACHE_HOST_MEMORY_RESERVE_BYTES)
+    # SGLang's own reserve, even where an earlier test of this process installed the test bed's
+    monkeypatch.setattr(base, "HICACHE_HOST_MEMORY_RESERVE_BYTES", cpu_cuda.sglang_host_memory_reserve())
     assert base.HICACHE_HOST_MEMORY_RESERVE_BYTES == 10 * GIB
     assert base.host_memory_budget_bytes(GIB // 50) < 0
     cpu_cuda.install_host_memory_reserve()

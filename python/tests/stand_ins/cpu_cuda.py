@@ -78,4 +78,19 @@ def install_host_memory_reserve() -> None:
     (the server exits before it is ready); the test bed keeps 1 GiB free instead."""
     import sglang.srt.mem_cache.pool_host.base as base
 
+    global _SGLANG_HOST_RESERVE_BYTES
+    if _SGLANG_HOST_RESERVE_BYTES is None:
+        _SGLANG_HOST_RESERVE_BYTES = base.HICACHE_HOST_MEMORY_RESERVE_BYTES
     base.HICACHE_HOST_MEMORY_RESERVE_BYTES = TEST_BED_HOST_RESERVE_BYTES
+
+
+_SGLANG_HOST_RESERVE_BYTES = None  # SGLang's own, kept when the test bed's replaces it
+
+
+def sglang_host_memory_reserve() -> int:
+    """SGLang's own reserve, also after install_host_memory_reserve replaced it in this process."""
+    import sglang.srt.mem_cache.pool_host.base as base
+
+    if _SGLANG_HOST_RESERVE_BYTES is not None:
+        return _SGLANG_HOST_RESERVE_BYTES
+    return base.HICACHE_HOST_MEMORY_RESERVE_BYTES
