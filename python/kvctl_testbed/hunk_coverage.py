@@ -6,9 +6,12 @@ The mapping is computed from the series files at check time: each touched file o
 pristine SGLang is replayed through the series' hunks (exact context, offsets allowed, as
 `kvctl patch apply` does), tagging every line a patch adds; the result must equal the patched
 tree's file byte for byte. Of the added lines, those coverage.py counts as statements must have
-been executed in at least one process. Exceptions live in hunk_allow.txt, one per line:
+been executed, once per SGLang tree core: every process labels what it runs with the tree core
+it built (python/tests/stand_ins/core_context.py; "" before any, which counts for both), a core's
+own file (CORE_FILES) is checked on that core only, SGLang's plain RadixCache on either, every
+other file on both (CORELESS_FILES on either). Exceptions live in hunk_allow.txt, one per line:
 
-    <patch file name> | <exact stripped text of the added line> | <reason>
+    <patch file name>[@<core>] | <exact stripped text of the added line> | <reason>
 
     python -m kvctl_testbed.hunk_coverage rcfile --data-dir DIR     # writes DIR/coveragerc, prints it
     python -m kvctl_testbed.hunk_coverage check --data-dir DIR [--json]
@@ -25,6 +28,15 @@ from dataclasses import dataclass, field
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ALLOW_FILE = os.path.join(os.path.dirname(__file__), "hunk_allow.txt")
+CORES = ("python", "rust")
+CORE_FILES = {  # a tree core's own file runs only on that core
+    "sglang/srt/mem_cache/unified_cache/unified_tree_core.py": "python",
+    "sglang/srt/mem_cache/rust_tree_core/adapter.py": "rust",
+}
+CORELESS_FILES = {  # on either core: RadixCache has none; the registry runs before one is built
+    "sglang/srt/mem_cache/radix_cache.py",
+    "sglang/srt/mem_cache/unified_cache/tree_core_registry.py",
+}
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -193,11 +205,13 @@ def _statements(path: str) -> set[int]:
     return set(p.statements)
 
 
-def executed_lines(data_dir: str) -> dict[str, set[int]]:
-    """{path relative to the package parent (sglang/...): lines executed in any process}."""
+def executed_lines(data_dir: str) -> dict[str, dict[str, set[int]]]:
+    """{tree core label: {path relative to the package parent (sglang/...): lines executed}}
+    over every process; the label is coverage's context (stand_ins/core_context.py): "python" or
+    "rust" once a process built that tree core, "" before any."""
     from coverage import CoverageData
 
-    out: dict[str, set[int]] = {}
+    out: dict[str, dict[str, set[int]]] = {}
     for df in glob.glob(os.path.join(data_dir, ".coverage*")):
         if df.endswith(("-journal", "-wal", "-shm")):
             continue
@@ -207,8 +221,34 @@ def executed_lines(data_dir: str) -> dict[str, set[int]]:
             i = f.rfind("/sglang/")
             if i < 0:
                 continue
-            out.setdefault(f[i + 1:], set()).update(d.lines(f) or ())
+            for ln, contexts in d.contexts_by_lineno(f).items():
+                for c in contexts:
+                    out.setdefault(c, {}).setdefault(f[i + 1:], set()).add(ln)
     return out
+
+
+def ran_on(executed: dict[str, dict[str, set[int]]], rel: str, core: str) -> set[int]:
+    """Lines of `rel` run on `core`: under its label, or before any core was built."""
+    return executed.get(core, {}).get(rel, set()) | executed.get("", {}).get(rel, set())
+
+
+def cores_of(rel: str) -> tuple[str, ...]:
+    """The tree cores whose runs must execute the added lines of `rel`: a core's own file only
+    on that core; CORELESS_FILES on either; the rest on both."""
+    if rel in CORE_FILES:
+        return (CORE_FILES[rel],)
+    return ("any",) if rel in CORELESS_FILES else CORES
+
+
+def _ran(executed: dict[str, dict[str, set[int]]], rel: str, core: str) -> set[int]:
+    if core == "any":
+        return set().union(*(e.get(rel, set()) for e in executed.values()))
+    return ran_on(executed, rel, core)
+
+
+def _allow_hit(allow: list[tuple[str, str, str]], tag: str, core: str, text: str) -> int | None:
+    """An allow-list entry names its patch, or `<patch>@<core>` for one tree core only."""
+    return next((k for k, (p, t, _r) in enumerate(allow) if p in (tag, f"{tag}@{core}") and t == text), None)
 
 
 def check(data_dir: str, tree: str) -> dict:
@@ -216,7 +256,7 @@ def check(data_dir: str, tree: str) -> dict:
     executed = executed_lines(data_dir)
     allow = load_allow()
     used_allow: set[int] = set()
-    per_patch: dict[str, dict] = {}
+    per_patch: dict[str, dict[str, dict]] = {}  # patch -> core -> tally
     problems: list[str] = []
     for rel, tagged in sorted(files.items()):
         final = os.path.join(tree, rel)
@@ -225,26 +265,52 @@ def check(data_dir: str, tree: str) -> dict:
                 problems.append(f"{rel}: replaying the series does not give the patched tree's file")
                 continue
         stmts = _statements(final) if rel.endswith(".py") else set()
-        ran = executed.get(rel, set())
-        for ln, (text, tag) in enumerate(tagged, 1):
-            if tag is None or ln not in stmts:
-                continue
-            e = per_patch.setdefault(tag, {"statements": 0, "executed": 0, "allowed": [], "missing": []})
-            e["statements"] += 1
-            if ln in ran:
-                e["executed"] += 1
-                continue
-            hit = next((k for k, (p, t, _r) in enumerate(allow) if p == tag and t == text.strip()), None)
-            if hit is not None:
-                used_allow.add(hit)
-                e["allowed"].append({"file": rel, "line": ln, "text": text.strip(), "reason": allow[hit][2]})
-            else:
-                e["missing"].append({"file": rel, "line": ln, "text": text.strip()})
+        for core in cores_of(rel):
+            ran = _ran(executed, rel, core)
+            for ln, (text, tag) in enumerate(tagged, 1):
+                if tag is None or ln not in stmts:
+                    continue
+                e = per_patch.setdefault(tag, {}).setdefault(
+                    core, {"statements": 0, "executed": 0, "allowed": [], "missing": []})
+                e["statements"] += 1
+                if ln in ran:
+                    e["executed"] += 1
+                    continue
+                where = {"file": rel, "line": ln, "text": text.strip()}
+                hit = _allow_hit(allow, tag, core, text.strip())
+                if hit is None:
+                    e["missing"].append(where)
+                else:
+                    used_allow.add(hit)
+                    e["allowed"].append({**where, "reason": allow[hit][2]})
     stale = [f"{p} | {t}" for k, (p, t, _r) in enumerate(allow) if k not in used_allow]
-    missing = sum(len(e["missing"]) for e in per_patch.values())
+    missing = sum(len(e["missing"]) for per in per_patch.values() for e in per.values())
     return {"patches": per_patch, "missing": missing, "problems": problems, "stale_allow": stale,
             "processes": len(glob.glob(os.path.join(data_dir, ".coverage.*"))),
-            "ok": missing == 0 and not problems and bool(per_patch)}
+            "cores_seen": sorted(c for c in executed if c),
+            "ok": missing == 0 and not problems and bool(per_patch) and set(CORES) <= set(executed)}
+
+
+def print_report(r: dict) -> None:
+    for name, per in sorted(r["patches"].items()):
+        tallies = [f"{'either core' if core == 'any' else core} {e['executed']}/{e['statements']}"
+                   + (f" ({len(e['allowed'])} allowed)" if e["allowed"] else "")
+                   + (f" ({len(e['missing'])} NEVER EXECUTED)" if e["missing"] else "")
+                   for core, e in sorted(per.items())]
+        print(f"{name}: added statements executed: {', '.join(tallies)}")
+        for core, e in sorted(per.items()):
+            for m in e["missing"]:
+                print(f"    {core}: {m['file']}:{m['line']}: {m['text']}")
+            for m in e["allowed"]:
+                print(f"    {core}: allowed {m['file']}:{m['line']}: {m['text']}  ({m['reason']})")
+    for p in r["problems"]:
+        print(f"PROBLEM: {p}")
+    for s in r["stale_allow"]:
+        print(f"note: allow-list entry matches no unexecuted line: {s}")
+    for c in sorted(set(CORES) - set(r["cores_seen"])):
+        print(f"PROBLEM: no process built SGLang's {c} tree core (stand_ins/core_context.py labels none)")
+    print(f"hunk coverage from {r['processes']} process(es), per tree core: "
+          + ("every added statement executed" if r["ok"] else f"{r['missing']} added statement(s) never executed"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,23 +330,10 @@ def main(argv: list[str] | None = None) -> int:
 
         tree = sglang_tree.build_patched_tree()
     r = check(a.data_dir, tree)
-    for name, e in sorted(r["patches"].items()):
-        print(f"{name}: {e['executed']}/{e['statements']} added statements executed"
-              + (f", {len(e['allowed'])} allowed" if e["allowed"] else "")
-              + (f", {len(e['missing'])} NEVER EXECUTED" if e["missing"] else ""))
-        for m in e["missing"]:
-            print(f"    {m['file']}:{m['line']}: {m['text']}")
-        for m in e["allowed"]:
-            print(f"    allowed {m['file']}:{m['line']}: {m['text']}  ({m['reason']})")
-    for p in r["problems"]:
-        print(f"PROBLEM: {p}")
-    for s in r["stale_allow"]:
-        print(f"note: allow-list entry matches no unexecuted line: {s}")
-    print(f"hunk coverage from {r['processes']} process(es): "
-          + ("every added statement executed" if r["ok"] else f"{r['missing']} added statement(s) never executed"))
+    print_report(r)
     if a.json:
         print(json.dumps({"hunk_coverage": "ok" if r["ok"] else "failed", "missing": r["missing"],
-                          "processes": r["processes"]}))
+                          "processes": r["processes"], "cores": r["cores_seen"]}))
     return 0 if r["ok"] else 1
 
 

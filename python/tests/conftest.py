@@ -15,6 +15,7 @@ import sglang_tree  # noqa: E402
 _TREE = os.environ.get("KVCTL_TEST_SGLANG_TREE") or sglang_tree.build_patched_tree()
 sglang_tree.activate(_TREE)
 
+import core_context  # noqa: E402  (stand_ins, first on sys.path since activate)
 import pytest  # noqa: E402
 
 # kvctl is off unless configured; the tests build caches outside a server (no published server
@@ -23,6 +24,17 @@ import pytest  # noqa: E402
 from sglang.srt.kvctl import config as _kvctl_config  # noqa: E402
 
 _kvctl_config.use(_kvctl_config.KvctlConfig())
+
+
+core_context.install()
+
+
+@pytest.fixture(autouse=True)
+def _coverage_core_context():
+    """Hunk coverage per tree core: each test starts unlabelled; building a tree core labels
+    what runs after it with that core (stand_ins/core_context.py)."""
+    core_context.switch("")
+    yield
 
 
 @pytest.fixture(scope="session")

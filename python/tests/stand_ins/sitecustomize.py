@@ -75,6 +75,13 @@ if os.environ.get("KVCTL_CPU_STAND_INS") == "server":
 
         signal.signal(signal.SIGUSR2, _save_coverage)
 
+if os.environ.get("COVERAGE_PROCESS_START"):
+    # Test bed only (hunk coverage per tree core): the lines this process runs are labelled with
+    # the tree core SGLang builds in it (core_context.py).
+    import core_context
+
+    core_context.install()
+
 if os.environ.get("KVCTL_CPU_STAND_INS") == "server" and os.environ.get("KVCTL_DYNAMO_STAND_INS") == "1":
     # Under dynamo.sglang only (set by the Dynamo test bed): Dynamo's Qwen video routing imports
     # SGLang's qwen_vl processor, whose model module calls a CPU kernel op of sgl_kernel's CPU build
