@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any, Dict, Optional
 
+from . import clock as clocks
 from .ack import Ack
 from .codec import Command, CommandError, decode, peek_id_type
 from .commands.context import CommandContext
@@ -32,7 +33,7 @@ class Dedupe:
     """Envelope ids seen within the window (time and count bounded, oldest dropped first)."""
 
     def __init__(self, window_s: float = 600.0, max_ids: int = 100_000,
-                 clock=time.monotonic):
+                 clock=clocks.monotonic):
         self.window_s, self.max_ids, self.clock = window_s, max_ids, clock
         self.seen: "collections.OrderedDict[str, tuple]" = collections.OrderedDict()
 

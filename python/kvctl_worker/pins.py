@@ -12,8 +12,9 @@ import dataclasses
 import itertools
 import logging
 import math
-import time
 from typing import Any, Callable, Dict, List, Optional
+
+from . import clock as clocks
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class PinResult:
 
 class PinManager:
     def __init__(self, index, ops, budget_fraction: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = clocks.monotonic):
         self.index = index
         self.ops = ops
         self.budget_fraction = budget_fraction

@@ -17,8 +17,9 @@ expires (``prefetch_hold_s``), or with a cache reset.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any, Callable, Dict, List, Optional
+
+from . import clock as clocks
 
 PREFETCH_HOLD_S = 10.0  # default of KvctlConfig.prefetch_hold_s
 
@@ -35,7 +36,7 @@ class PrefetchHolds:
 
     def __init__(self, hold_s: float = PREFETCH_HOLD_S,
                  taken_over: Optional[Callable[[Any, DeviceHold], bool]] = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = clocks.monotonic):
         self.hold_s = hold_s
         # (cache, hold) -> True when another holder locks the node too, the hold's own lock
         # then released (the tree's moves know how to tell: tiers / rust_core.moves)

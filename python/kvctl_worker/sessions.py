@@ -8,8 +8,9 @@ every command, with no caller needed.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Callable, Dict, List, Optional
+
+from . import clock as clocks
 
 TOOL_TTL_S = 900.0  # default of KvctlConfig.tool_ttl_s
 
@@ -24,8 +25,8 @@ class Hold:
 
 
 class Sessions:
-    def __init__(self, pins, clock: Callable[[], float] = time.monotonic,
-                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000), tool_ttl_s: float = TOOL_TTL_S):
+    def __init__(self, pins, clock: Callable[[], float] = clocks.monotonic,
+                 wall_ms: Callable[[], int] = clocks.wall_ms, tool_ttl_s: float = TOOL_TTL_S):
         self.pins = pins
         self.tool_ttl_s = tool_ttl_s
         self.clock = clock

@@ -1,9 +1,9 @@
 """Prefetch: blocks parked on host back to the device before the request that will use them."""
 from __future__ import annotations
 
-import time
 from typing import Any, List
 
+from .. import clock as clocks
 from .. import tiers as T
 from ..ack import Ack
 from ..codec import Command, CommandError
@@ -13,7 +13,7 @@ from .context import CommandContext, depth
 class PrefetchCommands:
     types = ("Prefetch",)
 
-    def __init__(self, ctx: CommandContext, clock=time.monotonic):
+    def __init__(self, ctx: CommandContext, clock=clocks.monotonic):
         self.ctx = ctx
         self.clock = clock
 

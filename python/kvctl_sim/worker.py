@@ -1,0 +1,293 @@
+"""One simulated worker: SGLang's cache (cache.py) under a continuous-batching scheduler whose
+forward is a step time from the profile, on the virtual clock.
+
+The scheduler is SGLang 0.5.23's default shape (``--schedule-policy fcfs``, no mixed chunks): each
+iteration first takes what arrived (requests, kvctl commands, session closes), ticks kvctl's loop
+and HiCache's events, then runs a prefill batch if any request can be admitted (the chunked
+request first, then the waiting queue in arrival order, within ``min(max_prefill_tokens,
+chunked_prefill_size)`` tokens and ``max_running_requests``, while the pool has room, evictions
+counted: PrefillAdder's budgets), else one decode step for every running request. A prefill batch
+lasts ``profile.prefill_s`` over its requests; the KV it loads from host (load-back) overlaps it
+layer by layer, so it lasts ``max(C, L) + min(C, L) / layers``. Decode steps between two events
+run as one stretch (the batch does not change in between): each step lasts
+``profile.decode_s(batch size, KV tokens)`` and the stretch ends at a finish, at the fleet's
+horizon (new input may arrive there), or when a host copy completes while requests wait.
+
+Where it differs from SGLang's own scheduler, and why (docs/sim.md, "The worker model"): a request's
+output slots are allocated with its prompt (no retraction); decode stretches are taken whole
+between events.
+"""
+from __future__ import annotations
+
+import collections
+import math
+import types
+from array import array
+from typing import Any, Deque, List, Optional, Tuple
+
+from .cache import WorkerSpec, build_cache
+from .request import RequestCache, SimRequest, page_floor
+from .virtual import CLOCK
+
+
+class Batch:
+    __slots__ = ("kind", "end", "reqs", "chunks", "steps")
+
+    def __init__(self, kind: str, end: float, reqs: List[SimRequest], chunks=None, steps: int = 0):
+        self.kind, self.end, self.reqs, self.chunks, self.steps = kind, end, reqs, chunks, steps
+
+
+class Outbox:
+    """What the fleet's workers did, in the order they did it, for the engine (fleet.py)."""
+
+    def __init__(self) -> None:
+        self.events: List[tuple] = []
+        self.frames: List[Tuple[str, float, bytes]] = []
+
+    def clear(self) -> None:
+        self.events = []
+        self.frames = []
+
+
+class Worker:
+    def __init__(self, spec: WorkerSpec, profile: Any, out: Outbox):
+        import msgspec
+
+        self.spec = spec
+        self.profile = profile
+        self.out = out
+        built = build_cache(spec, profile)
+        self.cache = built.cache
+        self.links = built.links
+        self.rc = RequestCache(built.cache, built.allocator, spec.page_size, spec.session_radix)
+        self.hicache = spec.host_tokens > 0
+        self.inbox: Deque[tuple] = collections.deque()
+        self.waiting: List[SimRequest] = []
+        self.running: List[SimRequest] = []
+        self.chunked: Optional[SimRequest] = None
+        self.batch: Optional[Batch] = None
+        self.free_at = 0.0
+        self.blocked = False
+        self.budget = profile.max_prefill_tokens
+        if spec.chunked_prefill_size > 0:
+            self.budget = min(self.budget, spec.chunked_prefill_size)
+        self.budget = page_floor(self.budget, spec.page_size)
+        self.prefill_s = 0.0
+        self.prefill_batches = 0
+        self.decode_steps = 0
+        # What kvctl's scheduler hooks read of the scheduler (scheduler_side.on_scheduler_tick).
+        self.stub = types.SimpleNamespace(tree_cache=self.cache, waiting_queue=self.waiting)
+        self._encoder = msgspec.msgpack.Encoder()
+
+    # ---- input ----------------------------------------------------------------------------
+
+    def push(self, t: float, kind: str, payload: Any) -> None:
+        """An arrival at ``t`` (inputs come in time order): "req", "command", "close"."""
+        self.inbox.append((t, kind, payload))
+
+    def next_wake(self) -> Optional[float]:
+        if self.batch is not None:
+            return self.batch.end
+        t = self.free_at
+        head = max(t, self.inbox[0][0]) if self.inbox else None
+        if (self.waiting or self.running or self.chunked) and not self.blocked:
+            return t
+        if self.blocked:
+            d2h = self.links.free_at["d2h"]
+            retry = d2h if d2h > t else None
+            options = [x for x in (head, retry) if x is not None]
+            return min(options) if options else None
+        return head
+
+    # ---- one scheduler turn ---------------------------------------------------------------
+
+    def step(self, t: float, limit: float) -> bool:
+        """Runs the worker at ``t``: ends the batch in flight when it is due, else takes inputs and
+        starts the next batch. True when it produced what the engine must answer at CLOCK.now
+        (a finished request or a command's ack): the fleet then stops there."""
+        CLOCK.now = max(t, self.free_at)
+        if self.batch is not None:
+            reacts = self._end_batch()
+            self.free_at = CLOCK.now
+            self._flush()
+            if reacts:
+                return True
+        if self._take_inputs():
+            self.free_at = CLOCK.now
+            self._flush()
+            return True
+        self._tick()
+        self._start_batch(limit)
+        self._flush()
+        return False
+
+    def _take_inputs(self) -> bool:
+        acked = False
+        while self.inbox and self.inbox[0][0] <= CLOCK.now:
+            _, kind, payload = self.inbox.popleft()
+            self.blocked = False
+            if kind == "req":
+                self.rc.on_arrival(payload)
+                self.waiting.append(payload)
+            elif kind == "command":
+                self._command(*payload)
+                acked = True
+            elif kind == "close":
+                self.cache.release_radix_session(payload)
+        return acked
+
+    def _command(self, cid: int, body: bytes) -> None:
+        from sglang.srt.kvctl import scheduler_side
+        from sglang.srt.kvctl.ack import contract_ack, encode_ack
+
+        h = scheduler_side.handler_of(self.stub)
+        ack = h.handle(body)
+        # A command that waited on a copy (a load-back's synchronize) held the scheduler that long.
+        self.out.events.append(("ack", cid, CLOCK.now, encode_ack(contract_ack(ack.to_dict(), h.worker_id))))
+
+    def _tick(self) -> None:
+        if self.spec.kvctl:
+            from sglang.srt.kvctl import scheduler_side
+
+            scheduler_side.on_scheduler_tick(self.stub)
+        if self.hicache:
+            self.cache.writing_check()
+            self.cache.loading_check()
+
+    def _flush(self) -> None:
+        events = self.cache.take_events()
+        if events:
+            from sglang.srt.disaggregation.kv_events import KVEventBatch
+
+            payload = self._encoder.encode(KVEventBatch(ts=CLOCK.now, events=events))
+            self.out.frames.append((self.spec.id, CLOCK.now, payload))
+
+    # ---- batches --------------------------------------------------------------------------
+
+    def _start_batch(self, limit: float) -> None:
+        self.blocked = False
+        reqs, chunks = self._form_prefill()
+        if reqs:
+            dur = self._prefill_time(reqs, chunks)
+            self.prefill_s += dur
+            self.prefill_batches += 1
+            self.batch = Batch("prefill", CLOCK.now + dur, reqs, chunks)
+        elif self.running:
+            steps, end = self._decode_stretch(limit)
+            self.decode_steps += steps
+            self.batch = Batch("decode", end, self.running, steps=steps)
+        else:
+            self.blocked = bool(self.waiting)
+
+    def _form_prefill(self) -> Tuple[List[SimRequest], List[int]]:
+        budget, reqs, chunks = self.budget, [], []
+        c = self.chunked
+        if c is not None:
+            n = min(budget, c.need)
+            if self.rc.next_chunk(c, n):
+                reqs.append(c)
+                chunks.append(n)
+                budget -= n
+                self.chunked = None
+            else:
+                return reqs, chunks
+        while self.waiting and budget >= self.spec.page_size:
+            if len(self.running) + len(reqs) >= self.profile.max_running_requests:
+                break
+            req = self.waiting[0]
+            if not self.rc.admit(req, budget):
+                break
+            self.waiting.pop(0)
+            n = min(budget, req.need)
+            req.admitted_at = CLOCK.now
+            reqs.append(req)
+            chunks.append(n)
+            budget -= n
+        if reqs and self.hicache:
+            self.cache.ready_to_load_host_cache()
+        return reqs, chunks
+
+    def _prefill_time(self, reqs: List[SimRequest], chunks: List[int]) -> float:
+        compute = self.profile.prefill_s(chunks, [r.done for r in reqs])
+        load = max(0.0, self.links.free_at["h2d"] - CLOCK.now) if self.hicache else 0.0
+        if load <= 0.0:
+            return compute
+        # Loads overlap the forward layer by layer: each layer waits for its own copy.
+        return max(compute, load) + min(compute, load) / max(1, self.profile.layers)
+
+    def _decode_stretch(self, limit: float) -> Tuple[int, float]:
+        bs = len(self.running)
+        kv = sum(r.kv_tokens for r in self.running)
+        most = min(len(r.output) - r.generated for r in self.running)
+        stop = limit
+        if self.waiting and self.links.free_at["d2h"] > CLOCK.now:
+            stop = min(stop, self.links.free_at["d2h"])
+        t, k = CLOCK.now, 0
+        while k < most and (k == 0 or t < stop):
+            t += self.profile.decode_s(bs, kv)
+            kv += bs
+            k += 1
+        return k, t
+
+    def _end_batch(self) -> bool:
+        b = self.batch
+        self.batch = None
+        CLOCK.now = b.end
+        finished = False
+        if b.kind == "prefill":
+            for req, n in zip(b.reqs, b.chunks):
+                finished |= self._prefilled(req, n)
+        else:
+            still = []
+            for req in b.reqs:
+                req.generated += b.steps
+                if req.generated >= len(req.output):
+                    self._finish(req)
+                    finished = True
+                else:
+                    still.append(req)
+            self.running[:] = still
+        return finished
+
+    def _prefilled(self, req: SimRequest, n: int) -> bool:
+        req.done += n
+        req.computed += n
+        self.rc.checkpoint(req, req.done, req.priority)
+        if req.done < len(req.prompt):
+            self.chunked = req
+            return False
+        req.generated = 1
+        req.first_token_at = CLOCK.now
+        self.out.events.append(("first", req.rid, CLOCK.now))
+        if req.generated >= len(req.output):
+            self._finish(req)
+            return True
+        self.running.append(req)
+        return False
+
+    def _finish(self, req: SimRequest) -> None:
+        self.rc.finish(req)
+        self.out.events.append(("finish", req.rid, CLOCK.now, req.cached, req.host_loaded,
+                                req.computed))
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def busy(self) -> bool:
+        return bool(self.batch or self.waiting or self.running or self.chunked or self.inbox)
+
+    def stats(self) -> dict:
+        return {"prefill_s": self.prefill_s, "prefill_batches": self.prefill_batches,
+                "decode_steps": self.decode_steps, "bytes": dict(self.links.bytes),
+                "waiting": len(self.waiting), "running": len(self.running)}
+
+
+def tokens_of(data: bytes) -> array:
+    """int32 little-endian token ids (what the engine sends) as the int64 array RadixKey takes."""
+    import numpy as np
+
+    out = array("q")
+    out.frombytes(np.frombuffer(data, dtype="<i4").astype(np.int64).tobytes())
+    return out
+
+
+INF = math.inf
