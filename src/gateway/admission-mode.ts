@@ -3,7 +3,7 @@
 import { AdmissionGate, type AdmissionTicket } from "./admission.js";
 import type { GatewayConfig } from "./config.js";
 import type { ProgramRetention } from "../contract/policy.js";
-import { ProgramGate, type ProgramReleasedHook } from "./program-admission.js";
+import { type GateTimers, ProgramGate, type ProgramReleasedHook } from "./program-admission.js";
 
 /** A ticket whose release may say the reply was a tool call (the session's program goes on). */
 export interface GateTicket extends AdmissionTicket {
@@ -22,6 +22,7 @@ export function admissionGate(
   a: GatewayConfig["admission"],
   retention: ProgramRetention | null = null,
   released: ProgramReleasedHook | null = null,
+  timers?: GateTimers,
 ): Gate | null {
   if (a.mode === "program") {
     return new ProgramGate(
@@ -35,6 +36,7 @@ export function admissionGate(
       },
       retention,
       released,
+      timers,
     );
   }
   const limits = {

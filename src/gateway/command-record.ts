@@ -119,7 +119,11 @@ function commandLine(now: number, pc: PolicyCommand, outcome: CommandOutcome): s
 }
 
 /** One CommandAcked per worker ack, or one saying the command failed or was dropped. */
-function ackObservations(now: number, pc: PolicyCommand, outcome: CommandOutcome): Observation[] {
+export function ackObservations(
+  now: number,
+  pc: PolicyCommand,
+  outcome: CommandOutcome,
+): Observation[] {
   const sessionId = pc.sessionId ?? null;
   const commandType = pc.command.type;
   if (outcome.state !== "acked") {

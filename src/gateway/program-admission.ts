@@ -34,6 +34,17 @@ export interface ProgramTicket extends AdmissionTicket {
   release(continues?: boolean, tools?: readonly (string | null)[]): void;
 }
 
+/** Where the gate's timers run: the process's by default; kvctl sim sets its virtual clock's. */
+export interface GateTimers {
+  setTimeout(f: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+const PROCESS_TIMERS: GateTimers = {
+  setTimeout: (f, ms) => setTimeout(f, ms).unref(),
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
 /** A program's KV is no longer kept for it: let go at a tool boundary, or paused under pressure. */
 export type ProgramReleasedHook = (program: string, why: "let_go" | "pressure") => void;
 
@@ -43,7 +54,7 @@ interface Program {
   tokens: number;
   /** waiting: not yet admitted; running: a request on the worker; acting: between tool calls. */
   state: "waiting" | "running" | "acting" | "paused";
-  hold: NodeJS.Timeout | null;
+  hold: unknown;
   /** The retention decision of its current gap (null: none, or it lapsed). */
   kept: "keep" | "park" | "let_go" | null;
 }
@@ -67,6 +78,7 @@ export class ProgramGate {
     private readonly limits: ProgramLimits,
     private readonly retention: ProgramRetention | null = null,
     private readonly released: ProgramReleasedHook | null = null,
+    private readonly timers: GateTimers = PROCESS_TIMERS,
   ) {
     if (!(limits.resumeBelow > 0 && limits.resumeBelow < limits.pauseAt && limits.pauseAt <= 1)) {
       throw new Error(
@@ -106,7 +118,7 @@ export class ProgramGate {
     }
     const prog = p;
     prog.tokens = tokens;
-    if (prog.hold) clearTimeout(prog.hold);
+    if (prog.hold) this.timers.clearTimeout(prog.hold);
     prog.hold = null;
     if (program !== null) this.retention?.returned(id);
     let state: "waiting" | "running" | "done" = "waiting";
@@ -180,11 +192,10 @@ export class ProgramGate {
   }
 
   private later(p: Program, ms: number, f: () => void): void {
-    p.hold = setTimeout(() => {
+    p.hold = this.timers.setTimeout(() => {
       p.hold = null;
       f();
     }, ms);
-    p.hold.unref?.();
   }
 
   /** Above `pauseAt`, pause programs between tool calls, smallest first, down to `resumeBelow`. */
@@ -197,7 +208,7 @@ export class ProgramGate {
     for (const p of acting) {
       if (this.usedTokens <= resumeBelow * capacityTokens) break;
       p.state = "paused";
-      if (p.hold) clearTimeout(p.hold);
+      if (p.hold) this.timers.clearTimeout(p.hold);
       p.hold = null;
       if (p.kept === "keep") this.retention?.lapsed(p.id, "pressure");
       p.kept = null;
@@ -244,14 +255,16 @@ export class ProgramGate {
     p.state = "running";
     p.kept = null;
     w.restoring = true;
-    let timer: NodeJS.Timeout | undefined;
+    let timer: unknown;
     const deadline = new Promise<"timeout">((resolve) => {
-      timer = setTimeout(() => resolve("timeout"), this.limits.prefetchDeadlineMs ?? 2000);
-      timer.unref?.();
+      timer = this.timers.setTimeout(
+        () => resolve("timeout"),
+        this.limits.prefetchDeadlineMs ?? 2000,
+      );
     });
     const restore = r.prefetch(p.id).catch(() => "failed" as const);
     void Promise.race([restore, deadline]).then((outcome) => {
-      clearTimeout(timer);
+      this.timers.clearTimeout(timer);
       w.restoring = false;
       r.prefetched?.(p.id, outcome);
       if (w.cancelled) {

@@ -48,6 +48,9 @@ export interface AgentPolicyOptions {
   maxSessions?: number;
   /** A tenant's pin caps (the gateway's auth config), null when it has none. */
   tenantCaps?: (tenant: string) => TenantPinCaps | null;
+  /** The clock program admission's retention decisions and gaps are timed on (ms; default
+   * Date.now; kvctl sim's virtual clock). */
+  now?: () => number;
 }
 
 export interface AgentPolicy extends GatewayPolicy {
@@ -145,6 +148,7 @@ function programRetention(
       const s = state.sessions.get(id);
       return s && s.worker === worker ? reusableChain(s) : null;
     },
+    o.now,
   );
 }
 

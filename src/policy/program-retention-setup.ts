@@ -27,6 +27,8 @@ export function retentionFor(
   shared?: DurationModel,
   /** A program's blocks on `worker` (its session's chain there), or null when it has none there. */
   blocksOf?: (program: string, worker: string) => readonly bigint[] | null,
+  /** The clock decisions and gaps are timed on (ms; default Date.now). */
+  now?: () => number,
 ): RetentionFor {
   const model = shared ?? new DurationModel(p.tools);
   const learnsGaps = !(shared && p.tools.enabled);
@@ -54,6 +56,7 @@ export function retentionFor(
       decisionLog,
       onDecision,
       restore,
+      now,
     });
   };
 }
