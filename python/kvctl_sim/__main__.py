@@ -2,6 +2,7 @@
 one per configuration. It reads frames on fd 3 and answers on fd 4 (wire.py).
 
 Ops (each answered with one frame, ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``):
+  profile  {profile}                                    -> {ref, shape}  (what sizes the workers)
   init     {profile, workers: [WorkerSpec fields]}     -> {profile: ref}
   advance  {until, inputs: [...]}                       -> {at, events, frames}
   stats    {}                                           -> {workers: {id: stats}}
@@ -26,6 +27,20 @@ def _profile(name: str):
     from .timing import load_profile
 
     return load_profile(name)
+
+
+def _shape(p) -> dict:
+    """The profile's SGLang settings and the rates the agent policy prices with."""
+    probe = 8192
+    return {
+        "page_size": p.page_size, "device_kv_tokens": p.device_kv_tokens,
+        "host_kv_tokens": p.host_kv_tokens, "max_prefill_tokens": p.max_prefill_tokens,
+        "chunked_prefill_size": p.chunked_prefill_size,
+        "max_running_requests": p.max_running_requests, "layers": p.layers,
+        "kv_bytes_per_token": p.kv_bytes_per_token,
+        "prefill_tokens_per_s": probe / p.prefill_s([probe], [0]),
+        "h2d_tokens_per_s": probe / p.link_s("h2d", probe * p.kv_bytes_per_token),
+    }
 
 
 def _inputs(fleet, inputs, blob) -> None:
@@ -77,7 +92,10 @@ def serve(fin, fout) -> int:
         out_blob = Blob()
         try:
             op = msg.get("op")
-            if op == "init":
+            if op == "profile":
+                p = _profile(msg["profile"])
+                reply = {"ref": p.ref, "shape": _shape(p)}
+            elif op == "init":
                 from .fleet import Fleet
 
                 profile = _profile(msg["profile"])
@@ -86,7 +104,10 @@ def serve(fin, fout) -> int:
             elif op == "advance":
                 reply = _advance(fleet, msg, blob, out_blob)
             elif op == "stats":
-                reply = {"workers": {w.spec.id: w.stats() for w in fleet.workers}}
+                import time
+
+                reply = {"workers": {w.spec.id: w.stats() for w in fleet.workers},
+                         "cpu_s": time.process_time(), "advances": fleet.advances}
             elif op == "shutdown":
                 write_frame(fout, {"ok": True}, out_blob)
                 return 0

@@ -35,6 +35,7 @@ class Fleet:
         self.by_id: Dict[str, Worker] = {w.spec.id: w for w in self.workers}
         self.sequences: Dict[str, array] = {}
         self.now = 0.0
+        self.advances = 0
 
     def worker(self, wid: str) -> Worker:
         w = self.by_id.get(wid)
@@ -67,6 +68,7 @@ class Fleet:
         self.sequences.pop(program, None)
 
     def advance(self, until: float) -> float:
+        self.advances += 1
         heap = []
         for i, w in enumerate(self.workers):
             t = w.next_wake()

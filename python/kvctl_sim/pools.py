@@ -96,8 +96,12 @@ def install_mock_pools() -> None:
     """Once per process: host pools allocate no bytes; the CPU stream and event methods HiCache
     calls exist (python/tests/stand_ins/cpu_cuda.py, the stand-ins the worker harness uses)."""
     import cpu_cuda
+    import sglang.srt.mem_cache.pool_host.base as base
     import sglang.srt.mem_cache.pool_host.common as common
 
     cpu_cuda.install()
     common.ALLOC_MEMORY_FUNCS["cpu"] = _meta_host_alloc
     common.ALLOC_MEMORY_FUNCS.default_factory = lambda: _meta_host_alloc
+    # The host-memory check guards a GPU host's RAM; these pools take none of it.
+    base.HICACHE_HOST_MEMORY_RESERVE_BYTES = 0
+    base.host_memory_budget_bytes = lambda requested_bytes=0, **_kw: max(requested_bytes, 1 << 40)

@@ -8,7 +8,7 @@ request first, then the waiting queue in arrival order, within ``min(max_prefill
 chunked_prefill_size)`` tokens and ``max_running_requests``, while the pool has room, evictions
 counted: PrefillAdder's budgets), else one decode step for every running request. A prefill batch
 lasts ``profile.prefill_s`` over its requests; the KV it loads from host (load-back) overlaps it
-layer by layer, so it lasts ``max(C, L) + min(C, L) / layers``. Decode steps between two events
+layer by layer (``timing.layerwise_s``). Decode steps between two events
 run as one stretch (the batch does not change in between): each step lasts
 ``profile.decode_s(batch size, KV tokens)`` and the stretch ends at a finish, at the fleet's
 horizon (new input may arrive there), or when a host copy completes while requests wait.
@@ -27,6 +27,7 @@ from typing import Any, Deque, List, Optional, Tuple
 
 from .cache import WorkerSpec, build_cache
 from .request import RequestCache, SimRequest, page_floor
+from .timing import layerwise_s
 from .virtual import CLOCK
 
 
@@ -151,8 +152,9 @@ class Worker:
 
             scheduler_side.on_scheduler_tick(self.stub)
         if self.hicache:
-            self.cache.writing_check()
-            self.cache.loading_check()
+            # Submits queued backups, then takes the copies that completed by now (write-through
+            # and load-back acks): the scheduler's _process_hicache_events.
+            self.cache.check_hicache_events()
 
     def _flush(self) -> None:
         events = self.cache.take_events()
@@ -210,10 +212,8 @@ class Worker:
     def _prefill_time(self, reqs: List[SimRequest], chunks: List[int]) -> float:
         compute = self.profile.prefill_s(chunks, [r.done for r in reqs])
         load = max(0.0, self.links.free_at["h2d"] - CLOCK.now) if self.hicache else 0.0
-        if load <= 0.0:
-            return compute
         # Loads overlap the forward layer by layer: each layer waits for its own copy.
-        return max(compute, load) + min(compute, load) / max(1, self.profile.layers)
+        return layerwise_s(compute, load, self.profile.layers)
 
     def _decode_stretch(self, limit: float) -> Tuple[int, float]:
         bs = len(self.running)
@@ -247,6 +247,9 @@ class Worker:
                 else:
                     still.append(req)
             self.running[:] = still
+        if self.hicache:
+            # The batch's host backups go out before the next step (Scheduler.process_batch_result).
+            self.cache.flush_pending_backups()
         return finished
 
     def _prefilled(self, req: SimRequest, n: int) -> bool:

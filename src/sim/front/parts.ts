@@ -1,0 +1,25 @@
+// The gateway's own objects kvctl sim's front is made of, imported in this one place: routing
+// (the router, the index and Dynamo's scorer), admission (per request and per program), the agent
+// policy and its program retention, the command sink, the ack observations, the Prefetch sender
+// and SGLang session-radix closes. The sim never re-implements a rule of theirs; it feeds them
+// observations and carries their commands on its virtual clock.
+export { continuesToolLoop, admissionGate } from "../../gateway/admission-mode.js";
+export type { Gate, GateTicket } from "../../gateway/admission-mode.js";
+export type { GateTimers } from "../../gateway/program-admission.js";
+export { ackObservations } from "../../gateway/command-record.js";
+export { CommandSink, type CommandOutcome } from "../../gateway/command-sink.js";
+export { parseGatewayConfig, type GatewayConfig } from "../../gateway/config.js";
+export { GatewayMetrics } from "../../gateway/metrics.js";
+export { prefetchSender } from "../../gateway/prefetch-send.js";
+export { RadixSessions, type RadixWorker } from "../../gateway/radix-sessions.js";
+export { routeRequest, type WorkerState } from "../../gateway/router.js";
+export { createAgentPolicy, type AgentPolicy } from "../../policy/index.js";
+export {
+  InMemoryKvIndex,
+  type OverlapResult,
+  scoreWorkers,
+  selectWorker,
+  type WorkerLoad,
+} from "../../index/index.js";
+export type { GatewayPolicy, PolicyCommand } from "../../contract/policy.js";
+export type { Observation, TurnRanges } from "../../contract/observations.js";

@@ -1,0 +1,238 @@
+// runSim: one workload through every configuration (and the oracle) on the same fleet shape,
+// the figures of each (SimRunResult). Configurations run in separate fleet processes, a few at a
+// time; each is deterministic in the seed, so the result does not depend on how many ran at once.
+import { FleetClient, FleetError, type WorkerSpec } from "./fleet-client.js";
+import { CONFIG_NAMES, configNamed, type SimConfigSpec } from "./configs.js";
+import { type ConfigRun, SimEngine } from "./engine.js";
+import { DynamoFront } from "./front/dynamo-front.js";
+import { GatewayFront } from "./front/gateway-front.js";
+import type { FrontHost, SimFront } from "./front/types.js";
+import { configResult } from "./metrics.js";
+import type { SimConfigResult, SimProfileRef, SimRunResult, SimWorkload } from "./types.js";
+import { segmentsLength } from "./workload/index.js";
+
+/** The profile's SGLang settings (python/kvctl_sim/__main__.py `_shape`). */
+export interface ProfileShape {
+  page_size: number;
+  device_kv_tokens: number;
+  host_kv_tokens: number;
+  max_prefill_tokens: number;
+  chunked_prefill_size: number;
+  max_running_requests: number;
+  layers: number;
+  kv_bytes_per_token: number;
+  prefill_tokens_per_s: number;
+  h2d_tokens_per_s: number;
+}
+
+export interface PoolOverrides {
+  pageSize?: number;
+  deviceTokens?: number;
+  /** Host pool tokens (0: no HiCache host tier). */
+  hostTokens?: number;
+}
+
+export interface SimRunOptions {
+  workload: SimWorkload;
+  profile: string;
+  workers: number;
+  seed: number;
+  /** Configurations to run (default: all of CONFIG_NAMES). */
+  configs?: readonly string[];
+  /** The admission budget every configuration gets: requests (or programs) per worker. */
+  perWorker?: number;
+  pool?: PoolOverrides;
+  /** Goodput's TTFT p90 target (ms, default 2000). */
+  ttftTargetMs?: number;
+  /** Configurations run at once (default 2). */
+  parallel?: number;
+  /** The patched SGLang tree (built for the run when absent). */
+  tree: string;
+  progress?: (line: string) => void;
+  log?: (line: string) => void;
+}
+
+export class SimInputError extends Error {
+  override name = "SimInputError";
+}
+
+/** The profile's reference and shape (an unknown GPU or model: the names that exist). */
+export async function readProfile(
+  name: string,
+  tree: string,
+): Promise<{ ref: SimProfileRef; shape: ProfileShape }> {
+  const fleet = new FleetClient({ tree });
+  try {
+    return (await fleet.profile(name)) as { ref: SimProfileRef; shape: ProfileShape };
+  } catch (e) {
+    if (e instanceof FleetError) throw new SimInputError(e.message.replace(/^fleet: \w+: /, ""));
+    throw e;
+  } finally {
+    await fleet.close();
+  }
+}
+
+export interface FleetShape {
+  pageSize: number;
+  deviceTokens: number;
+  hostTokens: number;
+  chunkedPrefillSize: number;
+}
+
+export function fleetShape(shape: ProfileShape, o: PoolOverrides = {}): FleetShape {
+  return {
+    pageSize: o.pageSize ?? shape.page_size,
+    deviceTokens: o.deviceTokens ?? shape.device_kv_tokens,
+    hostTokens: o.hostTokens ?? shape.host_kv_tokens,
+    chunkedPrefillSize: shape.chunked_prefill_size,
+  };
+}
+
+/** Refuses a workload one of whose requests a worker's device pool cannot hold, naming it. */
+export function checkFits(workload: SimWorkload, f: FleetShape): void {
+  for (const p of workload.programs)
+    p.requests.forEach((r, n) => {
+      const need = segmentsLength(r.prompt) + segmentsLength(r.output);
+      if (need + f.pageSize > f.deviceTokens)
+        throw new SimInputError(
+          `program ${p.id} request ${n}: ${need} tokens (prompt and output) do not fit a worker's device pool of ${f.deviceTokens} tokens`,
+        );
+      if (segmentsLength(r.output) < 1)
+        throw new SimInputError(`program ${p.id} request ${n}: output: at least 1 token`);
+    });
+}
+
+function workerSpecs(n: number, f: FleetShape, c: SimConfigSpec): WorkerSpec[] {
+  return Array.from({ length: n }, (_, i) => ({
+    id: `w${i}`,
+    page_size: f.pageSize,
+    device_tokens: f.deviceTokens,
+    host_tokens: f.hostTokens,
+    chunked_prefill_size: f.chunkedPrefillSize,
+    session_radix: c.sessionRadix,
+    eviction: c.sessionRadix ? "priority" : "lru",
+    kvctl: c.kvctl,
+    events: true,
+  }));
+}
+
+/** The agent policy's settings for this fleet (as bench:agent sets them for its workers). */
+export function agentPolicies(shape: ProfileShape, f: FleetShape): Record<string, unknown> {
+  return {
+    pins: { budgetBlocks: Math.max(1, Math.floor((0.5 * f.hostTokens) / f.pageSize)) },
+    tools: { prefillTokensPerSecond: shape.prefill_tokens_per_s },
+    retention: { restoreTokensPerSecond: shape.h2d_tokens_per_s },
+    idle: { deviceBlocks: Math.floor(f.deviceTokens / f.pageSize) },
+  };
+}
+
+/** The workload's median prompt (tokens): Dynamo's queue threshold is the budget's requests of it. */
+function medianPrompt(w: SimWorkload): number {
+  const lens: number[] = [];
+  for (const p of w.programs) for (const r of p.requests) lens.push(segmentsLength(r.prompt));
+  lens.sort((a, b) => a - b);
+  return lens.length ? lens[(lens.length - 1) >> 1] : 0;
+}
+
+interface ConfigJob {
+  spec: SimConfigSpec;
+  front: (host: FrontHost) => SimFront;
+}
+
+async function runConfig(
+  o: SimRunOptions,
+  job: ConfigJob,
+  specs: WorkerSpec[],
+): Promise<{ run: ConfigRun; front: SimFront }> {
+  let front: SimFront | null = null;
+  const engine = new SimEngine({
+    workload: o.workload,
+    profile: o.profile,
+    workers: specs,
+    tree: o.tree,
+    log: o.log,
+    front: (host) => {
+      front = job.front(host);
+      return front;
+    },
+    progress: (p) =>
+      o.progress?.(
+        `sim ${job.spec.name}: ${p.finished}/${p.total} requests, ${p.simulatedS.toFixed(0)} s simulated`,
+      ),
+  });
+  const run = await engine.run();
+  return { run, front: front as unknown as SimFront };
+}
+
+async function pool<T, R>(items: readonly T[], n: number, f: (x: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await f(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(n, items.length)) }, worker));
+  return out;
+}
+
+export async function runSim(o: SimRunOptions): Promise<SimRunResult> {
+  const t0 = performance.now();
+  const { ref, shape } = await readProfile(o.profile, o.tree);
+  const f = fleetShape(shape, o.pool);
+  checkFits(o.workload, f);
+  const perWorker = o.perWorker ?? 32;
+  const names = o.configs ?? CONFIG_NAMES;
+  const busyPrefill = perWorker * medianPrompt(o.workload);
+  const jobs: ConfigJob[] = names.map((name) => {
+    const spec = configNamed(name);
+    if (spec.front === "dynamo_kv")
+      return {
+        spec,
+        front: (host) => new DynamoFront({ host, busyPrefillTokens: busyPrefill, seed: o.seed }),
+      };
+    return {
+      spec,
+      front: (host) =>
+        new GatewayFront({
+          host,
+          config: spec,
+          perWorker,
+          capacityTokens: f.deviceTokens + f.hostTokens,
+          policies: spec.policy === "agent" ? agentPolicies(shape, f) : undefined,
+          model: ref.model,
+          seed: o.seed,
+          log: o.log,
+        }),
+    };
+  });
+  const metricsOpts = { tp: ref.tp, ttftTargetMs: o.ttftTargetMs ?? 2000 };
+  const runs = await pool(jobs, o.parallel ?? 2, (job) =>
+    runConfig(o, job, workerSpecs(o.workers, f, job.spec)),
+  );
+  const configs: Record<string, SimConfigResult> = {};
+  let simulated = 0;
+  runs.forEach(({ run, front }, i) => {
+    o.log?.(
+      `sim ${jobs[i].spec.name}: fleet ${run.fleetCpuS.toFixed(1)} CPU s, ${run.advances} round trips`,
+    );
+    configs[jobs[i].spec.name] = configResult(run, front.commands(), metricsOpts);
+    simulated = Math.max(simulated, run.simulatedS);
+  });
+  let requests = 0;
+  for (const p of o.workload.programs) requests += p.requests.length;
+  return {
+    bench: "sim",
+    wall_s: Math.round((performance.now() - t0) / 10) / 100,
+    simulated_s: Math.round(simulated * 1000) / 1000,
+    workers: o.workers,
+    programs: o.workload.programs.length,
+    requests,
+    seed: o.seed,
+    profile: ref,
+    workload: o.workload.name,
+    configs,
+    oracle: configs[names[0]],
+  };
+}
