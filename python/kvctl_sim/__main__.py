@@ -95,6 +95,9 @@ def serve(fin, fout) -> int:
             if op == "profile":
                 p = _profile(msg["profile"])
                 reply = {"ref": p.ref, "shape": _shape(p)}
+            elif op == "prefill_times":
+                p = _profile(msg["profile"])
+                reply = {"s": [p.prefill_s([e], [c]) for e, c in zip(msg["extend"], msg["prefix"])]}
             elif op == "init":
                 from .fleet import Fleet
 

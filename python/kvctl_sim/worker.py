@@ -271,7 +271,7 @@ class Worker:
     def _finish(self, req: SimRequest) -> None:
         self.rc.finish(req)
         self.out.events.append(("finish", req.rid, CLOCK.now, req.cached, req.host_loaded,
-                                req.computed))
+                                req.computed, req.admitted_at))
 
     # ---- reading --------------------------------------------------------------------------
 

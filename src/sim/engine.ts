@@ -8,7 +8,8 @@
 // the policy's commands). Microtasks the front starts (an admission ticket's wait) run to the end
 // before the clock moves on, so every effect lands at the moment that caused it.
 import { VirtualClock } from "./clock.js";
-import { FleetClient, type FleetEvent, type FleetInput, type WorkerSpec } from "./fleet-client.js";
+import type { FleetClient, FleetEvent, FleetInput, WorkerSpec } from "./fleet-client.js";
+import type { PageIds } from "./page-ids.js";
 import { ProgramTokens } from "./tokens.js";
 import type { FrontHost, SimFront, Turn } from "./front/types.js";
 import type { GapKind, SimProgram, SimWorkload } from "./types.js";
@@ -32,6 +33,10 @@ export interface RequestRecord {
   hostLoaded: number;
   computed: number;
   worker: string | null;
+  /** When its worker admitted it (matched its prefix). */
+  admitted: number | null;
+  /** The run's ids (oracle.ts PageIds) of its sequence's full pages, prompt then output. */
+  pages: Int32Array | null;
 }
 
 export interface WorkerStats {
@@ -55,7 +60,10 @@ export interface EngineOptions {
   workload: SimWorkload;
   profile: string;
   workers: readonly WorkerSpec[];
-  tree: string;
+  /** The fleet process it runs on (one configuration at a time; `init` starts it afresh). */
+  fleet: FleetClient;
+  /** Numbers the pages every configuration's requests touch, for the oracle. */
+  pageIds: PageIds;
   /** Builds the configuration's front once the engine (its host) exists. */
   front: (host: FrontHost) => SimFront;
   /** Called now and then with the run's progress (wall-clock spaced). */
@@ -84,7 +92,7 @@ export class SimEngine implements FrontHost {
   constructor(private readonly o: EngineOptions) {
     this.workers = o.workers.map((w) => w.id);
     this.pageSize = o.workers[0].page_size;
-    this.fleet = new FleetClient({ tree: o.tree, log: o.log });
+    this.fleet = o.fleet;
   }
 
   // ---- FrontHost -------------------------------------------------------------------------
@@ -156,6 +164,8 @@ export class SimEngine implements FrontHost {
       hostLoaded: 0,
       computed: 0,
       worker: null,
+      admitted: null,
+      pages: null,
     });
     this.front.arrive(turn);
   }
@@ -178,12 +188,14 @@ export class SimEngine implements FrontHost {
     rec.cached = e.cached;
     rec.hostLoaded = e.hostLoaded;
     rec.computed = e.computed;
+    rec.admitted = e.admitted;
     this.turns.delete(e.rid);
     this.finished++;
     const chain = (this.tokens.get(turn.program.id) as ProgramTokens).commit(
       turn.spec,
       turn.prepared,
     );
+    rec.pages = this.o.pageIds.of(chain);
     this.front.finished(turn, { chain, cachedTokens: e.cached });
     const next = turn.program.requests[turn.n + 1];
     if (next) this.clock.at(this.clock.now + next.gapS, () => this.due(turn.program, turn.n + 1));
@@ -200,26 +212,22 @@ export class SimEngine implements FrontHost {
   // ---- the loop --------------------------------------------------------------------------
 
   async run(): Promise<ConfigRun> {
-    try {
-      await this.fleet.init(this.o.profile, this.o.workers);
-      this.front = this.o.front(this);
-      for (const p of this.o.workload.programs) {
-        this.total += p.requests.length;
-        if (p.requests.length) this.clock.at(p.startS, () => this.due(p, 0));
-      }
-      await this.loop();
-      const stats = await this.fleet.stats();
-      return {
-        records: [...this.records.values()],
-        workers: stats.workers as Record<string, WorkerStats>,
-        fleetCpuS: stats.cpuS,
-        advances: stats.advances,
-        simulatedS: this.clock.now,
-        programEnds: this.programEnds,
-      };
-    } finally {
-      await this.fleet.close();
+    await this.fleet.init(this.o.profile, this.o.workers);
+    this.front = this.o.front(this);
+    for (const p of this.o.workload.programs) {
+      this.total += p.requests.length;
+      if (p.requests.length) this.clock.at(p.startS, () => this.due(p, 0));
     }
+    await this.loop();
+    const stats = await this.fleet.stats();
+    return {
+      records: [...this.records.values()],
+      workers: stats.workers as Record<string, WorkerStats>,
+      fleetCpuS: stats.cpuS,
+      advances: stats.advances,
+      simulatedS: this.clock.now,
+      programEnds: this.programEnds,
+    };
   }
 
   private async loop(): Promise<void> {

@@ -48,6 +48,8 @@ export type FleetEvent =
       cached: number;
       hostLoaded: number;
       computed: number;
+      /** When the worker admitted it (matched its prefix and began its prefill). */
+      admitted: number;
     }
   | { kind: "ack"; cid: number; t: number; body: Uint8Array };
 
@@ -164,6 +166,7 @@ function decodeEvents(raw: unknown[], blob: Buffer): FleetEvent[] {
         cached: a[3] as number,
         hostLoaded: a[4] as number,
         computed: a[5] as number,
+        admitted: a[6] as number,
       };
     return { kind: "ack", cid: a[1] as number, t: a[2] as number, body: slice(blob, a[3]) };
   });
@@ -228,6 +231,13 @@ export class FleetClient {
   async profile(name: string): Promise<{ ref: unknown; shape: unknown }> {
     const r = await this.call({ op: "profile", profile: name });
     return { ref: r.json.ref, shape: r.json.shape };
+  }
+
+  /** The profile's prefill time (s) of each request alone: `extend[i]` new tokens after
+   * `prefix[i]` cached ones. */
+  async prefillTimes(profile: string, extend: number[], prefix: number[]): Promise<number[]> {
+    const r = await this.call({ op: "prefill_times", profile, extend, prefix });
+    return r.json.s as number[];
   }
 
   async init(profile: string, workers: readonly WorkerSpec[]): Promise<Record<string, unknown>> {
