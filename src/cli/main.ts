@@ -16,6 +16,7 @@ const commands: Record<string, () => Promise<{ command: Command }>> = {
   watch: () => import("./commands/watch.js"),
   demo: () => import("./commands/demo.js"),
   gateway: () => import("./commands/gateway.js"),
+  sim: () => import("./commands/sim.js"),
 };
 
 async function help(): Promise<number> {

@@ -1,0 +1,77 @@
+// npm run bench:sim [-- --json] [-- --smoke]: the fleet-scale case of kvctl sim (64 workers,
+// 2,000 generated programs, an H100 profile, every configuration and the oracle), or with --smoke
+// the same code on 2 workers and a handful of programs. Any `kvctl sim` option overrides a size.
+// The last line with --json: {"bench":"sim","wall_s",..,"configs":{name:{figures}},"oracle":{..}}.
+import { parseArgs } from "node:util";
+import { simFromOptions } from "../src/cli/commands/sim.js";
+import { SimInputError } from "../src/sim/run.js";
+import { simSummary } from "../src/sim/summary.js";
+import type { SimConfigResult, SimRunResult } from "../src/sim/types.js";
+
+const FLEET = { workers: "64", programs: "2000", tenants: "16", profile: "h100_sxm/llama-3.1-70b" };
+const SMOKE = { workers: "2", programs: "4", tenants: "2", context: "4096" };
+
+const FIGURES = [
+  "recomputed_tokens",
+  "prefill_gpu_s",
+  "ttft_p50_ms",
+  "ttft_p90_ms",
+  "goodput_programs_per_h",
+] as const;
+
+function figures(c: SimConfigResult): Record<string, number> {
+  return Object.fromEntries(FIGURES.map((k) => [k, c[k]]));
+}
+
+/** The bench's last line: the run's shape and each configuration's headline figures. */
+export function benchLine(r: SimRunResult): Record<string, unknown> {
+  return {
+    bench: "sim",
+    wall_s: r.wall_s,
+    simulated_s: r.simulated_s,
+    workers: r.workers,
+    programs: r.programs,
+    requests: r.requests,
+    profile: r.profile.name,
+    validation: r.profile.validation,
+    workload: r.workload,
+    seed: r.seed,
+    configs: Object.fromEntries(Object.entries(r.configs).map(([k, c]) => [k, figures(c)])),
+    oracle: figures(r.oracle),
+  };
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: {
+      json: { type: "boolean" },
+      smoke: { type: "boolean" },
+      trace: { type: "string" },
+      "trace-block-size": { type: "string" },
+      programs: { type: "string" },
+      tenants: { type: "string" },
+      context: { type: "string" },
+      gaps: { type: "string" },
+      flood: { type: "boolean" },
+      workers: { type: "string" },
+      profile: { type: "string" },
+      configs: { type: "string" },
+      seed: { type: "string" },
+      parallel: { type: "string" },
+    },
+  });
+  const { json, smoke, ...rest } = values;
+  const opts = { ...(smoke ? SMOKE : FLEET), ...rest };
+  try {
+    const r = await simFromOptions(opts, (l) => console.error(l));
+    console.log(json ? JSON.stringify(benchLine(r)) : simSummary(r));
+    return 0;
+  } catch (e) {
+    if (!(e instanceof SimInputError)) throw e;
+    console.error(`bench:sim: ${e.message}`);
+    return 2;
+  }
+}
+
+process.exitCode = await main();
