@@ -138,7 +138,9 @@ function workerSpecs(n: number, f: FleetShape, c: SimConfigSpec): WorkerSpec[] {
     session_radix: c.sessionRadix,
     eviction: c.sessionRadix ? "priority" : "lru",
     kvctl: c.kvctl,
-    events: true,
+    // Round robin reads no index: its workers publish no KV events (SGLang hashes every page it
+    // publishes, the fleet's largest cost); nothing else in the cache reads those hashes here.
+    events: c.front !== "round_robin",
   }));
 }
 
