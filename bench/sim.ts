@@ -2,9 +2,13 @@
 // 2,000 generated programs, an H100 profile, every configuration and the oracle), or with --smoke
 // the same code on 2 workers and a handful of programs. Any `kvctl sim` option overrides a size.
 // The last line with --json: {"bench":"sim","wall_s",..,"configs":{name:{figures}},"oracle":{..}}.
+// --map runs the regime map instead (map.ts): {"bench":"sim-map",..,"cells":[..]}.
 import { parseArgs } from "node:util";
 import { simFromOptions } from "../src/cli/commands/sim.js";
-import { SimInputError } from "../src/sim/run.js";
+import { buildPatchedTree } from "../src/demo/harness.js";
+import { intOption } from "../src/sim/input.js";
+import { MAP_AXES, type MapAxes, runMap } from "../src/sim/map.js";
+import { profileOf, SimInputError } from "../src/sim/run.js";
 import { simSummary } from "../src/sim/summary.js";
 import type { SimConfigResult, SimRunResult } from "../src/sim/types.js";
 
@@ -41,12 +45,48 @@ export function benchLine(r: SimRunResult): Record<string, unknown> {
   };
 }
 
+const SMOKE_AXES: MapAxes = {
+  workers: [2],
+  oversubscription: [0.7],
+  context: [4096],
+  gaps: ["seconds"],
+  flood: [false, true],
+};
+
+/** The regime map on the issue's grid (smoke: two cells, one seed), one H100 70B profile. */
+async function map(v: Record<string, string | boolean | undefined>): Promise<unknown> {
+  const profile = (v.profile as string | undefined) ?? "h100_sxm/llama-3.1-70b";
+  const tree = buildPatchedTree();
+  try {
+    const { ref, shape } = await profileOf(profile, tree.dir);
+    const t0 = performance.now();
+    const r = await runMap(
+      {
+        axes: v.smoke ? SMOKE_AXES : MAP_AXES,
+        seeds: v.smoke ? [1] : [1, 2, 3],
+        programsPerWorker: intOption("--programs", v.programs as string, v.smoke ? 3 : 16, 1),
+        profile,
+        hostRatio: shape.host_kv_tokens / shape.device_kv_tokens,
+        pageSize: shape.page_size,
+        tree: tree.dir,
+        parallel: intOption("--parallel", v.parallel as string, 2, 1),
+        progress: (l) => console.error(l),
+      },
+      ref,
+    );
+    return { ...r, wall_s: Math.round((performance.now() - t0) / 10) / 100 };
+  } finally {
+    tree.remove();
+  }
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     options: {
       json: { type: "boolean" },
       smoke: { type: "boolean" },
+      map: { type: "boolean" },
       trace: { type: "string" },
       "trace-block-size": { type: "string" },
       programs: { type: "string" },
@@ -61,9 +101,14 @@ async function main(): Promise<number> {
       parallel: { type: "string" },
     },
   });
-  const { json, smoke, ...rest } = values;
+  const { json, smoke, map: isMap, ...rest } = values;
   const opts = { ...(smoke ? SMOKE : FLEET), ...rest };
   try {
+    if (isMap) {
+      const m = await map(values);
+      console.log(json ? JSON.stringify(m) : JSON.stringify(m, null, 1));
+      return 0;
+    }
     const r = await simFromOptions(opts, (l) => console.error(l));
     console.log(json ? JSON.stringify(benchLine(r)) : simSummary(r));
     return 0;

@@ -80,6 +80,19 @@ export async function readProfile(
   }
 }
 
+/** A profile's reference and shape, read by a fleet process started for it. */
+export async function profileOf(
+  name: string,
+  tree: string,
+): Promise<{ ref: SimProfileRef; shape: ProfileShape }> {
+  const fleet = new FleetClient({ tree });
+  try {
+    return await readProfile(name, fleet);
+  } finally {
+    await fleet.close();
+  }
+}
+
 /** The run's fleet processes, started when first needed; each runs one configuration at a time
  * (`init` builds its workers afresh, clock at 0), so a run starts `parallel` of them, not one per
  * configuration. */

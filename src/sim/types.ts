@@ -125,6 +125,11 @@ export interface SimRunResult {
 }
 
 export interface SimMapCell {
+  /** Agent programs the cell's workload holds (the map scales them with its workers). */
+  programs?: number;
+  /** The peak live working set over the fleet's device + host capacity the cell ran at (below
+   * `oversubscription` where a pool had to grow to hold the largest request). */
+  effective_oversubscription?: number;
   families: string[];
   workers: number;
   oversubscription: number;

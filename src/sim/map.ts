@@ -1,0 +1,178 @@
+// The regime map (`bench:sim -- --map`): kvctl, the best peer and the oracle over a grid of
+// regimes (workers x KV oversubscription x context x gap scale x flood), several seeds a cell,
+// medians over the seeds. A cell's workers get device pools sized so the workload's peak live
+// working set is `oversubscription` times the fleet's device + host capacity (the host pool
+// keeps the profile's host:device ratio).
+import { CONFIG_NAMES } from "./configs.js";
+import { runSim, SimInputError } from "./run.js";
+import type {
+  SimConfigResult,
+  SimMapCell,
+  SimMapResult,
+  SimProfileRef,
+  SimWorkload,
+} from "./types.js";
+import { generateWorkload, segmentsLength, workingSet } from "./workload/index.js";
+
+export interface MapAxes {
+  workers: number[];
+  oversubscription: number[];
+  context: number[];
+  gaps: ("seconds" | "minutes")[];
+  flood: boolean[];
+}
+
+/** The issue's grid. */
+export const MAP_AXES: MapAxes = {
+  workers: [8, 64],
+  oversubscription: [0.7, 2, 4],
+  context: [8192, 65536],
+  gaps: ["seconds", "minutes"],
+  flood: [false, true],
+};
+
+export interface MapOptions {
+  axes: MapAxes;
+  seeds: number[];
+  /** Agent programs per worker in a cell. */
+  programsPerWorker: number;
+  profile: string;
+  /** The profile's host:device KV ratio and page size (a cell keeps them). */
+  hostRatio: number;
+  pageSize: number;
+  tree: string;
+  parallel?: number;
+  progress?: (line: string) => void;
+}
+
+type Cell = Omit<SimMapCell, "families" | "best_peer" | "kvctl" | "oracle">;
+
+export function mapCells(a: MapAxes): Cell[] {
+  const out: Cell[] = [];
+  for (const workers of a.workers)
+    for (const oversubscription of a.oversubscription)
+      for (const context of a.context)
+        for (const gaps of a.gaps)
+          for (const flood of a.flood)
+            out.push({ workers, oversubscription, context, gaps, flood });
+  return out;
+}
+
+/** The families of a cell's axes at their hard end. */
+export function cellFamilies(c: Cell): string[] {
+  const f: string[] = [];
+  if (c.workers >= 64 && c.oversubscription >= 2) f.push("fleet");
+  if (c.context >= 65536) f.push("long_context");
+  if (c.gaps === "minutes") f.push("minute_gaps");
+  if (c.flood) f.push("floods");
+  return f;
+}
+
+const median = (xs: number[]) => {
+  const s = xs.slice().sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+const figures = (c: SimConfigResult, programs: number) => ({
+  ttft_p90_ms: c.ttft_p90_ms,
+  gpu_s_per_program: Math.round((c.prefill_gpu_s / programs) * 1000) / 1000,
+});
+
+type Figures = ReturnType<typeof figures>;
+
+/** Medians over the seeds; the best peer is the one with the lowest median TTFT p90. */
+function summarize(c: Cell, cellRuns: CellRun[]): SimMapCell {
+  const runs = cellRuns.map((r) => r.figures);
+  const med = (name: string) => ({
+    ttft_p90_ms: median(runs.map((r) => r[name].ttft_p90_ms)),
+    gpu_s_per_program: median(runs.map((r) => r[name].gpu_s_per_program)),
+  });
+  const peers = CONFIG_NAMES.filter((n) => n !== "kvctl").map((name) => ({ name, ...med(name) }));
+  peers.sort((a, b) => a.ttft_p90_ms - b.ttft_p90_ms || a.gpu_s_per_program - b.gpu_s_per_program);
+  return {
+    programs: cellRuns[0].programs,
+    effective_oversubscription: Math.round(median(cellRuns.map((r) => r.effective)) * 1000) / 1000,
+    families: cellFamilies(c),
+    ...c,
+    best_peer: peers[0],
+    kvctl: med("kvctl"),
+    oracle: med("oracle"),
+  };
+}
+
+interface CellRun {
+  figures: Record<string, Figures>;
+  programs: number;
+  /** The working set over the fleet's device + host capacity the cell actually ran at. */
+  effective: number;
+}
+
+async function runCell(o: MapOptions, c: Cell, seed: number): Promise<CellRun> {
+  const programs = c.workers * o.programsPerWorker;
+  const workload = generateWorkload({
+    seed,
+    programs,
+    tenants: Math.max(1, c.workers / 4),
+    context: c.context,
+    gaps: c.gaps,
+    flood: c.flood,
+  });
+  const live = workingSet(workload).peak_live_tokens;
+  const perWorker = live / (c.oversubscription * c.workers);
+  // A pool holds at least the largest request: where the grid asks for less, the cell runs at a
+  // lower oversubscription than its axis, and says so.
+  const device = Math.max(
+    fitsLargest(workload, o.pageSize),
+    Math.floor(perWorker / (1 + o.hostRatio) / o.pageSize) * o.pageSize,
+  );
+  const host = Math.floor((device * o.hostRatio) / o.pageSize) * o.pageSize;
+  const effective = live / (c.workers * (device + host));
+  const r = await runSim({
+    workload,
+    profile: o.profile,
+    workers: c.workers,
+    seed,
+    pool: { deviceTokens: device, hostTokens: host },
+    tree: o.tree,
+    parallel: o.parallel,
+    progress: o.progress,
+  });
+  const out: Record<string, Figures> = { oracle: figures(r.oracle, programs) };
+  for (const [k, v] of Object.entries(r.configs)) out[k] = figures(v, programs);
+  return { figures: out, programs, effective };
+}
+
+/** Device tokens (page multiple) that hold the workload's largest request and a page more. */
+function fitsLargest(w: SimWorkload, page: number): number {
+  let most = 0;
+  for (const p of w.programs)
+    for (const r of p.requests)
+      most = Math.max(most, segmentsLength(r.prompt) + segmentsLength(r.output));
+  return (Math.ceil(most / page) + 1) * page;
+}
+
+export async function runMap(o: MapOptions, ref: SimProfileRef): Promise<SimMapResult> {
+  const out: SimMapCell[] = [];
+  const grid = mapCells(o.axes);
+  for (const [i, c] of grid.entries()) {
+    const runs = [];
+    for (const seed of o.seeds) {
+      o.progress?.(`sim map: cell ${i + 1}/${grid.length} ${JSON.stringify(c)}, seed ${seed}`);
+      try {
+        runs.push(await runCell(o, c, seed));
+      } catch (e) {
+        if (e instanceof SimInputError)
+          throw new SimInputError(`map cell ${JSON.stringify(c)}: ${e.message}`);
+        throw e;
+      }
+    }
+    out.push(summarize(c, runs));
+  }
+  return {
+    bench: "sim-map",
+    profile: ref,
+    seeds: o.seeds,
+    programs_per_cell: Math.max(...out.map((c) => c.programs ?? 0)),
+    cells: out,
+  };
+}
