@@ -77,6 +77,9 @@ def build_cache(cfg: CacheConfig) -> BuiltCache:
     if cache._tree_core_backend != "python":
         raise SystemExit("kvctl harness: patch 0003 must select the Python tree core")
     cpu_cuda.install()
+    # Its pools are a few MB: SGLang's 10 GiB headroom for a GPU host's RAM would refuse them
+    # whenever this (shared) machine dips under 10 GiB available; keep the test bed's 1 GiB.
+    cpu_cuda.install_host_memory_reserve()
     extra = {}
     if cfg.storage_dir:
         os.makedirs(cfg.storage_dir, exist_ok=True)
