@@ -1,21 +1,32 @@
 // A tenant's pin caps: blocks one session, and all the tenant's sessions together, may hold pinned
 // at once. The agent policy applies them itself before it pins (policy/pin-caps.ts); this is the
 // backstop for holds its view lacks (another replica's): a pin command for a capped tenant's
-// session goes out trimmed to what the caps leave, or not at all, counted either way. Pinned blocks are counted from the session records this replica holds
-// (plus the pins of the same batch not recorded yet).
+// session goes out trimmed to what the caps leave, or not at all, counted either way. Only what is
+// new costs room: a block the session already holds pinned on that worker (a refresh) is free, as
+// the policy counts it, so a session at its cap keeps its refreshes. Pinned blocks are counted from
+// the session records this replica holds, plus the pins of the same batch not recorded yet.
 import { Counter, type Registry } from "prom-client";
 import type { PolicyCommand } from "../../contract/policy.js";
 import { holdsOf, PIN_KINDS } from "../holds/holds.js";
 import type { SessionRecord } from "../holds/record.js";
 import type { TenantConfig } from "./config.js";
 
-/** Distinct blocks a session's holds pin on each worker (a refresh re-pins a block; it counts once). */
-function pinnedIn(r: SessionRecord): number {
+/** Distinct `worker block` pairs a session's holds pin (a refresh re-pins a block; it counts once). */
+function pinnedIn(r: SessionRecord): Set<string> {
   const blocks = new Set<string>();
   for (const h of holdsOf(r))
     if (PIN_KINDS.has(h.kind)) for (const b of h.blocks) blocks.add(`${h.worker} ${b}`);
-  return blocks.size;
+  return blocks;
 }
+
+/** What a capped session holds and may still add; `held` grows with the batch's pins. */
+interface Room {
+  tenant: string;
+  held: Set<string>;
+  left: number;
+}
+
+type Sent = { sent: PolicyCommand[]; dropped: { pc: PolicyCommand; why: string }[] };
 
 export class PinCaps {
   private readonly trimmed: Counter<"tenant" | "outcome">;
@@ -35,48 +46,54 @@ export class PinCaps {
 
   /**
    * Applies the caps to one batch of commands, in order: each goes out whole, trimmed (the same
-   * command, by its id, with fewer blocks) or not at all (`dropped`, with why, to be reported to the
-   * policy as a command never sent).
+   * command, by its id, with the longest prefix of its blocks whose new ones fit) or not at all
+   * (`dropped`, with why, to be reported to the policy as a command never sent).
    */
-  limit(batch: readonly PolicyCommand[]): {
-    sent: PolicyCommand[];
-    dropped: { pc: PolicyCommand; why: string }[];
-  } {
-    const extra = new Map<string, number>();
-    const sent: PolicyCommand[] = [];
-    const dropped: { pc: PolicyCommand; why: string }[] = [];
+  limit(batch: readonly PolicyCommand[]): Sent {
+    // Blocks each session's pins in this batch added, per tenant, before the records show them.
+    const added = new Map<string, Set<string>>();
+    const out: Sent = { sent: [], dropped: [] };
     for (const pc of batch) {
       const c = pc.command;
       if (c.type !== "Cache" || !c.pin || !pc.sessionId) {
-        sent.push(pc);
+        out.sent.push(pc);
         continue;
       }
-      const room = this.room(pc.sessionId, extra);
-      if (room === null || room.left >= c.block_hashes.length) {
-        if (room) extra.set(pc.sessionId, (extra.get(pc.sessionId) ?? 0) + c.block_hashes.length);
-        sent.push(pc);
+      const room = this.room(pc.sessionId, added);
+      if (room === null) {
+        out.sent.push(pc);
         continue;
       }
-      if (room.left <= 0) {
+      const keys = c.block_hashes.map((b) => `${pc.worker} ${b}`);
+      let fit = 0;
+      let left = room.left;
+      for (const k of keys) {
+        if (!room.held.has(k)) {
+          if (left <= 0) break;
+          left--;
+        }
+        fit++;
+      }
+      const mine = added.get(pc.sessionId) ?? new Set<string>();
+      added.set(pc.sessionId, mine);
+      for (const k of keys.slice(0, fit)) if (!room.held.has(k)) mine.add(k);
+      if (fit === keys.length) out.sent.push(pc);
+      else if (fit === 0) {
         this.trimmed.inc({ tenant: room.tenant, outcome: "dropped" });
-        dropped.push({ pc, why: `over tenant ${room.tenant}'s pin cap` });
-        continue;
+        out.dropped.push({ pc, why: `over tenant ${room.tenant}'s pin cap` });
+      } else {
+        this.trimmed.inc({ tenant: room.tenant, outcome: "trimmed" });
+        const block_hashes = c.block_hashes.slice(0, fit);
+        out.sent.push({ ...pc, command: { ...c, block_hashes } });
       }
-      this.trimmed.inc({ tenant: room.tenant, outcome: "trimmed" });
-      extra.set(pc.sessionId, (extra.get(pc.sessionId) ?? 0) + room.left);
-      sent.push({ ...pc, command: { ...c, block_hashes: c.block_hashes.slice(0, room.left) } });
     }
-    return { sent, dropped };
+    return out;
   }
 
-  /** Blocks the session may still pin under its tenant's caps; null when its tenant has none. */
-  private room(
-    sessionId: string,
-    extra: ReadonlyMap<string, number>,
-  ): { tenant: string; left: number } | null {
-    let session: SessionRecord | null = null;
+  /** What the session holds and may still add under its tenant's caps; null when none apply. */
+  private room(sessionId: string, added: ReadonlyMap<string, Set<string>>): Room | null {
     const all = [...this.records()];
-    for (const r of all) if (r.id === sessionId) session = r;
+    const session = all.find((r) => r.id === sessionId) ?? null;
     const tenant = session?.tenant;
     const t = tenant ? this.tenants.get(tenant) : undefined;
     if (
@@ -85,14 +102,16 @@ export class PinCaps {
       (t.maxPinnedBlocks === undefined && t.maxPinnedBlocksPerSession === undefined)
     )
       return null;
+    const held = new Set([...(session ? pinnedIn(session) : []), ...(added.get(sessionId) ?? [])]);
     let left = Number.POSITIVE_INFINITY;
-    if (t.maxPinnedBlocksPerSession !== undefined && session)
-      left = t.maxPinnedBlocksPerSession - pinnedIn(session) - (extra.get(sessionId) ?? 0);
+    if (t.maxPinnedBlocksPerSession !== undefined) left = t.maxPinnedBlocksPerSession - held.size;
     if (t.maxPinnedBlocks !== undefined) {
       let used = 0;
-      for (const r of all) if (r.tenant === tenant) used += pinnedIn(r) + (extra.get(r.id) ?? 0);
+      for (const r of all)
+        if (r.tenant === tenant)
+          used += r.id === sessionId ? held.size : pinnedIn(r).size + (added.get(r.id)?.size ?? 0);
       left = Math.min(left, t.maxPinnedBlocks - used);
     }
-    return { tenant, left };
+    return { tenant, held, left };
   }
 }
