@@ -198,3 +198,91 @@ describe("caps count what is new", () => {
     expect(policy.state.budget.used("w0")).toBe(CAP);
   }, 600_000);
 });
+
+describe("stored responses have an owner", () => {
+  const post = (key: string, path: string, body?: unknown) =>
+    fetch(`${g.url}${path}`, {
+      method: "POST",
+      headers: headers(key),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  const get = (key: string, path: string) => fetch(`${g.url}${path}`, { headers: headers(key) });
+  const answer = async (res: Response) => ({ status: res.status, body: await res.json() });
+  let model: string;
+
+  beforeAll(async () => {
+    const res = await get(KEY_A, "/v1/models");
+    model = ((await res.json()) as { data: { id: string }[] }).data[0].id;
+  });
+
+  const create = async (key: string, extra: Record<string, unknown> = {}) => {
+    const res = await post(key, "/v1/responses", {
+      model,
+      input: "Say hello.",
+      max_output_tokens: 2,
+      temperature: 0,
+      ...extra,
+    });
+    const body = (await res.json()) as { id: string; status: string; output?: unknown };
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    expect(res.headers.get("x-kvctl-worker")).toBe("w0");
+    return body;
+  };
+
+  it("another tenant's read, cancel and continuation get the answer of an id nobody used; the owner's are served", async () => {
+    const mine = await create(KEY_A);
+    const unknown = "resp_00000000000000000000000000000000";
+    const asUnknown = async (path: (id: string) => string, method: "GET" | "POST") => {
+      const call = (id: string) =>
+        method === "GET" ? get(KEY_B, path(id)) : post(KEY_B, path(id));
+      const theirs = await answer(await call(mine.id));
+      const nobody = await answer(await call(unknown));
+      expect(theirs.status).toBe(404);
+      expect(JSON.stringify(theirs.body)).toBe(
+        JSON.stringify(nobody.body).replace(unknown, mine.id),
+      );
+    };
+    await asUnknown((id) => `/v1/responses/${id}`, "GET");
+    await asUnknown((id) => `/v1/responses/${id}/cancel`, "POST");
+    const cont = async (prev: string) =>
+      answer(
+        await post(KEY_B, "/v1/responses", {
+          model,
+          input: "And then?",
+          max_output_tokens: 2,
+          previous_response_id: prev,
+        }),
+      );
+    const theirs = await cont(mine.id);
+    const nobody = await cont(unknown);
+    expect(theirs.status).toBe(404);
+    expect(JSON.stringify(theirs.body)).toBe(JSON.stringify(nobody.body).replace(unknown, mine.id));
+    // A's response is untouched, and its owner (and the admin key) reach it on its worker.
+    for (const key of [KEY_A, ADMIN]) {
+      const res = await get(key, `/v1/responses/${mine.id}`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("x-kvctl-worker")).toBe("w0");
+      const body = (await res.json()) as { id: string; output: unknown; status: string };
+      expect([body.id, body.status, body.output]).toEqual([mine.id, mine.status, mine.output]);
+    }
+    // A continues its own response.
+    const next = await create(KEY_A, { previous_response_id: mine.id });
+    expect(next.id).not.toBe(mine.id);
+  }, 120_000);
+
+  it("a tenant cannot name its new response with another tenant's id", async () => {
+    const mine = await create(KEY_A);
+    const res = await post(KEY_B, "/v1/responses", {
+      model,
+      input: "Overwrite?",
+      max_output_tokens: 2,
+      request_id: mine.id,
+    });
+    expect(res.status).toBe(409);
+    expect(((await res.json()) as { error: { param: string } }).error.param).toBe("request_id");
+    const still = (await (await get(KEY_A, `/v1/responses/${mine.id}`)).json()) as {
+      output: unknown;
+    };
+    expect(still.output).toEqual(mine.output);
+  }, 120_000);
+});

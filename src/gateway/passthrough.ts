@@ -2,7 +2,9 @@
 // request's bytes and Content-Type go to one worker chosen by the same rules as a turn (a live
 // session's worker, else the least loaded; nothing to hash), and its answer comes back byte for
 // byte, streamed when it streams. A stored response (/v1/responses/{id}) lives on the worker that
-// made it: each worker is asked in turn until one knows it. docs/routes.md lists every route.
+// made it and belongs to its tenant (auth/response-owners.ts): the gateway names each new one,
+// sends a by-id request to that worker alone, and answers another tenant's id as an unknown one.
+// docs/routes.md lists every route.
 import { pipeline } from "node:stream/promises";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Dispatcher } from "undici";
@@ -18,7 +20,13 @@ import type { TurnContext } from "./turn-context.js";
 import { DROP_REQUEST_HEADERS } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
 import { principalOf } from "./auth/gate.js";
-import { scopedSessionId } from "./auth/ownership.js";
+import { type Caller, scopedSessionId } from "./auth/ownership.js";
+import {
+  newResponseId,
+  ResponseOwners,
+  responseNotFound,
+  withResponseId,
+} from "./auth/response-owners.js";
 
 export interface PassRoute {
   method: "GET" | "POST" | "PUT";
@@ -27,8 +35,10 @@ export interface PassRoute {
   kind: string;
   /** Runs the model (a non-streamed call then waits as a generation does). */
   generates: boolean;
-  /** Served by the worker holding the object the path names (asked in turn). */
+  /** Served by the worker holding the object the path names (its owner's only). */
   owned: boolean;
+  /** Creates a stored object, recorded with its tenant and worker (POST /v1/responses). */
+  stores: boolean;
 }
 
 const route = (
@@ -37,7 +47,7 @@ const route = (
   kind: string,
   generates = false,
   owned = false,
-): PassRoute => ({ method, url, kind, generates, owned });
+): PassRoute => ({ method, url, kind, generates, owned, stores: false });
 
 export const PASSTHROUGH_ROUTES: readonly PassRoute[] = [
   route("GET", "/v1/models", "models"),
@@ -48,7 +58,7 @@ export const PASSTHROUGH_ROUTES: readonly PassRoute[] = [
   route("PUT", "/v1/rerank", "rerank", true),
   route("POST", "/v1/tokenize", "tokenize"),
   route("POST", "/v1/detokenize", "detokenize"),
-  route("POST", "/v1/responses", "responses", true),
+  { ...route("POST", "/v1/responses", "responses", true), stores: true },
   route("GET", "/v1/responses/:id", "responses", false, true),
   route("POST", "/v1/responses/:id/cancel", "responses", false, true),
 ];
@@ -73,15 +83,67 @@ function jsonOf(raw: Buffer | undefined): Record<string, unknown> | null {
   }
 }
 
-/** The workers to ask, in order: every available one for an owned object, else the routed one. */
+/** Where a request goes, or why it is refused, once the stored objects it names are looked up. */
+type Target =
+  | { refuse: { status: number; type: string; message: string; param: string | null } }
+  | { only: string | "any" | null; raw: Buffer | undefined; creates: string | null };
+
+const notFound = (id: string, param = "response_id"): Target => ({
+  refuse: { status: 404, type: "invalid_request_error", message: responseNotFound(id), param },
+});
+
+/**
+ * The stored responses a request names, checked against the caller: by id in the path (its
+ * owner's worker only), as `previous_response_id` (the new response goes where the old one is),
+ * and the new response's own id (the client's `request_id`, or one the gateway adds).
+ */
+function responseTarget(
+  owners: ResponseOwners,
+  who: Caller,
+  r: PassRoute,
+  req: FastifyRequest,
+  raw: Buffer | undefined,
+  body: Record<string, unknown> | null,
+): Target {
+  if (r.owned) {
+    const id = (req.params as { id: string }).id;
+    const l = owners.lookup(who, id);
+    if (l === "unknown") return notFound(id);
+    return { only: l === "any" ? "any" : l.worker, raw, creates: null };
+  }
+  if (!r.stores || !body || !raw) return { only: null, raw, creates: null };
+  let only: string | null = null;
+  const prev = body.previous_response_id;
+  if (typeof prev === "string") {
+    const l = owners.lookup(who, prev);
+    if (l === "unknown") return notFound(prev, "previous_response_id");
+    if (l !== "any") only = l.worker;
+  }
+  const own = body.request_id;
+  if (typeof own === "string" && !owners.mayName(who, own))
+    return {
+      refuse: {
+        status: 409,
+        type: "invalid_request_error",
+        message: `request_id '${own}' names a response that already exists`,
+        param: "request_id",
+      },
+    };
+  if (own !== undefined) return { only, raw, creates: typeof own === "string" ? own : null };
+  const id = newResponseId();
+  return { only, raw: withResponseId(raw, body, id), creates: id };
+}
+
+/** The workers to ask, in order: the owner's, every available one, or the routed one. */
 async function candidates(
   ctx: TurnContext,
-  r: PassRoute,
+  only: string | "any" | null,
   req: FastifyRequest,
   body: Record<string, unknown> | null,
 ): Promise<GatewayWorker[]> {
   const available = ctx.workers.available();
-  if (r.owned || available.length === 0) return available;
+  if (only === "any" || available.length === 0) return available;
+  if (only !== null) return available.filter((w) => w.id === only);
   let session: { worker: string | null; lastActivityMs: number } | null = null;
   try {
     const sid = sessionIdOf(req.headers, body);
@@ -99,32 +161,46 @@ async function candidates(
 
 async function forward(
   ctx: TurnContext,
+  owners: ResponseOwners,
   r: PassRoute,
   req: FastifyRequest,
   reply: FastifyReply,
 ): Promise<void> {
   const flavor = flavorOfRequest(req.url, req.headers);
-  const raw = req.body as Buffer | undefined;
-  const body = jsonOf(raw);
-  const fail = (status: number, type: string, message: string) =>
+  const body = jsonOf(req.body as Buffer | undefined);
+  const fail = (status: number, type: string, message: string, param: string | null = null) =>
     reply
       .code(status)
       .header("content-type", "application/json")
-      .send(errorBody(flavor, type, message));
-  const workers = await candidates(ctx, r, req, body);
+      .send(errorBody(flavor, type, message, param));
+  const who = principalOf(req.raw);
+  const target = responseTarget(owners, who, r, req, req.body as Buffer | undefined, body);
+  if ("refuse" in target) {
+    const f = target.refuse;
+    return fail(f.status, f.type, f.message, f.param);
+  }
+  const { raw, creates } = target;
+  const workers = await candidates(ctx, target.only, req, body);
   if (workers.length === 0)
     return fail(
       503,
       "service_unavailable",
-      new NoWorkerError("no worker is taking traffic").message,
+      new NoWorkerError(
+        typeof target.only === "string" && target.only !== "any"
+          ? `worker ${target.only}, which holds the response, is not taking traffic`
+          : "no worker is taking traffic",
+      ).message,
     );
   const timeouts = callTimeouts(
     ctx.config.limits,
     r.generates && streamOf("chat", body?.stream) !== true,
   );
+  const accepted = (w: string) => {
+    if (creates !== null) owners.record(creates, { tenant: who.tenant, worker: w });
+  };
   for (const [i, w] of workers.entries()) {
     const last = i === workers.length - 1;
-    if (await askWorker(ctx, r, req, reply, w, raw, timeouts, last, fail)) return;
+    if (await askWorker(ctx, r, req, reply, w, raw, timeouts, { last, accepted }, fail)) return;
   }
 }
 
@@ -140,7 +216,7 @@ async function askWorker(
   w: GatewayWorker,
   raw: Buffer | undefined,
   timeouts: ReturnType<typeof callTimeouts>,
-  last: boolean,
+  { last, accepted }: { last: boolean; accepted: (worker: string) => void },
   fail: (status: number, type: string, message: string) => unknown,
 ): Promise<boolean> {
   const ac = new AbortController();
@@ -166,6 +242,8 @@ async function askWorker(
       return false;
     }
     ctx.metrics.countRequest(r.kind, w.id, answer.statusCode);
+    // The worker took the new object: it is the caller's tenant's, held there.
+    if (answer.statusCode < 300) accepted(w.id);
     reply.hijack();
     reply.raw.writeHead(answer.statusCode, passHeaders(w.id, answer.headers));
     await pipeline(answer.body, reply.raw);
@@ -188,6 +266,7 @@ export function registerPassthrough(
   ctx: TurnContext,
   bodyLimit: number,
 ): void {
+  const owners = new ResponseOwners();
   void app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, (_req, raw, done) =>
@@ -197,7 +276,7 @@ export function registerPassthrough(
       scope.route({
         method: r.method,
         url: r.url,
-        handler: (req, reply) => forward(ctx, r, req, reply),
+        handler: (req, reply) => forward(ctx, owners, r, req, reply),
       });
   });
 }
