@@ -286,3 +286,24 @@ describe("stored responses have an owner", () => {
     expect(still.output).toEqual(mine.output);
   }, 120_000);
 });
+
+describe("the hints route", () => {
+  it("refuses a key given twice, naming it, and applies nothing", async () => {
+    const res = await fetch(`${g.url}/kvctl/v1/sessions/s/events`, {
+      method: "POST",
+      headers: headers(KEY_A),
+      body: '{"event":"idle","event":"close"}',
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({
+      error: {
+        message: "duplicate key event",
+        type: "invalid_request_error",
+        param: "event",
+        code: null,
+      },
+    });
+    expect(await metricLines('kvctl_gateway_hints_total{event="close"')).toEqual([]);
+    expect(await metricLines('kvctl_gateway_hints_total{event="idle"')).toEqual([]);
+  });
+});

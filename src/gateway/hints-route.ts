@@ -2,8 +2,10 @@
 // close, rewrite), fed to the policy as SessionHint observations. A session the store does not
 // know is a 404; a bad body a 400 naming the field; both counted, neither changes anything. A
 // tenant key names its own tenant's sessions (auth/ownership.ts): another tenant's id is an
-// unknown session to it, answered as one.
+// unknown session to it, answered as one. A key twice in one object is refused naming it, as the
+// control plane refuses it, rather than letting the last one win.
 import type { FastifyInstance } from "fastify";
+import { fieldPath, JsonDuplicateKeyError, parseJson } from "../protocol/index.js";
 import { principalOf } from "./auth/gate.js";
 import { mayUse, scopedSessionId } from "./auth/ownership.js";
 import { HintError, parseHintBody } from "./request/hints.js";
@@ -11,6 +13,16 @@ import { errorBody } from "./errors.js";
 import { MAX_SESSION_ID_BYTES } from "./session-id.js";
 import type { TurnContext } from "./turn-context.js";
 import { requestFields } from "./request-log.js";
+
+/** The dotted path of a key that appears twice in one object of the (valid JSON) body, else null. */
+function duplicateKey(raw: Buffer): string | null {
+  try {
+    parseJson(raw);
+  } catch (e) {
+    if (e instanceof JsonDuplicateKeyError) return fieldPath(e.path);
+  }
+  return null;
+}
 
 export const HINTS_ROUTE = "/kvctl/v1/sessions/:id/events";
 
@@ -42,10 +54,13 @@ export function registerHintsRoute(app: FastifyInstance, ctx: TurnContext): void
       return fail(400, "invalid", "?", `session id must be 1-${MAX_SESSION_ID_BYTES} bytes`, "id");
     const who = principalOf(req.raw);
     const id = scopedSessionId(who, named);
-    const json = (req.body as { json?: unknown } | undefined)?.json;
+    // The fastify door's body: its bytes and their JSON (server.ts).
+    const body = req.body as { raw: Buffer; json: unknown } | undefined;
+    const twice = body?.raw.length ? duplicateKey(body.raw) : null;
+    if (twice) return fail(400, "invalid", "?", `duplicate key ${twice}`, twice);
     let hint;
     try {
-      hint = parseHintBody(json, id, ctx.clock.now());
+      hint = parseHintBody(body?.json, id, ctx.clock.now());
     } catch (e) {
       if (!(e instanceof HintError)) throw e;
       return fail(400, "invalid", "?", e.message, e.field);
