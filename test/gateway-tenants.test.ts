@@ -168,11 +168,14 @@ describe("caps count what is new", () => {
       expect(c.command.type === "Cache" && c.command.block_hashes.length).toBe(CAP);
     await g.settled();
     expect(await metricLines("kvctl_gateway_pin_cap_total{")).toEqual([]);
+    // Each session's own last pin (a turn's pin may be emitted after the other tenant's next
+    // turn began, so the two sessions' pins interleave in no fixed order).
+    const lastPin = (s: string) => pins.filter((c) => c.sessionId === s).at(-1)?.id;
     const rec = await recordWhen(g, "a/s", (r) =>
-      r.commands.some((c) => c.id === pins.at(-2)?.id && c.state === "applied"),
+      r.commands.some((c) => c.id === lastPin("a/s") && c.state === "applied"),
     );
     await recordWhen(g, "b/s", (r) =>
-      r.commands.some((c) => c.id === pins.at(-1)?.id && c.state === "applied"),
+      r.commands.some((c) => c.id === lastPin("b/s") && c.state === "applied"),
     );
     expect(await metricLines('kvctl_policy_acks_total{policy="cache_markers"')).toEqual([
       `kvctl_policy_acks_total{policy="cache_markers",type="Cache",status="applied"} ${pins.length}`,
