@@ -114,6 +114,7 @@ export function configResult(
     ttft_p90_ms: overall.p90_ms,
     ttft_p99_ms: overall.p99_ms,
     goodput_programs_per_h: goodput(done, run, o),
+    ttft_all: stats(done.map(ttftMs)),
     ttft_by_gap: byBucket(returning, GAP_BUCKETS, (r) => r.gapS),
     ttft_by_context: byBucket(returning, CONTEXT_BUCKETS, (r) => r.promptTokens),
     bytes_moved: bytes,

@@ -87,6 +87,9 @@ export interface SimPercentiles {
 }
 
 export interface SimConfigResult extends SimConfigFigures {
+  /** TTFT over every finished request, first turns and floods included: the one TTFT a trace of
+   * independent requests has (Dynamo's replay reports this one). */
+  ttft_all: SimPercentiles;
   /** Returning-turn TTFT by the gap before the turn ("<10s", "10s-1m", "1-5m", ">5m"). */
   ttft_by_gap: Record<string, SimPercentiles>;
   /** Returning-turn TTFT by prompt length ("<8K", "8-32K", "32-64K", ">64K"). */

@@ -29,6 +29,7 @@ const configResult: z.ZodType<SimConfigResult> = z.object({
   ttft_p90_ms: figure,
   ttft_p99_ms: figure,
   goodput_programs_per_h: figure,
+  ttft_all: percentiles,
   ttft_by_gap: z.record(name, percentiles),
   ttft_by_context: z.record(name, percentiles),
   bytes_moved: z.record(name, figure),
