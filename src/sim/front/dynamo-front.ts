@@ -1,9 +1,14 @@
 // NVIDIA Dynamo's KV router as the `dynamo_kv` peer: its cost function (src/index/scoring.ts,
 // Dynamo's DefaultWorkerScorer with its defaults) over the same index the workers' events feed, its
-// load terms (prompt tokens routed and not yet prefilled, KV blocks of requests in flight), and its
-// router queue as the admission budget: a request waits while every worker's active prefill tokens
-// exceed the queue threshold times its batch budget (`--router-queue-threshold`, set as bench:agent
-// sets it: the budget's requests of the workload's median prompt). No session affinity, no commands.
+// load terms kept as its ActiveSequences keeps them (a request adds the prompt tokens its worker
+// does not hold, its effective prefill, until its first token; and its prompt's blocks, each block
+// counted once however many requests in flight share it, plus its output's blocks once it decodes;
+// a candidate's decode cost is its potential decode blocks: those plus the request's own new ones),
+// and its router queue as the admission budget: a request waits while every worker's active
+// prefill tokens exceed the queue threshold times its batch budget (`--router-queue-threshold`, set
+// as bench:agent sets it: the budget's requests of the workload's median prompt). No session
+// affinity, no commands. Simplification: Dynamo adds an output block each time decoding fills
+// one; here a request's output blocks are added together at its first token.
 import { seededRandom } from "../random.js";
 import {
   InMemoryKvIndex,
@@ -23,31 +28,47 @@ export interface DynamoFrontOptions {
 
 interface Load {
   prefillTokens: number;
-  blocks: number;
+  /** Active prompt blocks: each distinct block and how many requests in flight hold it. */
+  promptBlocks: Map<bigint, number>;
+  outputBlocks: number;
   requests: number;
+}
+
+/** What a request in flight added to its worker's load, to take back. */
+interface Added {
+  prefillTokens: number;
+  outputBlocks: number;
+  decoding: boolean;
+}
+
+/** Dynamo's potential decode blocks: the worker's active blocks and the request's prompt blocks
+ * it does not hold active yet. */
+function potentialDecodeBlocks(l: Load, hashes: BigInt64Array): number {
+  let fresh = 0;
+  for (const h of hashes) if (!l.promptBlocks.has(h)) fresh++;
+  return l.promptBlocks.size + l.outputBlocks + fresh;
 }
 
 export class DynamoFront implements SimFront {
   readonly index = new InMemoryKvIndex();
   private readonly loads = new Map<string, Load>();
   private readonly queue: Turn[] = [];
-  private readonly prefilling = new Set<string>();
+  private readonly added = new Map<string, Added>();
   private readonly rand: () => number;
 
   constructor(private readonly o: DynamoFrontOptions) {
     this.rand = seededRandom(o.seed);
     for (const id of o.host.workers)
-      this.loads.set(id, { prefillTokens: 0, blocks: 0, requests: 0 });
+      this.loads.set(id, {
+        prefillTokens: 0,
+        promptBlocks: new Map(),
+        outputBlocks: 0,
+        requests: 0,
+      });
   }
 
   applyFrame(worker: string, payload: Uint8Array): void {
     this.index.applyFrame(worker, payload);
-  }
-
-  private blocks(turn: Turn): number {
-    return Math.ceil(
-      (turn.prepared.promptLen + turn.prepared.output.length) / this.o.host.pageSize,
-    );
   }
 
   private allBusy(): boolean {
@@ -56,7 +77,7 @@ export class DynamoFront implements SimFront {
     return true;
   }
 
-  private route(turn: Turn): string {
+  private route(turn: Turn): { worker: string; cachedBlocks: number } {
     const ids = this.o.host.workers;
     const hashes = turn.prepared.promptHashes;
     const overlap: OverlapResult =
@@ -71,7 +92,7 @@ export class DynamoFront implements SimFront {
     for (const [id, l] of this.loads)
       loads[id] = {
         activePrefillTokens: l.prefillTokens,
-        decodeBlocks: l.blocks,
+        decodeBlocks: potentialDecodeBlocks(l, hashes),
         activeRequests: l.requests,
       };
     const pick = selectWorker(
@@ -79,17 +100,22 @@ export class DynamoFront implements SimFront {
       {},
       this.rand,
     );
-    return pick ? pick.worker : ids[0];
+    const worker = pick ? pick.worker : ids[0];
+    return { worker, cachedBlocks: overlap.workers.get(worker)?.tiered.GPU ?? 0 };
   }
 
   private send(turn: Turn): void {
-    const worker = this.route(turn);
+    const { worker, cachedBlocks } = this.route(turn);
     const l = this.loads.get(worker) as Load;
-    l.prefillTokens += turn.prepared.promptLen;
-    l.blocks += this.blocks(turn);
+    const prompt = turn.prepared.promptLen;
+    const effective = Math.max(0, prompt - cachedBlocks * this.o.host.pageSize);
+    l.prefillTokens += effective;
+    for (const h of turn.prepared.promptHashes)
+      l.promptBlocks.set(h, (l.promptBlocks.get(h) ?? 0) + 1);
     l.requests++;
+    const output = Math.ceil(turn.prepared.output.length / this.o.host.pageSize);
+    this.added.set(turn.rid, { prefillTokens: effective, outputBlocks: output, decoding: false });
     turn.worker = worker;
-    this.prefilling.add(turn.rid);
     this.o.host.dispatch(turn, worker);
   }
 
@@ -102,16 +128,33 @@ export class DynamoFront implements SimFront {
     else this.send(turn);
   }
 
+  /** Prefill done: its effective prefill leaves the worker's load, its output blocks join it. */
+  private decoding(l: Load, a: Added): void {
+    if (a.decoding) return;
+    a.decoding = true;
+    l.prefillTokens -= a.prefillTokens;
+    l.outputBlocks += a.outputBlocks;
+  }
+
   firstToken(turn: Turn): void {
-    if (!this.prefilling.delete(turn.rid)) return;
-    (this.loads.get(turn.worker as string) as Load).prefillTokens -= turn.prepared.promptLen;
+    const a = this.added.get(turn.rid);
+    if (!a || a.decoding) return;
+    this.decoding(this.loads.get(turn.worker as string) as Load, a);
     this.pump();
   }
 
   finished(turn: Turn): void {
+    const a = this.added.get(turn.rid);
+    if (!a) return;
+    this.added.delete(turn.rid);
     const l = this.loads.get(turn.worker as string) as Load;
-    if (this.prefilling.delete(turn.rid)) l.prefillTokens -= turn.prepared.promptLen;
-    l.blocks -= this.blocks(turn);
+    this.decoding(l, a);
+    l.outputBlocks -= a.outputBlocks;
+    for (const h of turn.prepared.promptHashes) {
+      const n = (l.promptBlocks.get(h) as number) - 1;
+      if (n === 0) l.promptBlocks.delete(h);
+      else l.promptBlocks.set(h, n);
+    }
     l.requests--;
     this.pump();
   }
