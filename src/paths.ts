@@ -1,7 +1,7 @@
 // Where kvctl's own files live: the package root (patches/, python/, .venv/), found the same way
 // from src/ (tsx) and dist/ (compiled), never from the current directory; and the project venv.
 import { existsSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 function findPackage(): { root: string; version: string } {
@@ -34,3 +34,24 @@ export const venvDir: string = process.env.KVCTL_VENV ?? join(packageRoot, ".ven
 export const venvPython: string = process.env.KVCTL_PYTHON ?? join(venvDir, "bin", "python");
 /** NVIDIA Dynamo's own target folder (python/setup_venv.sh installs it there; on PYTHONPATH where Dynamo runs). */
 export const dynamoSite: string = process.env.KVCTL_DYNAMO_SITE ?? join(venvDir, "dynamo-1.6.1");
+
+/**
+ * The environment of one of our Python processes over a patched SGLang tree: the CPU stand-ins
+ * (python/tests/stand_ins) and our packages (python/) ahead of the tree, warnings off.
+ */
+export function patchedTreeEnv(
+  tree: string,
+  extra: Record<string, string> = {},
+): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    PYTHONPATH: [
+      join(packageRoot, "python", "tests", "stand_ins"),
+      join(packageRoot, "python"),
+      tree,
+      process.env.PYTHONPATH ?? "",
+    ].join(delimiter),
+    PYTHONWARNINGS: "ignore",
+    ...extra,
+  };
+}

@@ -6,12 +6,12 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, dirname, join } from "node:path";
+import { dirname, join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { KvEventConsumer } from "../events/index.js";
 import type { KvEvent, KvEventBatch } from "../events/index.js";
 import { applySeries, probeSglang } from "../patch/index.js";
-import { packageRoot, venvPython } from "../paths.js";
+import { packageRoot, patchedTreeEnv, venvPython } from "../paths.js";
 import { parseJson } from "../protocol/index.js";
 import { freePort } from "../util/net.js";
 import { waitExit } from "../util/process.js";
@@ -95,18 +95,8 @@ export interface HarnessProcess {
 
 export async function startHarness(o: HarnessOptions): Promise<HarnessProcess> {
   const args = harnessArgs(o, await freePort());
-  const env = {
-    ...process.env,
-    // the harness lives in our package (python/kvctl_harness), never in the patched SGLang tree
-    PYTHONPATH: [
-      join(packageRoot, "python", "tests", "stand_ins"),
-      join(packageRoot, "python"),
-      o.tree,
-      process.env.PYTHONPATH ?? "",
-    ].join(delimiter),
-    PYTHONWARNINGS: "ignore",
-    KVCTL_WORKER_ID: o.workerId,
-  };
+  // the harness lives in our package (python/kvctl_harness), never in the patched SGLang tree
+  const env = patchedTreeEnv(o.tree, { KVCTL_WORKER_ID: o.workerId });
   const child = spawn(venvPython, args, { cwd: tmpdir(), env, stdio: ["ignore", "pipe", "pipe"] });
   let tail = "";
   child.stderr!.on("data", (d: Buffer) => {

@@ -5,9 +5,8 @@
 // exactly (commands, acks, KV-event batches).
 import { type ChildProcess, spawn } from "node:child_process";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
 import type { Readable, Writable } from "node:stream";
-import { packageRoot, venvPython } from "../paths.js";
+import { patchedTreeEnv, venvPython } from "../paths.js";
 
 export interface WorkerSpec {
   id: string;
@@ -186,16 +185,7 @@ export class FleetClient {
   private tail = "";
 
   constructor(o: FleetOptions) {
-    const env = {
-      ...process.env,
-      PYTHONPATH: [
-        join(packageRoot, "python", "tests", "stand_ins"),
-        join(packageRoot, "python"),
-        o.tree,
-        process.env.PYTHONPATH ?? "",
-      ].join(delimiter),
-      PYTHONWARNINGS: "ignore",
-    };
+    const env = patchedTreeEnv(o.tree);
     this.child = spawn(venvPython, ["-m", "kvctl_sim", "fleet"], {
       cwd: tmpdir(),
       env,
