@@ -1,14 +1,17 @@
 // npm run bench:sim [-- --json] [-- --smoke]: the fleet-scale case of kvctl sim (64 workers,
 // 2,000 generated programs, an H100 profile, every configuration and the oracle), or with --smoke
-// the same code on 2 workers and a handful of programs. Any `kvctl sim` option overrides a size.
+// the same code on 2 workers and a handful of programs. Every `kvctl sim` option is taken, and
+// overrides a size.
 // The last line with --json: {"bench":"sim","wall_s",..,"configs":{name:{figures}},"oracle":{..}}.
 // --map runs the regime map instead (map.ts): {"bench":"sim-map",..,"cells":[..]}.
+import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { simFromOptions } from "../src/cli/commands/sim.js";
+import { SIM_OPTIONS, simFromOptions } from "../src/cli/commands/sim.js";
 import { buildPatchedTree } from "../src/demo/harness.js";
 import { intOption } from "../src/sim/input.js";
 import { MAP_AXES, type MapAxes, runMap } from "../src/sim/map.js";
 import { profileOf, SimInputError } from "../src/sim/run.js";
+import { renderReport } from "../src/sim/report/index.js";
 import { simSummary } from "../src/sim/summary.js";
 import type { SimConfigResult, SimRunResult } from "../src/sim/types.js";
 
@@ -83,23 +86,7 @@ async function map(v: Record<string, string | boolean | undefined>): Promise<unk
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
-    options: {
-      json: { type: "boolean" },
-      smoke: { type: "boolean" },
-      map: { type: "boolean" },
-      trace: { type: "string" },
-      "trace-block-size": { type: "string" },
-      programs: { type: "string" },
-      tenants: { type: "string" },
-      context: { type: "string" },
-      gaps: { type: "string" },
-      flood: { type: "boolean" },
-      workers: { type: "string" },
-      profile: { type: "string" },
-      configs: { type: "string" },
-      seed: { type: "string" },
-      parallel: { type: "string" },
-    },
+    options: { ...SIM_OPTIONS, smoke: { type: "boolean" }, map: { type: "boolean" } },
   });
   const { json, smoke, map: isMap, ...rest } = values;
   const opts = { ...(smoke ? SMOKE : FLEET), ...rest };
@@ -110,6 +97,7 @@ async function main(): Promise<number> {
       return 0;
     }
     const r = await simFromOptions(opts, (l) => console.error(l));
+    if (values.report) writeFileSync(values.report, renderReport([r]));
     console.log(json ? JSON.stringify(benchLine(r)) : simSummary(r));
     return 0;
   } catch (e) {

@@ -39,7 +39,8 @@ output:
   --json                   print one JSON object of the figures as the last line
   -h, --help               this text`;
 
-const OPTIONS = {
+/** `kvctl sim`'s options (bench:sim takes the same, plus its own). */
+export const SIM_OPTIONS = {
   trace: { type: "string" },
   "trace-block-size": { type: "string" },
   programs: { type: "string" },
@@ -63,7 +64,9 @@ const OPTIONS = {
 } as const;
 
 type Values = {
-  [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]["type"] extends "boolean" ? boolean : string;
+  [K in keyof typeof SIM_OPTIONS]?: (typeof SIM_OPTIONS)[K]["type"] extends "boolean"
+    ? boolean
+    : string;
 };
 
 const optional = (flag: string, v: string | undefined, min: number) =>
@@ -116,7 +119,7 @@ export function printSim(r: SimRunResult, v: Values): void {
 export const command: Command = {
   summary: "simulate a fleet: SGLang's cache, kvctl's front, GPU step times, every peer",
   async run(argv) {
-    const parsed = commandArgs(argv, { name: "kvctl sim", help: HELP, options: OPTIONS });
+    const parsed = commandArgs(argv, { name: "kvctl sim", help: HELP, options: SIM_OPTIONS });
     if (typeof parsed === "number") return parsed;
     try {
       const r = await simFromOptions(parsed.values as Values, (l) => console.error(l));
