@@ -14,6 +14,7 @@ import type { BlockStoredEvent, KvEventBatch } from "../src/events/types.js";
 import { InMemoryKvIndex, indexSink, InstrumentedKvIndex } from "../src/index/index.js";
 import { hasVenv, repoRoot, venvPython } from "./helpers/python.js";
 import { freePort, range, SglangPublisher, waitFor } from "./events-helpers.js";
+import { blockStored } from "./helpers/kv-events.js";
 
 const fixtureDir = join(repoRoot, "test/fixtures/kv-events");
 const A0 = 905019192701563378n; // tokens 1..64, page 64 (hashing.md vector)
@@ -377,22 +378,12 @@ describe.skipIf(!hasVenv)("KvEventPublisher is byte-compatible with SGLang's", (
         ts: 1700000000, // integral: msgspec still writes float64
         dpRank: 0,
         events: [
-          {
-            type: "BlockStored",
+          blockStored({
             blockHashes: [A0, -96911884851298857n, 5n, 300n, 70000n, 2n ** 40n],
-            parentBlockHash: null,
             tokenIds: range(0, 384),
             blockSize: 64,
-            loraId: null,
-            medium: "GPU",
-            tier: "GPU",
-            cacheSalt: null,
-            sessionId: null,
-            loraName: null,
-            bigram: false,
-          },
-          {
-            type: "BlockStored",
+          }),
+          blockStored({
             blockHashes: [-5n, -200n, -40000n, -(2n ** 40n)],
             parentBlockHash: A0,
             tokenIds: [0, 127, 128, 255, 256, 65535, 65536, 4294967295],
@@ -403,8 +394,7 @@ describe.skipIf(!hasVenv)("KvEventPublisher is byte-compatible with SGLang's", (
             cacheSalt: "tenant-a",
             sessionId: "s".repeat(40),
             loraName: "lora-x",
-            bigram: false,
-          },
+          }),
           { type: "BlockRemoved", blockHashes: [A0], medium: "DISK", tier: "DISK" },
           {
             type: "BlockRemoved",
@@ -540,22 +530,7 @@ describe("bad input over a real socket", () => {
         encodeBatch({
           ts: 1,
           dpRank: 0,
-          events: [
-            {
-              type: "BlockStored",
-              blockHashes: [h],
-              parentBlockHash: null,
-              tokenIds: [1, 2],
-              blockSize: 2,
-              loraId: null,
-              medium: "GPU",
-              tier: "GPU",
-              cacheSalt: null,
-              sessionId: null,
-              loraName: null,
-              bigram: false,
-            },
-          ],
+          events: [blockStored({ blockHashes: [h], tokenIds: [1, 2], blockSize: 2 })],
         }),
       ]);
     await good(0n, 100n);

@@ -35,6 +35,7 @@ import {
   standInTokenize,
   standInTokens,
 } from "./helpers/stand-in-http.js";
+import { blockStored } from "./helpers/kv-events.js";
 
 interface StandIn {
   url: string;
@@ -826,22 +827,7 @@ describe("gateway: KV-event gaps", () => {
       const batch = (h: bigint) =>
         encodeBatch({
           ts: 0,
-          events: [
-            {
-              type: "BlockStored",
-              blockHashes: [h],
-              parentBlockHash: null,
-              tokenIds: [1, 2, 3, 4],
-              blockSize: 4,
-              loraId: null,
-              medium: "GPU",
-              tier: "GPU",
-              cacheSalt: null,
-              sessionId: null,
-              loraName: null,
-              bigram: false,
-            },
-          ],
+          events: [blockStored({ blockHashes: [h], tokenIds: [1, 2, 3, 4], blockSize: 4 })],
           dpRank: null,
         });
       // ZMQ slow joiner: publish seq 0 until the gateway's index has it.

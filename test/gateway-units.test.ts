@@ -21,6 +21,7 @@ import { tokenizeRequestFor, withTokenIds } from "../src/gateway/request/token-r
 import { stripTokenFields, turnResultOf, usageOf } from "../src/gateway/token-truth.js";
 import { schemeFromServerInfo, WorkerSchemeError } from "../src/gateway/worker-scheme.js";
 import { applyEvent, InMemoryKvIndex } from "../src/index/index.js";
+import { blockStored } from "./helpers/kv-events.js";
 
 const OPTS: RoutingOptions = {
   cacheThreshold: 0.3,
@@ -45,19 +46,15 @@ function indexWith(holdings: Record<string, number>, hashes: bigint[]): InMemory
   const idx = new InMemoryKvIndex();
   for (const [w, n] of Object.entries(holdings)) {
     if (n === 0) continue;
-    applyEvent(idx, w, {
-      type: "BlockStored",
-      blockHashes: hashes.slice(0, n),
-      parentBlockHash: null,
-      tokenIds: Array.from({ length: n * 4 }, (_, i) => i),
-      blockSize: 4,
-      loraId: null,
-      medium: "GPU",
-      tier: "GPU",
-      loraName: null,
-      cacheSalt: null,
-      bigram: false,
-    } as never);
+    applyEvent(
+      idx,
+      w,
+      blockStored({
+        blockHashes: hashes.slice(0, n),
+        tokenIds: Array.from({ length: n * 4 }, (_, i) => i),
+        blockSize: 4,
+      }) as never,
+    );
   }
   return idx;
 }
@@ -158,19 +155,17 @@ describe("routeRequest", () => {
 
   it("host-tier blocks count with the host weight (tier-aware scorer)", () => {
     const idx = indexWith({ w0: 4 }, hashes);
-    applyEvent(idx, "w1", {
-      type: "BlockStored",
-      blockHashes: hashes.slice(0, 8),
-      parentBlockHash: null,
-      tokenIds: Array.from({ length: 32 }, (_, i) => i),
-      blockSize: 4,
-      loraId: null,
-      medium: "CPU_PINNED",
-      tier: "CPU_PINNED",
-      loraName: null,
-      cacheSalt: null,
-      bigram: false,
-    } as never);
+    applyEvent(
+      idx,
+      "w1",
+      blockStored({
+        blockHashes: hashes.slice(0, 8),
+        tokenIds: Array.from({ length: 32 }, (_, i) => i),
+        blockSize: 4,
+        medium: "CPU_PINNED",
+        tier: "CPU_PINNED",
+      }) as never,
+    );
     // w0: credit 4 (device); w1: 0.75 * 8 = 6 (host) -> w1 has the lower logit.
     expect(
       routeRequest(

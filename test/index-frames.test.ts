@@ -11,6 +11,7 @@ import type { KvEvent, Tier } from "../src/events/types.js";
 import { blockHashes } from "../src/hash/sglang.js";
 import { InMemoryKvIndex } from "../src/index/index.js";
 import { rng } from "./helpers/random.js";
+import { blockStored } from "./helpers/kv-events.js";
 
 const PAGE = 4;
 const LEN = 12;
@@ -147,20 +148,12 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
     // Frame 0's chain is long, frame 1's one page: frame 1 is done first, yet frame 0 comes first.
     const tokens = Array.from({ length: 8 * PAGE }, (_, i) => 1000 + i);
     const made = (base: bigint) => Array.from({ length: 8 }, (_, i) => base + BigInt(i));
-    const ev = (hashes: bigint[]): KvEvent => ({
-      type: "BlockStored",
-      blockHashes: hashes,
-      parentBlockHash: null,
-      tokenIds: tokens.slice(0, hashes.length * PAGE),
-      blockSize: PAGE,
-      loraId: null,
-      medium: "GPU",
-      tier: "GPU",
-      cacheSalt: null,
-      sessionId: null,
-      loraName: null,
-      bigram: false,
-    });
+    const ev = (hashes: bigint[]): KvEvent =>
+      blockStored({
+        blockHashes: hashes,
+        tokenIds: tokens.slice(0, hashes.length * PAGE),
+        blockSize: PAGE,
+      });
     const frames = [
       { worker: "a", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(made(1000n))] }) },
       {
@@ -181,20 +174,12 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
     // Frame 1 finishes first and holds its change back; frame 2 (frame 0's worker) waits for frame
     // 0, then runs on its lane: frame 1's change must land before frame 2's.
     const tokens = Array.from({ length: 8 * PAGE }, (_, i) => 3000 + i);
-    const ev = (base: bigint, pages: number): KvEvent => ({
-      type: "BlockStored",
-      blockHashes: Array.from({ length: pages }, (_, i) => base + BigInt(i)),
-      parentBlockHash: null,
-      tokenIds: tokens.slice(0, pages * PAGE),
-      blockSize: PAGE,
-      loraId: null,
-      medium: "GPU",
-      tier: "GPU",
-      cacheSalt: null,
-      sessionId: null,
-      loraName: null,
-      bigram: false,
-    });
+    const ev = (base: bigint, pages: number): KvEvent =>
+      blockStored({
+        blockHashes: Array.from({ length: pages }, (_, i) => base + BigInt(i)),
+        tokenIds: tokens.slice(0, pages * PAGE),
+        blockSize: PAGE,
+      });
     const frames = [
       { worker: "a", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(1000n, 8)] }) },
       { worker: "b", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(2000n, 1)] }) },
@@ -214,20 +199,8 @@ describe("applyFrames vs applyFrame, one frame after the other (randomised, diff
     const t0 = Array.from({ length: 4 * PAGE }, (_, i) => 5000 + i);
     const t1 = Array.from({ length: PAGE }, (_, i) => 9000 + i);
     const hashes = Array.from(blockHashes(Uint32Array.from(t0), { pageSize: PAGE }));
-    const ev = (hs: bigint[], tokens: number[]): KvEvent => ({
-      type: "BlockStored",
-      blockHashes: hs,
-      parentBlockHash: null,
-      tokenIds: tokens,
-      blockSize: PAGE,
-      loraId: null,
-      medium: "GPU",
-      tier: "GPU",
-      cacheSalt: null,
-      sessionId: null,
-      loraName: null,
-      bigram: false,
-    });
+    const ev = (hs: bigint[], tokens: number[]): KvEvent =>
+      blockStored({ blockHashes: hs, tokenIds: tokens, blockSize: PAGE });
     const frames = [
       { worker: "a", payload: encodeBatch({ ts: 1, dpRank: 0, events: [ev(hashes, t0)] }) },
       {

@@ -9,6 +9,7 @@ import { encodeBatch } from "../src/events/encode.js";
 import type { BlockStoredEvent } from "../src/events/types.js";
 import { hasVenv, repoRoot } from "./helpers/python.js";
 import { freePort, range, sleep, SglangPublisher } from "./events-helpers.js";
+import { blockStored } from "./helpers/kv-events.js";
 
 const A0 = 905019192701563378n;
 const cleanup: (() => Promise<void>)[] = [];
@@ -154,20 +155,13 @@ describe.skipIf(!hasVenv)("kvctl watch", () => {
 describe("index dual key, verified natively", () => {
   it("keeps the token-derived hash beside the engine's and flags a mismatch", () => {
     const idx = new InMemoryKvIndex({ verify: true });
-    const ev = (hashes: bigint[], parent: bigint | null, tokens: number[]): BlockStoredEvent => ({
-      type: "BlockStored",
-      blockHashes: hashes,
-      parentBlockHash: parent,
-      tokenIds: tokens,
-      blockSize: 64,
-      loraId: null,
-      medium: "GPU",
-      tier: "GPU",
-      cacheSalt: null,
-      sessionId: null,
-      loraName: null,
-      bigram: false,
-    });
+    const ev = (hashes: bigint[], parent: bigint | null, tokens: number[]): BlockStoredEvent =>
+      blockStored({
+        blockHashes: hashes,
+        parentBlockHash: parent,
+        tokenIds: tokens,
+        blockSize: 64,
+      });
     const apply = (e: BlockStoredEvent) =>
       idx.applyFrame("w", encodeBatch({ ts: 1, dpRank: 0, events: [e] }));
     expect(apply(ev([A0], null, range(1, 65)))).toMatchObject({ hashMismatches: 0, verified: 1 });

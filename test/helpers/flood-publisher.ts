@@ -11,6 +11,7 @@ import { createInterface } from "node:readline";
 import { Publisher } from "zeromq";
 import { encodeSeq } from "../../src/events/decode.js";
 import { encodeBatch } from "../../src/events/encode.js";
+import { blockStored } from "./kv-events.js";
 
 /** A batch payload with one nil event put in front of its events (the array header bumped). */
 function withNilEvent(payload: Buffer): Buffer {
@@ -54,20 +55,11 @@ const flood = withNilEvent(
     ts: 1.5,
     dpRank: 0,
     events: [
-      {
-        type: "BlockStored",
+      blockStored({
         blockHashes: [hash],
-        parentBlockHash: null,
         tokenIds: Array.from({ length: 16 }, (_, i) => i + 1),
         blockSize: 16,
-        loraId: null,
-        medium: "GPU",
-        tier: "GPU",
-        cacheSalt: null,
-        sessionId: null,
-        loraName: null,
-        bigram: false,
-      },
+      }),
       { type: "BlockRemoved", blockHashes: [hash], medium: "GPU", tier: "GPU" },
     ],
   }),
