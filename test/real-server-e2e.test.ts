@@ -232,11 +232,6 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     expect(resumed.output_ids).toEqual(fresh.output_ids);
     const renew = await send({ type: "RenewLease", lease_id: "real-pause", new_ttl_seconds: 900 });
     expect(renew.status).toBe("applied");
-    // purging the blocks off the host is what the Rust core's adapter cannot do: refused, whole
-    const purge = await send({ type: "RevokeLease", lease_id: "real-pause" });
-    expect(purge.status).toBe("rejected");
-    expect(purge.reason).toMatch(/^command\.purge: .*_evict_host_leaf/);
-    expect((await inspect([], { lease_id: "real-pause" })).lease?.lease_id).toBe("real-pause");
     const rv = await send({ type: "RevokeLease", lease_id: "real-pause", purge: false });
     expect(rv.status).toBe("applied");
     expect(rv.affected).toBe(4);
@@ -245,7 +240,7 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     expect((await gen(next)).meta_info.cached_tokens).toBe(64);
   });
 
-  it("Prune and Think need SGLang's Python tree core: rejected naming the command type, nothing changes", async () => {
+  it("Think needs SGLang's Python tree core: rejected naming the command type, nothing changes; Prune and a purging RevokeLease run on the Rust core", async () => {
     const prefix = tokens(500, 32);
     const old = [...prefix, ...tokens(540, 32)];
     const sfx = tokens(930, 8);
@@ -255,7 +250,6 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     expect(before.missing).toEqual([]);
     const m = ev.mark();
     for (const c of [
-      { type: "Prune", after_block_hash: hs[1] },
       { type: "Think", block_hashes: hs.slice(2), transient: true },
       { type: "Think", block_hashes: hs.slice(2), transient: false },
     ] as Command[]) {
@@ -267,20 +261,35 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     expect(after.missing).toEqual([]);
     expect(after.tiers).toEqual(before.tiers);
     expect(after.detail.blocks.map((b) => b.transient)).toEqual([false, false, false, false]);
-    expect((await gen([...old, ...sfx])).meta_info.cached_tokens).toBe(64);
-    // a fresh prompt's stored blocks mark how far the event stream has come: none of these went
-    const marker = tokens(960, 32);
-    await gen(marker, 1);
+    // a context rewrite: what follows the prefix leaves every tier it was on, the prefix stays
+    const pr = await send({ type: "Prune", after_block_hash: hs[1] });
+    expect(pr.status).toBe("applied");
+    expect(pr.affected).toBe(2);
+    const pruned = await inspect(hs);
+    expect(pruned.missing).toEqual(hs.slice(2));
     const evs = await ev.waitFor(
       m,
-      (e) => all(tierSet(e, "BlockStored", "GPU"), hashesOf(marker)),
+      (e) => all(tierSet(e, "BlockRemoved", "GPU"), hs.slice(2)),
       15_000,
     );
-    const removed = new Set([
-      ...tierSet(evs, "BlockRemoved", "GPU"),
-      ...tierSet(evs, "BlockRemoved", "CPU_PINNED"),
-    ]);
-    expect(hs.filter((h) => removed.has(h))).toEqual([]);
+    expect(hs.slice(0, 2).filter((h) => tierSet(evs, "BlockRemoved", "GPU").has(h))).toEqual([]);
+    expect((await gen([...old, ...sfx])).meta_info.cached_tokens).toBe(32);
+    // a lease revoked with purge: its blocks leave the host, nothing else does
+    const s = tokens(600, 64);
+    await gen(s);
+    const ls = hashesOf(s);
+    expect(
+      (await send({ type: "Pause", block_hashes: ls, ttl_seconds: 600, lease_id: "real-purge" }))
+        .status,
+    ).toBe("applied");
+    const m2 = ev.mark();
+    const rv = await send({ type: "RevokeLease", lease_id: "real-purge" });
+    expect(rv.status).toBe("applied");
+    expect(rv.affected).toBe(4);
+    expect(rv.tiers).toEqual({ CPU_PINNED: 4 });
+    expect((await inspect(ls)).missing).toEqual(ls);
+    await ev.waitFor(m2, (e) => all(tierSet(e, "BlockRemoved", "CPU_PINNED"), ls), 15_000);
+    expect((await inspect(hs.slice(0, 2))).missing).toEqual([]);
   });
 
   it("a lease expires while idle: the reaper on the scheduler tick releases it with no command sent", async () => {

@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kvctl", choices=("off", "on", "as-configured"), default="as-configured",
                     help="on/off: set kvctl's config for this process (patched SGLang only)")
     ap.add_argument("--commands", choices=("all", "rust"), default="all",
-                    help="with kvctl on: accept every command (Prune and Think need SGLang's Python "
+                    help="with kvctl on: accept every command (Think needs SGLang's Python "
                          "tree core) or those the Rust core carries (kvctl cores.py)")
     ap.add_argument("--pins", type=int, default=0, help="with kvctl on: pin/lease this many blocks first")
     ap.add_argument("--no-events-out", action="store_true")

@@ -59,7 +59,7 @@ class ServerOptions:
     worker_id: str = "w0"
     # the commands kvctl accepts (--kv-control-config commands): a list, or "rust" for those
     # SGLang's Rust tree core carries (kvctl_worker/cores.py: SGLang then keeps that core); None:
-    # every command (Prune and Think make SGLang pick its Python tree core)
+    # every command (Think makes SGLang pick its Python tree core)
     kvctl_commands: list[str] | str | None = None
     page_size: int = 16
     max_total_tokens: int = 2048

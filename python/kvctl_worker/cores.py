@@ -12,23 +12,31 @@ runs exactly on the Python core. On the Rust core a command runs exactly or is n
 | Inspect | exact | read-only: match_full_device_prefix, collect_path_info, is_backuped |
 | Pause, ToolStart | exact | host locks, backup_node_for_write_back, demote; locks read from walk_for_kv_canary |
 | RenewLease, ToolEnd, Prefetch | exact | the holds; load_back + loading_check |
-| RevokeLease | exact with purge=false | purge=true needs a targeted host-leaf eviction (below) |
+| Prune, RevokeLease | exact | demote / drop_subtree_no_host, then drive_host_eviction with every other host node host-locked (rust_core/purge.py); Prune's split through match_prefix |
 | Warm | exact | match_prefix, insert_host, load_back (what it does on the Python core too) |
-| Prune | Python core | removes a subtree from every tier: no targeted host-leaf eviction |
-| Think | Python core | splits at the reasoning and takes its host copies back |
+| Think | Python core | transient marks: no per-node write-through or eviction hook in the core |
 
 The adapter's only host-freeing steps are ``drive_host_eviction`` (victims chosen by the host LRU),
 ``drop_subtree_no_host`` (only below an un-backed-up device leaf) and ``reset``; the Python core's
-``_evict_host_leaf`` (one named host leaf) and ``_release_full_host_duplicate`` (one node's host
-copy) have no counterpart. Splitting a node goes through ``match_prefix``, which also refreshes
-the path's LRU recency; the Python core's ``_split_node`` does not. The Rust binding's
-``inspection`` build has such methods (``inspect_evict_component``, ``inspect_get_child_node_ids``,
-lock counts); production wheels do not ship it.
+``_evict_host_leaf`` (one named host leaf) has no counterpart, so a purge host-locks every other
+node holding a host copy while it asks ``drive_host_eviction`` for one node's tokens
+(``rust_core/purge.py``). Splitting a node goes through ``match_prefix``, which also refreshes the
+path's LRU recency; the Python core's ``_split_node`` does not (a Prune's kept prefix counts as
+just used on the Rust core; the acks and the KV events are the same).
 
-So the worker stays on the Rust core unless ``--kv-control-config`` ``commands`` accepts Prune or
-Think (the default accepts every command): then SGLang's own fallback picks the Python core and
-logs why (patch 0003). A RevokeLease with ``purge: true`` on the Rust core is rejected naming
-``command.purge``, with nothing changed.
+Think(transient=false) is a purge (it would run here as Prune does); Think(transient=true) is not
+exact here. It takes back the host copy of a node still on the GPU (the Python core's
+``_release_full_host_duplicate``): the adapter frees a host copy of a device-resident node only
+inside ``drive_host_eviction``'s duplicate reclaim, which runs under write_back alone, so under
+write_through nothing frees it. It also keeps a transient node off the host from then on (patch
+0007: ``_should_backup_after_insert`` and ``evict_device_leaf`` on the Python core), decisions
+the Rust core takes inside the extension (``begin_insert``, ``evict_device_leaf``) with no
+per-node hook. The Rust binding's ``inspection`` build has finer methods
+(``inspect_evict_component``, lock counts); production wheels do not ship it.
+
+So the worker stays on the Rust core unless ``--kv-control-config`` ``commands`` accepts Think
+(the default accepts every command): then SGLang's own fallback picks the Python core and logs
+why (patch 0003).
 """
 from __future__ import annotations
 
@@ -36,17 +44,11 @@ from typing import Optional
 
 # Commands the Rust core cannot carry exactly, with the adapter methods they lack.
 PYTHON_ONLY = {
-    "Prune": "it removes a subtree from every tier and the Rust core's adapter has no targeted "
-             "host-leaf eviction (the Python core's _evict_host_leaf)",
-    "Think": "it splits nodes at the reasoning blocks and takes their host copies back, and the "
-             "Rust core's adapter has no split without an LRU refresh (_split_node) and no "
-             "host-copy release (_release_full_host_duplicate, _evict_host_leaf)",
+    "Think": "transient=true takes back the host copy of a node still on the GPU and keeps it off "
+             "the host, and the Rust core's adapter has no host-copy release under write_through "
+             "(the Python core's _release_full_host_duplicate) and no per-node hook where the "
+             "extension decides a backup (_should_backup_after_insert, evict_device_leaf)",
 }
-
-PURGE_ON_RUST = ("purge=true removes the lease's blocks from the host tier, and the Rust tree "
-                 "core's adapter has no targeted host-leaf eviction (the Python core's "
-                 "_evict_host_leaf): send purge=false (the blocks stay to the cache's own eviction), "
-                 "or accept Prune or Think in --kv-control-config commands to run on the Python core")
 
 
 def python_core_reason(commands) -> Optional[str]:

@@ -12,6 +12,7 @@ tree operation can observe a half-moved node (defects 2 and 7).
 """
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from typing import Any, Iterable, List, Optional
 
@@ -254,7 +255,6 @@ class PythonMoves:
     above); the Rust core's are rust_core.moves.RustMoves, with the same methods."""
 
     core = "python"
-    can_purge = True  # Prune, Think and RevokeLease(purge) remove blocks from every tier
 
     @staticmethod
     def taken_over(cache, hold) -> bool:
@@ -288,3 +288,18 @@ class PythonMoves:
     @staticmethod
     def node(cache, node_id: int):
         return cache.tree_core.node_by_id(node_id)
+
+    # ---- purge: Prune, Think, RevokeLease(purge) ------------------------------------------
+    @staticmethod
+    def purging(_cache):
+        return contextlib.nullcontext()
+
+    @staticmethod
+    def subtree(node, include_self: bool) -> List[Any]:
+        return subtree_leaves_first(node, include_self=include_self)
+
+    in_use = staticmethod(in_use)
+    host_locked = staticmethod(host_locked)
+    purge_leaf = staticmethod(purge_leaf)
+    node_ending_at = staticmethod(node_ending_at)
+    node_starting_at = staticmethod(node_starting_at)

@@ -47,7 +47,7 @@ def core(request, monkeypatch):
     """A test that takes this fixture runs once per SGLang tree core, picked the way an operator
     picks it (SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND; helpers.make_unified asserts SGLang chose
     it), with kvctl accepting what that core carries: every command on the Python core, all but
-    Prune and Think on the Rust one (kvctl cores.py)."""
+    Think on the Rust one (kvctl cores.py)."""
     from sglang.srt.kvctl import cores
 
     monkeypatch.setenv("SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND", request.param)

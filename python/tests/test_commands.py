@@ -54,7 +54,7 @@ def node_of(cache, hsh):
 
 
 # ---- Prune -------------------------------------------------------------------------------------
-def test_prune_evicts_descendants_from_every_tier_leaves_first_keeps_anchor():
+def test_prune_evicts_descendants_from_every_tier_leaves_first_keeps_anchor(core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, C)
     insert_kv(cache, alloc, pool, B)
@@ -80,7 +80,7 @@ def test_prune_evicts_descendants_from_every_tier_leaves_first_keeps_anchor():
     cache.sanity_check()
 
 
-def test_prune_skips_pinned_and_in_use_unless_force_in_use_never():
+def test_prune_skips_pinned_and_in_use_unless_force_in_use_never(core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, C)
     ha, hc = hashes_of(cache, A), hashes_of(cache, C)
@@ -102,7 +102,7 @@ def test_prune_skips_pinned_and_in_use_unless_force_in_use_never():
     assert h.handle(env({"type": "Prune", "after_block_hash": hc[0]})).affected == 4
 
 
-def test_prune_unknown_anchor_is_noop_naming_it():
+def test_prune_unknown_anchor_is_noop_naming_it(core):
     cache, alloc, pool, h = setup()
     ack = h.handle(env({"type": "Prune", "after_block_hash": 42}))
     assert ack.status == "noop" and ack.missing == [42]
@@ -208,7 +208,7 @@ def paused_under_l1():
     return cache, h, state_for_cache(cache)
 
 
-def test_renew_revoke_and_unknown_lease():
+def test_renew_revoke_and_unknown_lease(core):
     cache, h, st = paused_under_l1()
     old = st.sessions.leases["L1"].expires_at
     ack = h.handle(env({"type": "RenewLease", "lease_id": "L1", "new_ttl_seconds": 3600}))

@@ -38,11 +38,11 @@ def test_the_core_follows_the_commands_accepted(caplog, rust_commands):
     assert reg.resolve_tree_core_backend("rust", params) == "rust"
     cache, _alloc, _pool = make_unified(hicache=False, core="rust")
     assert type(cache.tree_core).__name__ == "RustUnifiedTreeCore"
-    accepts([*rust_commands, "Prune"])
+    accepts([*rust_commands, "Think"])
     with caplog.at_level(logging.INFO, logger=reg.__name__):
         assert reg.resolve_tree_core_backend("rust", params) == "python"
-    assert "Using the Python TreeCore: kvctl accepts Prune, which need the Python TreeCore" in caplog.text
-    assert "_evict_host_leaf" in caplog.text
+    assert "Using the Python TreeCore: kvctl accepts Think, which need the Python TreeCore" in caplog.text
+    assert "_should_backup_after_insert" in caplog.text
     # a cache that asks for the Rust core takes SGLang's own fallback all the same
     with pytest.raises(AssertionError, match="SGLang picked the python core"):
         make_unified(hicache=False, core="rust")
@@ -65,7 +65,7 @@ def test_a_command_not_accepted_is_rejected_naming_the_type(rust_commands):
     h = CommandHandler(cache, worker_id="w0")
     insert_kv(cache, alloc, pool, A)
     ha = chain_hashes(A)
-    for cmd in ({"type": "Prune", "after_block_hash": ha[1]},
+    for cmd in ({"type": "Think", "block_hashes": ha[2:], "transient": False},
                 {"type": "Think", "block_hashes": ha[2:], "transient": True}):
         ack = h.handle(cmd)
         assert ack.status == "rejected" and ack.reason.startswith("command.type: "), ack
@@ -74,21 +74,43 @@ def test_a_command_not_accepted_is_rejected_naming_the_type(rust_commands):
     assert h.metrics["rejected_by_field"] == {"command.type": 2}
 
 
-def test_rust_core_revoke_purge_is_rejected_naming_purge_and_the_lease_stays(rust_commands):
-    cache, alloc, pool = make_unified(core="rust")
+def test_a_purge_removes_exactly_its_nodes_whatever_the_host_lru_would_pick(core):
+    """RevokeLease(purge) and Prune take their own nodes off the host, on the Rust core too
+    (every other host node host-locked meanwhile): the older host-only path the host LRU would
+    evict first stays, and so does everything above the Prune's anchor."""
+    cache, alloc, pool = make_unified()
     h = CommandHandler(cache, worker_id="w0")
-    insert_kv(cache, alloc, pool, A)
-    ha = chain_hashes(A)
-    assert h.handle({"type": "Pause", "block_hashes": ha, "ttl_seconds": 60, "lease_id": "L"}).status == "applied"
+    older, D = list(range(500, 516)), list(range(300, 312))
+    for t in (older, A, D):
+        insert_kv(cache, alloc, pool, t)
+    cache.evict(EvictParams(num_tokens=10_000))  # every path host-only
+    ha, hd = chain_hashes(A), chain_hashes(D)
+    assert h.handle({"type": "Pause", "block_hashes": hd, "ttl_seconds": 60, "lease_id": "L"}).status == "applied"
     events(cache)
     ack = h.handle({"type": "RevokeLease", "lease_id": "L"})
-    assert ack.status == "rejected" and ack.reason.startswith("command.purge: "), ack
-    assert "_evict_host_leaf" in ack.reason
-    assert events(cache) == []
-    ins = h.handle({"type": "Inspect", "block_hashes": [], "lease_id": "L"})
-    assert ins.lease["lease_id"] == "L" and ins.tiers == {"CPU_PINNED": 4}
-    ack = h.handle({"type": "RevokeLease", "lease_id": "L", "purge": False})
-    assert ack.status == "applied" and ack.affected == 4
+    assert (ack.status, ack.affected, ack.tiers) == ("applied", 3, {"CPU_PINNED": 3}), ack
+    assert sorted(events(cache)) == sorted(("removed", "CPU_PINNED", x) for x in hd)
+    assert umatch(cache, older).host_hit_length == 16 and umatch(cache, A).host_hit_length == 16
+    ack = h.handle({"type": "Prune", "after_block_hash": ha[0]})  # splits A's node after page 1
+    assert (ack.status, ack.affected, ack.tiers) == ("applied", 3, {"CPU_PINNED": 3}), ack
+    assert sorted(events(cache)) == sorted(("removed", "CPU_PINNED", x) for x in ha[1:])
+    assert umatch(cache, older).host_hit_length == 16 and umatch(cache, A).host_hit_length == 4
+    cache.sanity_check()
+
+
+def test_prune_without_hicache_drops_the_device_leaves(core):
+    cache, alloc, pool = make_unified(hicache=False)
+    h = CommandHandler(cache, worker_id="w0")
+    insert_kv(cache, alloc, pool, C)
+    insert_kv(cache, alloc, pool, B)
+    ha, hb, hc = chain_hashes(A), chain_hashes(B), chain_hashes(C)
+    assert h.handle({"type": "Cache", "block_hashes": [hb[2]], "pin": True}).status == "applied"
+    events(cache)
+    ack = h.handle({"type": "Prune", "after_block_hash": ha[1]})
+    assert (ack.status, ack.affected, ack.skipped, ack.tiers) == ("partial", 3, 1, {"GPU": 3}), ack
+    assert sorted(events(cache)) == sorted(("removed", "GPU", x) for x in ha[2:] + hc[4:])
+    assert umatch(cache, B).device_prefix_len == 12 and umatch(cache, C).device_prefix_len == 8
+    cache.sanity_check()
 
 
 # ---- one corpus, both cores ------------------------------------------------------------------
@@ -127,12 +149,20 @@ def _corpus(core):
     send({"type": "Prefetch", "block_hashes": [], "session_id": "s1", "deadline_ms": 5000})
     send({"type": "ToolEnd", "session_id": "s1", "epoch": 1})
     send({"type": "RevokeLease", "lease_id": "L1", "purge": False})
+    send({"type": "Prune", "after_block_hash": hb[1]})  # B's own page goes, A's pinned tail stays
+    send({"type": "Pause", "block_hashes": hc, "ttl_seconds": 30, "lease_id": "L2"})
+    send({"type": "Prune", "after_block_hash": ha[0]})  # held and pinned: skipped
+    send({"type": "RevokeLease", "lease_id": "L2"})  # purge: C's own page goes
     for i in range(12):  # fresh requests cycle both tiers
         need = 32 - alloc.available_size()
         if need > 0:
             cache.evict(EvictParams(num_tokens=need))
         insert_kv(cache, alloc, pool, list(range(1000 + 40 * i, 1000 + 40 * i + 32)))
         out.append(repr(events(cache)).encode())
+    hf = chain_hashes(list(range(1440, 1472)))  # the last fresh request's eight pages
+    send({"type": "Pause", "block_hashes": hf[:6], "ttl_seconds": 30, "lease_id": "L3"})
+    send({"type": "Prune", "after_block_hash": hf[3], "force": True})  # held: force lets go
+    send({"type": "RevokeLease", "lease_id": "L3"})  # purge: pages 1-4 leave every tier
     send({"type": "Inspect", "block_hashes": ha + hb + hc})
     send({"type": "Cache", "block_hashes": hb + hc, "pin": True})  # evicted from every tier
     send({"type": "Cache", "block_hashes": ha, "pin": False}, envelope=True)

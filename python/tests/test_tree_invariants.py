@@ -133,8 +133,8 @@ def _random_workload_with_commands(seed, policy):
         cache.sanity_check()
     for sid, ep in epochs.items():
         h.handle({"type": "ToolEnd", "session_id": sid, "epoch": ep})
-    for lid in leases:  # without purging: the Rust core has no way to (kvctl cores.py)
-        h.handle({"type": "RevokeLease", "lease_id": lid, "purge": False})
+    for lid in leases:
+        h.handle({"type": "RevokeLease", "lease_id": lid})
     # The workload reached the handler (not only the cache), commands took effect, none failed midway.
     by_status = h.metrics["by_status"]
     assert sum(by_status.values()) >= 20, h.metrics

@@ -16,7 +16,7 @@ export interface RealServerOptions {
   /**
    * The commands kvctl accepts (`--kv-control-config` `commands`): a list, or "rust" for those
    * SGLang's Rust tree core carries (python/kvctl_worker/cores.py; SGLang then keeps that core).
-   * Unset: every command, and SGLang runs its Python tree core (Prune and Think need it).
+   * Unset: every command, and SGLang runs its Python tree core (Think needs it).
    */
   kvctlCommands?: "rust" | string[];
   /** Patched SGLang tree (the dir holding `sglang/`); built and removed by us when unset. */

@@ -1,7 +1,6 @@
 """Pause (park blocks on host under a TTL lease), RenewLease, RevokeLease."""
 from __future__ import annotations
 
-from .. import cores
 from ..ack import Ack
 from ..codec import Command, CommandError
 from .context import CommandContext, depth, lease_dict, status_of
@@ -59,8 +58,6 @@ class LeaseCommands:
     def revoke(self, cmd: Command) -> Ack:
         st = self.ctx.unified(cmd)
         hold = self._lease_or_reject(st, cmd.fields["lease_id"])
-        if cmd.fields.get("purge") is not False and not st.moves.can_purge:
-            raise CommandError("command.purge", cores.PURGE_ON_RUST)
         st.sessions.end_lease(hold.key)
         found = self.ctx.lookup(st, hold.hashes)
         if cmd.fields.get("purge") is False:

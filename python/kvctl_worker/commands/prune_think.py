@@ -22,7 +22,7 @@ class PruneThinkCommands:
     def prune(self, cmd: Command) -> Ack:
         st = self.ctx.state  # Prune and Think(transient=false) also run on a plain RadixCache
         h = cmd.fields["after_block_hash"]
-        node = T.node_ending_at(self.ctx.cache, st, h)
+        node = st.moves.node_ending_at(self.ctx.cache, st, h)
         if node is None:
             return Ack(type="Prune", status="noop", requested=1, missing=[h],
                        reason="after_block_hash: not held by this worker")
@@ -46,7 +46,7 @@ class PruneThinkCommands:
             i = n0.kvctl_hashes.index(h) if h in own else 0
             if i > 0 and n0.kvctl_hashes[i - 1] in listed:
                 continue
-            n = T.node_starting_at(self.ctx.cache, st, h)
+            n = st.moves.node_starting_at(self.ctx.cache, st, h)
             if n is not None:
                 nodes[id(n)] = n
         return list(nodes.values())

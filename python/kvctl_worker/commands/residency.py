@@ -26,10 +26,10 @@ class Purged:
             into[t] = into.get(t, 0) + pages
 
 
-def _leaves_first(roots, include_self: bool) -> List[Any]:
+def _leaves_first(moves, roots, include_self: bool) -> List[Any]:
     order, seen = [], set()
     for r in roots:
-        for n in T.subtree_leaves_first(r, include_self=include_self):
+        for n in moves.subtree(r, include_self):
             if id(n) not in seen:
                 seen.add(id(n))
                 order.append(n)
@@ -40,26 +40,27 @@ def purge(ctx: CommandContext, st, roots, include_self: bool, force: bool) -> Pu
     """Remove the subtrees under ``roots`` from every tier, leaves first; pinned/held nodes
     skipped unless ``force``; in-use nodes always skipped, and so are their ancestors (a
     prefix never goes before its suffixes)."""
-    root = st.ops.root()
+    root, mv = st.ops.root(), st.moves
     out = Purged()
     blocked: Set[int] = set()
-    for n in _leaves_first(roots, include_self):
-        if not st.index.reachable(n, root):
-            continue  # already gone with a tombstone cascade
-        hashes = list(getattr(n, "kvctl_hashes", None) or ())
-        pages = len(hashes) or 1
-        names = T.tier_names(n)  # before the purge: a skipped node is counted where it was
-        keep = id(n) in blocked or T.in_use(n)
-        if not keep and (getattr(n, "pin_count", 0) or T.host_locked(n)):
-            keep = not force
-            if force:
-                st.pins.release_hashes(hashes)
-        gone = None if keep else T.purge_leaf(ctx.cache, n)
-        if gone is None:
-            out.count(pages, names, skipped=True)
-            blocked.update(id(a) for a in T._ancestors(n, root))
-        else:
-            out.count(pages, gone, skipped=False)
+    with mv.purging(ctx.cache):
+        for n in _leaves_first(mv, roots, include_self):
+            if not st.index.reachable(n, root):
+                continue  # already gone with a tombstone cascade
+            hashes = list(getattr(n, "kvctl_hashes", None) or ())
+            pages = len(hashes) or 1
+            names = T.tier_names(n)  # before the purge: a skipped node is counted where it was
+            keep = id(n) in blocked or mv.in_use(n)
+            if not keep and (getattr(n, "pin_count", 0) or mv.host_locked(n)):
+                keep = not force
+                if force:
+                    st.pins.release_hashes(hashes)
+            gone = None if keep else mv.purge_leaf(ctx.cache, n)
+            if gone is None:
+                out.count(pages, names, skipped=True)
+                blocked.update(id(a) for a in T._ancestors(n, root))
+            else:
+                out.count(pages, gone, skipped=False)
     return out
 
 

@@ -8,15 +8,15 @@ from typing import Any, List, Optional, Tuple
 
 from .nodes import RustNode, RustNodes
 from .ops import DeviceView, RustOps
+from .purge import RustPurge
 
 
 def _depth(node: RustNode) -> int:
     return node.end
 
 
-class RustMoves:
+class RustMoves(RustPurge):
     core = "rust"
-    can_purge = False  # no targeted host-leaf eviction on this core (cores.py)
 
     def __init__(self, nodes: RustNodes, ops: RustOps):
         self.nodes = nodes
@@ -44,6 +44,14 @@ class RustMoves:
     def _device_subtree(self, node: RustNode) -> List[RustNode]:
         """The node and every descendant holding KV on the device, each after its descendants
         (the order tiers.subtree_leaves_first gives on the Python core)."""
+        return self._subtree(node, device_only=True)
+
+    def subtree(self, node: RustNode, include_self: bool) -> List[RustNode]:
+        """tiers.subtree_leaves_first: the node and every descendant, on any tier."""
+        out = self._subtree(node, device_only=False)
+        return out if include_self else out[:-1]
+
+    def _subtree(self, node: RustNode, device_only: bool) -> List[RustNode]:
         blocks = self.nodes.blocks
         seen = {node.id: node}
         stack = [(node, False)]
@@ -56,7 +64,9 @@ class RustMoves:
             stack.append((n, True))
             if not n.kvctl_hashes:
                 continue
-            kids = [k for k in blocks.children(n.kvctl_hashes[-1]) if blocks.tiers(k)[0]]
+            kids = blocks.children(n.kvctl_hashes[-1])
+            if device_only:
+                kids = [k for k in kids if blocks.tiers(k)[0]]
             for h, child in self.nodes.resolve(kids).items():
                 if child.id not in seen and child.parent_id == n.id:
                     seen[child.id] = child
