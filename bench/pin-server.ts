@@ -6,7 +6,9 @@
 // its prior context was cached, and its time to first token is measured (a 1-token request).
 // Modes: baseline (device pool only, no pin), pinned (device pool only, pin), and tier-aware
 // pin (HiCache host tier x2, pin keeps it on host). The reference is the baseline of the same
-// run; the scale (pool, page, prompt and flood sizes) is printed.
+// run; the scale (pool, page, prompt and flood sizes) is printed. Both servers accept only what
+// SGLang's Rust tree core carries, so SGLang keeps that core (the JSON names it per server).
+// --smoke: the same code on a small pool, two depths and one repetition (npm test).
 import { parseArgs } from "node:util";
 import { connectControlPlane, ControlPublisher } from "../src/control/index.js";
 import { startNatsServer } from "../src/testing/index.js";
@@ -25,22 +27,23 @@ const { values: args } = parseArgs({
     json: { type: "boolean" },
     device: { type: "string" },
     reps: { type: "string" },
+    smoke: { type: "boolean" },
   },
   strict: true,
 });
-const DEVICE = Number(args.device ?? 1024);
+const DEVICE = Number(args.device ?? (args.smoke ? 512 : 1024));
 const PAGE = 16;
-const DEPTHS = [0, 2, 6, 10, 16];
+const DEPTHS = args.smoke ? [0, 10] : [0, 2, 6, 10, 16];
 // The prototype's VIP prompts over its 42 816-token cache, kept as fractions of this pool.
 const PROTO_CAPACITY = 42_816;
-const PROTO_PROMPTS = [3158, 4810, 7347, 10826, 15002];
+const PROTO_PROMPTS = args.smoke ? [3158, 10826] : [3158, 4810, 7347, 10826, 15002];
 const PROMPTS = PROTO_PROMPTS.map((p) =>
   Math.max(PAGE, Math.round(((p / PROTO_CAPACITY) * DEVICE) / PAGE) * PAGE),
 );
 const FLOOD_EACH = 150;
 const FLOOD_FLAT = 3 * DEVICE;
 const FLOOD_TIER = Math.round(1.5 * 3 * DEVICE);
-const REPS = Number(args.reps ?? 3);
+const REPS = Number(args.reps ?? (args.smoke ? 1 : 3));
 
 type Mode = "baseline" | "pinned" | "tier_baseline" | "tier_pinned";
 interface Row {

@@ -10,8 +10,12 @@ const positive = (j: Record<string, unknown>, keys: string[]) => {
   for (const k of keys) expect(j[k], k).toBeGreaterThan(0);
 };
 
-async function bench(name: string, timeoutMs: number): Promise<Record<string, unknown>> {
-  const r = await runBenchSmoke(name, timeoutMs);
+async function bench(
+  name: string,
+  timeoutMs: number,
+  extraArgs: string[] = [],
+): Promise<Record<string, unknown>> {
+  const r = await runBenchSmoke(name, timeoutMs, extraArgs);
   expect(r.code, r.tail).toBe(0);
   expect(r.json, r.tail).not.toBeNull();
   return r.json as Record<string, unknown>;
@@ -75,6 +79,21 @@ describe("npm run bench:* -- --json --smoke", () => {
     for (const x of j.baseline_cached as number[]) expect(x).toBeLessThanOrEqual(0.05);
     for (const x of [...(j.pinned_cached as number[]), ...(j.tier_pinned_cached as number[])])
       expect(x).toBeGreaterThanOrEqual(0.9);
+  });
+
+  it("bench:pin --server: real servers on SGLang's Rust tree core, pins survive the flood", {
+    timeout: 600_000,
+  }, async () => {
+    const j = await bench("pin", 590_000, ["--server"]);
+    expect(j.bench).toBe("pin-server");
+    expect(j.tree_core).toEqual(["rust", "rust"]);
+    const depths = j.depths as number[];
+    expect(depths.length).toBeGreaterThanOrEqual(2);
+    for (const x of [...(j.baseline_cached as number[]), ...(j.tier_baseline_cached as number[])])
+      expect(x).toBeLessThanOrEqual(0.05);
+    for (const x of [...(j.pinned_cached as number[]), ...(j.tier_pinned_cached as number[])])
+      expect(x).toBeGreaterThanOrEqual(0.9);
+    expect(j.ok).toBe(true);
   });
 
   it("bench:copy: figures for both directions and a verified session", {

@@ -30,7 +30,7 @@ function demo(args: string[], timeoutMs: number) {
   return { r, lines, last };
 }
 
-function expectSession(last: ReturnType<typeof demo>["last"], out: string) {
+function expectSession(last: ReturnType<typeof demo>["last"], out: string, refused: string[] = []) {
   expect(last.demo, out).toBe("ok");
   expect(last.commands.map((c) => c.type)).toEqual(
     expect.arrayContaining([
@@ -45,7 +45,10 @@ function expectSession(last: ReturnType<typeof demo>["last"], out: string) {
       "Warm",
     ]),
   );
-  for (const c of last.commands) expect(["applied", "partial"]).toContain(c.status);
+  for (const c of last.commands)
+    expect(refused.includes(c.type) ? ["rejected"] : ["applied", "partial"], c.type).toContain(
+      c.status,
+    );
   expect(last.pin_vs_flood[0].fraction).toBeLessThanOrEqual(0.05);
   expect(last.pin_vs_flood[1].fraction).toBeGreaterThanOrEqual(0.9);
 }
@@ -59,6 +62,17 @@ describe("kvctl demo", () => {
     expect(r.stdout).toMatch(/greedy output after restore identical to before offload: yes/);
     expect(Object.keys(last).at(-1)).toBe("server");
     expect(last.server).toBe("sglang 0.5.23");
+    expect(last.tree_core).toBe("python"); // every command accepted: Think needs the Python core
+    expect(r.status).toBe(0);
+  }, 1_000_000);
+
+  it("--rust-core: the same session on SGLang's Rust tree core, Think refused naming command.type", () => {
+    const { r, last } = demo(["--rust-core"], 900_000);
+    const out = `${r.stdout}\n${r.stderr}`;
+    expectSession(last, out, ["Think"]);
+    expect(r.stdout).toMatch(/Think -> rejected: .* — command\.type: Think is not accepted/);
+    expect(r.stdout).toMatch(/greedy output after restore identical to before offload: yes/);
+    expect(last.tree_core).toBe("rust");
     expect(r.status).toBe(0);
   }, 1_000_000);
 

