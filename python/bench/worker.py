@@ -6,7 +6,7 @@ on), for one seeded request workload (workload.py: match_prefix + insert + evict
   pristine_rust    unpatched SGLang, its default Rust tree core
   pristine_python  unpatched SGLang, its Python tree core
   patched_off      patched SGLang, no kvctl flag (must pick the Rust core and cost nothing)
-  patched_on       patched SGLang, kvctl on accepting every command (Prune and Think need the
+  patched_on       patched SGLang, kvctl on accepting every command (Think needs the
                    Python tree core, so SGLang picks it), with live TTL pins from the command layer
   patched_on_rust  patched SGLang, kvctl on accepting the commands the Rust core carries (kvctl
                    cores.py), so SGLang keeps its Rust core; the same live TTL pins
@@ -17,9 +17,11 @@ each ratio's spread over rounds (a round's configurations run back to back, so a
 compares neighbours in time).
 Ratios: off_ratio = patched_off / pristine_rust (bar <= 1.05), on_ratio_vs_python = patched_on /
 pristine_python (bar <= 1.10), on_rust_ratio = patched_on_rust / pristine_rust (bar <= 1.15),
-on_ratio_vs_rust = patched_on / pristine_rust (what accepting Prune or Think costs). With --json
+on_ratio_vs_rust = patched_on / pristine_rust (what accepting Think costs). With --json
 the last line is one JSON object of these figures. --smoke: 40 requests, one round, one pass (the
-test that the bench still runs; the figures are not a result).
+test that the bench still runs; the figures are not a result). --configs a,b: only these
+configurations (alternated the same way); the ratios whose two sides both ran are reported, e.g.
+``--configs pristine_rust,patched_on_rust --rounds 15`` for the Rust-core verdict alone.
 """
 from __future__ import annotations
 
@@ -64,7 +66,7 @@ BARS = (  # (figure, numerator, denominator, bar, what it says)
     ("on_ratio_vs_python", "patched_on", "pristine_python", 1.10, "patched_on / pristine_python"),
     ("on_rust_ratio", "patched_on_rust", "pristine_rust", 1.15, "patched_on_rust / pristine_rust"),
     ("on_ratio_vs_rust", "patched_on", "pristine_rust", None,
-     "patched_on / pristine_rust: what accepting Prune or Think costs"),
+     "patched_on / pristine_rust: what accepting Think costs"),
 )
 
 
@@ -72,17 +74,17 @@ def measure(a) -> tuple[dict, dict]:
     """Every configuration once per round, alternated; {name: [us/request per round]}, cores."""
     with tempfile.TemporaryDirectory(prefix="kvctl-bench-worker-") as tmp:
         tree = sglang_tree.build_patched_tree(tmp)
-        samples: dict = {name: [] for name in CONFIGS}
+        samples: dict = {name: [] for name in a.configs}
         cores = {}
         for r in range(a.rounds):
-            for name in CONFIGS:
+            for name in a.configs:
                 res = run_one(tree, name, None, a)
                 samples[name].append(res["us_per_req"])
                 cores[name] = res["core"].rsplit(".", 1)[-1]
                 print(f"round {r + 1}/{a.rounds} {name:16s} {res['us_per_req']:9.1f} us/request ({cores[name]})",
                       file=sys.stderr)
     for name in ("patched_off", "patched_on_rust"):
-        if cores[name] != cores["pristine_rust"]:
+        if name in cores and "pristine_rust" in cores and cores[name] != cores["pristine_rust"]:
             raise SystemExit(f"bench:worker: {name} ran {cores[name]}, pristine {cores['pristine_rust']}")
     return samples, cores
 
@@ -94,10 +96,12 @@ def report(a, samples: dict, cores: dict) -> dict:
     result = {"bench": "worker", "requests": a.requests, "pool_tokens": a.pool_tokens, "rounds": a.rounds,
               "us_per_req": {k: round(v, 2) for k, v in us.items()}}
     print(f"{'config':16s} {'us/request':>11s}  {'min..max over rounds':>22s}  core")
-    for name in CONFIGS:
+    for name in a.configs:
         lo, hi = min(samples[name]), max(samples[name])
         print(f"{name:16s} {us[name]:11.1f}  {lo:10.1f}..{hi:<10.1f}  {cores[name]}")
     for fig, num, den, bar, what in BARS:
+        if num not in samples or den not in samples:
+            continue
         per_round = sorted(x / y for x, y in zip(samples[num], samples[den]))
         result[fig] = round(us[num] / us[den], 4)
         result[fig + "_rounds"] = [round(x, 4) for x in per_round]
@@ -115,7 +119,14 @@ def main() -> int:
     ap.add_argument("--repeat", type=int)
     ap.add_argument("--pool-tokens", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help=f"comma-separated, from {', '.join(CONFIGS)} (default: all)")
     a = ap.parse_args()
+    a.configs = [c for c in a.configs.split(",") if c]
+    unknown = [c for c in a.configs if c not in CONFIGS]
+    if unknown or not a.configs:
+        ap.error(f"--configs: unknown configuration {', '.join(unknown) or '(none)'}; "
+                 f"known: {', '.join(CONFIGS)}")
     for name, full, smoke in (("requests", 400, 40), ("rounds", 3, 1), ("repeat", 3, 1)):
         if getattr(a, name) is None:
             setattr(a, name, smoke if a.smoke else full)

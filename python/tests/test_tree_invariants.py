@@ -33,6 +33,7 @@ def _check_rust_index(cache, st):
     """The Rust core's index is the fold of its KV events: every block in it is found in the tree,
     in a node that lists it, on exactly the tiers its events say (a node's blocks share its tiers)."""
     blocks = st.index.blocks
+    st.index.resolve([])  # the index reads what the core drained so far (observer._fold)
     found = st.index.resolve(list(blocks.hashes()))
     assert set(found) == set(blocks.hashes())
     for h, n in found.items():

@@ -3,9 +3,11 @@
 The Python core's observer is told of every node created, split and removed (patches 0001,
 0002). The Rust core tells nothing; what it offers is its event queue. So this observer:
 
-- reads every batch the core's recorder drains (``on_events``) into the block index; while kvctl
-  is on the core records events even when SGLang publishes none (patch 0006), and ``tick``
-  drains them then, so the queue never grows;
+- keeps every batch the core's recorder drains (``on_events``) and folds them into the block
+  index in order, before anything reads it (every reader drains first) or once FOLD_EVERY of them
+  wait, so the request path pays a list append per drain; while kvctl is on the core records
+  events even when SGLang publishes none (patch 0006), and ``tick`` drains them then, so the
+  queue never grows;
 - drains the queue itself before a command reads the index (``sync``) and hands that batch on
   to SGLang's next drain, so the publisher loses nothing and sees it in order;
 - notices the splits of held nodes there too (a held node whose span shrank: the Python core's
@@ -28,6 +30,10 @@ from .ops import RustOps
 
 logger = logging.getLogger(__name__)
 
+# Drained batches kept before the block index reads them; every reader drains first, which reads
+# them all, in order.
+FOLD_EVERY = 64
+
 
 class RustObserver(Observer):
     enabled = True
@@ -36,6 +42,7 @@ class RustObserver(Observer):
         self.core = core
         self.publishes = publishes
         self.pending: list = []
+        self.unfed: list = []  # drained batches the block index has not read yet (_fold)
         self._syncing = False
         self.blocks = BlockIndex(core.page_size)
         nodes = RustNodes(core, self.blocks, self.sync)
@@ -50,7 +57,9 @@ class RustObserver(Observer):
 
     # ---- what the core's recorder calls ---------------------------------------------------
     def on_events(self, raw: list, events: list) -> list:
-        self.blocks.feed(raw, events)
+        self.unfed.append((raw, events))
+        if len(self.unfed) >= FOLD_EVERY:
+            self._fold()
         if self.pending:
             events = self.pending + events
             self.pending = []
@@ -72,10 +81,19 @@ class RustObserver(Observer):
         st.prefetch.clear()
 
     # ---- kvctl's own drains ------------------------------------------------------------------
+    def _fold(self) -> None:
+        """The drained batches into the block index, in order (one tight loop for many of them:
+        what the request path pays per drain is a list append)."""
+        unfed, self.unfed = self.unfed, []
+        feed = self.blocks.feed
+        for raw, events in unfed:
+            feed(raw, events)
+
     def _drain(self) -> None:
         got = self.core.kv_events.take()
         if self.publishes:
             self.pending = got  # SGLang's next take_events returns them first
+        self._fold()
 
     def sync(self) -> None:
         """The index as the core is now, and every held node's blocks where they are now (every
