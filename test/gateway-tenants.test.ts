@@ -3,7 +3,7 @@
 // pin the other's data, and a tenant's own caps cost it only what is new.
 //
 // The cross-tenant matrix (B acts on what A made; "same as unknown": status and body equal to the
-// answer for an id nobody used). Rows marked [open] are not covered yet.
+// answer for an id nobody used).
 //  #  | object            | B's action                                  | expected
 //  1  | stored response   | GET /v1/responses/{A's id}                  | 404, same as unknown
 //  2  | stored response   | POST /v1/responses/{A's id}/cancel          | 404, same as unknown
@@ -21,8 +21,13 @@
 // 13-33 (test/evict-guard.test.ts, one row per case): B's Prune, Think (purge and transient),
 //     Pause (demote) and RevokeLease (purge) over blocks A's sessions or sessionless requests use
 //     go out cut to B's own blocks, without the purge, or not at all; unchanged once A's use ended.
-// [open] cache isolation `salted` (cached_tokens of a correct guess equal to a wrong one's),
-// [open] the remaining rows of the issue's 30-case matrix.
+// 34  | A's prompt        | B sends it (salted, the default for 2+      | cached_tokens equal to a prompt
+//     |   (salted)        |   tenants)                                  |   nobody sent
+// 35  | A's namespace     | B sends A's prompt with cache_salt naming   | the same: B's salt stays B's
+//     |                   |   A's namespace                             |
+// 36  | A's prompt        | A's own reuse after B's guesses             | whole (>= before)
+// 37  | salted hashing    | A's session chain against the worker        | every block held (one namespace)
+// 38  | /v1/messages      | a salted tenant's request                   | 400 saying why, not unsalted
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -89,8 +94,19 @@ beforeAll(async () => {
       auth: {
         admin: { keys: [hashKey(ADMIN)] },
         tenants: [
-          { id: "a", keys: [hashKey(KEY_A)], maxPinnedBlocksPerSession: CAP },
-          { id: "b", keys: [hashKey(KEY_B)], maxPinnedBlocksPerSession: CAP },
+          // One cache for both: their sessions pin the same system prompt's blocks.
+          {
+            id: "a",
+            keys: [hashKey(KEY_A)],
+            maxPinnedBlocksPerSession: CAP,
+            cacheIsolation: "shared",
+          },
+          {
+            id: "b",
+            keys: [hashKey(KEY_B)],
+            maxPinnedBlocksPerSession: CAP,
+            cacheIsolation: "shared",
+          },
         ],
       },
       policies: PINS_ONLY,
@@ -374,8 +390,8 @@ describe("no session's end evicts another's cache", () => {
         auth: {
           // One cache for both: what a prune could take from another tenant.
           tenants: [
-            { id: "a", keys: [hashKey(KEY_A)] },
-            { id: "b", keys: [hashKey(KEY_B)] },
+            { id: "a", keys: [hashKey(KEY_A)], cacheIsolation: "shared" },
+            { id: "b", keys: [hashKey(KEY_B)], cacheIsolation: "shared" },
           ],
         },
         policies: PRUNE_ON_CLOSE,
@@ -434,5 +450,83 @@ describe("no session's end evicts another's cache", () => {
     await until("r1 follows a/theirs", async () => (await followed()) > known);
     await bSessionCloses(system, "closes-2");
     expect(await ask(r2, KEY_A, system, "Is it snowing?", "theirs")).toBeGreaterThanOrEqual(before);
+  }, 180_000);
+});
+
+describe("cache isolation: salted", () => {
+  // Two tenants and nothing said: each is cached in a namespace of its own.
+  let s: Gateway;
+  beforeAll(async () => {
+    s = await createGateway({
+      config: {
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: [{ id: "w0", url: server.baseUrl }],
+        nats: { url: nats.url, opTimeoutMs: 5000 },
+        sessions: { bucket: "tenants-salted", idleAfterSeconds: 0, inspectMs: 0 },
+        health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 },
+        auth: {
+          tenants: [
+            { id: "a", keys: [hashKey(KEY_A)] },
+            { id: "b", keys: [hashKey(KEY_B)] },
+          ],
+        },
+      },
+      decisionLog: () => undefined,
+      log: () => undefined,
+    });
+  }, 120_000);
+  afterAll(async () => {
+    await s?.close().catch(() => undefined);
+  });
+
+  const USER = "What will the weather be in Oslo tomorrow?";
+
+  it("another tenant's correct guess of a prompt gets the cached_tokens of a wrong one; the owner's reuse is whole", async () => {
+    const system = systemOf("guessed");
+    await ask(s, KEY_A, system, USER);
+    const own = await ask(s, KEY_A, system, USER);
+    expect(own).toBeGreaterThan(600);
+    // B's guesses, each a prompt B never sent before: A's exact prompt, one nobody sent, and
+    // A's prompt with a cache_salt naming A's namespace.
+    const right = await ask(s, KEY_B, system, USER);
+    const wrong = await ask(s, KEY_B, systemOf("nobody's"), USER);
+    const salted = await ask(s, KEY_B, systemOf("guessed"), `${USER} `, undefined, {
+      cache_salt: "kvctl/a",
+    });
+    expect({ right, salted }).toEqual({ right: wrong, salted: wrong });
+    expect(wrong).toBeLessThan(64);
+    // A's own prefix is still A's whole: B's requests took nothing from it.
+    expect(await ask(s, KEY_A, system, USER)).toBeGreaterThanOrEqual(own);
+  }, 180_000);
+
+  it("a route with no cache namespace on the worker is refused for a salted tenant, saying why", async () => {
+    const res = await fetch(`${s.url}/v1/messages`, {
+      method: "POST",
+      headers: headers(KEY_B, { "anthropic-version": "2023-06-01" }),
+      body: JSON.stringify({
+        model: "m",
+        max_tokens: 2,
+        messages: [{ role: "user", content: "Hi" }],
+      }),
+    });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { type: string; error: { type: string; message: string } };
+    expect(body.type).toBe("error");
+    expect(body.error.type).toBe("invalid_request_error");
+    expect(body.error.message).toContain("cacheIsolation: salted");
+  });
+
+  it("the gateway hashes in the worker's namespace: a salted session's chain (what routing, the index and pins use) is the blocks the worker holds", async () => {
+    const system = systemOf("chain");
+    await ask(s, KEY_A, system, USER, "salted");
+    const rec = await recordWhen(s, "a/salted", (r) => r.chain.length > 0);
+    const chain = rec.chain.map((h) => BigInt(h));
+    const pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 0 });
+    const inspect = (await pub.send("w0", { type: "Inspect", block_hashes: chain })) as {
+      detail?: { blocks?: { block_hash: number | bigint }[] };
+    };
+    pub.close();
+    const held = new Set((inspect.detail?.blocks ?? []).map((b) => BigInt(b.block_hash)));
+    expect(chain.filter((h) => held.has(h)).length).toBe(chain.length);
   }, 180_000);
 });
