@@ -169,6 +169,12 @@ const CASES: [string, Setup[], Command, Command | "dropped"][] = [
     "dropped",
   ],
   [
+    "a tool call's offload (ToolStart) keeps only B's own blocks on the device's way out",
+    [bSession, aSessionless],
+    { type: "ToolStart", session_id: "b/s", block_hashes: B_CHAIN },
+    { type: "ToolStart", session_id: "b/s", block_hashes: [4n, 5n, 6n] },
+  ],
+  [
     "revoke with purge of a lease over a block A uses releases without the purge",
     [bSession, aSession, (b) => leaseOf(b, "b/s", "l1", B_CHAIN)],
     { type: "RevokeLease", lease_id: "l1" },

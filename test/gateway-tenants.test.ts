@@ -18,16 +18,17 @@
 // 11  | A's sessionless   | B's session with A's prefix closes (prune)  | A's cached_tokens unchanged
 // 12  | A's session on    | B's session closes on r1 (prune), r1 never  | A's cached_tokens unchanged
 //     |   replica r2      |   saw a turn of A's                         |
-// 13-33 (test/evict-guard.test.ts, one row per case): B's Prune, Think (purge and transient),
-//     Pause (demote) and RevokeLease (purge) over blocks A's sessions or sessionless requests use
-//     go out cut to B's own blocks, without the purge, or not at all; unchanged once A's use ended.
-// 34  | A's prompt        | B sends it (salted, the default for 2+      | cached_tokens equal to a prompt
+// 13-34 (test/evict-guard.test.ts, one row per case): B's Prune, Think (purge and transient),
+//     Pause and ToolStart (demote) and RevokeLease (purge) over blocks A's sessions or sessionless
+//     requests use go out cut to B's own blocks, without the purge, or not at all; unchanged once
+//     A's use ended.
+// 35  | A's prompt        | B sends it (salted, the default for 2+      | cached_tokens equal to a prompt
 //     |   (salted)        |   tenants)                                  |   nobody sent
-// 35  | A's namespace     | B sends A's prompt with cache_salt naming   | the same: B's salt stays B's
+// 36  | A's namespace     | B sends A's prompt with cache_salt naming   | the same: B's salt stays B's
 //     |                   |   A's namespace                             |
-// 36  | A's prompt        | A's own reuse after B's guesses             | whole (>= before)
-// 37  | salted hashing    | A's session chain against the worker        | every block held (one namespace)
-// 38  | /v1/messages      | a salted tenant's request                   | 400 saying why, not unsalted
+// 37  | A's prompt        | A's own reuse after B's guesses             | whole (>= before)
+// 38  | salted hashing    | A's session chain against the worker        | every block held (one namespace)
+// 39  | /v1/messages      | a salted tenant's request                   | 400 saying why, not unsalted
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

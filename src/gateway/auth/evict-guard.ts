@@ -1,10 +1,11 @@
 // No session's decision evicts another's cache. Every command that removes or demotes blocks (a
-// Prune's subtree, a Think's purge or transient mark, a Pause's demotion, a RevokeLease's purge)
-// goes out limited to blocks no other traffic uses (block-use.ts): a Prune moves down its
-// session's chain to the first block only it stands on, or is dropped; a Think or Pause keeps only
-// such blocks, or is dropped; a RevokeLease whose lease holds a block someone else uses releases
-// the lease without the purge (the shared blocks are released by reference, left to the worker's
-// own eviction). A trimmed command keeps its id, so its ack carries what was sent.
+// Prune's subtree, a Think's purge or transient mark, a Pause's or ToolStart's move to host, a
+// RevokeLease's purge) goes out limited to blocks no other traffic uses (block-use.ts): a Prune
+// moves down its session's chain to the first block only it stands on, or is dropped; a Think,
+// Pause or ToolStart keeps only such blocks, or is dropped; a RevokeLease whose lease holds a block
+// someone else uses releases the lease without the purge (the shared blocks are released by
+// reference, left to the worker's own eviction). A trimmed command keeps its id, so its ack
+// carries what was sent.
 import { Counter, type Registry } from "prom-client";
 import type { PolicyCommand } from "../../contract/policy.js";
 import type { Command } from "../../protocol/index.js";
@@ -54,7 +55,8 @@ export class EvictGuard {
         return { pc: { ...pc, command: { ...c, after_block_hash: chain[k] } } };
       }
       case "Think":
-      case "Pause": {
+      case "Pause":
+      case "ToolStart": {
         const kept = c.block_hashes.filter(mine);
         if (kept.length === c.block_hashes.length) return { pc };
         if (!kept.length) return { dropped: "other traffic uses every block it names" };
