@@ -35,7 +35,7 @@ export class BlockUse {
   private readonly cap: number;
 
   constructor(private readonly o: BlockUseOptions) {
-    this.cap = o.cap ?? 1_000_000;
+    this.cap = o.cap ?? 250_000;
     const known = this;
     new Gauge({
       name: "kvctl_gateway_block_use_sessions",
