@@ -1,6 +1,6 @@
-// The eviction guard against the block-use table, case by case: what each evicting command may
-// still remove when other sessions (of any tenant, any replica) or recent sessionless requests
-// stand on its blocks. The real-worker effect is in test/gateway-tenants.test.ts.
+// The eviction guard against the block-use table, case by case: what each evicting command of
+// tenant B's may still remove when tenant A's sessions (on any replica) or recent sessionless
+// requests stand on its blocks; within one tenant the policy's own rules decide. The real-worker effect is in test/gateway-tenants.test.ts.
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import type { PolicyCommand } from "../src/contract/policy.js";
@@ -60,10 +60,10 @@ const pc = (command: Command, sessionId: string | null = "b/s"): PolicyCommand =
 });
 
 type Setup = (b: Bed) => void;
-const bSession: Setup = (b) => b.use.session("b/s", "w0", B_CHAIN, b.clock.t);
+const bSession: Setup = (b) => b.use.session("b/s", "b", "w0", B_CHAIN, b.clock.t);
 const aSessionless: Setup = (b) =>
-  b.use.sessionless("w0", A_CHAIN, b.clock.t, SESSIONLESS_WINDOW_MS);
-const aSession: Setup = (b) => b.use.session("a/s", "w0", A_CHAIN, b.clock.t);
+  b.use.sessionless("a", "w0", A_CHAIN, b.clock.t, SESSIONLESS_WINDOW_MS);
+const aSession: Setup = (b) => b.use.session("a/s", "a", "w0", A_CHAIN, b.clock.t);
 const later =
   (ms: number): Setup =>
   (b) => {
@@ -98,7 +98,7 @@ const CASES: [string, Setup[], Command, Command | "dropped"][] = [
   ],
   [
     "prune whose session is all shared but its last block: not sent",
-    [(b) => b.use.session("b/s", "w0", [1n, 2n, 3n, 9n], b.clock.t), aSession],
+    [(b) => b.use.session("b/s", "b", "w0", [1n, 2n, 3n, 9n], b.clock.t), aSession],
     { type: "Prune", after_block_hash: 1n },
     "dropped",
   ],
@@ -122,13 +122,29 @@ const CASES: [string, Setup[], Command, Command | "dropped"][] = [
   ],
   [
     "prune at a block A's session left (its chain moved on) goes out unchanged",
-    [bSession, aSession, (b) => b.use.session("a/s", "w0", [10n, 11n], b.clock.t)],
+    [bSession, aSession, (b) => b.use.session("a/s", "a", "w0", [10n, 11n], b.clock.t)],
     { type: "Prune", after_block_hash: 1n },
     { type: "Prune", after_block_hash: 1n },
   ],
   [
+    "B's own other session and sessionless requests leave B's prune to the policy",
+    [
+      bSession,
+      (b) => b.use.session("b/t", "b", "w0", A_CHAIN, b.clock.t),
+      (b) => b.use.sessionless("b", "w0", A_CHAIN, b.clock.t, SESSIONLESS_WINDOW_MS),
+    ],
+    { type: "Prune", after_block_hash: 1n },
+    { type: "Prune", after_block_hash: 1n },
+  ],
+  [
+    "a session this replica never saw stands as no tenant: A's blocks are still protected",
+    [aSession],
+    { type: "Think", block_hashes: [1n, 2n], transient: true },
+    "dropped",
+  ],
+  [
     "the same block hash on another worker protects nothing here",
-    [bSession, (b) => b.use.sessionless("w1", A_CHAIN, b.clock.t, SESSIONLESS_WINDOW_MS)],
+    [bSession, (b) => b.use.sessionless("a", "w1", A_CHAIN, b.clock.t, SESSIONLESS_WINDOW_MS)],
     { type: "Prune", after_block_hash: 1n },
     { type: "Prune", after_block_hash: 1n },
   ],
@@ -140,7 +156,7 @@ const CASES: [string, Setup[], Command, Command | "dropped"][] = [
   ],
   [
     "a sessionless request asking for a 1 h cache keeps its blocks past 5 minutes",
-    [bSession, (b) => b.use.sessionless("w0", A_CHAIN, b.clock.t, 3_600_000), later(600_000)],
+    [bSession, (b) => b.use.sessionless("a", "w0", A_CHAIN, b.clock.t, 3_600_000), later(600_000)],
     { type: "Prune", after_block_hash: 1n },
     { type: "Prune", after_block_hash: 4n },
   ],
@@ -224,8 +240,8 @@ describe("the eviction guard", () => {
     const clock = { now: () => 0 };
     const use = new BlockUse({ clock, sessionTtlMs: 0, registry });
     const guard = new EvictGuard(use, () => [], registry);
-    use.session("b/s", "w0", B_CHAIN, 0);
-    use.session("a/s", "w0", A_CHAIN, 0);
+    use.session("b/s", "b", "w0", B_CHAIN, 0);
+    use.session("a/s", "a", "w0", A_CHAIN, 0);
     guard.check(pc({ type: "Prune", after_block_hash: 1n }));
     guard.check(pc({ type: "Think", block_hashes: [1n], transient: true }));
     guard.check(pc({ type: "Prune", after_block_hash: 5n }));

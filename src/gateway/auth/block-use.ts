@@ -1,15 +1,19 @@
-// Who has stood on each block of each worker lately: every session (this replica's turns, and
-// every replica's through the shared session bucket), and sessionless requests within a window.
-// The eviction guard (evict-guard.ts) reads it so that no session's prune, purge or demote removes
-// a block other traffic still uses. Block hashes chain their prefix, so whoever stands on a block
+// Which tenants have stood on each block of each worker lately: every session (this replica's
+// turns, and every replica's through the shared session bucket), and sessionless requests within a
+// window. The eviction guard (evict-guard.ts) reads it so that no tenant's prune, purge or demote
+// removes a block another tenant's traffic still uses. Block hashes chain their prefix, so whoever stands on a block
 // below another stands on that one too: a block nobody else uses has no one else below it either.
 import type { KV } from "@nats-io/kv";
 import { Gauge, type Registry } from "prom-client";
 import { isSessionRecord } from "../holds/record.js";
 import type { Clock } from "../session-store.js";
 
-/** Every sessionless request counts as one other user of the blocks it stood on. */
+/** A tenant's sessionless requests count as one user of the blocks they stood on. */
 const SESSIONLESS = "\u0000sessionless";
+
+/** A user of blocks: its tenant ("" for none: auth off, or the admin key) and who in it. */
+const userOf = (tenant: string | null, who: string) => `${tenant ?? ""}\u0001${who}`;
+const tenantPart = (user: string) => user.slice(0, user.indexOf("\u0001"));
 
 /**
  * How long a sessionless request's blocks count as in use: the prompt-cache lifetime clients are
@@ -30,8 +34,8 @@ export interface BlockUseOptions {
 export class BlockUse {
   /** `worker block` -> user -> in use until (ms), in order of last use. */
   private readonly users = new Map<string, Map<string, number>>();
-  /** Each session's last chain, as `worker block` keys. */
-  private readonly chains = new Map<string, string[]>();
+  /** Each session's last chain, as `worker block` keys, and the user it stands there as. */
+  private readonly chains = new Map<string, { keys: string[]; user: string; tenant: string }>();
   private readonly cap: number;
 
   constructor(private readonly o: BlockUseOptions) {
@@ -39,7 +43,7 @@ export class BlockUse {
     const known = this;
     new Gauge({
       name: "kvctl_gateway_block_use_sessions",
-      help: "Sessions (of every replica) whose blocks the eviction guard protects from other sessions' evictions",
+      help: "Sessions (of every replica) whose blocks the eviction guard protects from other tenants' evictions",
       registers: [o.registry],
       collect() {
         this.set(known.chains.size);
@@ -48,40 +52,59 @@ export class BlockUse {
   }
 
   /** A session's sequence as its last turn left it (it replaces the one before). */
-  session(id: string, worker: string, chain: readonly (bigint | string)[], lastMs: number): void {
+  session(
+    id: string,
+    tenant: string | null,
+    worker: string,
+    chain: readonly (bigint | string)[],
+    lastMs: number,
+  ): void {
     this.forget(id);
     const keys = chain.map((h) => `${worker} ${h}`);
-    this.chains.set(id, keys);
+    const user = userOf(tenant, id);
+    this.chains.set(id, { keys, user, tenant: tenant ?? "" });
     const until = this.o.sessionTtlMs > 0 ? lastMs + this.o.sessionTtlMs : Number.MAX_SAFE_INTEGER;
-    for (const k of keys) this.use(k, id, until);
+    for (const k of keys) this.use(k, user, until);
   }
 
-  /** A sessionless request's sequence, in use for `windowMs` from `atMs`. */
-  sessionless(worker: string, chain: readonly bigint[], atMs: number, windowMs: number): void {
-    for (const h of chain) this.use(`${worker} ${h}`, SESSIONLESS, atMs + windowMs);
+  /** A tenant's sessionless request's sequence, in use for `windowMs` from `atMs`. */
+  sessionless(
+    tenant: string | null,
+    worker: string,
+    chain: readonly bigint[],
+    atMs: number,
+    windowMs: number,
+  ): void {
+    const user = userOf(tenant, SESSIONLESS);
+    for (const h of chain) this.use(`${worker} ${h}`, user, atMs + windowMs);
   }
 
   /** A session whose record is gone. */
   forget(id: string): void {
-    const keys = this.chains.get(id);
-    if (!keys) return;
+    const c = this.chains.get(id);
+    if (!c) return;
     this.chains.delete(id);
-    for (const k of keys) this.users.get(k)?.delete(id);
+    for (const k of c.keys) this.users.get(k)?.delete(c.user);
   }
 
-  /** Whether anyone but `self` (a session, or null) uses the block now. */
-  usedByOthers(worker: string, block: bigint | string, self: string | null): boolean {
+  /** The tenant a session stands as ("" for none), or null when this table has not seen it. */
+  tenantOf(id: string): string | null {
+    return this.chains.get(id)?.tenant ?? null;
+  }
+
+  /** Whether a tenant other than `tenant` ("" for none) uses the block now. */
+  usedByOthers(worker: string, block: bigint | string, tenant: string): boolean {
     const m = this.users.get(`${worker} ${block}`);
     if (!m) return false;
     const now = this.o.clock.now();
-    for (const [u, until] of m) if (u !== self && until > now) return true;
+    for (const [u, until] of m) if (until > now && tenantPart(u) !== tenant) return true;
     return false;
   }
 
   /** The session's last chain on the worker (empty when unknown or on another worker). */
   chainOf(id: string, worker: string): bigint[] {
     const prefix = `${worker} `;
-    return (this.chains.get(id) ?? [])
+    return (this.chains.get(id)?.keys ?? [])
       .filter((k) => k.startsWith(prefix))
       .map((k) => BigInt(k.slice(prefix.length)));
   }
@@ -119,6 +142,6 @@ export async function followSessions(kv: KV, use: BlockUse): Promise<void> {
     }
     if (!isSessionRecord(r) || !r.worker) continue;
     ids.set(e.key, r.id);
-    use.session(r.id, r.worker, r.chain, r.lastActivityMs);
+    use.session(r.id, r.tenant ?? null, r.worker, r.chain, r.lastActivityMs);
   }
 }

@@ -1,11 +1,11 @@
-// No session's decision evicts another's cache. Every command that removes or demotes blocks (a
+// No tenant's decision evicts another's cache. Every command that removes or demotes blocks (a
 // Prune's subtree, a Think's purge or transient mark, a Pause's or ToolStart's move to host, a
-// RevokeLease's purge) goes out limited to blocks no other traffic uses (block-use.ts): a Prune
-// moves down its session's chain to the first block only it stands on, or is dropped; a Think,
-// Pause or ToolStart keeps only such blocks, or is dropped; a RevokeLease whose lease holds a block
-// someone else uses releases the lease without the purge (the shared blocks are released by
-// reference, left to the worker's own eviction). A trimmed command keeps its id, so its ack
-// carries what was sent.
+// RevokeLease's purge) goes out limited to blocks no other tenant's traffic uses (block-use.ts): a
+// Prune moves down its session's chain to the first block only its tenant stands on, or is
+// dropped; a Think, Pause or ToolStart keeps only such blocks, or is dropped; a RevokeLease whose
+// lease holds a block another tenant uses releases the lease without the purge (the shared blocks
+// are released by reference, left to the worker's own eviction). Within one tenant the policy's
+// own rules decide. A trimmed command keeps its id, so its ack carries what was sent.
 import { Counter, type Registry } from "prom-client";
 import type { PolicyCommand } from "../../contract/policy.js";
 import type { Command } from "../../protocol/index.js";
@@ -25,7 +25,7 @@ export class EvictGuard {
   ) {
     this.limited = new Counter({
       name: "kvctl_gateway_evictions_limited_total",
-      help: "Prune, Think, Pause and RevokeLease commands cut down (trimmed) or dropped because other traffic uses their blocks",
+      help: "Eviction commands (Prune, Think, Pause, ToolStart, RevokeLease) cut down (trimmed) or dropped because another tenant's traffic uses their blocks",
       labelNames: ["type", "outcome"],
       registers: [registry],
     });
@@ -42,7 +42,9 @@ export class EvictGuard {
 
   private limit(pc: PolicyCommand, c: Command): Guarded {
     const self = pc.sessionId ?? null;
-    const mine = (h: bigint | string) => !this.use.usedByOthers(pc.worker, h, self);
+    // A session this table has not seen stands as no tenant: every tenant's blocks are others'.
+    const tenant = (self === null ? null : this.use.tenantOf(self)) ?? "";
+    const mine = (h: bigint | string) => !this.use.usedByOthers(pc.worker, h, tenant);
     switch (c.type) {
       case "Prune": {
         if (mine(c.after_block_hash)) return { pc };
@@ -51,7 +53,7 @@ export class EvictGuard {
         const from = chain.indexOf(c.after_block_hash);
         const k = from < 0 ? -1 : chain.findIndex((h, i) => i > from && mine(h));
         if (k < 0 || k === chain.length - 1)
-          return { dropped: "other traffic uses the blocks it would remove" };
+          return { dropped: "another tenant's traffic uses the blocks it would remove" };
         return { pc: { ...pc, command: { ...c, after_block_hash: chain[k] } } };
       }
       case "Think":
@@ -59,7 +61,7 @@ export class EvictGuard {
       case "ToolStart": {
         const kept = c.block_hashes.filter(mine);
         if (kept.length === c.block_hashes.length) return { pc };
-        if (!kept.length) return { dropped: "other traffic uses every block it names" };
+        if (!kept.length) return { dropped: "another tenant's traffic uses every block it names" };
         return { pc: { ...pc, command: { ...c, block_hashes: kept } } };
       }
       case "RevokeLease": {

@@ -113,9 +113,11 @@ export class CommandPath {
   /** The blocks a finished request stood on, before the policy decides on it. */
   observed(o: Observation): void {
     if (o.type !== "TurnFinished" || o.status !== 200 || !o.chain.length) return;
-    if (o.sessionId) return this.blockUse.session(o.sessionId, o.worker, o.chain, o.at);
+    const tenant = o.tenant ?? null;
+    if (o.sessionId) return this.blockUse.session(o.sessionId, tenant, o.worker, o.chain, o.at);
     const ttl = Math.max(0, ...(o.cacheMarkers?.breakpoints ?? []).map((b) => b.ttlSeconds));
-    this.blockUse.sessionless(o.worker, o.chain, o.at, Math.max(SESSIONLESS_WINDOW_MS, ttl * 1000));
+    const window = Math.max(SESSIONLESS_WINDOW_MS, ttl * 1000);
+    this.blockUse.sessionless(tenant, o.worker, o.chain, o.at, window);
   }
 
   /** Sends the command as the eviction guard lets it go, or reports it dropped. */
