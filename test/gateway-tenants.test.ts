@@ -3,7 +3,7 @@
 // pin the other's data, and a tenant's own caps cost it only what is new.
 //
 // The cross-tenant matrix (B acts on what A made; "same as unknown": status and body equal to the
-// answer for an id nobody used). Rows marked [open] are not covered yet.
+// answer for an id nobody used).
 //  #  | object            | B's action                                  | expected
 //  1  | stored response   | GET /v1/responses/{A's id}                  | 404, same as unknown
 //  2  | stored response   | POST /v1/responses/{A's id}/cancel          | 404, same as unknown
@@ -15,9 +15,20 @@
 //  8  | pins              | B's session at its cap beside A's           | B's refreshes sent; A's cap unmoved
 //  9  | pins              | policy view after the run                   | equals the worker's Inspect
 // 10  | hints route       | duplicate JSON keys                         | 400 naming the key, nothing applied
-// [open] cache isolation `salted` (cached_tokens of a correct guess equal to a wrong one's),
-// [open] cross-tenant prunes, purges, revokes and demotes (session end evicting sessionless traffic),
-// [open] the remaining rows of the issue's 30-case matrix.
+// 11  | A's sessionless   | B's session with A's prefix closes (prune)  | A's cached_tokens unchanged
+// 12  | A's session on    | B's session closes on r1 (prune), r1 never  | A's cached_tokens unchanged
+//     |   replica r2      |   saw a turn of A's                         |
+// 13-34 (test/evict-guard.test.ts, one row per case): B's Prune, Think (purge and transient),
+//     Pause and ToolStart (demote) and RevokeLease (purge) over blocks A's sessions or sessionless
+//     requests use go out cut to B's own blocks, without the purge, or not at all; unchanged once
+//     A's use ended.
+// 35  | A's prompt        | B sends it (salted, the default for 2+      | cached_tokens equal to a prompt
+//     |   (salted)        |   tenants)                                  |   nobody sent
+// 36  | A's namespace     | B sends A's prompt with cache_salt naming   | the same: B's salt stays B's
+//     |                   |   A's namespace                             |
+// 37  | A's prompt        | A's own reuse after B's guesses             | whole (>= before)
+// 38  | salted hashing    | A's session chain against the worker        | every block held (one namespace)
+// 39  | /v1/messages      | a salted tenant's request                   | 400 saying why, not unsalted
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -28,9 +39,9 @@ import type { Observation } from "../src/contract/observations.js";
 import type { GatewayPolicy, PolicyCommand } from "../src/contract/policy.js";
 import { ControlPublisher } from "../src/control/publisher.js";
 import { hashKey } from "../src/gateway/auth/keys.js";
-import { type AgentPolicy, createAgentPolicy } from "../src/policy/agent-policy.js";
+import { type AgentPolicy, agentPolicy, createAgentPolicy } from "../src/policy/agent-policy.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
-import { recordWhen } from "./helpers/poll.js";
+import { recordWhen, until } from "./helpers/poll.js";
 import { type SglangServer, startSglangServer } from "./helpers/sglang-server.js";
 
 const KEY_A = "tenant-a-key-0123456789";
@@ -84,8 +95,19 @@ beforeAll(async () => {
       auth: {
         admin: { keys: [hashKey(ADMIN)] },
         tenants: [
-          { id: "a", keys: [hashKey(KEY_A)], maxPinnedBlocksPerSession: CAP },
-          { id: "b", keys: [hashKey(KEY_B)], maxPinnedBlocksPerSession: CAP },
+          // One cache for both: their sessions pin the same system prompt's blocks.
+          {
+            id: "a",
+            keys: [hashKey(KEY_A)],
+            maxPinnedBlocksPerSession: CAP,
+            cacheIsolation: "shared",
+          },
+          {
+            id: "b",
+            keys: [hashKey(KEY_B)],
+            maxPinnedBlocksPerSession: CAP,
+            cacheIsolation: "shared",
+          },
         ],
       },
       policies: PINS_ONLY,
@@ -150,6 +172,39 @@ async function turn(key: string, session: string, n: number): Promise<void> {
   expect(res.status).toBe(200);
   await res.text();
 }
+
+/** A chat turn's cached_tokens (the worker's prompt-cache report). */
+async function ask(
+  gw: Gateway,
+  key: string,
+  system: string,
+  user: string,
+  session?: string,
+  extra: Record<string, unknown> = {},
+): Promise<number> {
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: headers(key, session ? { "x-session-id": session } : {}),
+    body: JSON.stringify({
+      messages: [
+        { role: "system", content: system },
+        { role: "user", content: user },
+      ],
+      max_tokens: 4,
+      temperature: 0,
+      ...extra,
+    }),
+  });
+  const body = (await res.json()) as {
+    usage?: { prompt_tokens_details?: { cached_tokens?: number } };
+  };
+  expect(res.status, JSON.stringify(body)).toBe(200);
+  return body.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+}
+
+/** A system prompt of its own per case (about 770 tokens), so no other case's blocks reach it. */
+const systemOf = (tag: string) =>
+  `Case ${tag}. You answer questions about the weather, briefly and politely. `.repeat(14);
 
 const metricLines = async (prefix: string) =>
   (await g.metrics.registry.metrics()).split("\n").filter((l) => l.startsWith(prefix));
@@ -309,4 +364,170 @@ describe("the hints route", () => {
     expect(await metricLines('kvctl_gateway_hints_total{event="close"')).toEqual([]);
     expect(await metricLines('kvctl_gateway_hints_total{event="idle"')).toEqual([]);
   });
+});
+
+describe("no session's end evicts another's cache", () => {
+  // Two replicas sharing one session bucket, both pruning what a closed session leaves.
+  const PRUNE_ON_CLOSE = {
+    pins: { enabled: false },
+    inflight: { enabled: false },
+    tools: { enabled: false },
+    think: { enabled: false },
+    idle: { enabled: false },
+    prune: { enabled: true, onClose: true },
+    warm: { enabled: false },
+  };
+  let r1: Gateway;
+  let r2: Gateway;
+
+  const replica = () =>
+    createGateway({
+      config: {
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: [{ id: "w0", url: server.baseUrl }],
+        nats: { url: nats.url, opTimeoutMs: 5000 },
+        sessions: { bucket: "tenants-prune", idleAfterSeconds: 0, inspectMs: 0 },
+        health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 },
+        auth: {
+          // One cache for both: what a prune could take from another tenant.
+          tenants: [
+            { id: "a", keys: [hashKey(KEY_A)], cacheIsolation: "shared" },
+            { id: "b", keys: [hashKey(KEY_B)], cacheIsolation: "shared" },
+          ],
+        },
+        policies: PRUNE_ON_CLOSE,
+      },
+      policy: agentPolicy,
+      decisionLog: () => undefined,
+      log: () => undefined,
+    });
+
+  beforeAll(async () => {
+    r1 = await replica();
+    r2 = await replica();
+  }, 120_000);
+  afterAll(async () => {
+    await r1?.close().catch(() => undefined);
+    await r2?.close().catch(() => undefined);
+  });
+
+  /** B's session on r1 with A's system prompt, closed; the close's prune settled on r1. */
+  const bSessionCloses = async (system: string, session: string) => {
+    await ask(r1, KEY_B, system, "What is the weather like on Mars today, roughly?", session);
+    const res = await fetch(`${r1.url}/kvctl/v1/sessions/${session}/events`, {
+      method: "POST",
+      headers: headers(KEY_B),
+      body: JSON.stringify({ event: "close" }),
+    });
+    expect(res.status).toBe(202);
+    const rec = await recordWhen(r1, `b/${session}`, (r) =>
+      r.commands.some((c) => c.type === "Prune" && c.state !== "sending"),
+    );
+    return rec.commands.filter((c) => c.type === "Prune");
+  };
+
+  it("a session's close leaves another tenant's sessionless prefix cached", async () => {
+    const system = systemOf("sessionless");
+    await ask(r1, KEY_A, system, "Is it raining?");
+    const before = await ask(r1, KEY_A, system, "Is it raining?");
+    expect(before).toBeGreaterThan(600);
+    const prunes = await bSessionCloses(system, "closes-1");
+    expect(prunes.length).toBe(1);
+    expect(await ask(r1, KEY_A, system, "Is it raining?")).toBeGreaterThanOrEqual(before);
+  }, 180_000);
+
+  it("a session's close leaves another replica's session's prefix cached", async () => {
+    const system = systemOf("replica");
+    const followed = async () =>
+      Number(
+        /kvctl_gateway_block_use_sessions (\d+)/.exec(await r1.metrics.registry.metrics())?.[1] ??
+          -1,
+      );
+    const known = await followed();
+    await ask(r2, KEY_A, system, "Is it snowing?", "theirs");
+    const before = await ask(r2, KEY_A, system, "Is it snowing?", "theirs");
+    expect(before).toBeGreaterThan(600);
+    // r1 knows A's session from the bucket alone (its policy never saw a turn of it).
+    await until("r1 follows a/theirs", async () => (await followed()) > known);
+    await bSessionCloses(system, "closes-2");
+    expect(await ask(r2, KEY_A, system, "Is it snowing?", "theirs")).toBeGreaterThanOrEqual(before);
+  }, 180_000);
+});
+
+describe("cache isolation: salted", () => {
+  // Two tenants and nothing said: each is cached in a namespace of its own.
+  let s: Gateway;
+  beforeAll(async () => {
+    s = await createGateway({
+      config: {
+        listen: { host: "127.0.0.1", port: 0 },
+        workers: [{ id: "w0", url: server.baseUrl }],
+        nats: { url: nats.url, opTimeoutMs: 5000 },
+        sessions: { bucket: "tenants-salted", idleAfterSeconds: 0, inspectMs: 0 },
+        health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 },
+        auth: {
+          tenants: [
+            { id: "a", keys: [hashKey(KEY_A)] },
+            { id: "b", keys: [hashKey(KEY_B)] },
+          ],
+        },
+      },
+      decisionLog: () => undefined,
+      log: () => undefined,
+    });
+  }, 120_000);
+  afterAll(async () => {
+    await s?.close().catch(() => undefined);
+  });
+
+  const USER = "What will the weather be in Oslo tomorrow?";
+
+  it("another tenant's correct guess of a prompt gets the cached_tokens of a wrong one; the owner's reuse is whole", async () => {
+    const system = systemOf("guessed");
+    await ask(s, KEY_A, system, USER);
+    const own = await ask(s, KEY_A, system, USER);
+    expect(own).toBeGreaterThan(600);
+    // B's guesses, each a prompt B never sent before: A's exact prompt, one nobody sent, and
+    // A's prompt with a cache_salt naming A's namespace.
+    const right = await ask(s, KEY_B, system, USER);
+    const wrong = await ask(s, KEY_B, systemOf("nobody's"), USER);
+    const salted = await ask(s, KEY_B, systemOf("guessed"), `${USER} `, undefined, {
+      cache_salt: "kvctl/a",
+    });
+    expect({ right, salted }).toEqual({ right: wrong, salted: wrong });
+    expect(wrong).toBeLessThan(64);
+    // A's own prefix is still A's whole: B's requests took nothing from it.
+    expect(await ask(s, KEY_A, system, USER)).toBeGreaterThanOrEqual(own);
+  }, 180_000);
+
+  it("a route with no cache namespace on the worker is refused for a salted tenant, saying why", async () => {
+    const res = await fetch(`${s.url}/v1/messages`, {
+      method: "POST",
+      headers: headers(KEY_B, { "anthropic-version": "2023-06-01" }),
+      body: JSON.stringify({
+        model: "m",
+        max_tokens: 2,
+        messages: [{ role: "user", content: "Hi" }],
+      }),
+    });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { type: string; error: { type: string; message: string } };
+    expect(body.type).toBe("error");
+    expect(body.error.type).toBe("invalid_request_error");
+    expect(body.error.message).toContain("cacheIsolation: salted");
+  });
+
+  it("the gateway hashes in the worker's namespace: a salted session's chain (what routing, the index and pins use) is the blocks the worker holds", async () => {
+    const system = systemOf("chain");
+    await ask(s, KEY_A, system, USER, "salted");
+    const rec = await recordWhen(s, "a/salted", (r) => r.chain.length > 0);
+    const chain = rec.chain.map((h) => BigInt(h));
+    const pub = new ControlPublisher(nc, { timeoutMs: 15_000, retries: 0 });
+    const inspect = (await pub.send("w0", { type: "Inspect", block_hashes: chain })) as {
+      detail?: { blocks?: { block_hash: number | bigint }[] };
+    };
+    pub.close();
+    const held = new Set((inspect.detail?.blocks ?? []).map((b) => BigInt(b.block_hash)));
+    expect(chain.filter((h) => held.has(h)).length).toBe(chain.length);
+  }, 180_000);
 });

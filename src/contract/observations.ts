@@ -98,6 +98,8 @@ export interface TurnFinished {
   at: number;
   requestId: string;
   sessionId: string | null;
+  /** The tenant whose key the request carried (null or absent: auth off, or the admin key). */
+  tenant?: string | null;
   route: RouteKind;
   worker: string;
   /** Upstream HTTP status; 0 when the worker never answered. */

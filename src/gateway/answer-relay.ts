@@ -16,6 +16,7 @@ import { classifyUpstreamError } from "./upstream.js";
 import type { CallOutcome, WorkerCall } from "./call.js";
 import type { CallClock } from "./latency.js";
 import { requestFields } from "./request-log.js";
+import { onResponseClose } from "./response-close.js";
 
 const PASS_RESPONSE_HEADERS = ["content-type", "cache-control", "x-request-id"];
 
@@ -172,10 +173,17 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     metrics.upstreamErrors.inc({ worker: worker.id, kind });
     // Not drained here: a worker that died refuses the next connection and is drained then;
     // one that only lost this connection keeps its sessions and its blocks in the index.
-    this.ctx.log.warn(
-      `gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message}); client told`,
-      requestFields(this.res.req),
-    );
+    const what = `gateway: worker ${worker.id} failed mid-stream (${kind}: ${e.message})`;
+    const fields = requestFields(this.res.req);
+    // Told only once the error event went out: a connection the gateway cut (a drain's grace over)
+    // or the client closed first gets none.
+    const said = () =>
+      this.ctx.log.warn(
+        `${what}; ${this.res.writableFinished ? "the client was sent an error event" : "the client's connection closed before the error event went out"}`,
+        fields,
+      );
+    if (this.res.destroyed) said();
+    else onResponseClose(this.res, said);
     this.res.end(
       streamErrorEvent(
         this.call.turn.flavor,

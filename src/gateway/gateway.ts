@@ -5,6 +5,7 @@ import type { FastifyInstance } from "fastify";
 import { InMemoryKvIndex, type KvIndex } from "../index/index.js";
 import type { Server as TlsServer } from "node:https";
 import type { SecureContextOptions } from "node:tls";
+import { type BlockUse, followSessions } from "./auth/block-use.js";
 import { AuthGate } from "./auth/gate.js";
 import { AuthConfigError, type ResolvedAuth, resolveAuth } from "./auth/table.js";
 import { loadTls, TlsConfigError } from "./auth/tls.js";
@@ -263,6 +264,7 @@ function assembleLoop(b: Base, resolvedAuth: ResolvedAuth | null) {
     maxCommands: config.sessions.maxCommands,
     heartbeatMs: config.sessions.heartbeatMs,
     pending: recording,
+    sessionTtlSeconds: config.sessions.ttlSeconds,
   });
   // SGLang's session radix cache on the workers that run it: sessions closed where kvctl lets them go.
   const radix = new RadixSessions({
@@ -273,10 +275,26 @@ function assembleLoop(b: Base, resolvedAuth: ResolvedAuth | null) {
   });
   const observe = policyObserver(policy, path, incarnation, log, (o) => radix.observe(o));
   nats.whenUp(() => path.sink.flush());
+  nats.whenUp(followOnce(nats, path.blockUse, log));
   const workers = assembleWorkers(b, observe, radix, (w) => inspector.restartedFromEvents(w));
   const { inspector, expiry } = assembleWatchers(b, path.ledger, observe, workers, holdMetrics);
   const { sink: commands, recorder, ledger } = path;
   return { recording, observe, workers, commands, recorder, ledger, inspector, expiry };
+}
+
+/** Every replica's session records into the block-use table, one watch at a time. */
+function followOnce(nats: NatsLink, use: BlockUse, log: GatewayLog): () => void {
+  let following = false;
+  return () => {
+    const kv = nats.kv();
+    if (!kv || following) return;
+    following = true;
+    followSessions(kv, use)
+      .catch((e) => log.warn(`gateway: following the session bucket: ${(e as Error).message}`))
+      .finally(() => {
+        following = false;
+      });
+  };
 }
 
 /** Each worker's Inspect, and the expiry of session records still naming holds. */
@@ -382,6 +400,7 @@ function policyObserver(
         leases: currentStored(o.stored.leases, incarnation),
       };
     }
+    path.observed(o);
     let out: readonly PolicyCommand[];
     try {
       out = policy.observe(o);

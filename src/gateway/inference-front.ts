@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { RouteKind } from "../contract/observations.js";
 import { principalOf } from "./auth/gate.js";
 import { scopedSessionId } from "./auth/ownership.js";
+import { isolate } from "./auth/cache-isolation.js";
 import { type ApiFlavor, errorBody, sendJson, tooLargeMessage } from "./errors.js";
 import { flavorOf, routeOfUrl } from "./request/routes.js";
 import {
@@ -127,6 +128,13 @@ function serve(
   const who = principalOf(req);
   turn.tenant = who.tenant;
   turn.admin = who.admin;
+  const tenants = ctx.auth?.auth.tenants;
+  const cannot =
+    who.tenant === null || !tenants ? null : isolate(turn, tenants.get(who.tenant), tenants.size);
+  if (cannot !== null) {
+    ctx.metrics.countRequest(route, "none", 400);
+    return sendJson(res, 400, errorBody(flavorOf(route), "invalid_request_error", cannot));
+  }
   if (turn.session) turn.session = { ...turn.session, id: scopedSessionId(who, turn.session.id) };
   serveTurn(ctx, turn, res).catch(failed);
 }

@@ -104,7 +104,8 @@ export function createListener(
     socket.once("close", () => metrics.connectionsOpen.dec());
   });
   server.on("drop", () => metrics.connectionsRefused.inc());
-  // fastify's own clientError handler answers (408 on a timeout) and closes the socket; this one counts.
+  // The gateway's clientError handler (client-errors.ts, through fastify) answers and closes the
+  // socket; this one counts.
   server.on("clientError", (err: Error & { code?: string }, socket: Duplex) => {
     // node's backstop sweep reports a connection again until its close has gone through.
     if (socket.destroyed) return;

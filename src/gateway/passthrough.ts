@@ -19,6 +19,7 @@ import { callTimeouts } from "./timeouts.js";
 import type { TurnContext } from "./turn-context.js";
 import { DROP_REQUEST_HEADERS } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
+import { saltedBody } from "./auth/cache-isolation.js";
 import { principalOf } from "./auth/gate.js";
 import { type Caller, scopedSessionId } from "./auth/ownership.js";
 import {
@@ -71,6 +72,10 @@ function upstreamHeaders(req: FastifyRequest): Record<string, string> {
       out[k] = Array.isArray(v) ? v.join(", ") : v;
   }
   return out;
+}
+
+function clientSaltOf(body: Record<string, unknown> | null): string | null {
+  return typeof body?.cache_salt === "string" && body.cache_salt !== "" ? body.cache_salt : null;
 }
 
 function jsonOf(raw: Buffer | undefined): Record<string, unknown> | null {
@@ -179,7 +184,14 @@ async function forward(
     const f = target.refuse;
     return fail(f.status, f.type, f.message, f.param);
   }
-  const { raw, creates } = target;
+  const { creates } = target;
+  // A new response is generated in its tenant's cache namespace, as a turn is.
+  const tenants = ctx.auth?.auth.tenants;
+  const salted =
+    r.stores && target.raw && who.tenant !== null && tenants
+      ? saltedBody(target.raw, clientSaltOf(body), tenants.get(who.tenant), tenants.size)
+      : null;
+  const raw = salted?.raw ?? target.raw;
   const workers = await candidates(ctx, target.only, req, body);
   if (workers.length === 0)
     return fail(

@@ -5,6 +5,7 @@
 // bodies and unknown routes get an error body naming the problem.
 import type { SecureContextOptions } from "node:tls";
 import { principalOf } from "./auth/gate.js";
+import { answerClientError } from "./client-errors.js";
 import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
 import { badJsonMessage, errorBody, tooLargeMessage } from "./errors.js";
 import { registerHintsRoute } from "./hints-route.js";
@@ -63,6 +64,10 @@ export function buildServer(
     logger: false,
     return503OnClosing: true,
     forceCloseConnections: true,
+    // Ids in paths reach their routes, which answer a long one as they answer any id they do not
+    // know (fastify's default, 100 characters, turned longer ones into an unknown route).
+    routerOptions: { maxParamLength: 8192 },
+    clientErrorHandler: answerClientError,
     serverFactory: (handler) => {
       const gate = p.ctx.auth;
       return createListener(

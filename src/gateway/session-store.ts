@@ -46,6 +46,8 @@ class OpTimeout extends Error {}
 export class SessionStore {
   private readonly local = new Map<string, Local>();
   private readonly foreignSeen = new Set<string>();
+  /** Each session's write under way from this replica (the next one waits for it). */
+  private readonly writing = new Map<string, Promise<void>>();
   private readonly clock: Clock;
   private readonly maxLocal: number;
   private readonly log: GatewayLog;
@@ -89,14 +91,19 @@ export class SessionStore {
   }
 
   /**
-   * Applies `change` to the current record (created when absent) and writes it back. `strict`: a
+   * Applies `change` to the current record (created when absent) and writes it back (after this
+   * replica's writes of the session already under way). `strict`: a
    * write the bucket refused (conflicts kept losing, a timeout) throws instead of landing in this
    * replica's copy only (a hold must be named where every replica reads it before it is taken).
    */
-  async update(
+  update(id: string, change: (r: SessionRecord) => void, strict = false): Promise<SessionRecord> {
+    return this.inTurn(id, () => this.updateNow(id, change, strict));
+  }
+
+  private async updateNow(
     id: string,
     change: (r: SessionRecord) => void,
-    strict = false,
+    strict: boolean,
   ): Promise<SessionRecord> {
     const kv = this.kvIfUp("put");
     if (kv) {
@@ -135,7 +142,8 @@ export class SessionStore {
             await new Promise((res) => setTimeout(res, Math.random() * 5 * (attempt + 1)));
           }
         }
-        if (attempt === 8) throw new Error("8 conflicting writes in a row");
+        if (attempt === 8)
+          throw new Error("8 conflicting writes in a row (other replicas kept writing the record)");
       } catch (err) {
         // strict: the caller says what it did instead (logged there, once), not "this replica's copy".
         if (strict) {
@@ -157,7 +165,32 @@ export class SessionStore {
    * compare-and-set, no retry): null when another write came first (or the bucket is down), so
    * of several replicas acting on what they read at one revision, exactly one goes ahead.
    */
-  async updateAt(
+  updateAt(
+    id: string,
+    revision: number,
+    change: (r: SessionRecord) => void,
+  ): Promise<SessionRecord | null> {
+    return this.inTurn(id, () => this.updateAtNow(id, revision, change));
+  }
+
+  /**
+   * Runs one session's writes from this replica one at a time, in call order, so they never
+   * conflict with each other: a compare-and-set can only lose to another replica's write.
+   */
+  private inTurn<T>(id: string, write: () => Promise<T>): Promise<T> {
+    const next = (this.writing.get(id) ?? Promise.resolve()).then(write, write);
+    const done = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.writing.set(id, done);
+    void done.then(() => {
+      if (this.writing.get(id) === done) this.writing.delete(id);
+    });
+    return next;
+  }
+
+  private async updateAtNow(
     id: string,
     revision: number,
     change: (r: SessionRecord) => void,

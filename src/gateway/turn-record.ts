@@ -66,6 +66,7 @@ export function turnFinished(
     at,
     requestId,
     sessionId: turn.session?.id ?? null,
+    tenant: turn.tenant,
     route: turn.route,
     worker,
     status: end.status,

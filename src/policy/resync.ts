@@ -78,7 +78,7 @@ export function resyncSession(ctx: PolicyTx, s: SessionView, st: StoredSessionSt
     changed++;
   }
   if (changed)
-    ctx.note("restore", "resync", "the session record changed on another replica", {
+    ctx.note("restore", "resync", "the view follows the session record, which names other holds", {
       session: s.id,
       changes: changed,
     });

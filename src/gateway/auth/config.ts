@@ -34,6 +34,9 @@ export const tenantConfigSchema = z.strictObject({
   burst: positiveInt.optional(),
   /** Requests in flight at once (absent: no limit). */
   maxConcurrent: positiveInt.optional(),
+  /** salted: the tenant's prefixes are cached in a namespace of its own (absent: salted when more
+   * than one tenant is configured, else shared). */
+  cacheIsolation: z.enum(["shared", "salted"]).optional(),
 });
 
 export const authConfigSchema = z.strictObject({

@@ -8,7 +8,9 @@ import type { Observation } from "../../contract/observations.js";
 import type { PolicyCommand } from "../../contract/policy.js";
 import type { ControlPublisher } from "../../control/publisher.js";
 import { uuidv7 } from "../../protocol/index.js";
+import { BlockUse, SESSIONLESS_WINDOW_MS } from "../auth/block-use.js";
 import type { TenantConfig } from "../auth/config.js";
+import { EvictGuard } from "../auth/evict-guard.js";
 import { PinCaps } from "../auth/pin-caps.js";
 import { CommandRecorder } from "../command-record.js";
 import { type CommandOutcome, CommandSink } from "../command-sink.js";
@@ -40,6 +42,8 @@ export interface CommandPathOptions {
   heartbeatMs: number;
   /** Work a session's next turn waits for (the gateway's map of turns being recorded). */
   pending: Map<string, Promise<void>>;
+  /** How long a session record lives after its last write (sessions.ttlSeconds; 0: forever). */
+  sessionTtlSeconds: number;
 }
 
 export class CommandPath {
@@ -47,6 +51,9 @@ export class CommandPath {
   readonly ledger: HoldLedger;
   readonly caps: PinCaps | null;
   readonly recorder: CommandRecorder;
+  /** Who uses which blocks (fed by `observed` and by every replica's records: followSessions). */
+  readonly blockUse: BlockUse;
+  private readonly guard: EvictGuard;
 
   constructor(o: CommandPathOptions) {
     // Outcomes reach the recorder through `outcome`, which runs only once a command has been sent.
@@ -60,7 +67,8 @@ export class CommandPath {
     this.ledger = new HoldLedger({
       sessions: o.sessions,
       kv: o.kv,
-      send: (pc) => this.sink.submit(pc),
+      // Again as it goes out: the releases the ledger makes itself (a close's RevokeLease).
+      send: (pc) => this.guarded(pc, (g) => this.sink.submit(g)),
       unsent: (pc, why) => this.outcome(pc, { state: "dropped", id: null, error: why }),
       clock: o.clock,
       metrics: o.holdMetrics,
@@ -69,6 +77,12 @@ export class CommandPath {
       pending: o.pending,
       incarnation: o.incarnation,
     });
+    this.blockUse = new BlockUse({
+      clock: o.clock,
+      sessionTtlMs: o.sessionTtlSeconds * 1000,
+      registry: o.metrics.registry,
+    });
+    this.guard = new EvictGuard(this.blockUse, () => o.sessions.localRecords(), o.metrics.registry);
     this.caps = o.tenants
       ? new PinCaps(o.tenants, () => o.sessions.localRecords(), o.metrics.registry)
       : null;
@@ -93,7 +107,24 @@ export class CommandPath {
     const capped = this.caps ? this.caps.limit(named) : { sent: named, dropped: [] };
     for (const d of capped.dropped)
       this.outcome(d.pc, { state: "dropped", id: null, error: d.why });
-    for (const pc of capped.sent) this.ledger.submit(pc);
+    for (const pc of capped.sent) this.guarded(pc, (g) => this.ledger.submit(g));
+  }
+
+  /** The blocks a finished request stood on, before the policy decides on it. */
+  observed(o: Observation): void {
+    if (o.type !== "TurnFinished" || o.status !== 200 || !o.chain.length) return;
+    const tenant = o.tenant ?? null;
+    if (o.sessionId) return this.blockUse.session(o.sessionId, tenant, o.worker, o.chain, o.at);
+    const ttl = Math.max(0, ...(o.cacheMarkers?.breakpoints ?? []).map((b) => b.ttlSeconds));
+    const window = Math.max(SESSIONLESS_WINDOW_MS, ttl * 1000);
+    this.blockUse.sessionless(tenant, o.worker, o.chain, o.at, window);
+  }
+
+  /** Sends the command as the eviction guard lets it go, or reports it dropped. */
+  private guarded(pc: PolicyCommand, send: (pc: PolicyCommand) => void): void {
+    const g = this.guard.check(pc);
+    if ("dropped" in g) this.outcome(pc, { state: "dropped", id: null, error: g.dropped });
+    else send(g.pc);
   }
 
   private outcome(pc: PolicyCommand, out: CommandOutcome): void {
