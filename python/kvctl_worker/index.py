@@ -46,30 +46,40 @@ class BlockHashIndex:
     def clear(self) -> None:
         self._map.clear()
 
-    def reachable(self, node: Any, root: Any) -> bool:
+    def reachable(self, node: Any, root: Any, known: Optional[Dict[int, Any]] = None) -> bool:
+        """Whether ``node`` still hangs from ``root``. ``known`` carries the nodes already found
+        reachable by earlier calls of one operation that does not change the tree in between (a
+        lookup's hashes mostly share one path): a walk stops at the first of them."""
+        path = []
         cur = node
         while cur is not root:
+            if known is not None and id(cur) in known:
+                break
             parent = cur.parent
             if parent is None or cur.key is None:
                 return False
             if parent.children.get(cur.key.child_key(self.page_size)) is not cur:
                 return False
+            path.append(cur)
             cur = parent
+        if known is not None:
+            for n in path:
+                known[id(n)] = n
         return True
 
-    def get(self, h: int, root: Any) -> Optional[Any]:
+    def get(self, h: int, root: Any, known: Optional[Dict[int, Any]] = None) -> Optional[Any]:
         node = self._map.get(h)
         if node is None:
             return None
-        if not self.reachable(node, root):
+        if not self.reachable(node, root, known):
             self.remove(node)
             return None
         return node
 
     def lookup(self, hashes: Iterable[int], root: Any):
         found, missing = [], []
+        known: Dict[int, Any] = {}
         for h in hashes:
-            node = self.get(h, root)
+            node = self.get(h, root, known)
             (found if node is not None else missing).append((h, node) if node is not None else h)
         return found, missing
-

@@ -116,9 +116,9 @@ class PinManager:
                     self.records[h] = keep
                 else:
                     del self.records[h]
-        seen = {}
+        seen, known = {}, {}
         for h in hashes:
-            node = self.index.get(h, self.ops.root())
+            node = self.index.get(h, self.ops.root(), known)
             if node is not None:
                 seen[id(node)] = node
         for node in seen.values():
@@ -127,10 +127,10 @@ class PinManager:
 
     def release_hashes(self, hashes: List[int]) -> None:
         """Drop every record (any owner) on these hashes (Prune/Think with force)."""
-        seen = {}
+        seen, known = {}, {}
         for h in hashes:
             if self.records.pop(h, None):
-                node = self.index.get(h, self.ops.root())
+                node = self.index.get(h, self.ops.root(), known)
                 if node is not None:
                     seen[id(node)] = node
         for node in seen.values():

@@ -52,3 +52,26 @@ def test_index_without_kv_events_still_matches_the_hash_events_would_publish():
         insert(c, a, list(range(1, 17)))
         insert(c, a, list(range(1, 9)) + [7, 7, 7, 7])
     assert _indexed(c2) == set(stored_hashes(c1))
+
+
+def test_lookup_sharing_walks_finds_what_one_walk_per_hash_finds():
+    """A lookup remembers the nodes it found reachable (the tree does not change during it): the
+    same found and missing hashes as a walk to the root per hash, unreachable nodes included."""
+    c, a = make_radix(page_size=4)
+    insert(c, a, list(range(1, 33)))
+    insert(c, a, list(range(1, 17)) + [100, 101, 102, 103, 104, 105, 106, 107])
+    insert(c, a, list(range(1, 9)) + [200, 201, 202, 203])
+    st = state_of(c)
+    hs = stored_hashes(c)
+    # Detach a leaf as a tree delete does, leaving its index entries behind (their flags lie).
+    leaf = st.index.get(hs[-1], c.root_node)
+    assert leaf is not None and leaf.parent is not None
+    parent = leaf.parent
+    key = next(k for k, v in parent.children.items() if v is leaf)
+    del parent.children[key]
+    order = list(reversed(hs)) + hs  # a reachable node seen before and after its ancestors
+    expected_found = [h for h in order if st.index.reachable(st.index._map[h], c.root_node)]
+    found, missing = st.index.lookup(order, c.root_node)
+    assert [h for h, _ in found] == expected_found
+    assert set(missing) == set(leaf.kvctl_hashes) and missing
+    assert all(n is st.index._map[h] for h, n in found)
