@@ -23,10 +23,12 @@ from .worker import Outbox, Worker, tokens_of
 
 class Fleet:
     def __init__(self, profile: Any, specs: List[WorkerSpec]):
+        from .native_hash import preload_native_hash
         from .pools import install_mock_pools
         from .virtual import CLOCK, install_kvctl_clock
 
         install_mock_pools()
+        preload_native_hash()
         install_kvctl_clock()
         CLOCK.now = 0.0
         self.profile = profile
