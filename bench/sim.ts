@@ -67,7 +67,7 @@ async function map(v: Record<string, string | boolean | undefined>): Promise<unk
       {
         axes: v.smoke ? SMOKE_AXES : MAP_AXES,
         seeds: v.smoke ? [1] : [1, 2, 3],
-        programsPerWorker: intOption("--programs", v.programs as string, v.smoke ? 3 : 16, 1),
+        programsPerCell: intOption("--programs", v.programs as string, v.smoke ? 6 : 16, 1),
         profile,
         hostRatio: shape.host_kv_tokens / shape.device_kv_tokens,
         pageSize: shape.page_size,

@@ -4,12 +4,13 @@
 // working set is `oversubscription` times the fleet's device + host capacity (the host pool
 // keeps the profile's host:device ratio).
 import { CONFIG_NAMES } from "./configs.js";
-import { runSim, SimInputError } from "./run.js";
+import { FleetProcesses, runSim, SimInputError } from "./run.js";
 import type {
   SimConfigResult,
   SimMapCell,
   SimMapResult,
   SimProfileRef,
+  SimRunResult,
   SimWorkload,
 } from "./types.js";
 import { generateWorkload, segmentsLength, workingSet } from "./workload/index.js";
@@ -34,8 +35,9 @@ export const MAP_AXES: MapAxes = {
 export interface MapOptions {
   axes: MapAxes;
   seeds: number[];
-  /** Agent programs per worker in a cell. */
-  programsPerWorker: number;
+  /** Agent programs in a cell, whatever its workers (the map's cost on this machine grows with
+   * programs; docs/sim.md, "The regime map", says why it is not scaled with the workers). */
+  programsPerCell: number;
   profile: string;
   /** The profile's host:device KV ratio and page size (a cell keeps them). */
   hostRatio: number;
@@ -89,9 +91,16 @@ function summarize(c: Cell, cellRuns: CellRun[]): SimMapCell {
   });
   const peers = CONFIG_NAMES.filter((n) => n !== "kvctl").map((name) => ({ name, ...med(name) }));
   peers.sort((a, b) => a.ttft_p90_ms - b.ttft_p90_ms || a.gpu_s_per_program - b.gpu_s_per_program);
+  const round3 = (x: number) => Math.round(x * 1000) / 1000;
   return {
     programs: cellRuns[0].programs,
-    effective_oversubscription: Math.round(median(cellRuns.map((r) => r.effective)) * 1000) / 1000,
+    effective_oversubscription: round3(median(cellRuns.map((r) => r.effective))),
+    pressure: {
+      h2d_mb_per_program: round3(median(cellRuns.map((r) => r.pressure.h2d_mb_per_program))),
+      recomputed_over_oracle: round3(
+        median(cellRuns.map((r) => r.pressure.recomputed_over_oracle)),
+      ),
+    },
     families: cellFamilies(c),
     ...c,
     best_peer: peers[0],
@@ -105,14 +114,30 @@ interface CellRun {
   programs: number;
   /** The working set over the fleet's device + host capacity the cell actually ran at. */
   effective: number;
+  pressure: NonNullable<SimMapCell["pressure"]>;
 }
 
-async function runCell(o: MapOptions, c: Cell, seed: number): Promise<CellRun> {
-  const programs = c.workers * o.programsPerWorker;
+/** The pressure gauge (SimMapCell.pressure): plain SGLang with HiCache and KV-aware routing. */
+function pressureOf(r: SimRunResult, programs: number): CellRun["pressure"] {
+  const c = r.configs.cache_aware;
+  if (!c) return { h2d_mb_per_program: 0, recomputed_over_oracle: 0 };
+  return {
+    h2d_mb_per_program: (c.bytes_moved.h2d ?? 0) / 1e6 / programs,
+    recomputed_over_oracle: c.recomputed_tokens / Math.max(1, r.oracle.recomputed_tokens),
+  };
+}
+
+async function runCell(
+  o: MapOptions,
+  c: Cell,
+  seed: number,
+  fleets: FleetProcesses,
+): Promise<CellRun> {
+  const programs = o.programsPerCell;
   const workload = generateWorkload({
     seed,
     programs,
-    tenants: Math.max(1, c.workers / 4),
+    tenants: Math.max(1, Math.min(c.workers / 4, Math.floor(programs / 4))),
     context: c.context,
     gaps: c.gaps,
     flood: c.flood,
@@ -134,12 +159,23 @@ async function runCell(o: MapOptions, c: Cell, seed: number): Promise<CellRun> {
     seed,
     pool: { deviceTokens: device, hostTokens: host },
     tree: o.tree,
+    fleets,
     parallel: o.parallel,
     progress: o.progress,
   });
   const out: Record<string, Figures> = { oracle: figures(r.oracle, programs) };
   for (const [k, v] of Object.entries(r.configs)) out[k] = figures(v, programs);
-  return { figures: out, programs, effective };
+  return { figures: out, programs, effective, pressure: pressureOf(r, programs) };
+}
+
+async function cellRun(o: MapOptions, c: Cell, seed: number, fleets: FleetProcesses) {
+  try {
+    return await runCell(o, c, seed, fleets);
+  } catch (e) {
+    if (e instanceof SimInputError)
+      throw new SimInputError(`map cell ${JSON.stringify(c)}: ${e.message}`);
+    throw e;
+  }
 }
 
 /** Device tokens (page multiple) that hold the workload's largest request and a page more. */
@@ -152,21 +188,23 @@ function fitsLargest(w: SimWorkload, page: number): number {
 }
 
 export async function runMap(o: MapOptions, ref: SimProfileRef): Promise<SimMapResult> {
+  // One set of fleet processes for the whole map: starting one costs seconds of imports.
+  const fleets = new FleetProcesses({ tree: o.tree });
   const out: SimMapCell[] = [];
-  const grid = mapCells(o.axes);
-  for (const [i, c] of grid.entries()) {
-    const runs = [];
-    for (const seed of o.seeds) {
-      o.progress?.(`sim map: cell ${i + 1}/${grid.length} ${JSON.stringify(c)}, seed ${seed}`);
-      try {
-        runs.push(await runCell(o, c, seed));
-      } catch (e) {
-        if (e instanceof SimInputError)
-          throw new SimInputError(`map cell ${JSON.stringify(c)}: ${e.message}`);
-        throw e;
+  try {
+    const grid = mapCells(o.axes);
+    for (const [i, c] of grid.entries()) {
+      const runs = [];
+      for (const seed of o.seeds) {
+        o.progress?.(`sim map: cell ${i + 1}/${grid.length} ${JSON.stringify(c)}, seed ${seed}`);
+        runs.push(await cellRun(o, c, seed, fleets));
       }
+      out.push(summarize(c, runs));
+      // Each cell as it ends, so a map cut short still leaves the cells it finished.
+      o.progress?.(`sim map: cell ${i + 1}/${grid.length} done ${JSON.stringify(out.at(-1))}`);
     }
-    out.push(summarize(c, runs));
+  } finally {
+    await fleets.close();
   }
   return {
     bench: "sim-map",

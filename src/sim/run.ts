@@ -51,6 +51,8 @@ export interface SimRunOptions {
   parallel?: number;
   /** The patched SGLang tree (built for the run when absent). */
   tree: string;
+  /** Fleet processes to run on, kept open for the caller's next run (default: the run's own). */
+  fleets?: FleetProcesses;
   progress?: (line: string) => void;
   log?: (line: string) => void;
 }
@@ -95,8 +97,8 @@ export async function profileOf(
 
 /** The run's fleet processes, started when first needed; each runs one configuration at a time
  * (`init` builds its workers afresh, clock at 0), so a run starts `parallel` of them, not one per
- * configuration. */
-class FleetProcesses {
+ * configuration, and runs one after another (the regime map's) can share them. */
+export class FleetProcesses {
   private readonly clients: (FleetClient | undefined)[] = [];
 
   constructor(private readonly o: { tree: string; log?: (line: string) => void }) {}
@@ -227,6 +229,7 @@ async function pool<T, R>(
 }
 
 export async function runSim(o: SimRunOptions): Promise<SimRunResult> {
+  if (o.fleets) return await runOn(o, o.fleets);
   const fleets = new FleetProcesses(o);
   try {
     return await runOn(o, fleets);

@@ -128,11 +128,16 @@ export interface SimRunResult {
 }
 
 export interface SimMapCell {
-  /** Agent programs the cell's workload holds (the map scales them with its workers). */
+  /** Agent programs the cell's workload holds. */
   programs?: number;
   /** The peak live working set over the fleet's device + host capacity the cell ran at (below
    * `oversubscription` where a pool had to grow to hold the largest request). */
   effective_oversubscription?: number;
+  /** Whether the pools were under pressure, from the runs' own counters (medians over the
+   * seeds), read off `cache_aware` (plain SGLang with HiCache, KV-aware routing): KV loaded back
+   * from host per program (the device evicted what a later request needed), and its recomputed
+   * tokens over the oracle's (above 1: the capacity cost it tokens a perfect cache kept). */
+  pressure?: { h2d_mb_per_program: number; recomputed_over_oracle: number };
   families: string[];
   workers: number;
   oversubscription: number;
