@@ -133,7 +133,18 @@ def main(argv) -> int:
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with os.fdopen(3, "rb", buffering=1 << 20) as fin, os.fdopen(4, "wb", buffering=1 << 20) as fout:
-        return serve(fin, fout)
+        prof_dir = os.environ.get("KVCTL_SIM_CPROFILE")
+        if not prof_dir:
+            return serve(fin, fout)
+        # A developer's knob (docs/sim.md, "Speed"): one cProfile dump per fleet process.
+        import cProfile
+        import time
+
+        prof = cProfile.Profile(time.process_time)  # CPU time: the machine is shared
+        try:
+            return prof.runcall(serve, fin, fout)
+        finally:
+            prof.dump_stats(os.path.join(prof_dir, f"fleet-{os.getpid()}.prof"))
 
 
 if __name__ == "__main__":
