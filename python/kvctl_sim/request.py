@@ -55,6 +55,12 @@ class SimRequest:
         self.admitted_at: Optional[float] = None
 
     @property
+    def origin_input_ids(self) -> array:
+        """The prompt, under the name SGLang's ``Req`` gives it: kvctl's scheduler tick reads the
+        head of the waiting queue's to free pinned GPU memory it cannot fit past (the safety net)."""
+        return self.prompt
+
+    @property
     def need(self) -> int:
         """Prompt tokens still to prefill."""
         return len(self.prompt) - self.done

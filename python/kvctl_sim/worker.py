@@ -96,9 +96,26 @@ class Worker:
         if self.blocked:
             d2h = self.links.free_at["d2h"]
             retry = d2h if d2h > t else None
-            options = [x for x in (head, retry) if x is not None]
+            options = [x for x in (head, retry, self._kvctl_deadline()) if x is not None]
             return min(options) if options else None
         return head
+
+    def _kvctl_deadline(self) -> Optional[float]:
+        """When kvctl's state next changes by itself (a pin's TTL, a lease or tool offload, a
+        prefetch hold), for a worker blocked on memory: SGLang's idle scheduler loop keeps ticking,
+        so what expires frees its memory at that moment."""
+        if not self.spec.kvctl:
+            return None
+        from sglang.srt.kvctl.hooks import state_for_cache
+
+        st = state_for_cache(self.cache)
+        times = [st.pins._next_expiry]
+        for h in (*st.sessions.leases.values(), *st.sessions.tools.values()):
+            if h.expires_at is not None:
+                times.append(h.expires_at)
+        times.extend(h.expires_at for h in st.prefetch.holds.values())
+        t = min(times)
+        return t if math.isfinite(t) and t > self.free_at else None
 
     # ---- one scheduler turn ---------------------------------------------------------------
 
@@ -179,7 +196,11 @@ class Worker:
             self.decode_steps += steps
             self.batch = Batch("decode", end, self.running, steps=steps)
         else:
-            self.blocked = bool(self.waiting)
+            # Nothing can run: wait from now for an input or a host copy to free room. The idle
+            # worker's time is now, so a copy that completed before this turn never wakes it again
+            # at its own (past) time; a chunked request waits as a queued one does.
+            self.blocked = bool(self.waiting or self.chunked)
+            self.free_at = CLOCK.now
 
     def _form_prefill(self) -> Tuple[List[SimRequest], List[int]]:
         budget, reqs, chunks = self.budget, [], []
