@@ -56,6 +56,15 @@ const SMOKE_AXES: MapAxes = {
   flood: [false, true],
 };
 
+/** `--seeds 1,2,3`: the map's seeds (each cell's figures are medians over them). */
+function seedsOption(v: string | undefined, dflt: number[]): number[] {
+  if (v === undefined) return dflt;
+  const seeds = v.split(",").map((s) => intOption("--seeds", s.trim(), 0));
+  if (new Set(seeds).size !== seeds.length)
+    throw new SimInputError(`--seeds: a seed given twice in ${JSON.stringify(v)}`);
+  return seeds;
+}
+
 /** The regime map on the issue's grid (smoke: two cells, one seed), one H100 70B profile. */
 async function map(v: Record<string, string | boolean | undefined>): Promise<unknown> {
   const profile = (v.profile as string | undefined) ?? "h100_sxm/llama-3.1-70b";
@@ -66,7 +75,7 @@ async function map(v: Record<string, string | boolean | undefined>): Promise<unk
     const r = await runMap(
       {
         axes: v.smoke ? SMOKE_AXES : MAP_AXES,
-        seeds: v.smoke ? [1] : [1, 2, 3],
+        seeds: seedsOption(v.seeds as string | undefined, v.smoke ? [1] : [1, 2, 3]),
         programsPerCell: intOption("--programs", v.programs as string, v.smoke ? 6 : 16, 1),
         profile,
         hostRatio: shape.host_kv_tokens / shape.device_kv_tokens,
@@ -86,9 +95,14 @@ async function map(v: Record<string, string | boolean | undefined>): Promise<unk
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
-    options: { ...SIM_OPTIONS, smoke: { type: "boolean" }, map: { type: "boolean" } },
+    options: {
+      ...SIM_OPTIONS,
+      smoke: { type: "boolean" },
+      map: { type: "boolean" },
+      seeds: { type: "string" },
+    },
   });
-  const { json, smoke, map: isMap, ...rest } = values;
+  const { json, smoke, map: isMap, seeds: _seeds, ...rest } = values;
   const opts = { ...(smoke ? SMOKE : FLEET), ...rest };
   try {
     if (isMap) {
