@@ -56,13 +56,15 @@ const SMOKE_AXES: MapAxes = {
   flood: [false, true],
 };
 
-/** `--seeds 1,2,3`: the map's seeds (each cell's figures are medians over them). */
-function seedsOption(v: string | undefined, dflt: number[]): number[] {
+/** A comma-separated list of integers (`--seeds 1,2,3`, the map's `--workers 8,64`). */
+function listOption(flag: string, v: unknown, dflt: number[], min = 0): number[] {
   if (v === undefined) return dflt;
-  const seeds = v.split(",").map((s) => intOption("--seeds", s.trim(), 0));
-  if (new Set(seeds).size !== seeds.length)
-    throw new SimInputError(`--seeds: a seed given twice in ${JSON.stringify(v)}`);
-  return seeds;
+  const xs = String(v)
+    .split(",")
+    .map((s) => intOption(flag, s.trim(), 0, min));
+  if (new Set(xs).size !== xs.length)
+    throw new SimInputError(`${flag}: a value given twice in ${JSON.stringify(v)}`);
+  return xs;
 }
 
 /** The regime map on the issue's grid (smoke: two cells, one seed), one H100 70B profile. */
@@ -74,8 +76,10 @@ async function map(v: Record<string, string | boolean | undefined>): Promise<unk
     const t0 = performance.now();
     const r = await runMap(
       {
-        axes: v.smoke ? SMOKE_AXES : MAP_AXES,
-        seeds: seedsOption(v.seeds as string | undefined, v.smoke ? [1] : [1, 2, 3]),
+        axes: v.smoke
+          ? SMOKE_AXES
+          : { ...MAP_AXES, workers: listOption("--workers", v.workers, MAP_AXES.workers, 1) },
+        seeds: listOption("--seeds", v.seeds, v.smoke ? [1] : [1, 2, 3]),
         programsPerCell: intOption("--programs", v.programs as string, v.smoke ? 6 : 16, 1),
         profile,
         hostRatio: shape.host_kv_tokens / shape.device_kv_tokens,
