@@ -75,6 +75,31 @@ describe("kvctl sim", () => {
     expect(Object.values(kv).reduce((n, c) => n + c.sent, 0)).toBeGreaterThan(0);
   });
 
+  it("with HiCache's L3 shared by the fleet: prefixes come back from storage, deterministically", {
+    timeout: 600_000,
+  }, async () => {
+    // Round robin moves every program between the two workers: a returning turn finds on its
+    // worker only part of its prefix, and the rest in the store the other worker wrote.
+    const base = ["--programs", "6", "--workers", "2", "--context", "8192", "--seed", "7"];
+    const args = [...base, "--json", "--configs", "lru", "--device-tokens", "8704"];
+    const [a, b, off] = await Promise.all([
+      kvctlSim([...args, "--host-tokens", "8704", "--storage", "shared"]),
+      kvctlSim([...args, "--host-tokens", "8704", "--storage", "shared"]),
+      kvctlSim([...args, "--host-tokens", "8704"]),
+    ]);
+    const ja = simulated(a);
+    expect(simulated(b)).toBe(ja);
+    const l3 = JSON.parse(ja).configs.lru;
+    const none = JSON.parse(simulated(off)).configs.lru;
+    expect(l3.errors).toBe(0);
+    expect(l3.storage_hit_tokens).toBeGreaterThan(0);
+    expect(l3.bytes_moved.storage_read).toBeGreaterThan(0);
+    expect(l3.bytes_moved.storage_write).toBeGreaterThan(0);
+    expect(none.storage_hit_tokens).toBe(0);
+    expect(none.bytes_moved.storage_read).toBe(0);
+    expect(l3.recomputed_tokens).toBeLessThan(none.recomputed_tokens);
+  });
+
   it("refuses bad input naming the field, before anything runs", { timeout: 300_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), "kvctl-sim-test-"));
     const trace = join(dir, "bad.jsonl");
@@ -86,11 +111,12 @@ describe("kvctl sim", () => {
       hash_ids: [1],
     };
     writeFileSync(trace, `${JSON.stringify(row)}\n`);
-    const [profile, fit, bad, config] = await Promise.all([
+    const [profile, fit, bad, config, l3] = await Promise.all([
       kvctlSim(["--profile", "h100_sxm/nope", "--programs", "1"]),
       kvctlSim(["--programs", "2", "--context", "8192", "--device-tokens", "2048"]),
       kvctlSim(["--trace", trace, "--trace-block-size", "16"]),
       kvctlSim(["--programs", "1", "--configs", "lru,belady"]),
+      kvctlSim(["--programs", "1", "--storage", "worker", "--host-tokens", "0"]),
     ]);
     expect(profile.code).toBe(2);
     expect(profile.stderr).toMatch(/unknown model .*h100_sxm has llama-3\.1-70b, llama-3\.1-8b/);
@@ -100,11 +126,16 @@ describe("kvctl sim", () => {
     expect(bad.stderr).toMatch(/trace line 1: input_length: expected an integer/);
     expect(config.code).toBe(2);
     expect(config.stderr).toMatch(/unknown configuration "belady"; known: kvctl, session_radix/);
+    expect(l3.code).toBe(2);
+    expect(l3.stderr).toMatch(/--storage worker: an L3 needs HiCache's host tier/);
   });
 
   it("bad numbers are refused naming the flag", { timeout: 60_000 }, async () => {
     const r = await kvctlSim(["--workers", "0"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/--workers: expected an integer >= 1, got "0"/);
+    const s = await kvctlSim(["--storage", "disk"]);
+    expect(s.code).toBe(2);
+    expect(s.stderr).toMatch(/--storage: "disk" is not one of none, worker, shared/);
   });
 });

@@ -6,7 +6,8 @@ profile: ``--max-total-tokens``, ``--hicache-ratio``), ``--page-size``,
 ``--enable-session-radix-cache`` and ``--radix-eviction-policy``, and kvctl on or off (its
 command layer and block index, as ``--kv-control-config`` turns them on). Every worker runs the
 Python tree core: it is the core kvctl's hooks live in, and the same core for every
-configuration keeps the comparison about policy, not about the core.
+configuration keeps the comparison about policy, not about the core. With an L3
+(``--hicache-storage-backend``), its storage tier is storage.py's.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import dataclasses
 from typing import Any
 
 from .pools import Links, SimTransferEngine
+from .storage import StorageThreads, server_args_extra, store_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +31,8 @@ class WorkerSpec:
     eviction: str = "lru"
     kvctl: bool = False
     events: bool = True
+    #: HiCache's L3 (storage.py): "none", "worker" (a store of its own), "shared" (the fleet's).
+    storage: str = "none"
 
 
 @dataclasses.dataclass
@@ -36,6 +40,8 @@ class BuiltCache:
     cache: Any
     allocator: Any
     links: Links
+    #: The L3's thread bodies on the virtual clock (None: no L3).
+    storage: Any = None
 
 
 def _server_args(spec: WorkerSpec, **extra):
@@ -82,12 +88,24 @@ def build_cache(spec: WorkerSpec, profile: Any) -> BuiltCache:
         chunked_prefill_size=spec.chunked_prefill_size, tree_core_backend="python")
     cache = UnifiedRadixCache(params=params)
     links = Links(profile)
+    store = store_name(spec.storage, spec.id)
+    if store is not None and spec.host_tokens <= 0:
+        raise ValueError(f"storage: worker {spec.id}: an L3 needs HiCache's host tier (host_tokens > 0)")
+    storage = None
+    if store is not None:
+        from sglang.srt.runtime_context import get_parallel
+
+        # One scheduler, no TP/PP: the storage config reads these ranks (kvctl_harness does too).
+        get_parallel().override_permanently(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1)
     if spec.host_tokens > 0:
         sa = _server_args(spec, hicache_io_backend="direct", hicache_mem_layout="layer_first",
                           hicache_write_policy="write_through",
-                          hicache_ratio=spec.host_tokens / spec.device_tokens)
+                          hicache_ratio=spec.host_tokens / spec.device_tokens,
+                          **(server_args_extra(store) if store else {}))
         set_global_server_args_for_scheduler(sa)
         cache.init_hicache(sa, params)
         atexit.unregister(cache.shutdown)
         cache.cache_controller.l2_transfer_engine = SimTransferEngine(links)
-    return BuiltCache(cache, alloc, links)
+        if store is not None:
+            storage = StorageThreads(cache, links, spec.page_size)
+    return BuiltCache(cache, alloc, links, storage)

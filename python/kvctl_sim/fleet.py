@@ -25,11 +25,14 @@ class Fleet:
     def __init__(self, profile: Any, specs: List[WorkerSpec]):
         from .native_hash import preload_native_hash
         from .pools import install_mock_pools
+        from .storage import install_inert_storage_threads, reset_stores
         from .virtual import CLOCK, install_kvctl_clock
 
         install_mock_pools()
         preload_native_hash()
+        install_inert_storage_threads()
         install_kvctl_clock()
+        reset_stores()
         CLOCK.now = 0.0
         self.profile = profile
         self.out = Outbox()

@@ -30,7 +30,7 @@ class SimRequest:
     __slots__ = (
         "rid", "prompt", "output", "session", "priority", "arrival", "generation",
         "row", "protected", "inserted", "done", "lock", "cached", "host_loaded",
-        "generated", "first_token_at", "admitted_at", "computed",
+        "generated", "first_token_at", "admitted_at", "computed", "handle", "storage_hit",
     )
 
     def __init__(self, rid: str, prompt: array, output: array, arrival: float,
@@ -53,6 +53,8 @@ class SimRequest:
         self.generated = 0
         self.first_token_at: Optional[float] = None
         self.admitted_at: Optional[float] = None
+        self.handle: Any = None  # its L3 prefetch's CacheRequestHandle while one is under way
+        self.storage_hit = 0  # prompt tokens its L3 prefetch brought to the host tier
 
     @property
     def origin_input_ids(self) -> array:

@@ -62,6 +62,7 @@ class Worker:
         self.links = built.links
         self.rc = RequestCache(built.cache, built.allocator, spec.page_size, spec.session_radix)
         self.hicache = spec.host_tokens > 0
+        self.storage = built.storage
         self.inbox: Deque[tuple] = collections.deque()
         self.waiting: List[SimRequest] = []
         self.running: List[SimRequest] = []
@@ -93,12 +94,23 @@ class Worker:
         head = max(t, self.inbox[0][0]) if self.inbox else None
         if (self.waiting or self.running or self.chunked) and not self.blocked:
             return t
+        options = [head, self._storage_wake(t)]
         if self.blocked:
             d2h = self.links.free_at["d2h"]
-            retry = d2h if d2h > t else None
-            options = [x for x in (head, retry, self._kvctl_deadline()) if x is not None]
-            return min(options) if options else None
-        return head
+            options.append(d2h if d2h > t else None)
+            options.append(self._kvctl_deadline())
+        options = [x for x in options if x is not None]
+        return min(options) if options else None
+
+    def _storage_wake(self, t: float) -> Optional[float]:
+        """With an L3, when a copy completes or a prefetch's deadline passes: a waiting request may
+        wait for it, and a host write-through's ack is what issues its storage backup (an idle
+        scheduler still polls its events: what it writes, other workers of a shared store read)."""
+        if self.storage is None:
+            return None
+        times = [self.storage.next_at(t), self.links.free_at["d2h"]]
+        later = [x for x in times if x is not None and x > t]
+        return min(later) if later else None
 
     def _kvctl_deadline(self) -> Optional[float]:
         """When kvctl's state next changes by itself (a pin's TTL, a lease or tool offload, a
@@ -136,6 +148,8 @@ class Worker:
             return True
         self._tick()
         self._start_batch(limit)
+        if self.batch is None and self.storage is not None:
+            self.free_at = CLOCK.now  # it polled its L3 at this moment: its next wake is later
         self._flush()
         return False
 
@@ -146,6 +160,8 @@ class Worker:
             self.blocked = False
             if kind == "req":
                 self.rc.on_arrival(payload)
+                if self.storage is not None:
+                    self.storage.on_arrival(payload, self.rc.match(payload))
                 self.waiting.append(payload)
             elif kind == "command":
                 self._command(*payload)
@@ -170,8 +186,13 @@ class Worker:
             scheduler_side.on_scheduler_tick(self.stub)
         if self.hicache:
             # Submits queued backups, then takes the copies that completed by now (write-through
-            # and load-back acks): the scheduler's _process_hicache_events.
+            # and load-back acks): the scheduler's _process_hicache_events. The L3's threads run
+            # before (what completed by now) and after (what the scheduler just handed them).
+            if self.storage is not None:
+                self.storage.step()
             self.cache.check_hicache_events()
+            if self.storage is not None:
+                self.storage.step()
 
     def _flush(self) -> None:
         events = self.cache.take_events()
@@ -214,13 +235,17 @@ class Worker:
                 self.chunked = None
             else:
                 return reqs, chunks
-        while self.waiting and budget >= self.spec.page_size:
+        i = 0
+        while i < len(self.waiting) and budget >= self.spec.page_size:
             if len(self.running) + len(reqs) >= self.profile.max_running_requests:
                 break
-            req = self.waiting[0]
+            req = self.waiting[i]
+            if self.storage is not None and not self.storage.ready(req):
+                i += 1  # its L3 prefetch is under way: the scheduler passes over it
+                continue
             if not self.rc.admit(req, budget):
                 break
-            self.waiting.pop(0)
+            self.waiting.pop(i)
             n = min(budget, req.need)
             req.admitted_at = CLOCK.now
             reqs.append(req)
@@ -243,6 +268,9 @@ class Worker:
         stop = limit
         if self.waiting and self.links.free_at["d2h"] > CLOCK.now:
             stop = min(stop, self.links.free_at["d2h"])
+        wake = self._storage_wake(CLOCK.now) if self.waiting else None
+        if wake is not None and wake > CLOCK.now:
+            stop = min(stop, wake)
         t, k = CLOCK.now, 0
         while k < most and (k == 0 or t < stop):
             t += self.profile.decode_s(bs, kv)
@@ -302,6 +330,7 @@ class Worker:
     def stats(self) -> dict:
         return {"prefill_s": self.prefill_s, "prefill_batches": self.prefill_batches,
                 "decode_steps": self.decode_steps, "bytes": dict(self.links.bytes),
+                "storage_hit_tokens": self.storage.hit_tokens if self.storage else 0,
                 "waiting": len(self.waiting), "running": len(self.running)}
 
 

@@ -19,6 +19,8 @@ export interface WorkerSpec {
   eviction: "lru" | "priority";
   kvctl: boolean;
   events: boolean;
+  /** HiCache's L3: none, a store per worker, or one store for the fleet (python/kvctl_sim/storage.py). */
+  storage: "none" | "worker" | "shared";
 }
 
 export type FleetInput =

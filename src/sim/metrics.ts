@@ -101,8 +101,10 @@ export function configResult(
   const overall = stats(ttfts);
   const bytes: Record<string, number> = { h2d: 0, d2h: 0, storage_read: 0, storage_write: 0 };
   let prefill = 0;
+  let storageHit = 0;
   for (const w of Object.values(run.workers)) {
     prefill += w.prefill_s;
+    storageHit += typeof w.storage_hit_tokens === "number" ? w.storage_hit_tokens : 0;
     for (const [k, v] of Object.entries(w.bytes)) bytes[k] = (bytes[k] ?? 0) + v;
   }
   let recomputed = 0;
@@ -118,6 +120,7 @@ export function configResult(
     ttft_by_gap: byBucket(returning, GAP_BUCKETS, (r) => r.gapS),
     ttft_by_context: byBucket(returning, CONTEXT_BUCKETS, (r) => r.promptTokens),
     bytes_moved: bytes,
+    storage_hit_tokens: storageHit,
     commands: structuredClone(commands),
     ttft_cdf: cdf(ttfts),
     errors: run.records.length - done.length,

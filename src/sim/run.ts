@@ -28,6 +28,10 @@ export interface ProfileShape {
   h2d_tokens_per_s: number;
 }
 
+/** HiCache's L3 on every worker: none, a store of its own, or one store the fleet shares. */
+export const STORAGE_MODES = ["none", "worker", "shared"] as const;
+export type StorageMode = (typeof STORAGE_MODES)[number];
+
 export interface PoolOverrides {
   pageSize?: number;
   deviceTokens?: number;
@@ -45,6 +49,8 @@ export interface SimRunOptions {
   /** The admission budget every configuration gets: requests (or programs) per worker. */
   perWorker?: number;
   pool?: PoolOverrides;
+  /** HiCache's L3 (default none; it needs the host tier). */
+  storage?: StorageMode;
   /** Goodput's TTFT p90 target (ms, default 2000). */
   ttftTargetMs?: number;
   /** Configurations run at once (default 2). */
@@ -118,15 +124,26 @@ export interface FleetShape {
   deviceTokens: number;
   hostTokens: number;
   chunkedPrefillSize: number;
+  storage: StorageMode;
 }
 
-export function fleetShape(shape: ProfileShape, o: PoolOverrides = {}): FleetShape {
-  return {
+export function fleetShape(
+  shape: ProfileShape,
+  o: PoolOverrides = {},
+  storage: StorageMode = "none",
+): FleetShape {
+  const f = {
     pageSize: o.pageSize ?? shape.page_size,
     deviceTokens: o.deviceTokens ?? shape.device_kv_tokens,
     hostTokens: o.hostTokens ?? shape.host_kv_tokens,
     chunkedPrefillSize: shape.chunked_prefill_size,
+    storage,
   };
+  if (storage !== "none" && f.hostTokens <= 0)
+    throw new SimInputError(
+      `--storage ${storage}: an L3 needs HiCache's host tier (host tokens > 0)`,
+    );
+  return f;
 }
 
 /** Refuses a workload one of whose requests a worker's device pool cannot hold, naming it. */
@@ -153,6 +170,7 @@ function workerSpecs(n: number, f: FleetShape, c: SimConfigSpec): WorkerSpec[] {
     session_radix: c.sessionRadix,
     eviction: c.sessionRadix ? "priority" : "lru",
     kvctl: c.kvctl,
+    storage: f.storage,
     // Round robin reads no index: its workers publish no KV events (SGLang hashes every page it
     // publishes, the fleet's largest cost); nothing else in the cache reads those hashes here.
     events: c.front !== "round_robin",
@@ -241,7 +259,7 @@ export async function runSim(o: SimRunOptions): Promise<SimRunResult> {
 async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunResult> {
   const t0 = performance.now();
   const { ref, shape } = await readProfile(o.profile, fleets.get(0));
-  const f = fleetShape(shape, o.pool);
+  const f = fleetShape(shape, o.pool, o.storage);
   checkFits(o.workload, f);
   const perWorker = o.perWorker ?? 32;
   const names = o.configs ?? CONFIG_NAMES;

@@ -96,6 +96,8 @@ export interface SimConfigResult extends SimConfigFigures {
   ttft_by_context: Record<string, SimPercentiles>;
   /** Bytes moved per link: h2d, d2h, storage_read, storage_write. */
   bytes_moved: Record<string, number>;
+  /** Prompt tokens HiCache's L3 prefetch brought back to the host tier before admission. */
+  storage_hit_tokens?: number;
   /** Commands sent and their acks by status, per command type. */
   commands: Record<string, { sent: number; acked: Record<string, number> }>;
   /** The returning-turn TTFT distribution: [ms, share of requests at or below] ascending. */

@@ -7,7 +7,7 @@ import { buildPatchedTree } from "../../demo/harness.js";
 import { CONFIG_NAMES } from "../../sim/configs.js";
 import { intOption, simWorkload } from "../../sim/input.js";
 import { renderReport } from "../../sim/report/index.js";
-import { runSim, SimInputError } from "../../sim/run.js";
+import { runSim, SimInputError, STORAGE_MODES, type StorageMode } from "../../sim/run.js";
 import { simSummary } from "../../sim/summary.js";
 import type { SimRunResult } from "../../sim/types.js";
 import { commandArgs } from "../args.js";
@@ -31,6 +31,8 @@ fleet:
   --device-tokens <n>      a worker's device KV pool (default: the profile's)
   --host-tokens <n>        a worker's HiCache host pool (default: the profile's; 0: none)
   --page-size <n>          tokens per page (default: the profile's)
+  --storage <mode>         HiCache's L3: none (default), worker (a store per worker) or shared
+                           (one store every worker reads and writes)
   --ttft-target-ms <ms>    goodput's returning-turn TTFT p90 target (default 2000)
   --seed <n>               workload and tie-break seed (default 1)
   --parallel <n>           configurations simulated at once (default 2)
@@ -55,6 +57,7 @@ export const SIM_OPTIONS = {
   "device-tokens": { type: "string" },
   "host-tokens": { type: "string" },
   "page-size": { type: "string" },
+  storage: { type: "string" },
   "ttft-target-ms": { type: "string" },
   seed: { type: "string" },
   parallel: { type: "string" },
@@ -72,6 +75,15 @@ type Values = {
 const optional = (flag: string, v: string | undefined, min: number) =>
   v === undefined ? undefined : intOption(flag, v, 0, min);
 
+function storageOption(v: string | undefined): StorageMode {
+  if (v === undefined) return "none";
+  if (!(STORAGE_MODES as readonly string[]).includes(v))
+    throw new SimInputError(
+      `--storage: ${JSON.stringify(v)} is not one of ${STORAGE_MODES.join(", ")}`,
+    );
+  return v as StorageMode;
+}
+
 /** Runs the simulation the options describe (the bench runs it too). */
 export async function simFromOptions(v: Values, progress: (line: string) => void) {
   const seed = intOption("--seed", v.seed, 1);
@@ -86,6 +98,7 @@ export async function simFromOptions(v: Values, progress: (line: string) => void
     flood: v.flood ?? false,
   });
   const workers = intOption("--workers", v.workers, 2, 1);
+  const storage = storageOption(v.storage);
   const tree = buildPatchedTree();
   try {
     return await runSim({
@@ -100,6 +113,7 @@ export async function simFromOptions(v: Values, progress: (line: string) => void
         hostTokens: optional("--host-tokens", v["host-tokens"], 0),
         pageSize: optional("--page-size", v["page-size"], 1),
       },
+      storage,
       ttftTargetMs: intOption("--ttft-target-ms", v["ttft-target-ms"], 2000, 1),
       parallel: intOption("--parallel", v.parallel, 2, 1),
       tree: tree.dir,
