@@ -31,7 +31,6 @@ class SimRequest:
         "rid", "prompt", "output", "session", "priority", "arrival", "generation",
         "row", "protected", "inserted", "done", "lock", "cached", "host_loaded",
         "generated", "first_token_at", "admitted_at", "computed", "handle", "storage_hit",
-        "l3_match", "l3_attempts",
     )
 
     def __init__(self, rid: str, prompt: array, output: array, arrival: float,
@@ -56,8 +55,6 @@ class SimRequest:
         self.admitted_at: Optional[float] = None
         self.handle: Any = None  # its L3 prefetch's CacheRequestHandle while one is under way
         self.storage_hit = 0  # prompt tokens its L3 prefetch brought to the host tier
-        self.l3_match = 0  # device + host match when its L3 lookup was issued
-        self.l3_attempts = 0  # L3 lookups re-issued for it
 
     @property
     def origin_input_ids(self) -> array:

@@ -20,17 +20,16 @@ What is simplified, and nothing else:
     does; each backup when its write completes on ``storage_write``; the sync thread's acks
     right after;
   * the scheduler's side is ``Scheduler._prefetch_kvcache`` on arrival and
-    ``check_prefetch_progress`` / ``pop_prefetch_loaded_span`` and the re-query of a prefix
-    that shrank in the queue (``_prefetch_after_device_hit_loss``) before admission (worker.py).
-    A lookup that missed is not re-issued on the scheduler's paced retry (every 8 scheduler
-    steps) while the request waits;
+    ``check_prefetch_progress`` / ``pop_prefetch_loaded_span`` before admission (worker.py). A
+    lookup that misses is not re-issued while the request waits (the scheduler's paced retries
+    and its re-query after a device hit is lost in the queue are not modelled);
   * the prefetch stop policy's timer (``PollTimer``) reads the virtual clock.
 """
 from __future__ import annotations
 
 import collections
 import types
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Deque, Dict, List, Optional
 
 from .virtual import CLOCK
 
@@ -175,9 +174,6 @@ class StorageThreads:
         self.reads: Deque[_Read] = collections.deque()
         self.writes: Deque[tuple] = collections.deque()
         self.hit_tokens = 0
-        from sglang.srt.runtime_context import get_memory
-
-        self.max_attempts = get_memory().hicache_storage_prefetch_retry_max_attempts
 
     def step(self) -> None:
         """Runs every thread body whose input is queued or whose copy has completed by now."""
@@ -262,10 +258,9 @@ class StorageThreads:
         """Scheduler._prefetch_kvcache: look the prompt past what device and host hold up in L3."""
         cache = self.cache
         node = match.last_host_node
-        matched = match.device_prefix_len + match.host_hit_length
-        req.l3_match = matched
         if not (cache.is_backuped(node) or cache.is_root(node)):
             return
+        matched = match.device_prefix_len + match.host_hit_length
         end = len(req.prompt) - 1
         if end <= matched:
             return
@@ -276,26 +271,15 @@ class StorageThreads:
                                     cache.get_last_hash_value(node), None,
                                     matched_prefix_tokens=req.prompt[:matched])
 
-    def ready(self, req: Any, match: Callable[[Any], Any]) -> bool:
-        """The scheduler's admission gate: check_prefetch_progress, then the loaded span, then
-        ``Scheduler._prefetch_after_device_hit_loss`` (a prefix that shrank while the request
-        queued is looked up in L3 again, up to the re-issue cap, and the request waits a turn)."""
-        handle = req.handle
-        if handle is not None:
-            if not self.cache.check_prefetch_progress(handle):
-                return False
-            loaded, _start = self.cache.pop_prefetch_loaded_span(handle)
-            req.storage_hit += loaded
-            self.hit_tokens += loaded
-            req.handle = None
-        if not req.l3_match:
+    def ready(self, req: Any) -> bool:
+        """check_prefetch_progress, then the loaded span (the scheduler's admission gate)."""
+        handle = getattr(req, "handle", None)
+        if handle is None:
             return True
-        m = match(req)
-        if m.device_prefix_len + m.host_hit_length >= req.l3_match:
-            return True
-        if req.l3_attempts >= self.max_attempts:
-            req.l3_match = m.device_prefix_len + m.host_hit_length
-            return True
-        req.l3_attempts += 1
-        self.on_arrival(req, m)
-        return False
+        if not self.cache.check_prefetch_progress(handle):
+            return False
+        loaded, _start = self.cache.pop_prefetch_loaded_span(handle)
+        req.storage_hit = loaded
+        self.hit_tokens += loaded
+        req.handle = None
+        return True

@@ -240,7 +240,7 @@ class Worker:
             if len(self.running) + len(reqs) >= self.profile.max_running_requests:
                 break
             req = self.waiting[i]
-            if self.storage is not None and not self.storage.ready(req, self.rc.match):
+            if self.storage is not None and not self.storage.ready(req):
                 i += 1  # its L3 prefetch is under way: the scheduler passes over it
                 continue
             if not self.rc.admit(req, budget):
