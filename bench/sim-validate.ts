@@ -152,15 +152,17 @@ async function main(): Promise<void> {
       hostRatio: shape.host_kv_tokens / shape.device_kv_tokens,
       parallel: Number(v.parallel ?? 2),
     };
-    const groups: { regime: RecordedRegime; rows: ValidationRow[] }[] = [];
-    for (const r of regimes) {
-      const names = Object.keys(r.configs).filter(
-        (c) => r.configs[c].traces.length && (!only || only.includes(c)),
-      );
-      const rows = await Promise.all(names.map((c) => replay(r, c, o)));
-      for (const w of rows) console.error(line(w));
-      groups.push({ regime: r, rows });
-    }
+    // Every replay is queued at once; `parallel` of them run at a time.
+    const groups = await Promise.all(
+      regimes.map(async (r) => {
+        const names = Object.keys(r.configs).filter(
+          (c) => r.configs[c].traces.length && (!only || only.includes(c)),
+        );
+        const rows = await Promise.all(names.map((c) => replay(r, c, o)));
+        for (const w of rows) console.error(line(w));
+        return { regime: r, rows };
+      }),
+    );
     const rows = groups.flatMap((g) => g.rows);
     const ranks = groups.flatMap((g) =>
       rankings(g.rows).map((x) => ({ regime: g.regime.regime, seed: g.regime.seed, ...x })),

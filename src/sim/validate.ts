@@ -42,13 +42,14 @@ function lastJson(path: string): Record<string, unknown> {
 
 type Json = Record<string, unknown>;
 
-/** The runs whose trace files exist (a run lost to an error has none). */
+/** The runs that completed without a failed request and left their trace file (a replay needs
+ * every request's ids). */
 function configRuns(dir: string, regime: string, name: string, runs: Json[]) {
   const real: number[] = [];
   const traces: string[] = [];
   runs.forEach((r, i) => {
     const trace = join(dir, `t.${regime}.${name}.run${i + 1}.requests.jsonl`);
-    if (existsSync(trace) && typeof r.recomputed_tokens === "number") {
+    if (existsSync(trace) && typeof r.recomputed_tokens === "number" && !r.errors) {
       real.push(r.recomputed_tokens);
       traces.push(trace);
     }
