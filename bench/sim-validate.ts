@@ -72,6 +72,8 @@ async function replayOne(
       seed: Number(r.seed) || 1,
       configs: [VALIDATED[config]],
       perWorker: r.perWorker,
+      // kvctl's pin budget as bench:agent gave it (a quarter of device x host ratio).
+      pinBudgetBlocks: r.pinBudgetBlocks,
       pool: {
         pageSize: PAGE,
         deviceTokens: r.deviceTokens,

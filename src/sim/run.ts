@@ -49,6 +49,8 @@ export interface SimRunOptions {
   /** The admission budget every configuration gets: requests (or programs) per worker. */
   perWorker?: number;
   pool?: PoolOverrides;
+  /** The agent policy's pin budget per worker, in blocks (default: half the host pool). */
+  pinBudgetBlocks?: number;
   /** HiCache's L3 (default none; it needs the host tier). */
   storage?: StorageMode;
   /** Goodput's TTFT p90 target (ms, default 2000). */
@@ -178,9 +180,15 @@ function workerSpecs(n: number, f: FleetShape, c: SimConfigSpec): WorkerSpec[] {
 }
 
 /** The agent policy's settings for this fleet (as bench:agent sets them for its workers). */
-export function agentPolicies(shape: ProfileShape, f: FleetShape): Record<string, unknown> {
+export function agentPolicies(
+  shape: ProfileShape,
+  f: FleetShape,
+  pinBudgetBlocks?: number,
+): Record<string, unknown> {
   return {
-    pins: { budgetBlocks: Math.max(1, Math.floor((0.5 * f.hostTokens) / f.pageSize)) },
+    pins: {
+      budgetBlocks: pinBudgetBlocks ?? Math.max(1, Math.floor((0.5 * f.hostTokens) / f.pageSize)),
+    },
     tools: { prefillTokensPerSecond: shape.prefill_tokens_per_s },
     retention: { restoreTokensPerSecond: shape.h2d_tokens_per_s },
     idle: { deviceBlocks: Math.floor(f.deviceTokens / f.pageSize) },
@@ -262,9 +270,9 @@ async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunRe
   const f = fleetShape(shape, o.pool, o.storage);
   checkFits(o.workload, f);
   const perWorker = o.perWorker ?? 32;
-  const names = o.configs ?? CONFIG_NAMES;
   const busyPrefill = perWorker * medianPrompt(o.workload);
-  const jobs: ConfigJob[] = names.map((name) => {
+  const policies = agentPolicies(shape, f, o.pinBudgetBlocks);
+  const jobs: ConfigJob[] = (o.configs ?? CONFIG_NAMES).map((name) => {
     const spec = inputCheck(() => configNamed(name));
     if (spec.front === "dynamo_kv")
       return {
@@ -279,7 +287,7 @@ async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunRe
           config: spec,
           perWorker,
           capacityTokens: f.deviceTokens + f.hostTokens,
-          policies: spec.policy === "agent" ? agentPolicies(shape, f) : undefined,
+          policies: spec.policy === "agent" ? policies : undefined,
           model: ref.model,
           seed: o.seed,
           log: o.log,

@@ -31,6 +31,8 @@ export interface RecordedRegime {
   deviceTokens: number;
   l3: boolean;
   perWorker: number;
+  /** kvctl's pin budget per worker in the run (blocks), where recorded. */
+  pinBudgetBlocks: number | undefined;
   /** bench:agent configuration -> its runs' recomputed tokens and their trace files. */
   configs: Record<string, RecordedConfig>;
 }
@@ -86,6 +88,7 @@ export function recordedRegimes(dir: string): RecordedRegime[] {
       deviceTokens: r.device_tokens as number,
       l3: r.l3 === true,
       perWorker: out.admission_requests_per_worker as number,
+      pinBudgetBlocks: (r.limits as Json | undefined)?.pin_budget_blocks as number | undefined,
       configs,
     };
   });
