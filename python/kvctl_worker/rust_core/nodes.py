@@ -91,7 +91,9 @@ class RustNodes:
         self._sync()
         return ((h, None) for h in self.blocks.hashes())
 
-    def get(self, h: int, _root=None) -> Optional[RustNode]:
+    def get(self, h: int, _root=None, _known=None) -> Optional[RustNode]:
+        # The core resolves a hash to its live node itself: no walk to memoize (`_known` is the
+        # Python core's reachability memo, passed by callers that serve both cores).
         return self.resolve([h]).get(h)
 
     def lookup(self, hashes: Iterable[int], _root=None):
