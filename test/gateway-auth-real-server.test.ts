@@ -43,8 +43,10 @@ beforeAll(async () => {
       policy: "agent",
       auth: {
         tenants: [
-          { id: "a", keys: [hashKey(TENANT_A)] },
-          { id: "b", keys: [hashKey(TENANT_B)] },
+          // shared: SGLang 0.5.23's /v1/messages takes no cache_salt, so a salted tenant's
+          // Anthropic turn is refused; this test is about the worker key on its tokenize route.
+          { id: "a", keys: [hashKey(TENANT_A)], cacheIsolation: "shared" },
+          { id: "b", keys: [hashKey(TENANT_B)], cacheIsolation: "shared" },
         ],
       },
     },
