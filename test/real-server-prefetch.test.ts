@@ -78,6 +78,17 @@ describe("real SGLang server: Prefetch, then admit", () => {
     };
   };
   const gen = (toks: number[]) => generate(server.baseUrl, toks, 6);
+  /**
+   * A deadline that has passed before any reply can be read: the gate's deadline timer fires on
+   * the microtask queue, its other timers run as the process's. A real 1 ms timer can lose the
+   * race, since a process descheduled past the round trip reads the ack before it runs its timers.
+   */
+  const PASSED = 1;
+  const deadlinePassed = {
+    setTimeout: (f: () => void, ms: number) =>
+      ms === PASSED ? queueMicrotask(f) : setTimeout(f, ms).unref(),
+    clearTimeout: (h: unknown) => clearTimeout(h as NodeJS.Timeout),
+  };
   /** The gateway's parts for one worker: the gate, its retention (park for "build") and the Prefetch sender. */
   function gateway(deadlineMs: number, chains: Map<string, bigint[]>) {
     const model = new DurationModel({
@@ -113,6 +124,8 @@ describe("real SGLang server: Prefetch, then admit", () => {
         prefetchDeadlineMs: deadlineMs,
       },
       rec,
+      null,
+      deadlineMs === PASSED ? deadlinePassed : undefined,
     );
     return { gate, metrics, sender };
   }
@@ -274,8 +287,7 @@ describe("real SGLang server: Prefetch, then admit", () => {
     const hs = hashesOf(s);
     await gen([...s, ...tokens(930, 8)]);
     await send({ type: "ToolStart", session_id: "sess-late", block_hashes: hs });
-    // 1 ms: no round trip through NATS, the tokenizer and the scheduler's loop is that fast
-    const { gate, metrics } = gateway(1, new Map([["sess-late", hs]]));
+    const { gate, metrics } = gateway(PASSED, new Map([["sess-late", hs]]));
     gate.enter(72, "sess-late").release(true, ["build"]);
     const back = gate.enter(72, "sess-late");
     await back.ready;
