@@ -179,7 +179,9 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     // or the client closed first gets none.
     const said = () =>
       this.ctx.log.warn(
-        `${what}; ${this.res.writableFinished ? "the client was sent an error event" : "the client's connection closed before the error event went out"}`,
+        this.res.writableFinished
+          ? `${what}; the client was sent an error event`
+          : `${what}; the client's connection closed before the error event went out`,
         fields,
       );
     if (this.res.destroyed) said();

@@ -24,7 +24,8 @@ function refusalOf(err: ParserError): [number, string, string] {
     return [
       431,
       "request_too_large",
-      "the request line and headers are larger than the gateway reads (node's --max-http-header-size, 16 KiB by default)",
+      "the request line and headers are larger than the gateway reads " +
+        "(node's --max-http-header-size, 16 KiB by default)",
     ];
   return [400, "invalid_request_error", `malformed HTTP request (${err.code ?? err.message})`];
 }
@@ -38,7 +39,10 @@ export function answerClientError(err: ParserError, socket: Duplex): void {
   // reported again by node's deadline sweep until it is gone.
   if (socket.writable)
     socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
+        "Content-Type: application/json\r\n" +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Connection: close\r\n\r\n${body}`,
     );
   socket.destroy();
 }

@@ -1,8 +1,9 @@
 // Which tenants have stood on each block of each worker lately: every session (this replica's
 // turns, and every replica's through the shared session bucket), and sessionless requests within a
 // window. The eviction guard (evict-guard.ts) reads it so that no tenant's prune, purge or demote
-// removes a block another tenant's traffic still uses. Block hashes chain their prefix, so whoever stands on a block
-// below another stands on that one too: a block nobody else uses has no one else below it either.
+// removes a block another tenant's traffic still uses. Block hashes chain their prefix, so whoever
+// stands on a block below another stands on that one too: a block nobody else uses has no one else
+// below it either.
 import type { KV } from "@nats-io/kv";
 import { Gauge, type Registry } from "prom-client";
 import { isSessionRecord } from "../holds/record.js";

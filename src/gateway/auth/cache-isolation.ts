@@ -55,7 +55,10 @@ export function isolate(
   const s = saltedBody(turn.upstreamBody, turn.namespace.cacheSalt, t, tenants);
   if (s === null) return null;
   if (!SALTABLE.has(turn.route))
-    return `tenant '${t?.id}' is isolated (cacheIsolation: salted) and this route cannot carry a cache namespace to the worker; use /v1/chat/completions, or set cacheIsolation: shared`;
+    return (
+      `tenant '${t?.id}' is isolated (cacheIsolation: salted) and this route cannot carry a ` +
+      "cache namespace to the worker; use /v1/chat/completions, or set cacheIsolation: shared"
+    );
   turn.upstreamBody = s.raw;
   turn.namespace = { ...turn.namespace, cacheSalt: s.salt };
   return null;

@@ -25,7 +25,9 @@ export class EvictGuard {
   ) {
     this.limited = new Counter({
       name: "kvctl_gateway_evictions_limited_total",
-      help: "Eviction commands (Prune, Think, Pause, ToolStart, RevokeLease) cut down (trimmed) or dropped because another tenant's traffic uses their blocks",
+      help:
+        "Eviction commands (Prune, Think, Pause, ToolStart, RevokeLease) cut down (trimmed) " +
+        "or dropped because another tenant's traffic uses their blocks",
       labelNames: ["type", "outcome"],
       registers: [registry],
     });
