@@ -69,6 +69,16 @@ let server: SglangServer;
 let nc: NatsConnection;
 let g: Gateway;
 let policy: AgentPolicy;
+
+/** A gateway's config on this file's worker and NATS, its sessions in `bucket`, no periodic
+ * Inspect and no health probe during a test. */
+const bed = (bucket: string) => ({
+  listen: { host: "127.0.0.1", port: 0 },
+  workers: [{ id: "w0", url: server.baseUrl }],
+  nats: { url: nats.url, opTimeoutMs: 5000 },
+  sessions: { bucket, idleAfterSeconds: 0, inspectMs: 0 },
+  health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 },
+});
 const emitted: PolicyCommand[] = [];
 
 beforeAll(async () => {
@@ -86,12 +96,9 @@ beforeAll(async () => {
   });
   g = await createGateway({
     config: {
-      listen: { host: "127.0.0.1", port: 0 },
-      workers: [{ id: "w0", url: server.baseUrl }],
-      nats: { url: nats.url, opTimeoutMs: 5000 },
-      // No periodic Inspect: only the acks may bring the view to what the worker holds.
-      sessions: { bucket: "tenants", idleAfterSeconds: 0, inspectMs: 0 },
-      health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 },
+      // No periodic Inspect (bed's inspectMs 0): only the acks may bring the view to what the
+      // worker holds.
+      ...bed("tenants"),
       auth: {
         admin: { keys: [hashKey(ADMIN)] },
         tenants: [
@@ -383,11 +390,7 @@ describe("no session's end evicts another's cache", () => {
   const replica = () =>
     createGateway({
       config: {
-        listen: { host: "127.0.0.1", port: 0 },
-        workers: [{ id: "w0", url: server.baseUrl }],
-        nats: { url: nats.url, opTimeoutMs: 5000 },
-        sessions: { bucket: "tenants-prune", idleAfterSeconds: 0, inspectMs: 0 },
-        health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 },
+        ...bed("tenants-prune"),
         auth: {
           // One cache for both: what a prune could take from another tenant.
           tenants: [
@@ -460,11 +463,7 @@ describe("cache isolation: salted", () => {
   beforeAll(async () => {
     s = await createGateway({
       config: {
-        listen: { host: "127.0.0.1", port: 0 },
-        workers: [{ id: "w0", url: server.baseUrl }],
-        nats: { url: nats.url, opTimeoutMs: 5000 },
-        sessions: { bucket: "tenants-salted", idleAfterSeconds: 0, inspectMs: 0 },
-        health: { intervalMs: 60_000, timeoutMs: 15_000, failures: 3 },
+        ...bed("tenants-salted"),
         auth: {
           tenants: [
             { id: "a", keys: [hashKey(KEY_A)] },
