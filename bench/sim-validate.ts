@@ -10,7 +10,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { buildPatchedTree } from "../src/demo/harness.js";
 import { packageRoot } from "../src/paths.js";
-import { profileOf, runSim } from "../src/sim/run.js";
+import { intOption } from "../src/sim/input.js";
+import { pool, profileOf, runSim } from "../src/sim/run.js";
 import type { SimWorkload } from "../src/sim/types.js";
 import {
   type RecordedRegime,
@@ -31,74 +32,68 @@ function profileVocab(): number {
 }
 
 type Sim = { recomputed: number; storageHit: number };
+type ReplayOptions = { tree: string; vocab: number; hostRatio: number; parallel: number };
 
-/** Replays already run, by configuration and workload: bench:agent's runs of one seed record the
- * same ids and waits (the model decodes greedily), and the sim is deterministic, so a workload
- * replayed once stands for every run that recorded it. */
-const replayed = new Map<string, Promise<Sim>>();
-
-function replay(
-  r: RecordedRegime,
-  config: string,
-  o: { tree: string; vocab: number; hostRatio: number; parallel: number },
-) {
-  return Promise.all(
-    r.configs[config].traces.map((trace) => {
-      const workload = recordedRunWorkload(trace, o.vocab);
-      const key = `${r.regime} ${config} ${createHash("sha256").update(JSON.stringify(workload.programs)).digest("hex")}`;
-      let sim = replayed.get(key);
-      if (!sim) {
-        sim = replayOne(r, config, workload, o);
-        replayed.set(key, sim);
-      }
-      return sim;
-    }),
-  ).then((sims) => rowOf(r, config, sims));
+/** One workload to replay under one configuration of one regime. */
+interface Replay {
+  r: RecordedRegime;
+  config: string;
+  workload: SimWorkload;
 }
 
-async function replayOne(
-  r: RecordedRegime,
-  config: string,
-  workload: SimWorkload,
-  o: { tree: string; vocab: number; hostRatio: number; parallel: number },
-): Promise<Sim> {
-  // Runs share the machine: at most `parallel` replays at once.
-  await slot(0, o.parallel);
-  try {
-    const res = await runSim({
-      workload,
-      profile: PROFILE,
-      workers: 2,
-      seed: Number(r.seed) || 1,
-      configs: [VALIDATED[config]],
-      perWorker: r.perWorker,
-      // kvctl's pin budget as bench:agent gave it (a quarter of device x host ratio).
-      pinBudgetBlocks: r.pinBudgetBlocks,
-      pool: {
-        pageSize: PAGE,
-        deviceTokens: r.deviceTokens,
-        hostTokens: Math.round(r.deviceTokens * o.hostRatio),
-      },
-      storage: r.l3 ? "worker" : "none",
-      parallel: 1,
-      tree: o.tree,
-    });
-    const c = res.configs[VALIDATED[config]];
-    return { recomputed: c.recomputed_tokens, storageHit: c.storage_hit_tokens ?? 0 };
-  } finally {
-    release();
-  }
+/** A row to report: a regime's configuration and the replay of each of its recorded runs. */
+interface Planned {
+  r: RecordedRegime;
+  config: string;
+  keys: string[];
 }
 
-let running = 0;
-const waiters: (() => void)[] = [];
-async function slot(_i: number, n: number): Promise<void> {
-  while (running >= n) await new Promise<void>((res) => waiters.push(res));
-  running++;
+/**
+ * The replays the rows need, each once: bench:agent's runs of one seed record the same ids and
+ * waits (the model decodes greedily), and the sim is deterministic, so a workload replayed once
+ * stands for every run that recorded it.
+ */
+function plan(regimes: readonly RecordedRegime[], only: string[] | undefined, vocab: number) {
+  const replays = new Map<string, Replay>();
+  const rows: Planned[] = [];
+  for (const r of regimes)
+    for (const config of Object.keys(r.configs)) {
+      const traces = r.configs[config].traces;
+      if (!traces.length || (only && !only.includes(config))) continue;
+      const keys = traces.map((trace) => {
+        const workload = recordedRunWorkload(trace, vocab);
+        const digest = createHash("sha256").update(JSON.stringify(workload.programs)).digest("hex");
+        const key = `${r.regime} ${r.seed} ${config} ${digest}`;
+        if (!replays.has(key)) replays.set(key, { r, config, workload });
+        return key;
+      });
+      rows.push({ r, config, keys });
+    }
+  return { replays, rows };
 }
-function release(): void {
-  running--;
-  waiters.shift()?.();
+
+async function replayOne(x: Replay, o: ReplayOptions): Promise<Sim> {
+  const { r, config } = x;
+  const res = await runSim({
+    workload: x.workload,
+    profile: PROFILE,
+    workers: 2,
+    seed: Number(r.seed) || 1,
+    configs: [VALIDATED[config]],
+    perWorker: r.perWorker,
+    // kvctl's pin budget as bench:agent gave it (a quarter of device x host ratio).
+    pinBudgetBlocks: r.pinBudgetBlocks,
+    pool: {
+      pageSize: PAGE,
+      deviceTokens: r.deviceTokens,
+      hostTokens: Math.round(r.deviceTokens * o.hostRatio),
+    },
+    storage: r.l3 ? "worker" : "none",
+    parallel: 1,
+    tree: o.tree,
+  });
+  const c = res.configs[VALIDATED[config]];
+  return { recomputed: c.recomputed_tokens, storageHit: c.storage_hit_tokens ?? 0 };
 }
 
 function line(w: ValidationRow): string {
@@ -120,16 +115,19 @@ type Ranking = ReturnType<typeof rankings>[number] & { regime: string; seed: str
 
 function printTable(rows: readonly ValidationRow[], ranks: readonly Ranking[]): void {
   console.log(
-    "regime | seed | config | runs | bench:agent median (spread) | sim median [runs] | sim vs real | within 15% | L3 hit tokens bench:agent / sim",
+    "regime | seed | config | runs | bench:agent median (spread) | sim median [runs] | " +
+      "sim vs real | within 15% | L3 hit tokens bench:agent / sim",
   );
   for (const w of rows) console.log(line(w));
   for (const x of ranks)
     console.log(
-      `ranking ${x.regime} seed ${x.seed}: ${x.a} ${x.real} ${x.b} (bench:agent), sim ${x.sim}: ${x.agrees ? "agrees" : "DISAGREES"}`,
+      `ranking ${x.regime} seed ${x.seed}: ${x.a} ${x.real} ${x.b} (bench:agent), ` +
+        `sim ${x.sim}: ${x.agrees ? "agrees" : "DISAGREES"}`,
     );
 }
 
-async function main(): Promise<void> {
+/** The options, or exit 2 naming the one that is wrong. */
+function options() {
   const { values: v } = parseArgs({
     options: {
       agent: { type: "string" },
@@ -142,32 +140,57 @@ async function main(): Promise<void> {
     console.error("sim:validate: --agent <dir>: bench:agent's recorded runs (required)");
     process.exit(2);
   }
+  try {
+    const parallel = intOption("--parallel", v.parallel, 2, 1);
+    return { agent: v.agent, json: v.json ?? false, only: v.configs?.split(","), parallel };
+  } catch (e) {
+    console.error(`sim:validate: ${(e as Error).message}`);
+    process.exit(2);
+  }
+}
+
+/** Every planned replay, `parallel` at a time (runs share the machine); the sims by key. */
+async function replayAll(planned: ReturnType<typeof plan>, o: ReplayOptions) {
+  const keys = [...planned.replays.keys()];
+  let done = 0;
+  const sims = await pool(keys, o.parallel, async (k) => {
+    const x = planned.replays.get(k) as Replay;
+    const sim = await replayOne(x, o);
+    const what = `${x.r.regime} seed ${x.r.seed} ${x.config}`;
+    console.error(`sim:validate: ${++done}/${keys.length} replayed (${what})`);
+    return sim;
+  });
+  return new Map(keys.map((k, i) => [k, sims[i]]));
+}
+
+async function main(): Promise<void> {
+  const v = options();
   const t0 = performance.now();
-  const only = v.configs?.split(",");
   const regimes = recordedRegimes(v.agent);
   const tree = buildPatchedTree();
   try {
     const { shape } = await profileOf(PROFILE, tree.dir);
-    const o = {
+    const o: ReplayOptions = {
       tree: tree.dir,
       vocab: profileVocab(),
       hostRatio: shape.host_kv_tokens / shape.device_kv_tokens,
-      parallel: Number(v.parallel ?? 2),
+      parallel: v.parallel,
     };
-    // Every replay is queued at once; `parallel` of them run at a time.
-    const groups = await Promise.all(
-      regimes.map(async (r) => {
-        const names = Object.keys(r.configs).filter(
-          (c) => r.configs[c].traces.length && (!only || only.includes(c)),
-        );
-        const rows = await Promise.all(names.map((c) => replay(r, c, o)));
-        for (const w of rows) console.error(line(w));
-        return { regime: r, rows };
-      }),
+    const planned = plan(regimes, v.only, o.vocab);
+    const simOf = await replayAll(planned, o);
+    const rows = planned.rows.map((p) =>
+      rowOf(
+        p.r,
+        p.config,
+        p.keys.map((k) => simOf.get(k) as Sim),
+      ),
     );
-    const rows = groups.flatMap((g) => g.rows);
-    const ranks = groups.flatMap((g) =>
-      rankings(g.rows).map((x) => ({ regime: g.regime.regime, seed: g.regime.seed, ...x })),
+    const ranks = regimes.flatMap((r) =>
+      rankings(rows.filter((w) => w.regime === r.regime && w.seed === r.seed)).map((x) => ({
+        regime: r.regime,
+        seed: r.seed,
+        ...x,
+      })),
     );
     printTable(rows, ranks);
     const wall = Math.round((performance.now() - t0) / 10) / 100;

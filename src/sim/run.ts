@@ -236,7 +236,7 @@ async function runConfig(
 }
 
 /** `f` over `items`, `n` at a time; `f` is told which of the `n` lanes runs it. */
-async function pool<T, R>(
+export async function pool<T, R>(
   items: readonly T[],
   n: number,
   f: (x: T, lane: number) => Promise<R>,
