@@ -2,7 +2,11 @@
 // schema, the worker-scheme check and the token-field surgery on response bytes.
 import { AdmissionGate } from "../src/gateway/admission.js";
 import { describe, expect, it } from "vitest";
-import { GatewayConfigError, parseGatewayConfig, parseWorkerFlag } from "../src/gateway/config.js";
+import {
+  GatewayConfigError,
+  parseGatewayConfig,
+  parseWorkerFlag,
+} from "../src/gateway/config/load.js";
 import { chatFromMessages, pythonJsonDumps } from "../src/gateway/messages-fallback.js";
 import { contentTypeError, streamOf } from "../src/gateway/request/worker-rules.js";
 import { routeRequest, type RoutingOptions, type WorkerState } from "../src/gateway/router.js";

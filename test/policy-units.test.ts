@@ -9,7 +9,7 @@ import { promptTailOf } from "../src/gateway/request/prompt-tail.js";
 import { DurationModel, bestKeep } from "../src/policy/duration-model.js";
 import { CommandGuards } from "../src/policy/guards.js";
 import { storageKeys } from "../src/hash/index.js";
-import { parseGatewayConfig } from "../src/gateway/config.js";
+import { parseGatewayConfig } from "../src/gateway/config/load.js";
 import type { Observation } from "../src/contract/observations.js";
 import {
   ack,

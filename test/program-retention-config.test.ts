@@ -2,7 +2,7 @@
 // programRetention).
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { parseGatewayConfig } from "../src/gateway/config.js";
+import { parseGatewayConfig } from "../src/gateway/config/load.js";
 import { lineLog } from "../src/gateway/logger.js";
 import { GatewayMetrics } from "../src/gateway/metrics.js";
 import { prefetchOutcome, programRetention } from "../src/gateway/prefetch-send.js";

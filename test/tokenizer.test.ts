@@ -7,7 +7,7 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseGatewayConfig } from "../src/gateway/config.js";
+import { parseGatewayConfig } from "../src/gateway/config/load.js";
 import { tokenizeCall } from "../src/gateway/request/token-request.js";
 import { GatewayWorker, tokenizeTimeoutMs } from "../src/gateway/workers.js";
 

@@ -3,7 +3,7 @@
 // calls under way finish, its sessions move), undrain it, remove it (drained, then cut after the
 // drain grace). A body that is not a worker entry is refused naming the field; nothing changes.
 import type { FastifyInstance, FastifyReply } from "fastify";
-import { workerConfigSchema } from "./config.js";
+import { workerConfigSchema } from "./config/workers.js";
 import { errorBody } from "./errors.js";
 import { WorkerSchemeError } from "./worker-scheme.js";
 import { type GatewayWorker, MembershipError, type WorkerSet } from "./workers.js";

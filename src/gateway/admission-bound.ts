@@ -3,7 +3,7 @@
 // backs off instead of queueing without end: 429 when the queue is full (nothing was waited for),
 // 503 when its wait ran out (the worker stayed full).
 import type { CallOutcome, WorkerCall } from "./call.js";
-import type { GatewayConfig } from "./config.js";
+import type { GatewayConfig } from "./config/schema.js";
 import { errorBody, sendJson } from "./errors.js";
 import type { TurnContext } from "./turn-context.js";
 

@@ -1,7 +1,7 @@
 // The gateway's admission per worker, by `admission.mode`: request (admission.ts: each request on
 // its own) or program (program-admission.ts: a session's tool loop as one unit).
 import { AdmissionGate, type AdmissionTicket } from "./admission.js";
-import type { GatewayConfig } from "./config.js";
+import type { GatewayConfig } from "./config/schema.js";
 import type { ProgramRetention } from "../contract/policy.js";
 import { type GateTimers, ProgramGate, type ProgramReleasedHook } from "./program-admission.js";
 

@@ -7,7 +7,8 @@ import type { PolicyCommand } from "../contract/policy.js";
 import type { CommandOutcome } from "./command-sink.js";
 import type { HoldResult } from "./holds/holds.js";
 import type { CommandRecord, SessionRecord } from "./holds/record.js";
-import type { Clock, SessionStore } from "./session-store.js";
+import type { Clock } from "./core/clock.js";
+import type { SessionStore } from "./session-store.js";
 import type { GatewayLog } from "./logger.js";
 
 export interface CommandRecorderOptions {

@@ -4,12 +4,8 @@
 // serving on what it has and says why. Only `workers` is applied; other changes need a restart.
 import { type FSWatcher, watch } from "node:fs";
 import { basename, dirname } from "node:path";
-import {
-  GatewayConfigError,
-  parseGatewayConfig,
-  readConfigFile,
-  type WorkerConfig,
-} from "./config.js";
+import { GatewayConfigError, parseGatewayConfig, readConfigFile } from "./config/load.js";
+import { type WorkerConfig } from "./config/workers.js";
 import type { WorkerSet } from "./workers.js";
 import { asLog, type GatewayLog } from "./logger.js";
 

@@ -14,7 +14,7 @@ import { DynamoNatsSubscriber } from "../events/dynamo/nats.js";
 import { DynamoEventSubscriber } from "../events/dynamo/subscriber.js";
 import type { EventSink } from "../events/consumer.js";
 import { indexSink, type KvIndex } from "../index/index.js";
-import type { WorkerDynamoConfig } from "./config.js";
+import type { WorkerDynamoConfig } from "./config/workers.js";
 import type { GatewayLog } from "./logger.js";
 import type { GatewayMetrics } from "./metrics.js";
 

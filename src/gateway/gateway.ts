@@ -12,12 +12,8 @@ import { loadTls, TlsConfigError } from "./auth/tls.js";
 import { CredentialError } from "./auth/upstream-credentials.js";
 import type { CommandRecorder } from "./command-record.js";
 import type { CommandSink } from "./command-sink.js";
-import {
-  type GatewayConfig,
-  type GatewayConfigInput,
-  GatewayConfigError,
-  parseGatewayConfig,
-} from "./config.js";
+import { type GatewayConfig, type GatewayConfigInput } from "./config/schema.js";
+import { GatewayConfigError, parseGatewayConfig } from "./config/load.js";
 import { CommandPath } from "./holds/command-path.js";
 import type { HoldLedger } from "./holds/ledger.js";
 import { HoldMetrics } from "./holds/metrics.js";
@@ -46,13 +42,14 @@ import { Periodic } from "./periodic.js";
 import { type GatewayLog, gatewayLogger } from "./logger.js";
 import { drainThenClose } from "./drain.js";
 import { SessionExpiry } from "./session-expiry.js";
-import { type Clock, SessionStore, systemClock } from "./session-store.js";
+import { type Clock, systemClock } from "./core/clock.js";
+import { SessionStore } from "./session-store.js";
 import type { TurnContext } from "./turn-context.js";
 import { WorkerInspector } from "./worker-inspect.js";
 import { WorkerSet } from "./workers.js";
 
 export interface GatewayOptions {
-  /** The configuration (validated here; see config.ts). */
+  /** The configuration (validated here; see config/schema.ts). */
   config: GatewayConfigInput;
   /** The index the workers' KV events feed (default: the in-memory index). */
   index?: KvIndex;

@@ -1,7 +1,8 @@
 // Sessions idle past sessions.idleAfterSeconds are reported to the policy once per quiet spell
 // (SessionIdle); another replica may have served a later turn, so the bucket has the last word.
 import type { Observation } from "../contract/observations.js";
-import type { Clock, SessionStore } from "./session-store.js";
+import type { Clock } from "./core/clock.js";
+import type { SessionStore } from "./session-store.js";
 
 export function idleSweeper(
   sessions: SessionStore,

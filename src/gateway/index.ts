@@ -3,18 +3,18 @@ export { createGateway } from "./gateway.js";
 export type { Gateway, GatewayOptions } from "./gateway.js";
 export {
   GatewayConfigError,
-  gatewayConfigSchema,
   parseGatewayConfig,
   parseWorkerFlag,
   readConfigFile,
-} from "./config.js";
+} from "./config/load.js";
+export { gatewayConfigSchema } from "./config/schema.js";
 export type {
   GatewayConfig,
   GatewayConfigInput,
   NatsConfig,
   RoutingConfig,
-  WorkerConfig,
-} from "./config.js";
+} from "./config/schema.js";
+export type { WorkerConfig } from "./config/workers.js";
 export { loggingPolicy, noopPolicy } from "./policy.js";
 export { applyWorkerList, watchWorkerList } from "./config-watch.js";
 export { exposureCost, exposureGaps, isLoopback } from "./listen-exposure.js";
@@ -39,7 +39,7 @@ export type {
 } from "./router.js";
 export { schemeFromServerInfo, WorkerSchemeError } from "./worker-scheme.js";
 export type { HashScheme } from "./worker-scheme.js";
-export type { Clock } from "./session-store.js";
+export type { Clock } from "./core/clock.js";
 // The client-request parsers (hint header and body, prompt-cache markers).
 export {
   HINT_EVENTS,

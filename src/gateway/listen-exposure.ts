@@ -1,7 +1,8 @@
 // Protected mode for the listener (as Redis's): a gateway reachable from other machines must
 // encrypt (listen.tls) and authenticate (auth) unless its operator says, by name, what is given up.
 import { isIPv4, isIPv6 } from "node:net";
-import { type GatewayConfig, GatewayConfigError } from "./config.js";
+import { type GatewayConfig } from "./config/schema.js";
+import { GatewayConfigError } from "./config/load.js";
 
 /** True when only this machine can reach the address. */
 export function isLoopback(host: string): boolean {

@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from "node:stream";
 import { createServer as createTlsServer } from "node:https";
 import type { SecureContextOptions } from "node:tls";
-import type { GatewayConfig } from "./config.js";
+import type { ListenerConfig } from "./config/ops.js";
 import { errorBody } from "./errors.js";
 import type { OpsMetrics } from "./ops-metrics.js";
 import { bodyDeadlineStarts } from "./body-deadline.js";
@@ -70,7 +70,7 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** The node:http server with the listener's bounds, counting what it cuts; `arrive` sees every request first. */
 export function createListener(
-  l: GatewayConfig["listener"],
+  l: ListenerConfig,
   gate: DrainGate,
   metrics: OpsMetrics,
   handler: Handler,

@@ -5,7 +5,7 @@
 // carries the same request_id, so a request can be followed across the log, the decision log
 // (--json-log) and the worker's own log.
 import pino from "pino";
-import type { GatewayConfig } from "./config.js";
+import type { LoggingConfig } from "./config/ops.js";
 
 /** Fields of a log line (request_id on lines written while serving a request). */
 export type LogFields = Record<string, string | number | boolean | null>;
@@ -44,10 +44,7 @@ export interface GatewayLogger {
 const LEVELS = ["debug", "info", "warn", "error"] as const;
 
 /** The logger the configuration asks for, writing to `write` (default: stderr). */
-export function gatewayLogger(
-  c: GatewayConfig["logging"],
-  write?: (l: string) => void,
-): GatewayLogger {
+export function gatewayLogger(c: LoggingConfig, write?: (l: string) => void): GatewayLogger {
   const out = write ?? ((l: string) => process.stderr.write(`${l}\n`));
   if (c.format === "text") return { log: textLog(c.level, out), request: null };
   const dest = write
@@ -77,7 +74,7 @@ export function gatewayLogger(
   };
 }
 
-function textLog(level: GatewayConfig["logging"]["level"], out: (l: string) => void): GatewayLog {
+function textLog(level: LoggingConfig["level"], out: (l: string) => void): GatewayLog {
   const min = LEVELS.indexOf(level);
   const method = (l: (typeof LEVELS)[number]): LogMethod => {
     if (LEVELS.indexOf(l) < min) return () => undefined;

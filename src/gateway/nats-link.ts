@@ -8,7 +8,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { type ControlConnectOptions, connectControlPlane } from "../control/connection.js";
 import { ControlPublisher } from "../control/publisher.js";
 import { secretOf } from "../control/secret-source.js";
-import type { GatewayConfig, NatsConfig } from "./config.js";
+import type { GatewayConfig, NatsConfig } from "./config/schema.js";
 import type { GatewayMetrics } from "./metrics.js";
 import type { GatewayLog } from "./logger.js";
 

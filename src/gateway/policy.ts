@@ -4,8 +4,8 @@
 // which the caller wires (the kvctl gateway command does; a library caller passes
 // `policy: agentPolicy` from kvctl/policy), so the gateway never imports them.
 import type { GatewayPolicy, PolicyEnv, PolicyFactory } from "../contract/policy.js";
-import type { GatewayConfig } from "./config.js";
-import { GatewayConfigError } from "./config.js";
+import type { GatewayConfig } from "./config/schema.js";
+import { GatewayConfigError } from "./config/load.js";
 
 /** Sends nothing. */
 export const noopPolicy: GatewayPolicy = {

@@ -9,7 +9,7 @@ import type { Observation } from "../contract/observations.js";
 import { Periodic } from "./periodic.js";
 import type { HoldLedger } from "./holds/ledger.js";
 import { isSessionRecord, type SessionRecord } from "./holds/record.js";
-import type { Clock } from "./session-store.js";
+import type { Clock } from "./core/clock.js";
 import type { GatewayLog } from "./logger.js";
 
 export interface SessionExpiryOptions {

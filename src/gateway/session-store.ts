@@ -8,12 +8,7 @@ import type { KV } from "@nats-io/kv";
 import type { GatewayMetrics } from "./metrics.js";
 import { isSessionRecord, newSessionRecord, type SessionRecord } from "./holds/record.js";
 import { type GatewayLog, lineLog } from "./logger.js";
-
-export interface Clock {
-  now(): number;
-}
-
-export const systemClock: Clock = { now: () => Date.now() };
+import { type Clock, systemClock } from "./core/clock.js";
 
 interface Local {
   record: SessionRecord;

@@ -5,7 +5,7 @@
 // Streamed calls and calls that generate nothing (models, tokenize, count_tokens) get their
 // headers at once: upstreamHeadersTimeoutMs bounds them. Between two chunks of any answer:
 // upstreamIdleTimeoutMs. Opening the connection: upstreamConnectTimeoutMs (the pool's).
-import type { GatewayConfig } from "./config.js";
+import type { GatewayConfig } from "./config/schema.js";
 
 export interface CallTimeouts {
   /** undici's headersTimeout (0: none). */

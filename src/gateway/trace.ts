@@ -7,7 +7,7 @@
 // embedding application's OpenTelemetry setup is left alone.
 import type { IncomingHttpHeaders } from "node:http";
 import type { SpanExporter } from "@opentelemetry/sdk-trace-base";
-import type { GatewayConfig } from "./config.js";
+import type { TelemetryConfig } from "./config/ops.js";
 import type { GatewayLog } from "./logger.js";
 
 export interface Span {
@@ -35,10 +35,7 @@ const FLUSH_MS = 1000;
 const EXPORT_TIMEOUT_MS = 5000;
 
 /** The tracer the telemetry section asks for, or null (and no SDK loaded) when it names no endpoint. */
-export async function openTracer(
-  t: GatewayConfig["telemetry"],
-  log: GatewayLog,
-): Promise<Tracer | null> {
+export async function openTracer(t: TelemetryConfig, log: GatewayLog): Promise<Tracer | null> {
   if (!t.otlpTracesUrl) return null;
   const url = t.otlpTracesUrl;
   const [api, core, base, otlp, resources] = await Promise.all([

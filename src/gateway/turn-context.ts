@@ -3,9 +3,10 @@
 import type { Observation } from "../contract/observations.js";
 import type { KvIndex } from "../index/index.js";
 import type { AuthGate } from "./auth/gate.js";
-import type { GatewayConfig } from "./config.js";
+import type { GatewayConfig } from "./config/schema.js";
 import type { GatewayMetrics } from "./metrics.js";
-import type { Clock, SessionStore } from "./session-store.js";
+import type { Clock } from "./core/clock.js";
+import type { SessionStore } from "./session-store.js";
 import type { WorkerSet } from "./workers.js";
 import type { LatencyRecorder } from "./latency.js";
 import type { Tracer } from "./trace.js";

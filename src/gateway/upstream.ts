@@ -1,8 +1,7 @@
-// One pooled HTTP client per worker (undici), and how its failures are told apart: a timeout, a
-// refused or reset connection (the worker is gone: drain it), or an HTTP error answer (the worker
-// is fine, the request was not).
-import { Pool, errors as undiciErrors } from "undici";
-import { CredentialPool, type WorkerCredentials } from "./auth/upstream-credentials.js";
+// A call on a worker's pooled HTTP client (upstream-pool.ts), and how its failures are told
+// apart: a timeout, a refused or reset connection (the worker is gone: drain it), or an HTTP error
+// answer (the worker is fine, the request was not).
+import { type Pool, errors as undiciErrors } from "undici";
 
 export type UpstreamFailure = "timeout" | "connect" | "reset" | "aborted" | "other";
 
@@ -31,33 +30,6 @@ export function classifyUpstreamError(err: unknown): UpstreamFailure {
   )
     return "reset";
   return "other";
-}
-
-export interface UpstreamOptions {
-  connections: number;
-  connectTimeoutMs: number;
-  headersTimeoutMs: number;
-  bodyTimeoutMs: number;
-}
-
-export function createUpstreamPool(
-  url: string,
-  o: UpstreamOptions,
-  credentials: WorkerCredentials | null = null,
-): Pool {
-  const options: Pool.Options = {
-    connections: o.connections,
-    pipelining: 1,
-    connect: { timeout: o.connectTimeoutMs },
-    headersTimeout: o.headersTimeoutMs,
-    bodyTimeout: o.bodyTimeoutMs,
-    // Below the 5 s SGLang's HTTP server keeps an idle connection (SGLANG_TIMEOUT_KEEP_ALIVE): a
-    // connection the worker is about to close is not picked for a request.
-    keepAliveTimeout: 4_000,
-  };
-  return credentials?.stripClientKey
-    ? new CredentialPool(url, options, credentials)
-    : new Pool(url, options);
 }
 
 /** A small JSON call to a worker (server_info, tokenize, health) with its own deadline. */

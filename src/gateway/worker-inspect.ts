@@ -9,7 +9,7 @@ import type { ControlPublisher } from "../control/publisher.js";
 import type { KvIndex } from "../index/index.js";
 import type { HoldMetrics } from "./holds/metrics.js";
 import type { Observation } from "../contract/observations.js";
-import type { Clock } from "./session-store.js";
+import type { Clock } from "./core/clock.js";
 import type { GatewayWorker } from "./workers.js";
 import { Periodic } from "./periodic.js";
 import type { GatewayLog } from "./logger.js";

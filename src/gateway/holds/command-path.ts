@@ -16,7 +16,8 @@ import { CommandRecorder } from "../command-record.js";
 import { type CommandOutcome, CommandSink } from "../command-sink.js";
 import type { GatewayLog } from "../logger.js";
 import type { GatewayMetrics } from "../metrics.js";
-import type { Clock, SessionStore } from "../session-store.js";
+import type { Clock } from "../core/clock.js";
+import type { SessionStore } from "../session-store.js";
 import { HoldLedger } from "./ledger.js";
 import type { HoldMetrics } from "./metrics.js";
 

@@ -23,7 +23,8 @@ import type { PolicyCommand } from "../../contract/policy.js";
 import { uuidv7 } from "../../protocol/index.js";
 import type { ReleaseRecord, SessionRecord } from "./record.js";
 import { MAX_SESSION_ID_BYTES } from "../session-id.js";
-import type { Clock, SessionStore } from "../session-store.js";
+import type { Clock } from "../core/clock.js";
+import type { SessionStore } from "../session-store.js";
 import type { GatewayLog } from "../logger.js";
 
 export interface HoldLedgerOptions {

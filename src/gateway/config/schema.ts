@@ -1,73 +1,21 @@
 // The gateway's configuration: one zod schema for the file (YAML or JSON) and for the options of
-// createGateway(); CLI flags are folded in on top of the file. Objects are strict, so a typo in a
-// key is an error naming the key, not a setting silently ignored.
-import { readFileSync } from "node:fs";
-import { parse as parseYaml } from "yaml";
+// createGateway(), and the types it defines; loading and validating it is load.ts. Objects are
+// strict, so a typo in a key is an error naming the key, not a setting silently ignored.
 import { z } from "zod";
-import { policiesConfigSchema } from "../contract/policies-config.js";
-import { checkSubjectPrefix, checkWorkerId } from "../protocol/subjects.js";
-import { authConfigSchema, workerCredentialFields } from "./auth/config.js";
-import { tlsConfigSchema } from "./auth/tls.js";
+import { policiesConfigSchema } from "../../contract/policies-config.js";
+import { checkSubjectPrefix } from "../../protocol/subjects.js";
+import { authConfigSchema } from "../auth/config.js";
+import { tlsConfigSchema } from "../auth/tls.js";
 import {
   drainConfigSchema,
   listenerConfigSchema,
   loggingConfigSchema,
   telemetryConfigSchema,
-} from "./ops-config.js";
+} from "./ops.js";
+import { workerConfigSchema } from "./workers.js";
 
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
 const nonNegative = z.number().min(0, "must be >= 0");
-
-const workerId = z.string().refine(
-  (s) => {
-    try {
-      checkWorkerId(s);
-      return true;
-    } catch {
-      return false;
-    }
-  },
-  { message: "must be 1-128 characters from A-Z a-z 0-9 _ - (and not 'broadcast')" },
-);
-
-const httpUrl = z
-  .string()
-  .refine((s) => /^https?:\/\/[^/\s]+\/?$/.test(s), { message: "must be http(s)://host:port" });
-const ZMQ_ENDPOINT = /^tcp:\/\/[^\s]+:\d+$/;
-const zmqEndpoint = z
-  .string()
-  .refine((s) => ZMQ_ENDPOINT.test(s), { message: "must be tcp://host:port" });
-
-/** A worker whose KV events come from NVIDIA Dynamo's event plane (docs/dynamo.md). */
-export const workerDynamoSchema = z.strictObject({
-  /**
-   * Dynamo's ZMQ event-plane PUB for this worker (its discovery record's event_channels endpoint),
-   * or "nats": Dynamo's NATS event plane (`--event-plane nats`), read on the gateway's own NATS
-   * connection (`nats`), which must then be configured.
-   */
-  events: z.string().refine((s) => s === "nats" || ZMQ_ENDPOINT.test(s), {
-    message: 'must be tcp://host:port or "nats"',
-  }),
-  /** Dynamo's id of the worker (decimal, the worker_id of its events), mapped to this kvctl worker. */
-  workerId: z.string().regex(/^\d{1,20}$/, "must be Dynamo's decimal worker id"),
-  /** Tokens per block (SGLang page size x DCP size); the worker's /server_info page size when unset. */
-  blockSize: positiveInt.optional(),
-});
-export type WorkerDynamoConfig = z.infer<typeof workerDynamoSchema>;
-
-export const workerConfigSchema = z.strictObject({
-  id: workerId,
-  /** The worker's HTTP base URL (SGLang's --host/--port). */
-  url: httpUrl,
-  /** ZMQ PUB endpoint of its KV events; defaults to what its /server_info advertises. */
-  events: zmqEndpoint.optional(),
-  /** ZMQ ROUTER replay endpoint; defaults to what its /server_info advertises. */
-  replay: zmqEndpoint.optional(),
-  /** Its KV events from Dynamo's event plane instead of SGLang's stream (dynamo-events.ts). */
-  dynamo: workerDynamoSchema.optional(),
-  /** Keys the gateway sends the worker (auth/config.ts). */
-  ...workerCredentialFields,
-});
 
 export const natsConfigSchema = z.strictObject({
   url: z.string().min(1).optional(),
@@ -144,13 +92,13 @@ export const gatewayConfigSchema = z.strictObject({
     })
     .default({ host: "127.0.0.1", port: 8080, insecure: false }),
   workers: z.array(workerConfigSchema).min(1, "needs at least one worker"),
-  /** Client-side deadlines and caps (ops-config.ts). */
+  /** Client-side deadlines and caps (ops.ts). */
   listener: listenerConfigSchema,
-  /** Shutdown on SIGTERM (ops-config.ts). */
+  /** Shutdown on SIGTERM (ops.ts). */
   drain: drainConfigSchema,
-  /** Latency histograms and trace export (ops-config.ts). */
+  /** Latency histograms and trace export (ops.ts). */
   telemetry: telemetryConfigSchema,
-  /** The gateway's own log: text or levelled JSON with request ids (ops-config.ts). */
+  /** The gateway's own log: text or levelled JSON with request ids (ops.ts). */
   logging: loggingConfigSchema,
   nats: natsConfigSchema.optional(),
   /** Client keys, tenants and the admin key (auth/config.ts); absent: no authentication. */
@@ -302,96 +250,5 @@ export const gatewayConfigSchema = z.strictObject({
 
 export type GatewayConfigInput = z.input<typeof gatewayConfigSchema>;
 export type GatewayConfig = z.output<typeof gatewayConfigSchema>;
-export type WorkerConfig = z.output<typeof workerConfigSchema>;
 export type NatsConfig = z.output<typeof natsConfigSchema>;
 export type RoutingConfig = z.output<typeof routingConfigSchema>;
-
-export class GatewayConfigError extends Error {
-  override name = "GatewayConfigError";
-}
-
-/**
- * The agent policy's admission default: program admission (its retention decisions and restores
- * need a program's tool loop) when the admission limits it needs are given and no mode is named.
- * Without a capacity there is nothing to hold programs to, and admission stays per request.
- */
-export function withAgentDefaults(input: unknown): unknown {
-  if (input === null || typeof input !== "object" || Array.isArray(input)) return input;
-  const c = input as Record<string, unknown>;
-  const a = c.admission;
-  if (c.policy !== "agent" || a === null || typeof a !== "object" || Array.isArray(a)) return input;
-  const adm = a as Record<string, unknown>;
-  if (
-    adm.mode !== undefined ||
-    adm.maxRequestsPerWorker === undefined ||
-    adm.capacityTokensPerWorker === undefined
-  )
-    return input;
-  return { ...c, admission: { ...adm, mode: "program" } };
-}
-
-/** Validates a configuration object; the error names every bad field by its path. */
-export function parseGatewayConfig(input: unknown, source = "config"): GatewayConfig {
-  const r = gatewayConfigSchema.safeParse(withAgentDefaults(input));
-  if (!r.success) {
-    const lines = r.error.issues.map(
-      (i) => `  ${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`,
-    );
-    throw new GatewayConfigError(`${source} is invalid:\n${lines.join("\n")}`);
-  }
-  const ids = new Set<string>();
-  for (const w of r.data.workers) {
-    if (ids.has(w.id))
-      throw new GatewayConfigError(
-        `${source} is invalid:\n  workers: duplicate worker id '${w.id}'`,
-      );
-    ids.add(w.id);
-  }
-  const i = r.data.workers.findIndex((w) => w.dynamo?.events === "nats");
-  if (i >= 0 && !r.data.nats)
-    throw new GatewayConfigError(
-      `${source} is invalid:\n  workers.${i}.dynamo.events: "nats" reads Dynamo's NATS event plane on the gateway's NATS connection, and no nats is configured`,
-    );
-  return r.data;
-}
-
-/** Reads a YAML or JSON file (JSON is YAML, so one parser reads both) as an unvalidated object. */
-export function readConfigFile(path: string): Record<string, unknown> {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (e) {
-    throw new GatewayConfigError(`cannot read config file ${path}: ${(e as Error).message}`);
-  }
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (e) {
-    throw new GatewayConfigError(
-      `config file ${path} is not valid YAML/JSON: ${(e as Error).message}`,
-    );
-  }
-  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) {
-    throw new GatewayConfigError(`config file ${path} must hold a mapping at the top level`);
-  }
-  return doc as Record<string, unknown>;
-}
-
-/** `id=http://host:port[,events=tcp://..][,replay=tcp://..]` (the --worker flag). */
-export function parseWorkerFlag(spec: string): Record<string, string> {
-  const [first, ...rest] = spec.split(",");
-  const eq = first.indexOf("=");
-  if (eq <= 0)
-    throw new GatewayConfigError(
-      `--worker ${spec}: expected id=http://host:port[,events=tcp://host:port][,replay=tcp://host:port]`,
-    );
-  const out: Record<string, string> = { id: first.slice(0, eq), url: first.slice(eq + 1) };
-  for (const part of rest) {
-    const e = part.indexOf("=");
-    const k = e > 0 ? part.slice(0, e) : part;
-    if (k !== "events" && k !== "replay")
-      throw new GatewayConfigError(`--worker ${spec}: unknown key '${k}' (events, replay)`);
-    out[k] = part.slice(e + 1);
-  }
-  return out;
-}

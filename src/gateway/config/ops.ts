@@ -1,6 +1,6 @@
 // The operational parts of the gateway's configuration: the listener's own deadlines and caps,
-// drain on shutdown, and telemetry. Kept apart from config.ts (routing, workers, limits towards the
-// workers) so that each reads as one concern; config.ts folds these into the one schema.
+// drain on shutdown, telemetry and logging. Kept apart from schema.ts (routing, limits towards the
+// workers, sessions) so that each reads as one concern; schema.ts folds these into the one schema.
 import { z } from "zod";
 
 const positiveInt = z.number().int("must be an integer").min(1, "must be >= 1");
@@ -66,3 +66,8 @@ export const loggingConfigSchema = z
     level: z.enum(["debug", "info", "warn", "error"]).default("info"),
   })
   .default({ format: "text", level: "info" });
+
+export type ListenerConfig = z.output<typeof listenerConfigSchema>;
+export type DrainConfig = z.output<typeof drainConfigSchema>;
+export type TelemetryConfig = z.output<typeof telemetryConfigSchema>;
+export type LoggingConfig = z.output<typeof loggingConfigSchema>;
