@@ -5,7 +5,8 @@
 import type { CallOutcome, WorkerCall } from "./call.js";
 import type { GatewayConfig } from "./config/schema.js";
 import { errorBody, sendJson } from "./errors.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 
 export type Refusal = "queue_full" | "deadline";
 
@@ -30,15 +31,16 @@ function retryAfterSeconds(a: GatewayConfig["admission"]): number {
 
 /** Answers a refused request (counted by worker, reason and tenant) and ends its turn. */
 export function refuse(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   call: WorkerCall,
   why: Refusal,
   tenant: string,
 ): CallOutcome {
   const { turn, worker, res } = call;
   const status = why === "queue_full" ? 429 : 503;
-  ctx.metrics.ops.admissionRefused.inc({ worker: worker.id, reason: why, tenant });
-  ctx.metrics.countRequest(turn.route, worker.id, status);
+  tel.metrics.ops.admissionRefused.inc({ worker: worker.id, reason: why, tenant });
+  tel.metrics.countRequest(turn.route, worker.id, status);
   const message =
     why === "queue_full"
       ? `worker ${worker.id} has admission.maxQueuedPerWorker requests waiting already; retry later`
@@ -47,7 +49,7 @@ export function refuse(
     res,
     status,
     errorBody(turn.flavor, why === "queue_full" ? "rate_limited" : "service_unavailable", message),
-    { "retry-after": String(retryAfterSeconds(ctx.config.admission)) },
+    { "retry-after": String(retryAfterSeconds(deps.config.admission)) },
   );
   return { kind: "done", status, error: `admission: ${why}`, result: null };
 }

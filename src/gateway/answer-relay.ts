@@ -11,7 +11,8 @@ import { IdsFrameFilter } from "./stream-output-ids.js";
 import { StreamScan } from "./stream-scan.js";
 import { stripTokenFields, type TurnResult, turnResultOf } from "./token-truth.js";
 import { NO_RETRY_HEADERS } from "./timeouts.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import { classifyUpstreamError } from "./upstream.js";
 import type { CallOutcome, WorkerCall } from "./call.js";
 import type { CallClock } from "./latency.js";
@@ -47,7 +48,8 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
   private readonly res: ServerResponse;
 
   constructor(
-    private readonly ctx: TurnContext,
+    private readonly deps: TurnDeps,
+    private readonly tel: Telemetry,
     private readonly call: WorkerCall,
     /** Gives the call's place on the worker back (idempotent). */
     /** Gives the worker's room back; the result says whether the reply was a tool call. */
@@ -105,7 +107,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
       const held = this.idsFilter?.end();
       if (held && !this.res.destroyed) this.res.write(held);
       this.res.end();
-      this.ctx.metrics.countRequest(this.route, this.call.worker.id, this.status);
+      this.tel.metrics.countRequest(this.route, this.call.worker.id, this.status);
       this.finish({
         kind: "done",
         status: this.status,
@@ -117,7 +119,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     // The worker's room is free before the answer goes out.
     const { out, result } = this.wholeAnswer();
     this.release(result);
-    this.ctx.metrics.countRequest(this.route, this.call.worker.id, this.status);
+    this.tel.metrics.countRequest(this.route, this.call.worker.id, this.status);
     if (!this.res.destroyed) {
       this.headers["content-length"] =
         typeof out === "string" ? Buffer.byteLength(out) : out.length;
@@ -161,7 +163,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
   }
 
   private failedMidStream(e: Error): CallOutcome {
-    const { metrics } = this.ctx;
+    const { metrics } = this.tel;
     const worker = this.call.worker;
     if (this.call.client.gone) {
       metrics.clientAborts.inc({ route: this.route });
@@ -178,7 +180,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     // Told only once the error event went out: a connection the gateway cut (a drain's grace over)
     // or the client closed first gets none.
     const said = () =>
-      this.ctx.log.warn(
+      this.tel.log.warn(
         this.res.writableFinished
           ? `${what}; the client was sent an error event`
           : `${what}; the client's connection closed before the error event went out`,
@@ -203,7 +205,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
   }
 
   private failedBeforeAnswer(e: Error): CallOutcome {
-    const { metrics } = this.ctx;
+    const { metrics } = this.tel;
     const worker = this.call.worker;
     if (this.call.client.gone) {
       metrics.clientAborts.inc({ route: this.route });
@@ -213,7 +215,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     const kind = classifyUpstreamError(e);
     metrics.upstreamErrors.inc({ worker: worker.id, kind });
     if (kind === "connect") {
-      this.ctx.workers.drain(worker, `connection refused: ${e.message}`);
+      this.deps.workers.drain(worker, `connection refused: ${e.message}`);
       return { kind: "retry", error: `connection refused: ${e.message}` };
     }
     // A connection closed before any answer (most often a kept-alive one the worker closed as the

@@ -44,7 +44,8 @@ import { drainThenClose } from "./drain.js";
 import { SessionExpiry } from "./session-expiry.js";
 import { type Clock, systemClock } from "./core/clock.js";
 import { SessionStore } from "./session-store.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import { WorkerInspector } from "./worker-inspect.js";
 import { WorkerSet } from "./workers.js";
 
@@ -97,7 +98,9 @@ export interface Gateway {
 /** The gateway's parts, wired to each other but not started. */
 interface Parts {
   config: GatewayConfig;
-  ctx: TurnContext;
+  deps: TurnDeps;
+  /** Its span export (tracer) is opened when the gateway starts. */
+  tel: Telemetry;
   nats: NatsLink;
   commands: CommandSink;
   recorder: CommandRecorder;
@@ -109,15 +112,17 @@ interface Parts {
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
-  const parts = assemble(options);
-  parts.ctx.tracer = await openTracer(parts.config.telemetry, parts.ctx.log);
+  const assembled = assemble(options);
+  const tracer = await openTracer(assembled.config.telemetry, assembled.tel.log);
+  const parts: Parts = { ...assembled, tel: { ...assembled.tel, tracer } };
   const cleanup = await startLinks(parts);
   const drain = new DrainGate(parts.config.drain.retryAfterSeconds);
   const { app, front } = buildServer(
     {
-      ctx: parts.ctx,
-      workers: parts.ctx.workers,
-      metrics: parts.ctx.metrics,
+      deps: parts.deps,
+      tel: parts.tel,
+      workers: parts.deps.workers,
+      metrics: parts.tel.metrics,
       beforeScrape: scrapeGauges(parts),
       drain,
       tls: parts.tls,
@@ -128,7 +133,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     await app.listen({ host: parts.config.listen.host, port: parts.config.listen.port });
   } catch (e) {
     for (const c of cleanup.reverse()) await c().catch(() => undefined);
-    await parts.ctx.tracer?.close().catch(() => undefined);
+    await tracer?.close().catch(() => undefined);
     throw e;
   }
   return handle(parts, app, front, cleanup, startIdleTimer(parts), drain);
@@ -171,28 +176,31 @@ function assemble(options: GatewayOptions): Parts {
   });
   const base = { config, log, clock, metrics, index, decisionLog, policy, nats, sessions };
   const loop = assembleLoop(base, resolvedAuth);
-  let requestSeq = 0;
-  const ctx: TurnContext = {
+  const deps: TurnDeps = {
     config,
     workers: loop.workers,
     index,
     sessions,
+    auth: resolvedAuth ? new AuthGate(resolvedAuth, metrics.registry, () => clock.now()) : null,
+    observe: loop.observe,
+    recording: loop.recording,
+    rand: options.rand ?? Math.random,
+  };
+  const tel: Telemetry = {
+    log,
     metrics,
     clock,
-    observe: loop.observe,
     decisionLog,
-    log,
-    rand: options.rand ?? Math.random,
-    nextRequestId: () => `gw-${process.pid.toString(36)}-${(++requestSeq).toString(36)}`,
-    recording: loop.recording,
     requestLog: logger.request,
+    nextRequestId: requestIds(),
     latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
-    auth: resolvedAuth ? new AuthGate(resolvedAuth, metrics.registry, () => clock.now()) : null,
+    tracer: null,
   };
   return {
     tls,
     config,
-    ctx,
+    deps,
+    tel,
     nats,
     commands: loop.commands,
     recorder: loop.recorder,
@@ -201,6 +209,12 @@ function assemble(options: GatewayOptions): Parts {
     expiry: loop.expiry,
     sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, loop.observe),
   };
+}
+
+/** Request ids: this process's id and a count, base 36. */
+function requestIds(): () => string {
+  let seq = 0;
+  return () => `gw-${process.pid.toString(36)}-${(++seq).toString(36)}`;
 }
 
 function policyOf(
@@ -415,7 +429,7 @@ function policyObserver(
 
 /** Starts the workers (probed, events subscribed) and the NATS link; what to close, last first. */
 async function startLinks(p: Parts): Promise<(() => Promise<void>)[]> {
-  const { workers } = p.ctx;
+  const { workers } = p.deps;
   const cleanup: (() => Promise<void>)[] = [];
   try {
     await workers.start();
@@ -441,7 +455,8 @@ async function startLinks(p: Parts): Promise<(() => Promise<void>)[]> {
 
 /** Refreshes the gauges read at scrape time. */
 function scrapeGauges(p: Parts): () => void {
-  const { sessions, metrics, workers, clock } = p.ctx;
+  const { sessions, workers } = p.deps;
+  const { metrics, clock } = p.tel;
   const activeWindowMs = Math.max(1, p.config.sessions.idleAfterSeconds) * 1000;
   return () => {
     const now = clock.now();
@@ -459,7 +474,7 @@ function startIdleTimer(p: Parts): Periodic {
   const sweeps = new Periodic(
     () => p.sweepIdle(),
     idleAfterSeconds > 0 ? Math.max(1000, (idleAfterSeconds * 1000) / 2) : 0,
-    (e) => p.ctx.log.warn(`gateway: idle sweep: ${e.message}`),
+    (e) => p.tel.log.warn(`gateway: idle sweep: ${e.message}`),
   );
   sweeps.start();
   return sweeps;
@@ -467,15 +482,15 @@ function startIdleTimer(p: Parts): Periodic {
 
 /** Resolves once recorded turns, sent commands, their records and the ledger's chains are done. */
 async function settledAll(p: Parts): Promise<void> {
-  const { ctx, commands, recorder, ledger } = p;
+  const { deps, commands, recorder, ledger } = p;
   do {
-    await Promise.all([...ctx.recording.values()]);
+    await Promise.all([...deps.recording.values()]);
     await commands.settled();
     await Promise.all([...recorder.pending]);
     await ledger.settled();
     // A turn that finished meanwhile may have sent commands after the wait above began.
   } while (
-    ctx.recording.size > 0 ||
+    deps.recording.size > 0 ||
     recorder.pending.size > 0 ||
     commands.inFlight > 0 ||
     ledger.busy
@@ -490,7 +505,7 @@ function handle(
   idleTimer: Periodic,
   drain: DrainGate,
 ): Gateway {
-  const { ctx, config, commands } = p;
+  const { deps, tel, config, commands } = p;
   const addr = app.server.address();
   const port = typeof addr === "object" && addr ? addr.port : config.listen.port;
   const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
@@ -498,18 +513,18 @@ function handle(
     url: `${p.tls ? "https" : "http"}://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`,
     port,
     config,
-    metrics: ctx.metrics,
-    index: ctx.index,
-    sessions: ctx.sessions,
-    log: ctx.log,
+    metrics: tel.metrics,
+    index: deps.index,
+    sessions: deps.sessions,
+    log: tel.log,
     sweepIdle: p.sweepIdle,
-    checkHealth: () => ctx.workers.checkHealth(),
-    workers: ctx.workers,
+    checkHealth: () => deps.workers.checkHealth(),
+    workers: deps.workers,
     drain() {
       return drainThenClose(drain, {
         graceMs: config.drain.graceMs,
-        metrics: ctx.metrics.ops,
-        log: ctx.log,
+        metrics: tel.metrics.ops,
+        log: tel.log,
         close: () => gw.close(),
       });
     },
@@ -529,9 +544,9 @@ function handle(
     idleTimer.cancel();
     front.close();
     await app.close();
-    await Promise.all([...ctx.recording.values()]).catch(() => undefined);
+    await Promise.all([...deps.recording.values()]).catch(() => undefined);
     await commands.settled().catch(() => undefined);
-    await ctx.tracer?.close();
+    await tel.tracer?.close();
     for (const c of cleanup.reverse()) await c().catch(() => undefined);
   }
   return gw;

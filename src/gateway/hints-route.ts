@@ -11,7 +11,8 @@ import { mayUse, scopedSessionId } from "./auth/ownership.js";
 import { HintError, parseHintBody } from "./request/hints.js";
 import { errorBody } from "./errors.js";
 import { MAX_SESSION_ID_BYTES } from "./session-id.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import { requestFields } from "./request-log.js";
 
 /** The dotted path of a key that appears twice in one object of the (valid JSON) body, else null. */
@@ -26,9 +27,9 @@ function duplicateKey(raw: Buffer): string | null {
 
 export const HINTS_ROUTE = "/kvctl/v1/sessions/:id/events";
 
-export function registerHintsRoute(app: FastifyInstance, ctx: TurnContext): void {
+export function registerHintsRoute(app: FastifyInstance, deps: TurnDeps, tel: Telemetry): void {
   app.post<{ Params: { id: string } }>(HINTS_ROUTE, async (req, reply) => {
-    const { metrics } = ctx;
+    const { metrics } = tel;
     const named = req.params.id;
     const fail = (
       status: number,
@@ -60,25 +61,25 @@ export function registerHintsRoute(app: FastifyInstance, ctx: TurnContext): void
     if (twice) return fail(400, "invalid", "?", `duplicate key ${twice}`, twice);
     let hint;
     try {
-      hint = parseHintBody(body?.json, id, ctx.clock.now());
+      hint = parseHintBody(body?.json, id, tel.clock.now());
     } catch (e) {
       if (!(e instanceof HintError)) throw e;
       return fail(400, "invalid", "?", e.message, e.field);
     }
-    await ctx.recording.get(id);
-    const rec = await ctx.sessions.get(id);
+    await deps.recording.get(id);
+    const rec = await deps.sessions.get(id);
     // A record in the caller's namespace it did not open (auth/ownership.ts) is answered as unknown too.
     const refused = rec !== null && !mayUse(who, rec);
-    if (refused) ctx.auth?.count("other_tenant");
+    if (refused) deps.auth?.count("other_tenant");
     if (!rec || refused) {
-      ctx.log.info(
+      tel.log.info(
         `gateway: hint ${hint.event} for unknown session ${JSON.stringify(id)} (ignored${refused ? "; another tenant's record" : ""})`,
         requestFields(req.raw),
       );
       return fail(404, "unknown_session", hint.event, `no session ${JSON.stringify(named)}`, "id");
     }
     metrics.hints.inc({ event: hint.event, outcome: "accepted" });
-    ctx.observe(hint);
+    deps.observe(hint);
     return reply.code(202).send({ accepted: true, session: named, event: hint.event });
   });
 }

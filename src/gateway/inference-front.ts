@@ -17,7 +17,8 @@ import {
   type TurnRules,
 } from "./request/turn-request.js";
 import { serveTurn } from "./turn.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import { requestFields } from "./request-log.js";
 
 export interface InferenceFront {
@@ -27,8 +28,12 @@ export interface InferenceFront {
   close(): void;
 }
 
-export function createInferenceFront(ctx: TurnContext, bodyLimit: number): InferenceFront {
-  const pins = ctx.config.policies?.pins;
+export function createInferenceFront(
+  deps: TurnDeps,
+  tel: Telemetry,
+  bodyLimit: number,
+): InferenceFront {
+  const pins = deps.config.policies?.pins;
   const rules: TurnRules = {
     markerTtls: {
       inMemoryTtlSeconds: pins?.inMemoryTtlSeconds ?? 600,
@@ -37,7 +42,7 @@ export function createInferenceFront(ctx: TurnContext, bodyLimit: number): Infer
   };
   let closing = false;
   const tooLarge = (res: ServerResponse, flavor: ApiFlavor) => {
-    ctx.metrics.badRequests.inc({ reason: "body_too_large" });
+    tel.metrics.badRequests.inc({ reason: "body_too_large" });
     // The rest of the body is not read: the connection is closed after the answer.
     sendJson(res, 413, errorBody(flavor, "request_too_large", tooLargeMessage(bodyLimit)), {
       connection: "close",
@@ -63,7 +68,7 @@ export function createInferenceFront(ctx: TurnContext, bodyLimit: number): Infer
         readBody(
           req,
           bodyLimit,
-          (raw) => serve(ctx, rules, route, req, res, raw),
+          (raw) => serve(deps, tel, rules, route, req, res, raw),
           () => tooLarge(res, flavor),
         );
       return true;
@@ -100,7 +105,8 @@ function readBody(
 }
 
 function serve(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   rules: TurnRules,
   route: RouteKind,
   req: IncomingMessage,
@@ -108,7 +114,7 @@ function serve(
   raw: Buffer,
 ): void {
   const failed = (e: Error) => {
-    ctx.log.error(`gateway: ${req.method} ${req.url}: ${e.stack ?? e.message}`, requestFields(req));
+    tel.log.error(`gateway: ${req.method} ${req.url}: ${e.stack ?? e.message}`, requestFields(req));
     if (res.headersSent) res.destroy();
     else sendJson(res, 500, errorBody(flavorOf(route), "internal_error", e.message));
   };
@@ -117,8 +123,8 @@ function serve(
     turn = parseTurn(route, raw, req.headers, rules);
   } catch (e) {
     if (!(e instanceof TurnRequestError)) return failed(e as Error);
-    ctx.metrics.badRequests.inc({ reason: e.reason });
-    if (e.ofRoute) ctx.metrics.countRequest(route, "none", 400);
+    tel.metrics.badRequests.inc({ reason: e.reason });
+    if (e.ofRoute) tel.metrics.countRequest(route, "none", 400);
     return sendJson(
       res,
       400,
@@ -128,13 +134,13 @@ function serve(
   const who = principalOf(req);
   turn.tenant = who.tenant;
   turn.admin = who.admin;
-  const tenants = ctx.auth?.auth.tenants;
+  const tenants = deps.auth?.auth.tenants;
   const cannot =
     who.tenant === null || !tenants ? null : isolate(turn, tenants.get(who.tenant), tenants.size);
   if (cannot !== null) {
-    ctx.metrics.countRequest(route, "none", 400);
+    tel.metrics.countRequest(route, "none", 400);
     return sendJson(res, 400, errorBody(flavorOf(route), "invalid_request_error", cannot));
   }
   if (turn.session) turn.session = { ...turn.session, id: scopedSessionId(who, turn.session.id) };
-  serveTurn(ctx, turn, res).catch(failed);
+  serveTurn(deps, tel, turn, res).catch(failed);
 }

@@ -16,7 +16,8 @@ import { streamOf } from "./request/worker-rules.js";
 import { NoWorkerError, routeRequest } from "./router.js";
 import { SessionIdError, sessionIdOf } from "./session-id.js";
 import { callTimeouts } from "./timeouts.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import { DROP_REQUEST_HEADERS } from "./worker-call.js";
 import type { GatewayWorker } from "./workers.js";
 import { saltedBody } from "./auth/cache-isolation.js";
@@ -141,31 +142,33 @@ function responseTarget(
 
 /** The workers to ask, in order: the owner's, every available one, or the routed one. */
 async function candidates(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   only: string | "any" | null,
   req: FastifyRequest,
   body: Record<string, unknown> | null,
 ): Promise<GatewayWorker[]> {
-  const available = ctx.workers.available();
+  const available = deps.workers.available();
   if (only === "any" || available.length === 0) return available;
   if (only !== null) return available.filter((w) => w.id === only);
   let session: { worker: string | null; lastActivityMs: number } | null = null;
   try {
     const sid = sessionIdOf(req.headers, body);
-    session = sid ? await ctx.sessions.get(scopedSessionId(principalOf(req.raw), sid.id)) : null;
+    session = sid ? await deps.sessions.get(scopedSessionId(principalOf(req.raw), sid.id)) : null;
   } catch (e) {
     if (!(e instanceof SessionIdError)) throw e;
   }
   const decision = routeRequest(
-    { workers: available.map((w) => w.state()), overlap: null, session, nowMs: ctx.clock.now() },
-    ctx.config.routing,
-    ctx.rand,
+    { workers: available.map((w) => w.state()), overlap: null, session, nowMs: tel.clock.now() },
+    deps.config.routing,
+    deps.rand,
   );
-  return [ctx.workers.get(decision.worker) as GatewayWorker];
+  return [deps.workers.get(decision.worker) as GatewayWorker];
 }
 
 async function forward(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   owners: ResponseOwners,
   r: PassRoute,
   req: FastifyRequest,
@@ -186,13 +189,13 @@ async function forward(
   }
   const { creates } = target;
   // A new response is generated in its tenant's cache namespace, as a turn is.
-  const tenants = ctx.auth?.auth.tenants;
+  const tenants = deps.auth?.auth.tenants;
   const salted =
     r.stores && target.raw && who.tenant !== null && tenants
       ? saltedBody(target.raw, clientSaltOf(body), tenants.get(who.tenant), tenants.size)
       : null;
   const raw = salted?.raw ?? target.raw;
-  const workers = await candidates(ctx, target.only, req, body);
+  const workers = await candidates(deps, tel, target.only, req, body);
   if (workers.length === 0)
     return fail(
       503,
@@ -204,7 +207,7 @@ async function forward(
       ).message,
     );
   const timeouts = callTimeouts(
-    ctx.config.limits,
+    deps.config.limits,
     r.generates && streamOf("chat", body?.stream) !== true,
   );
   const accepted = (w: string) => {
@@ -212,7 +215,7 @@ async function forward(
   };
   for (const [i, w] of workers.entries()) {
     const last = i === workers.length - 1;
-    if (await askWorker(ctx, r, req, reply, w, raw, timeouts, { last, accepted }, fail)) return;
+    if (await askWorker(tel, r, req, reply, w, raw, timeouts, { last, accepted }, fail)) return;
   }
 }
 
@@ -221,7 +224,7 @@ async function forward(
  * names and another worker is left to ask.
  */
 async function askWorker(
-  ctx: TurnContext,
+  tel: Telemetry,
   r: PassRoute,
   req: FastifyRequest,
   reply: FastifyReply,
@@ -253,7 +256,7 @@ async function askWorker(
       await answer.body.dump();
       return false;
     }
-    ctx.metrics.countRequest(r.kind, w.id, answer.statusCode);
+    tel.metrics.countRequest(r.kind, w.id, answer.statusCode);
     // The worker took the new object: it is the caller's tenant's, held there.
     if (answer.statusCode < 300) accepted(w.id);
     reply.hijack();
@@ -262,7 +265,7 @@ async function askWorker(
   } catch (e) {
     if (reply.sent || reply.raw.headersSent) reply.raw.destroy();
     else {
-      ctx.metrics.countRequest(r.kind, w.id, 502);
+      tel.metrics.countRequest(r.kind, w.id, 502);
       fail(502, "upstream_error", `worker ${w.id} failed: ${(e as Error).message}`);
     }
   } finally {
@@ -275,7 +278,8 @@ async function askWorker(
 /** Registers the pass-through routes; their bodies are kept as bytes (the worker judges them). */
 export function registerPassthrough(
   app: FastifyInstance,
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   bodyLimit: number,
 ): void {
   const owners = new ResponseOwners();
@@ -288,7 +292,7 @@ export function registerPassthrough(
       scope.route({
         method: r.method,
         url: r.url,
-        handler: (req, reply) => forward(ctx, owners, r, req, reply),
+        handler: (req, reply) => forward(deps, tel, owners, r, req, reply),
       });
   });
 }

@@ -4,7 +4,8 @@
 // turn notes its route, worker, tenant, session and error on the request as it learns them.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { LogFields, RequestLogLine } from "./logger.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import { onResponseClose } from "./response-close.js";
 
 type Note = Pick<RequestLogLine, "route" | "worker" | "tenant" | "session" | "error">;
@@ -13,14 +14,14 @@ const notes = new WeakMap<IncomingMessage, { id: string } & Note>();
 
 /** Starts the request's line; null when requests are not logged (the text format). */
 export function requestLogger(
-  ctx: TurnContext,
+  tel: Telemetry,
 ): ((req: IncomingMessage, res: ServerResponse) => void) | null {
-  const write = ctx.requestLog;
+  const write = tel.requestLog;
   if (!write) return null;
   return (req, res) => {
     const started = performance.now();
     const note = {
-      id: ctx.nextRequestId(),
+      id: tel.nextRequestId(),
       route: null,
       worker: null,
       tenant: null,

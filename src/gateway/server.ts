@@ -13,7 +13,8 @@ import { createInferenceFront, type InferenceFront } from "./inference-front.js"
 import type { GatewayMetrics } from "./metrics.js";
 import { registerPassthrough } from "./passthrough.js";
 import { flavorOfRequest } from "./request/routes.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import type { WorkerSet } from "./workers.js";
 import { createListener, type DrainGate } from "./listener.js";
 import { registerProbeRoutes } from "./probe-routes.js";
@@ -21,7 +22,8 @@ import { registerAdminRoutes } from "./admin-routes.js";
 import { requestFields, requestLogger } from "./request-log.js";
 
 export interface ServerParts {
-  ctx: TurnContext;
+  deps: TurnDeps;
+  tel: Telemetry;
   workers: WorkerSet;
   metrics: GatewayMetrics;
   /** Refreshes the gauges read at scrape time. */
@@ -58,7 +60,7 @@ export function buildServer(
   p: ServerParts,
   bodyLimit: number,
 ): { app: FastifyInstance; front: InferenceFront } {
-  const front = createInferenceFront(p.ctx, bodyLimit);
+  const front = createInferenceFront(p.deps, p.tel, bodyLimit);
   const app = Fastify({
     bodyLimit,
     logger: false,
@@ -69,9 +71,9 @@ export function buildServer(
     routerOptions: { maxParamLength: 8192 },
     clientErrorHandler: answerClientError,
     serverFactory: (handler) => {
-      const gate = p.ctx.auth;
+      const gate = p.deps.auth;
       return createListener(
-        p.ctx.config.listener,
+        p.deps.config.listener,
         p.drain,
         p.metrics.ops,
         (req, res) => {
@@ -79,7 +81,7 @@ export function buildServer(
           if (!front.handle(req, res)) handler(req, res);
         },
         p.tls,
-        requestLogger(p.ctx),
+        requestLogger(p.tel),
       );
     },
   });
@@ -88,11 +90,11 @@ export function buildServer(
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, parseBody);
 
   answerFaults(app, p, bodyLimit);
-  registerHintsRoute(app, p.ctx);
-  registerPassthrough(app, p.ctx, bodyLimit);
+  registerHintsRoute(app, p.deps, p.tel);
+  registerPassthrough(app, p.deps, p.tel, bodyLimit);
   registerOwnRoutes(app, p);
   registerProbeRoutes(app, p.workers, p.drain);
-  registerAdminRoutes(app, p.workers, p.ctx.config.drain.graceMs);
+  registerAdminRoutes(app, p.workers, p.deps.config.drain.graceMs);
   return { app, front };
 }
 
@@ -112,7 +114,7 @@ function answerFaults(app: FastifyInstance, p: ServerParts, bodyLimit: number): 
     const flavor = flavorOfRequest(req.url, req.headers);
     const message = reason === "body_too_large" ? tooLargeMessage(bodyLimit) : err.message;
     if (status >= 500)
-      p.ctx.log.error(
+      p.tel.log.error(
         `gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`,
         requestFields(req.raw),
       );

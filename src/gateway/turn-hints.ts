@@ -4,39 +4,40 @@
 import type { CacheMarkers, SessionHint } from "../contract/observations.js";
 import { HINT_HEADER, HintError, parseHintHeader } from "./request/hints.js";
 import type { RequestMarkers } from "./request/turn-request.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import type { GatewayWorker } from "./workers.js";
 
 /** The x-kvctl-hint header as observations; a bad one is counted and logged, the request still served. */
 export function headerHints(
-  ctx: TurnContext,
+  tel: Telemetry,
   value: string | null,
   sessionId: string | null,
   known: boolean,
 ): SessionHint[] {
   if (value === null) return [];
   if (sessionId === null) {
-    ctx.metrics.hints.inc({ event: "header", outcome: "no_session" });
-    ctx.log.warn(`gateway: ${HINT_HEADER} on a request with no session id (ignored)`);
+    tel.metrics.hints.inc({ event: "header", outcome: "no_session" });
+    tel.log.warn(`gateway: ${HINT_HEADER} on a request with no session id (ignored)`);
     return [];
   }
   let hints: SessionHint[];
   try {
-    hints = parseHintHeader(value, sessionId, ctx.clock.now());
+    hints = parseHintHeader(value, sessionId, tel.clock.now());
   } catch (e) {
     if (!(e instanceof HintError)) throw e;
-    ctx.metrics.hints.inc({ event: "header", outcome: "invalid" });
-    ctx.log.warn(`gateway: session ${JSON.stringify(sessionId)}: ${e.message} (ignored)`);
+    tel.metrics.hints.inc({ event: "header", outcome: "invalid" });
+    tel.log.warn(`gateway: session ${JSON.stringify(sessionId)}: ${e.message} (ignored)`);
     return [];
   }
   for (const h of hints)
-    ctx.metrics.hints.inc({ event: h.event, outcome: known ? "accepted" : "unknown_session" });
+    tel.metrics.hints.inc({ event: h.event, outcome: known ? "accepted" : "unknown_session" });
   return known ? hints : [];
 }
 
 /** Token positions of the request's prompt-cache markers, from the worker's tokenizer. */
 export async function cacheMarkersOf(
-  ctx: TurnContext,
+  tel: Telemetry,
   worker: GatewayWorker,
   markers: RequestMarkers,
   prompt: number[],
@@ -55,7 +56,7 @@ export async function cacheMarkersOf(
       while (n < t.length && n < prompt.length && t[n] === prompt[n]) n++;
       out.breakpoints.push({ tokens: n, ttlSeconds: spec.ttlSeconds, at: spec.at });
     } catch (e) {
-      ctx.log.warn(
+      tel.log.warn(
         `gateway: tokenize for the cache marker at ${spec.at} on ${worker.id} failed: ${(e as Error).message} (marker skipped)`,
       );
     }

@@ -5,7 +5,8 @@ import { requestBlockHashes } from "./block-hashes.js";
 import type { TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
 import { MAX_TURNS_KEPT, type SessionRecord, type TurnSummary } from "./holds/record.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import { cacheMarkersOf } from "./turn-hints.js";
 import type { DoneOutcome } from "./call.js";
 import type { GatewayWorker } from "./workers.js";
@@ -86,26 +87,26 @@ export function turnFinished(
   return o;
 }
 
-export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void> {
+export async function finishTurn(deps: TurnDeps, tel: Telemetry, a: FinishArgs): Promise<void> {
   const { worker, outcome } = a;
   const r = outcome.result;
   if (r?.usage.cachedTokens != null)
-    ctx.metrics.cachedTokens.inc({ worker: worker.id }, r.usage.cachedTokens);
+    tel.metrics.cachedTokens.inc({ worker: worker.id }, r.usage.cachedTokens);
   if (r?.usage.promptTokens != null)
-    ctx.metrics.promptTokens.inc({ worker: worker.id }, r.usage.promptTokens);
+    tel.metrics.promptTokens.inc({ worker: worker.id }, r.usage.promptTokens);
   const t = tokensFrom(
     a,
-    a.outcome.result?.promptTokens ?? a.promptTokens ?? (await promptFromWorker(ctx, a)),
+    a.outcome.result?.promptTokens ?? a.promptTokens ?? (await promptFromWorker(tel, a)),
   );
   const ranges = t.prompt ? await rangesOf(a, t, t.prompt) : null;
-  const now = ctx.clock.now();
+  const now = tel.clock.now();
   if (a.turn.session && outcome.status === 200)
-    await saveTurn(ctx, a.turn.session.id, a, t, ranges, now);
+    await saveTurn(deps, a.turn.session.id, a, t, ranges, now);
   const markers =
     a.turn.markers && t.prompt && outcome.status === 200 && worker.healthy
-      ? await cacheMarkersOf(ctx, worker, a.turn.markers, t.prompt)
+      ? await cacheMarkersOf(tel, worker, a.turn.markers, t.prompt)
       : null;
-  ctx.observe(
+  deps.observe(
     turnFinished(a.turn, a.requestId, worker.id, a.started, now, {
       status: outcome.status,
       error: outcome.error,
@@ -117,19 +118,19 @@ export async function finishTurn(ctx: TurnContext, a: FinishArgs): Promise<void>
       ranges,
       toolCalls: r?.toolCalls ?? [],
       cacheMarkers: markers,
-      workerDeviceBlocks: worker.events ? (ctx.index.stats().workers[worker.id]?.GPU ?? 0) : null,
+      workerDeviceBlocks: worker.events ? (deps.index.stats().workers[worker.id]?.GPU ?? 0) : null,
     }),
   );
 }
 
 /** A streamed turn's prompt (its answer carries no ids): the worker tokenizes the same request. */
-async function promptFromWorker(ctx: TurnContext, a: FinishArgs): Promise<number[] | null> {
+async function promptFromWorker(tel: Telemetry, a: FinishArgs): Promise<number[] | null> {
   if (!a.outcome.result || a.outcome.status !== 200 || !a.turn.tokenize || !a.worker.healthy)
     return null;
   try {
     return await a.worker.tokenizer.prompt(a.turn.tokenize);
   } catch (e) {
-    ctx.log.warn(
+    tel.log.warn(
       `gateway: tokenize on ${a.worker.id} for turn ${a.requestId} failed: ${(e as Error).message}`,
       { request_id: a.requestId },
     );
@@ -205,7 +206,7 @@ async function systemRange(
 
 /** The turn in its session's record: the worker, the chain it holds, and a summary. */
 async function saveTurn(
-  ctx: TurnContext,
+  deps: TurnDeps,
   sessionId: string,
   a: FinishArgs,
   t: Tokens,
@@ -228,7 +229,7 @@ async function saveTurn(
     totalBlocks: t.chain.length,
     toolCalls: r?.toolCalls ?? [],
   };
-  await ctx.sessions.update(sessionId, (rec) => {
+  await deps.sessions.update(sessionId, (rec) => {
     // The first turn's tenant owns the session (auth/ownership.ts).
     if (rec.turnCount === 0 && a.turn.tenant !== null) rec.tenant = a.turn.tenant;
     rec.worker = a.worker.id;

@@ -12,7 +12,8 @@ import type { TokenizeCall } from "./request/token-request.js";
 import type { TurnRequest } from "./request/turn-request.js";
 import { NoWorkerError, type RouteDecision, routeRequest } from "./router.js";
 import type { SessionRecord } from "./holds/record.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import { headerHints } from "./turn-hints.js";
 import { finishTurn, turnFinished } from "./turn-record.js";
 import { type CallOutcome, ClientLink, type DoneOutcome } from "./call.js";
@@ -39,13 +40,14 @@ interface Prepared {
 const MAX_ATTEMPTS = 3;
 
 export async function serveTurn(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   turn: TurnRequest,
   res: ServerResponse,
 ): Promise<void> {
   const startedAt = performance.now();
   // Notes for the request's log line, built only where requests are logged.
-  const logged = !!ctx.requestLog;
+  const logged = !!tel.requestLog;
   if (logged)
     noteRequest(res.req, {
       route: turn.route,
@@ -54,22 +56,22 @@ export async function serveTurn(
     });
   let p: Prepared;
   try {
-    p = await prepare(ctx, turn, requestIdOf(res.req));
+    p = await prepare(deps, tel, turn, requestIdOf(res.req));
   } catch (e) {
     if (!(e instanceof SessionRefusedError)) throw e;
-    ctx.auth?.count("other_tenant");
-    ctx.metrics.countRequest(turn.route, "none", 403);
+    deps.auth?.count("other_tenant");
+    tel.metrics.countRequest(turn.route, "none", 403);
     return sendJson(res, 403, errorBody(turn.flavor, "permission_error", e.message, "session"));
   }
   const client = new ClientLink(res);
   for (let attempt = 0; ; attempt++) {
-    const worker = chooseWorker(ctx, turn, p, attempt);
+    const worker = chooseWorker(deps, tel, turn, p, attempt);
     if (typeof worker === "string") {
-      ctx.metrics.countRequest(turn.route, "none", 503);
+      tel.metrics.countRequest(turn.route, "none", 503);
       return sendJson(res, 503, errorBody(turn.flavor, "service_unavailable", worker));
     }
     if (logged) noteRequest(res.req, { worker: worker.id });
-    const outcome = await callWorker(ctx, {
+    const outcome = await callWorker(deps, tel, {
       turn,
       worker,
       res,
@@ -80,32 +82,37 @@ export async function serveTurn(
     if (
       outcome.kind === "retry" &&
       attempt < MAX_ATTEMPTS - 1 &&
-      ctx.workers.available().length > 0
+      deps.workers.available().length > 0
     ) {
-      attemptEnded(ctx, turn, p, worker, outcome.error);
+      attemptEnded(deps, tel, turn, p, worker, outcome.error);
       continue;
     }
-    const done = settle(ctx, res, turn, worker, outcome);
+    const done = settle(tel, res, turn, worker, outcome);
     if (logged) noteRequest(res.req, { error: done.error });
-    record(ctx, turn, p, worker, done);
+    record(deps, tel, turn, p, worker, done);
     return;
   }
 }
 
-async function prepare(ctx: TurnContext, turn: TurnRequest, id: string | null): Promise<Prepared> {
+async function prepare(
+  deps: TurnDeps,
+  tel: Telemetry,
+  turn: TurnRequest,
+  id: string | null,
+): Promise<Prepared> {
   const sid = turn.session;
-  const started = ctx.clock.now();
-  const requestId = id ?? ctx.nextRequestId();
-  if (sid) await ctx.recording.get(sid.id);
-  const session = sid ? await ctx.sessions.get(sid.id) : null;
+  const started = tel.clock.now();
+  const requestId = id ?? tel.nextRequestId();
+  if (sid) await deps.recording.get(sid.id);
+  const session = sid ? await deps.sessions.get(sid.id) : null;
   if (session && !mayUse(turn, session)) throw new SessionRefusedError();
-  for (const h of headerHints(ctx, turn.hintHeader, sid?.id ?? null, session !== null))
-    ctx.observe(h);
-  const promptTokens = tokenizesBeforeRouting(ctx, turn)
-    ? await promptBeforeRouting(ctx, turn)
+  for (const h of headerHints(tel, turn.hintHeader, sid?.id ?? null, session !== null))
+    deps.observe(h);
+  const promptTokens = tokenizesBeforeRouting(deps, turn)
+    ? await promptBeforeRouting(deps, tel, turn)
     : turn.promptTokens;
   const { overlap, hashes } = promptTokens
-    ? overlapFor(ctx, ctx.workers.available(), promptTokens, turn)
+    ? overlapFor(deps, deps.workers.available(), promptTokens, turn)
     : { overlap: null, hashes: new Map<GatewayWorker, bigint[]>() };
   return { requestId, started, session, promptTokens, overlap, hashes };
 }
@@ -114,22 +121,26 @@ async function prepare(ctx: TurnContext, turn: TurnRequest, id: string | null): 
  * Prompt tokens before routing: carried by the request, or from a worker's tokenizer when the
  * index holds blocks to match them against (with an empty index every overlap is zero anyway).
  */
-function tokenizesBeforeRouting(ctx: TurnContext, turn: TurnRequest): boolean {
+function tokenizesBeforeRouting(deps: TurnDeps, turn: TurnRequest): boolean {
   return (
     !turn.promptTokens &&
     turn.tokenize !== null &&
-    ctx.config.routing.tokenize === "auto" &&
-    ctx.workers.available().length > 1 &&
-    ctx.index.stats().blocks > 0
+    deps.config.routing.tokenize === "auto" &&
+    deps.workers.available().length > 1 &&
+    deps.index.stats().blocks > 0
   );
 }
 
-async function promptBeforeRouting(ctx: TurnContext, turn: TurnRequest): Promise<number[] | null> {
-  const w = ctx.workers.available().reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
+async function promptBeforeRouting(
+  deps: TurnDeps,
+  tel: Telemetry,
+  turn: TurnRequest,
+): Promise<number[] | null> {
+  const w = deps.workers.available().reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
   try {
     return await w.tokenizer.prompt(turn.tokenize as TokenizeCall);
   } catch (e) {
-    ctx.log.warn(
+    tel.log.warn(
       `gateway: tokenize on ${w.id} before routing failed (${(e as Error).message}); routing without prompt hashes`,
     );
     return null;
@@ -138,7 +149,7 @@ async function promptBeforeRouting(ctx: TurnContext, turn: TurnRequest): Promise
 
 /** Overlap of the prompt per worker, each worker scored on hashes in its own scheme. */
 function overlapFor(
-  ctx: TurnContext,
+  deps: TurnDeps,
   workers: readonly GatewayWorker[],
   tokens: number[],
   turn: TurnRequest,
@@ -152,7 +163,7 @@ function overlapFor(
     let s = byScheme.get(key);
     if (!s) {
       const h = requestBlockHashes(tokens, w.scheme, turn.namespace);
-      s = { hashes: h, overlap: ctx.index.overlap(h) };
+      s = { hashes: h, overlap: deps.index.overlap(h) };
       byScheme.set(key, s);
     }
     hashes.set(w, Array.from(s.hashes));
@@ -170,12 +181,13 @@ function overlapFor(
 
 /** Routes one attempt: the chosen worker (logged, counted, TurnStarted observed), or why none. */
 function chooseWorker(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   turn: TurnRequest,
   p: Prepared,
   attempt: number,
 ): GatewayWorker | string {
-  const available = ctx.workers.available();
+  const available = deps.workers.available();
   let decision: RouteDecision;
   try {
     const session = p.session
@@ -186,21 +198,21 @@ function chooseWorker(
         workers: available.map((w) => w.state()),
         overlap: p.overlap,
         session,
-        nowMs: ctx.clock.now(),
+        nowMs: tel.clock.now(),
       },
-      ctx.config.routing,
-      ctx.rand,
+      deps.config.routing,
+      deps.rand,
     );
   } catch (e) {
     if (!(e instanceof NoWorkerError)) throw e;
     return e.message;
   }
-  const worker = ctx.workers.get(decision.worker) as GatewayWorker;
-  ctx.metrics.decisions.inc({ worker: worker.id, reason: decision.reason });
-  ctx.decisionLog?.(routeLine(ctx, turn, p, worker, decision, available, attempt));
-  ctx.observe({
+  const worker = deps.workers.get(decision.worker) as GatewayWorker;
+  tel.metrics.decisions.inc({ worker: worker.id, reason: decision.reason });
+  tel.decisionLog?.(routeLine(tel, turn, p, worker, decision, available, attempt));
+  deps.observe({
     type: "TurnStarted",
-    at: ctx.clock.now(),
+    at: tel.clock.now(),
     requestId: p.requestId,
     sessionId: turn.session?.id ?? null,
     route: turn.route,
@@ -225,7 +237,7 @@ function chooseWorker(
 }
 
 function routeLine(
-  ctx: TurnContext,
+  tel: Telemetry,
   turn: TurnRequest,
   p: Prepared,
   worker: GatewayWorker,
@@ -233,7 +245,7 @@ function routeLine(
   available: readonly GatewayWorker[],
   attempt: number,
 ): string {
-  return decisionLine(ctx.clock.now(), "route", {
+  return decisionLine(tel.clock.now(), "route", {
     request_id: p.requestId,
     route: turn.route,
     stream: turn.stream,
@@ -256,14 +268,15 @@ function routeLine(
  * beside the next try's until its TTL. The turn's record is kept once, for the last try.
  */
 function attemptEnded(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   turn: TurnRequest,
   p: Prepared,
   worker: GatewayWorker,
   error: string,
 ): void {
-  ctx.observe(
-    turnFinished(turn, p.requestId, worker.id, p.started, ctx.clock.now(), {
+  deps.observe(
+    turnFinished(turn, p.requestId, worker.id, p.started, tel.clock.now(), {
       status: 0,
       error: `sent again: ${error}`,
     }),
@@ -272,14 +285,14 @@ function attemptEnded(
 
 /** The outcome the record keeps: a retry left over after the last try is answered 502 here. */
 function settle(
-  ctx: TurnContext,
+  tel: Telemetry,
   res: ServerResponse,
   turn: TurnRequest,
   worker: GatewayWorker,
   outcome: CallOutcome,
 ): DoneOutcome {
   if (outcome.kind === "done") return outcome;
-  ctx.metrics.countRequest(turn.route, worker.id, 502);
+  tel.metrics.countRequest(turn.route, worker.id, 502);
   sendJson(
     res,
     502,
@@ -294,13 +307,14 @@ function settle(
 
 /** Keeps the turn's record after the response went out (off the client's path). */
 function record(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   turn: TurnRequest,
   p: Prepared,
   worker: GatewayWorker,
   outcome: DoneOutcome,
 ): void {
-  const recording = finishTurn(ctx, {
+  const recording = finishTurn(deps, tel, {
     turn,
     worker,
     requestId: p.requestId,
@@ -309,14 +323,14 @@ function record(
     started: p.started,
     outcome,
   }).catch((e) =>
-    ctx.log.warn(`gateway: recording turn ${p.requestId} failed: ${(e as Error).message}`, {
+    tel.log.warn(`gateway: recording turn ${p.requestId} failed: ${(e as Error).message}`, {
       request_id: p.requestId,
     }),
   );
   const sid = turn.session;
   if (!sid) return;
-  ctx.recording.set(sid.id, recording);
+  deps.recording.set(sid.id, recording);
   void recording.finally(() => {
-    if (ctx.recording.get(sid.id) === recording) ctx.recording.delete(sid.id);
+    if (deps.recording.get(sid.id) === recording) deps.recording.delete(sid.id);
   });
 }

@@ -12,7 +12,8 @@ import type { CallOutcome, ClientLink, WorkerCall } from "./call.js";
 import { ROUTE_PATHS } from "./request/routes.js";
 import { callTimeouts } from "./timeouts.js";
 import type { Span } from "./trace.js";
-import type { TurnContext } from "./turn-context.js";
+import type { Telemetry } from "./telemetry.js";
+import type { TurnDeps } from "./turn-deps.js";
 import type { GatewayWorker } from "./workers.js";
 import { admissionBound, type Refusal, refuse } from "./admission-bound.js";
 import { tenantLabel } from "./tenant-label.js";
@@ -54,21 +55,26 @@ function forwardHeaders(
   return out;
 }
 
-export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<CallOutcome> {
+export async function callWorker(
+  deps: TurnDeps,
+  tel: Telemetry,
+  call: WorkerCall,
+): Promise<CallOutcome> {
   const { turn, worker } = call;
-  const place = occupy(ctx, call);
+  const place = occupy(tel, call);
   if (place.ticket?.queued) {
-    const refused = await waitAdmitted(ctx, call, place);
+    const refused = await waitAdmitted(deps, tel, call, place);
     if (refused) return refused;
   }
   // A streamed chat turn asks for its output ids (token truth), cut from what the client gets.
   const askIds = asksStreamOutputIds(turn, worker.streamOutputIds);
   return new Promise<CallOutcome>((resolve) => {
-    const span = ctx.tracer?.start(`POST ${ROUTE_PATHS[turn.route]}`, turn.headers) ?? null;
+    const span = tel.tracer?.start(`POST ${ROUTE_PATHS[turn.route]}`, turn.headers) ?? null;
     const clock =
-      ctx.latency?.start(turn.route, worker.id, tenantLabel(turn), call.startedAt) ?? null;
+      tel.latency?.start(turn.route, worker.id, tenantLabel(turn), call.startedAt) ?? null;
     const relay = new AnswerRelay(
-      ctx,
+      deps,
+      tel,
       call,
       place.release,
       (o) => {
@@ -83,7 +89,7 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
       clock,
       askIds,
     );
-    const timeouts = callTimeouts(ctx.config.limits, !turn.stream);
+    const timeouts = callTimeouts(deps.config.limits, !turn.stream);
     const forwarded = forwardHeaders(
       turn.headers,
       span,
@@ -105,20 +111,28 @@ export async function callWorker(ctx: TurnContext, call: WorkerCall): Promise<Ca
 
 /** A queued call waits for its turn on the worker: null once admitted, else its outcome (refused or gone). */
 async function waitAdmitted(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   call: WorkerCall,
   place: { ticket: AdmissionTicket | null; release: () => void },
 ): Promise<CallOutcome | null> {
   const { turn, worker } = call;
-  const bound = admissionBound(ctx.config.admission);
+  const bound = admissionBound(deps.config.admission);
   const over: Refusal | "gone" | null =
     (worker.gate?.waiting ?? 0) > bound.maxQueued
       ? "queue_full"
-      : await admitted(ctx, worker, place.ticket as AdmissionTicket, call.client, bound.timeoutMs);
+      : await admitted(
+          deps,
+          tel,
+          worker,
+          place.ticket as AdmissionTicket,
+          call.client,
+          bound.timeoutMs,
+        );
   if (over) place.release();
   if (over === "gone") {
-    ctx.metrics.clientAborts.inc({ route: turn.route });
-    ctx.metrics.countRequest(turn.route, worker.id, 499);
+    tel.metrics.clientAborts.inc({ route: turn.route });
+    tel.metrics.countRequest(turn.route, worker.id, 499);
     return {
       kind: "done",
       status: 0,
@@ -126,7 +140,7 @@ async function waitAdmitted(
       result: null,
     };
   }
-  return over ? refuse(ctx, call, over, tenantLabel(turn)) : null;
+  return over ? refuse(deps, tel, call, over, tenantLabel(turn)) : null;
 }
 
 /** The bytes sent: a session turn to a worker running SGLang's session radix cache names its session (radix-sessions.ts). */
@@ -138,7 +152,7 @@ function bodyFor(turn: WorkerCall["turn"], worker: GatewayWorker): Buffer {
 
 /** The call's place on its worker, given back once by release (idempotent). */
 function occupy(
-  ctx: TurnContext,
+  tel: Telemetry,
   call: WorkerCall,
 ): { ticket: AdmissionTicket | null; release: (result?: TurnResult | null) => void } {
   const { worker, promptTokenCount } = call;
@@ -162,20 +176,21 @@ function occupy(
     );
     worker.inFlight--;
     worker.inFlightPromptTokens -= promptTokenCount;
-    ctx.metrics.duration.observe({ route: call.turn.route }, (performance.now() - since) / 1000);
+    tel.metrics.duration.observe({ route: call.turn.route }, (performance.now() - since) / 1000);
   };
   return { ticket, release };
 }
 
 /** Waits for the ticket's turn on the worker: null once admitted, or why it was not. */
 async function admitted(
-  ctx: TurnContext,
+  deps: TurnDeps,
+  tel: Telemetry,
   worker: GatewayWorker,
   ticket: AdmissionTicket,
   client: ClientLink,
   timeoutMs: number | null,
 ): Promise<"gone" | "deadline" | null> {
-  const { metrics } = ctx;
+  const { metrics } = tel;
   const t0 = performance.now();
   metrics.admissionQueued.inc({ worker: worker.id });
   metrics.admissionWaiting.inc({ worker: worker.id });
