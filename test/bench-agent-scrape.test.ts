@@ -4,7 +4,7 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { parseGatewayMetrics } from "../bench/agent/measure.js";
-import { RadixSessions } from "../src/gateway/radix-sessions.js";
+import { RadixSessions } from "../src/gateway/workers/radix-sessions.js";
 import { RetentionMetrics } from "../src/policy/program-retention.js";
 
 describe("bench:agent scrape of the gateway's metrics", () => {

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SessionRecord } from "../src/gateway/holds/record.js";
+import type { SessionRecord } from "../src/gateway/sessions/holds/record.js";
 import { parseJson } from "../src/protocol/json.js";
 import { freePort } from "../src/util/net.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { PolicyCommand } from "../src/contract/policy.js";
 import { BlockUse, SESSIONLESS_WINDOW_MS } from "../src/gateway/auth/block-use.js";
 import { EvictGuard } from "../src/gateway/auth/evict-guard.js";
-import { newSessionRecord, type SessionRecord } from "../src/gateway/holds/record.js";
+import { newSessionRecord, type SessionRecord } from "../src/gateway/sessions/holds/record.js";
 import type { Command } from "../src/protocol/index.js";
 
 const TTL_MS = 3_600_000;

@@ -14,7 +14,7 @@ import { createInterface } from "node:readline";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { Kvm } from "@nats-io/kv";
 import { connect as natsConnect } from "@nats-io/transport-node";
-import { sessionKey } from "../src/gateway/session-store.js";
+import { sessionKey } from "../src/gateway/sessions/session-store.js";
 import { freePort } from "../src/util/net.js";
 import { startNatsServer } from "./helpers/nats-server.js";
 import { type HttpStandIn, startHttpStandIn } from "./helpers/http-stand-in.js";

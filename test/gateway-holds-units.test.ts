@@ -6,16 +6,16 @@ import {
   prepareHold,
   releaseCommands,
   settleHold,
-} from "../src/gateway/holds/holds.js";
+} from "../src/gateway/sessions/holds/holds.js";
 import type { PolicyCommand } from "../src/contract/policy.js";
-import { newSessionRecord, type SessionRecord } from "../src/gateway/holds/record.js";
+import { newSessionRecord, type SessionRecord } from "../src/gateway/sessions/holds/record.js";
 import { Registry } from "prom-client";
 import type { KV } from "@nats-io/kv";
-import { HoldLedger } from "../src/gateway/holds/ledger.js";
-import { HoldMetrics } from "../src/gateway/holds/metrics.js";
-import { GatewayMetrics } from "../src/gateway/metrics.js";
-import { SessionStore } from "../src/gateway/session-store.js";
-import { lineLog } from "../src/gateway/logger.js";
+import { HoldLedger } from "../src/gateway/sessions/holds/ledger.js";
+import { HoldMetrics } from "../src/gateway/sessions/holds/metrics.js";
+import { GatewayMetrics } from "../src/gateway/telemetry/metrics.js";
+import { SessionStore } from "../src/gateway/sessions/session-store.js";
+import { lineLog } from "../src/gateway/core/logger.js";
 import { uniform } from "./helpers/random.js";
 
 describe("holds", () => {

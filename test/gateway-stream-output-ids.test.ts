@@ -8,9 +8,9 @@ import {
   asksStreamOutputIds,
   clientAsksSglextIds,
   IdsFrameFilter,
-} from "../src/gateway/stream-output-ids.js";
-import { StreamScan } from "../src/gateway/stream-scan.js";
-import { servesStreamOutputIds } from "../src/gateway/worker-features.js";
+} from "../src/gateway/turn/stream-output-ids.js";
+import { StreamScan } from "../src/gateway/turn/stream-scan.js";
+import { servesStreamOutputIds } from "../src/gateway/workers/worker-features.js";
 
 const data = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
 const plain =

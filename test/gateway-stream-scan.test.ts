@@ -3,7 +3,7 @@
 // Chat chunks are shaped as SGLang 0.5.23 writes them (pydantic model_dump_json: every field,
 // nulls included); the Anthropic ones as its /v1/messages stream.
 import { describe, expect, it } from "vitest";
-import { StreamScan } from "../src/gateway/stream-scan.js";
+import { StreamScan } from "../src/gateway/turn/stream-scan.js";
 
 const chat = (delta: Record<string, unknown>, finish: string | null = null) =>
   `data: ${JSON.stringify({ id: "x", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: { role: null, content: null, reasoning_content: null, tool_calls: null, ...delta }, logprobs: null, finish_reason: finish, matched_stop: null }], usage: null })}\n\n`;

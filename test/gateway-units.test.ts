@@ -7,23 +7,27 @@ import {
   parseGatewayConfig,
   parseWorkerFlag,
 } from "../src/gateway/config/load.js";
-import { chatFromMessages, pythonJsonDumps } from "../src/gateway/messages-fallback.js";
+import { chatFromMessages, pythonJsonDumps } from "../src/gateway/workers/messages-fallback.js";
 import { contentTypeError, streamOf } from "../src/gateway/request/worker-rules.js";
-import { routeRequest, type RoutingOptions, type WorkerState } from "../src/gateway/router.js";
-import { sessionIdOf } from "../src/gateway/session-id.js";
-import { newSessionRecord } from "../src/gateway/holds/record.js";
+import {
+  routeRequest,
+  type RoutingOptions,
+  type WorkerState,
+} from "../src/gateway/workers/router.js";
+import { sessionIdOf } from "../src/gateway/request/session-id.js";
+import { newSessionRecord } from "../src/gateway/sessions/holds/record.js";
 import {
   type HoldEnv,
   prepareHold,
   releaseCommands,
   settleHold,
   syncLegacyFields,
-} from "../src/gateway/holds/holds.js";
+} from "../src/gateway/sessions/holds/holds.js";
 import type { PolicyCommand } from "../src/contract/policy.js";
-import { sessionKey } from "../src/gateway/session-store.js";
+import { sessionKey } from "../src/gateway/sessions/session-store.js";
 import { tokenizeRequestFor, withTokenIds } from "../src/gateway/request/token-request.js";
-import { stripTokenFields, turnResultOf, usageOf } from "../src/gateway/token-truth.js";
-import { schemeFromServerInfo, WorkerSchemeError } from "../src/gateway/worker-scheme.js";
+import { stripTokenFields, turnResultOf, usageOf } from "../src/gateway/workers/token-truth.js";
+import { schemeFromServerInfo, WorkerSchemeError } from "../src/gateway/workers/worker-scheme.js";
 import { applyEvent, InMemoryKvIndex } from "../src/index/index.js";
 import { blockStored } from "./helpers/kv-events.js";
 

@@ -3,7 +3,7 @@
 // format or the JSON form.
 import { Counter, Histogram, Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { HotCounter, HotHistogram } from "../src/gateway/hot-metrics.js";
+import { HotCounter, HotHistogram } from "../src/gateway/telemetry/hot-metrics.js";
 
 const BUCKETS = [0.005, 0.01, 0.05, 0.1, 1, 5];
 // Boundaries (a value equal to a bound belongs to it), below the first, past the last, zero, negative.

@@ -2,7 +2,7 @@
 // and idle sweeps) share one helper: a run still going is joined, a failed run is reported and
 // the next one runs, stop waits for the run under way, and an interval of 0 never starts.
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { Periodic } from "../src/gateway/periodic.js";
+import { Periodic } from "../src/gateway/core/periodic.js";
 
 /** A task whose runs end when the test says so. */
 function gated() {

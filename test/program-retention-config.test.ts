@@ -3,8 +3,8 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { parseGatewayConfig } from "../src/gateway/config/load.js";
-import { lineLog } from "../src/gateway/logger.js";
-import { GatewayMetrics } from "../src/gateway/metrics.js";
+import { lineLog } from "../src/gateway/core/logger.js";
+import { GatewayMetrics } from "../src/gateway/telemetry/metrics.js";
 import { prefetchOutcome, programRetention } from "../src/gateway/prefetch-send.js";
 import { createAgentPolicy } from "../src/policy/agent-policy.js";
 import { blankAck } from "../src/protocol/index.js";

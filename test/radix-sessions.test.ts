@@ -15,7 +15,7 @@ import {
   type RadixWorker,
   runsSessionRadix,
   withSessionId,
-} from "../src/gateway/radix-sessions.js";
+} from "../src/gateway/workers/radix-sessions.js";
 import { until } from "./helpers/poll.js";
 import { readJsonBody, sendJson } from "./helpers/stand-in-http.js";
 

@@ -8,9 +8,9 @@ import { jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { lineLog } from "../src/gateway/logger.js";
-import { GatewayMetrics } from "../src/gateway/metrics.js";
-import { SessionStore } from "../src/gateway/session-store.js";
+import { lineLog } from "../src/gateway/core/logger.js";
+import { GatewayMetrics } from "../src/gateway/telemetry/metrics.js";
+import { SessionStore } from "../src/gateway/sessions/session-store.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
 
 let nats: NatsServer;

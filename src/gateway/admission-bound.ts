@@ -2,11 +2,11 @@
 // long each may wait. Over either the request is refused at once with Retry-After, so a client
 // backs off instead of queueing without end: 429 when the queue is full (nothing was waited for),
 // 503 when its wait ran out (the worker stayed full).
-import type { CallOutcome, WorkerCall } from "./call.js";
+import type { CallOutcome, WorkerCall } from "./turn/call.js";
 import type { GatewayConfig } from "./config/schema.js";
-import { errorBody, sendJson } from "./errors.js";
-import type { Telemetry } from "./telemetry.js";
-import type { TurnDeps } from "./turn-deps.js";
+import { errorBody, sendJson } from "./core/errors.js";
+import type { Telemetry } from "./telemetry/telemetry.js";
+import type { TurnDeps } from "./turn/turn-deps.js";
 
 export type Refusal = "queue_full" | "deadline";
 

@@ -10,20 +10,20 @@ import { AuthGate } from "./auth/gate.js";
 import { AuthConfigError, type ResolvedAuth, resolveAuth } from "./auth/table.js";
 import { loadTls, TlsConfigError } from "./auth/tls.js";
 import { CredentialError } from "./auth/upstream-credentials.js";
-import type { CommandRecorder } from "./command-record.js";
-import type { CommandSink } from "./command-sink.js";
-import { type GatewayConfig, type GatewayConfigInput } from "./config/schema.js";
+import type { CommandRecorder } from "./sessions/command-record.js";
+import type { CommandSink } from "./sessions/command-sink.js";
+import type { GatewayConfig, GatewayConfigInput } from "./config/schema.js";
 import { GatewayConfigError, parseGatewayConfig } from "./config/load.js";
-import { CommandPath } from "./holds/command-path.js";
-import type { HoldLedger } from "./holds/ledger.js";
-import { HoldMetrics } from "./holds/metrics.js";
-import { currentStored, namedPins } from "./holds/holds.js";
-import { GatewayMetrics } from "./metrics.js";
-import { DynamoNatsPlane } from "./dynamo-events.js";
+import { CommandPath } from "./sessions/holds/command-path.js";
+import type { HoldLedger } from "./sessions/holds/ledger.js";
+import { HoldMetrics } from "./sessions/holds/metrics.js";
+import { currentStored, namedPins } from "./sessions/holds/holds.js";
+import { GatewayMetrics } from "./telemetry/metrics.js";
+import { DynamoNatsPlane } from "./workers/dynamo-events.js";
 import { NatsLink } from "./nats-link.js";
 import { programRetention } from "./prefetch-send.js";
 import type { Observation } from "../contract/observations.js";
-import { RadixSessions } from "./radix-sessions.js";
+import { RadixSessions } from "./workers/radix-sessions.js";
 import type {
   GatewayPolicy,
   PolicyCommand,
@@ -31,23 +31,23 @@ import type {
   TenantPinCaps,
 } from "../contract/policy.js";
 import { resolvePolicy } from "./policy.js";
-import { idleSweeper } from "./idle-sweep.js";
-import type { InferenceFront } from "./inference-front.js";
-import { buildServer } from "./server.js";
-import { DrainGate } from "./listener.js";
-import { checkExposure } from "./listen-exposure.js";
-import { LatencyRecorder } from "./latency.js";
-import { openTracer } from "./trace.js";
-import { Periodic } from "./periodic.js";
-import { type GatewayLog, gatewayLogger } from "./logger.js";
-import { drainThenClose } from "./drain.js";
-import { SessionExpiry } from "./session-expiry.js";
+import { idleSweeper } from "./sessions/idle-sweep.js";
+import type { InferenceFront } from "./http/inference-front.js";
+import { buildServer } from "./http/server.js";
+import { DrainGate } from "./http/listener.js";
+import { checkExposure } from "./http/listen-exposure.js";
+import { LatencyRecorder } from "./telemetry/latency.js";
+import { openTracer } from "./telemetry/trace.js";
+import { Periodic } from "./core/periodic.js";
+import { type GatewayLog, gatewayLogger } from "./core/logger.js";
+import { drainThenClose } from "./http/drain.js";
+import { SessionExpiry } from "./sessions/session-expiry.js";
 import { type Clock, systemClock } from "./core/clock.js";
-import { SessionStore } from "./session-store.js";
-import type { Telemetry } from "./telemetry.js";
-import type { TurnDeps } from "./turn-deps.js";
-import { WorkerInspector } from "./worker-inspect.js";
-import { WorkerSet } from "./workers.js";
+import { SessionStore } from "./sessions/session-store.js";
+import type { Telemetry } from "./telemetry/telemetry.js";
+import type { TurnDeps } from "./turn/turn-deps.js";
+import { WorkerInspector } from "./workers/worker-inspect.js";
+import { WorkerSet } from "./workers/workers.js";
 
 export interface GatewayOptions {
   /** The configuration (validated here; see config/schema.ts). */

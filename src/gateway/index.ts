@@ -16,9 +16,9 @@ export type {
 } from "./config/schema.js";
 export type { WorkerConfig } from "./config/workers.js";
 export { loggingPolicy, noopPolicy } from "./policy.js";
-export { applyWorkerList, watchWorkerList } from "./config-watch.js";
-export { exposureCost, exposureGaps, isLoopback } from "./listen-exposure.js";
-export type { GatewayLog, LogFields } from "./logger.js";
+export { applyWorkerList, watchWorkerList } from "./workers/config-watch.js";
+export { exposureCost, exposureGaps, isLoopback } from "./http/listen-exposure.js";
+export type { GatewayLog, LogFields } from "./core/logger.js";
 export type { GatewayPolicy, PolicyCommand, PolicyEnv, PolicyFactory } from "../contract/policy.js";
 export type * from "../contract/observations.js";
 export type {
@@ -27,18 +27,18 @@ export type {
   PinRecord,
   SessionRecord,
   TurnSummary,
-} from "./holds/record.js";
-export { SESSION_HEADERS, sessionIdOf } from "./session-id.js";
-export { routeRequest } from "./router.js";
+} from "./sessions/holds/record.js";
+export { SESSION_HEADERS, sessionIdOf } from "./request/session-id.js";
+export { routeRequest } from "./workers/router.js";
 export type {
   RouteDecision,
   RouteReason,
   RouteRequest,
   RoutingOptions,
   WorkerState,
-} from "./router.js";
-export { schemeFromServerInfo, WorkerSchemeError } from "./worker-scheme.js";
-export type { HashScheme } from "./worker-scheme.js";
+} from "./workers/router.js";
+export { schemeFromServerInfo, WorkerSchemeError } from "./workers/worker-scheme.js";
+export type { HashScheme } from "./workers/worker-scheme.js";
 export type { Clock } from "./core/clock.js";
 // The client-request parsers (hint header and body, prompt-cache markers).
 export {

@@ -9,8 +9,8 @@ import { type ControlConnectOptions, connectControlPlane } from "../control/conn
 import { ControlPublisher } from "../control/publisher.js";
 import { secretOf } from "../control/secret-source.js";
 import type { GatewayConfig, NatsConfig } from "./config/schema.js";
-import type { GatewayMetrics } from "./metrics.js";
-import type { GatewayLog } from "./logger.js";
+import type { GatewayMetrics } from "./telemetry/metrics.js";
+import type { GatewayLog } from "./core/logger.js";
 
 export function connectOptionsOf(n: NatsConfig, name: string): ControlConnectOptions {
   const env = process.env;

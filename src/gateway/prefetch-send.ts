@@ -7,8 +7,8 @@ import type { ControlPublisher } from "../control/publisher.js";
 import type { GatewayPolicy, PrefetchOutcome, ProgramRetention } from "../contract/policy.js";
 import { type Ack, MAX_PREFETCH_DEADLINE_MS } from "../protocol/index.js";
 import type { GatewayConfig } from "./config/schema.js";
-import type { GatewayLog } from "./logger.js";
-import type { GatewayMetrics } from "./metrics.js";
+import type { GatewayLog } from "./core/logger.js";
+import type { GatewayMetrics } from "./telemetry/metrics.js";
 
 export interface PrefetchSenderOptions {
   /** The publisher while NATS is up, else null. */

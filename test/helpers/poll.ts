@@ -1,7 +1,7 @@
 // Waiting for a state a test can only see by asking for it (a gateway's metrics or readiness, a
 // session record in the bucket, the worker's Inspect, a stand-in's counters): the condition is the
 // signal, and the pause between looks only spaces them.
-import type { SessionRecord } from "../../src/gateway/holds/record.js";
+import type { SessionRecord } from "../../src/gateway/sessions/holds/record.js";
 
 const bigintJson = (v: unknown) =>
   JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? String(x) : x));

@@ -4,7 +4,7 @@ import { NATS_FLAGS, NATS_FLAGS_HELP } from "../../control/connection-flags.js";
 import { warnSecretFlag } from "../../control/secret-source.js";
 import { type ArgValues, commandArgs } from "../args.js";
 import type { Command } from "../command.js";
-import type { GatewayLog } from "../../gateway/logger.js";
+import type { GatewayLog } from "../../gateway/core/logger.js";
 
 const HELP = `usage: kvctl gateway [--config FILE] [--worker ID=URL[,events=tcp://..][,replay=tcp://..] ...] [options]
   --config FILE            YAML or JSON file (workers, nats, routing, limits, health, sessions,
@@ -164,7 +164,7 @@ export const command: Command = {
     const { GatewayConfigError } = gateway;
     const { createGateway } = await import("../../app/gateway.js");
     type ConfigInput = import("../../gateway/index.js").GatewayConfigInput;
-    const { WorkerSchemeError } = await import("../../gateway/worker-scheme.js");
+    const { WorkerSchemeError } = await import("../../gateway/workers/worker-scheme.js");
     let cfg: Record<string, unknown>;
     try {
       cfg = configFromFlags(values, gateway);

@@ -6,7 +6,7 @@
 // below it either.
 import type { KV } from "@nats-io/kv";
 import { Gauge, type Registry } from "prom-client";
-import { isSessionRecord } from "../holds/record.js";
+import { isSessionRecord } from "../sessions/holds/record.js";
 import type { Clock } from "../core/clock.js";
 
 /** A tenant's sessionless requests count as one user of the blocks they stood on. */

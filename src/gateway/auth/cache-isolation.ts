@@ -6,7 +6,7 @@
 // what another tenant sent. `shared`: one cache for all, the most reuse (a system prompt cached
 // once for every tenant) and the least isolation.
 import type { TurnRequest } from "../request/turn-request.js";
-import { withFieldBytes } from "../json-shape.js";
+import { withFieldBytes } from "../core/json-shape.js";
 import type { TenantConfig } from "./config.js";
 
 export type CacheIsolation = "shared" | "salted";

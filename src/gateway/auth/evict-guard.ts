@@ -9,8 +9,8 @@
 import { Counter, type Registry } from "prom-client";
 import type { PolicyCommand } from "../../contract/policy.js";
 import type { Command } from "../../protocol/index.js";
-import { holdsOf } from "../holds/holds.js";
-import type { SessionRecord } from "../holds/record.js";
+import { holdsOf } from "../sessions/holds/holds.js";
+import type { SessionRecord } from "../sessions/holds/record.js";
 import type { BlockUse } from "./block-use.js";
 
 export type Guarded = { pc: PolicyCommand } | { dropped: string };

@@ -5,12 +5,12 @@
 // (principalOf): sessions belong to the tenant that opened them.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Counter, type Registry } from "prom-client";
-import { errorBody, sendJson } from "../errors.js";
+import { errorBody, sendJson } from "../core/errors.js";
 import { flavorOfRequest } from "../request/routes.js";
 import { TenantLimits } from "./limits.js";
 import { routeClass } from "./routes.js";
 import { ANONYMOUS, OPEN_PRINCIPAL, type Principal, type ResolvedAuth } from "./table.js";
-import { onResponseClose } from "../response-close.js";
+import { onResponseClose } from "../core/response-close.js";
 
 // Kept on the request itself: a WeakMap entry per request is an ephemeron the collector traces.
 const PRINCIPAL = Symbol("kvctl.principal");

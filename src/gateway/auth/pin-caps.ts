@@ -7,8 +7,8 @@
 // the session records this replica holds, plus the pins of the same batch not recorded yet.
 import { Counter, type Registry } from "prom-client";
 import type { PolicyCommand } from "../../contract/policy.js";
-import { holdsOf, PIN_KINDS } from "../holds/holds.js";
-import type { SessionRecord } from "../holds/record.js";
+import { holdsOf, PIN_KINDS } from "../sessions/holds/holds.js";
+import type { SessionRecord } from "../sessions/holds/record.js";
 import type { TenantConfig } from "./config.js";
 
 /** Distinct `worker block` pairs a session's holds pin (a refresh re-pins a block; it counts once). */

@@ -4,7 +4,7 @@
 // TTLs before shorter ones); the gateway turns each into a token position with the worker's own
 // tokenizer (prefixTokenizeRequest), since only the worker's template knows where a block ends.
 import type { RouteKind } from "../../contract/observations.js";
-import { objectOf as obj } from "../json-shape.js";
+import { objectOf as obj } from "../core/json-shape.js";
 
 export const MAX_BREAKPOINTS = 4;
 

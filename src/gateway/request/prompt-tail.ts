@@ -2,7 +2,7 @@
 // tool calls those results answer. OpenAI: trailing `role:"tool"` messages with `tool_call_id`;
 // Anthropic: a user message whose content is `tool_result` blocks with `tool_use_id`.
 import type { PromptTail, RouteKind } from "../../contract/observations.js";
-import { objectOf as obj } from "../json-shape.js";
+import { objectOf as obj } from "../core/json-shape.js";
 
 export function promptTailOf(route: RouteKind, body: Record<string, unknown>): PromptTail | null {
   if (route !== "chat" && route !== "messages") return null;

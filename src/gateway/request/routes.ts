@@ -2,7 +2,7 @@
 // flavor each speaks, which decides the shape of its error bodies.
 import type { IncomingHttpHeaders } from "node:http";
 import type { RouteKind } from "../../contract/observations.js";
-import type { ApiFlavor } from "../errors.js";
+import type { ApiFlavor } from "../core/errors.js";
 
 export const ROUTE_PATHS: Readonly<Record<RouteKind, string>> = {
   chat: "/v1/chat/completions",

@@ -2,7 +2,7 @@
 // the bytes sent on (withTokenIds), the prompt ids it carries itself, and the tokenize calls that
 // render its prompt (or a part of it) the way the worker will.
 import type { RouteKind } from "../../contract/observations.js";
-import { fieldBytes, isIntArray, withFieldBytes } from "../json-shape.js";
+import { fieldBytes, isIntArray, withFieldBytes } from "../core/json-shape.js";
 
 export interface TokenFieldsAdded {
   prompt: boolean;

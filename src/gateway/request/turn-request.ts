@@ -5,10 +5,10 @@
 // of the prompt the record measures, the prompt-cache markers) is taken out here.
 import type { IncomingHttpHeaders } from "node:http";
 import type { PromptTail, RouteKind } from "../../contract/observations.js";
-import type { HashNamespace } from "../block-hashes.js";
-import { type ApiFlavor, badJsonMessage } from "../errors.js";
-import { isObject } from "../json-shape.js";
-import { SessionIdError, type SessionIdSource, sessionIdOf } from "../session-id.js";
+import type { HashNamespace } from "../workers/block-hashes.js";
+import { type ApiFlavor, badJsonMessage } from "../core/errors.js";
+import { isObject } from "../core/json-shape.js";
+import { SessionIdError, type SessionIdSource, sessionIdOf } from "./session-id.js";
 import { HINT_HEADER } from "./hints.js";
 import {
   type MarkerSpec,

@@ -6,14 +6,14 @@
 export { continuesToolLoop, admissionGate } from "../../gateway/admission-mode.js";
 export type { Gate, GateTicket } from "../../gateway/admission-mode.js";
 export type { GateTimers } from "../../gateway/program-admission.js";
-export { ackObservations } from "../../gateway/command-record.js";
-export { CommandSink, type CommandOutcome } from "../../gateway/command-sink.js";
+export { ackObservations } from "../../gateway/sessions/command-record.js";
+export { CommandSink, type CommandOutcome } from "../../gateway/sessions/command-sink.js";
 export { parseGatewayConfig } from "../../gateway/config/load.js";
-export { type GatewayConfig } from "../../gateway/config/schema.js";
-export { GatewayMetrics } from "../../gateway/metrics.js";
+export type { GatewayConfig } from "../../gateway/config/schema.js";
+export { GatewayMetrics } from "../../gateway/telemetry/metrics.js";
 export { prefetchSender } from "../../gateway/prefetch-send.js";
-export { RadixSessions, type RadixWorker } from "../../gateway/radix-sessions.js";
-export { routeRequest, type WorkerState } from "../../gateway/router.js";
+export { RadixSessions, type RadixWorker } from "../../gateway/workers/radix-sessions.js";
+export { routeRequest, type WorkerState } from "../../gateway/workers/router.js";
 export { createAgentPolicy, type AgentPolicy } from "../../policy/index.js";
 export {
   InMemoryKvIndex,

@@ -1,0 +1,165 @@
+// The HTTP server: the inference routes go through the node:http front (inference-front.ts,
+// serveTurn); everything else through fastify: the other worker routes an SDK calls are passed
+// through (passthrough.ts); /health, /metrics and the hints route are the gateway's own. Bodies are kept as the bytes the client sent
+// (forwarded unchanged unless token ids are asked for) and parsed once; malformed JSON, oversized
+// bodies and unknown routes get an error body naming the problem.
+import type { SecureContextOptions } from "node:tls";
+import { principalOf } from "../auth/gate.js";
+import { answerClientError } from "./client-errors.js";
+import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
+import { badJsonMessage, errorBody, tooLargeMessage } from "../core/errors.js";
+import { registerHintsRoute } from "./hints-route.js";
+import { createInferenceFront, type InferenceFront } from "./inference-front.js";
+import type { GatewayMetrics } from "../telemetry/metrics.js";
+import { registerPassthrough } from "./passthrough.js";
+import { flavorOfRequest } from "../request/routes.js";
+import type { Telemetry } from "../telemetry/telemetry.js";
+import type { TurnDeps } from "../turn/turn-deps.js";
+import type { WorkerSet } from "../workers/workers.js";
+import { createListener, type DrainGate } from "./listener.js";
+import { registerProbeRoutes } from "./probe-routes.js";
+import { registerAdminRoutes } from "./admin-routes.js";
+import { requestFields, requestLogger } from "./request-log.js";
+
+export interface ServerParts {
+  deps: TurnDeps;
+  tel: Telemetry;
+  workers: WorkerSet;
+  metrics: GatewayMetrics;
+  /** Refreshes the gauges read at scrape time. */
+  beforeScrape: () => void;
+  /** Drain state shared with the listener (listener.ts). */
+  drain: DrainGate;
+  /** The listener's certificate and key (auth/tls.ts); null: plain HTTP. */
+  tls?: SecureContextOptions | null;
+}
+
+/** A body as fastify's routes get it: its bytes and their JSON. */
+export interface ParsedBody {
+  raw: Buffer;
+  json: unknown;
+}
+
+function parseBody(
+  _req: unknown,
+  raw: Buffer,
+  done: (err: Error | null, body?: ParsedBody) => void,
+): void {
+  if (raw.length === 0) return done(null, { raw, json: undefined });
+  try {
+    done(null, { raw, json: JSON.parse(raw.toString("utf8")) });
+  } catch (e) {
+    const err = new Error(badJsonMessage(e)) as Error & { statusCode: number; code: string };
+    err.statusCode = 400;
+    err.code = "KVCTL_BAD_JSON";
+    done(err);
+  }
+}
+
+export function buildServer(
+  p: ServerParts,
+  bodyLimit: number,
+): { app: FastifyInstance; front: InferenceFront } {
+  const front = createInferenceFront(p.deps, p.tel, bodyLimit);
+  const app = Fastify({
+    bodyLimit,
+    logger: false,
+    return503OnClosing: true,
+    forceCloseConnections: true,
+    // Ids in paths reach their routes, which answer a long one as they answer any id they do not
+    // know (fastify's default, 100 characters, turned longer ones into an unknown route).
+    routerOptions: { maxParamLength: 8192 },
+    clientErrorHandler: answerClientError,
+    serverFactory: (handler) => {
+      const gate = p.deps.auth;
+      return createListener(
+        p.deps.config.listener,
+        p.drain,
+        p.metrics.ops,
+        (req, res) => {
+          if (gate && !gate.admit(req, res)) return;
+          if (!front.handle(req, res)) handler(req, res);
+        },
+        p.tls,
+        requestLogger(p.tel),
+      );
+    },
+  });
+  app.removeAllContentTypeParsers();
+  // Clients (curl -d) often send JSON under another content type: every body is read as JSON.
+  app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, parseBody);
+
+  answerFaults(app, p, bodyLimit);
+  registerHintsRoute(app, p.deps, p.tel);
+  registerPassthrough(app, p.deps, p.tel, bodyLimit);
+  registerOwnRoutes(app, p);
+  registerProbeRoutes(app, p.workers, p.drain);
+  registerAdminRoutes(app, p.workers, p.deps.config.drain.graceMs);
+  return { app, front };
+}
+
+/** Malformed JSON, oversized bodies, unknown routes and internal errors on the fastify door. */
+function answerFaults(app: FastifyInstance, p: ServerParts, bodyLimit: number): void {
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
+    const reason =
+      err.code === "FST_ERR_CTP_BODY_TOO_LARGE"
+        ? "body_too_large"
+        : err.code === "KVCTL_BAD_JSON"
+          ? "bad_json"
+          : status >= 500
+            ? "internal"
+            : "bad_request";
+    if (status < 500) p.metrics.badRequests.inc({ reason });
+    const flavor = flavorOfRequest(req.url, req.headers);
+    const message = reason === "body_too_large" ? tooLargeMessage(bodyLimit) : err.message;
+    if (status >= 500)
+      p.tel.log.error(
+        `gateway: ${req.method} ${req.url}: ${err.stack ?? err.message}`,
+        requestFields(req.raw),
+      );
+    const type =
+      status >= 500
+        ? "internal_error"
+        : reason === "body_too_large"
+          ? "request_too_large"
+          : "invalid_request_error";
+    reply
+      .code(status)
+      .header("content-type", "application/json")
+      .send(errorBody(flavor, type, message));
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    p.metrics.badRequests.inc({ reason: "unknown_route" });
+    const flavor = flavorOfRequest(req.url, req.headers);
+    reply
+      .code(404)
+      .header("content-type", "application/json")
+      .send(errorBody(flavor, "not_found", `no route ${req.method} ${req.url.split("?")[0]}`));
+  });
+}
+
+/** /health and /metrics. */
+function registerOwnRoutes(app: FastifyInstance, p: ServerParts): void {
+  app.get("/health", async (req, reply) => {
+    // Worker URLs are internal addresses: only the admin key sees them.
+    const admin = principalOf(req.raw).admin;
+    const workers = p.workers.workers.map((w) => ({
+      id: w.id,
+      url: admin ? w.url : undefined,
+      healthy: w.healthy,
+      stale: w.stale,
+      in_flight: w.inFlight,
+      page_size: w.scheme?.pageSize ?? null,
+    }));
+    const ok = workers.some((w) => w.healthy);
+    return reply.code(ok ? 200 : 503).send({ status: ok ? "ok" : "no_workers", workers });
+  });
+
+  app.get("/metrics", async (_req, reply) => {
+    p.beforeScrape();
+    const text = await p.metrics.registry.metrics();
+    return reply.header("content-type", p.metrics.registry.contentType).send(text);
+  });
+}

@@ -1,0 +1,44 @@
+// A worker call's parts: what it carries, the client's side of it, and what came of it
+// (worker-call.ts makes the call, answer-relay.ts passes the answer on).
+import type { ServerResponse } from "node:http";
+import type { TurnRequest } from "../request/turn-request.js";
+import type { TurnResult } from "../workers/token-truth.js";
+import type { GatewayWorker } from "../workers/workers.js";
+import { onResponseClose } from "../core/response-close.js";
+
+/** The client's side of a turn: whether it went away, and the worker call to abort when it does. */
+export class ClientLink {
+  gone = false;
+  private abortCall: (() => void) | null = null;
+  constructor(res: ServerResponse) {
+    onResponseClose(res, () => {
+      if (res.writableFinished) return;
+      this.gone = true;
+      this.abortCall?.();
+    });
+  }
+  /** The abort of the call now under way (aborted at once when the client is already gone). */
+  onGone(abort: (() => void) | null): void {
+    this.abortCall = abort;
+    if (abort && this.gone) abort();
+  }
+}
+
+export interface DoneOutcome {
+  kind: "done";
+  status: number;
+  error: string | null;
+  result: TurnResult | null;
+}
+export type CallOutcome = DoneOutcome | { kind: "retry"; error: string };
+
+export interface WorkerCall {
+  turn: TurnRequest;
+  worker: GatewayWorker;
+  res: ServerResponse;
+  client: ClientLink;
+  /** Prompt tokens known before the call (0: not tokenized), for the worker's load and admission. */
+  promptTokenCount: number;
+  /** When the turn began (performance.now()), for the latency histograms. */
+  startedAt: number;
+}
