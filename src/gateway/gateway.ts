@@ -1,53 +1,33 @@
-// createGateway(): the library entry behind `kvctl gateway`. Wires the parts: config -> workers
-// (probed, subscribed to their KV events feeding one index) -> NATS link (session bucket,
-// control publisher) -> session store -> policy and command sink -> HTTP server.
-import type { FastifyInstance } from "fastify";
+// createGateway(): the library entry behind `kvctl gateway`. It reads its configuration, then
+// builds the gateway in dependency order: what it reports to (log, metrics, clock), the policy,
+// the NATS link, the session records, the worker plane (workers, their events feeding the index,
+// Inspect), the session plane (command path, expiry, idle sweeps), the policy's loop between
+// them, the telemetry, and last the HTTP plane that serves. Each plane's close is a hook on the
+// HTTP server's close, so one close (or a failed start) shuts everything in order.
+import type { GatewayPolicy, PolicyFactory } from "../contract/policy.js";
 import { InMemoryKvIndex, type KvIndex } from "../index/index.js";
-import type { Server as TlsServer } from "node:https";
-import type { SecureContextOptions } from "node:tls";
-import { type BlockUse, followSessions } from "./auth/block-use.js";
 import { AuthGate } from "./auth/gate.js";
-import { AuthConfigError, type ResolvedAuth, resolveAuth } from "./auth/table.js";
-import { loadTls, TlsConfigError } from "./auth/tls.js";
-import { CredentialError } from "./auth/upstream-credentials.js";
-import type { CommandRecorder } from "./sessions/command-record.js";
-import type { CommandSink } from "./sessions/command-sink.js";
+import { readSecured, secured } from "./auth/secured.js";
+import type { ResolvedAuth } from "./auth/table.js";
+import { parseGatewayConfig } from "./config/load.js";
 import type { GatewayConfig, GatewayConfigInput } from "./config/schema.js";
-import { GatewayConfigError, parseGatewayConfig } from "./config/load.js";
-import { CommandPath } from "./sessions/holds/command-path.js";
-import type { HoldLedger } from "./sessions/holds/ledger.js";
-import { HoldMetrics } from "./sessions/holds/metrics.js";
-import { currentStored, namedPins } from "./sessions/holds/holds.js";
-import { GatewayMetrics } from "./telemetry/metrics.js";
-import { DynamoNatsPlane } from "./workers/dynamo-events.js";
-import { NatsLink } from "./nats-link.js";
-import { programRetention } from "./prefetch-send.js";
-import type { Observation } from "../contract/observations.js";
-import { RadixSessions } from "./workers/radix-sessions.js";
-import type {
-  GatewayPolicy,
-  PolicyCommand,
-  PolicyFactory,
-  TenantPinCaps,
-} from "../contract/policy.js";
-import { resolvePolicy } from "./policy.js";
-import { idleSweeper } from "./sessions/idle-sweep.js";
-import type { InferenceFront } from "./http/inference-front.js";
-import { buildServer } from "./http/server.js";
-import { DrainGate } from "./http/listener.js";
-import { checkExposure } from "./http/listen-exposure.js";
-import { LatencyRecorder } from "./telemetry/latency.js";
-import { openTracer } from "./telemetry/trace.js";
-import { Periodic } from "./core/periodic.js";
-import { type GatewayLog, gatewayLogger } from "./core/logger.js";
+import type { Clock } from "./core/clock.js";
+import type { GatewayLog } from "./core/logger.js";
 import { drainThenClose } from "./http/drain.js";
-import { SessionExpiry } from "./sessions/session-expiry.js";
-import { type Clock, systemClock } from "./core/clock.js";
+import { HttpPlane } from "./http/http-plane.js";
+import { checkExposure } from "./http/listen-exposure.js";
+import { NatsLink } from "./nats-link.js";
+import { resolvePolicy } from "./policy.js";
+import { PolicyInlet, policyObserver, tenantCapsOf } from "./policy-loop.js";
+import { HoldMetrics } from "./sessions/holds/metrics.js";
+import { SessionPlane } from "./sessions/session-plane.js";
 import { SessionStore } from "./sessions/session-store.js";
+import { openTelemetry, type Reporting, reporting } from "./telemetry/open-telemetry.js";
+import type { GatewayMetrics } from "./telemetry/metrics.js";
 import type { Telemetry } from "./telemetry/telemetry.js";
 import type { TurnDeps } from "./turn/turn-deps.js";
-import { WorkerInspector } from "./workers/worker-inspect.js";
-import { WorkerSet } from "./workers/workers.js";
+import { WorkerPlane } from "./workers/worker-plane.js";
+import type { WorkerSet } from "./workers/workers.js";
 
 export interface GatewayOptions {
   /** The configuration (validated here; see config/schema.ts). */
@@ -95,78 +75,28 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-/** The gateway's parts, wired to each other but not started. */
-interface Parts {
+/** The planes, built and wired to each other, not started. */
+interface Planes {
   config: GatewayConfig;
-  deps: TurnDeps;
-  /** Its span export (tracer) is opened when the gateway starts. */
   tel: Telemetry;
+  index: KvIndex;
   nats: NatsLink;
-  commands: CommandSink;
-  recorder: CommandRecorder;
-  ledger: HoldLedger;
-  inspector: WorkerInspector;
-  expiry: SessionExpiry;
-  sweepIdle: () => Promise<void>;
-  tls: SecureContextOptions | null;
+  workers: WorkerPlane;
+  sessions: SessionPlane;
+  http: HttpPlane;
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
-  const assembled = assemble(options);
-  const tracer = await openTracer(assembled.config.telemetry, assembled.tel.log);
-  const parts: Parts = { ...assembled, tel: { ...assembled.tel, tracer } };
-  const cleanup = await startLinks(parts);
-  const drain = new DrainGate(parts.config.drain.retryAfterSeconds);
-  const { app, front } = buildServer(
-    {
-      deps: parts.deps,
-      tel: parts.tel,
-      workers: parts.deps.workers,
-      metrics: parts.tel.metrics,
-      beforeScrape: scrapeGauges(parts),
-      drain,
-      tls: parts.tls,
-    },
-    parts.config.limits.bodyLimitBytes,
-  );
-  try {
-    await app.listen({ host: parts.config.listen.host, port: parts.config.listen.port });
-  } catch (e) {
-    for (const c of cleanup.reverse()) await c().catch(() => undefined);
-    await tracer?.close().catch(() => undefined);
-    throw e;
-  }
-  return handle(parts, app, front, cleanup, startIdleTimer(parts), drain);
-}
-
-/** Keys, worker credentials and TLS files, read at start: a bad one is a config error naming its field. */
-function secured<T>(read: () => T): T {
-  try {
-    return read();
-  } catch (e) {
-    if (e instanceof AuthConfigError || e instanceof TlsConfigError || e instanceof CredentialError)
-      throw new GatewayConfigError(`gateway config is invalid:\n  ${e.message}`);
-    throw e;
-  }
-}
-
-function assemble(options: GatewayOptions): Parts {
   const config = parseGatewayConfig(options.config, "gateway config");
   checkExposure(config, "gateway config");
-  const resolvedAuth = secured(() => (config.auth ? resolveAuth(config.auth) : null));
-  const tlsConfig = config.listen.tls;
-  const tls = secured(() => (tlsConfig ? loadTls(tlsConfig) : null));
-  const logger = gatewayLogger(config.logging, options.log);
-  const log = logger.log;
-  const clock = options.clock ?? systemClock;
-  const metrics = new GatewayMetrics();
+  const { auth, tls } = readSecured(config);
+  const r = reporting(config, options);
+  const { log, metrics, clock } = r;
+  const policy = policyOf(options, config, r, auth);
   const index = options.index ?? new InMemoryKvIndex();
-  const decisionLog = config.jsonLog
-    ? (options.decisionLog ?? ((l: string) => process.stdout.write(`${l}\n`)))
-    : null;
-  const policy = policyOf(options, config, metrics.registry, log, decisionLog, resolvedAuth);
+  const inlet = new PolicyInlet();
   const nats = new NatsLink(config, metrics, log);
-  const sessions = new SessionStore({
+  const store = new SessionStore({
     kv: () => nats.kv(),
     configured: nats.configured,
     opTimeoutMs: config.nats?.opTimeoutMs ?? 500,
@@ -174,380 +104,131 @@ function assemble(options: GatewayOptions): Parts {
     clock,
     log,
   });
-  const base = { config, log, clock, metrics, index, decisionLog, policy, nats, sessions };
-  const loop = assembleLoop(base, resolvedAuth);
+  const holdMetrics = new HoldMetrics(metrics.registry);
+  const observe = inlet.observe;
+  const common = { config, nats, store, clock, metrics, holdMetrics, log, observe };
+  const workers = secured(() => new WorkerPlane({ ...common, index, policy }));
+  const tenants = auth?.tenants ?? null;
+  const decisionLog = r.decisionLog;
+  const incarnation = workers.incarnation;
+  const sessions = new SessionPlane({ ...common, decisionLog, tenants, incarnation });
+  inlet.connect(
+    policyObserver(policy, sessions.path, incarnation, log, (o) => workers.radix.observe(o)),
+  );
+  const tel = await openTelemetry(config, r);
+  const gate = auth ? new AuthGate(auth, metrics.registry, () => clock.now()) : null;
   const deps: TurnDeps = {
     config,
-    workers: loop.workers,
+    workers: workers.workers,
     index,
-    sessions,
-    auth: resolvedAuth ? new AuthGate(resolvedAuth, metrics.registry, () => clock.now()) : null,
-    observe: loop.observe,
-    recording: loop.recording,
+    sessions: store,
+    auth: gate,
+    observe,
+    recording: sessions.recording,
     rand: options.rand ?? Math.random,
   };
-  const tel: Telemetry = {
-    log,
-    metrics,
-    clock,
-    decisionLog,
-    requestLog: logger.request,
-    nextRequestId: requestIds(),
-    latency: config.telemetry.latencyHistograms ? new LatencyRecorder(metrics.ops) : null,
-    tracer: null,
-  };
-  return {
-    tls,
-    config,
-    deps,
-    tel,
-    nats,
-    commands: loop.commands,
-    recorder: loop.recorder,
-    ledger: loop.ledger,
-    inspector: loop.inspector,
-    expiry: loop.expiry,
-    sweepIdle: idleSweeper(sessions, clock, config.sessions.idleAfterSeconds, loop.observe),
-  };
+  const beforeScrape = scrapeGauges(config, r, workers, sessions);
+  const http = new HttpPlane({ deps, tel, beforeScrape, tls });
+  return start({ config, tel, index, nats, workers, sessions, http });
 }
 
-/** Request ids: this process's id and a count, base 36. */
-function requestIds(): () => string {
-  let seq = 0;
-  return () => `gw-${process.pid.toString(36)}-${(++seq).toString(36)}`;
+/**
+ * Each plane's close on the server's, then the start: the workers, NATS, the planes' timers, the
+ * listener. A start that fails closes what it started, through the same hooks.
+ */
+async function start(p: Planes): Promise<Gateway> {
+  const { app } = p.http;
+  // onClose hooks run last registered first: after the HTTP server has closed, the session plane
+  // settles and stops, the spans are flushed, the workers close, and NATS goes last.
+  app.addHook("onClose", () => p.nats.close());
+  p.workers.closeWith(app);
+  app.addHook("onClose", async () => {
+    await p.tel.tracer?.close().catch(() => undefined);
+  });
+  p.sessions.closeWith(app);
+  let bound: { url: string; port: number };
+  try {
+    await p.workers.start();
+    await p.nats.start();
+    p.sessions.start();
+    p.workers.startInspect();
+    bound = await p.http.listen();
+  } catch (e) {
+    await app.close().catch(() => undefined);
+    throw e;
+  }
+  p.sessions.startIdleSweeps();
+  return handle(p, bound);
 }
 
 function policyOf(
   options: GatewayOptions,
   config: GatewayConfig,
-  registry: GatewayMetrics["registry"],
-  log: GatewayLog,
-  decisionLog: ((line: string) => void) | null,
-  resolvedAuth: ResolvedAuth | null,
+  r: Reporting,
+  auth: ResolvedAuth | null,
 ): GatewayPolicy {
   return resolvePolicy(
     options.policy,
     config,
     {
       config: config.policies,
-      registry,
-      log: log.warn,
-      decisionLog,
-      tenantCaps: tenantCapsOf(resolvedAuth),
+      registry: r.metrics.registry,
+      log: r.log.warn,
+      decisionLog: r.decisionLog,
+      tenantCaps: tenantCapsOf(auth),
     },
-    log.info,
+    r.log.info,
   );
-}
-
-interface Base {
-  config: GatewayConfig;
-  log: GatewayLog;
-  clock: Clock;
-  metrics: GatewayMetrics;
-  index: KvIndex;
-  decisionLog: ((line: string) => void) | null;
-  policy: GatewayPolicy;
-  nats: NatsLink;
-  sessions: SessionStore;
-}
-
-/** The policy's loop: observations in, commands out along the command path, outcomes back. */
-function assembleLoop(b: Base, resolvedAuth: ResolvedAuth | null) {
-  const { config, log, clock, metrics, decisionLog, policy, nats, sessions } = b;
-  // Every hold-changing command is recorded in its session before it is sent (see holds/ledger.ts).
-  const recording = new Map<string, Promise<void>>();
-  const holdMetrics = new HoldMetrics(metrics.registry);
-  const incarnation = (w: string): string | null => inspector.incarnation(w);
-  const path = new CommandPath({
-    sessions,
-    kv: () => nats.kv(),
-    publisher: () => (nats.connected ? nats.publisher : null),
-    clock,
-    metrics,
-    holdMetrics,
-    log,
-    decisionLog,
-    // The loop closes here: an outcome goes back to the policy whose observer feeds this path.
-    observe: (o) => observe(o),
-    incarnation,
-    tenants: resolvedAuth?.tenants ?? null,
-    maxQueued: config.limits.commandQueue,
-    maxCommands: config.sessions.maxCommands,
-    heartbeatMs: config.sessions.heartbeatMs,
-    pending: recording,
-    sessionTtlSeconds: config.sessions.ttlSeconds,
-  });
-  // SGLang's session radix cache on the workers that run it: sessions closed where kvctl lets them go.
-  const radix = new RadixSessions({
-    workers: () => workers.workers,
-    registry: metrics.registry,
-    log,
-    timeoutMs: config.health.timeoutMs,
-  });
-  const observe = policyObserver(policy, path, incarnation, log, (o) => radix.observe(o));
-  nats.whenUp(() => path.sink.flush());
-  nats.whenUp(followOnce(nats, path.blockUse, log));
-  const workers = assembleWorkers(b, observe, radix, (w) => inspector.restartedFromEvents(w));
-  const { inspector, expiry } = assembleWatchers(b, path.ledger, observe, workers, holdMetrics);
-  const { sink: commands, recorder, ledger } = path;
-  return { recording, observe, workers, commands, recorder, ledger, inspector, expiry };
-}
-
-/** Every replica's session records into the block-use table, one watch at a time. */
-function followOnce(nats: NatsLink, use: BlockUse, log: GatewayLog): () => void {
-  let following = false;
-  return () => {
-    const kv = nats.kv();
-    if (!kv || following) return;
-    following = true;
-    followSessions(kv, use)
-      .catch((e) => log.warn(`gateway: following the session bucket: ${(e as Error).message}`))
-      .finally(() => {
-        following = false;
-      });
-  };
-}
-
-/** Each worker's Inspect, and the expiry of session records still naming holds. */
-function assembleWatchers(
-  b: Base,
-  ledger: HoldLedger,
-  observe: (o: Observation) => void,
-  workers: WorkerSet,
-  holdMetrics: HoldMetrics,
-): { inspector: WorkerInspector; expiry: SessionExpiry } {
-  const { config, log, clock, nats, sessions } = b;
-  const inspector = new WorkerInspector({
-    workers: () => workers.workers,
-    publisher: () => (nats.connected ? nats.publisher : null),
-    index: b.index,
-    observe,
-    clock,
-    log,
-    metrics: holdMetrics,
-    intervalMs: config.sessions.inspectMs,
-    namedPins: (w) => namedPins(sessions.localRecords(), w),
-  });
-  const expiry = new SessionExpiry({
-    kv: () => nats.kv(),
-    ledger,
-    observe,
-    clock,
-    log,
-    ttlSeconds: config.sessions.ttlSeconds,
-  });
-  return { inspector, expiry };
-}
-
-/** The workers, their KV events (Dynamo's NATS plane among them) feeding the index. */
-function assembleWorkers(
-  b: Base,
-  observe: (o: Observation) => void,
-  radix: RadixSessions,
-  restarted: (worker: string) => void,
-): WorkerSet {
-  const { config, log, clock, metrics, index, policy, nats } = b;
-  const dynamoNats = nats.configured
-    ? new DynamoNatsPlane({
-        connection: () => (nats.connected ? nats.nc : null),
-        index,
-        metrics,
-        log,
-      })
-    : null;
-  if (dynamoNats) nats.whenUp(() => dynamoNats.resubscribe());
-  return secured(
-    () =>
-      new WorkerSet({
-        config,
-        index,
-        metrics,
-        clock,
-        observe,
-        log,
-        dynamoNats,
-        retention: programRetention(
-          policy,
-          config,
-          () => (nats.connected ? nats.publisher : null),
-          metrics,
-          log,
-        ),
-        programReleased: (w, program, why) => radix.release(w, program, why),
-        restarted,
-      }),
-  );
-}
-
-/** Each tenant's pin caps from the auth config, for the policy to apply before it pins. */
-function tenantCapsOf(auth: ResolvedAuth | null): (tenant: string) => TenantPinCaps | null {
-  return (id) => {
-    const t = auth?.tenants.get(id);
-    return t && (t.maxPinnedBlocks !== undefined || t.maxPinnedBlocksPerSession !== undefined)
-      ? { perSession: t.maxPinnedBlocksPerSession ?? null, perTenant: t.maxPinnedBlocks ?? null }
-      : null;
-  };
-}
-
-/**
- * Each observation goes to the policy, and the commands it returns along the command path (named,
- * capped, each hold named in its record, sent); their outcomes come back here as observations.
- * `first` hears each observation before the policy does (the workers' radix sessions).
- */
-function policyObserver(
-  policy: GatewayPolicy,
-  path: CommandPath,
-  incarnation: (worker: string) => string | null,
-  log: GatewayLog,
-  first: (o: Observation) => void,
-): (o: Observation) => void {
-  return (o) => {
-    first(o);
-    // Holds on a worker's earlier process are not the session's any more (the policy re-issues them).
-    if (o.type === "TurnStarted" && o.stored) {
-      o.stored = {
-        ...o.stored,
-        pins: currentStored(o.stored.pins, incarnation),
-        leases: currentStored(o.stored.leases, incarnation),
-      };
-    }
-    path.observed(o);
-    let out: readonly PolicyCommand[];
-    try {
-      out = policy.observe(o);
-    } catch (e) {
-      log.error(
-        `gateway: policy ${policy.name} threw on ${o.type}: ${(e as Error).message} (ignored)`,
-      );
-      return;
-    }
-    path.submit(out);
-    // Close releases every hold the record names, whichever replica took it (after the policy's own).
-    if (o.type === "SessionHint" && o.event === "close") void path.ledger.close(o.sessionId);
-  };
-}
-
-/** Starts the workers (probed, events subscribed) and the NATS link; what to close, last first. */
-async function startLinks(p: Parts): Promise<(() => Promise<void>)[]> {
-  const { workers } = p.deps;
-  const cleanup: (() => Promise<void>)[] = [];
-  try {
-    await workers.start();
-    cleanup.push(() => workers.close());
-    await p.nats.start();
-    cleanup.push(() => p.nats.close());
-    if (p.nats.configured) {
-      p.ledger.start();
-      p.inspector.start();
-      p.expiry.start();
-      if (p.config.sessions.inspectMs > 0) void p.inspector.inspectAll();
-    }
-    cleanup.push(() => p.ledger.stop());
-    cleanup.push(() => p.inspector.stop());
-    cleanup.push(() => p.expiry.stop());
-  } catch (e) {
-    await workers.close().catch(() => undefined);
-    await p.nats.close().catch(() => undefined);
-    throw e;
-  }
-  return cleanup;
 }
 
 /** Refreshes the gauges read at scrape time. */
-function scrapeGauges(p: Parts): () => void {
-  const { sessions, workers } = p.deps;
-  const { metrics, clock } = p.tel;
-  const activeWindowMs = Math.max(1, p.config.sessions.idleAfterSeconds) * 1000;
+function scrapeGauges(
+  config: GatewayConfig,
+  r: Reporting,
+  workers: WorkerPlane,
+  sessions: SessionPlane,
+): () => void {
+  const activeWindowMs = Math.max(1, config.sessions.idleAfterSeconds) * 1000;
+  const { sink, ledger } = sessions.path;
   return () => {
-    const now = clock.now();
+    const now = r.clock.now();
     let active = 0;
-    for (const r of sessions.localRecords())
-      if (now - r.lastActivityMs < activeWindowMs && r.id !== p.ledger.sessionlessId) active++;
-    metrics.sessionsActive.set(active);
-    metrics.commandsQueued.set(p.commands.queued);
-    for (const w of workers.workers) metrics.inFlight.set({ worker: w.id }, w.inFlight);
+    for (const s of sessions.store.localRecords())
+      if (now - s.lastActivityMs < activeWindowMs && s.id !== ledger.sessionlessId) active++;
+    r.metrics.sessionsActive.set(active);
+    r.metrics.commandsQueued.set(sink.queued);
+    for (const w of workers.workers.workers) r.metrics.inFlight.set({ worker: w.id }, w.inFlight);
   };
 }
 
-function startIdleTimer(p: Parts): Periodic {
-  const idleAfterSeconds = p.config.sessions.idleAfterSeconds;
-  const sweeps = new Periodic(
-    () => p.sweepIdle(),
-    idleAfterSeconds > 0 ? Math.max(1000, (idleAfterSeconds * 1000) / 2) : 0,
-    (e) => p.tel.log.warn(`gateway: idle sweep: ${e.message}`),
-  );
-  sweeps.start();
-  return sweeps;
-}
-
-/** Resolves once recorded turns, sent commands, their records and the ledger's chains are done. */
-async function settledAll(p: Parts): Promise<void> {
-  const { deps, commands, recorder, ledger } = p;
-  do {
-    await Promise.all([...deps.recording.values()]);
-    await commands.settled();
-    await Promise.all([...recorder.pending]);
-    await ledger.settled();
-    // A turn that finished meanwhile may have sent commands after the wait above began.
-  } while (
-    deps.recording.size > 0 ||
-    recorder.pending.size > 0 ||
-    commands.inFlight > 0 ||
-    ledger.busy
-  );
-}
-
-function handle(
-  p: Parts,
-  app: FastifyInstance,
-  front: InferenceFront,
-  cleanup: (() => Promise<void>)[],
-  idleTimer: Periodic,
-  drain: DrainGate,
-): Gateway {
-  const { deps, tel, config, commands } = p;
-  const addr = app.server.address();
-  const port = typeof addr === "object" && addr ? addr.port : config.listen.port;
-  const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
+function handle(p: Planes, bound: { url: string; port: number }): Gateway {
+  const { config, tel, workers, sessions, http } = p;
+  let closing: Promise<void> | null = null;
   const gw: Gateway = {
-    url: `${p.tls ? "https" : "http"}://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`,
-    port,
+    url: bound.url,
+    port: bound.port,
     config,
     metrics: tel.metrics,
-    index: deps.index,
-    sessions: deps.sessions,
+    index: p.index,
+    sessions: sessions.store,
     log: tel.log,
-    sweepIdle: p.sweepIdle,
-    checkHealth: () => deps.workers.checkHealth(),
-    workers: deps.workers,
+    sweepIdle: sessions.sweepIdle,
+    checkHealth: () => workers.workers.checkHealth(),
+    workers: workers.workers,
     drain() {
-      return drainThenClose(drain, {
+      return drainThenClose(http.drain, {
         graceMs: config.drain.graceMs,
         metrics: tel.metrics.ops,
         log: tel.log,
         close: () => gw.close(),
       });
     },
-    reloadTls() {
-      const c = config.listen.tls;
-      if (!c) throw new TlsConfigError("listen.tls: the gateway was started without TLS");
-      (app.server as TlsServer).setSecureContext(loadTls(c));
-    },
-    settled: () => settledAll(p),
+    reloadTls: () => http.reloadTls(),
+    settled: () => sessions.settled(),
     close() {
-      closing ??= closeOnce();
+      closing ??= http.app.close().then(() => undefined);
       return closing;
     },
   };
-  let closing: Promise<void> | null = null;
-  async function closeOnce(): Promise<void> {
-    idleTimer.cancel();
-    front.close();
-    await app.close();
-    await Promise.all([...deps.recording.values()]).catch(() => undefined);
-    await commands.settled().catch(() => undefined);
-    await tel.tracer?.close();
-    for (const c of cleanup.reverse()) await c().catch(() => undefined);
-  }
   return gw;
 }
