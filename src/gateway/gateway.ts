@@ -14,7 +14,7 @@ import type { GatewayConfig, GatewayConfigInput } from "./config/schema.js";
 import type { Clock } from "./core/clock.js";
 import type { GatewayLog } from "./core/logger.js";
 import { drainThenClose } from "./http/drain.js";
-import { HttpPlane } from "./http/http-plane.js";
+import { HttpPlane } from "./http/server.js";
 import { checkExposure } from "./http/listen-exposure.js";
 import { NatsLink } from "./nats-link.js";
 import { resolvePolicy } from "./policy.js";

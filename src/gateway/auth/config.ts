@@ -2,7 +2,11 @@
 // hashes live in the file; plaintext keys only in secret files or the environment (named here,
 // read when the gateway starts: see table.ts).
 import { z } from "zod";
-import { KEY_HASH, KEY_HASH_HINT } from "./keys.js";
+
+/** A key as the config file holds it: its SHA-256 (hashKey in keys.ts), never the key. */
+const KEY_HASH = /^sha256:[0-9a-f]{64}$/;
+const KEY_HASH_HINT =
+  "must be 'sha256:' and 64 lowercase hex digits, the SHA-256 of the key (a plaintext key is never stored: printf %s \"$KEY\" | sha256sum)";
 
 const keyHash = z.string().regex(KEY_HASH, KEY_HASH_HINT);
 const envName = z

@@ -6,10 +6,6 @@
 import { hash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 
-export const KEY_HASH = /^sha256:[0-9a-f]{64}$/;
-export const KEY_HASH_HINT =
-  "must be 'sha256:' and 64 lowercase hex digits, the SHA-256 of the key (a plaintext key is never stored: printf %s \"$KEY\" | sha256sum)";
-
 /** Shortest and longest key accepted (a short key is guessable; a long one is a pasted blob). */
 export const MIN_KEY_CHARS = 16;
 export const MAX_KEY_CHARS = 256;

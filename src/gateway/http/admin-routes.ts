@@ -6,7 +6,8 @@ import type { FastifyInstance, FastifyReply } from "fastify";
 import { workerConfigSchema } from "../config/workers.js";
 import { errorBody } from "../core/errors.js";
 import { WorkerSchemeError } from "../workers/worker-scheme.js";
-import { type GatewayWorker, MembershipError, type WorkerSet } from "../workers/workers.js";
+import type { GatewayWorker } from "../workers/worker.js";
+import { MembershipError, type WorkerSet } from "../workers/workers.js";
 
 export const ADMIN_PREFIX = "/kvctl/v1/admin";
 

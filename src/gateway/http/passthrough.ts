@@ -19,7 +19,7 @@ import { callTimeouts } from "../core/timeouts.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "../turn/turn-deps.js";
 import { DROP_REQUEST_HEADERS } from "../turn/worker-call.js";
-import type { GatewayWorker } from "../workers/workers.js";
+import type { GatewayWorker } from "../workers/worker.js";
 import { saltedBody } from "../auth/cache-isolation.js";
 import { principalOf } from "../auth/gate.js";
 import { type Caller, scopedSessionId } from "../auth/ownership.js";

@@ -1,9 +1,14 @@
-// The HTTP server: the inference routes go through the node:http front (inference-front.ts,
-// serveTurn); everything else through fastify: the other worker routes an SDK calls are passed
-// through (passthrough.ts); /health, /metrics and the hints route are the gateway's own. Bodies are kept as the bytes the client sent
-// (forwarded unchanged unless token ids are asked for) and parsed once; malformed JSON, oversized
-// bodies and unknown routes get an error body naming the problem.
+// The HTTP plane: the listener (drain gate, deadlines, TLS) and what it serves. The inference
+// routes go through the node:http front (inference-front.ts, serveTurn); everything else through
+// fastify: the other worker routes an SDK calls are passed through (passthrough.ts); /health,
+// /metrics, the probes, admin and the hints route are the gateway's own. Bodies are kept as the
+// bytes the client sent (forwarded unchanged unless token ids are asked for) and parsed once;
+// malformed JSON, oversized bodies and unknown routes get an error body naming the problem. It is
+// the first to close: the inference front stops taking turns, then the server closes (what is
+// still open is cut), and only then do the other planes' close hooks run.
+import type { Server as TlsServer } from "node:https";
 import type { SecureContextOptions } from "node:tls";
+import { loadTls, TlsConfigError } from "../auth/tls.js";
 import { principalOf } from "../auth/gate.js";
 import { answerClientError } from "./client-errors.js";
 import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
@@ -16,7 +21,7 @@ import { flavorOfRequest } from "../request/routes.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "../turn/turn-deps.js";
 import type { WorkerSet } from "../workers/workers.js";
-import { createListener, type DrainGate } from "./listener.js";
+import { createListener, DrainGate } from "./listener.js";
 import { registerProbeRoutes } from "./probe-routes.js";
 import { registerAdminRoutes } from "./admin-routes.js";
 import { requestFields, requestLogger } from "./request-log.js";
@@ -162,4 +167,56 @@ function registerOwnRoutes(app: FastifyInstance, p: ServerParts): void {
     const text = await p.metrics.registry.metrics();
     return reply.header("content-type", p.metrics.registry.contentType).send(text);
   });
+}
+
+export interface HttpPlaneParts {
+  deps: TurnDeps;
+  tel: Telemetry;
+  /** Refreshes the gauges read at scrape time. */
+  beforeScrape: () => void;
+  /** The listener's certificate and key (auth/tls.ts); null: plain HTTP. */
+  tls: SecureContextOptions | null;
+}
+
+export class HttpPlane {
+  readonly app: FastifyInstance;
+  /** Readiness and the requests under way, for the drain on SIGTERM (drain.ts). */
+  readonly drain: DrainGate;
+
+  constructor(private readonly p: HttpPlaneParts) {
+    const { config, workers } = p.deps;
+    this.drain = new DrainGate(config.drain.retryAfterSeconds);
+    const { app, front } = buildServer(
+      {
+        deps: p.deps,
+        tel: p.tel,
+        workers,
+        metrics: p.tel.metrics,
+        beforeScrape: p.beforeScrape,
+        drain: this.drain,
+        tls: p.tls,
+      },
+      config.limits.bodyLimitBytes,
+    );
+    app.addHook("preClose", async () => front.close());
+    this.app = app;
+  }
+
+  /** Listens on listen.host and listen.port; resolves to the URL clients reach it at. */
+  async listen(): Promise<{ url: string; port: number }> {
+    const { host, port } = this.p.deps.config.listen;
+    await this.app.listen({ host, port });
+    const addr = this.app.server.address();
+    const bound = typeof addr === "object" && addr ? addr.port : port;
+    const h = host.includes(":") ? `[${host}]` : host;
+    const scheme = this.p.tls ? "https" : "http";
+    return { url: `${scheme}://${h === "0.0.0.0" ? "127.0.0.1" : h}:${bound}`, port: bound };
+  }
+
+  /** Reads the listener's TLS files again; throws, and keeps the old ones, when they do not load. */
+  reloadTls(): void {
+    const c = this.p.deps.config.listen.tls;
+    if (!c) throw new TlsConfigError("listen.tls: the gateway was started without TLS");
+    (this.app.server as TlsServer).setSecureContext(loadTls(c));
+  }
 }

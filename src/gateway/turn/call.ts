@@ -3,7 +3,7 @@
 import type { ServerResponse } from "node:http";
 import type { TurnRequest } from "../request/turn-request.js";
 import type { TurnResult } from "../workers/token-truth.js";
-import type { GatewayWorker } from "../workers/workers.js";
+import type { GatewayWorker } from "../workers/worker.js";
 import { onResponseClose } from "../core/response-close.js";
 
 /** The client's side of a turn: whether it went away, and the worker call to abort when it does. */

@@ -5,7 +5,7 @@ import type { CacheMarkers, SessionHint } from "../../contract/observations.js";
 import { HINT_HEADER, HintError, parseHintHeader } from "../request/hints.js";
 import type { RequestMarkers } from "../request/turn-request.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
-import type { GatewayWorker } from "../workers/workers.js";
+import type { GatewayWorker } from "../workers/worker.js";
 
 /** The x-kvctl-hint header as observations; a bad one is counted and logged, the request still served. */
 export function headerHints(

@@ -9,7 +9,7 @@ import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { cacheMarkersOf } from "./turn-hints.js";
 import type { DoneOutcome } from "./call.js";
-import type { GatewayWorker } from "../workers/workers.js";
+import type { GatewayWorker } from "../workers/worker.js";
 
 export interface FinishArgs {
   turn: TurnRequest;

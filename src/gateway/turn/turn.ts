@@ -18,7 +18,7 @@ import { headerHints } from "./turn-hints.js";
 import { finishTurn, turnFinished } from "./turn-record.js";
 import { type CallOutcome, ClientLink, type DoneOutcome } from "./call.js";
 import { callWorker } from "./worker-call.js";
-import type { GatewayWorker } from "../workers/workers.js";
+import type { GatewayWorker } from "../workers/worker.js";
 import { schemeKey } from "../workers/worker-scheme.js";
 import { tenantLabel } from "./tenant-label.js";
 import { noteRequest, requestIdOf } from "../http/request-log.js";

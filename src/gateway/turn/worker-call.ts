@@ -14,7 +14,7 @@ import { callTimeouts } from "../core/timeouts.js";
 import type { Span } from "../telemetry/trace.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "./turn-deps.js";
-import type { GatewayWorker } from "../workers/workers.js";
+import type { GatewayWorker } from "../workers/worker.js";
 import { admissionBound, type Refusal, refuse } from "../admission-bound.js";
 import { tenantLabel } from "./tenant-label.js";
 import { withSessionId } from "../workers/radix-sessions.js";

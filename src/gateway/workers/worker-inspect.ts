@@ -10,7 +10,7 @@ import type { KvIndex } from "../../index/index.js";
 import type { HoldMetrics } from "../sessions/holds/metrics.js";
 import type { Observation } from "../../contract/observations.js";
 import type { Clock } from "../core/clock.js";
-import type { GatewayWorker } from "./workers.js";
+import type { GatewayWorker } from "./worker.js";
 import { Periodic } from "../core/periodic.js";
 import type { GatewayLog } from "../core/logger.js";
 

@@ -6,8 +6,6 @@
 // view is cleared instead, since blocks removed during the gap would otherwise stay in it.
 // Membership changes at runtime: a worker that does not answer at start (or is added later) joins
 // once it answers; an operator may drain one (no new traffic, its calls finish) or remove it.
-import type { Pool } from "undici";
-import { admissionGate, type Gate } from "../admission-mode.js";
 import { type EventSink, KvEventConsumer } from "../../events/consumer.js";
 import { type DynamoNatsPlane, subscribeDynamoEvents } from "./dynamo-events.js";
 import { indexSink, type KvIndex } from "../../index/index.js";
@@ -15,18 +13,19 @@ import type { GatewayConfig } from "../config/schema.js";
 import type { WorkerConfig } from "../config/workers.js";
 import type { GatewayMetrics } from "../telemetry/metrics.js";
 import type { Observation } from "../../contract/observations.js";
-import type { ProgramRetention } from "../../contract/policy.js";
-import type { WorkerState } from "./router.js";
 import type { Clock } from "../core/clock.js";
 import { callJson } from "./upstream.js";
-import { createUpstreamPool } from "./upstream-pool.js";
-import { resolveWorkerCredentials } from "../auth/upstream-credentials.js";
 import { probeMessagesTokenize, servesStreamOutputIds } from "./worker-features.js";
 import { runsSessionRadix } from "./radix-sessions.js";
-import { type HashScheme, schemeFromServerInfo } from "./worker-scheme.js";
+import { schemeFromServerInfo } from "./worker-scheme.js";
 import type { GatewayLog } from "../core/logger.js";
 import { Periodic } from "../core/periodic.js";
-import { Tokenizer } from "./tokenizer.js";
+import {
+  GatewayWorker,
+  type ProgramReleased,
+  type RetentionFor,
+  tokenizeTimeoutMs,
+} from "./worker.js";
 
 /** A worker that did not answer its probe (it may come up later). */
 export class WorkerDownError extends Error {
@@ -36,110 +35,6 @@ export class WorkerDownError extends Error {
 /** A membership change that cannot be made (unknown worker, duplicate id). */
 export class MembershipError extends Error {
   override name = "MembershipError";
-}
-
-/**
- * How long a worker may take over a call that renders or tokenizes a whole prompt (a tokenize,
- * its /server_info probe): five health timeouts, as a busy worker's tokenizer runs between batches.
- */
-export function tokenizeTimeoutMs(cfg: GatewayConfig): number {
-  return cfg.health.timeoutMs * 5;
-}
-
-export class GatewayWorker {
-  readonly id: string;
-  readonly url: string;
-  readonly pool: Pool;
-  scheme: HashScheme | null = null;
-  events: string | null;
-  replay: string | null;
-  topic = "";
-  consumer: KvEventConsumer | null = null;
-  /** Dynamo's event plane for this worker, when configured (its KV events come from there). */
-  readonly dynamo: WorkerConfig["dynamo"] | null;
-  dynamoEvents: { close(): Promise<void> } | null = null;
-  /** Takes traffic (passed health; not drained). */
-  healthy = true;
-  /** Probed and subscribed: a worker that did not answer yet is probed again by the health checks. */
-  joined = false;
-  /** Drained by an operator: takes no new traffic whatever its health, until undrained. */
-  cordoned = false;
-  /** The join under way, if any. */
-  joining: Promise<boolean> | null = null;
-  stale = false;
-  failures = 0;
-  inFlight = 0;
-  inFlightPromptTokens = 0;
-  /** What the worker itself last reported (/v1/loads): requests running or waiting, from every gateway. */
-  reported: { requests: number; waitingTokens: number } | null = null;
-  /** Cleared when the worker has no /v1/loads. */
-  loadsEndpoint = true;
-  /** Aborts of the calls under way on it (cut when a health drain outlasts its grace, on a refused
-   * connection, or when the worker is removed). */
-  readonly calls = new Set<() => void>();
-  /** When health drained it (ms, the gateway's clock); null while it passes or its calls were cut. */
-  drainedAt: number | null = null;
-  /** It serves kvctl's /kvctl/v1/messages/tokenize (probed at start; see worker-features.ts). */
-  messagesTokenize = true;
-  /** It returns output ids on chat streams when asked (from its /server_info version; see worker-features.ts). */
-  streamOutputIds = false;
-  /** It runs SGLang's session radix cache: session turns carry their id in the body (radix-sessions.ts). */
-  sessionRadix = false;
-  /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
-  readonly gate: Gate | null;
-  /** Its tokenizer, bound to the process it runs now (newProcess() replaces it). */
-  tokenizer: Tokenizer;
-
-  constructor(
-    c: WorkerConfig,
-    cfg: GatewayConfig,
-    retention: RetentionFor | null = null,
-    programReleased: ProgramReleased | null = null,
-  ) {
-    this.id = c.id;
-    this.url = c.url.replace(/\/$/, "");
-    this.gate = admissionGate(
-      cfg.admission,
-      retention?.(c.id, () => this.scheme?.pageSize ?? 1) ?? null,
-      programReleased ? (program, why) => programReleased(this, program, why) : null,
-    );
-    this.events = c.events ?? null;
-    this.replay = c.replay ?? null;
-    this.dynamo = c.dynamo ?? null;
-    // Dynamo relays SGLang's own block hashes: SGLang's chain at the configured block size.
-    if (c.dynamo?.blockSize)
-      this.scheme = { pageSize: c.dynamo.blockSize, eventFormat: "sglang", bigram: false };
-    this.pool = createUpstreamPool(
-      this.url,
-      {
-        connections: cfg.limits.connectionsPerWorker,
-        connectTimeoutMs: cfg.limits.upstreamConnectTimeoutMs,
-        headersTimeoutMs: cfg.limits.upstreamHeadersTimeoutMs,
-        bodyTimeoutMs: cfg.limits.upstreamIdleTimeoutMs,
-      },
-      resolveWorkerCredentials(c, cfg.auth !== undefined),
-    );
-    this.tokenizer = new Tokenizer(this, tokenizeTimeoutMs(cfg));
-  }
-
-  /** The worker runs a new process: nothing remembered of the old one's tokenizer is kept. */
-  newProcess(): void {
-    this.tokenizer = new Tokenizer(this, this.tokenizer.timeoutMs);
-  }
-
-  /** Load for routing: what this gateway has in flight, or the worker's own count when higher (other replicas' traffic). */
-  state(): WorkerState {
-    const r = this.reported;
-    return {
-      id: this.id,
-      inFlight: r ? Math.max(this.inFlight, r.requests) : this.inFlight,
-      inFlightPromptTokens: r
-        ? Math.max(this.inFlightPromptTokens, r.waitingTokens)
-        : this.inFlightPromptTokens,
-      stale: this.stale,
-      pageSize: this.scheme?.pageSize ?? 1,
-    };
-  }
 }
 
 export interface WorkerSetOptions {
@@ -158,14 +53,6 @@ export interface WorkerSetOptions {
   /** Program admission let a program go, or paused it under pressure (its session's KV is no longer kept). */
   programReleased?: ProgramReleased | null;
 }
-
-export type ProgramReleased = (
-  worker: GatewayWorker,
-  program: string,
-  why: "let_go" | "pressure",
-) => void;
-
-type RetentionFor = (worker: string, pageSize: () => number) => ProgramRetention;
 
 export class WorkerSet {
   readonly workers: GatewayWorker[] = [];
