@@ -58,10 +58,11 @@ function target(from, spec) {
 
 /**
  * The gateway's longest import chain (files), and the most files of src/gateway importing one of
- * them (its logger and error types exempt). Today's figures, as a ratchet: the gateway's planes
- * bring them to 8 and 10.
+ * them (its logger and error types exempt, by name below). Today's figures, as a ratchet that
+ * only goes down: the bar is 8 and 10, which needs the turn path to read the worker and session
+ * planes through interfaces of their own instead of their classes.
  */
-const MAX_CHAIN = 15;
+const MAX_CHAIN = 13;
 const MAX_IMPORTERS = 17;
 const FAN_IN_EXEMPT = new Set(["src/gateway/core/logger.ts", "src/gateway/core/errors.ts"]);
 

@@ -6,7 +6,6 @@ import type { CallOutcome, WorkerCall } from "./turn/call.js";
 import type { GatewayConfig } from "./config/schema.js";
 import { errorBody, sendJson } from "./core/errors.js";
 import type { Telemetry } from "./telemetry/telemetry.js";
-import type { TurnDeps } from "./turn/turn-deps.js";
 
 export type Refusal = "queue_full" | "deadline";
 
@@ -31,7 +30,7 @@ function retryAfterSeconds(a: GatewayConfig["admission"]): number {
 
 /** Answers a refused request (counted by worker, reason and tenant) and ends its turn. */
 export function refuse(
-  deps: TurnDeps,
+  admission: GatewayConfig["admission"],
   tel: Telemetry,
   call: WorkerCall,
   why: Refusal,
@@ -49,7 +48,7 @@ export function refuse(
     res,
     status,
     errorBody(turn.flavor, why === "queue_full" ? "rate_limited" : "service_unavailable", message),
-    { "retry-after": String(retryAfterSeconds(deps.config.admission)) },
+    { "retry-after": String(retryAfterSeconds(admission)) },
   );
   return { kind: "done", status, error: `admission: ${why}`, result: null };
 }

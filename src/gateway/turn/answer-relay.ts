@@ -12,7 +12,7 @@ import { StreamScan } from "./stream-scan.js";
 import { stripTokenFields, type TurnResult, turnResultOf } from "../workers/token-truth.js";
 import { NO_RETRY_HEADERS } from "../core/timeouts.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
-import type { TurnDeps } from "./turn-deps.js";
+import type { GatewayWorker } from "../workers/worker.js";
 import { classifyUpstreamError } from "../workers/upstream.js";
 import type { CallOutcome, WorkerCall } from "./call.js";
 import type { CallClock } from "../telemetry/latency.js";
@@ -48,7 +48,8 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
   private readonly res: ServerResponse;
 
   constructor(
-    private readonly deps: TurnDeps,
+    /** Takes a worker that refused the connection out of rotation (the worker set's drain). */
+    private readonly drain: (worker: GatewayWorker, why: string) => void,
     private readonly tel: Telemetry,
     private readonly call: WorkerCall,
     /** Gives the call's place on the worker back (idempotent). */
@@ -215,7 +216,7 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
     const kind = classifyUpstreamError(e);
     metrics.upstreamErrors.inc({ worker: worker.id, kind });
     if (kind === "connect") {
-      this.deps.workers.drain(worker, `connection refused: ${e.message}`);
+      this.drain(worker, `connection refused: ${e.message}`);
       return { kind: "retry", error: `connection refused: ${e.message}` };
     }
     // A connection closed before any answer (most often a kept-alive one the worker closed as the

@@ -73,7 +73,7 @@ export async function callWorker(
     const clock =
       tel.latency?.start(turn.route, worker.id, tenantLabel(turn), call.startedAt) ?? null;
     const relay = new AnswerRelay(
-      deps,
+      (w, why) => deps.workers.drain(w, why),
       tel,
       call,
       place.release,
@@ -133,7 +133,7 @@ async function waitAdmitted(
       result: null,
     };
   }
-  return over ? refuse(deps, tel, call, over, tenantLabel(turn)) : null;
+  return over ? refuse(deps.config.admission, tel, call, over, tenantLabel(turn)) : null;
 }
 
 /** The bytes sent: a session turn to a worker running SGLang's session radix cache names its session (radix-sessions.ts). */
