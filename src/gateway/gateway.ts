@@ -89,8 +89,8 @@ interface Planes {
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const config = parseGatewayConfig(options.config, "gateway config");
   checkExposure(config, "gateway config");
-  const { auth, tls } = readSecured(config);
-  const r = reporting(config, options);
+  const { auth, tls } = readSecured(config.auth, config.listen.tls);
+  const r = reporting(config.logging, { ...options, jsonLog: config.jsonLog });
   const { log, metrics, clock } = r;
   const policy = policyOf(options, config, r, auth);
   const index = options.index ?? new InMemoryKvIndex();
@@ -115,7 +115,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   inlet.connect(
     policyObserver(policy, sessions.path, incarnation, log, (o) => workers.radix.observe(o)),
   );
-  const tel = await openTelemetry(config, r);
+  const tel = await openTelemetry(config.telemetry, r);
   const gate = auth ? new AuthGate(auth, metrics.registry, () => clock.now()) : null;
   const deps: TurnDeps = {
     config,

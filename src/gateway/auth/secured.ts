@@ -2,9 +2,9 @@
 // error naming its field, like any other bad field of the configuration.
 import type { SecureContextOptions } from "node:tls";
 import { GatewayConfigError } from "../config/load.js";
-import type { GatewayConfig } from "../config/schema.js";
+import type { AuthConfig } from "./config.js";
 import { AuthConfigError, type ResolvedAuth, resolveAuth } from "./table.js";
-import { loadTls, TlsConfigError } from "./tls.js";
+import { loadTls, type TlsConfig, TlsConfigError } from "./tls.js";
 import { CredentialError } from "./upstream-credentials.js";
 
 /** What `read` returns; its key, credential or TLS error thrown as a GatewayConfigError. */
@@ -18,13 +18,12 @@ export function secured<T>(read: () => T): T {
   }
 }
 
-/** The auth section's keys and tenants, and the listener's certificate and key, read. */
-export function readSecured(config: GatewayConfig): {
-  auth: ResolvedAuth | null;
-  tls: SecureContextOptions | null;
-} {
-  const auth = secured(() => (config.auth ? resolveAuth(config.auth) : null));
-  const tlsConfig = config.listen.tls;
+/** The auth section's keys and tenants, and the listener's certificate and key (listen.tls), read. */
+export function readSecured(
+  authConfig: AuthConfig | undefined,
+  tlsConfig: TlsConfig | undefined,
+): { auth: ResolvedAuth | null; tls: SecureContextOptions | null } {
+  const auth = secured(() => (authConfig ? resolveAuth(authConfig) : null));
   const tls = secured(() => (tlsConfig ? loadTls(tlsConfig) : null));
   return { auth, tls };
 }

@@ -2,7 +2,7 @@
 // request lines first (every part reports from its construction), the latency histograms and the
 // span export last, once the parts are built (an export opened earlier would be left open by a
 // configuration error found while building them).
-import type { GatewayConfig } from "../config/schema.js";
+import type { LoggingConfig, TelemetryConfig } from "../config/ops.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { gatewayLogger } from "../core/logger.js";
 import { LatencyRecorder } from "./latency.js";
@@ -14,6 +14,8 @@ import { openTracer } from "./trace.js";
 export type Reporting = Omit<Telemetry, "latency" | "tracer">;
 
 export interface ReportingOptions {
+  /** One JSON line per routing decision (the config's jsonLog). */
+  jsonLog: boolean;
   clock?: Clock;
   /** Operational log lines (default stderr). */
   log?: (line: string) => void;
@@ -21,13 +23,13 @@ export interface ReportingOptions {
   decisionLog?: (line: string) => void;
 }
 
-export function reporting(config: GatewayConfig, o: ReportingOptions): Reporting {
-  const logger = gatewayLogger(config.logging, o.log);
+export function reporting(logging: LoggingConfig, o: ReportingOptions): Reporting {
+  const logger = gatewayLogger(logging, o.log);
   return {
     log: logger.log,
     metrics: new GatewayMetrics(),
     clock: o.clock ?? systemClock,
-    decisionLog: config.jsonLog
+    decisionLog: o.jsonLog
       ? (o.decisionLog ?? ((l: string) => process.stdout.write(`${l}\n`)))
       : null,
     requestLog: logger.request,
@@ -42,8 +44,8 @@ function requestIds(): () => string {
 }
 
 /** The whole Telemetry: latency histograms when configured, the span export when one is set. */
-export async function openTelemetry(config: GatewayConfig, r: Reporting): Promise<Telemetry> {
-  const tracer = await openTracer(config.telemetry, r.log);
-  const latencyOn = config.telemetry.latencyHistograms;
+export async function openTelemetry(t: TelemetryConfig, r: Reporting): Promise<Telemetry> {
+  const tracer = await openTracer(t, r.log);
+  const latencyOn = t.latencyHistograms;
   return { ...r, latency: latencyOn ? new LatencyRecorder(r.metrics.ops) : null, tracer };
 }
