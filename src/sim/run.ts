@@ -264,15 +264,17 @@ export async function runSim(o: SimRunOptions): Promise<SimRunResult> {
   }
 }
 
-async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunResult> {
-  const t0 = performance.now();
-  const { ref, shape } = await readProfile(o.profile, fleets.get(0));
-  const f = fleetShape(shape, o.pool, o.storage);
-  checkFits(o.workload, f);
+/** Each configuration's front, built on its engine: the same admission budget for all. */
+function configJobs(
+  o: SimRunOptions,
+  shape: ProfileShape,
+  f: FleetShape,
+  ref: SimProfileRef,
+): ConfigJob[] {
   const perWorker = o.perWorker ?? 32;
   const busyPrefill = perWorker * medianPrompt(o.workload);
   const policies = agentPolicies(shape, f, o.pinBudgetBlocks);
-  const jobs: ConfigJob[] = (o.configs ?? CONFIG_NAMES).map((name) => {
+  return (o.configs ?? CONFIG_NAMES).map((name) => {
     const spec = inputCheck(() => configNamed(name));
     if (spec.front === "dynamo_kv")
       return {
@@ -287,6 +289,7 @@ async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunRe
           config: spec,
           perWorker,
           capacityTokens: f.deviceTokens + f.hostTokens,
+          deviceTokens: f.deviceTokens,
           policies: spec.policy === "agent" ? policies : undefined,
           model: ref.model,
           seed: o.seed,
@@ -294,6 +297,14 @@ async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunRe
         }),
     };
   });
+}
+
+async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunResult> {
+  const t0 = performance.now();
+  const { ref, shape } = await readProfile(o.profile, fleets.get(0));
+  const f = fleetShape(shape, o.pool, o.storage);
+  checkFits(o.workload, f);
+  const jobs = configJobs(o, shape, f, ref);
   const metricsOpts = { tp: ref.tp, ttftTargetMs: o.ttftTargetMs ?? 2000 };
   const pageIds = new PageIds();
   const runs = await pool(jobs, o.parallel ?? 2, (job, lane) =>

@@ -8,23 +8,31 @@ export class GatewayConfigError extends Error {
   override name = "GatewayConfigError";
 }
 
+const isRecord = (x: unknown): x is Record<string, unknown> =>
+  x !== null && typeof x === "object" && !Array.isArray(x);
+
 /**
- * The agent policy's admission default: program admission (its retention decisions and restores
- * need a program's tool loop) when the admission limits it needs are given and no mode is named.
- * Without a capacity there is nothing to hold programs to, and admission stays per request.
+ * The agent policy's defaults, where the configuration does not name them:
+ * - program admission (its retention decisions and restores need a program's tool loop) when the
+ *   admission limits it needs are given. Without a capacity there is nothing to hold programs
+ *   to, and admission stays per request;
+ * - `routing.sessionYieldsWhenFull`: a session's turn does not queue behind the requests on its
+ *   worker when the worker's device pool cannot hold it beside them (docs/agent-defaults.md).
  */
 export function withAgentDefaults(input: unknown): unknown {
-  if (input === null || typeof input !== "object" || Array.isArray(input)) return input;
-  const c = input as Record<string, unknown>;
-  const a = c.admission;
-  if (c.policy !== "agent" || a === null || typeof a !== "object" || Array.isArray(a)) return input;
-  const adm = a as Record<string, unknown>;
+  if (!isRecord(input) || input.policy !== "agent") return input;
+  let c = input;
+  const r = c.routing ?? {};
+  if (isRecord(r) && r.sessionYieldsWhenFull === undefined)
+    c = { ...c, routing: { ...r, sessionYieldsWhenFull: true } };
+  const adm = c.admission;
   if (
+    !isRecord(adm) ||
     adm.mode !== undefined ||
     adm.maxRequestsPerWorker === undefined ||
     adm.capacityTokensPerWorker === undefined
   )
-    return input;
+    return c;
   return { ...c, admission: { ...adm, mode: "program" } };
 }
 

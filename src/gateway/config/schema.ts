@@ -64,6 +64,10 @@ export const routingConfigSchema = z.strictObject({
   balanceRelThreshold: z.number().min(1).default(1.5),
   /** How long a session sticks to its worker after its last turn (s). */
   sessionAffinityTtlSeconds: nonNegative.default(600),
+  /** A session's turn is routed like a new one when its worker's device pool cannot hold it beside
+   * the prompts in flight there (that worker's /server_info max_total_num_tokens); off by default,
+   * on by default under the agent policy (withAgentDefaults). */
+  sessionYieldsWhenFull: z.boolean().default(false),
   /** Tokenize prompts on a worker before routing when the index holds blocks ("auto") or never. */
   tokenize: z.enum(["auto", "never"]).default("auto"),
   /** Dynamo scorer settings (src/index/scoring.ts ScoringConfig), e.g. sharedCacheMultiplier. */

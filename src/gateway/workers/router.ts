@@ -4,7 +4,8 @@
 //   2. load imbalance (max - min in flight > abs threshold AND max > min * rel threshold) wins
 //      outright: the least-loaded worker;
 //   3. a session's worker, while its affinity is live (TTL since its last turn) - soft: 2 beats it,
-//      and a drained worker loses its sessions;
+//      a drained worker loses its sessions, and with `sessionYieldsWhenFull` so does a worker whose
+//      device pool cannot hold the turn beside the prompts in flight there (it goes on to 4);
 //   4. with the prompt's block hashes: when the best match rate over the workers exceeds the cache
 //      threshold, the lowest Dynamo logit (overlap per tier, shared-cache credit, prefill load);
 //   5. otherwise the least-loaded worker (ties at random).
@@ -27,6 +28,8 @@ export interface WorkerState {
   /** Its event stream has a gap not yet replayed: its index view is not trusted. */
   stale: boolean;
   pageSize: number;
+  /** Its device KV pool in tokens (SGLang's max_total_num_tokens), when known. */
+  deviceTokens?: number;
 }
 
 export interface RouteRequest {
@@ -42,6 +45,9 @@ export interface RoutingOptions {
   balanceAbsThreshold: number;
   balanceRelThreshold: number;
   sessionAffinityTtlSeconds: number;
+  /** A session's turn goes where the cache scoring sends it, instead of to its worker, when that
+   * worker's device pool cannot hold it beside the prompts in flight there (cannotTakeNow). */
+  sessionYieldsWhenFull?: boolean;
   scoring: Partial<ScoringConfig>;
 }
 
@@ -104,7 +110,8 @@ export function routeRequest(
     !sessionMoved &&
     req.nowMs - req.session.lastActivityMs <= o.sessionAffinityTtlSeconds * 1000
   ) {
-    return decide(ws.find((w) => w.id === affine) as WorkerState, "session");
+    const w = ws.find((x) => x.id === affine) as WorkerState;
+    if (!(o.sessionYieldsWhenFull && cannotTakeNow(w, req))) return decide(w, "session");
   }
   const ov = req.overlap;
   if (ov && ov.requestBlocks > 0) {
@@ -113,6 +120,17 @@ export function routeRequest(
     return decide(leastLoaded(ws, rand), "load", matchRate);
   }
   return decide(leastLoaded(ws, rand), "load");
+}
+
+/**
+ * The session's worker cannot run this turn beside what it runs now: the prompts in flight there
+ * and this one's blocks exceed its device pool, so the turn would wait in its queue for a request
+ * there to end (seconds to minutes at long contexts) while another worker could prefill it now.
+ */
+function cannotTakeNow(w: WorkerState, req: RouteRequest): boolean {
+  if (w.deviceTokens === undefined || w.inFlight === 0) return false;
+  const need = (req.overlap?.requestBlocks ?? 0) * w.pageSize;
+  return w.inFlightPromptTokens + need > w.deviceTokens;
 }
 
 /** The load spread is past both balance thresholds: the least loaded worker wins outright. */

@@ -60,6 +60,8 @@ export class GatewayWorker {
   streamOutputIds = false;
   /** It runs SGLang's session radix cache: session turns carry their id in the body (radix-sessions.ts). */
   sessionRadix = false;
+  /** Its device KV pool in tokens (its /server_info max_total_num_tokens), when it says. */
+  deviceTokens: number | undefined = undefined;
   /** Requests this gateway runs on the worker at once (the rest wait here); null: no limit. */
   readonly gate: Gate | null;
   /** Its tokenizer, bound to the process it runs now (newProcess() replaces it). */
@@ -113,6 +115,7 @@ export class GatewayWorker {
         : this.inFlightPromptTokens,
       stale: this.stale,
       pageSize: this.scheme?.pageSize ?? 1,
+      deviceTokens: this.deviceTokens,
     };
   }
 }

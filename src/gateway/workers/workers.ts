@@ -189,6 +189,9 @@ export class WorkerSet {
       );
     w.streamOutputIds = servesStreamOutputIds(r.json as Record<string, unknown>);
     w.sessionRadix = runsSessionRadix(r.json as Record<string, unknown>);
+    const pool = (r.json as Record<string, unknown>).max_total_num_tokens;
+    w.deviceTokens =
+      Number.isSafeInteger(pool) && (pool as number) > 0 ? (pool as number) : undefined;
     w.messagesTokenize = await probeMessagesTokenize(w.id, w.pool, timeoutMs, this.o.log);
   }
 

@@ -35,6 +35,8 @@ export interface GatewayFrontOptions {
   perWorker: number;
   /** A worker's device + host KV capacity (tokens): program admission holds working sets to it. */
   capacityTokens: number;
+  /** A worker's device KV pool (tokens): what a real worker's /server_info says. */
+  deviceTokens: number;
   /** The agent policy's settings (its `policies` section), for the agent configurations. */
   policies?: Record<string, unknown>;
   /** The model name turns carry (the think rule reads it). */
@@ -71,6 +73,8 @@ function gatewayConfig(o: GatewayFrontOptions): GatewayConfig {
     {
       workers: o.host.workers.map((id) => ({ id, url: "http://sim.invalid:1" })),
       admission,
+      // The gateway's defaults for its policy (withAgentDefaults) apply as `kvctl gateway` applies them.
+      policy: o.config.policy,
       ...(o.policies ? { policies: o.policies } : {}),
     },
     `configuration ${o.config.name}`,
@@ -187,7 +191,8 @@ export class GatewayFront implements SimFront {
         workers: ids.map((id) => {
           const w = this.slots.get(id) as Slot;
           const state = { inFlight: w.inFlight, inFlightPromptTokens: w.inFlightPromptTokens };
-          return { id, ...state, stale: false, pageSize: this.o.host.pageSize };
+          const pageSize = this.o.host.pageSize;
+          return { id, ...state, stale: false, pageSize, deviceTokens: this.o.deviceTokens };
         }),
         overlap,
         session: s ? { worker: s.worker, lastActivityMs: s.lastActivityMs } : null,

@@ -1,0 +1,110 @@
+// A session's turn and a worker whose device pool cannot hold it beside what runs there: with
+// `routing.sessionYieldsWhenFull` (the agent policy's default) the turn is routed like a new one
+// instead of queueing behind the requests in flight on its worker; without it, it waits there.
+import { describe, expect, it } from "vitest";
+import { parseGatewayConfig } from "../src/gateway/config/load.js";
+import {
+  routeRequest,
+  type RoutingOptions,
+  type WorkerState,
+} from "../src/gateway/workers/router.js";
+import { applyEvent, InMemoryKvIndex } from "../src/index/index.js";
+import { blockStored } from "./helpers/kv-events.js";
+
+const PAGE = 4;
+const hashes = Array.from({ length: 10 }, (_, i) => BigInt(100 + i));
+
+/** w0 holds the session's 10 blocks on device; w1 holds none. */
+function overlap() {
+  const idx = new InMemoryKvIndex();
+  applyEvent(
+    idx,
+    "w0",
+    blockStored({
+      blockHashes: hashes,
+      tokenIds: Array.from({ length: hashes.length * PAGE }, (_, i) => i),
+      blockSize: PAGE,
+    }) as never,
+  );
+  return idx.overlap(hashes);
+}
+
+/** w0 runs one request of `busyTokens` prompt tokens; each worker's device pool is `deviceTokens`. */
+function workers(busyTokens: number, deviceTokens: number | undefined): WorkerState[] {
+  const w = (id: string, inFlight: number, tokens: number): WorkerState => ({
+    id,
+    inFlight,
+    inFlightPromptTokens: tokens,
+    stale: false,
+    pageSize: PAGE,
+    deviceTokens,
+  });
+  return [w("w0", busyTokens ? 1 : 0, busyTokens), w("w1", 0, 0)];
+}
+
+const opts = (sessionYieldsWhenFull: boolean): RoutingOptions => ({
+  cacheThreshold: 0.3,
+  balanceAbsThreshold: 64,
+  balanceRelThreshold: 1.5,
+  sessionAffinityTtlSeconds: 600,
+  sessionYieldsWhenFull,
+  scoring: {},
+});
+
+const route = (busy: number, yields: boolean, deviceTokens: number | null = 64) =>
+  routeRequest(
+    {
+      workers: workers(busy, deviceTokens ?? undefined),
+      overlap: overlap(),
+      session: { worker: "w0", lastActivityMs: 0 },
+      nowMs: 1000,
+    },
+    opts(yields),
+    () => 0,
+  );
+
+describe("routing: a session's turn its worker cannot hold now", () => {
+  it("moves when the prompts in flight there and its own pass the device pool", () => {
+    // 48 tokens in flight + the turn's 40 > 64: w0 would queue it until its request ends. The
+    // cache scoring then weighs w0's prefix (10 blocks) against the 12 blocks in flight there.
+    expect(route(48, true)).toMatchObject({ worker: "w1", reason: "cache" });
+    // The same state with the rule off: the turn waits for its worker.
+    expect(route(48, false)).toMatchObject({ worker: "w0", reason: "session" });
+  });
+
+  it("stays when it fits beside what runs there, when nothing runs there, or when the pool is unknown", () => {
+    expect(route(24, true)).toMatchObject({ worker: "w0", reason: "session" }); // 24 + 40 <= 64
+    expect(route(0, true)).toMatchObject({ worker: "w0", reason: "session" });
+    expect(route(48, true, null)).toMatchObject({ worker: "w0", reason: "session" });
+  });
+});
+
+describe("the agent policy's routing default", () => {
+  const workersCfg = [{ id: "w0", url: "http://127.0.0.1:1" }];
+  it("turns sessionYieldsWhenFull on under the agent policy unless the configuration names it", () => {
+    expect(
+      parseGatewayConfig({ workers: workersCfg, policy: "agent" }).routing.sessionYieldsWhenFull,
+    ).toBe(true);
+    expect(
+      parseGatewayConfig({
+        workers: workersCfg,
+        policy: "agent",
+        routing: { sessionYieldsWhenFull: false, cacheThreshold: 0.5 },
+      }).routing,
+    ).toMatchObject({ sessionYieldsWhenFull: false, cacheThreshold: 0.5 });
+    expect(parseGatewayConfig({ workers: workersCfg }).routing.sessionYieldsWhenFull).toBe(false);
+    expect(
+      parseGatewayConfig({ workers: workersCfg, policy: "noop" }).routing.sessionYieldsWhenFull,
+    ).toBe(false);
+  });
+
+  it("names the field when it is not a boolean", () => {
+    expect(() =>
+      parseGatewayConfig({
+        workers: workersCfg,
+        policy: "agent",
+        routing: { sessionYieldsWhenFull: "yes" },
+      }),
+    ).toThrow(/routing\.sessionYieldsWhenFull/);
+  });
+});
