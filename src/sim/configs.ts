@@ -32,8 +32,8 @@ const gateway = (name: string, about: string, o: Partial<SimConfigSpec> = {}): S
 export const CONFIGS: readonly SimConfigSpec[] = [
   gateway(
     "kvctl",
-    "kvctl gateway, agent policy (its defaults), program admission with the policy's retention",
-    { admission: "program", policy: "agent", kvctl: true },
+    "kvctl gateway, agent policy (its defaults), program admission with the policy's retention; workers run SGLang's session radix cache with priority eviction beside kvctl's command layer, turns name their session, a session's end or move closes it",
+    { admission: "program", policy: "agent", kvctl: true, sessionRadix: true },
   ),
   gateway(
     "session_radix",

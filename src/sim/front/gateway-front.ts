@@ -213,10 +213,14 @@ export class GatewayFront implements SimFront {
     const started = turnStarted(turn, this.o.host.clock.nowMs(), d.reason, d.overlap, this.o.model);
     // The session record's worker (what RadixSessions reads to close a session that moved). With
     // the agent policy the gateway's record also names its holds; the sim keeps none, and the
-    // policy, which never loses its view of a session here, has nothing to restore from it.
+    // policy, which never loses its view of a session here, has nothing to restore from it: the
+    // record goes to RadixSessions alone.
     const prev = turn.session ? this.sessions.get(turn.session) : undefined;
-    if (prev && !this.policy && started.type === "TurnStarted")
-      started.stored = { worker: prev.worker, pins: [], leases: [], tool: null };
+    if (prev && started.type === "TurnStarted") {
+      const stored = { worker: prev.worker, pins: [], leases: [], tool: null };
+      if (this.policy) this.radix?.observe({ ...started, stored });
+      else started.stored = stored;
+    }
     this.observe(started);
     turn.ticket = slot.gate?.enter(turn.prepared.promptLen, turn.session) ?? null;
     if (!turn.ticket?.queued) this.o.host.dispatch(turn, d.worker);
