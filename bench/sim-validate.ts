@@ -11,7 +11,7 @@ import { parseArgs } from "node:util";
 import { buildPatchedTree } from "../src/demo/harness.js";
 import { packageRoot } from "../src/paths.js";
 import { intOption } from "../src/sim/input.js";
-import { pool, profileOf, runSim } from "../src/sim/run.js";
+import { pool, profileOf, runSim, SimInputError } from "../src/sim/run.js";
 import type { SimWorkload } from "../src/sim/types.js";
 import {
   type RecordedRegime,
@@ -163,7 +163,7 @@ async function replayAll(planned: ReturnType<typeof plan>, o: ReplayOptions) {
   return new Map(keys.map((k, i) => [k, sims[i]]));
 }
 
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   const v = options();
   const t0 = performance.now();
   const regimes = recordedRegimes(v.agent);
@@ -204,9 +204,15 @@ async function main(): Promise<void> {
           wall_s: wall,
         }),
       );
+    return 0;
+  } catch (e) {
+    if (!(e instanceof SimInputError)) throw e;
+    // The cpu profile is this machine's own, written by sim:calibrate-cpu; it never ships.
+    console.error(`sim:validate: ${e.message} (calibrate it here: npm run sim:calibrate-cpu)`);
+    return 2;
   } finally {
     tree.remove();
   }
 }
 
-await main();
+process.exitCode = await main();
