@@ -58,7 +58,7 @@ class BlockHashIndex:
             parent = cur.parent
             if parent is None or cur.key is None:
                 return False
-            if parent.children.get(cur.key.child_key(self.page_size)) is not cur:
+            if parent.children.get(self._child_key(cur)) is not cur:
                 return False
             path.append(cur)
             cur = parent
@@ -66,6 +66,18 @@ class BlockHashIndex:
             for n in path:
                 known[id(n)] = n
         return True
+
+    def _child_key(self, node: Any):
+        """The key ``node`` sits under in its parent's children. Computed once per key object: a
+        split gives the node a new key (a slice), and a key is never changed in place (the
+        parent's dict is keyed by it)."""
+        key = node.key
+        memo = getattr(node, "kvctl_child_key", None)
+        if memo is not None and memo[0] is key:
+            return memo[1]
+        ck = key.child_key(self.page_size)
+        node.kvctl_child_key = (key, ck)
+        return ck
 
     def get(self, h: int, root: Any, known: Optional[Dict[int, Any]] = None) -> Optional[Any]:
         node = self._map.get(h)

@@ -44,7 +44,13 @@ class PinManager:
         self.ops = ops
         self.budget_fraction = budget_fraction
         self.clock = clock
-        self.records: Dict[int, List[Pin]] = {}
+        self.records: Dict[int, List[Pin]] = {}  # never an empty list: a hash with no pin is absent
+        # the hashes each owner holds (one record per hash and owner), so releasing a hold touches
+        # its own hashes only; and the order hashes entered ``records``, so it releases them in the
+        # order a scan of ``records`` would
+        self._owned: Dict[str, Dict[int, None]] = {}
+        self._born: Dict[int, int] = {}
+        self._births = itertools.count()
         # the nodes holding a protection (id -> node): what protected_tokens() sums under HiCache
         self.protected: Dict[int, Any] = {}
         # no TTL record expires before this (a lower bound: reap() skips its scan until then)
@@ -55,7 +61,7 @@ class PinManager:
 
     # ---- accounting -------------------------------------------------------------------------
     def pinned_tokens(self) -> int:
-        return sum(self.index.page_size for pins in self.records.values() if pins)
+        return self.index.page_size * len(self.records)
 
     def budget_tokens(self) -> int:
         return int(self.budget_fraction * self.ops.pool_tokens())
@@ -75,8 +81,7 @@ class PinManager:
         used = self.pinned_tokens()
         touched = {}
         for h, node in found:
-            recs = self.records.get(h)
-            if recs and any(p.owner == owner for p in recs):
+            if h in self._owned.get(owner, ()):
                 touched[id(node)] = node
                 res.noop += 1
                 continue
@@ -85,8 +90,9 @@ class PinManager:
                 continue
             used = added
             touched[id(node)] = node
+        known: Dict[int, Any] = {}
         for node in touched.values():
-            self.recount(node)
+            self.recount(node, known)
         return res
 
     def _add_record(self, h: int, used: int, budget: int, res: PinResult,
@@ -100,50 +106,76 @@ class PinManager:
                 res.reason = f"pin budget exhausted ({used}/{budget} host tokens)"
                 return None
             used += self.index.page_size
-        self.records.setdefault(h, []).append(Pin(h, next(self._seq), expires, owner))
+        pins = self.records.get(h)
+        if pins is None:
+            pins = self.records[h] = []
+            self._born[h] = next(self._births)
+        pins.append(Pin(h, next(self._seq), expires, owner))
+        if owner is not None:
+            self._owned.setdefault(owner, {})[h] = None
         res.affected += 1
         return used
 
+    def _pop_hash(self, h: int) -> Optional[List[Pin]]:
+        """Every record on ``h`` goes (their owners no longer hold it); returns them."""
+        pins = self.records.pop(h, None)
+        if pins is not None:
+            del self._born[h]
+            for p in pins:
+                if p.owner is not None:
+                    self._disown(p.owner, h)
+        return pins
+
+    def _disown(self, owner: str, h: int) -> None:
+        owned = self._owned.get(owner)
+        if owned is not None:
+            owned.pop(h, None)
+            if not owned:
+                del self._owned[owner]
+
     def release_owner(self, owner: str) -> List[int]:
         """Drop every record of ``owner``; returns the hashes it held."""
-        hashes = []
-        for h in list(self.records):
-            pins = self.records[h]
-            keep = [p for p in pins if p.owner != owner]
-            if len(keep) != len(pins):
-                hashes.append(h)
-                if keep:
-                    self.records[h] = keep
-                else:
-                    del self.records[h]
+        hashes = sorted(self._owned.pop(owner, ()), key=self._born.__getitem__)
+        for h in hashes:
+            keep = [p for p in self.records[h] if p.owner != owner]
+            if keep:
+                self.records[h] = keep
+            else:
+                del self.records[h]
+                del self._born[h]
         seen, known = {}, {}
         for h in hashes:
             node = self.index.get(h, self.ops.root(), known)
             if node is not None:
                 seen[id(node)] = node
         for node in seen.values():
-            self.recount(node)
+            self.recount(node, known)
         return hashes
 
     def release_hashes(self, hashes: List[int]) -> None:
         """Drop every record (any owner) on these hashes (Prune/Think with force)."""
         seen, known = {}, {}
         for h in hashes:
-            if self.records.pop(h, None):
+            if self._pop_hash(h):
                 node = self.index.get(h, self.ops.root(), known)
                 if node is not None:
                     seen[id(node)] = node
         for node in seen.values():
-            self.recount(node)
+            self.recount(node, known)
 
-    def recount(self, node: Any) -> None:
-        if node.parent is not None and not self.index.reachable(node, self.ops.root()):
+    def recount(self, node: Any, known: Optional[Dict[int, Any]] = None) -> None:
+        """Re-derive ``node``'s protection from its records. ``known``: the reachability memo of
+        the calling operation (index.reachable); it is emptied when a protection is taken, since
+        making host room for the backup may remove nodes (releasing one removes none)."""
+        if node.parent is not None and not self.index.reachable(node, self.ops.root(), known):
             return  # left the tree meanwhile (e.g. host room made for a backup): nothing to hold
         count = sum(len(self.records.get(h, ())) for h in getattr(node, "kvctl_hashes", ()) or ())
         node.pin_count = count
         held = getattr(node, "kvctl_receipt", None) is not None
         if count > 0 and not held:
             receipt = self.ops.protect(node)
+            if known is not None:
+                known.clear()
             if receipt is None and getattr(self.ops, "tier_aware", False):
                 return  # the node left the tree while its path was being backed up
             node.kvctl_receipt = receipt or True
@@ -186,6 +218,7 @@ class PinManager:
             pins.pop(mine[-1])  # newest first; counts are what matter
             if not pins:
                 del self.records[h]
+                del self._born[h]
             touched[id(node)] = node
             res.affected += 1
         self._recount_and_tally(touched, res)
@@ -203,8 +236,11 @@ class PinManager:
         if not pins:
             return
         pins.remove(pin)
+        if pin.owner is not None:
+            self._disown(pin.owner, pin.hash)
         if not pins:
             del self.records[pin.hash]
+            del self._born[pin.hash]
         node = self.index.get(pin.hash, self.ops.root())
         if node is not None:
             self.recount(node)
@@ -254,12 +290,14 @@ class PinManager:
     def forget(self, node: Any) -> None:
         """The node left the tree: its pins go with it (only reset can do that to a pin)."""
         for h in getattr(node, "kvctl_hashes", ()) or ():
-            self.records.pop(h, None)
+            self._pop_hash(h)
         node.pin_count = 0
         node.kvctl_receipt = None
         self.protected.pop(id(node), None)
 
     def clear(self) -> None:
         self.records.clear()
+        self._owned.clear()
+        self._born.clear()
         self.protected.clear()
         self._next_expiry = math.inf

@@ -79,9 +79,16 @@ class CommandContext:
     @staticmethod
     def tiers_of(st, pairs) -> Dict[str, int]:
         """Per tier, how many of the listed blocks the index still holds there."""
-        out: Dict[str, int] = {}
         held = {h for h, _ in st.index.lookup([h for h, _ in pairs], st.ops.root())[0]}
+        per_node: Dict[int, list] = {}  # a path's blocks share few nodes: each node's tiers once
         for h, n in pairs:
             if h in held:
-                bump(out, T.tier_names(n))
+                seen = per_node.get(id(n))
+                if seen is None:
+                    per_node[id(n)] = [n, 1]
+                else:
+                    seen[1] += 1
+        out: Dict[str, int] = {}
+        for n, count in per_node.values():
+            bump(out, T.tier_names(n), count)
         return out

@@ -102,7 +102,7 @@ class RustNodes:
         found = [(h, got[h]) for h in hashes if h in got]
         return found, [h for h in hashes if h not in got]
 
-    def reachable(self, node: RustNode, _root=None) -> bool:
+    def reachable(self, node: RustNode, _root=None, _known=None) -> bool:
         return node is self.root or self.alive(node.id)
 
     def alive(self, node_id: int) -> bool:
