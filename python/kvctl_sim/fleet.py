@@ -37,16 +37,30 @@ class Fleet:
         self.profile = profile
         self.out = Outbox()
         self.workers = [Worker(s, profile, self.out) for s in specs]
-        self.by_id: Dict[str, Worker] = {w.spec.id: w for w in self.workers}
         self.sequences: Dict[str, array] = {}
         self.now = 0.0
         self.advances = 0
+        # Every worker's next wake, kept between advances: a worker's wake changes only when it
+        # steps or takes an input (entries carry the worker's version; older ones are skipped).
+        # A shared L3 lets one worker's writes move another's wake: then all are recomputed.
+        self.wakes: List[tuple] = []
+        self.version = [0] * len(self.workers)
+        self.dirty = set(range(len(self.workers)))
+        self.coupled = any(s.storage == "shared" for s in specs)
+        self.index = {w.spec.id: i for i, w in enumerate(self.workers)}
 
     def worker(self, wid: str) -> Worker:
-        w = self.by_id.get(wid)
-        if w is None:
+        i = self.index.get(wid)
+        if i is None:
             raise ValueError(f"worker: unknown worker {wid!r}")
-        return w
+        self.dirty.add(i)  # it is handed an input: its wake may move
+        return self.workers[i]
+
+    def _rewake(self, i: int) -> None:
+        self.version[i] += 1
+        t = self.workers[i].next_wake()
+        if t is not None:
+            heapq.heappush(self.wakes, (t, i, self.version[i]))
 
     def submit(self, t: float, wid: str, rid: str, program: str, keep: int, prompt: bytes,
                output: bytes, session: Optional[str]) -> None:
@@ -73,24 +87,27 @@ class Fleet:
         self.sequences.pop(program, None)
 
     def advance(self, until: float) -> float:
-        self.advances += 1
-        heap = []
-        for i, w in enumerate(self.workers):
-            t = w.next_wake()
-            if t is not None:
-                heap.append((t, i))
-        heapq.heapify(heap)
-        limit = until
-        while heap and heap[0][0] < limit:
-            t, i = heapq.heappop(heap)
-            w = self.workers[i]
-            if w.step(t, limit):
-                from .virtual import CLOCK
+        """Worker turns in (time, worker) order, as a heap of every worker's next wake built
+        afresh would give them."""
+        from .virtual import CLOCK
 
+        self.advances += 1
+        for i in range(len(self.workers)) if self.coupled else sorted(self.dirty):
+            self._rewake(i)
+        self.dirty.clear()
+        heap, version = self.wakes, self.version
+        limit = until
+        while heap:
+            t, i, v = heap[0]
+            if v != version[i]:
+                heapq.heappop(heap)  # superseded
+                continue
+            if not t < limit:
+                break
+            heapq.heappop(heap)
+            if self.workers[i].step(t, limit):
                 limit = min(limit, CLOCK.now)
-            nxt = w.next_wake()
-            if nxt is not None:
-                heapq.heappush(heap, (nxt, i))
+            self._rewake(i)
         self.now = limit if math.isfinite(limit) else self.now
         return limit
 
