@@ -415,6 +415,11 @@ export class InMemoryKvIndex implements FrameIndex {
     };
   }
 
+  /** Blocks held, by any worker in any tier (`stats().blocks` without every worker's counters). */
+  blocks(): number {
+    return this.idx.blocks();
+  }
+
   stats(): IndexStats {
     const workers: Record<string, TierCounts> = {};
     let mismatches = 0;
@@ -424,7 +429,7 @@ export class InMemoryKvIndex implements FrameIndex {
       mismatches += c.hashMismatches;
     }
     return {
-      blocks: this.idx.blocks(),
+      blocks: this.blocks(),
       workers,
       hashMismatches: mismatches,
       memoryBytes: this.idx.memoryBytes(),

@@ -81,7 +81,7 @@ export class DynamoFront implements SimFront {
     const ids = this.o.host.workers;
     const hashes = turn.prepared.promptHashes;
     const overlap: OverlapResult =
-      hashes.length && this.index.stats().blocks > 0
+      hashes.length && this.index.blocks() > 0
         ? this.index.overlap(hashes)
         : {
             requestBlocks: hashes.length,

@@ -183,8 +183,7 @@ export class GatewayFront implements SimFront {
       return { worker, reason: "round_robin", overlap: null };
     }
     const hashes = turn.prepared.promptHashes;
-    const overlap =
-      hashes.length && this.index.stats().blocks > 0 ? this.index.overlap(hashes) : null;
+    const overlap = hashes.length && this.index.blocks() > 0 ? this.index.overlap(hashes) : null;
     const s = turn.session ? this.sessions.get(turn.session) : undefined;
     const d = routeRequest(
       {
@@ -247,7 +246,7 @@ export class GatewayFront implements SimFront {
       pageSize: host.pageSize,
       prevChain,
       model: this.o.model,
-      deviceBlocks: this.index.stats().workers[turn.worker as string]?.GPU ?? 0,
+      deviceBlocks: this.index.counters(turn.worker as string).tiers.GPU,
     });
     if (turn.session)
       this.sessions.set(turn.session, {
