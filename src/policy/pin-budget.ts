@@ -39,6 +39,15 @@ export class PinBudget {
   private readonly lostHolds = new Map<string, Map<string, Map<bigint, number>>>();
   /** The clock of the last expire() (ms). */
   private now = 0;
+  /** No hold or lost hold expires before this (ms): expire() scans nothing until then. A bound,
+   * not the exact minimum (a release leaves it as it was): a scan too early only finds nothing. */
+  private nextExpiry = Number.POSITIVE_INFINITY;
+  /**
+   * A draft's per-worker maps start as its original's, shared: each is copied the first time the
+   * draft changes it (a transaction's draft reads the whole fleet's view and changes a few
+   * workers'). Null on an original, which owns all of its maps.
+   */
+  private copied: { holds: Set<string>; hits: Set<string>; lost: Set<string> } | null = null;
 
   constructor(
     private readonly perWorker: number,
@@ -48,21 +57,53 @@ export class PinBudget {
       undefined,
   ) {}
 
-  /** A copy that settles silently (a transaction's draft: what it settles counts once applied). */
+  /**
+   * A copy that settles silently (a transaction's draft: what it settles counts once applied).
+   * It shares this view's per-worker maps until it changes one, so this view must not change
+   * while the draft is in use (a transaction builds its draft, then applies its steps here).
+   */
   clone(): PinBudget {
     const c = new PinBudget(this.perWorker, this.global);
-    for (const [w, m] of this.byWorker)
-      c.byWorker.set(w, new Map([...m].map(([h, l]) => [h, l.slice()])));
+    for (const [w, m] of this.byWorker) c.byWorker.set(w, m);
     for (const w of this.full) c.full.add(w);
-    for (const [w, hs] of this.hit) c.hit.set(w, new Set(hs));
-    for (const [w, bySession] of this.lostHolds)
-      c.lostHolds.set(w, new Map([...bySession].map(([s, m]) => [s, new Map(m)])));
+    for (const [w, hs] of this.hit) c.hit.set(w, hs);
+    for (const [w, bySession] of this.lostHolds) c.lostHolds.set(w, bySession);
     c.now = this.now;
+    c.nextExpiry = this.nextExpiry;
+    c.copied = { holds: new Set(), hits: new Set(), lost: new Set() };
     return c;
   }
 
+  /** `worker`'s holds, this view's own to change (a draft copies its original's first). */
+  private ownHolds(worker: string): Map<bigint, PinHold[]> | undefined {
+    const m = this.byWorker.get(worker);
+    if (!m || !this.copied || this.copied.holds.has(worker)) return m;
+    const own = new Map([...m].map(([h, l]) => [h, l.slice()]));
+    this.byWorker.set(worker, own);
+    this.copied.holds.add(worker);
+    return own;
+  }
+
+  private ownHits(worker: string): Set<bigint> | undefined {
+    const hs = this.hit.get(worker);
+    if (!hs || !this.copied || this.copied.hits.has(worker)) return hs;
+    const own = new Set(hs);
+    this.hit.set(worker, own);
+    this.copied.hits.add(worker);
+    return own;
+  }
+
+  private ownLost(worker: string): Map<string, Map<bigint, number>> | undefined {
+    const bySession = this.lostHolds.get(worker);
+    if (!bySession || !this.copied || this.copied.lost.has(worker)) return bySession;
+    const own = new Map([...bySession].map(([s, m]) => [s, new Map(m)]));
+    this.lostHolds.set(worker, own);
+    this.copied.lost.add(worker);
+    return own;
+  }
+
   private settle(worker: string, hash: bigint, last: PinHold): void {
-    const hits = this.hit.get(worker);
+    const hits = this.ownHits(worker);
     this.onSettled(last.kind, hits?.delete(hash) ? "hit" : "wasted");
   }
 
@@ -70,12 +111,13 @@ export class PinBudget {
   served(worker: string, cached: readonly bigint[]): void {
     const m = this.byWorker.get(worker);
     if (!m) return;
-    let hits = this.hit.get(worker);
     for (const h of cached) {
       if (!m.has(h)) continue;
+      let hits = this.ownHits(worker);
       if (!hits) {
         hits = new Set();
         this.hit.set(worker, hits);
+        this.copied?.hits.add(worker);
       }
       hits.add(h);
     }
@@ -98,19 +140,21 @@ export class PinBudget {
   }
 
   private blocks(worker: string): Map<bigint, PinHold[]> {
-    let m = this.byWorker.get(worker);
+    let m = this.ownHolds(worker);
     if (!m) {
       m = new Map();
       this.byWorker.set(worker, m);
+      this.copied?.holds.add(worker);
     }
     return m;
   }
 
   private remember(worker: string, session: string, hash: bigint, until: number): void {
-    let bySession = this.lostHolds.get(worker);
+    let bySession = this.ownLost(worker);
     if (!bySession) {
       bySession = new Map();
       this.lostHolds.set(worker, bySession);
+      this.copied?.lost.add(worker);
     }
     let m = bySession.get(session);
     if (!m) {
@@ -118,6 +162,7 @@ export class PinBudget {
       bySession.set(session, m);
     }
     m.set(hash, Math.max(m.get(hash) ?? 0, until));
+    this.nextExpiry = Math.min(this.nextExpiry, until);
   }
 
   /** Drops one hold of `session` on `hash` that the worker does not have, and remembers it as lost. */
@@ -136,33 +181,48 @@ export class PinBudget {
 
   /** Forgets the lost holds of a session on a worker except those on `named` (its record names no others). */
   keepLostOnly(worker: string, session: string, named: ReadonlySet<bigint>): void {
-    const m = this.lostHolds.get(worker)?.get(session);
-    if (!m) return;
+    if (!this.lostHolds.get(worker)?.has(session)) return;
+    const bySession = this.ownLost(worker) as Map<string, Map<bigint, number>>;
+    const m = bySession.get(session) as Map<bigint, number>;
     for (const h of m.keys()) if (!named.has(h)) m.delete(h);
-    if (!m.size) this.lostHolds.get(worker)?.delete(session);
+    if (!m.size) bySession.delete(session);
   }
 
   /** Drops holds whose TTL has run out. */
   expire(now: number): void {
     this.now = now;
-    for (const bySession of this.lostHolds.values()) {
+    if (now < this.nextExpiry) return;
+    let next = Number.POSITIVE_INFINITY;
+    for (const w of [...this.lostHolds.keys()]) {
+      const bySession = this.ownLost(w) as Map<string, Map<bigint, number>>;
       for (const [session, m] of bySession) {
-        for (const [h, until] of m) if (until <= now) m.delete(h);
+        for (const [h, until] of m) {
+          if (until <= now) m.delete(h);
+          else next = Math.min(next, until);
+        }
         if (!m.size) bySession.delete(session);
       }
     }
-    for (const [w, m] of this.byWorker) {
-      for (const [h, holds] of m) {
-        const live = holds.filter((x) => x.expiresAt === null || x.expiresAt > now);
-        if (live.length === holds.length) continue;
-        if (live.length) m.set(h, live);
-        else {
-          m.delete(h);
-          this.full.delete(w);
-          this.settle(w, h, holds[holds.length - 1]);
-        }
+    for (const w of [...this.byWorker.keys()]) next = Math.min(next, this.expireOn(w, now));
+    this.nextExpiry = next;
+  }
+
+  /** Drops `worker`'s holds whose TTL has run out; returns the earliest expiry left there. */
+  private expireOn(worker: string, now: number): number {
+    let next = Number.POSITIVE_INFINITY;
+    const m = this.ownHolds(worker) as Map<bigint, PinHold[]>;
+    for (const [h, holds] of m) {
+      const live = holds.filter((x) => x.expiresAt === null || x.expiresAt > now);
+      for (const x of live) if (x.expiresAt !== null) next = Math.min(next, x.expiresAt);
+      if (live.length === holds.length) continue;
+      if (live.length) m.set(h, live);
+      else {
+        m.delete(h);
+        this.full.delete(worker);
+        this.settle(worker, h, holds[holds.length - 1]);
       }
     }
+    return next;
   }
 
   used(worker: string): number {
@@ -216,6 +276,8 @@ export class PinBudget {
       if (l) l.push({ ...h });
       else m.set(x, [{ ...h }]);
     }
+    if (h.expiresAt !== null && hashes.length)
+      this.nextExpiry = Math.min(this.nextExpiry, h.expiresAt);
   }
 
   /** Removes one hold of `session` (of that kind) per block; returns the hashes that had one. */
@@ -225,7 +287,7 @@ export class PinBudget {
     session: string,
     kind?: PinHold["kind"],
   ): bigint[] {
-    const m = this.byWorker.get(worker);
+    const m = this.ownHolds(worker);
     if (!m) return [];
     const out: bigint[] = [];
     for (const x of hashes) {
