@@ -32,7 +32,9 @@ const gateway = (name: string, about: string, o: Partial<SimConfigSpec> = {}): S
 export const CONFIGS: readonly SimConfigSpec[] = [
   gateway(
     "kvctl",
-    "kvctl gateway, agent policy (its defaults), program admission with the policy's retention; workers run SGLang's session radix cache with priority eviction beside kvctl's command layer, turns name their session, a session's end or move closes it",
+    "kvctl gateway, agent policy (its defaults), program admission with the policy's retention; " +
+      "workers run SGLang's session radix cache with priority eviction beside kvctl's command " +
+      "layer, turns name their session, a session's end or move closes it",
     { admission: "program", policy: "agent", kvctl: true, sessionRadix: true },
   ),
   gateway(

@@ -6,7 +6,8 @@ import { z } from "zod";
 /** A key as the config file holds it: its SHA-256 (hashKey in keys.ts), never the key. */
 const KEY_HASH = /^sha256:[0-9a-f]{64}$/;
 const KEY_HASH_HINT =
-  "must be 'sha256:' and 64 lowercase hex digits, the SHA-256 of the key (a plaintext key is never stored: printf %s \"$KEY\" | sha256sum)";
+  "must be 'sha256:' and 64 lowercase hex digits, the SHA-256 of the key " +
+  '(a plaintext key is never stored: printf %s "$KEY" | sha256sum)';
 
 const keyHash = z.string().regex(KEY_HASH, KEY_HASH_HINT);
 const envName = z

@@ -56,7 +56,8 @@ export function parseGatewayConfig(input: unknown, source = "config"): GatewayCo
   const i = r.data.workers.findIndex((w) => w.dynamo?.events === "nats");
   if (i >= 0 && !r.data.nats)
     throw new GatewayConfigError(
-      `${source} is invalid:\n  workers.${i}.dynamo.events: "nats" reads Dynamo's NATS event plane on the gateway's NATS connection, and no nats is configured`,
+      `${source} is invalid:\n  workers.${i}.dynamo.events: "nats" reads Dynamo's NATS event ` +
+        "plane on the gateway's NATS connection, and no nats is configured",
     );
   return r.data;
 }

@@ -104,7 +104,8 @@ export class GatewayWorker {
     this.tokenizer = new Tokenizer(this, this.tokenizer.timeoutMs);
   }
 
-  /** Load for routing: what this gateway has in flight, or the worker's own count when higher (other replicas' traffic). */
+  /** Load for routing: what this gateway has in flight, or the worker's own count when higher
+   * (other replicas' traffic). */
   state(): WorkerState {
     const r = this.reported;
     return {
