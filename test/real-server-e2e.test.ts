@@ -2,10 +2,10 @@
 // local model, HiCache host tier + file L3) on SGLang's default Rust tree core: kvctl accepts
 // every command that core carries (python/kvctl_worker/cores.py), all of them over NATS, asserting
 // on what SGLang itself reports (cached_tokens / cached_tokens_details of the next request, greedy
-// output, the KV events its scheduler publishes) and on Inspect; Prune, Think and a purging
-// RevokeLease, which need SGLang's Python tree core, are rejected naming why, changing nothing
-// (they run end to end on the Python core in `kvctl demo`). Block hashes come from kvctl's own
-// hash API and must equal the ones SGLang's scheduler publishes.
+// output, the KV events its scheduler publishes) and on Inspect; Think, which needs SGLang's
+// Python tree core, is rejected naming why, changing nothing (it runs end to end on the Python
+// core in `kvctl demo`). Block hashes come from kvctl's own hash API and must equal the ones
+// SGLang's scheduler publishes.
 import { spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -22,6 +22,7 @@ import { freePort } from "../src/util/net.js";
 import { blockHashes } from "../src/hash/index.js";
 import type { Command } from "../src/protocol/index.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats-server.js";
+import { pollFor } from "./helpers/poll.js";
 import { repoRoot } from "./helpers/python.js";
 import {
   flood,
@@ -68,7 +69,10 @@ describe("real SGLang server: kvctl commands over NATS", () => {
     const a = await send({ type: "Inspect", block_hashes: hashes, ...extra } as Command);
     expect(a.status).toBe("applied");
     return a as typeof a & {
-      detail: { blocks: InspectBlock[]; pool: { sessions: Record<string, number> } };
+      detail: {
+        blocks: InspectBlock[];
+        pool: { sessions: Record<string, number>; in_flight?: Record<string, number> };
+      };
     };
   };
   const gen = (toks: number[], n = 6) => generate(server.baseUrl, toks, n);
@@ -282,6 +286,14 @@ describe("real SGLang server: kvctl commands over NATS", () => {
       (await send({ type: "Pause", block_hashes: ls, ttl_seconds: 600, lease_id: "real-purge" }))
         .status,
     ).toBe("applied");
+    // Pause also starts SGLang's asynchronous write of the blocks to L3, which holds them on host
+    // until it lands: a purge before then keeps them (a partial ack)
+    await pollFor(
+      "Pause's storage write to land",
+      () => inspect([]),
+      (a) => a.detail.pool.in_flight?.backup === 0,
+      { detail: (a) => JSON.stringify(a.detail.pool.in_flight) },
+    );
     const m2 = ev.mark();
     const rv = await send({ type: "RevokeLease", lease_id: "real-purge" });
     expect(rv.status).toBe("applied");

@@ -523,3 +523,39 @@ def test_think_transient_host_copy_held_by_an_inflight_backup_goes_on_a_later_ti
     assert [(k, m) for k, m, _ in events(cache)] == [("removed", "CPU_PINNED")] * 4
     assert state_for_cache(cache).transient_host_pending == {}
     cache.sanity_check()
+
+
+def test_revoke_purge_keeps_blocks_an_inflight_storage_write_holds_and_inspect_says_so(core, monkeypatch):
+    """Pause starts SGLang's asynchronous storage write, which host-locks the path until it lands:
+    a purging RevokeLease in that window keeps the host copy (partial, counted where it stays),
+    and Inspect's ``in_flight`` is the signal a caller waits on; once the write lands the blocks
+    can go."""
+    cache, alloc, pool, h = setup()
+    insert_kv(cache, alloc, pool, A)
+    ha = hashes_of(cache, A)
+    ops = []
+    monkeypatch.setattr(cache, "enable_storage", True)
+    monkeypatch.setattr(cache.cache_controller, "write_storage",
+                        lambda *a, **k: ops.append(a) or len(ops), raising=False)
+    idle = {"write_through": 0, "load_back": 0, "backup": 0, "prefetch": 0}
+    assert h.handle(env({"type": "Inspect"})).detail["pool"]["in_flight"] == idle
+    pause = {"type": "Pause", "block_hashes": ha, "ttl_seconds": 60, "lease_id": "L"}
+    assert h.handle(env(pause)).status == "applied" and len(ops) == 1
+    assert h.handle(env({"type": "Inspect"})).detail["pool"]["in_flight"] == {**idle, "backup": 1}
+    ack = h.handle(env({"type": "RevokeLease", "lease_id": "L"}))
+    assert (ack.status, ack.affected, ack.skipped) == ("partial", 0, 4)
+    assert ack.detail["skipped_tiers"] == {"CPU_PINNED": 4}
+    assert h.handle(env({"type": "Inspect", "block_hashes": ha})).tiers == {"CPU_PINNED": 4}
+
+    def land():  # the writes land: what SGLang's drain of the storage acks does
+        while cache.ongoing_backup:
+            node_id, receipt = cache.ongoing_backup.pop(next(iter(cache.ongoing_backup)))
+            cache.dec_host_lock_ref(node_id, receipt)
+
+    land()
+    assert h.handle(env({"type": "Inspect"})).detail["pool"]["in_flight"] == idle
+    assert h.handle(env({**pause, "lease_id": "L2"})).status == "applied"
+    land()
+    ack = h.handle(env({"type": "RevokeLease", "lease_id": "L2"}))
+    assert (ack.status, ack.affected) == ("applied", 4)
+    assert h.handle(env({"type": "Inspect", "block_hashes": ha})).missing == ha

@@ -83,4 +83,12 @@ class InspectCommands:
         if ctrl is not None:
             hp = ctrl.mem_pool_host
             out["host"] = {"size": int(hp.size), "available": int(hp.available_size())}
+            out["in_flight"] = in_flight(cache)
         return out
+
+
+def in_flight(cache) -> Dict[str, int]:
+    """SGLang's own transfers under way: each holds its nodes (a purge skips them), so a caller
+    that needs a node gone waits for its count to drain."""
+    return {name: len(getattr(cache, "ongoing_" + name, None) or ())
+            for name in ("write_through", "load_back", "backup", "prefetch")}
