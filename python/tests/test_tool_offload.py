@@ -61,15 +61,18 @@ def test_tool_epochs_increase_on_every_offload_and_stale_epoch_is_rejected(core)
     assert h.handle(env({"type": "ToolStart", "session_id": "s1", "block_hashes": ha})).epoch == 3
 
 
-def test_tool_defect1_failed_restore_releases_host_protection_and_acks_error(monkeypatch, core):
+def test_tool_defect1_refused_or_failed_restore_releases_host_protection(monkeypatch, core):
     cache, alloc, pool, h = setup()
     insert_kv(cache, alloc, pool, A)
     ha = hashes_of(cache, A)
     h.handle(env({"type": "ToolStart", "session_id": "s1", "block_hashes": ha}))
     assert not no_host_locks(cache)
+    # SGLang declining the load (no device room now) is the engine clipping advice: partial,
+    # every block counted where it stays
     monkeypatch.setattr(cache, "load_back", lambda *a, **k: False)
     ack = h.handle(env({"type": "ToolEnd", "session_id": "s1", "epoch": 1}))
-    assert ack.status == "error" and "host protection released" in ack.reason
+    assert (ack.status, ack.affected, ack.skipped, ack.tiers) == ("partial", 0, 4, {"CPU_PINNED": 4})
+    assert "load_back" in ack.reason and "host protection released" in ack.reason
     assert no_host_locks(cache) and state_for_cache(cache).pins.records == {}
     assert "s1" not in state_for_cache(cache).sessions.tools
     # an exception midway releases it too

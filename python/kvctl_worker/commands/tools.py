@@ -13,10 +13,13 @@ from .residency import offload
 
 @dataclasses.dataclass
 class Restore:
-    """What a ToolEnd load did: the blocks still in the tree, those gone, and why it stopped."""
+    """What a ToolEnd load did: the blocks still in the tree, those gone, and why it stopped:
+    ``refused`` when SGLang declined a load (the engine clipping advice: no room now), ``failure``
+    when one raised."""
     pairs: List[tuple]
     missing: List[int]
     failure: Optional[str] = None
+    refused: Optional[str] = None
 
 
 class ToolCommands:
@@ -45,7 +48,8 @@ class ToolCommands:
             pairs, missing = st.index.lookup(hashes, st.ops.root())
             for h, n in reversed(pairs):  # the path's last block last: load the deepest
                 if n.evicted and not T.load_path(self.ctx.cache, n):
-                    return Restore(pairs, missing, f"load_back of block {h} refused (device pool full?)")
+                    return Restore(pairs, missing, refused=f"SGLang's load_back of block {h} refused "
+                                   "(device pool full, or no free load-back slot)")
             return Restore(pairs, missing)
         except Exception as e:
             return Restore([], [], f"{type(e).__name__}: {e}")
@@ -66,6 +70,13 @@ class ToolCommands:
             return Ack(type="ToolEnd", status="error", requested=len(hold.hashes), epoch=epoch,
                        missing=r.missing, reason=f"restore failed: {r.failure}; host protection "
                        "released, blocks stay on host as ordinary cache")
-        return Ack(type="ToolEnd", status=status_of(len(r.pairs), 0, r.missing) if r.pairs else "noop",
-                   requested=len(hold.hashes), affected=len(r.pairs), missing=r.missing,
-                   tiers=self.ctx.tiers_of(st, r.pairs), epoch=epoch)
+        on_host = sum(1 for _, n in r.pairs if n.evicted)
+        # blocks left on host are the restore clipped, never a no-op: the protection did go
+        status = "noop" if not r.pairs else "partial" if (on_host or r.missing) else "applied"
+        reason = None
+        if r.refused is not None:
+            reason = (f"{r.refused}: {on_host} block(s) stay on host as ordinary cache; "
+                      "host protection released")
+        return Ack(type="ToolEnd", status=status, requested=len(hold.hashes),
+                   affected=len(r.pairs) - on_host, skipped=on_host, missing=r.missing,
+                   tiers=self.ctx.tiers_of(st, r.pairs), epoch=epoch, reason=reason)
