@@ -2,8 +2,8 @@
 // the stream watcher and cut from the client's bytes, at any chunking, leaving every other byte;
 // the gateway asks only on streamed chat to a worker that serves them, and never when the client
 // asked for sglext ids itself. The real worker's side is in gateway-real-server-stream-ids.test.ts.
+import type { TurnRequest } from "../src/gateway/request/shapes.js";
 import { describe, expect, it } from "vitest";
-import type { TurnRequest } from "../src/gateway/request/turn-request.js";
 import {
   asksStreamOutputIds,
   clientAsksSglextIds,

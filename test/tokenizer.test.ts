@@ -8,7 +8,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseGatewayConfig } from "../src/gateway/config/load.js";
-import { tokenizeCall } from "../src/gateway/request/token-request.js";
+import { tokenizeCall } from "../src/gateway/request/tokenize-call.js";
 import { GatewayWorker, tokenizeTimeoutMs } from "../src/gateway/workers/worker.js";
 
 /** The worker's /v1/tokenize: the system text's length in tokens, then `extra` template tokens. */

@@ -3,9 +3,9 @@
 // backs off instead of queueing without end: 429 when the queue is full (nothing was waited for),
 // 503 when its wait ran out (the worker stayed full).
 import type { CallOutcome, WorkerCall } from "./turn/call.js";
-import type { GatewayConfig } from "./config/schema.js";
+import type { AdmissionConfig } from "./config/admission.js";
 import { errorBody, sendJson } from "./core/errors.js";
-import type { Telemetry } from "./telemetry/telemetry.js";
+import type { TurnReports } from "./telemetry/reports.js";
 
 export type Refusal = "queue_full" | "deadline";
 
@@ -16,7 +16,7 @@ export interface AdmissionBound {
   timeoutMs: number | null;
 }
 
-export function admissionBound(a: GatewayConfig["admission"]): AdmissionBound {
+export function admissionBound(a: AdmissionConfig): AdmissionBound {
   return {
     maxQueued: a.maxQueuedPerWorker ?? Number.POSITIVE_INFINITY,
     timeoutMs: a.queueTimeoutMs ?? null,
@@ -24,14 +24,14 @@ export function admissionBound(a: GatewayConfig["admission"]): AdmissionBound {
 }
 
 /** Seconds a refused client is told to wait: a queue slot or room frees within about one wait. */
-function retryAfterSeconds(a: GatewayConfig["admission"]): number {
+function retryAfterSeconds(a: AdmissionConfig): number {
   return Math.max(1, Math.ceil((a.queueTimeoutMs ?? 1000) / 1000));
 }
 
 /** Answers a refused request (counted by worker, reason and tenant) and ends its turn. */
 export function refuse(
-  admission: GatewayConfig["admission"],
-  tel: Telemetry,
+  admission: AdmissionConfig,
+  tel: TurnReports,
   call: WorkerCall,
   why: Refusal,
   tenant: string,

@@ -1,25 +1,13 @@
 // The gateway's admission per worker, by `admission.mode`: request (admission.ts: each request on
 // its own) or program (program-admission.ts: a session's tool loop as one unit).
-import { AdmissionGate, type AdmissionTicket } from "./admission.js";
-import type { GatewayConfig } from "./config/schema.js";
+import { AdmissionGate, type Gate } from "./admission.js";
+import type { AdmissionConfig } from "./config/admission.js";
 import type { ProgramRetention } from "../contract/policy.js";
 import { type GateTimers, ProgramGate, type ProgramReleasedHook } from "./program-admission.js";
 
-/** A ticket whose release may say the reply was a tool call (the session's program goes on). */
-export interface GateTicket extends AdmissionTicket {
-  /** `tools`: the names of the calls a tool-call reply made. */
-  release(continues?: boolean, tools?: readonly (string | null)[]): void;
-}
-
-export interface Gate {
-  readonly waiting: number;
-  /** A request of `program` (its session id, or null) with `tokens` of prompt. */
-  enter(tokens: number, program: string | null): GateTicket;
-}
-
 /** The worker's gate under the configured admission, or null when admission is off. */
 export function admissionGate(
-  a: GatewayConfig["admission"],
+  a: AdmissionConfig,
   retention: ProgramRetention | null = null,
   released: ProgramReleasedHook | null = null,
   timers?: GateTimers,

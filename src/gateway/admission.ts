@@ -93,3 +93,15 @@ export class AdmissionGate {
       (this.queue.shift() as Waiter).admit();
   }
 }
+
+/** A ticket whose release may say the reply was a tool call (the session's program goes on). */
+export interface GateTicket extends AdmissionTicket {
+  /** `tools`: the names of the calls a tool-call reply made. */
+  release(continues?: boolean, tools?: readonly (string | null)[]): void;
+}
+
+export interface Gate {
+  readonly waiting: number;
+  /** A request of `program` (its session id, or null) with `tokens` of prompt. */
+  enter(tokens: number, program: string | null): GateTicket;
+}

@@ -2,8 +2,10 @@
 // builds the gateway in dependency order: what it reports to (log, metrics, clock), the policy,
 // the NATS link, the session records, the worker plane (workers, their events feeding the index,
 // Inspect), the session plane (command path, expiry, idle sweeps), the policy's loop between
-// them, the telemetry, and last the HTTP plane that serves. Each plane's close is a hook on the
-// HTTP server's close, so one close (or a failed start) shuts everything in order.
+// them, the telemetry, and last the HTTP plane that serves, handed the turn path's serveTurn, with
+// the passthrough and admin routes registered on its app. Each plane's close is a hook on the
+// HTTP server's close, so one close (or a failed start) shuts everything in order. Which folder
+// may import which: README.md.
 import type { GatewayPolicy, PolicyFactory } from "../contract/policy.js";
 import { InMemoryKvIndex, type KvIndex } from "../index/index.js";
 import { AuthGate } from "./auth/gate.js";
@@ -14,9 +16,12 @@ import type { GatewayConfig, GatewayConfigInput } from "./config/schema.js";
 import type { Clock } from "./core/clock.js";
 import type { GatewayLog } from "./core/logger.js";
 import { drainThenClose } from "./http/drain.js";
+import { registerAdminRoutes } from "./http/admin-routes.js";
+import { registerPassthrough } from "./http/passthrough.js";
 import { HttpPlane } from "./http/server.js";
 import { checkExposure } from "./http/listen-exposure.js";
 import { NatsLink } from "./nats-link.js";
+import type { PlaneParts } from "./plane-parts.js";
 import { resolvePolicy } from "./policy.js";
 import { PolicyInlet, policyObserver, tenantCapsOf } from "./policy-loop.js";
 import { HoldMetrics } from "./sessions/holds/metrics.js";
@@ -25,6 +30,7 @@ import { SessionStore } from "./sessions/session-store.js";
 import { openTelemetry, type Reporting, reporting } from "./telemetry/open-telemetry.js";
 import type { GatewayMetrics } from "./telemetry/metrics.js";
 import type { Telemetry } from "./telemetry/telemetry.js";
+import { serveTurn } from "./turn/turn.js";
 import type { TurnDeps } from "./turn/turn-deps.js";
 import { WorkerPlane } from "./workers/worker-plane.js";
 import type { WorkerSet } from "./workers/workers.js";
@@ -106,7 +112,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   });
   const holdMetrics = new HoldMetrics(metrics.registry);
   const observe = inlet.observe;
-  const common = { config, nats, store, clock, metrics, holdMetrics, log, observe };
+  const common: PlaneParts = { config, nats, store, clock, metrics, holdMetrics, log, observe };
   const workers = secured(() => new WorkerPlane({ ...common, index, policy }));
   const tenants = auth?.tenants ?? null;
   const decisionLog = r.decisionLog;
@@ -128,7 +134,18 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     rand: options.rand ?? Math.random,
   };
   const beforeScrape = scrapeGauges(config, r, workers, sessions);
-  const http = new HttpPlane({ deps, tel, beforeScrape, tls });
+  const http = new HttpPlane({
+    config,
+    deps,
+    tel,
+    gate,
+    workers: workers.workers,
+    serveTurn,
+    beforeScrape,
+    tls,
+  });
+  registerPassthrough(http.app, deps, tel, config.limits.bodyLimitBytes);
+  registerAdminRoutes(http.app, workers.workers, config.drain.graceMs);
   return start({ config, tel, index, nats, workers, sessions, http });
 }
 

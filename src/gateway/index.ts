@@ -8,12 +8,9 @@ export {
   readConfigFile,
 } from "./config/load.js";
 export { gatewayConfigSchema } from "./config/schema.js";
-export type {
-  GatewayConfig,
-  GatewayConfigInput,
-  NatsConfig,
-  RoutingConfig,
-} from "./config/schema.js";
+export type { GatewayConfig, GatewayConfigInput } from "./config/schema.js";
+export type { NatsConfig } from "./config/nats.js";
+export type { RoutingConfig } from "./config/routing.js";
 export type { WorkerConfig } from "./config/workers.js";
 export { loggingPolicy, noopPolicy } from "./policy.js";
 export { applyWorkerList, watchWorkerList } from "./workers/config-watch.js";
@@ -49,4 +46,5 @@ export {
   parseHintHeader,
 } from "./request/hints.js";
 export { MAX_BREAKPOINTS, parseCacheMarkers } from "./request/markers.js";
-export type { MarkerSpec, ParsedMarkers } from "./request/markers.js";
+export type { ParsedMarkers } from "./request/markers.js";
+export type { MarkerSpec } from "./request/shapes.js";

@@ -8,7 +8,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { type ControlConnectOptions, connectControlPlane } from "../control/connection.js";
 import { ControlPublisher } from "../control/publisher.js";
 import { secretOf } from "../control/secret-source.js";
-import type { GatewayConfig, NatsConfig } from "./config/schema.js";
+import type { GatewayConfig } from "./config/schema.js";
+import type { NatsConfig } from "./config/nats.js";
 import type { GatewayMetrics } from "./telemetry/metrics.js";
 import type { GatewayLog } from "./core/logger.js";
 

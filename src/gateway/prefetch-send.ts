@@ -6,9 +6,9 @@
 import type { ControlPublisher } from "../control/publisher.js";
 import type { GatewayPolicy, PrefetchOutcome, ProgramRetention } from "../contract/policy.js";
 import { type Ack, MAX_PREFETCH_DEADLINE_MS } from "../protocol/index.js";
-import type { GatewayConfig } from "./config/schema.js";
+import type { AdmissionConfig } from "./config/admission.js";
 import type { GatewayLog } from "./core/logger.js";
-import type { GatewayMetrics } from "./telemetry/metrics.js";
+import type { CommandCounts } from "./telemetry/metric-parts.js";
 
 export interface PrefetchSenderOptions {
   /** The publisher while NATS is up, else null. */
@@ -16,7 +16,7 @@ export interface PrefetchSenderOptions {
   worker: string;
   /** How long the worker may spend loading (the gate admits at the same deadline whatever it did). */
   deadlineMs: number;
-  metrics: GatewayMetrics;
+  metrics: CommandCounts;
   log: GatewayLog;
 }
 
@@ -77,9 +77,9 @@ export function prefetchSender(
 /** The policy's retention per worker, each able to send its worker a Prefetch (null: the policy decides none). */
 export function programRetention(
   policy: GatewayPolicy,
-  config: GatewayConfig,
+  config: { readonly admission: AdmissionConfig },
   publisher: () => ControlPublisher | null,
-  metrics: GatewayMetrics,
+  metrics: CommandCounts,
   log: GatewayLog,
 ): ((worker: string, pageSize: () => number) => ProgramRetention) | null {
   if (!policy.programRetention) return null;

@@ -4,9 +4,7 @@
 // removes a block another tenant's traffic still uses. Block hashes chain their prefix, so whoever
 // stands on a block below another stands on that one too: a block nobody else uses has no one else
 // below it either.
-import type { KV } from "@nats-io/kv";
 import { Gauge, type Registry } from "prom-client";
-import { isSessionRecord } from "../sessions/holds/record.js";
 import type { Clock } from "../core/clock.js";
 
 /** A tenant's sessionless requests count as one user of the blocks they stood on. */
@@ -117,32 +115,5 @@ export class BlockUse {
     this.users.set(key, m);
     // A forgotten block reads as nobody's: the bound sits far above what a replica routes.
     while (this.users.size > this.cap) this.users.delete(this.users.keys().next().value as string);
-  }
-}
-
-/**
- * Follows the shared session bucket (every replica's writes, this one's included) into `use`, so
- * the sessions of other replicas count too. Ends when the connection does; started again on each
- * reconnect.
- */
-export async function followSessions(kv: KV, use: BlockUse): Promise<void> {
-  const ids = new Map<string, string>();
-  const it = await kv.watch({ key: ">" });
-  for await (const e of it) {
-    if (e.operation !== "PUT" || e.length === 0) {
-      const id = ids.get(e.key);
-      if (id !== undefined) use.forget(id);
-      ids.delete(e.key);
-      continue;
-    }
-    let r: unknown;
-    try {
-      r = e.json<unknown>();
-    } catch {
-      continue;
-    }
-    if (!isSessionRecord(r) || !r.worker) continue;
-    ids.set(e.key, r.id);
-    use.session(r.id, r.tenant ?? null, r.worker, r.chain, r.lastActivityMs);
   }
 }

@@ -5,8 +5,8 @@
 // only within its tenant: no other tenant's request can hit it, and `cached_tokens` tells nobody
 // what another tenant sent. `shared`: one cache for all, the most reuse (a system prompt cached
 // once for every tenant) and the least isolation.
-import type { TurnRequest } from "../request/turn-request.js";
-import { withFieldBytes } from "../core/json-shape.js";
+import { withFieldBytes } from "../core/json-splice.js";
+import type { TurnRequest } from "../request/shapes.js";
 import type { TenantConfig } from "./config.js";
 
 export type CacheIsolation = "shared" | "salted";

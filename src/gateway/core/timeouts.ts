@@ -5,7 +5,7 @@
 // Streamed calls and calls that generate nothing (models, tokenize, count_tokens) get their
 // headers at once: upstreamHeadersTimeoutMs bounds them. Between two chunks of any answer:
 // upstreamIdleTimeoutMs. Opening the connection: upstreamConnectTimeoutMs (the pool's).
-import type { GatewayConfig } from "../config/schema.js";
+import type { LimitsConfig } from "../config/limits.js";
 
 export interface CallTimeouts {
   /** undici's headersTimeout (0: none). */
@@ -15,10 +15,7 @@ export interface CallTimeouts {
 }
 
 /** The deadlines of one worker call; nonStreamedGeneration: it runs the model and is not streamed. */
-export function callTimeouts(
-  limits: GatewayConfig["limits"],
-  nonStreamedGeneration: boolean,
-): CallTimeouts {
+export function callTimeouts(limits: LimitsConfig, nonStreamedGeneration: boolean): CallTimeouts {
   return {
     headersTimeout: nonStreamedGeneration
       ? limits.upstreamResponseTimeoutMs

@@ -3,6 +3,7 @@
 // resource, hooks, reply serialisation) cost as much as the gateway's own work. The other routes
 // (health, metrics, models, hints, unknown paths) stay on fastify. Both doors give the same error
 // bodies and counts for malformed JSON and oversized bodies (errors.ts holds the messages).
+import type { TurnRequest } from "../request/shapes.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { RouteKind } from "../../contract/observations.js";
 import { principalOf } from "../auth/gate.js";
@@ -10,13 +11,7 @@ import { scopedSessionId } from "../auth/ownership.js";
 import { isolate } from "../auth/cache-isolation.js";
 import { type ApiFlavor, errorBody, sendJson, tooLargeMessage } from "../core/errors.js";
 import { flavorOf, routeOfUrl } from "../request/routes.js";
-import {
-  parseTurn,
-  type TurnRequest,
-  TurnRequestError,
-  type TurnRules,
-} from "../request/turn-request.js";
-import { serveTurn } from "../turn/turn.js";
+import { parseTurn, TurnRequestError, type TurnRules } from "../request/turn-request.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "../turn/turn-deps.js";
 import { requestFields } from "./request-log.js";
@@ -28,10 +23,19 @@ export interface InferenceFront {
   close(): void;
 }
 
+/** Serves one parsed inference turn (turn/turn.ts's serveTurn, wired in by gateway.ts). */
+export type ServeTurn = (
+  deps: TurnDeps,
+  tel: Telemetry,
+  turn: TurnRequest,
+  res: ServerResponse,
+) => Promise<void>;
+
 export function createInferenceFront(
   deps: TurnDeps,
   tel: Telemetry,
   bodyLimit: number,
+  serveTurn: ServeTurn,
 ): InferenceFront {
   const pins = deps.config.policies?.pins;
   const rules: TurnRules = {
@@ -68,7 +72,7 @@ export function createInferenceFront(
         readBody(
           req,
           bodyLimit,
-          (raw) => serve(deps, tel, rules, route, req, res, raw),
+          (raw) => serve(deps, tel, rules, serveTurn, route, req, res, raw),
           () => tooLarge(res, flavor),
         );
       return true;
@@ -108,6 +112,7 @@ function serve(
   deps: TurnDeps,
   tel: Telemetry,
   rules: TurnRules,
+  serveTurn: ServeTurn,
   route: RouteKind,
   req: IncomingMessage,
   res: ServerResponse,

@@ -5,6 +5,7 @@
 // made it and belongs to its tenant (auth/response-owners.ts): the gateway names each new one,
 // sends a by-id request to that worker alone, and answers another tenant's id as an unknown one.
 // docs/routes.md lists every route.
+import type { TurnWorker } from "../turn/ports.js";
 import { pipeline } from "node:stream/promises";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Dispatcher } from "undici";
@@ -19,7 +20,6 @@ import { callTimeouts } from "../core/timeouts.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "../turn/turn-deps.js";
 import { DROP_REQUEST_HEADERS } from "../turn/worker-call.js";
-import type { GatewayWorker } from "../workers/worker.js";
 import { saltedBody } from "../auth/cache-isolation.js";
 import { principalOf } from "../auth/gate.js";
 import { type Caller, scopedSessionId } from "../auth/ownership.js";
@@ -147,7 +147,7 @@ async function candidates(
   only: string | "any" | null,
   req: FastifyRequest,
   body: Record<string, unknown> | null,
-): Promise<GatewayWorker[]> {
+): Promise<readonly TurnWorker[]> {
   const available = deps.workers.available();
   if (only === "any" || available.length === 0) return available;
   if (only !== null) return available.filter((w) => w.id === only);
@@ -163,7 +163,7 @@ async function candidates(
     deps.config.routing,
     deps.rand,
   );
-  return [deps.workers.get(decision.worker) as GatewayWorker];
+  return [deps.workers.get(decision.worker) as TurnWorker];
 }
 
 async function forward(
@@ -228,7 +228,7 @@ async function askWorker(
   r: PassRoute,
   req: FastifyRequest,
   reply: FastifyReply,
-  w: GatewayWorker,
+  w: TurnWorker,
   raw: Buffer | undefined,
   timeouts: ReturnType<typeof callTimeouts>,
   { last, accepted }: { last: boolean; accepted: (worker: string) => void },

@@ -3,11 +3,11 @@
 // least one worker available (a failing one means send traffic elsewhere, do not restart).
 import type { FastifyInstance } from "fastify";
 import type { DrainGate } from "./listener.js";
-import type { WorkerSet } from "../workers/workers.js";
+import type { TurnWorkers } from "../turn/ports.js";
 
 export function registerProbeRoutes(
   app: FastifyInstance,
-  workers: WorkerSet,
+  workers: Pick<TurnWorkers, "available">,
   drain: DrainGate,
 ): void {
   app.get("/livez", async (_req, reply) => reply.send({ status: "live" }));

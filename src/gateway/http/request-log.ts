@@ -4,7 +4,6 @@
 // turn notes its route, worker, tenant, session and error on the request as it learns them.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { LogFields, RequestLogLine } from "../core/logger.js";
-import type { Telemetry } from "../telemetry/telemetry.js";
 import { onResponseClose } from "../core/response-close.js";
 
 type Note = Pick<RequestLogLine, "route" | "worker" | "tenant" | "session" | "error">;
@@ -12,9 +11,10 @@ type Note = Pick<RequestLogLine, "route" | "worker" | "tenant" | "session" | "er
 const notes = new WeakMap<IncomingMessage, { id: string } & Note>();
 
 /** Starts the request's line; null when requests are not logged (the text format). */
-export function requestLogger(
-  tel: Telemetry,
-): ((req: IncomingMessage, res: ServerResponse) => void) | null {
+export function requestLogger(tel: {
+  readonly requestLog: ((r: RequestLogLine) => void) | null;
+  readonly nextRequestId: () => string;
+}): ((req: IncomingMessage, res: ServerResponse) => void) | null {
   const write = tel.requestLog;
   if (!write) return null;
   return (req, res) => {

@@ -1,34 +1,40 @@
 // The HTTP plane: the listener (drain gate, deadlines, TLS) and what it serves. The inference
-// routes go through the node:http front (inference-front.ts, serveTurn); everything else through
-// fastify: the other worker routes an SDK calls are passed through (passthrough.ts); /health,
-// /metrics, the probes, admin and the hints route are the gateway's own. Bodies are kept as the
-// bytes the client sent (forwarded unchanged unless token ids are asked for) and parsed once;
-// malformed JSON, oversized bodies and unknown routes get an error body naming the problem. It is
-// the first to close: the inference front stops taking turns, then the server closes (what is
-// still open is cut), and only then do the other planes' close hooks run.
+// routes go through the node:http front (inference-front.ts, serving each turn with the serveTurn
+// it is handed); everything else through fastify: /health, /metrics, the probes and the hints
+// route are the gateway's own, and the routes other planes own (the passthrough of the other
+// worker routes, the admin API's membership routes) are registered on its app by the assembly
+// (gateway.ts), so the HTTP plane depends on neither the turn path nor the worker plane. Bodies
+// are kept as the bytes the client sent (forwarded unchanged unless token ids are asked for) and
+// parsed once; malformed JSON, oversized bodies and unknown routes get an error body naming the
+// problem. It is the first to close: the inference front stops taking turns, then the server
+// closes (what is still open is cut), and only then do the other planes' close hooks run.
 import type { Server as TlsServer } from "node:https";
 import type { SecureContextOptions } from "node:tls";
 import { loadTls, TlsConfigError } from "../auth/tls.js";
-import { principalOf } from "../auth/gate.js";
+import { type AuthGate, principalOf } from "../auth/gate.js";
 import { answerClientError } from "./client-errors.js";
 import Fastify, { type FastifyInstance, type FastifyError } from "fastify";
 import { badJsonMessage, errorBody, tooLargeMessage } from "../core/errors.js";
 import { registerHintsRoute } from "./hints-route.js";
-import { createInferenceFront, type InferenceFront } from "./inference-front.js";
+import { createInferenceFront, type InferenceFront, type ServeTurn } from "./inference-front.js";
 import type { GatewayMetrics } from "../telemetry/metrics.js";
-import { registerPassthrough } from "./passthrough.js";
 import { flavorOfRequest } from "../request/routes.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "../turn/turn-deps.js";
+import type { GatewayConfig } from "../config/schema.js";
 import type { WorkerSet } from "../workers/workers.js";
 import { createListener, DrainGate } from "./listener.js";
 import { registerProbeRoutes } from "./probe-routes.js";
-import { registerAdminRoutes } from "./admin-routes.js";
 import { requestFields, requestLogger } from "./request-log.js";
 
 export interface ServerParts {
+  config: GatewayConfig;
   deps: TurnDeps;
   tel: Telemetry;
+  /** The auth gate every request passes first; null when auth is not configured. */
+  gate: AuthGate | null;
+  /** Serves one inference turn (turn/turn.ts). */
+  serveTurn: ServeTurn;
   workers: WorkerSet;
   metrics: GatewayMetrics;
   /** Refreshes the gauges read at scrape time. */
@@ -65,7 +71,7 @@ export function buildServer(
   p: ServerParts,
   bodyLimit: number,
 ): { app: FastifyInstance; front: InferenceFront } {
-  const front = createInferenceFront(p.deps, p.tel, bodyLimit);
+  const front = createInferenceFront(p.deps, p.tel, bodyLimit, p.serveTurn);
   const app = Fastify({
     bodyLimit,
     logger: false,
@@ -76,9 +82,9 @@ export function buildServer(
     routerOptions: { maxParamLength: 8192 },
     clientErrorHandler: answerClientError,
     serverFactory: (handler) => {
-      const gate = p.deps.auth;
+      const { gate } = p;
       return createListener(
-        p.deps.config.listener,
+        p.config.listener,
         p.drain,
         p.metrics.ops,
         (req, res) => {
@@ -96,10 +102,8 @@ export function buildServer(
 
   answerFaults(app, p, bodyLimit);
   registerHintsRoute(app, p.deps, p.tel);
-  registerPassthrough(app, p.deps, p.tel, bodyLimit);
   registerOwnRoutes(app, p);
   registerProbeRoutes(app, p.workers, p.drain);
-  registerAdminRoutes(app, p.workers, p.deps.config.drain.graceMs);
   return { app, front };
 }
 
@@ -170,8 +174,13 @@ function registerOwnRoutes(app: FastifyInstance, p: ServerParts): void {
 }
 
 export interface HttpPlaneParts {
+  config: GatewayConfig;
   deps: TurnDeps;
   tel: Telemetry;
+  gate: AuthGate | null;
+  /** The workers, for /health and the probes. */
+  workers: WorkerSet;
+  serveTurn: ServeTurn;
   /** Refreshes the gauges read at scrape time. */
   beforeScrape: () => void;
   /** The listener's certificate and key (auth/tls.ts); null: plain HTTP. */
@@ -184,12 +193,15 @@ export class HttpPlane {
   readonly drain: DrainGate;
 
   constructor(private readonly p: HttpPlaneParts) {
-    const { config, workers } = p.deps;
+    const { config, workers } = p;
     this.drain = new DrainGate(config.drain.retryAfterSeconds);
     const { app, front } = buildServer(
       {
+        config,
         deps: p.deps,
         tel: p.tel,
+        gate: p.gate,
+        serveTurn: p.serveTurn,
         workers,
         metrics: p.tel.metrics,
         beforeScrape: p.beforeScrape,
@@ -204,7 +216,7 @@ export class HttpPlane {
 
   /** Listens on listen.host and listen.port; resolves to the URL clients reach it at. */
   async listen(): Promise<{ url: string; port: number }> {
-    const { host, port } = this.p.deps.config.listen;
+    const { host, port } = this.p.config.listen;
     await this.app.listen({ host, port });
     const addr = this.app.server.address();
     const bound = typeof addr === "object" && addr ? addr.port : port;
@@ -215,7 +227,7 @@ export class HttpPlane {
 
   /** Reads the listener's TLS files again; throws, and keeps the old ones, when they do not load. */
   reloadTls(): void {
-    const c = this.p.deps.config.listen.tls;
+    const c = this.p.config.listen.tls;
     if (!c) throw new TlsConfigError("listen.tls: the gateway was started without TLS");
     (this.app.server as TlsServer).setSecureContext(loadTls(c));
   }

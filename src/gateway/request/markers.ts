@@ -5,16 +5,9 @@
 // tokenizer (prefixTokenizeRequest), since only the worker's template knows where a block ends.
 import type { RouteKind } from "../../contract/observations.js";
 import { objectOf as obj } from "../core/json-shape.js";
+import type { MarkerSpec } from "./shapes.js";
 
 export const MAX_BREAKPOINTS = 4;
-
-export interface MarkerSpec {
-  /** Where the marker was: "tools[2]", "system", "message[3]", "auto", "prompt_cache_retention". */
-  at: string;
-  ttlSeconds: number;
-  /** Messages in the prefix up to the marker (0: tools/system only); null: the whole prompt. */
-  messages: number | null;
-}
 
 export interface ParsedMarkers {
   specs: MarkerSpec[];

@@ -2,7 +2,6 @@
 // (ours, Dynamo's, Claude Code's, a plain one), then the body fields SGLang, OpenAI and Anthropic
 // define. No match: the request is sessionless and gets block-level decisions only.
 import type { IncomingHttpHeaders } from "node:http";
-import { isObject } from "../core/json-shape.js";
 
 export const SESSION_HEADERS = [
   "x-session-id",
@@ -46,10 +45,12 @@ export function sessionIdOf(
     if (typeof s === "string" && s.trim() !== "") return check(s.trim(), `header ${h}`);
   }
   if (!body) return null;
+  // A JSON value: reading a field of anything but an object gives undefined.
+  const metadata = body.metadata as { user_id?: unknown } | null | undefined;
   const fields: [string, unknown][] = [
     ["session_id", body.session_id],
     ["prompt_cache_key", body.prompt_cache_key],
-    ["metadata.user_id", isObject(body.metadata) ? body.metadata.user_id : undefined],
+    ["metadata.user_id", metadata?.user_id],
   ];
   for (const [name, v] of fields) {
     if (v === undefined || v === null) continue;

@@ -1,15 +1,15 @@
 // What a request asks of the worker's tokens, from its body: the token-id fields spliced into
 // the bytes sent on (withTokenIds), the prompt ids it carries itself, and the tokenize calls that
 // render its prompt (or a part of it) the way the worker will.
+import {
+  MESSAGES_TOKENIZE_PATH,
+  type TokenFieldsAdded,
+  type TokenizeCall,
+  tokenizeCall,
+} from "./tokenize-call.js";
+import { fieldBytes, withFieldBytes } from "../core/json-splice.js";
 import type { RouteKind } from "../../contract/observations.js";
-import { fieldBytes, isIntArray, withFieldBytes } from "../core/json-shape.js";
-
-export interface TokenFieldsAdded {
-  prompt: boolean;
-  response: boolean;
-  /** Where the output ids are: chat `response_token_ids`, completions `token_ids`. */
-  responseKey: "response_token_ids" | "token_ids";
-}
+import { isIntArray } from "../core/json-shape.js";
 
 const RETURN_TOKEN_IDS = fieldBytes("return_token_ids", true);
 
@@ -44,19 +44,6 @@ export function promptTokensInRequest(
   if (route === "completions" && isIntArray(body.prompt) && body.prompt.length > 0)
     return body.prompt;
   return null;
-}
-
-/** A tokenize call to a worker: SGLang's /v1/tokenize, or the kvctl worker's Anthropic route. */
-export interface TokenizeCall {
-  path: "/v1/tokenize" | "/kvctl/v1/messages/tokenize";
-  body: Record<string, unknown>;
-}
-
-export const MESSAGES_TOKENIZE_PATH = "/kvctl/v1/messages/tokenize";
-
-/** SGLang's /v1/tokenize with this body. */
-export function tokenizeCall(body: Record<string, unknown>): TokenizeCall {
-  return { path: "/v1/tokenize", body };
 }
 
 /** The tokenize call that renders this request's prompt exactly as the worker will, or null. */

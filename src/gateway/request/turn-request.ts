@@ -4,78 +4,19 @@
 // record need (session id, namespace, prompt token ids or the call that fetches them, the parts
 // of the prompt the record measures, the prompt-cache markers) is taken out here.
 import type { IncomingHttpHeaders } from "node:http";
-import type { PromptTail, RouteKind } from "../../contract/observations.js";
-import type { HashNamespace } from "../workers/block-hashes.js";
-import { type ApiFlavor, badJsonMessage } from "../core/errors.js";
+import type { RouteKind } from "../../contract/observations.js";
+import { badJsonMessage } from "../core/errors.js";
 import { isObject } from "../core/json-shape.js";
-import { SessionIdError, type SessionIdSource, sessionIdOf } from "./session-id.js";
+import { SessionIdError, sessionIdOf, type SessionIdSource } from "./session-id.js";
 import { HINT_HEADER } from "./hints.js";
-import {
-  type MarkerSpec,
-  type MarkerTtls,
-  type ParsedMarkers,
-  parseCacheMarkers,
-  prefixTokenizeRequest,
-} from "./markers.js";
+import { type MarkerTtls, parseCacheMarkers, prefixTokenizeRequest } from "./markers.js";
 import { promptTailOf } from "./prompt-tail.js";
 import { contentTypeError, streamOf as workerStreamOf } from "./worker-rules.js";
 import { flavorOf } from "./routes.js";
-import {
-  promptTokensInRequest,
-  type TokenFieldsAdded,
-  type TokenizeCall,
-  tokenizeCall,
-  tokenizeRequestFor,
-  withTokenIds,
-} from "./token-request.js";
-
-/** A marker with the tokenize call that renders the prompt up to it (null: the whole prompt). */
-export interface MarkerPrefix {
-  spec: MarkerSpec;
-  prefix: TokenizeCall | null;
-}
-
-/** The request's prompt-cache markers, each with the call that locates it in the worker's tokens. */
-export interface RequestMarkers {
-  errors: ParsedMarkers["errors"];
-  marks: MarkerPrefix[];
-  /** Messages in the request (a marker on the last one covers the whole prompt). */
-  messageCount: number;
-}
-
-export interface TurnRequest {
-  route: RouteKind;
-  flavor: ApiFlavor;
-  headers: IncomingHttpHeaders;
-  /** The body's bytes as the client sent them. */
-  raw: Buffer;
-  /** The bytes sent to the worker: raw, or raw with `return_token_ids` spliced in (added says). */
-  upstreamBody: Buffer;
-  /** Token-id fields the gateway asked for and cuts from the answer; null when it asked for none. */
-  added: TokenFieldsAdded | null;
-  stream: boolean;
-  session: SessionIdSource | null;
-  /** The body names an SGLang session itself (session_id or session_params): the gateway adds none. */
-  engineSession: boolean;
-  model: string | null;
-  namespace: HashNamespace;
-  /** Prompt token ids the request carries itself (input_ids, a token-list prompt). */
-  promptTokens: number[] | null;
-  /** The tokenize call that renders the prompt as the worker will, when it carries no ids. */
-  tokenize: TokenizeCall | null;
-  /** The call that renders the leading system message (and tools) alone (chat only). */
-  systemTokenize: TokenizeCall | null;
-  /** Prompt-cache markers; null when the bytes cannot hold one or the body has none. */
-  markers: RequestMarkers | null;
-  /** The last message of the prompt (chat and messages). */
-  tail: PromptTail | null;
-  /** The x-kvctl-hint header, when sent. */
-  hintHeader: string | null;
-  /** The tenant whose key the request came with (its session is that tenant's); null: none or auth off. */
-  tenant: string | null;
-  /** Whether it came with the admin key, or auth is off (any session is open to it). */
-  admin: boolean;
-}
+import type { RequestMarkers, TurnRequest } from "./shapes.js";
+import { promptTokensInRequest, tokenizeRequestFor, withTokenIds } from "./token-request.js";
+import { type TokenizeCall, tokenizeCall } from "./tokenize-call.js";
+import type { HashNamespace } from "../workers/worker-scheme.js";
 
 /** A request the gateway refuses before routing: 400, the field named, counted under reason. */
 export class TurnRequestError extends Error {

@@ -3,7 +3,7 @@
 // down, commands wait in a bounded queue; when it is full, new ones are dropped and counted.
 import type { ControlPublisher } from "../../control/publisher.js";
 import { type Ack, CommandValidationError, validateCommand } from "../../protocol/index.js";
-import type { GatewayMetrics } from "../telemetry/metrics.js";
+import type { CommandCounts } from "../telemetry/metric-parts.js";
 import type { PolicyCommand } from "../../contract/policy.js";
 import type { GatewayLog } from "../core/logger.js";
 
@@ -17,7 +17,7 @@ export interface CommandSinkOptions {
   /** The publisher while NATS is up, else null. */
   publisher: () => ControlPublisher | null;
   maxQueued: number;
-  metrics: GatewayMetrics;
+  metrics: CommandCounts;
   onOutcome: (pc: PolicyCommand, outcome: CommandOutcome) => void;
   log: GatewayLog;
 }

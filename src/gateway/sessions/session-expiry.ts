@@ -8,15 +8,16 @@ import type { KV } from "@nats-io/kv";
 import type { Observation } from "../../contract/observations.js";
 import { Periodic } from "../core/periodic.js";
 import type { HoldLedger } from "./holds/ledger.js";
-import { isSessionRecord, type SessionRecord } from "./holds/record.js";
-import type { Clock } from "../core/clock.js";
+import { namesHolds } from "./holds/holds.js";
+import { recordOf } from "./session-store.js";
 import type { GatewayLog } from "../core/logger.js";
 
 export interface SessionExpiryOptions {
   kv: () => KV | null;
   ledger: HoldLedger;
   observe: (o: Observation) => void;
-  clock: Clock;
+  /** The gateway's clock (ms). */
+  now: () => number;
   log: GatewayLog;
   ttlSeconds: number;
 }
@@ -64,22 +65,18 @@ export class SessionExpiry {
     for (const key of keys) {
       const e = await kv.get(key);
       if (e?.operation !== "PUT" || e.length === 0) continue;
-      const age = this.o.clock.now() - e.created.getTime();
+      const age = this.o.now() - e.created.getTime();
       if (age < this.timing.expireAfterMs) continue;
-      let rec: unknown;
-      try {
-        rec = e.json<unknown>();
-      } catch {
-        continue; // not a record this gateway reads (the store counts those when a request meets them)
-      }
-      if (!isSessionRecord(rec) || !holdsLeft(rec)) continue;
+      // Not a record this gateway reads: the store counts those when a request meets them.
+      const rec = recordOf(e);
+      if (!rec || !namesHolds(rec)) continue;
       if (!(await this.o.ledger.expire(rec.id, e.revision, age))) continue;
       this.o.log.info(
         `gateway: session ${JSON.stringify(rec.id)} expired (no write for ${age} ms): its holds are released`,
       );
       this.o.observe({
         type: "SessionHint",
-        at: this.o.clock.now(),
+        at: this.o.now(),
         sessionId: rec.id,
         event: "close",
         toolName: null,
@@ -88,13 +85,4 @@ export class SessionExpiry {
       });
     }
   }
-}
-
-/** Whether the record still names a hold, or a release not settled yet. */
-function holdsLeft(r: SessionRecord): boolean {
-  if (r.holds === undefined) return r.pins.length > 0 || r.leases.length > 0 || r.tool !== null;
-  return (
-    r.holds.some((h) => h.blocks.length > 0 || h.releasing.length > 0) ||
-    (r.releases ?? []).length > 0
-  );
 }

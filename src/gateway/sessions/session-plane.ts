@@ -4,34 +4,21 @@
 // Its close runs once the HTTP server has closed: the turns being recorded and the commands under
 // way settle, then its timers stop (the ledger withdrawing its heartbeat while NATS is still up).
 import type { FastifyInstance } from "fastify";
-import type { Observation } from "../../contract/observations.js";
-import { type BlockUse, followSessions } from "../auth/block-use.js";
+import type { BlockUse } from "../auth/block-use.js";
 import type { TenantConfig } from "../auth/config.js";
-import type { GatewayConfig } from "../config/schema.js";
-import type { Clock } from "../core/clock.js";
-import type { GatewayLog } from "../core/logger.js";
 import { Periodic } from "../core/periodic.js";
+import type { GatewayLog } from "../core/logger.js";
 import type { NatsLink } from "../nats-link.js";
-import type { GatewayMetrics } from "../telemetry/metrics.js";
+import type { PlaneParts } from "../plane-parts.js";
 import { CommandPath } from "./holds/command-path.js";
-import type { HoldMetrics } from "./holds/metrics.js";
 import { idleSweeper } from "./idle-sweep.js";
 import { SessionExpiry } from "./session-expiry.js";
-import type { SessionStore } from "./session-store.js";
+import { followSessions, type SessionStore } from "./session-store.js";
 
-export interface SessionPlaneParts {
-  config: GatewayConfig;
-  nats: NatsLink;
-  store: SessionStore;
-  clock: Clock;
-  metrics: GatewayMetrics;
-  holdMetrics: HoldMetrics;
-  log: GatewayLog;
+export interface SessionPlaneParts extends PlaneParts {
   decisionLog: ((line: string) => void) | null;
   /** Tenants with their pin caps (auth:), null when none are configured. */
   tenants: ReadonlyMap<string, TenantConfig> | null;
-  /** The policy's inlet: command outcomes, expiries and idle sessions go back to it. */
-  observe: (o: Observation) => void;
   /** The process each worker runs now (the worker plane's Inspect), null while unknown. */
   incarnation: (worker: string) => string | null;
 }
@@ -71,14 +58,14 @@ export class SessionPlane {
       kv: () => nats.kv(),
       ledger: this.path.ledger,
       observe: p.observe,
-      clock,
+      now: () => clock.now(),
       log,
       ttlSeconds: config.sessions.ttlSeconds,
     });
     nats.whenUp(() => this.path.sink.flush());
     nats.whenUp(followOnce(nats, this.path.blockUse, log));
     const idleAfterSeconds = config.sessions.idleAfterSeconds;
-    this.sweepIdle = idleSweeper(p.store, clock, idleAfterSeconds, p.observe);
+    this.sweepIdle = idleSweeper(p.store, () => clock.now(), idleAfterSeconds, p.observe);
     this.idle = new Periodic(
       () => this.sweepIdle(),
       idleAfterSeconds > 0 ? Math.max(1000, (idleAfterSeconds * 1000) / 2) : 0,

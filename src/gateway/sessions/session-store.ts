@@ -4,8 +4,9 @@
 // entry's revision, retried on conflict, so two replicas finishing turns of one session at once
 // do not lose either update.
 import { createHash } from "node:crypto";
-import type { KV } from "@nats-io/kv";
-import type { GatewayMetrics } from "../telemetry/metrics.js";
+import type { KV, KvEntry } from "@nats-io/kv";
+import type { BlockUse } from "../auth/block-use.js";
+import type { SessionStoreCounts } from "../telemetry/metric-parts.js";
 import { isSessionRecord, newSessionRecord, type SessionRecord } from "./holds/record.js";
 import { type GatewayLog, lineLog } from "../core/logger.js";
 import { type Clock, systemClock } from "../core/clock.js";
@@ -23,13 +24,47 @@ export function sessionKey(id: string): string {
     : `h.${createHash("sha256").update(b).digest("hex")}`;
 }
 
+/** A session bucket entry's record; null for a delete or a value that is no record it reads. */
+export function recordOf(e: KvEntry): SessionRecord | null {
+  if (e.operation !== "PUT" || e.length === 0) return null;
+  let r: unknown;
+  try {
+    r = e.json<unknown>();
+  } catch {
+    return null;
+  }
+  return isSessionRecord(r) ? r : null;
+}
+
+/**
+ * Follows the shared session bucket (every replica's writes, this one's included) into `use`, so
+ * the sessions of other replicas count too. Ends when the connection does; started again on each
+ * reconnect.
+ */
+export async function followSessions(kv: KV, use: BlockUse): Promise<void> {
+  const ids = new Map<string, string>();
+  const it = await kv.watch({ key: ">" });
+  for await (const e of it) {
+    if (e.operation !== "PUT" || e.length === 0) {
+      const id = ids.get(e.key);
+      if (id !== undefined) use.forget(id);
+      ids.delete(e.key);
+      continue;
+    }
+    const r = recordOf(e);
+    if (!r?.worker) continue;
+    ids.set(e.key, r.id);
+    use.session(r.id, r.tenant ?? null, r.worker, r.chain, r.lastActivityMs);
+  }
+}
+
 export interface SessionStoreOptions {
   /** The bucket while NATS is up; null while it is down (KV calls are skipped then), or not configured. */
   kv: () => KV | null;
   /** Whether NATS is configured at all (records are shared) or this replica keeps them alone. */
   configured: boolean;
   opTimeoutMs: number;
-  metrics: GatewayMetrics;
+  metrics: SessionStoreCounts;
   clock?: Clock;
   /** Records kept locally (least recently used dropped first). */
   maxLocal?: number;

@@ -2,9 +2,10 @@
 // the tests, must not share counters).
 import { Counter, Gauge, Registry } from "prom-client";
 import { HotCounter, HotHistogram } from "./hot-metrics.js";
+import type { CommandCounts, SessionStoreCounts, TurnCounts } from "./metric-parts.js";
 import { OpsMetrics } from "./ops-metrics.js";
 
-export class GatewayMetrics {
+export class GatewayMetrics implements TurnCounts, CommandCounts, SessionStoreCounts {
   readonly registry = new Registry();
   /** The operational doors' metrics (ops-metrics.ts). */
   readonly ops = new OpsMetrics(this.registry);

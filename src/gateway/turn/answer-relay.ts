@@ -3,16 +3,17 @@
 // A streamed answer goes through as it comes, with backpressure; a whole one is sent at the end
 // with the token-id fields the gateway added cut out. A worker that fails is told apart (timeout,
 // refused, reset) and drained when it is gone.
+import type { TurnWorker } from "./ports.js";
+import type { TurnResult } from "../workers/turn-result.js";
 import type { ServerResponse } from "node:http";
 import { type Dispatcher, errors as undiciErrors } from "undici";
 import type { RouteKind } from "../../contract/observations.js";
 import { errorBody, sendJson, streamErrorEvent } from "../core/errors.js";
 import { IdsFrameFilter } from "./stream-output-ids.js";
 import { StreamScan } from "./stream-scan.js";
-import { stripTokenFields, type TurnResult, turnResultOf } from "../workers/token-truth.js";
+import { stripTokenFields, turnResultOf } from "../workers/token-truth.js";
 import { NO_RETRY_HEADERS } from "../core/timeouts.js";
-import type { Telemetry } from "../telemetry/telemetry.js";
-import type { GatewayWorker } from "../workers/worker.js";
+import type { TurnReports } from "../telemetry/reports.js";
 import { classifyUpstreamError } from "../workers/upstream.js";
 import type { CallOutcome, WorkerCall } from "./call.js";
 import type { CallClock } from "../telemetry/latency.js";
@@ -49,8 +50,8 @@ export class AnswerRelay implements Dispatcher.DispatchHandler {
 
   constructor(
     /** Takes a worker that refused the connection out of rotation (the worker set's drain). */
-    private readonly drain: (worker: GatewayWorker, why: string) => void,
-    private readonly tel: Telemetry,
+    private readonly drain: (worker: TurnWorker, why: string) => void,
+    private readonly tel: TurnReports,
     private readonly call: WorkerCall,
     /** Gives the call's place on the worker back (idempotent). */
     /** Gives the worker's room back; the result says whether the reply was a tool call. */

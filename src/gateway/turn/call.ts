@@ -1,9 +1,9 @@
 // A worker call's parts: what it carries, the client's side of it, and what came of it
 // (worker-call.ts makes the call, answer-relay.ts passes the answer on).
+import type { TurnWorker } from "./ports.js";
+import type { TurnResult } from "../workers/turn-result.js";
+import type { TurnRequest } from "../request/shapes.js";
 import type { ServerResponse } from "node:http";
-import type { TurnRequest } from "../request/turn-request.js";
-import type { TurnResult } from "../workers/token-truth.js";
-import type { GatewayWorker } from "../workers/worker.js";
 import { onResponseClose } from "../core/response-close.js";
 
 /** The client's side of a turn: whether it went away, and the worker call to abort when it does. */
@@ -34,7 +34,7 @@ export type CallOutcome = DoneOutcome | { kind: "retry"; error: string };
 
 export interface WorkerCall {
   turn: TurnRequest;
-  worker: GatewayWorker;
+  worker: TurnWorker;
   res: ServerResponse;
   client: ClientLink;
   /** Prompt tokens known before the call (0: not tokenized), for the worker's load and admission. */

@@ -5,8 +5,8 @@
 // streamed chat turn to a worker that serves them (worker-features.ts), reads the ids in the
 // stream scan, and drops that one event from the bytes the client gets. A client that asked for
 // token ids in sglext itself gets its stream as the worker sends it: nothing added, nothing cut.
+import type { TurnRequest } from "../request/shapes.js";
 import type { IncomingHttpHeaders } from "node:http";
-import type { TurnRequest } from "../request/turn-request.js";
 
 export const STREAM_IDS_HEADERS: Readonly<Record<string, string>> = {
   "x-sglext-return-output-ids": "1",

@@ -2,8 +2,9 @@
 // tool calls, the reasoning text, the output ids of /generate and of chat streams that carry them
 // in sglext, see stream-output-ids.ts) while the bytes go on to the client
 // untouched.
+import type { TurnResult } from "../workers/turn-result.js";
 import type { RouteKind, ToolCallInfo } from "../../contract/observations.js";
-import { type TurnResult, usageOf } from "../workers/token-truth.js";
+import { usageOf } from "../workers/token-truth.js";
 import { isIntArray, isObject } from "../core/json-shape.js";
 
 /** Watches SSE bytes for the finish reason and usage (the last events), without holding them up. */

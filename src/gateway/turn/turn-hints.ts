@@ -1,18 +1,20 @@
 // What a turn tells the agent policy beyond routing: the x-kvctl-hint header (explicit hints from
 // the harness) and the token positions of the request's prompt-cache markers, measured with the
 // worker's own tokenizer (the prefix up to each marker rendered by its template).
+import type { TurnWorker } from "./ports.js";
+import type { RequestMarkers } from "../request/shapes.js";
 import type { CacheMarkers, SessionHint } from "../../contract/observations.js";
 import { HINT_HEADER, HintError, parseHintHeader } from "../request/hints.js";
-import type { RequestMarkers } from "../request/turn-request.js";
-import type { Telemetry } from "../telemetry/telemetry.js";
-import type { GatewayWorker } from "../workers/worker.js";
+import type { TurnReports } from "../telemetry/reports.js";
 
 /** The x-kvctl-hint header as observations; a bad one is counted and logged, the request still served. */
 export function headerHints(
-  tel: Telemetry,
+  tel: TurnReports,
   value: string | null,
   sessionId: string | null,
   known: boolean,
+  /** When the hints are stamped (the gateway's clock, ms). */
+  at: number,
 ): SessionHint[] {
   if (value === null) return [];
   if (sessionId === null) {
@@ -22,7 +24,7 @@ export function headerHints(
   }
   let hints: SessionHint[];
   try {
-    hints = parseHintHeader(value, sessionId, tel.clock.now());
+    hints = parseHintHeader(value, sessionId, at);
   } catch (e) {
     if (!(e instanceof HintError)) throw e;
     tel.metrics.hints.inc({ event: "header", outcome: "invalid" });
@@ -36,8 +38,8 @@ export function headerHints(
 
 /** Token positions of the request's prompt-cache markers, from the worker's tokenizer. */
 export async function cacheMarkersOf(
-  tel: Telemetry,
-  worker: GatewayWorker,
+  tel: TurnReports,
+  worker: TurnWorker,
   markers: RequestMarkers,
   prompt: number[],
 ): Promise<CacheMarkers> {

@@ -1,22 +1,22 @@
 // After the answer went out: the turn's token ids (from the worker), block hashes in the worker's
 // scheme, token ranges, the session record update and the TurnFinished observation.
+import type { TokenizeCall } from "../request/tokenize-call.js";
+import type { TurnSession, TurnWorker } from "./ports.js";
+import type { TurnRequest } from "../request/shapes.js";
 import type { TurnFinished, TurnRanges, Usage } from "../../contract/observations.js";
 import { requestBlockHashes } from "../workers/block-hashes.js";
-import type { TokenizeCall } from "../request/token-request.js";
-import type { TurnRequest } from "../request/turn-request.js";
-import { MAX_TURNS_KEPT, type SessionRecord, type TurnSummary } from "../sessions/holds/record.js";
+import { MAX_TURNS_KEPT, type TurnSummary } from "../sessions/holds/record.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { cacheMarkersOf } from "./turn-hints.js";
 import type { DoneOutcome } from "./call.js";
-import type { GatewayWorker } from "../workers/worker.js";
 
 export interface FinishArgs {
   turn: TurnRequest;
-  worker: GatewayWorker;
+  worker: TurnWorker;
   requestId: string;
   /** The session record as the turn found it. */
-  session: SessionRecord | null;
+  session: TurnSession | null;
   /** Prompt ids known before routing (carried by the request or tokenized for routing). */
   promptTokens: number[] | null;
   started: number;
@@ -178,7 +178,7 @@ async function rangesOf(a: FinishArgs, t: Tokens, prompt: number[]): Promise<Tur
 }
 
 async function reasoningRange(
-  worker: GatewayWorker,
+  worker: TurnWorker,
   reasoningText: string,
   prompt: number[],
   output: number[],
@@ -196,7 +196,7 @@ async function reasoningRange(
 
 /** Where the system prompt (and tools) ends in the prompt, as the worker's tokenizer says. */
 async function systemRange(
-  worker: GatewayWorker,
+  worker: TurnWorker,
   call: TokenizeCall,
   prompt: number[],
 ): Promise<TurnRanges["system"]> {

@@ -2,23 +2,22 @@
 // stored session, prompt hashes (when the index has anything to match them against), the routing
 // decision, then the worker call (worker-call.ts) and, off the client's path, the turn's record
 // (turn-record.ts).
+import type { TokenizeCall } from "../request/tokenize-call.js";
+import type { TurnSession, TurnWorker } from "./ports.js";
+import type { TurnRequest } from "../request/shapes.js";
 import type { ServerResponse } from "node:http";
 import { decisionLine } from "../../contract/decision-log.js";
 import type { OverlapResult } from "../../index/index.js";
 import { mayUse, SessionRefusedError } from "../auth/ownership.js";
 import { requestBlockHashes } from "../workers/block-hashes.js";
 import { errorBody, sendJson } from "../core/errors.js";
-import type { TokenizeCall } from "../request/token-request.js";
-import type { TurnRequest } from "../request/turn-request.js";
 import { NoWorkerError, type RouteDecision, routeRequest } from "../workers/router.js";
-import type { SessionRecord } from "../sessions/holds/record.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { headerHints } from "./turn-hints.js";
 import { finishTurn, turnFinished } from "./turn-record.js";
 import { type CallOutcome, ClientLink, type DoneOutcome } from "./call.js";
 import { callWorker } from "./worker-call.js";
-import type { GatewayWorker } from "../workers/worker.js";
 import { schemeKey } from "../workers/worker-scheme.js";
 import { tenantLabel } from "./tenant-label.js";
 import { noteRequest, requestIdOf } from "../http/request-log.js";
@@ -27,11 +26,11 @@ import { noteRequest, requestIdOf } from "../http/request-log.js";
 interface Prepared {
   requestId: string;
   started: number;
-  session: SessionRecord | null;
+  session: TurnSession | null;
   promptTokens: number[] | null;
   overlap: OverlapResult | null;
   /** Prompt block hashes per worker, in its scheme. */
-  hashes: Map<GatewayWorker, bigint[]>;
+  hashes: Map<TurnWorker, bigint[]>;
 }
 
 // At most three tries: a worker that refuses the connection has seen nothing of the request, so
@@ -106,14 +105,20 @@ async function prepare(
   if (sid) await deps.recording.get(sid.id);
   const session = sid ? await deps.sessions.get(sid.id) : null;
   if (session && !mayUse(turn, session)) throw new SessionRefusedError();
-  for (const h of headerHints(tel, turn.hintHeader, sid?.id ?? null, session !== null))
+  for (const h of headerHints(
+    tel,
+    turn.hintHeader,
+    sid?.id ?? null,
+    session !== null,
+    tel.clock.now(),
+  ))
     deps.observe(h);
   const promptTokens = tokenizesBeforeRouting(deps, turn)
     ? await promptBeforeRouting(deps, tel, turn)
     : turn.promptTokens;
   const { overlap, hashes } = promptTokens
     ? overlapFor(deps, deps.workers.available(), promptTokens, turn)
-    : { overlap: null, hashes: new Map<GatewayWorker, bigint[]>() };
+    : { overlap: null, hashes: new Map<TurnWorker, bigint[]>() };
   return { requestId, started, session, promptTokens, overlap, hashes };
 }
 
@@ -150,11 +155,11 @@ async function promptBeforeRouting(
 /** Overlap of the prompt per worker, each worker scored on hashes in its own scheme. */
 function overlapFor(
   deps: TurnDeps,
-  workers: readonly GatewayWorker[],
+  workers: readonly TurnWorker[],
   tokens: number[],
   turn: TurnRequest,
-): { overlap: OverlapResult | null; hashes: Map<GatewayWorker, bigint[]> } {
-  const hashes = new Map<GatewayWorker, bigint[]>();
+): { overlap: OverlapResult | null; hashes: Map<TurnWorker, bigint[]> } {
+  const hashes = new Map<TurnWorker, bigint[]>();
   const byScheme = new Map<string, { hashes: BigInt64Array; overlap: OverlapResult }>();
   let merged: OverlapResult | null = null;
   for (const w of workers) {
@@ -186,7 +191,7 @@ function chooseWorker(
   turn: TurnRequest,
   p: Prepared,
   attempt: number,
-): GatewayWorker | string {
+): TurnWorker | string {
   const available = deps.workers.available();
   let decision: RouteDecision;
   try {
@@ -207,7 +212,7 @@ function chooseWorker(
     if (!(e instanceof NoWorkerError)) throw e;
     return e.message;
   }
-  const worker = deps.workers.get(decision.worker) as GatewayWorker;
+  const worker = deps.workers.get(decision.worker) as TurnWorker;
   tel.metrics.decisions.inc({ worker: worker.id, reason: decision.reason });
   tel.decisionLog?.(routeLine(tel, turn, p, worker, decision, available, attempt));
   deps.observe({
@@ -240,9 +245,9 @@ function routeLine(
   tel: Telemetry,
   turn: TurnRequest,
   p: Prepared,
-  worker: GatewayWorker,
+  worker: TurnWorker,
   d: RouteDecision,
-  available: readonly GatewayWorker[],
+  available: readonly TurnWorker[],
   attempt: number,
 ): string {
   return decisionLine(tel.clock.now(), "route", {
@@ -272,7 +277,7 @@ function attemptEnded(
   tel: Telemetry,
   turn: TurnRequest,
   p: Prepared,
-  worker: GatewayWorker,
+  worker: TurnWorker,
   error: string,
 ): void {
   deps.observe(
@@ -288,7 +293,7 @@ function settle(
   tel: Telemetry,
   res: ServerResponse,
   turn: TurnRequest,
-  worker: GatewayWorker,
+  worker: TurnWorker,
   outcome: CallOutcome,
 ): DoneOutcome {
   if (outcome.kind === "done") return outcome;
@@ -311,7 +316,7 @@ function record(
   tel: Telemetry,
   turn: TurnRequest,
   p: Prepared,
-  worker: GatewayWorker,
+  worker: TurnWorker,
   outcome: DoneOutcome,
 ): void {
   const recording = finishTurn(deps, tel, {

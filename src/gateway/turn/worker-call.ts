@@ -2,10 +2,11 @@
 // streamed, see request/turn-request.ts; a chat stream's output ids by header, stream-output-ids.ts), then the answer passed back by the relay
 // (answer-relay.ts). While it runs the call holds a place on the worker: its in-flight counts,
 // the duration timer and, under admission limits, a ticket it may have to wait for.
+import type { TurnWorker } from "./ports.js";
+import type { TurnResult } from "../workers/turn-result.js";
 import type { IncomingHttpHeaders } from "node:http";
 import type { AdmissionTicket } from "../admission.js";
 import { continuesToolLoop } from "../admission-mode.js";
-import type { TurnResult } from "../workers/token-truth.js";
 import { AnswerRelay } from "./answer-relay.js";
 import { asksStreamOutputIds, STREAM_IDS_HEADERS } from "./stream-output-ids.js";
 import type { CallOutcome, ClientLink, WorkerCall } from "./call.js";
@@ -14,7 +15,6 @@ import { callTimeouts } from "../core/timeouts.js";
 import type { Span } from "../telemetry/trace.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "./turn-deps.js";
-import type { GatewayWorker } from "../workers/worker.js";
 import { admissionBound, type Refusal, refuse } from "../admission-bound.js";
 import { tenantLabel } from "./tenant-label.js";
 import { withSessionId } from "../workers/radix-sessions.js";
@@ -137,7 +137,7 @@ async function waitAdmitted(
 }
 
 /** The bytes sent: a session turn to a worker running SGLang's session radix cache names its session (radix-sessions.ts). */
-function bodyFor(turn: WorkerCall["turn"], worker: GatewayWorker): Buffer {
+function bodyFor(turn: WorkerCall["turn"], worker: TurnWorker): Buffer {
   if (!worker.sessionRadix || !turn.session || turn.engineSession || turn.route === "messages")
     return turn.upstreamBody;
   return withSessionId(turn.upstreamBody, turn.session.id);
@@ -177,7 +177,7 @@ function occupy(
 /** Waits for the ticket's turn on the worker: null once admitted, or why it was not. */
 async function admitted(
   tel: Telemetry,
-  worker: GatewayWorker,
+  worker: TurnWorker,
   ticket: AdmissionTicket,
   client: ClientLink,
   timeoutMs: number | null,

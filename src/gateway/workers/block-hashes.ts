@@ -1,14 +1,7 @@
 // A request's block hashes in a worker's scheme, computed by the addon (the one hash core): the
 // int64 hashes that worker publishes in its KV events for the same tokens.
 import { blockHashes } from "../../hash/index.js";
-import { type HashScheme, hashOptions } from "./worker-scheme.js";
-
-export interface HashNamespace {
-  /** The request's `cache_salt` (SGLang seeds the event chain with it). */
-  cacheSalt: string | null;
-  /** The request's `extra_key`. */
-  extraKey: string | null;
-}
+import { type HashScheme, hashOptions, type HashNamespace } from "./worker-scheme.js";
 
 export function requestBlockHashes(
   tokens: readonly number[],

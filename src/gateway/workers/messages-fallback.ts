@@ -6,12 +6,9 @@
 // with blocks this rendering does not cover (images, documents, thinking, search results) get no
 // ids, a rendering that differs in any token is dropped rather than trusted, and each turn costs
 // two worker calls instead of one.
+import type { TokenizeCall } from "../request/tokenize-call.js";
 import { isObject } from "../core/json-shape.js";
-import {
-  MESSAGES_TOKENIZE_PATH,
-  type TokenizeCall,
-  tokenizeCall,
-} from "../request/token-request.js";
+import { MESSAGES_TOKENIZE_PATH, tokenizeCall } from "../request/tokenize-call.js";
 import { callJson } from "./upstream.js";
 import type { Pool } from "undici";
 

@@ -12,11 +12,11 @@
 // go at a tool boundary or paused it under pressure, the session moved to another worker, or it
 // ended (a close hint or its record's expiry). Its blocks then go before the blocks of sessions
 // kept. The next turn of a session that was let go opens it again on its worker.
+import { withField } from "../core/json-splice.js";
 import type { Observation } from "../../contract/observations.js";
 import { Counter, type Registry } from "prom-client";
 import type { GatewayLog } from "../core/logger.js";
 import { callJson } from "./upstream.js";
-import { withField } from "../core/json-shape.js";
 
 /** What the gateway needs of a worker to close a session there. */
 export interface RadixWorker {

@@ -11,10 +11,11 @@
 //   /v1/messages (Anthropic): the worker's own conversion to chat and chat template, through the
 //     kvctl worker's /kvctl/v1/messages/tokenize (SGLang 0.5.23 returns no token ids there and its
 //     /v1/tokenize does not read Anthropic messages); the answer carries no output ids.
+import type { TokenFieldsAdded, TokenizeCall } from "../request/tokenize-call.js";
+import type { TurnResult } from "./turn-result.js";
 import type { Pool } from "undici";
-import type { RouteKind, ToolCallInfo, Usage } from "../../contract/observations.js";
+import type { RouteKind, Usage } from "../../contract/observations.js";
 import { isIntArray, objectOf as obj } from "../core/json-shape.js";
-import type { TokenFieldsAdded, TokenizeCall } from "../request/token-request.js";
 import { callJson } from "./upstream.js";
 
 // Inside a JSON string every `"` is escaped, so `"name"` with bare quotes only ever starts a key.
@@ -63,16 +64,6 @@ export function stripTokenFields(text: string, added: TokenFieldsAdded): string 
   if (added.prompt) t = cut(t, "prompt_token_ids");
   if (added.response) t = cut(t, added.responseKey);
   return t;
-}
-
-export interface TurnResult {
-  promptTokens: number[] | null;
-  outputTokens: number[] | null;
-  finishReason: string | null;
-  usage: Usage;
-  toolCalls: ToolCallInfo[];
-  /** Text the worker's reasoning parser separated out (chat), for locating the reasoning range. */
-  reasoningText: string | null;
 }
 
 function num(v: unknown): number | null {

@@ -2,8 +2,9 @@
 // a turn goes through the Tokenizer of the process the worker runs now, with its timeout and what
 // it remembers. A worker found restarted gets a new one, so nothing learned from the old process
 // (a system prompt's length under its template) outlives it.
+import type { TokenizeCall } from "../request/tokenize-call.js";
 import { type TokenizingWorker, tokenizePrompt } from "./messages-fallback.js";
-import { type TokenizeCall, tokenizeCall } from "../request/token-request.js";
+import { tokenizeCall } from "../request/tokenize-call.js";
 import { tokenizeOn } from "./token-truth.js";
 
 /** Distinct system prompts remembered per process, at most (least recently added dropped first). */

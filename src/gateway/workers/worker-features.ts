@@ -2,7 +2,7 @@
 // tokenize route (/kvctl/v1/messages/tokenize) exists only while kvctl is on in the worker
 // (--kv-control-nats-url or --kv-control-config); a probe with an empty body tells: the route
 // refuses the body (400) when it is there, and the server answers 404 when it is not.
-import { MESSAGES_TOKENIZE_PATH } from "../request/token-request.js";
+import { MESSAGES_TOKENIZE_PATH } from "../request/tokenize-call.js";
 import { callJson } from "./upstream.js";
 import type { Pool } from "undici";
 import type { GatewayLog } from "../core/logger.js";

@@ -9,7 +9,6 @@ import type { ControlPublisher } from "../../control/publisher.js";
 import type { KvIndex } from "../../index/index.js";
 import type { HoldMetrics } from "../sessions/holds/metrics.js";
 import type { Observation } from "../../contract/observations.js";
-import type { Clock } from "../core/clock.js";
 import type { GatewayWorker } from "./worker.js";
 import { Periodic } from "../core/periodic.js";
 import type { GatewayLog } from "../core/logger.js";
@@ -23,7 +22,8 @@ export interface WorkerInspectorOptions {
   publisher: () => ControlPublisher | null;
   index: KvIndex;
   observe: (o: Observation) => void;
-  clock: Clock;
+  /** The gateway's clock (ms). */
+  now: () => number;
   log: GatewayLog;
   metrics: HoldMetrics;
   intervalMs: number;
@@ -109,7 +109,7 @@ export class WorkerInspector {
         pins.set(BigInt(x.block_hash), x.pin_count);
     }
     this.diverged(w.id, named, pins);
-    this.o.observe({ type: "WorkerPins", at: this.o.clock.now(), worker: w.id, pins });
+    this.o.observe({ type: "WorkerPins", at: this.o.now(), worker: w.id, pins });
   }
 
   /** Blocks where the worker holds fewer pins than the records name: counted, logged once a worker. */
@@ -163,7 +163,7 @@ export class WorkerInspector {
     w.consumer?.seq.reset();
     this.o.observe({
       type: "WorkerCleared",
-      at: this.o.clock.now(),
+      at: this.o.now(),
       worker: w.id,
       reason: "restart",
     });

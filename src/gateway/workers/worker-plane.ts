@@ -3,36 +3,23 @@
 // session radix cache on the workers that run it. Its close runs after the session plane's: the
 // Inspect rounds stop, then every worker's event stream and connection pool close.
 import type { FastifyInstance } from "fastify";
-import type { Observation } from "../../contract/observations.js";
 import type { GatewayPolicy } from "../../contract/policy.js";
 import type { KvIndex } from "../../index/index.js";
-import type { GatewayConfig } from "../config/schema.js";
-import type { Clock } from "../core/clock.js";
 import type { GatewayLog } from "../core/logger.js";
 import type { NatsLink } from "../nats-link.js";
+import type { PlaneParts } from "../plane-parts.js";
+import type { GatewayMetrics } from "../telemetry/metrics.js";
 import { programRetention } from "../prefetch-send.js";
 import { namedPins } from "../sessions/holds/holds.js";
-import type { HoldMetrics } from "../sessions/holds/metrics.js";
-import type { SessionStore } from "../sessions/session-store.js";
-import type { GatewayMetrics } from "../telemetry/metrics.js";
 import { DynamoNatsPlane } from "./dynamo-events.js";
 import { RadixSessions } from "./radix-sessions.js";
 import { WorkerInspector } from "./worker-inspect.js";
 import { WorkerSet } from "./workers.js";
 
-export interface WorkerPlaneParts {
-  config: GatewayConfig;
+/** Its parts; the store holds the records whose holds each worker's Inspect is asked about. */
+export interface WorkerPlaneParts extends PlaneParts {
   index: KvIndex;
-  nats: NatsLink;
   policy: GatewayPolicy;
-  /** The records this replica touched, whose holds each worker's Inspect is asked about. */
-  store: SessionStore;
-  clock: Clock;
-  metrics: GatewayMetrics;
-  holdMetrics: HoldMetrics;
-  log: GatewayLog;
-  /** The policy's inlet: worker restarts, Inspect counts and event-stream news go to it. */
-  observe: (o: Observation) => void;
 }
 
 export class WorkerPlane {
@@ -54,7 +41,7 @@ export class WorkerPlane {
       config,
       index,
       metrics,
-      clock,
+      now: () => clock.now(),
       observe,
       log,
       dynamoNats: dynamoNatsPlane(nats, index, metrics, log),
@@ -67,7 +54,7 @@ export class WorkerPlane {
       publisher,
       index,
       observe,
-      clock,
+      now: () => clock.now(),
       log,
       metrics: p.holdMetrics,
       intervalMs: config.sessions.inspectMs,

@@ -3,6 +3,14 @@
 // hashes that do not match the worker's own would silently score every request as a miss.
 import type { BlockHashOptions } from "../../hash/index.js";
 
+/** A request's own seeds of the chain, on top of its worker's scheme. */
+export interface HashNamespace {
+  /** The request's `cache_salt` (SGLang seeds the event chain with it). */
+  cacheSalt: string | null;
+  /** The request's `extra_key`. */
+  extraKey: string | null;
+}
+
 export interface HashScheme {
   /** Tokens per page (the KV-event block size). */
   pageSize: number;

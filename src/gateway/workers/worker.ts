@@ -4,7 +4,8 @@
 import type { Pool } from "undici";
 import type { KvEventConsumer } from "../../events/consumer.js";
 import type { ProgramRetention } from "../../contract/policy.js";
-import { admissionGate, type Gate } from "../admission-mode.js";
+import type { Gate } from "../admission.js";
+import { admissionGate } from "../admission-mode.js";
 import { resolveWorkerCredentials } from "../auth/upstream-credentials.js";
 import type { GatewayConfig } from "../config/schema.js";
 import type { WorkerConfig } from "../config/workers.js";

@@ -13,7 +13,6 @@ import type { GatewayConfig } from "../config/schema.js";
 import type { WorkerConfig } from "../config/workers.js";
 import type { GatewayMetrics } from "../telemetry/metrics.js";
 import type { Observation } from "../../contract/observations.js";
-import type { Clock } from "../core/clock.js";
 import { callJson } from "./upstream.js";
 import { probeMessagesTokenize, servesStreamOutputIds } from "./worker-features.js";
 import { runsSessionRadix } from "./radix-sessions.js";
@@ -41,7 +40,8 @@ export interface WorkerSetOptions {
   config: GatewayConfig;
   index: KvIndex;
   metrics: GatewayMetrics;
-  clock: Clock;
+  /** The gateway's clock (ms). */
+  now: () => number;
   observe: (o: Observation) => void;
   log: GatewayLog;
   /** The policy's retention for program admission (per worker), if it decides one. */
@@ -156,7 +156,7 @@ export class WorkerSet {
     if (w.scheme)
       this.o.observe({
         type: "WorkerJoined",
-        at: this.o.clock.now(),
+        at: this.o.now(),
         worker: w.id,
         pageSize: w.scheme.pageSize,
       });
@@ -228,7 +228,7 @@ export class WorkerSet {
     if (on)
       this.o.observe({
         type: "WorkerCleared",
-        at: this.o.clock.now(),
+        at: this.o.now(),
         worker: id,
         reason: "drained",
       });
@@ -277,7 +277,7 @@ export class WorkerSet {
   }
 
   private async subscribe(w: GatewayWorker): Promise<void> {
-    const { index, metrics, clock, observe, log } = this.o;
+    const { index, metrics, now, observe, log } = this.o;
     const c = new KvEventConsumer({
       endpoint: w.events as string,
       worker: w.id,
@@ -290,13 +290,13 @@ export class WorkerSet {
       metrics.zmqGaps.inc({ worker: w.id });
       if (w.replay) {
         this.setStale(w, true);
-        observe({ type: "WorkerStale", at: clock.now(), worker: w.id, missing: Number(g.missing) });
+        observe({ type: "WorkerStale", at: now(), worker: w.id, missing: Number(g.missing) });
       } else {
         log.warn(
           `gateway: worker ${w.id}: ${g.missing} KV-event batch(es) lost and no replay endpoint; forgetting its blocks`,
         );
         index.clearWorker(w.id);
-        observe({ type: "WorkerCleared", at: clock.now(), worker: w.id, reason: "gap" });
+        observe({ type: "WorkerCleared", at: now(), worker: w.id, reason: "gap" });
       }
     });
     c.on("replay", (r) => {
@@ -305,7 +305,7 @@ export class WorkerSet {
           `gateway: worker ${w.id}: replay left ${r.unrecovered} batch(es) unrecovered; forgetting its blocks`,
         );
         index.clearWorker(w.id);
-        observe({ type: "WorkerCleared", at: clock.now(), worker: w.id, reason: "gap" });
+        observe({ type: "WorkerCleared", at: now(), worker: w.id, reason: "gap" });
       }
       this.setStale(w, false);
     });
@@ -317,7 +317,7 @@ export class WorkerSet {
 
   /** The index as a consumer's sink: each batch counted, a restart told to the policy. */
   private countedSink(): EventSink {
-    const { index, metrics, clock, observe, log } = this.o;
+    const { index, metrics, now, observe, log } = this.o;
     // Both report problems with a worker's event stream.
     const sink = indexSink(index, log.warn);
     return {
@@ -339,7 +339,7 @@ export class WorkerSet {
         : undefined,
       resetWorker: (worker) => {
         sink.resetWorker(worker);
-        observe({ type: "WorkerCleared", at: clock.now(), worker, reason: "restart" });
+        observe({ type: "WorkerCleared", at: now(), worker, reason: "restart" });
         this.o.restarted?.(worker);
       },
     };
@@ -367,16 +367,16 @@ export class WorkerSet {
       );
       this.o.observe({
         type: "WorkerCleared",
-        at: this.o.clock.now(),
+        at: this.o.now(),
         worker: w.id,
         reason: "drained",
       });
-      w.drainedAt = this.o.clock.now();
+      w.drainedAt = this.o.now();
       if (grace > 0) return;
     }
     if (
       w.drainedAt !== null &&
-      (cut === "now" || this.o.clock.now() - w.drainedAt >= this.o.config.health.cutCallsAfterMs)
+      (cut === "now" || this.o.now() - w.drainedAt >= this.o.config.health.cutCallsAfterMs)
     )
       this.cutCalls(w);
   }
@@ -434,7 +434,7 @@ export class WorkerSet {
         this.o.log.info(`gateway: worker ${w.id} passes health again; taking traffic`);
         this.o.observe({
           type: "WorkerJoined",
-          at: this.o.clock.now(),
+          at: this.o.now(),
           worker: w.id,
           pageSize: w.scheme?.pageSize ?? 1,
         });

@@ -4,7 +4,7 @@
 // and SGLang session-radix closes. The sim never re-implements a rule of theirs; it feeds them
 // observations and carries their commands on its virtual clock.
 export { continuesToolLoop, admissionGate } from "../../gateway/admission-mode.js";
-export type { Gate, GateTicket } from "../../gateway/admission-mode.js";
+export type { Gate, GateTicket } from "../../gateway/admission.js";
 export type { GateTimers } from "../../gateway/program-admission.js";
 export { ackObservations } from "../../gateway/sessions/command-record.js";
 export { CommandSink, type CommandOutcome } from "../../gateway/sessions/command-sink.js";

@@ -572,3 +572,12 @@ export function currentStored<T extends { worker: string; incarnation?: string |
     return cur === null || x.incarnation == null || x.incarnation === cur;
   });
 }
+
+/** Whether the record still names a hold, or a release not settled yet. */
+export function namesHolds(r: SessionRecord): boolean {
+  if (r.holds === undefined) return r.pins.length > 0 || r.leases.length > 0 || r.tool !== null;
+  return (
+    r.holds.some((h) => h.blocks.length > 0 || h.releasing.length > 0) ||
+    (r.releases ?? []).length > 0
+  );
+}
