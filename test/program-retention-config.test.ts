@@ -6,6 +6,7 @@ import { parseGatewayConfig } from "../src/gateway/config/load.js";
 import { lineLog } from "../src/gateway/core/logger.js";
 import { GatewayMetrics } from "../src/gateway/telemetry/metrics.js";
 import { prefetchOutcome, programRetention } from "../src/gateway/prefetch-send.js";
+import { InMemoryKvIndex } from "../src/index/index.js";
 import { createAgentPolicy } from "../src/policy/agent-policy.js";
 import { blankAck } from "../src/protocol/index.js";
 import { chainOf, finished, joined, started } from "./helpers/policy-observations.js";
@@ -87,12 +88,16 @@ describe("agent policy defaults", () => {
     p.observe(finished(3, "s", chainOf(3)));
     const config = parseGatewayConfig({ workers: WORKERS, policy: "agent", admission: LIMITS });
     const metrics = new GatewayMetrics();
+    // the worker's events say it holds the chain: only NATS being down stops the Prefetch
+    const index = new InMemoryKvIndex();
+    index.add("w0", "CPU_PINNED", chainOf(3));
     const r = programRetention(
       p,
       config,
       () => null,
       metrics,
       lineLog(() => undefined),
+      index,
     )?.("w0", () => 4);
     expect(await r?.prefetch?.("s")).toBe("failed");
     expect(
@@ -102,6 +107,7 @@ describe("agent policy defaults", () => {
         () => null,
         metrics,
         lineLog(() => undefined),
+        index,
       ),
     ).toBeNull();
   });

@@ -13,9 +13,10 @@ import { EventRecorder } from "../src/demo/harness.js";
 import type { KvEvent } from "../src/events/index.js";
 import { lineLog } from "../src/gateway/core/logger.js";
 import { GatewayMetrics } from "../src/gateway/telemetry/metrics.js";
-import { prefetchSender } from "../src/gateway/prefetch-send.js";
+import { heldPrefix, prefetchSender } from "../src/gateway/prefetch-send.js";
 import { ProgramGate } from "../src/gateway/program-admission.js";
 import { blockHashes } from "../src/hash/index.js";
+import { applyEvent, InMemoryKvIndex } from "../src/index/index.js";
 import { DurationModel } from "../src/policy/duration-model.js";
 import { RetentionMetrics, RetentionRecorder } from "../src/policy/program-retention.js";
 import { type Ack, type Command, validateCommand } from "../src/protocol/index.js";
@@ -280,6 +281,29 @@ describe("real SGLang server: Prefetch, then admit", () => {
     expect(await sender([...hs, ...hashesOf(tokens(460, 80)).slice(4)])).toBe("resident");
     expect((await inspect(hs)).tiers.GPU).toBe(4);
     await send({ type: "ToolEnd", session_id: "sess-gap", epoch: 1 });
+  });
+
+  it("with the worker's KV events in an index, a chain held only in part is cut before it is sent, and one held not at all is never sent: nothing refused", async () => {
+    const s = tokens(470, 64);
+    const hs = hashesOf(s);
+    const m = ev.mark();
+    await gen([...s, ...tokens(935, 8)]);
+    await ev.waitFor(m, (e) => all(stored(e, "BlockStored", "GPU"), hs), 15_000);
+    const index = new InMemoryKvIndex();
+    for (const e of ev.since(0)) applyEvent(index, W, e);
+    const metrics = new GatewayMetrics();
+    const sender = prefetchSender({
+      publisher: () => pub,
+      worker: W,
+      deadlineMs: 20_000,
+      metrics,
+      log: lineLog((l) => logs.push(l)),
+      held: (blocks) => heldPrefix(index, W, blocks),
+    });
+    expect(await sender([...hs, ...hashesOf(tokens(480, 80)).slice(4)])).toBe("resident");
+    expect(await sender(hashesOf(tokens(490, 64)))).toBe("failed");
+    expect(await count(metrics.commandsSent, { type: "Prefetch" })).toBe(1);
+    expect(await count(metrics.commandsAcked, { type: "Prefetch", status: "rejected" })).toBe(0);
   });
 
   it("a Prefetch that cannot answer inside the admission deadline admits the return at the deadline, counted", async () => {

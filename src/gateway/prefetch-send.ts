@@ -5,6 +5,7 @@
 // device hold on what it loaded ends by itself).
 import type { ControlPublisher } from "../control/publisher.js";
 import type { GatewayPolicy, PrefetchOutcome, ProgramRetention } from "../contract/policy.js";
+import type { KvIndex } from "../index/index.js";
 import { type Ack, MAX_PREFETCH_DEADLINE_MS } from "../protocol/index.js";
 import type { AdmissionConfig } from "./config/admission.js";
 import type { GatewayLog } from "./core/logger.js";
@@ -18,6 +19,18 @@ export interface PrefetchSenderOptions {
   deadlineMs: number;
   metrics: CommandCounts;
   log: GatewayLog;
+  /**
+   * How many of a chain's leading blocks the worker holds on device or host, as its KV events
+   * say (heldPrefix): the chain is cut there before it is sent, since the worker refuses one
+   * that names a block it lacks. Absent: the chain goes whole, cut only by a refusal.
+   */
+  held?: (blocks: readonly bigint[]) => number;
+}
+
+/** The leading blocks of `blocks` the index holds on `worker`'s device, then host, unbroken. */
+export function heldPrefix(index: KvIndex, worker: string, blocks: readonly bigint[]): number {
+  const t = index.overlap(blocks).workers.get(worker)?.tiered;
+  return t ? t.GPU + t.CPU_PINNED : 0;
 }
 
 /** What an ack says of the blocks asked for. */
@@ -40,16 +53,19 @@ function firstUnknown(ack: Ack): number | null {
 
 /**
  * Sends Prefetch for `blocks` (a session's chain, first block first) and resolves with its outcome.
- * A chain the worker holds only part of (its last page never cached, the tail pruned) is refused
- * naming the first block it lacks; a request matches a prefix only up to that gap, so the prefix
- * before it is asked for once more.
+ * A chain the worker holds only part of (its last page never cached, the tail pruned, a lease's
+ * blocks let go) is cut where the index says the worker's copy ends, and a request matches a
+ * prefix only up to that gap anyway; a chain the worker still refuses (its events not yet read)
+ * names the first block it lacks, and the prefix before it is asked for once more.
  */
 export function prefetchSender(
   o: PrefetchSenderOptions,
 ): (blocks: readonly bigint[]) => Promise<PrefetchOutcome> {
   const deadline = Math.max(1, Math.min(o.deadlineMs, MAX_PREFETCH_DEADLINE_MS));
-  const send = async (blocks: readonly bigint[], retry: boolean): Promise<PrefetchOutcome> => {
+  const send = async (chain: readonly bigint[], retry: boolean): Promise<PrefetchOutcome> => {
     const publisher = o.publisher();
+    const known = o.held ? o.held(chain) : chain.length;
+    const blocks = known < chain.length ? chain.slice(0, known) : chain;
     if (!publisher || blocks.length === 0) return "failed";
     o.metrics.commandsSent.inc({ type: "Prefetch" });
     let ack: Ack;
@@ -81,6 +97,7 @@ export function programRetention(
   publisher: () => ControlPublisher | null,
   metrics: CommandCounts,
   log: GatewayLog,
+  index: KvIndex,
 ): ((worker: string, pageSize: () => number) => ProgramRetention) | null {
   if (!policy.programRetention) return null;
   const deadlineMs = config.admission.prefetchDeadlineMs;
@@ -88,6 +105,13 @@ export function programRetention(
     policy.programRetention?.(
       worker,
       pageSize,
-      prefetchSender({ publisher, worker, deadlineMs, metrics, log }),
+      prefetchSender({
+        publisher,
+        worker,
+        deadlineMs,
+        metrics,
+        log,
+        held: (blocks) => heldPrefix(index, worker, blocks),
+      }),
     ) as ProgramRetention;
 }

@@ -45,7 +45,7 @@ export class WorkerPlane {
       observe,
       log,
       dynamoNats: dynamoNatsPlane(nats, index, metrics, log),
-      retention: programRetention(p.policy, config, publisher, metrics, log),
+      retention: programRetention(p.policy, config, publisher, metrics, log, index),
       programReleased: (w, program, why) => this.radix.release(w, program, why),
       restarted: (w) => this.inspector.restartedFromEvents(w),
     });

@@ -17,6 +17,7 @@ import {
   type Gate,
   type GatewayConfig,
   GatewayMetrics,
+  heldPrefix,
   InMemoryKvIndex,
   type Observation,
   parseGatewayConfig,
@@ -143,6 +144,7 @@ export class GatewayFront implements SimFront {
               deadlineMs: this.cfg.admission.prefetchDeadlineMs,
               metrics,
               log: log as never,
+              held: (blocks) => heldPrefix(this.index, id, blocks),
             }),
           )
         : null;

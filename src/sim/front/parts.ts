@@ -11,7 +11,7 @@ export { CommandSink, type CommandOutcome } from "../../gateway/sessions/command
 export { parseGatewayConfig } from "../../gateway/config/load.js";
 export type { GatewayConfig } from "../../gateway/config/schema.js";
 export { GatewayMetrics } from "../../gateway/telemetry/metrics.js";
-export { prefetchSender } from "../../gateway/prefetch-send.js";
+export { heldPrefix, prefetchSender } from "../../gateway/prefetch-send.js";
 export { RadixSessions, type RadixWorker } from "../../gateway/workers/radix-sessions.js";
 export { routeRequest, type WorkerState } from "../../gateway/workers/router.js";
 export { createAgentPolicy, type AgentPolicy } from "../../policy/index.js";
