@@ -130,6 +130,11 @@ def main(argv) -> int:
     import logging
     import warnings
 
+    import torch
+
+    # The cache's tensor ops (free lists, slot flags) are small: torch's intra-op pool only adds
+    # threads that spin between them, taking a core from the run's other fleet processes.
+    torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with os.fdopen(3, "rb", buffering=1 << 20) as fin, os.fdopen(4, "wb", buffering=1 << 20) as fout:

@@ -233,6 +233,36 @@ class Profile:
             return 0.0
         return max(self._decode.at2(batch_size, kv_tokens / batch_size), 0.0) * 1e-3
 
+    def decode_stretch(self, batch_size: int, kv_tokens: int, most: int, t: float,
+                       stop: float) -> tuple[int, float]:
+        """Decode steps of one batch from ``t``, its KV growing by ``batch_size`` tokens a step: at
+        least one, at most ``most``, the last the first to end at or past ``stop``; returns (steps,
+        end). The same sum, float for float, as ``decode_s`` step by step (``_Grid.at2`` inlined),
+        with the batch's axis located once: a stretch can run thousands of steps."""
+        g = self._decode
+        i, tx = g._locate(g.axes[0], batch_size)
+        ys, v = g.axes[1], g.values
+        s0, s1 = g.strides
+        sx, base = (s0 if tx else 0), i * s0
+        one, last = len(ys) == 1, len(ys) - 2
+        k = 0
+        while k < most and (k == 0 or t < stop):
+            y = kv_tokens / batch_size
+            if one:
+                j, ty = 0, 0.0
+            else:
+                j = min(max(bisect_right(ys, y) - 1, 0), last)
+                lo = ys[j]
+                ty = (y - lo) / (ys[j + 1] - lo)
+            sy = s1 if ty else 0
+            n = base + j * s1
+            a = v[n] + (v[n + sy] - v[n]) * ty
+            b = v[n + sx] + (v[n + sx + sy] - v[n + sx]) * ty
+            t += max(a + (b - a) * tx, 0.0) * 1e-3
+            kv_tokens += batch_size
+            k += 1
+        return k, t
+
     def link_s(self, link: str, nbytes: int) -> float:
         """Seconds to move ``nbytes`` over one of LINKS (the whole worker: every TP rank's share)."""
         try:

@@ -271,12 +271,7 @@ class Worker:
         wake = self._storage_wake(CLOCK.now) if self.waiting else None
         if wake is not None and wake > CLOCK.now:
             stop = min(stop, wake)
-        t, k = CLOCK.now, 0
-        while k < most and (k == 0 or t < stop):
-            t += self.profile.decode_s(bs, kv)
-            kv += bs
-            k += 1
-        return k, t
+        return self.profile.decode_stretch(bs, kv, most, CLOCK.now, stop)
 
     def _end_batch(self) -> bool:
         b = self.batch

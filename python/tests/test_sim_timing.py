@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import random
 import subprocess
@@ -280,3 +281,31 @@ def test_the_committed_profiles_are_what_the_generator_writes_and_a_hand_edit_is
     assert r.stderr.strip() == (
         f"{edited} differs from what its generator writes: run python/kvctl_sim/profiles/generate.py"
     )
+
+
+def _stretch_step_by_step(p, bs: int, kv: int, most: int, t: float, stop: float):
+    k = 0
+    while k < most and (k == 0 or t < stop):
+        t += p.decode_s(bs, kv)
+        kv += bs
+        k += 1
+    return k, t
+
+
+def test_a_decode_stretch_is_the_step_by_step_sum_float_for_float(tmp_path: Path):
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(small_doc()))
+    rng = random.Random(5)
+    for p in [load_profile(n) for n in GPU_PROFILES] + [load_profile(path)]:
+        for _ in range(300):
+            bs = rng.choice([1, 2, 3, 7, 64, 200, rng.randint(1, 512)])
+            kv = bs * rng.randint(1, 140_000) + rng.randint(0, bs - 1)
+            t = rng.uniform(0, 5000)
+            stop = t + rng.choice([0.0, 1e-4, rng.uniform(0, 30), math.inf])
+            most = rng.choice([1, 2, rng.randint(1, 4000)])
+            got = p.decode_stretch(bs, kv, most, t, stop)
+            assert got == _stretch_step_by_step(p, bs, kv, most, t, stop), (p.name, bs, kv, most)
+    # At least one step, however near the stop; never past `most`.
+    p = load_profile("h100_sxm/llama-3.1-8b")
+    assert p.decode_stretch(4, 4096, 10, 1.0, 1.0)[0] == 1
+    assert p.decode_stretch(4, 4096, 10, 1.0, math.inf)[0] == 10
