@@ -71,14 +71,22 @@ function listOption(flag: string, v: unknown, dflt: number[], min = 0): number[]
 }
 
 /** A comma-separated subset of an axis's values (`--gaps minutes`, `--oversubscription 2,4`). */
-function axisOption<T>(flag: string, v: unknown, axis: T[], parse: (s: string) => T): T[] {
+function axisOption<T>(
+  flag: string,
+  v: unknown,
+  axis: T[],
+  parse: (s: string) => T,
+  show: (x: T) => string = String,
+): T[] {
   if (v === undefined) return axis;
   const xs = String(v)
     .split(",")
     .map((s) => {
       const x = parse(s.trim());
       if (!axis.includes(x))
-        throw new SimInputError(`${flag}: ${JSON.stringify(s)} is not one of ${axis.join(", ")}`);
+        throw new SimInputError(
+          `${flag}: ${JSON.stringify(s)} is not one of ${axis.map(show).join(", ")}`,
+        );
       return x;
     });
   if (new Set(xs).size !== xs.length)
@@ -86,21 +94,28 @@ function axisOption<T>(flag: string, v: unknown, axis: T[], parse: (s: string) =
   return xs;
 }
 
-/** The grid's cells the options keep: each axis narrowed to the values given. */
+/** The grid's cells the options keep: each axis (the smoke size's under --smoke) narrowed to the
+ * values given. */
 function mapAxes(v: Record<string, string | boolean | undefined>): MapAxes {
-  if (v.smoke) return SMOKE_AXES;
+  const base = v.smoke ? SMOKE_AXES : MAP_AXES;
   const floods: Record<string, boolean> = { off: false, on: true };
   return {
-    workers: listOption("--workers", v.workers, MAP_AXES.workers, 1),
+    workers: listOption("--workers", v.workers, base.workers, 1),
     oversubscription: axisOption(
       "--oversubscription",
       v.oversubscription,
-      MAP_AXES.oversubscription,
+      base.oversubscription,
       Number,
     ),
-    context: axisOption("--context", v.context, MAP_AXES.context, Number),
-    gaps: axisOption("--gaps", v.gaps, MAP_AXES.gaps, (s) => s as "seconds" | "minutes"),
-    flood: axisOption("--floods", v.floods, MAP_AXES.flood, (s) => floods[s] ?? (s as never)),
+    context: axisOption("--context", v.context, base.context, Number),
+    gaps: axisOption("--gaps", v.gaps, base.gaps, (s) => s as "seconds" | "minutes"),
+    flood: axisOption(
+      "--floods",
+      v.floods,
+      base.flood,
+      (s) => floods[s] ?? (s as never),
+      (x) => (x ? "on" : "off"),
+    ),
   };
 }
 
