@@ -3,13 +3,16 @@
 // the same code on 2 workers and a handful of programs. Every `kvctl sim` option is taken, and
 // overrides a size.
 // The last line with --json: {"bench":"sim","wall_s",..,"configs":{name:{figures}},"oracle":{..}}.
-// --map runs the regime map instead (map.ts): {"bench":"sim-map",..,"cells":[..]}.
+// --map runs the regime map instead (map.ts): {"bench":"sim-map",..,"cells":[..]}; --workers,
+// --oversubscription, --context, --gaps (comma lists) and --floods off|on|off,on keep part of its
+// grid; --programs reach sizes each cell to its axis's oversubscription; --plan prints what each
+// cell would run ({"bench":"sim-map-plan",..}) and runs nothing.
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { SIM_OPTIONS, simFromOptions } from "../src/cli/commands/sim.js";
 import { buildPatchedTree } from "../src/demo/harness.js";
 import { intOption } from "../src/sim/input.js";
-import { MAP_AXES, type MapAxes, runMap } from "../src/sim/map.js";
+import { MAP_AXES, type MapAxes, type MapOptions, planMap, runMap } from "../src/sim/map.js";
 import { profileOf, SimInputError } from "../src/sim/run.js";
 import { renderReport } from "../src/sim/report/index.js";
 import { simSummary } from "../src/sim/summary.js";
@@ -67,33 +70,93 @@ function listOption(flag: string, v: unknown, dflt: number[], min = 0): number[]
   return xs;
 }
 
-/** The regime map on the issue's grid (smoke: two cells, one seed), one H100 70B profile. */
+/** A comma-separated subset of an axis's values (`--gaps minutes`, `--oversubscription 2,4`). */
+function axisOption<T>(
+  flag: string,
+  v: unknown,
+  axis: T[],
+  parse: (s: string) => T,
+  show: (x: T) => string = String,
+): T[] {
+  if (v === undefined) return axis;
+  const xs = String(v)
+    .split(",")
+    .map((s) => {
+      const x = parse(s.trim());
+      if (!axis.includes(x))
+        throw new SimInputError(
+          `${flag}: ${JSON.stringify(s)} is not one of ${axis.map(show).join(", ")}`,
+        );
+      return x;
+    });
+  if (new Set(xs).size !== xs.length)
+    throw new SimInputError(`${flag}: a value given twice in ${JSON.stringify(v)}`);
+  return xs;
+}
+
+/** The grid's cells the options keep: each axis (the smoke size's under --smoke) narrowed to the
+ * values given. */
+function mapAxes(v: Record<string, string | boolean | undefined>): MapAxes {
+  const base = v.smoke ? SMOKE_AXES : MAP_AXES;
+  const floods: Record<string, boolean> = { off: false, on: true };
+  return {
+    workers: listOption("--workers", v.workers, base.workers, 1),
+    oversubscription: axisOption(
+      "--oversubscription",
+      v.oversubscription,
+      base.oversubscription,
+      Number,
+    ),
+    context: axisOption("--context", v.context, base.context, Number),
+    gaps: axisOption("--gaps", v.gaps, base.gaps, (s) => s as "seconds" | "minutes"),
+    flood: axisOption(
+      "--floods",
+      v.floods,
+      base.flood,
+      (s) => floods[s] ?? (s as never),
+      (x) => (x ? "on" : "off"),
+    ),
+  };
+}
+
+/** `--programs N` or `--programs reach` (each cell as many as its oversubscription needs). */
+function programsOption(v: unknown, dflt: number): MapOptions["programsPerCell"] {
+  return v === "reach" ? "reach" : intOption("--programs", v as string, dflt, 1);
+}
+
+/** The regime map on the issue's grid (smoke: two cells, one seed), one H100 70B profile; with
+ * --plan, what each cell would run (programs, requests), nothing run. */
 async function map(v: Record<string, string | boolean | undefined>): Promise<unknown> {
   const profile = (v.profile as string | undefined) ?? "h100_sxm/llama-3.1-70b";
   const tree = buildPatchedTree();
   try {
     const { ref, shape } = await profileOf(profile, tree.dir);
+    const o: MapOptions = {
+      axes: mapAxes(v),
+      seeds: listOption("--seeds", v.seeds, v.smoke ? [1] : [1, 2, 3]),
+      programsPerCell: programsOption(v.programs, v.smoke ? 6 : 16),
+      profile,
+      hostRatio: shape.host_kv_tokens / shape.device_kv_tokens,
+      pageSize: shape.page_size,
+      tree: tree.dir,
+      parallel: intOption("--parallel", v.parallel as string, 2, 1),
+      progress: (l) => console.error(l),
+    };
+    if (v.plan) return mapPlanLine(o);
     const t0 = performance.now();
-    const r = await runMap(
-      {
-        axes: v.smoke
-          ? SMOKE_AXES
-          : { ...MAP_AXES, workers: listOption("--workers", v.workers, MAP_AXES.workers, 1) },
-        seeds: listOption("--seeds", v.seeds, v.smoke ? [1] : [1, 2, 3]),
-        programsPerCell: intOption("--programs", v.programs as string, v.smoke ? 6 : 16, 1),
-        profile,
-        hostRatio: shape.host_kv_tokens / shape.device_kv_tokens,
-        pageSize: shape.page_size,
-        tree: tree.dir,
-        parallel: intOption("--parallel", v.parallel as string, 2, 1),
-        progress: (l) => console.error(l),
-      },
-      ref,
-    );
+    const r = await runMap(o, ref);
     return { ...r, wall_s: Math.round((performance.now() - t0) / 10) / 100 };
   } finally {
     tree.remove();
   }
+}
+
+/** --plan's line: each cell's size and the requests the whole map would simulate. */
+function mapPlanLine(o: MapOptions): unknown {
+  const cells = planMap(o);
+  let requests = 0;
+  for (const c of cells) for (const n of c.requests_per_seed) requests += n;
+  return { bench: "sim-map-plan", seeds: o.seeds, requests, cells };
 }
 
 async function main(): Promise<number> {
@@ -104,9 +167,21 @@ async function main(): Promise<number> {
       smoke: { type: "boolean" },
       map: { type: "boolean" },
       seeds: { type: "string" },
+      oversubscription: { type: "string" },
+      floods: { type: "string" },
+      plan: { type: "boolean" },
     },
   });
-  const { json, smoke, map: isMap, seeds: _seeds, ...rest } = values;
+  const {
+    json,
+    smoke,
+    map: isMap,
+    seeds: _s,
+    oversubscription: _o,
+    floods: _f,
+    plan: _p,
+    ...rest
+  } = values;
   const opts = { ...(smoke ? SMOKE : FLEET), ...rest };
   try {
     if (isMap) {

@@ -36,8 +36,9 @@ export interface MapOptions {
   axes: MapAxes;
   seeds: number[];
   /** Agent programs in a cell, whatever its workers (the map's cost on this machine grows with
-   * programs; docs/sim.md, "The regime map", says why it is not scaled with the workers). */
-  programsPerCell: number;
+   * programs; docs/sim.md, "The regime map", says why it is not scaled with the workers), or
+   * "reach": as many as the cell needs to run at its axis's oversubscription (programsToReach). */
+  programsPerCell: number | "reach";
   profile: string;
   /** The profile's host:device KV ratio and page size (a cell keeps them). */
   hostRatio: number;
@@ -127,13 +128,8 @@ function pressureOf(r: SimRunResult, programs: number): CellRun["pressure"] {
   };
 }
 
-async function runCell(
-  o: MapOptions,
-  c: Cell,
-  seed: number,
-  fleets: FleetProcesses,
-): Promise<CellRun> {
-  const programs = o.programsPerCell;
+/** A cell's workload at `programs` and the pools that give its oversubscription. */
+export function cellPlan(o: PlanOptions, c: Cell, seed: number, programs: number): CellPlan {
   const workload = generateWorkload({
     seed,
     programs,
@@ -151,7 +147,49 @@ async function runCell(
     Math.floor(perWorker / (1 + o.hostRatio) / o.pageSize) * o.pageSize,
   );
   const host = Math.floor((device * o.hostRatio) / o.pageSize) * o.pageSize;
-  const effective = live / (c.workers * (device + host));
+  let requests = 0;
+  for (const p of workload.programs) requests += p.requests.length;
+  return { workload, device, host, requests, effective: live / (c.workers * (device + host)) };
+}
+
+export type PlanOptions = Pick<MapOptions, "hostRatio" | "pageSize">;
+
+export interface CellPlan {
+  workload: SimWorkload;
+  device: number;
+  host: number;
+  /** Requests of every kind the workload holds (agent turns and the flood's). */
+  requests: number;
+  /** The working set over the fleet's device + host capacity the cell runs at. */
+  effective: number;
+}
+
+/** The most programs "reach" tries for a cell before it says the cell cannot be reached. */
+export const REACH_LIMIT = 50_000;
+
+/**
+ * The fewest programs (16, then a quarter more each step) whose peak live working set is the
+ * cell's oversubscription times the fleet's device + host capacity with pools that hold the
+ * largest request: programs arrive over the same window, so more of them are live at once.
+ */
+export function programsToReach(o: PlanOptions, c: Cell, seed: number): number {
+  for (let n = 16; ; n = Math.ceil(n * 1.25)) {
+    if (n > REACH_LIMIT)
+      throw new SimInputError(
+        `map cell ${JSON.stringify(c)}: ${REACH_LIMIT} programs do not reach ${c.oversubscription}x`,
+      );
+    if (cellPlan(o, c, seed, n).effective >= c.oversubscription) return n;
+  }
+}
+
+async function runCell(
+  o: MapOptions,
+  c: Cell,
+  seed: number,
+  fleets: FleetProcesses,
+  programs: number,
+): Promise<CellRun> {
+  const { workload, device, host, effective } = cellPlan(o, c, seed, programs);
   const r = await runSim({
     workload,
     profile: o.profile,
@@ -168,9 +206,15 @@ async function runCell(
   return { figures: out, programs, effective, pressure: pressureOf(r, programs) };
 }
 
-async function cellRun(o: MapOptions, c: Cell, seed: number, fleets: FleetProcesses) {
+async function cellRun(
+  o: MapOptions,
+  c: Cell,
+  seed: number,
+  fleets: FleetProcesses,
+  programs: number,
+) {
   try {
-    return await runCell(o, c, seed, fleets);
+    return await runCell(o, c, seed, fleets, programs);
   } catch (e) {
     if (e instanceof SimInputError)
       throw new SimInputError(`map cell ${JSON.stringify(c)}: ${e.message}`);
@@ -187,6 +231,34 @@ function fitsLargest(w: SimWorkload, page: number): number {
   return (Math.ceil(most / page) + 1) * page;
 }
 
+/** A cell's programs: the option's, or under "reach" those its first seed needs (every seed of
+ * the cell then runs that many, so its medians are over one size). */
+function cellPrograms(o: MapOptions, c: Cell): number {
+  if (o.programsPerCell !== "reach") return o.programsPerCell;
+  return programsToReach(o, c, o.seeds[0]);
+}
+
+/** What each cell would run (programs, requests, the oversubscription reached), nothing run:
+ * the map's size before it is paid for. */
+export function planMap(o: MapOptions): MapPlanCell[] {
+  return mapCells(o.axes).map((c) => {
+    const programs = cellPrograms(o, c);
+    const plans = o.seeds.map((seed) => cellPlan(o, c, seed, programs));
+    return {
+      ...c,
+      programs,
+      requests_per_seed: plans.map((p) => p.requests),
+      effective_oversubscription: Math.round(median(plans.map((p) => p.effective)) * 1000) / 1000,
+    };
+  });
+}
+
+export type MapPlanCell = Cell & {
+  programs: number;
+  requests_per_seed: number[];
+  effective_oversubscription: number;
+};
+
 export async function runMap(o: MapOptions, ref: SimProfileRef): Promise<SimMapResult> {
   // One set of fleet processes for the whole map: starting one costs seconds of imports.
   const fleets = new FleetProcesses({ tree: o.tree });
@@ -195,9 +267,12 @@ export async function runMap(o: MapOptions, ref: SimProfileRef): Promise<SimMapR
     const grid = mapCells(o.axes);
     for (const [i, c] of grid.entries()) {
       const runs = [];
+      const programs = cellPrograms(o, c);
       for (const seed of o.seeds) {
-        o.progress?.(`sim map: cell ${i + 1}/${grid.length} ${JSON.stringify(c)}, seed ${seed}`);
-        runs.push(await cellRun(o, c, seed, fleets));
+        o.progress?.(
+          `sim map: cell ${i + 1}/${grid.length} ${JSON.stringify(c)}, seed ${seed}, ${programs} programs`,
+        );
+        runs.push(await cellRun(o, c, seed, fleets, programs));
       }
       out.push(summarize(c, runs));
       // Each cell as it ends, so a map cut short still leaves the cells it finished.
