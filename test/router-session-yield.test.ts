@@ -138,6 +138,46 @@ describe("routing: what a turn adds beside the prompts in flight on its worker",
   });
 });
 
+describe("routing: the answers in flight", () => {
+  it("counts each call in flight and the turn as adding an answer as long as the recent ones", () => {
+    const kv = new InFlightKv();
+    kv.answered(8);
+    kv.answered(16);
+    expect(kv.expectedAnswer).toBe(12);
+    const leave = kv.enter([1n, 2n], 8, 4);
+    // 2 blocks and the call's answer (12), then the turn's 2 new blocks and its answer (12).
+    expect(kv.tokensWith([1n, 9n, 10n], 12, 4)).toBe(8 + 12 + 8 + 12);
+    // A call counts out the answer it was counted in with, whatever came since.
+    kv.answered(40);
+    leave();
+    expect(kv.tokensWith(null, 0, 4)).toBe(kv.expectedAnswer);
+  });
+
+  it("moves a turn that fits by its prompt but not beside the answer being decoded there", () => {
+    // 8 shared and 4 own blocks in flight, 2 new: 56 tokens, which fit 64; with the answers
+    // expected of the call in flight and of the turn (8 tokens each), 72 do not.
+    const kv = new InFlightKv();
+    kv.answered(8);
+    const inFlight = [...hashes.slice(0, 8), 200n, 201n, 202n, 203n];
+    kv.enter(inFlight, inFlight.length * PAGE, PAGE);
+    const ws = workers(inFlight.length * PAGE, 64).map((w) =>
+      w.id === "w0" ? { ...w, inFlightKv: kv } : w,
+    );
+    const d = routeRequest(
+      {
+        workers: ws,
+        overlap: overlap(),
+        session: { worker: "w0", lastActivityMs: 0 },
+        nowMs: 1000,
+        prompt: { tokens: hashes.length * PAGE, blocksOn: () => hashes },
+      },
+      opts(true),
+      () => 0,
+    );
+    expect(d).toMatchObject({ worker: "w1", reason: "cache" });
+  });
+});
+
 describe("the agent policy's routing default", () => {
   const workersCfg = [{ id: "w0", url: "http://127.0.0.1:1" }];
   it("turns sessionYieldsWhenFull on under the agent policy unless the configuration names it", () => {

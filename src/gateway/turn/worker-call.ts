@@ -175,6 +175,8 @@ function occupy(
     worker.inFlight--;
     worker.inFlightPromptTokens -= promptTokenCount;
     leaveKv();
+    const answer = result?.usage.completionTokens ?? result?.outputTokens?.length;
+    if (answer != null) worker.inFlightKv.answered(answer);
     tel.metrics.duration.observe({ route: call.turn.route }, (performance.now() - since) / 1000);
   };
   return { ticket, release };

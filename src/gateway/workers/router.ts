@@ -26,14 +26,16 @@ export interface InFlightKvView {
   readonly promptTokens: number;
   /**
    * Device tokens the prompts in flight hold with this prompt beside them: each block once, the
-   * prompt's blocks not already among theirs, and every call's tokens past its last full block
-   * (or its whole prompt when it was not hashed).
+   * prompt's blocks not already among theirs, every call's tokens past its last full block (or
+   * its whole prompt when it was not hashed), and the answers expected of them and of this one.
    */
   tokensWith(blocks: ArrayLike<bigint> | null, tokens: number, pageSize: number): number;
 }
 
 /** A worker's in-flight KV as the calls on it count themselves in (in-flight-kv.ts). */
 export interface InFlightKvCounter extends InFlightKvView {
+  /** An answer ended on the worker with this many tokens (what a call is expected to add). */
+  answered(tokens: number): void;
   /** Counts a prompt in; the function returned counts the same prompt out (once). */
   enter(blocks: ArrayLike<bigint> | null, tokens: number, pageSize: number): () => void;
 }

@@ -250,6 +250,10 @@ export class GatewayFront implements SimFront {
     slot.inFlightPromptTokens -= turn.prepared.promptLen;
     this.leaveKv.get(turn)?.();
     this.leaveKv.delete(turn);
+    // The answer's tokens: what the worker's chain of the turn holds past its prompt.
+    slot.inFlightKv.answered(
+      Math.max(0, result.chain.length * host.pageSize - turn.prepared.promptLen),
+    );
     const s = turn.session ? this.sessions.get(turn.session) : undefined;
     const prevChain = s && s.worker === turn.worker ? s.chain : [];
     const obs = turnFinished({
