@@ -13,7 +13,9 @@ export const routingConfigSchema = z.strictObject({
   /** How long a session sticks to its worker after its last turn (s). */
   sessionAffinityTtlSeconds: nonNegative.default(600),
   /** A session's turn is routed like a new one when its worker's device pool cannot hold it beside
-   * the prompts in flight there (that worker's /server_info max_total_num_tokens); off by default,
+   * the prompts in flight there (their blocks once each, the turn's blocks not among them, and
+   * an answer as long as the worker's recent ones for each,
+   * against that worker's /server_info max_total_num_tokens); off by default,
    * on by default under the agent policy (withAgentDefaults). */
   sessionYieldsWhenFull: z.boolean().default(false),
   /** Tokenize prompts on a worker before routing when the index holds blocks ("auto") or never. */

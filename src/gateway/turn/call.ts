@@ -39,6 +39,8 @@ export interface WorkerCall {
   client: ClientLink;
   /** Prompt tokens known before the call (0: not tokenized), for the worker's load and admission. */
   promptTokenCount: number;
+  /** The prompt's block hashes in the worker's scheme (null: not hashed), for its in-flight KV. */
+  promptBlocks: readonly bigint[] | null;
   /** When the turn began (performance.now()), for the latency histograms. */
   startedAt: number;
 }

@@ -8,7 +8,7 @@ import type { StoredSessionState } from "../../contract/observations.js";
 import type { Gate } from "../admission.js";
 import type { TenantConfig } from "../auth/config.js";
 import type { SessionRecord } from "../sessions/holds/record.js";
-import type { WorkerState } from "../workers/router.js";
+import type { InFlightKvCounter, WorkerState } from "../workers/router.js";
 import type { HashScheme } from "../workers/worker-scheme.js";
 
 /** A worker's tokenizer, bound to the process it runs now. */
@@ -37,6 +37,8 @@ export interface TurnWorker {
   /** This gateway's calls on it and their prompt tokens: a call counts itself in and out. */
   inFlight: number;
   inFlightPromptTokens: number;
+  /** The device KV of those calls' prompts, shared blocks once: a call counts its blocks in and out. */
+  readonly inFlightKv: InFlightKvCounter;
   /** Its load for routing. */
   state(): WorkerState;
 }

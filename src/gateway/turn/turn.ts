@@ -11,7 +11,12 @@ import type { OverlapResult } from "../../index/index.js";
 import { mayUse, SessionRefusedError } from "../auth/ownership.js";
 import { requestBlockHashes } from "../workers/block-hashes.js";
 import { errorBody, sendJson } from "../core/errors.js";
-import { NoWorkerError, type RouteDecision, routeRequest } from "../workers/router.js";
+import {
+  NoWorkerError,
+  type RouteDecision,
+  type RouteRequest,
+  routeRequest,
+} from "../workers/router.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
 import type { TurnDeps } from "./turn-deps.js";
 import { headerHints } from "./turn-hints.js";
@@ -76,6 +81,7 @@ export async function serveTurn(
       res,
       client,
       promptTokenCount: p.promptTokens?.length ?? 0,
+      promptBlocks: p.hashes.get(worker) ?? null,
       startedAt,
     });
     if (
@@ -184,6 +190,17 @@ function overlapFor(
   return { overlap: merged, hashes };
 }
 
+/** The prompt as the router sizes it on each worker: its tokens and its blocks in that worker's scheme. */
+function promptOf(p: Prepared, workers: readonly TurnWorker[]): RouteRequest["prompt"] {
+  return {
+    tokens: p.promptTokens?.length ?? 0,
+    blocksOn: (id) => {
+      const w = workers.find((x) => x.id === id);
+      return (w && p.hashes.get(w)) ?? null;
+    },
+  };
+}
+
 /** Routes one attempt: the chosen worker (logged, counted, TurnStarted observed), or why none. */
 function chooseWorker(
   deps: TurnDeps,
@@ -204,6 +221,7 @@ function chooseWorker(
         overlap: p.overlap,
         session,
         nowMs: tel.clock.now(),
+        prompt: promptOf(p, available),
       },
       deps.config.routing,
       deps.rand,

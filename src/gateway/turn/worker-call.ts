@@ -151,6 +151,11 @@ function occupy(
   const { worker, promptTokenCount } = call;
   worker.inFlight++;
   worker.inFlightPromptTokens += promptTokenCount;
+  const leaveKv = worker.inFlightKv.enter(
+    call.promptBlocks,
+    promptTokenCount,
+    worker.scheme?.pageSize ?? 1,
+  );
   const since = performance.now();
   // A prompt the gateway did not tokenize is sized from its body (about 4 bytes a token).
   // Program admission holds the session's slot through its tool loop (a reply that is a tool call).
@@ -169,6 +174,9 @@ function occupy(
     );
     worker.inFlight--;
     worker.inFlightPromptTokens -= promptTokenCount;
+    leaveKv();
+    const answer = result?.usage.completionTokens ?? result?.outputTokens?.length;
+    if (answer != null) worker.inFlightKv.answered(answer);
     tel.metrics.duration.observe({ route: call.turn.route }, (performance.now() - since) / 1000);
   };
   return { ticket, release };

@@ -20,6 +20,26 @@ import {
   zeroTiers,
 } from "../../index/index.js";
 
+/** What the router reads of a worker's prompts in flight. */
+export interface InFlightKvView {
+  /** Prompt tokens of the calls counted in, each whole (a shared block once per call). */
+  readonly promptTokens: number;
+  /**
+   * Device tokens the prompts in flight hold with this prompt beside them: each block once, the
+   * prompt's blocks not already among theirs, every call's tokens past its last full block (or
+   * its whole prompt when it was not hashed), and the answers expected of them and of this one.
+   */
+  tokensWith(blocks: ArrayLike<bigint> | null, tokens: number, pageSize: number): number;
+}
+
+/** A worker's in-flight KV as the calls on it count themselves in (in-flight-kv.ts). */
+export interface InFlightKvCounter extends InFlightKvView {
+  /** An answer ended on the worker with this many tokens (what a call is expected to add). */
+  answered(tokens: number): void;
+  /** Counts a prompt in; the function returned counts the same prompt out (once). */
+  enter(blocks: ArrayLike<bigint> | null, tokens: number, pageSize: number): () => void;
+}
+
 export interface WorkerState {
   id: string;
   inFlight: number;
@@ -30,6 +50,8 @@ export interface WorkerState {
   pageSize: number;
   /** Its device KV pool in tokens (SGLang's max_total_num_tokens), when known. */
   deviceTokens?: number;
+  /** The device KV of this gateway's prompts in flight on it, shared blocks once. */
+  inFlightKv?: InFlightKvView;
 }
 
 export interface RouteRequest {
@@ -38,6 +60,8 @@ export interface RouteRequest {
   overlap: OverlapResult | null;
   session: { worker: string | null; lastActivityMs: number } | null;
   nowMs: number;
+  /** The prompt's tokens and its block hashes in a worker's scheme (null: not hashed there). */
+  prompt?: { tokens: number; blocksOn(worker: string): ArrayLike<bigint> | null };
 }
 
 export interface RoutingOptions {
@@ -123,14 +147,22 @@ export function routeRequest(
 }
 
 /**
- * The session's worker cannot run this turn beside what it runs now: the prompts in flight there
- * and this one's blocks exceed its device pool, so the turn would wait in its queue for a request
- * there to end (seconds to minutes at long contexts) while another worker could prefill it now.
+ * The session's worker cannot run this turn beside what it runs now: the device KV the prompts in
+ * flight there hold (a block they share once) and this turn's blocks not among them exceed its
+ * device pool, so the turn would wait in its queue for a request there to end (seconds to minutes
+ * at long contexts) while another worker could prefill it now. A prefix the turn shares with a
+ * request in flight there (its tenant's system prompt) is held once on the device: it takes no room.
  */
 function cannotTakeNow(w: WorkerState, req: RouteRequest): boolean {
   if (w.deviceTokens === undefined || w.inFlight === 0) return false;
-  const need = (req.overlap?.requestBlocks ?? 0) * w.pageSize;
-  return w.inFlightPromptTokens + need > w.deviceTokens;
+  const tokens = req.prompt?.tokens || (req.overlap?.requestBlocks ?? 0) * w.pageSize;
+  const kv = w.inFlightKv;
+  if (!kv) return w.inFlightPromptTokens + tokens > w.deviceTokens;
+  // Prompts there that this gateway did not count in (another replica's, as the worker reports
+  // them) are counted whole.
+  const others = Math.max(0, w.inFlightPromptTokens - kv.promptTokens);
+  const blocks = req.prompt?.blocksOn(w.id) ?? null;
+  return others + kv.tokensWith(blocks, tokens, w.pageSize) > w.deviceTokens;
 }
 
 /** The load spread is past both balance thresholds: the least loaded worker wins outright. */

@@ -9,6 +9,7 @@ import { admissionGate } from "../admission-mode.js";
 import { resolveWorkerCredentials } from "../auth/upstream-credentials.js";
 import type { GatewayConfig } from "../config/schema.js";
 import type { WorkerConfig } from "../config/workers.js";
+import { InFlightKv } from "./in-flight-kv.js";
 import type { WorkerState } from "./router.js";
 import { Tokenizer } from "./tokenizer.js";
 import { createUpstreamPool } from "./upstream-pool.js";
@@ -46,6 +47,8 @@ export class GatewayWorker {
   failures = 0;
   inFlight = 0;
   inFlightPromptTokens = 0;
+  /** The device KV of this gateway's prompts in flight on it (shared blocks once), for routing. */
+  readonly inFlightKv = new InFlightKv();
   /** What the worker itself last reported (/v1/loads): requests running or waiting, from every gateway. */
   reported: { requests: number; waitingTokens: number } | null = null;
   /** Cleared when the worker has no /v1/loads. */
@@ -118,6 +121,7 @@ export class GatewayWorker {
       stale: this.stale,
       pageSize: this.scheme?.pageSize ?? 1,
       deviceTokens: this.deviceTokens,
+      inFlightKv: this.inFlightKv,
     };
   }
 }

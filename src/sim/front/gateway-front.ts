@@ -18,6 +18,7 @@ import {
   type GatewayConfig,
   GatewayMetrics,
   heldPrefix,
+  InFlightKv,
   InMemoryKvIndex,
   type Observation,
   parseGatewayConfig,
@@ -50,6 +51,8 @@ interface Slot {
   id: string;
   inFlight: number;
   inFlightPromptTokens: number;
+  /** The device KV of the prompts in flight there, shared blocks once (the gateway's own count). */
+  inFlightKv: InFlightKv;
   gate: Gate | null;
 }
 
@@ -93,6 +96,8 @@ export class GatewayFront implements SimFront {
   private readonly radix: RadixSessions | null = null;
   private readonly rand: () => number;
   private rr = 0;
+  /** Each turn in flight's count out of its worker's in-flight KV. */
+  private readonly leaveKv = new Map<Turn, () => void>();
 
   constructor(private readonly o: GatewayFrontOptions) {
     this.cfg = gatewayConfig(o);
@@ -157,7 +162,7 @@ export class GatewayFront implements SimFront {
           )
       : null;
     const gate = admissionGate(this.cfg.admission, retention, released, host.clock.timers);
-    return { id, inFlight: 0, inFlightPromptTokens: 0, gate };
+    return { id, inFlight: 0, inFlightPromptTokens: 0, inFlightKv: new InFlightKv(), gate };
   }
 
   private observe(o: Observation): void {
@@ -193,11 +198,13 @@ export class GatewayFront implements SimFront {
           const w = this.slots.get(id) as Slot;
           const state = { inFlight: w.inFlight, inFlightPromptTokens: w.inFlightPromptTokens };
           const pageSize = this.o.host.pageSize;
-          return { id, ...state, stale: false, pageSize, deviceTokens: this.o.deviceTokens };
+          const device = { deviceTokens: this.o.deviceTokens, inFlightKv: w.inFlightKv };
+          return { id, ...state, stale: false, pageSize, ...device };
         }),
         overlap,
         session: s ? { worker: s.worker, lastActivityMs: s.lastActivityMs } : null,
         nowMs: this.o.host.clock.nowMs(),
+        prompt: { tokens: turn.prepared.promptLen, blocksOn: () => hashes },
       },
       this.cfg.routing,
       this.rand,
@@ -211,6 +218,8 @@ export class GatewayFront implements SimFront {
     turn.worker = d.worker;
     slot.inFlight++;
     slot.inFlightPromptTokens += turn.prepared.promptLen;
+    const { promptHashes, promptLen } = turn.prepared;
+    this.leaveKv.set(turn, slot.inFlightKv.enter(promptHashes, promptLen, this.o.host.pageSize));
     const started = turnStarted(turn, this.o.host.clock.nowMs(), d.reason, d.overlap, this.o.model);
     // The session record's worker (what RadixSessions reads to close a session that moved). With
     // the agent policy the gateway's record also names its holds; the sim keeps none, and the
@@ -239,6 +248,12 @@ export class GatewayFront implements SimFront {
     );
     slot.inFlight--;
     slot.inFlightPromptTokens -= turn.prepared.promptLen;
+    this.leaveKv.get(turn)?.();
+    this.leaveKv.delete(turn);
+    // The answer's tokens: what the worker's chain of the turn holds past its prompt.
+    slot.inFlightKv.answered(
+      Math.max(0, result.chain.length * host.pageSize - turn.prepared.promptLen),
+    );
     const s = turn.session ? this.sessions.get(turn.session) : undefined;
     const prevChain = s && s.worker === turn.worker ? s.chain : [];
     const obs = turnFinished({

@@ -14,6 +14,7 @@ export { GatewayMetrics } from "../../gateway/telemetry/metrics.js";
 export { heldPrefix, prefetchSender } from "../../gateway/prefetch-send.js";
 export { RadixSessions, type RadixWorker } from "../../gateway/workers/radix-sessions.js";
 export { routeRequest, type WorkerState } from "../../gateway/workers/router.js";
+export { InFlightKv } from "../../gateway/workers/in-flight-kv.js";
 export { createAgentPolicy, type AgentPolicy } from "../../policy/index.js";
 export {
   InMemoryKvIndex,
