@@ -8,7 +8,7 @@ import { DynamoFront } from "./front/dynamo-front.js";
 import { GatewayFront } from "./front/gateway-front.js";
 import type { CommandCounts, FrontHost, SimFront } from "./front/types.js";
 import { PageIds } from "./page-ids.js";
-import type { FleetShape, ProfileShape } from "./run.js";
+import type { FleetShape, ProfileShape } from "./fleet-shape.js";
 import type { SimProfileRef, SimWorkload } from "./types.js";
 import { segmentsLength } from "./workload/index.js";
 

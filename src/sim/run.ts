@@ -6,6 +6,12 @@ import { agentPolicies, type ConfigOutcome, type ConfigTask } from "./config-run
 import { CONFIG_NAMES, configNamed, type SimConfigSpec } from "./configs.js";
 import type { ConfigRun, RequestRecord } from "./engine.js";
 import { FleetClient, FleetError } from "./fleet-client.js";
+import {
+  type FleetShape,
+  type ProfileShape,
+  STORAGE_MODES,
+  type StorageMode,
+} from "./fleet-shape.js";
 import { FleetProcesses, type Lane } from "./lanes.js";
 import { configResult } from "./metrics.js";
 import { oracleCached } from "./oracle.js";
@@ -13,24 +19,7 @@ import type { SimConfigResult, SimProfileRef, SimRunResult, SimWorkload } from "
 import { segmentsLength } from "./workload/index.js";
 
 export { agentPolicies, FleetProcesses };
-
-/** The profile's SGLang settings (python/kvctl_sim/__main__.py `_shape`). */
-export interface ProfileShape {
-  page_size: number;
-  device_kv_tokens: number;
-  host_kv_tokens: number;
-  max_prefill_tokens: number;
-  chunked_prefill_size: number;
-  max_running_requests: number;
-  layers: number;
-  kv_bytes_per_token: number;
-  prefill_tokens_per_s: number;
-  h2d_tokens_per_s: number;
-}
-
-/** HiCache's L3 on every worker: none, a store of its own, or one store the fleet shares. */
-export const STORAGE_MODES = ["none", "worker", "shared"] as const;
-export type StorageMode = (typeof STORAGE_MODES)[number];
+export { type FleetShape, type ProfileShape, STORAGE_MODES, type StorageMode };
 
 export interface PoolOverrides {
   pageSize?: number;
@@ -103,14 +92,6 @@ export async function profileOf(
   } finally {
     await fleet.close();
   }
-}
-
-export interface FleetShape {
-  pageSize: number;
-  deviceTokens: number;
-  hostTokens: number;
-  chunkedPrefillSize: number;
-  storage: StorageMode;
 }
 
 export function fleetShape(
