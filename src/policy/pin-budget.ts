@@ -4,6 +4,8 @@
 // as the worker's do, so the view frees budget without waiting for any message. It also tells
 // whether each pin paid off: a pinned block served from a worker's cache before its last hold
 // went was hit; one that was never is wasted (memory held for nothing).
+import { ExpiryHeap } from "./expiry-heap.js";
+
 export interface PinHold {
   session: string;
   /** The session whose caps a hold of another owner counts toward (a request's own hold: its session). */
@@ -22,6 +24,11 @@ export type PinOutcome = "hit" | "wasted";
 /** How long a hold taken or released here may be missing from, or still named in, what the worker
  * and the session records say (ms): the command and the record's write are still on their way. */
 export const SETTLE_MS = 5000;
+
+/** What comes due in the expiry heap: one hold() call's blocks, or one lost hold's memory. */
+type Due =
+  | { worker: string; hashes: readonly bigint[]; session?: undefined }
+  | { worker: string; session: string; hash: bigint };
 
 export class PinBudget {
   private readonly byWorker = new Map<string, Map<bigint, PinHold[]>>();
@@ -48,6 +55,13 @@ export class PinBudget {
    * workers'). Null on an original, which owns all of its maps.
    */
   private copied: { holds: Set<string>; hits: Set<string>; lost: Set<string> } | null = null;
+  /**
+   * When holds and lost holds come due, so that expire() visits those alone: every hold taken and
+   * every hold remembered as lost is in it at its time (entries of holds released since are found
+   * gone). The original view's only: a draft is never expired (a transaction reads its draft,
+   * then applies its steps to the original), and scans as before if it were.
+   */
+  private due: ExpiryHeap<Due> | null = new ExpiryHeap();
 
   constructor(
     private readonly perWorker: number,
@@ -71,6 +85,7 @@ export class PinBudget {
     c.now = this.now;
     c.nextExpiry = this.nextExpiry;
     c.copied = { holds: new Set(), hits: new Set(), lost: new Set() };
+    c.due = null;
     return c;
   }
 
@@ -163,6 +178,7 @@ export class PinBudget {
     }
     m.set(hash, Math.max(m.get(hash) ?? 0, until));
     this.nextExpiry = Math.min(this.nextExpiry, until);
+    if (until !== Number.POSITIVE_INFINITY) this.due?.push(until, { worker, session, hash });
   }
 
   /** Drops one hold of `session` on `hash` that the worker does not have, and remembers it as lost. */
@@ -192,6 +208,43 @@ export class PinBudget {
   expire(now: number): void {
     this.now = now;
     if (now < this.nextExpiry) return;
+    const due = this.due;
+    if (!due) return this.expireAll(now);
+    while (due.top() <= now) {
+      const d = due.pop() as Due;
+      if (d.session === undefined) for (const h of d.hashes) this.expireHold(d.worker, h, now);
+      else this.expireLost(d.worker, d.session, d.hash, now);
+    }
+    this.nextExpiry = due.top();
+  }
+
+  /** One block's holds on `worker` whose TTL has run out go (as expireOn drops them). */
+  private expireHold(worker: string, h: bigint, now: number): void {
+    const m = this.ownHolds(worker);
+    const holds = m?.get(h);
+    if (!m || !holds) return;
+    const live = holds.filter((x) => x.expiresAt === null || x.expiresAt > now);
+    if (live.length === holds.length) return;
+    if (live.length) m.set(h, live);
+    else {
+      m.delete(h);
+      this.full.delete(worker);
+      this.settle(worker, h, holds[holds.length - 1]);
+    }
+  }
+
+  /** A lost hold's memory goes once its time has come (as expireAll drops it). */
+  private expireLost(worker: string, session: string, h: bigint, now: number): void {
+    if (!this.lostHolds.get(worker)?.get(session)?.has(h)) return;
+    const bySession = this.ownLost(worker) as Map<string, Map<bigint, number>>;
+    const m = bySession.get(session) as Map<bigint, number>;
+    if ((m.get(h) as number) > now) return;
+    m.delete(h);
+    if (!m.size) bySession.delete(session);
+  }
+
+  /** Every hold and lost hold scanned: what a view without an expiry heap does. */
+  private expireAll(now: number): void {
     let next = Number.POSITIVE_INFINITY;
     for (const w of [...this.lostHolds.keys()]) {
       const bySession = this.ownLost(w) as Map<string, Map<bigint, number>>;
@@ -276,8 +329,10 @@ export class PinBudget {
       if (l) l.push({ ...h });
       else m.set(x, [{ ...h }]);
     }
-    if (h.expiresAt !== null && hashes.length)
+    if (h.expiresAt !== null && hashes.length) {
       this.nextExpiry = Math.min(this.nextExpiry, h.expiresAt);
+      this.due?.push(h.expiresAt, { worker, hashes: hashes.slice() });
+    }
   }
 
   /** Removes one hold of `session` (of that kind) per block; returns the hashes that had one. */
