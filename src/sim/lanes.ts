@@ -64,14 +64,20 @@ interface Pending {
   log?: Line;
 }
 
+/** A lane's front allocates a little for every event it handles: with a young generation of
+ * kvctl's own size (bin/kvctl.js's semi-spaces of up to 64 MiB) most of it dies before a
+ * scavenge, which then has less to copy. */
+const resourceLimits = { maxYoungGenerationSizeMb: 192 };
+
 /** The lane's thread, from src/ (tsx, whose loader a worker thread does not inherit) or dist/. */
 function startThread(workerData: unknown): Worker {
   const here = import.meta.url;
-  if (!here.endsWith(".ts")) return new Worker(new URL("./lane-thread.js", here), { workerData });
+  if (!here.endsWith(".ts"))
+    return new Worker(new URL("./lane-thread.js", here), { workerData, resourceLimits });
   const tsx = JSON.stringify(import.meta.resolve("tsx/esm/api"));
   const entry = JSON.stringify(new URL("./lane-thread.ts", here).href);
   const boot = `import(${tsx}).then((m) => { m.register(); return import(${entry}); });`;
-  return new Worker(boot, { eval: true, workerData });
+  return new Worker(boot, { eval: true, workerData, resourceLimits });
 }
 
 function revive(e: { name: string; message: string; stack?: string }): Error {
