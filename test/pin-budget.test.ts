@@ -107,4 +107,36 @@ describe("pin budget", () => {
     }
     expect(settled.length).toBeGreaterThan(100);
   });
+
+  it("a draft changes only its own copies of shared hold lists, and says what the same steps on the original would", () => {
+    let seed = 777;
+    const rand = (n: number) => {
+      seed = (seed * 48271) % 2147483647;
+      return seed % n;
+    };
+    const workers = ["w0", "w1"];
+    const steps = Array.from({ length: 400 }, () => ({
+      w: workers[rand(2)],
+      session: rand(2) ? "a" : "b",
+      hashes: Array.from({ length: 1 + rand(3) }, () => BigInt(1 + rand(5))),
+      op: rand(3),
+      at: rand(3) ? 1000 + rand(100) : null,
+    }));
+    const apply = (b: PinBudget, xs: typeof steps) => {
+      for (const x of xs) {
+        if (x.op === 0) b.hold(x.w, x.hashes, hold(x.session, x.at));
+        else if (x.op === 1) b.release(x.w, x.hashes, x.session);
+        else b.lose(x.w, x.hashes[0], x.session, "marker");
+      }
+    };
+    const orig = new PinBudget(64, null);
+    apply(orig, steps.slice(0, 200));
+    const before = snapshot(orig, workers);
+    const draft = orig.clone();
+    apply(draft, steps.slice(200));
+    expect(snapshot(orig, workers)).toEqual(before);
+    const ref = new PinBudget(64, null);
+    apply(ref, steps);
+    expect(snapshot(draft, workers)).toEqual(snapshot(ref, workers));
+  });
 });

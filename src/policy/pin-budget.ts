@@ -54,7 +54,14 @@ export class PinBudget {
    * draft changes it (a transaction's draft reads the whole fleet's view and changes a few
    * workers'). Null on an original, which owns all of its maps.
    */
-  private copied: { holds: Set<string>; hits: Set<string>; lost: Set<string> } | null = null;
+  private copied: {
+    holds: Set<string>;
+    hits: Set<string>;
+    lost: Set<string>;
+    /** Per worker whose map it copied: the blocks whose hold lists are its own too (a copied
+     * map shares its original's lists until the draft changes one). */
+    lists: Map<string, Set<bigint>>;
+  } | null = null;
   /**
    * When holds and lost holds come due, so that expire() visits those alone: every hold taken and
    * every hold remembered as lost is in it at its time (entries of holds released since are found
@@ -84,7 +91,7 @@ export class PinBudget {
     for (const [w, bySession] of this.lostHolds) c.lostHolds.set(w, bySession);
     c.now = this.now;
     c.nextExpiry = this.nextExpiry;
-    c.copied = { holds: new Set(), hits: new Set(), lost: new Set() };
+    c.copied = { holds: new Set(), hits: new Set(), lost: new Set(), lists: new Map() };
     c.due = null;
     return c;
   }
@@ -93,9 +100,21 @@ export class PinBudget {
   private ownHolds(worker: string): Map<bigint, PinHold[]> | undefined {
     const m = this.byWorker.get(worker);
     if (!m || !this.copied || this.copied.holds.has(worker)) return m;
-    const own = new Map([...m].map(([h, l]) => [h, l.slice()]));
+    const own = new Map(m);
     this.byWorker.set(worker, own);
     this.copied.holds.add(worker);
+    this.copied.lists.set(worker, new Set());
+    return own;
+  }
+
+  /** The hold list of `h` in `worker`'s own map `m`, this view's own to change in place. */
+  private ownList(worker: string, m: Map<bigint, PinHold[]>, h: bigint): PinHold[] | undefined {
+    const l = m.get(h);
+    const mine = this.copied?.lists.get(worker);
+    if (!l || !mine || mine.has(h)) return l;
+    const own = l.slice();
+    m.set(h, own);
+    mine.add(h);
     return own;
   }
 
@@ -324,10 +343,14 @@ export class PinBudget {
 
   hold(worker: string, hashes: readonly bigint[], h: PinHold): void {
     const m = this.blocks(worker);
+    const mine = this.copied?.lists.get(worker);
     for (const x of hashes) {
-      const l = m.get(x);
+      const l = this.ownList(worker, m, x);
       if (l) l.push({ ...h });
-      else m.set(x, [{ ...h }]);
+      else {
+        m.set(x, [{ ...h }]);
+        mine?.add(x);
+      }
     }
     if (h.expiresAt !== null && hashes.length) {
       this.nextExpiry = Math.min(this.nextExpiry, h.expiresAt);
@@ -346,9 +369,12 @@ export class PinBudget {
     if (!m) return [];
     const out: bigint[] = [];
     for (const x of hashes) {
-      const l = m.get(x);
-      const i = l ? l.findIndex((p) => p.session === session && (!kind || p.kind === kind)) : -1;
-      if (!l || i < 0) continue;
+      const shared = m.get(x);
+      const i = shared
+        ? shared.findIndex((p) => p.session === session && (!kind || p.kind === kind))
+        : -1;
+      if (!shared || i < 0) continue;
+      const l = this.ownList(worker, m, x) as PinHold[];
       const [gone] = l.splice(i, 1);
       this.remember(worker, session, x, this.now + SETTLE_MS);
       if (l.length === 0) {
