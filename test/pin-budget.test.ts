@@ -76,4 +76,67 @@ describe("pin budget", () => {
     b.expire(1e12);
     expect(b.used("w0")).toBe(1); // the hold without a TTL stays
   });
+
+  it("expiring by its heap leaves the view a full scan leaves, through random holds, releases and losses", () => {
+    let seed = 12345;
+    const rand = (n: number) => {
+      seed = (seed * 48271) % 2147483647;
+      return seed % n;
+    };
+    const settled: string[] = [];
+    const heap = new PinBudget(64, null, (kind, outcome) => settled.push(`${kind}/${outcome}`));
+    // A draft of an empty view owns nothing of it and has no heap: it expires by scanning.
+    const scan = new PinBudget(64, null).clone();
+    const workers = ["w0", "w1", "w2"];
+    let now = 0;
+    for (let step = 0; step < 3000; step++) {
+      const w = workers[rand(3)];
+      const session = rand(2) ? "a" : "b";
+      const hashes = Array.from({ length: 1 + rand(3) }, () => BigInt(1 + rand(6)));
+      const op = rand(10);
+      const h = hold(session, rand(5) ? now + rand(400) : null, rand(2) ? "marker" : "tool");
+      for (const b of [heap, scan]) {
+        if (op < 4) b.hold(w, hashes, h);
+        else if (op < 6) b.release(w, hashes, session);
+        else if (op < 7) b.lose(w, hashes[0], session, "marker");
+        else if (op < 8) b.served(w, hashes);
+        else b.expire(now);
+      }
+      if (op >= 8) expect(snapshot(heap, workers)).toEqual(snapshot(scan, workers));
+      now += rand(60);
+    }
+    expect(settled.length).toBeGreaterThan(100);
+  });
+
+  it("a draft changes only its own copies of shared hold lists, and says what the same steps on the original would", () => {
+    let seed = 777;
+    const rand = (n: number) => {
+      seed = (seed * 48271) % 2147483647;
+      return seed % n;
+    };
+    const workers = ["w0", "w1"];
+    const steps = Array.from({ length: 400 }, () => ({
+      w: workers[rand(2)],
+      session: rand(2) ? "a" : "b",
+      hashes: Array.from({ length: 1 + rand(3) }, () => BigInt(1 + rand(5))),
+      op: rand(3),
+      at: rand(3) ? 1000 + rand(100) : null,
+    }));
+    const apply = (b: PinBudget, xs: typeof steps) => {
+      for (const x of xs) {
+        if (x.op === 0) b.hold(x.w, x.hashes, hold(x.session, x.at));
+        else if (x.op === 1) b.release(x.w, x.hashes, x.session);
+        else b.lose(x.w, x.hashes[0], x.session, "marker");
+      }
+    };
+    const orig = new PinBudget(64, null);
+    apply(orig, steps.slice(0, 200));
+    const before = snapshot(orig, workers);
+    const draft = orig.clone();
+    apply(draft, steps.slice(200));
+    expect(snapshot(orig, workers)).toEqual(before);
+    const ref = new PinBudget(64, null);
+    apply(ref, steps);
+    expect(snapshot(draft, workers)).toEqual(snapshot(ref, workers));
+  });
 });

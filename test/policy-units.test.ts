@@ -507,6 +507,20 @@ describe("tool calls: keep or offload", () => {
     expect(bestKeep(m, ["t"], 10, 1, [1, 2, 60], 1).net).toBeLessThanOrEqual(0);
   });
 
+  it("the empirical CDF counts the samples at or under t, through records that roll the window over", () => {
+    const m = new DurationModel({ priorMeanSeconds: 5, minSamples: 3, maxSamples: 7, maxTools: 4 });
+    const kept: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      const d = ((i * 37) % 11) / 2;
+      m.record("t", d);
+      kept.push(d);
+      if (kept.length > 7) kept.shift();
+      if (kept.length < 3) continue;
+      for (const t of [-1, 0, 0.5, 1, 2.5, 3, 5, 100])
+        expect(m.cdf("t", t)).toBe(kept.filter((x) => x <= t).length / kept.length);
+    }
+  });
+
   it("a short expected wait keeps the blocks resident (pin with TTL tau); the tool results feed the distribution, their request's end unpins", async () => {
     const { p, metric, decisions } = policy(ONLY("tools"));
     const chain = chainOf(8);

@@ -47,7 +47,13 @@ def preload_native_hash() -> Any:
     cflags = ["-O3", "-std=c++17", "-DNDEBUG"]
     if nh._cpu_supports_avx2():
         cflags.append("-mavx2")
-    digest = hashlib.sha256(data + " ".join(cflags).encode()).hexdigest()[:16]
+    # So is torch's directory as this process reaches it: torch writes its library path into the
+    # link line, and a venv reached by another path (a worktree's link to it) would rewrite that
+    # line and rebuild the one extension every fleet process loads, each waiting on its lock.
+    import torch
+
+    where = os.path.dirname(os.path.abspath(torch.__file__))
+    digest = hashlib.sha256(data + " ".join(cflags).encode() + where.encode()).hexdigest()[:16]
     module = load_extension_with_recovery(
         name=f"kvctl_sim_hicache_hash_{digest}", sources=[_stable_source(data, digest)],
         extra_cflags=cflags, extra_ldflags=["-lcrypto"], with_cuda=False)

@@ -99,6 +99,9 @@ def hash_list(value: Any, field: str, limit: int = MAX_HASHES) -> List[int]:
         raise CommandError(field, f"expected an array of int64, got {_kind(value)}")
     if len(value) > limit:
         raise CommandError(field, f"{len(value)} entries is over the limit of {limit}")
+    # What a conforming sender sends: plain integers in range, each what to_int64 returns as is.
+    if all(type(v) is int and INT64_MIN <= v <= INT64_MAX for v in value):
+        return list(value)
     return [to_int64(v, f"{field}[{i}]") for i, v in enumerate(value)]
 
 

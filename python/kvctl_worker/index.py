@@ -83,15 +83,25 @@ class BlockHashIndex:
         node = self._map.get(h)
         if node is None:
             return None
+        if known is not None and id(node) in known:
+            return node  # found reachable earlier in the same operation
         if not self.reachable(node, root, known):
             self.remove(node)
             return None
         return node
 
     def lookup(self, hashes: Iterable[int], root: Any):
+        """(hash, node) for the hashes whose node is still in the tree, in order, and the other
+        hashes. A path's hashes mostly share a few nodes: one known reachable answers at once."""
         found, missing = [], []
         known: Dict[int, Any] = {}
+        get = self._map.get
         for h in hashes:
-            node = self.get(h, root, known)
-            (found if node is not None else missing).append((h, node) if node is not None else h)
+            node = get(h)
+            if node is not None and (id(node) in known or self.reachable(node, root, known)):
+                found.append((h, node))
+                continue
+            if node is not None:
+                self.remove(node)
+            missing.append(h)
         return found, missing

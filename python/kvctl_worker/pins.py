@@ -169,7 +169,12 @@ class PinManager:
         making host room for the backup may remove nodes (releasing one removes none)."""
         if node.parent is not None and not self.index.reachable(node, self.ops.root(), known):
             return  # left the tree meanwhile (e.g. host room made for a backup): nothing to hold
-        count = sum(len(self.records.get(h, ())) for h in getattr(node, "kvctl_hashes", ()) or ())
+        records = self.records.get
+        count = 0
+        for h in getattr(node, "kvctl_hashes", ()) or ():
+            pins = records(h)
+            if pins:
+                count += len(pins)
         node.pin_count = count
         held = getattr(node, "kvctl_receipt", None) is not None
         if count > 0 and not held:

@@ -49,6 +49,8 @@ def _pairs(pairs: List[Tuple[str, Any]]) -> dict:
 
 
 def _parse_int(s: str) -> Any:
+    if len(s) <= 19:  # at most 19 digits, whatever the sign
+        return int(s)
     return HugeInt(s) if len(s.lstrip("-")) > 19 else int(s)
 
 

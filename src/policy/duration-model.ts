@@ -3,6 +3,8 @@
 // the few samples it has), then the empirical CDF.
 export class DurationModel {
   private readonly samples = new Map<string, number[]>();
+  /** Each tool's samples sorted, kept until it records another (cdf counts them by bisection). */
+  private readonly sorted = new Map<string, number[]>();
 
   constructor(
     private readonly o: {
@@ -27,6 +29,24 @@ export class DurationModel {
     }
     l.push(seconds);
     if (l.length > this.o.maxSamples) l.splice(0, l.length - this.o.maxSamples);
+    this.sorted.delete(k);
+  }
+
+  /** How many of `name`'s samples `l` are at most t. */
+  private atMost(name: string, l: readonly number[], t: number): number {
+    let s = this.sorted.get(name);
+    if (!s) {
+      s = l.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b); // NaN is never <= t
+      this.sorted.set(name, s);
+    }
+    let lo = 0;
+    let hi = s.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (s[mid] <= t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   count(name: string | null): number {
@@ -36,11 +56,7 @@ export class DurationModel {
   /** P(duration <= t). */
   cdf(name: string | null, t: number): number {
     const l = this.samples.get(name ?? "*") ?? [];
-    if (l.length >= this.o.minSamples) {
-      let n = 0;
-      for (const x of l) if (x <= t) n++;
-      return n / l.length;
-    }
+    if (l.length >= this.o.minSamples) return this.atMost(name ?? "*", l, t) / l.length;
     const mean = l.length ? l.reduce((a, b) => a + b, 0) / l.length : this.o.priorMeanSeconds;
     return 1 - Math.exp(-t / Math.max(mean, 1e-6));
   }

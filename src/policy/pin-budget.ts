@@ -4,6 +4,8 @@
 // as the worker's do, so the view frees budget without waiting for any message. It also tells
 // whether each pin paid off: a pinned block served from a worker's cache before its last hold
 // went was hit; one that was never is wasted (memory held for nothing).
+import { ExpiryHeap } from "./expiry-heap.js";
+
 export interface PinHold {
   session: string;
   /** The session whose caps a hold of another owner counts toward (a request's own hold: its session). */
@@ -22,6 +24,11 @@ export type PinOutcome = "hit" | "wasted";
 /** How long a hold taken or released here may be missing from, or still named in, what the worker
  * and the session records say (ms): the command and the record's write are still on their way. */
 export const SETTLE_MS = 5000;
+
+/** What comes due in the expiry heap: one hold() call's blocks, or one lost hold's memory. */
+type Due =
+  | { worker: string; hashes: readonly bigint[]; session?: undefined }
+  | { worker: string; session: string; hash: bigint };
 
 export class PinBudget {
   private readonly byWorker = new Map<string, Map<bigint, PinHold[]>>();
@@ -47,7 +54,21 @@ export class PinBudget {
    * draft changes it (a transaction's draft reads the whole fleet's view and changes a few
    * workers'). Null on an original, which owns all of its maps.
    */
-  private copied: { holds: Set<string>; hits: Set<string>; lost: Set<string> } | null = null;
+  private copied: {
+    holds: Set<string>;
+    hits: Set<string>;
+    lost: Set<string>;
+    /** Per worker whose map it copied: the blocks whose hold lists are its own too (a copied
+     * map shares its original's lists until the draft changes one). */
+    lists: Map<string, Set<bigint>>;
+  } | null = null;
+  /**
+   * When holds and lost holds come due, so that expire() visits those alone: every hold taken and
+   * every hold remembered as lost is in it at its time (entries of holds released since are found
+   * gone). The original view's only: a draft is never expired (a transaction reads its draft,
+   * then applies its steps to the original), and scans as before if it were.
+   */
+  private due: ExpiryHeap<Due> | null = new ExpiryHeap();
 
   constructor(
     private readonly perWorker: number,
@@ -70,7 +91,8 @@ export class PinBudget {
     for (const [w, bySession] of this.lostHolds) c.lostHolds.set(w, bySession);
     c.now = this.now;
     c.nextExpiry = this.nextExpiry;
-    c.copied = { holds: new Set(), hits: new Set(), lost: new Set() };
+    c.copied = { holds: new Set(), hits: new Set(), lost: new Set(), lists: new Map() };
+    c.due = null;
     return c;
   }
 
@@ -78,9 +100,21 @@ export class PinBudget {
   private ownHolds(worker: string): Map<bigint, PinHold[]> | undefined {
     const m = this.byWorker.get(worker);
     if (!m || !this.copied || this.copied.holds.has(worker)) return m;
-    const own = new Map([...m].map(([h, l]) => [h, l.slice()]));
+    const own = new Map(m);
     this.byWorker.set(worker, own);
     this.copied.holds.add(worker);
+    this.copied.lists.set(worker, new Set());
+    return own;
+  }
+
+  /** The hold list of `h` in `worker`'s own map `m`, this view's own to change in place. */
+  private ownList(worker: string, m: Map<bigint, PinHold[]>, h: bigint): PinHold[] | undefined {
+    const l = m.get(h);
+    const mine = this.copied?.lists.get(worker);
+    if (!l || !mine || mine.has(h)) return l;
+    const own = l.slice();
+    m.set(h, own);
+    mine.add(h);
     return own;
   }
 
@@ -163,6 +197,7 @@ export class PinBudget {
     }
     m.set(hash, Math.max(m.get(hash) ?? 0, until));
     this.nextExpiry = Math.min(this.nextExpiry, until);
+    if (until !== Number.POSITIVE_INFINITY) this.due?.push(until, { worker, session, hash });
   }
 
   /** Drops one hold of `session` on `hash` that the worker does not have, and remembers it as lost. */
@@ -192,6 +227,43 @@ export class PinBudget {
   expire(now: number): void {
     this.now = now;
     if (now < this.nextExpiry) return;
+    const due = this.due;
+    if (!due) return this.expireAll(now);
+    while (due.top() <= now) {
+      const d = due.pop() as Due;
+      if (d.session === undefined) for (const h of d.hashes) this.expireHold(d.worker, h, now);
+      else this.expireLost(d.worker, d.session, d.hash, now);
+    }
+    this.nextExpiry = due.top();
+  }
+
+  /** One block's holds on `worker` whose TTL has run out go (as expireOn drops them). */
+  private expireHold(worker: string, h: bigint, now: number): void {
+    const m = this.ownHolds(worker);
+    const holds = m?.get(h);
+    if (!m || !holds) return;
+    const live = holds.filter((x) => x.expiresAt === null || x.expiresAt > now);
+    if (live.length === holds.length) return;
+    if (live.length) m.set(h, live);
+    else {
+      m.delete(h);
+      this.full.delete(worker);
+      this.settle(worker, h, holds[holds.length - 1]);
+    }
+  }
+
+  /** A lost hold's memory goes once its time has come (as expireAll drops it). */
+  private expireLost(worker: string, session: string, h: bigint, now: number): void {
+    if (!this.lostHolds.get(worker)?.get(session)?.has(h)) return;
+    const bySession = this.ownLost(worker) as Map<string, Map<bigint, number>>;
+    const m = bySession.get(session) as Map<bigint, number>;
+    if ((m.get(h) as number) > now) return;
+    m.delete(h);
+    if (!m.size) bySession.delete(session);
+  }
+
+  /** Every hold and lost hold scanned: what a view without an expiry heap does. */
+  private expireAll(now: number): void {
     let next = Number.POSITIVE_INFINITY;
     for (const w of [...this.lostHolds.keys()]) {
       const bySession = this.ownLost(w) as Map<string, Map<bigint, number>>;
@@ -271,13 +343,19 @@ export class PinBudget {
 
   hold(worker: string, hashes: readonly bigint[], h: PinHold): void {
     const m = this.blocks(worker);
+    const mine = this.copied?.lists.get(worker);
     for (const x of hashes) {
-      const l = m.get(x);
+      const l = this.ownList(worker, m, x);
       if (l) l.push({ ...h });
-      else m.set(x, [{ ...h }]);
+      else {
+        m.set(x, [{ ...h }]);
+        mine?.add(x);
+      }
     }
-    if (h.expiresAt !== null && hashes.length)
+    if (h.expiresAt !== null && hashes.length) {
       this.nextExpiry = Math.min(this.nextExpiry, h.expiresAt);
+      this.due?.push(h.expiresAt, { worker, hashes: hashes.slice() });
+    }
   }
 
   /** Removes one hold of `session` (of that kind) per block; returns the hashes that had one. */
@@ -291,9 +369,12 @@ export class PinBudget {
     if (!m) return [];
     const out: bigint[] = [];
     for (const x of hashes) {
-      const l = m.get(x);
-      const i = l ? l.findIndex((p) => p.session === session && (!kind || p.kind === kind)) : -1;
-      if (!l || i < 0) continue;
+      const shared = m.get(x);
+      const i = shared
+        ? shared.findIndex((p) => p.session === session && (!kind || p.kind === kind))
+        : -1;
+      if (!shared || i < 0) continue;
+      const l = this.ownList(worker, m, x) as PinHold[];
       const [gone] = l.splice(i, 1);
       this.remember(worker, session, x, this.now + SETTLE_MS);
       if (l.length === 0) {

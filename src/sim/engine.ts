@@ -54,6 +54,8 @@ export interface ConfigRun {
   simulatedS: number;
   /** When each program's last request finished (s), by program id. */
   programEnds: Map<string, number>;
+  /** Distinct page ids its records name (ids run from 0). */
+  pageCount: number;
 }
 
 export interface EngineOptions {
@@ -227,6 +229,7 @@ export class SimEngine implements FrontHost {
       advances: stats.advances,
       simulatedS: this.clock.now,
       programEnds: this.programEnds,
+      pageCount: this.o.pageIds.size,
     };
   }
 

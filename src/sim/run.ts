@@ -2,35 +2,24 @@
 // the figures of each (SimRunResult). Configurations run `parallel` at a time, each on one of as
 // many fleet processes; each is deterministic in the seed, so the result does not depend on how
 // many ran at once or which process ran it.
-import { FleetClient, FleetError, type WorkerSpec } from "./fleet-client.js";
+import { agentPolicies, type ConfigOutcome, type ConfigTask } from "./config-run.js";
 import { CONFIG_NAMES, configNamed, type SimConfigSpec } from "./configs.js";
-import { type ConfigRun, type RequestRecord, SimEngine } from "./engine.js";
-import { DynamoFront } from "./front/dynamo-front.js";
-import { GatewayFront } from "./front/gateway-front.js";
-import type { FrontHost, SimFront } from "./front/types.js";
+import type { ConfigRun, RequestRecord } from "./engine.js";
+import { FleetClient, FleetError } from "./fleet-client.js";
+import {
+  type FleetShape,
+  type ProfileShape,
+  STORAGE_MODES,
+  type StorageMode,
+} from "./fleet-shape.js";
+import { FleetProcesses, type Lane } from "./lanes.js";
 import { configResult } from "./metrics.js";
 import { oracleCached } from "./oracle.js";
-import { PageIds } from "./page-ids.js";
 import type { SimConfigResult, SimProfileRef, SimRunResult, SimWorkload } from "./types.js";
 import { segmentsLength } from "./workload/index.js";
 
-/** The profile's SGLang settings (python/kvctl_sim/__main__.py `_shape`). */
-export interface ProfileShape {
-  page_size: number;
-  device_kv_tokens: number;
-  host_kv_tokens: number;
-  max_prefill_tokens: number;
-  chunked_prefill_size: number;
-  max_running_requests: number;
-  layers: number;
-  kv_bytes_per_token: number;
-  prefill_tokens_per_s: number;
-  h2d_tokens_per_s: number;
-}
-
-/** HiCache's L3 on every worker: none, a store of its own, or one store the fleet shares. */
-export const STORAGE_MODES = ["none", "worker", "shared"] as const;
-export type StorageMode = (typeof STORAGE_MODES)[number];
+export { agentPolicies, FleetProcesses };
+export { type FleetShape, type ProfileShape, STORAGE_MODES, type StorageMode };
 
 export interface PoolOverrides {
   pageSize?: number;
@@ -61,6 +50,8 @@ export interface SimRunOptions {
   tree: string;
   /** Fleet processes to run on, kept open for the caller's next run (default: the run's own). */
   fleets?: FleetProcesses;
+  /** The run's own lanes each in a worker thread (lanes.ts; default: this thread). */
+  threads?: boolean;
   progress?: (line: string) => void;
   log?: (line: string) => void;
 }
@@ -80,7 +71,7 @@ function inputCheck<T>(f: () => T): T {
 /** The profile's reference and shape (an unknown GPU or model: the names that exist). */
 export async function readProfile(
   name: string,
-  fleet: FleetClient,
+  fleet: Pick<Lane, "profile">,
 ): Promise<{ ref: SimProfileRef; shape: ProfileShape }> {
   try {
     return (await fleet.profile(name)) as { ref: SimProfileRef; shape: ProfileShape };
@@ -101,32 +92,6 @@ export async function profileOf(
   } finally {
     await fleet.close();
   }
-}
-
-/** The run's fleet processes, started when first needed; each runs one configuration at a time
- * (`init` builds its workers afresh, clock at 0), so a run starts `parallel` of them, not one per
- * configuration, and runs one after another (the regime map's) can share them. */
-export class FleetProcesses {
-  private readonly clients: (FleetClient | undefined)[] = [];
-
-  constructor(private readonly o: { tree: string; log?: (line: string) => void }) {}
-
-  get(i: number): FleetClient {
-    this.clients[i] ??= new FleetClient({ tree: this.o.tree, log: this.o.log });
-    return this.clients[i];
-  }
-
-  async close(): Promise<void> {
-    await Promise.all(this.clients.map((c) => c?.close()));
-  }
-}
-
-export interface FleetShape {
-  pageSize: number;
-  deviceTokens: number;
-  hostTokens: number;
-  chunkedPrefillSize: number;
-  storage: StorageMode;
 }
 
 export function fleetShape(
@@ -162,79 +127,6 @@ export function checkFits(workload: SimWorkload, f: FleetShape): void {
     });
 }
 
-function workerSpecs(n: number, f: FleetShape, c: SimConfigSpec): WorkerSpec[] {
-  return Array.from({ length: n }, (_, i) => ({
-    id: `w${i}`,
-    page_size: f.pageSize,
-    device_tokens: f.deviceTokens,
-    host_tokens: f.hostTokens,
-    chunked_prefill_size: f.chunkedPrefillSize,
-    session_radix: c.sessionRadix,
-    eviction: c.sessionRadix ? "priority" : "lru",
-    kvctl: c.kvctl,
-    storage: f.storage,
-    // Round robin reads no index: its workers publish no KV events (SGLang hashes every page it
-    // publishes, the fleet's largest cost); nothing else in the cache reads those hashes here.
-    events: c.front !== "round_robin",
-  }));
-}
-
-/** The agent policy's settings for this fleet (as bench:agent sets them for its workers). */
-export function agentPolicies(
-  shape: ProfileShape,
-  f: FleetShape,
-  pinBudgetBlocks?: number,
-): Record<string, unknown> {
-  return {
-    pins: {
-      budgetBlocks: pinBudgetBlocks ?? Math.max(1, Math.floor((0.5 * f.hostTokens) / f.pageSize)),
-    },
-    tools: { prefillTokensPerSecond: shape.prefill_tokens_per_s },
-    retention: { restoreTokensPerSecond: shape.h2d_tokens_per_s },
-    idle: { deviceBlocks: Math.floor(f.deviceTokens / f.pageSize) },
-  };
-}
-
-/** The workload's median prompt (tokens): Dynamo's queue threshold is the budget's requests of it. */
-function medianPrompt(w: SimWorkload): number {
-  const lens: number[] = [];
-  for (const p of w.programs) for (const r of p.requests) lens.push(segmentsLength(r.prompt));
-  lens.sort((a, b) => a - b);
-  return lens.length ? lens[(lens.length - 1) >> 1] : 0;
-}
-
-interface ConfigJob {
-  spec: SimConfigSpec;
-  front: (host: FrontHost) => SimFront;
-}
-
-async function runConfig(
-  o: SimRunOptions,
-  job: ConfigJob,
-  specs: WorkerSpec[],
-  pageIds: PageIds,
-  fleet: FleetClient,
-): Promise<{ run: ConfigRun; front: SimFront }> {
-  let front: SimFront | null = null;
-  const engine = new SimEngine({
-    workload: o.workload,
-    pageIds,
-    profile: o.profile,
-    workers: specs,
-    fleet,
-    front: (host) => {
-      front = job.front(host);
-      return front;
-    },
-    progress: (p) =>
-      o.progress?.(
-        `sim ${job.spec.name}: ${p.finished}/${p.total} requests, ${p.simulatedS.toFixed(0)} s simulated`,
-      ),
-  });
-  const run = await engine.run();
-  return { run, front: front as unknown as SimFront };
-}
-
 /** `f` over `items`, `n` at a time; `f` is told which of the `n` lanes runs it. */
 export async function pool<T, R>(
   items: readonly T[],
@@ -259,14 +151,14 @@ export async function pool<T, R>(
  * remaining lanes beside them and the run ends near total CPU / lanes, not a long lane's length
  * after the rest. The results come back in the jobs' own order. */
 async function costliestFirst<R>(
-  jobs: readonly ConfigJob[],
+  specs: readonly SimConfigSpec[],
   n: number,
-  f: (job: ConfigJob, lane: number) => Promise<R>,
+  f: (spec: SimConfigSpec, lane: number) => Promise<R>,
 ): Promise<R[]> {
-  const order = jobs.map((_, i) => i);
-  order.sort((a, b) => Number(jobs[b].spec.kvctl) - Number(jobs[a].spec.kvctl));
-  const ran = await pool(order, n, (i, lane) => f(jobs[i], lane));
-  const out: R[] = new Array(jobs.length);
+  const order = specs.map((_, i) => i);
+  order.sort((a, b) => Number(specs[b].kvctl) - Number(specs[a].kvctl));
+  const ran = await pool(order, n, (i, lane) => f(specs[i], lane));
+  const out: R[] = new Array(specs.length);
   order.forEach((i, k) => {
     out[i] = ran[k];
   });
@@ -275,7 +167,7 @@ async function costliestFirst<R>(
 
 export async function runSim(o: SimRunOptions): Promise<SimRunResult> {
   if (o.fleets) return await runOn(o, o.fleets);
-  const fleets = new FleetProcesses(o);
+  const fleets = new FleetProcesses({ tree: o.tree, log: o.log, threads: o.threads });
   try {
     return await runOn(o, fleets);
   } finally {
@@ -283,39 +175,26 @@ export async function runSim(o: SimRunOptions): Promise<SimRunResult> {
   }
 }
 
-/** Each configuration's front, built on its engine: the same admission budget for all. */
-function configJobs(
+/** Each configuration as a lane runs it (config-run.ts): the same admission budget for all. */
+function configTask(
   o: SimRunOptions,
+  name: string,
   shape: ProfileShape,
   f: FleetShape,
   ref: SimProfileRef,
-): ConfigJob[] {
-  const perWorker = o.perWorker ?? 32;
-  const busyPrefill = perWorker * medianPrompt(o.workload);
-  const policies = agentPolicies(shape, f, o.pinBudgetBlocks);
-  return (o.configs ?? CONFIG_NAMES).map((name) => {
-    const spec = inputCheck(() => configNamed(name));
-    if (spec.front === "dynamo_kv")
-      return {
-        spec,
-        front: (host) => new DynamoFront({ host, busyPrefillTokens: busyPrefill, seed: o.seed }),
-      };
-    return {
-      spec,
-      front: (host) =>
-        new GatewayFront({
-          host,
-          config: spec,
-          perWorker,
-          capacityTokens: f.deviceTokens + f.hostTokens,
-          deviceTokens: f.deviceTokens,
-          policies: spec.policy === "agent" ? policies : undefined,
-          model: ref.model,
-          seed: o.seed,
-          log: o.log,
-        }),
-    };
-  });
+): ConfigTask {
+  return {
+    name,
+    workload: o.workload,
+    profile: o.profile,
+    workers: o.workers,
+    seed: o.seed,
+    perWorker: o.perWorker ?? 32,
+    pinBudgetBlocks: o.pinBudgetBlocks,
+    shape,
+    fleet: f,
+    ref,
+  };
 }
 
 async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunResult> {
@@ -323,19 +202,18 @@ async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunRe
   const { ref, shape } = await readProfile(o.profile, fleets.get(0));
   const f = fleetShape(shape, o.pool, o.storage);
   checkFits(o.workload, f);
-  const jobs = configJobs(o, shape, f, ref);
+  const specs = (o.configs ?? CONFIG_NAMES).map((name) => inputCheck(() => configNamed(name)));
   const metricsOpts = { tp: ref.tp, ttftTargetMs: o.ttftTargetMs ?? 2000 };
-  const pageIds = new PageIds();
-  const runs = await costliestFirst(jobs, o.parallel ?? 2, (job, lane) =>
-    runConfig(o, job, workerSpecs(o.workers, f, job.spec), pageIds, fleets.get(lane)),
+  const runs: ConfigOutcome[] = await costliestFirst(specs, o.parallel ?? 2, (spec, lane) =>
+    fleets.get(lane).run(configTask(o, spec.name, shape, f, ref), o.progress, o.log),
   );
   const configs: Record<string, SimConfigResult> = {};
   let simulated = 0;
-  runs.forEach(({ run, front }, i) => {
+  runs.forEach(({ run, commands }, i) => {
     o.log?.(
-      `sim ${jobs[i].spec.name}: ${run.advances} round trips (its fleet process: ${run.fleetCpuS.toFixed(1)} CPU s so far)`,
+      `sim ${specs[i].name}: ${run.advances} round trips (its fleet process: ${run.fleetCpuS.toFixed(1)} CPU s so far)`,
     );
-    configs[jobs[i].spec.name] = configResult(run, front.commands(), metricsOpts);
+    configs[specs[i].name] = configResult(run, commands, metricsOpts);
     simulated = Math.max(simulated, run.simulatedS);
   });
   let requests = 0;
@@ -351,7 +229,7 @@ async function runOn(o: SimRunOptions, fleets: FleetProcesses): Promise<SimRunRe
     profile: ref,
     workload: o.workload.name,
     configs,
-    oracle: await oracleResult(o, f, runs, pageIds, metricsOpts, fleets.get(0)),
+    oracle: await oracleResult(o, f, runs, metricsOpts, fleets.get(0)),
   };
 }
 
@@ -364,15 +242,14 @@ async function oracleResult(
   o: SimRunOptions,
   f: FleetShape,
   runs: Runs,
-  pageIds: PageIds,
   metricsOpts: { tp: number; ttftTargetMs: number },
-  fleet: FleetClient,
+  fleet: Pick<Lane, "prefillTimes">,
 ): Promise<SimConfigResult> {
   const capacity =
     o.workers * (Math.floor(f.deviceTokens / f.pageSize) + Math.floor(f.hostTokens / f.pageSize));
   let best: { run: ConfigRun; cached: Map<RequestRecord, number>; bound: number } | null = null;
   for (const { run } of runs) {
-    const cached = oracleCached(run.records, f.pageSize, capacity, pageIds.size);
+    const cached = oracleCached(run.records, f.pageSize, capacity, run.pageCount);
     let bound = 0;
     let got = 0;
     for (const [r, c] of cached) {

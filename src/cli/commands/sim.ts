@@ -116,6 +116,8 @@ export async function simFromOptions(v: Values, progress: (line: string) => void
       storage,
       ttftTargetMs: intOption("--ttft-target-ms", v["ttft-target-ms"], 2000, 1),
       parallel: intOption("--parallel", v.parallel, 2, 1),
+      // Each configuration's front in a thread of its own: the lanes' fronts spread over cores.
+      threads: true,
       tree: tree.dir,
       progress,
     });
