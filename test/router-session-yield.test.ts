@@ -91,9 +91,12 @@ function routeBeside(shared: number, own: number) {
     ...Array.from({ length: own }, (_, i) => BigInt(200 + i)),
   ];
   kv.enter(inFlight, inFlight.length * PAGE, PAGE);
-  const ws = workers(inFlight.length * PAGE, 64).map((w) =>
-    w.id === "w0" ? { ...w, inFlightKv: kv } : w,
-  );
+  return routeWith(kv, inFlight.length * PAGE);
+}
+
+/** The turn of `hashes` routed, w0 (its session's worker) holding `kv` with `inFlightTokens`. */
+function routeWith(kv: InFlightKv, inFlightTokens: number) {
+  const ws = workers(inFlightTokens, 64).map((w) => (w.id === "w0" ? { ...w, inFlightKv: kv } : w));
   return routeRequest(
     {
       workers: ws,
@@ -160,20 +163,7 @@ describe("routing: the answers in flight", () => {
     kv.answered(8);
     const inFlight = [...hashes.slice(0, 8), 200n, 201n, 202n, 203n];
     kv.enter(inFlight, inFlight.length * PAGE, PAGE);
-    const ws = workers(inFlight.length * PAGE, 64).map((w) =>
-      w.id === "w0" ? { ...w, inFlightKv: kv } : w,
-    );
-    const d = routeRequest(
-      {
-        workers: ws,
-        overlap: overlap(),
-        session: { worker: "w0", lastActivityMs: 0 },
-        nowMs: 1000,
-        prompt: { tokens: hashes.length * PAGE, blocksOn: () => hashes },
-      },
-      opts(true),
-      () => 0,
-    );
+    const d = routeWith(kv, inFlight.length * PAGE);
     expect(d).toMatchObject({ worker: "w1", reason: "cache" });
   });
 });

@@ -10,6 +10,15 @@ import {
   programsToReach,
 } from "../src/sim/map.js";
 
+/** The grid's easiest cell. */
+const BASE = {
+  workers: 8,
+  oversubscription: 0.7,
+  context: 8192,
+  gaps: "seconds",
+  flood: false,
+} as const;
+
 describe("the regime map's grid", () => {
   it("holds every combination of the issue's axes once", () => {
     const cells = mapCells(MAP_AXES);
@@ -18,13 +27,7 @@ describe("the regime map's grid", () => {
   });
 
   it("names a cell's families by its hard ends", () => {
-    const base = {
-      workers: 8,
-      oversubscription: 0.7,
-      context: 8192,
-      gaps: "seconds",
-      flood: false,
-    } as const;
+    const base = BASE;
     expect(cellFamilies(base)).toEqual([]);
     expect(cellFamilies({ ...base, workers: 64, oversubscription: 0.7 })).toEqual([]);
     expect(cellFamilies({ ...base, workers: 64, oversubscription: 2 })).toEqual(["fleet"]);
@@ -43,13 +46,7 @@ describe("the regime map's grid", () => {
 
 describe("a cell sized to reach its oversubscription", () => {
   const plan = { hostRatio: 2, pageSize: 64 };
-  const cell = {
-    workers: 8,
-    oversubscription: 0.7,
-    context: 8192,
-    gaps: "seconds",
-    flood: false,
-  } as const;
+  const cell = BASE;
 
   it("holds the fewest programs (on its step) whose working set reaches the axis", () => {
     const n = programsToReach(plan, cell, 1);

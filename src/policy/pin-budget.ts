@@ -241,15 +241,26 @@ export class PinBudget {
   private expireHold(worker: string, h: bigint, now: number): void {
     const m = this.ownHolds(worker);
     const holds = m?.get(h);
-    if (!m || !holds) return;
+    if (m && holds) this.dropExpired(worker, m, h, holds, now);
+  }
+
+  /** Drops a block's holds on `worker` whose TTL has run out; returns those left. */
+  private dropExpired(
+    worker: string,
+    m: Map<bigint, PinHold[]>,
+    h: bigint,
+    holds: PinHold[],
+    now: number,
+  ): PinHold[] {
     const live = holds.filter((x) => x.expiresAt === null || x.expiresAt > now);
-    if (live.length === holds.length) return;
+    if (live.length === holds.length) return live;
     if (live.length) m.set(h, live);
     else {
       m.delete(h);
       this.full.delete(worker);
       this.settle(worker, h, holds[holds.length - 1]);
     }
+    return live;
   }
 
   /** A lost hold's memory goes once its time has come (as expireAll drops it). */
@@ -283,17 +294,9 @@ export class PinBudget {
   private expireOn(worker: string, now: number): number {
     let next = Number.POSITIVE_INFINITY;
     const m = this.ownHolds(worker) as Map<bigint, PinHold[]>;
-    for (const [h, holds] of m) {
-      const live = holds.filter((x) => x.expiresAt === null || x.expiresAt > now);
-      for (const x of live) if (x.expiresAt !== null) next = Math.min(next, x.expiresAt);
-      if (live.length === holds.length) continue;
-      if (live.length) m.set(h, live);
-      else {
-        m.delete(h);
-        this.full.delete(worker);
-        this.settle(worker, h, holds[holds.length - 1]);
-      }
-    }
+    for (const [h, holds] of m)
+      for (const x of this.dropExpired(worker, m, h, holds, now))
+        if (x.expiresAt !== null) next = Math.min(next, x.expiresAt);
     return next;
   }
 
